@@ -1,0 +1,43 @@
+# The lab's two commands: `make report` and `make test`. Everything they need is set up here.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LAB_HOME ?= .lab
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: setup node report test lab stop wipe proto clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)  ## venv + packages + Cassandra jars
+	$(BIN)/lab node jars --home $(LAB_HOME)
+
+node: setup  ## start (or reuse) the embedded node
+	$(BIN)/lab node start --home $(LAB_HOME)
+
+report: node  ## headless calibration on the embedded node; prints the report's path
+	$(BIN)/lab calibrate --quick --home $(LAB_HOME)
+
+test: node  ## the whole test suite against the real node
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lab: node  ## JupyterLab on notebooks/ with the project's kernel
+	$(BIN)/lab jupyter --home $(LAB_HOME)
+
+stop:  ## stop every node the lab started (by recorded PID)
+	-$(BIN)/lab node stop --home $(LAB_HOME) --all
+
+wipe: stop
+	-$(BIN)/lab node wipe --home $(LAB_HOME)
+
+proto:
+	$(BIN)/python -m lab.proto.generate
+
+clean: stop
+	rm -rf $(VENV) $(LAB_HOME)

@@ -1,0 +1,195 @@
+"""The lab's one error tree.
+
+Every error the library raises derives from :class:`LabError`; the CLI turns them into
+messages and exit codes in one place (``lab.cli``). Driver exceptions are translated at one
+boundary (``lab.connection.map_driver_errors``) and never leak to callers.
+
+    LabError
+    ├── ConfigError                 bad cluster configuration (flags, env, TOML)
+    ├── NodeError                   the embedded node
+    │   ├── JavaNotFound            no usable ``java`` (JDK 17)
+    │   ├── MavenError              Maven missing or the jars could not be resolved
+    │   ├── PortInUse               a port the node needs is taken
+    │   ├── NodeDied                the JVM exited during start-up (carries the log tail)
+    │   └── NodeTimeout             CQL did not answer in time
+    ├── ClusterError                talking to a cluster
+    │   ├── ConnectError            no contact point answered / auth / TLS refused
+    │   ├── RequestError            a request failed on the server
+    │   │   ├── RequestTimeout      the server or the driver timed out
+    │   │   ├── Unavailable         not enough replicas for the consistency level
+    │   │   ├── InvalidRequest      the server rejected the statement (syntax, limits)
+    │   │   └── Overloaded          the server shed the request
+    │   └── AdminError              flush/compact/metrics through nodetool or REST failed
+    ├── SchemaError                 the server schema differs from the design
+    │   └── BucketWidthChanged      message_seq_bucket_width changed after tables exist
+    ├── ValidationError             bad input: raised before anything is written
+    │   ├── InvalidId               malformed UUID / u128 / message_id
+    │   ├── Bit63Violation          a u64 with bit 63 set (S-2)
+    │   ├── InvalidSeq              zero/negative conversation_seq, or out of range
+    │   ├── PayloadTooLarge         payload or thumbnail over its limit
+    │   ├── UnknownRetentionClass   retention class not in the design's set
+    │   └── UnknownEnum             any other enum value outside its set
+    ├── StoreError                  the store's own invariants
+    │   ├── BucketOverflow          a partition read returned > bucket width rows (S-4)
+    │   ├── NotFound                no such message / conversation
+    │   ├── HeadConflict            conditional conversation_head update lost its race
+    │   └── OutboxError             the outbox could not append or read
+    ├── CryptoError                 encryption at rest
+    │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
+    │   └── KeyDestroyed            the DEK was crypto-erased
+    ├── CrashInjected               a fault-injection hook fired (tests of crash points)
+    └── CalibrationError            a calibration run failed (names notebook and cell)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class LabError(Exception):
+    """Base of every error the lab raises. Keyword facts become attributes."""
+
+    def __init__(self, message: str = "", **facts: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.facts = facts
+        for key, value in facts.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message or self.__class__.__name__
+
+
+class ConfigError(LabError):
+    pass
+
+
+class NodeError(LabError):
+    pass
+
+
+class JavaNotFound(NodeError):
+    pass
+
+
+class MavenError(NodeError):
+    pass
+
+
+class PortInUse(NodeError):
+    pass
+
+
+class NodeDied(NodeError):
+    pass
+
+
+class NodeTimeout(NodeError):
+    pass
+
+
+class ClusterError(LabError):
+    pass
+
+
+class ConnectError(ClusterError):
+    pass
+
+
+class RequestError(ClusterError):
+    pass
+
+
+class RequestTimeout(RequestError):
+    pass
+
+
+class Unavailable(RequestError):
+    pass
+
+
+class InvalidRequest(RequestError):
+    pass
+
+
+class Overloaded(RequestError):
+    pass
+
+
+class AdminError(ClusterError):
+    pass
+
+
+class SchemaError(LabError):
+    pass
+
+
+class BucketWidthChanged(SchemaError):
+    pass
+
+
+class ValidationError(LabError, ValueError):
+    pass
+
+
+class InvalidId(ValidationError):
+    pass
+
+
+class Bit63Violation(ValidationError):
+    pass
+
+
+class InvalidSeq(ValidationError):
+    pass
+
+
+class PayloadTooLarge(ValidationError):
+    pass
+
+
+class UnknownRetentionClass(ValidationError):
+    pass
+
+
+class UnknownEnum(ValidationError):
+    pass
+
+
+class StoreError(LabError):
+    pass
+
+
+class BucketOverflow(StoreError):
+    pass
+
+
+class NotFound(StoreError):
+    pass
+
+
+class HeadConflict(StoreError):
+    pass
+
+
+class OutboxError(StoreError):
+    pass
+
+
+class CryptoError(LabError):
+    pass
+
+
+class DecryptError(CryptoError):
+    pass
+
+
+class KeyDestroyed(CryptoError):
+    pass
+
+
+class CrashInjected(LabError):
+    pass
+
+
+class CalibrationError(LabError):
+    pass

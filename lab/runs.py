@@ -1,0 +1,46 @@
+"""Run folders under ``results/``: one per run, never overwritten."""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path("results")
+
+
+def new_run_id(prefix: str = "") -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def new_run_dir(results: Path = RESULTS_DIR, prefix: str = "") -> Path:
+    """A fresh folder ``results/<run-id>/`` (exclusive create: runs never overwrite each other)."""
+    results.mkdir(parents=True, exist_ok=True)
+    while True:
+        path = results / new_run_id(prefix)
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=cwd, timeout=10)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine() -> dict[str, Any]:
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        mem = None
+    return {"hostname": platform.node(), "cpus": os.cpu_count(), "memory_bytes": mem,
+            "platform": platform.platform(), "python": platform.python_version()}

@@ -1,0 +1,90 @@
+"""Admin adapter, request accounting and tracing against the real node."""
+from __future__ import annotations
+
+import pytest
+
+from lab.tracing import summarize, traced
+
+
+@pytest.fixture(scope="module")
+def kv(connection, scratch_keyspace):
+    connection.execute(f"CREATE TABLE {scratch_keyspace}.kv (p int, c int, v text, PRIMARY KEY (p, c)) "
+                       "WITH compaction = {'class': 'SizeTieredCompactionStrategy', 'min_threshold': 32}")
+    connection.wait_schema_agreement()
+    return scratch_keyspace
+
+
+def test_flush_raises_sstable_count_matching_data_files(connection, admin, kv):
+    insert = connection.prepare(f"INSERT INTO {kv}.kv (p, c, v) VALUES (?, ?, ?)")
+    before = admin.table_stats(kv, "kv").sstable_count
+    for round_ in range(3):
+        for i in range(50):
+            connection.execute(insert, (round_, i, "x" * 100))
+        admin.flush(kv, "kv")
+    stats = admin.table_stats(kv, "kv")
+    assert stats.sstable_count == before + 3
+    files = admin.data_files(kv, "kv")
+    assert files is not None and len(files) == stats.sstable_count
+    assert stats.live_disk_bytes >= sum(f.stat().st_size for f in files) > 0
+    admin.compact(kv, "kv")
+    assert admin.table_stats(kv, "kv").sstable_count == 1
+    assert len(admin.data_files(kv, "kv")) == 1
+
+
+def test_request_counter_matches_statements_and_server(connection, admin, kv):
+    insert = connection.prepare(f"INSERT INTO {kv}.kv (p, c, v) VALUES (?, ?, ?)")
+    point = connection.prepare(f"SELECT v FROM {kv}.kv WHERE p = ? AND c = ?", key_columns=("p", "c"))
+    slice_ = connection.prepare(f"SELECT v FROM {kv}.kv WHERE p = ? AND c >= ? AND c <= ?")
+    in_read = connection.prepare(f"SELECT v FROM {kv}.kv WHERE p = ? AND c IN ?")
+    lwt = connection.prepare(f"INSERT INTO {kv}.kv (p, c, v) VALUES (?, ?, ?) IF NOT EXISTS")
+    server_before = admin.server_counts(kv, "kv")
+    connection.counter.reset()
+    for i in range(7):
+        connection.execute(insert, (100, i, "y"))
+    for i in range(5):
+        connection.execute(point, (100, i))
+    for i in range(3):
+        connection.execute(slice_, (100, 0, 6))
+    for i in range(2):
+        connection.execute(in_read, (100, [1, 2, 3]))
+    connection.execute(lwt, (101, 1, "z"))
+    assert connection.counter.count("kv", "write") == 7
+    assert connection.counter.count("kv", "point_read") == 5
+    assert connection.counter.count("kv", "range_read") == 3
+    assert connection.counter.count("kv", "in_read") == 2
+    assert connection.counter.count("kv", "lwt") == 1
+    assert connection.counter.reads("kv") == 10
+    server_after = admin.server_counts(kv, "kv")
+    # each single-partition read is one local read on the replica; an LWT reads once (Paxos)
+    assert server_after.reads - server_before.reads in (10, 11)
+    assert server_after.writes - server_before.writes == 8
+    connection.counter.reset()
+    assert connection.counter.snapshot() == {}
+
+
+def test_tracing_reports_live_rows_of_known_partition(connection, kv):
+    insert = connection.prepare(f"INSERT INTO {kv}.kv (p, c, v) VALUES (?, ?, ?)")
+    for i in range(12):
+        connection.execute(insert, (200, i, "t"))
+    select = connection.prepare(f"SELECT * FROM {kv}.kv WHERE p = ?")
+    rows, trace = traced(connection, select, (200,))
+    assert len(rows) == 12
+    assert trace.rows_read == 12
+    assert trace.tombstones_read == 0
+
+
+def test_trace_parsers_read_both_servers():
+    cassandra = ["Merged data from memtables and 2 sstables", "Read 7 live rows and 3 tombstone cells"]
+    scylla = ["Reading key {key: pk{0004}} from sstable /var/lib/scylla/data/ks/t-1/me-1-big-Data.db",
+              "Page stats: 1 partition(s), 0 static row(s) (0 live, 0 dead), 9 clustering row(s) "
+              "(9 live, 2 dead) and 1 range tombstone(s)"]
+    c = summarize(cassandra)
+    s = summarize(scylla)
+    assert (c.rows_read, c.tombstones_read, c.sstables_touched) == (7, 3, 2)
+    assert (s.rows_read, s.tombstones_read, s.sstables_touched) == (9, 3, 1)
+
+
+def test_admin_chosen_from_server(admin, connection):
+    assert connection.server_kind() == "cassandra"
+    assert admin.name == "cassandra"
+    assert admin.server_version().startswith("5.0")

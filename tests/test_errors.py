@@ -1,0 +1,44 @@
+"""Every driver exception is mapped into the lab's error tree at one boundary."""
+from __future__ import annotations
+
+import inspect
+
+import cassandra
+import cassandra.cluster
+import cassandra.connection
+import cassandra.protocol
+
+from lab import errors
+from lab.connection import DRIVER_ERROR_MAP, translate
+
+
+def _driver_exception_classes():
+    seen = set()
+    for module in (cassandra, cassandra.cluster, cassandra.protocol, cassandra.connection):
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, Exception) and obj.__module__.startswith("cassandra"):
+                seen.add(obj)
+    return seen
+
+
+def test_every_driver_exception_is_mapped():
+    # the catch-all (Exception -> ClusterError) must not be what maps a driver class
+    specific = tuple(c for c, _ in DRIVER_ERROR_MAP if c is not Exception)
+    unmapped = sorted(c.__name__ for c in _driver_exception_classes() if not issubclass(c, specific))
+    assert unmapped == []
+    for cls in _driver_exception_classes():
+        lab_cls = next(l for c, l in DRIVER_ERROR_MAP if issubclass(cls, c))
+        assert issubclass(lab_cls, errors.ClusterError), cls
+
+
+def test_translate_keeps_cause_and_table():
+    exc = cassandra.OperationTimedOut("slow")
+    err = translate(exc, table="message_record")
+    assert isinstance(err, errors.RequestTimeout)
+    assert err.table == "message_record" and err.__cause__ is exc
+
+
+def test_tree_has_one_root():
+    for _, obj in inspect.getmembers(errors, inspect.isclass):
+        if obj.__module__ == errors.__name__:
+            assert issubclass(obj, errors.LabError)
