@@ -17,6 +17,7 @@ READ_KINDS = ("point_read", "range_read", "in_read")
 
 _TABLE_RE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE(?:\s+IF\s+(?:NOT\s+)?EXISTS)?)\s+(?:\"?(\w+)\"?\.)?\"?(\w+)\"?",
                        re.IGNORECASE)
+_LITERAL_RE = re.compile(r"'(?:[^']|'')*'|\$\$.*?\$\$", re.DOTALL)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,7 +31,8 @@ class StatementInfo:
 def classify(cql: str, *, key_columns: tuple[str, ...] = ()) -> StatementInfo:
     """Table and kind of a CQL text. ``key_columns`` (the full primary key) tells a point
     read (every key column restricted by ``=``) from a range read."""
-    text = " ".join(cql.split())
+    # string literals out first: a value (a role's password) must never become a "table"
+    text = " ".join(_LITERAL_RE.sub("''", cql).split())
     upper = text.upper()
     m = _TABLE_RE.search(text)
     table = m.group(2).lower() if m else "?"

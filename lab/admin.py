@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from .config import ClusterConfig
-from .errors import AdminError, ConfigError
+from .errors import AdminError, ConfigError, NodeError
+
+OBSOLETE_FILES_TIMEOUT_SECONDS = 30.0
 
 ADMINS = {
     "cassandra": "lab.admin:CassandraAdmin",
@@ -82,6 +84,9 @@ class ClusterAdmin(ABC):
     def server_version(self) -> str:
         return self.connection.server_version()
 
+    def close(self) -> None:
+        """Release helper processes the adapter started (none by default)."""
+
 
 def admin_for(config: ClusterConfig, connection: Any, kind: str | None = None) -> ClusterAdmin:
     """The adapter named by ``kind`` / ``config.admin``, or the one matching the server."""
@@ -115,6 +120,33 @@ class CassandraAdmin(ClusterAdmin):
         else:
             for cp in config.contact_points:
                 self._targets.append((cp, cp, config.jmx_port, None))
+        # Persistent JMX helpers (lab.jmx), one per endpoint; nodetool is the fallback.
+        self._shells: dict[tuple[str, int], Any] = {}
+        self._shell_failed: set[tuple[str, int]] = set()
+
+    def _shell(self, host: str, port: int) -> Any:
+        """The endpoint's JMX helper, or None (no JDK compiler, JMX refused): use nodetool."""
+        from .jmx import JmxShell
+
+        key = (host, port)
+        shell = self._shells.get(key)
+        if shell is not None and shell.alive:
+            return shell
+        if key in self._shell_failed:
+            return None
+        try:
+            shell = JmxShell(host, port, work_dir=Path(self.config.lab_home) / "jmxshell",
+                             java=self._embedded.find_java())
+        except (AdminError, OSError, NodeError):
+            self._shell_failed.add(key)
+            return None
+        self._shells[key] = shell
+        return shell
+
+    def close(self) -> None:
+        for shell in self._shells.values():
+            shell.close()
+        self._shells.clear()
 
     def _nodetool(self, host: str, port: int, *args: str) -> str:
         if not self._embedded.lib_dir.joinpath(".complete").exists():
@@ -127,15 +159,41 @@ class CassandraAdmin(ClusterAdmin):
 
     def flush(self, keyspace: str, table: str | None = None) -> None:
         for _, host, port, _n in self._live_targets():
-            self._nodetool(host, port, "flush", keyspace, *([table] if table else []))
+            shell = self._shell(host, port)
+            if shell is not None:
+                shell.flush(keyspace, (table,) if table else ())
+            else:
+                self._nodetool(host, port, "flush", keyspace, *([table] if table else []))
 
     def compact(self, keyspace: str, table: str) -> None:
         for _, host, port, _n in self._live_targets():
-            self._nodetool(host, port, "compact", keyspace, table)
+            shell = self._shell(host, port)
+            if shell is not None:
+                shell.compact(keyspace, (table,))
+            else:
+                self._nodetool(host, port, "compact", keyspace, table)
+        self._await_obsolete_files_removed(keyspace, table)
+
+    def _await_obsolete_files_removed(self, keyspace: str, table: str,
+                                      timeout: float = OBSOLETE_FILES_TIMEOUT_SECONDS) -> None:
+        """Compacted-away SSTables are deleted asynchronously after the compaction returns;
+        wait until the files on disk match the live count, so both views agree afterwards."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            files = self.data_files(keyspace, table)
+            if files is None or len(files) <= self.table_stats(keyspace, table).sstable_count:
+                return
+            time.sleep(0.1)
 
     def table_stats(self, keyspace: str, table: str) -> TableStats:
         per_node = []
         for address, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is not None:
+                per_node.append({"node": address, **_shell_stats(shell.stats(keyspace, table))})
+                continue
             raw = self._nodetool(host, port, "tablestats", "-F", "json", f"{keyspace}.{table}")
             try:
                 t = json.loads(raw[raw.index("{"):])[keyspace]["tables"][table]
@@ -185,6 +243,15 @@ class CassandraAdmin(ClusterAdmin):
             for table_dir in (Path(n.directory) / "data" / "data" / keyspace).glob(f"{table}-*"):
                 files += [p for p in table_dir.glob("*-Data.db")]
         return sorted(files)
+
+
+def _shell_stats(raw: dict) -> dict:
+    """The JMX helper's metrics in the shape of the tablestats fields above."""
+    ints = ("sstable_count", "live_disk_bytes", "total_disk_bytes", "local_reads", "local_writes",
+            "partitions_estimate", "max_partition_bytes", "mean_partition_bytes")
+    out = {k: int(raw[k]) for k in ints}
+    out["compression_ratio"] = float(raw["compression_ratio"])
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -105,14 +105,35 @@ def _embedded(home: Path, **kw: Any):
 @click.option("--tls-keystore", type=click.Path(dir_okay=False), default=None, help="PKCS12/JKS keystore: TLS on the CQL port")
 @click.option("--tls-keystore-password", default=None, envvar="LAB_TLS_KEYSTORE_PASSWORD")
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="seconds to wait for CQL")
+@click.option("--address", default="127.0.0.1", show_default=True, envvar="LAB_NODE_ADDRESS",
+              help="first node's loopback address (.2, .3 follow)")
+@click.option("--jmx-port", type=int, default=7199, show_default=True, envvar="LAB_NODE_JMX_PORT",
+              help="first node's JMX port (+1 per node)")
+@click.option("--tls", "tls", is_flag=True, help="TLS on the CQL port with certificates made in <home>/tls")
+@click.option("--secure", is_flag=True,
+              help="--auth --tls, plus a login role (--role) whose password is LAB_PASSWORD")
+@click.option("--role", default="lab", show_default=True, help="with --secure: the lab's login role")
 def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str | None,
-               tls_keystore_password: str | None, timeout: float) -> None:
+               tls_keystore_password: str | None, timeout: float, address: str, jmx_port: int,
+               tls: bool, secure: bool, role: str) -> None:
     """Resolve the jars (once), start the node(s), wait for CQL, print contact points."""
-    cluster = _embedded(home, nodes=int(nodes), heap=heap, auth=auth,
-                        tls_keystore=Path(tls_keystore) if tls_keystore else None,
-                        tls_keystore_password=tls_keystore_password, timeout_seconds=timeout)
+    from .node import EmbeddedCluster, NodeOptions
+    from . import security
+
+    options = NodeOptions(home=home, nodes=int(nodes), heap=heap, auth=auth, first_address=address,
+                          jmx_port_base=jmx_port, tls_keystore=Path(tls_keystore) if tls_keystore else None,
+                          tls_keystore_password=tls_keystore_password, timeout_seconds=timeout)
+    ca_file = secure_node = None
     t0 = time.monotonic()
-    state = cluster.start()
+    if secure:
+        secure_node = security.start_secure(options, role=role,
+                                            password=os.environ.get(security.PASSWORD_ENV, ""))
+        state, ca_file = secure_node.state, secure_node.ca_file
+    else:
+        if tls and tls_keystore is None:
+            options, material = security.with_local_tls(options)
+            ca_file = material.ca_file
+        state = EmbeddedCluster(options).start()
     if state.reused:
         click.echo(f"reusing running Cassandra {state.version} ({len(state.nodes)} node(s), "
                    f"pids {', '.join(str(n.pid) for n in state.nodes)})")
@@ -121,6 +142,16 @@ def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str 
                    f"{time.monotonic() - t0:.1f}s (jar resolution {state.resolve_seconds:.1f}s, "
                    f"JVM start to CQL {state.startup_seconds:.1f}s)")
     click.echo(f"contact points: {','.join(state.contact_points)}  port: {state.nodes[0].native_port}")
+    if ca_file is not None:
+        click.echo(f"TLS: CA certificate {ca_file} (--tls-ca-file / LAB_TLS_CA_FILE)")
+    if secure_node is not None:
+        click.echo(f"auth: role {secure_node.role!r}, password from ${security.PASSWORD_ENV} (not shown); "
+                   f"it owns keyspace {secure_node.keyspace!r} and may create others")
+        click.echo(f"connect: LAB_CONTACT_POINTS={','.join(state.contact_points)} "
+                   f"LAB_USERNAME={secure_node.role} LAB_TLS_CA_FILE={ca_file} "
+                   f"LAB_PASSWORD=... lab info --home {home}")
+    elif state.auth:
+        click.echo("auth: PasswordAuthenticator; default superuser 'cassandra' (--secure creates a lab role)")
 
 
 @node.command("status")

@@ -282,6 +282,8 @@ def _open(config: ClusterConfig) -> tuple[Cluster, Session]:
             hint = " (authentication failed: check username/password)"
         elif "SSL" in text or "certificate" in text.lower():
             hint = " (TLS handshake failed: check the CA file and that the server speaks TLS)"
+        elif not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
+            hint = " (the server dropped a plain connection: does it require TLS? give the CA file)"
         elif "refused" in text.lower() or "Unable to connect" in text:
             hint = " (nothing answers there: is the node running? `lab node start`)"
         raise ConnectError(f"cannot connect to {where}{hint}: {exc}", contact_points=config.contact_points) from exc

@@ -153,8 +153,9 @@ class LocalKeyStore(KeyStore):
 
     Writers take SQLite's write lock up front (``BEGIN IMMEDIATE``), so two processes
     creating the first key of a conversation agree on one version 1, and concurrent
-    rotations get distinct versions. ``destroy`` deletes the rows with ``secure_delete``
-    on (freed pages are zeroed) and truncates the WAL, so the material leaves the files;
+    rotations get distinct versions. ``destroy`` marks the conversation erased and
+    overwrites its key material with zeros, with ``secure_delete`` on (freed space is
+    zeroed), then truncates the WAL, so the material leaves the files;
     what the filesystem or its backups keep is outside the lab's reach.
     """
 
@@ -283,7 +284,10 @@ class LocalKeyStore(KeyStore):
         def erase(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT OR IGNORE INTO erased (key_scope, key_id, erased_at_ms) VALUES (?, ?, ?)",
                          (KEY_SCOPE_CONVERSATION, key_id, time.time_ns() // 1_000_000))
-            conn.execute("DELETE FROM dek WHERE key_scope = ? AND key_id = ?", (KEY_SCOPE_CONVERSATION, key_id))
+            # Overwrite rather than remove: the row stays as a record that the version
+            # existed, and secure_delete zeroes the cell that held the key.
+            conn.execute("UPDATE dek SET material = zeroblob(length(material)) WHERE key_scope = ? AND key_id = ?",
+                         (KEY_SCOPE_CONVERSATION, key_id))
         self._write(erase)
         if self.path != ":memory:":
             with self._session() as conn:

@@ -23,7 +23,7 @@ boundary (``lab.connection.map_driver_errors``) and never leak to callers.
     ├── SchemaError                 the server schema differs from the design
     │   └── BucketWidthChanged      message_seq_bucket_width changed after tables exist
     ├── ValidationError             bad input: raised before anything is written
-    │   ├── InvalidId               malformed UUID / u128 / message_id
+    │   ├── InvalidId               malformed UUID / u128 / message_id / client_message_id
     │   ├── Bit63Violation          a u64 with bit 63 set (S-2)
     │   ├── InvalidSeq              zero/negative conversation_seq, or out of range
     │   ├── PayloadTooLarge         payload or thumbnail over its limit
@@ -32,7 +32,9 @@ boundary (``lab.connection.map_driver_errors``) and never leak to callers.
     ├── StoreError                  the store's own invariants
     │   ├── BucketOverflow          a partition read returned > bucket width rows (S-4)
     │   ├── NotFound                no such message / conversation
+    │   ├── InvalidState            the message's state forbids it (editing a recalled message)
     │   ├── HeadConflict            conditional conversation_head update lost its race
+    │   ├── ReactionConflict        the reaction summary's compare-and-set kept losing its race
     │   └── OutboxError             the outbox could not append or read
     ├── CryptoError                 encryption at rest
     │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
@@ -167,7 +169,15 @@ class NotFound(StoreError):
     pass
 
 
+class InvalidState(StoreError):
+    pass
+
+
 class HeadConflict(StoreError):
+    pass
+
+
+class ReactionConflict(StoreError):
     pass
 
 

@@ -35,6 +35,8 @@ POM_PATH = Path(__file__).with_name("node") / "pom.xml"
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
 NODETOOL_CLASS = "org.apache.cassandra.tools.NodeTool"
 _READY_LINE = "Starting listening for CQL clients"
+# logged once per data directory, when the role table was empty; a moment AFTER CQL opens
+_SUPERUSER_LINE = "Created default superuser role"
 _TOKEN_SPAN = 2**64
 
 # conf/jvm17-server.options of the 5.0 branch
@@ -197,6 +199,7 @@ class EmbeddedCluster:
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
             "-Dcassandra.ring_delay_ms=1000",
             "-Dcassandra.superuser_setup_delay_ms=0",
+            "-Dcassandra.consistent.rangemovement=false",
             f"-Djna.tmpdir={node_dir / 'tmp'}",
             f"-Djava.io.tmpdir={node_dir / 'tmp'}",
             f"-Dlab.node={node_dir}",
@@ -259,37 +262,51 @@ class EmbeddedCluster:
             _check_port_free(address, NATIVE_PORT, "CQL")
             _check_port_free(address, STORAGE_PORT, "storage")
             _check_port_free("127.0.0.1", self.options.jmx_port_base + i, "JMX")
+        # the seed's first start creates the default superuser (any authenticator)
+        fresh = not (self.nodes_dir / "node1" / "data" / "data" / "system_auth").exists()
+        # the seed first; the others (auto_bootstrap false: no streaming) join it together
         nodes: list[NodeInfo] = []
-        for i, address in enumerate(addresses):
-            name = f"node{i + 1}"
-            node_dir = self.nodes_dir / name
-            for sub in ("conf", "logs", "data", "tmp"):
-                (node_dir / sub).mkdir(parents=True, exist_ok=True)
-            (node_dir / "logs" / "system.log").unlink(missing_ok=True)
-            self._write_config(node_dir, address, i, addresses)
-            jmx = self.options.jmx_port_base + i
-            out = open(node_dir / "logs" / "stdout.log", "ab")
-            t0 = time.monotonic()
-            proc = subprocess.Popen(self.java_command(java, node_dir, jmx), stdout=out,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=node_dir, start_new_session=True)
-            info = NodeInfo(name=name, address=address, jmx_port=jmx, native_port=NATIVE_PORT,
-                            pid=proc.pid, directory=str(node_dir))
-            nodes.append(info)
-            self._write_state(ClusterState(version=self.options.version, nodes=tuple(nodes),
-                                           auth=self.options.auth, tls=self.options.tls_keystore is not None))
-            try:
-                self._wait_ready(proc, info)
-            except NodeError:
-                self.stop()
-                raise
-            nodes[-1] = NodeInfo(**{**asdict(info), "startup_seconds": round(time.monotonic() - t0, 3)})
+        for wave in ([0], list(range(1, len(addresses)))):
+            started = []
+            for i in wave:
+                started.append(self._spawn(java, i, addresses))
+                nodes.append(started[-1][1])
+                self._write_state(ClusterState(version=self.options.version, nodes=tuple(nodes),
+                                               auth=self.options.auth,
+                                               tls=self.options.tls_keystore is not None))
+            for proc, info, t0 in started:
+                try:
+                    self._wait_ready(proc, info)
+                except NodeError:
+                    self.stop()
+                    raise
+                nodes[nodes.index(info)] = NodeInfo(**{**asdict(info),
+                                                      "startup_seconds": round(time.monotonic() - t0, 3)})
+        if self.options.auth and fresh:
+            self._wait_default_superuser(nodes)
         state = ClusterState(version=self.options.version, nodes=tuple(nodes), auth=self.options.auth,
                              tls=self.options.tls_keystore is not None,
                              resolve_seconds=round(resolve_seconds, 3),
                              startup_seconds=round(time.monotonic() - t_start, 3))
         self._write_state(state)
         return state
+
+    def _spawn(self, java: str, i: int, addresses: list[str]) -> tuple[subprocess.Popen, NodeInfo, float]:
+        name = f"node{i + 1}"
+        node_dir = self.nodes_dir / name
+        for sub in ("conf", "logs", "data", "tmp"):
+            (node_dir / sub).mkdir(parents=True, exist_ok=True)
+        (node_dir / "logs" / "system.log").unlink(missing_ok=True)
+        self._write_config(node_dir, addresses[i], i, addresses)
+        jmx = self.options.jmx_port_base + i
+        t0 = time.monotonic()
+        with open(node_dir / "logs" / "stdout.log", "ab") as out:
+            proc = subprocess.Popen(self.java_command(java, node_dir, jmx), stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=node_dir, start_new_session=True)
+        info = NodeInfo(name=name, address=addresses[i], jmx_port=jmx, native_port=NATIVE_PORT,
+                        pid=proc.pid, directory=str(node_dir))
+        return proc, info, t0
 
     def _wait_ready(self, proc: subprocess.Popen, info: NodeInfo) -> None:
         deadline = time.monotonic() + self.options.timeout_seconds
@@ -305,6 +322,18 @@ class EmbeddedCluster:
         raise NodeTimeout(f"{info.name} did not answer CQL on {info.address}:{info.native_port} within "
                           f"{self.options.timeout_seconds:.0f}s; last lines:\n{self.log_tail(info)}",
                           node=info.name)
+
+    def _wait_default_superuser(self, nodes: list[NodeInfo]) -> None:
+        """On a fresh cluster with PasswordAuthenticator, CQL opens before the role ``cassandra``
+        exists and logins fail until it does. Later starts find it on disk: no wait then."""
+        deadline = time.monotonic() + self.options.timeout_seconds
+        while time.monotonic() < deadline:
+            if any(_log_has(n.log_path, _SUPERUSER_LINE) for n in nodes):
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise NodeTimeout(f"the default superuser was not created within {self.options.timeout_seconds:.0f}s; "
+                          f"last lines:\n{self.log_tail(nodes[0])}", node=nodes[0].name)
 
     def stop(self) -> list[int]:
         """Stop the JVMs this lab recorded (SIGTERM, then SIGKILL). Returns the PIDs stopped."""
@@ -348,12 +377,12 @@ class EmbeddedCluster:
             return node
         java = self.find_java()
         node_dir = Path(node.directory)
-        out = open(node_dir / "logs" / "stdout.log", "ab")
         (node_dir / "logs" / "system.log").unlink(missing_ok=True)
         t0 = time.monotonic()
-        proc = subprocess.Popen(self.java_command(java, node_dir, node.jmx_port), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=node_dir,
-                                start_new_session=True)
+        with open(node_dir / "logs" / "stdout.log", "ab") as out:
+            proc = subprocess.Popen(self.java_command(java, node_dir, node.jmx_port), stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=node_dir,
+                                    start_new_session=True)
         info = NodeInfo(**{**asdict(node), "pid": proc.pid})
         nodes = tuple(info if n.name == name else n for n in state.nodes)
         self._write_state(ClusterState(**{**asdict(state), "nodes": nodes}))
@@ -432,11 +461,19 @@ class EmbeddedCluster:
         else:
             lines += ["authenticator: AllowAllAuthenticator", "authorizer: AllowAllAuthorizer"]
         if self.options.tls_keystore is not None:
+            keystore = Path(self.options.tls_keystore).resolve()
+            # the JDK's default JKS type reads PKCS12 only in compatibility mode: say what it is
+            store_type = "PKCS12" if keystore.suffix.lower() in (".p12", ".pfx") else "JKS"
             lines += ["client_encryption_options:", "  enabled: true", "  optional: false",
-                      f"  keystore: {Path(self.options.tls_keystore).resolve()}",
-                      f"  keystore_password: \"{self.options.tls_keystore_password or ''}\"",
+                      f"  keystore: {keystore}",
+                      f"  keystore_password: {json.dumps(self.options.tls_keystore_password or '')}",
+                      f"  store_type: {store_type}",
                       "  require_client_auth: false"]
-        (conf / "cassandra.yaml").write_text("\n".join(lines) + "\n")
+        # it may hold the keystore password: readable by its owner only, from the first byte
+        yaml_path = conf / "cassandra.yaml"
+        yaml_path.unlink(missing_ok=True)
+        with os.fdopen(os.open(yaml_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write("\n".join(lines) + "\n")
         (conf / "logback.xml").write_text(_LOGBACK.format(log=node_dir / "logs" / "system.log"))
 
 

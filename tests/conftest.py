@@ -54,3 +54,45 @@ def admin(cluster_config, connection):
     from lab.admin import admin_for
 
     return admin_for(cluster_config, connection)
+
+
+# ---- store fixtures -----------------------------------------------------------------------
+# One fresh keyspace + schema + state_dir per test module. `open_store(**kw)` opens another
+# MessageStore on the same keyspace and state (a restarted writer, a second node, a store
+# with a FaultPlan); `store` is the module's default one. Stores share the session's
+# connection (cheap on a 2-core machine) and are closed at module end.
+
+@pytest.fixture(scope="module")
+def store_keyspace(connection):
+    name = _fresh_keyspace(connection, "s")
+    yield name
+    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="module")
+def store_state_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("state")
+
+
+@pytest.fixture(scope="module")
+def open_store(cluster_config, connection, store_keyspace, store_state_dir):
+    from lab.store import MessageStore
+
+    opened = []
+
+    def _open(**kw):
+        kw.setdefault("state_dir", store_state_dir)
+        store = MessageStore.open(cluster_config.replace(keyspace=store_keyspace), connection=connection, **kw)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in reversed(opened):
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def store(open_store):
+    store = open_store()
+    store.create_schema()
+    return store

@@ -242,6 +242,31 @@ def test_cache_saves_key_store_calls_until_its_ttl():
     assert store.calls == {"current": 2, "get": 2}
 
 
+def test_a_key_loaded_while_being_destroyed_is_not_cached():
+    loaded, proceed = threading.Event(), threading.Event()
+
+    class SlowKeyStore(InMemoryKeyStore):
+        def get(self, dek_id):
+            key = super().get(dek_id)
+            loaded.set()
+            proceed.wait(10)
+            return key
+
+    store = SlowKeyStore()
+    enc = Encryptor(store, cache_ttl_seconds=300, clock=FakeClock())
+    sealed = seal(enc)
+    results = []
+    reader = threading.Thread(target=lambda: results.append(open_(enc, sealed)))
+    reader.start()
+    assert loaded.wait(10)
+    enc.destroy(TENANT, CONV)  # lands while the reader holds a freshly loaded key
+    proceed.set()
+    reader.join(10)
+    assert results == [b"hello"]  # the read that started before the destroy may finish
+    with pytest.raises(KeyDestroyed):
+        open_(enc, sealed)  # but its key must not have been cached past the destroy
+
+
 def test_cache_ttl_zero_disables_caching():
     store = CountingKeyStore()
     enc = Encryptor(store, cache_ttl_seconds=0)

@@ -1,5 +1,7 @@
 import dataclasses
+import itertools
 import threading
+import time
 import uuid
 
 import blake3
@@ -276,7 +278,6 @@ def test_generator_embeds_clock_and_node():
 
 
 def test_generator_uses_wall_clock_by_default():
-    import time
     before = time.time_ns() // 1_000_000
     mid = MessageIdGenerator(1).next_id()
     after = time.time_ns() // 1_000_000
@@ -312,8 +313,16 @@ def test_generator_borrows_a_millisecond_when_the_counter_is_exhausted(monkeypat
 
 
 def test_generator_is_thread_safe():
-    gen = MessageIdGenerator(9, clock_ms=lambda: 42)  # one millisecond: worst case for the counter
-    per_thread = 2000
+    ticks = itertools.count()
+
+    def clock_ms():
+        # A clock that yields the GIL and advances now and then, so that threads interleave
+        # exactly between reading the clock and updating the counter.
+        time.sleep(0)
+        return next(ticks) // 16
+
+    gen = MessageIdGenerator(9, clock_ms=clock_ms)
+    per_thread = 200
     results: list[list[int]] = [[] for _ in range(8)]
 
     def work(slot):

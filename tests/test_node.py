@@ -36,9 +36,14 @@ def test_second_start_reuses_running_node(lab_home):
     assert "reusing" in out.stdout
 
 
-def test_port_taken_is_explained(tmp_path):
-    # the running embedded node holds 127.0.0.1:9042; a second cluster in another home must say so
-    cluster = EmbeddedCluster(NodeOptions(home=tmp_path, jmx_port_base=7399))
+def _running_address(lab_home):
+    return EmbeddedCluster(NodeOptions(home=lab_home)).read_state().nodes[0].address
+
+
+def test_port_taken_is_explained(tmp_path, lab_home):
+    # the running embedded node holds <address>:9042; a second cluster in another home must say so
+    cluster = EmbeddedCluster(NodeOptions(home=tmp_path, jmx_port_base=7399,
+                                          first_address=_running_address(lab_home)))
     cluster.resolve_jars = lambda: 0.0  # jars are irrelevant: the port check comes first
     with pytest.raises(PortInUse) as info:
         cluster.start()
@@ -84,8 +89,8 @@ def test_stop_leaves_no_process_of_ours(tmp_path, lab_home):
     home = tmp_path / "home"
     (home / "jars" / jars.parent.name).mkdir(parents=True)
     (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
-    out = subprocess.run([*LAB, "node", "start", "--home", str(home)], capture_output=True, text=True,
-                         env={**os.environ})
+    out = subprocess.run([*LAB, "node", "start", "--home", str(home), "--address", _running_address(lab_home),
+                          "--jmx-port", "7699"], capture_output=True, text=True)
     # the default address is taken by the main node: the CLI explains that
     assert out.returncode == 2 and "PortInUse" in out.stderr
     cluster = EmbeddedCluster(NodeOptions(home=home, first_address="127.0.0.8", jmx_port_base=7599))

@@ -1,0 +1,181 @@
+"""Compare driver reactors under Locust on the plain CQL probe; writes results/<run-id>/bench/reactor.json.
+
+    .venv/bin/python bench/reactor_probe/run.py [--seconds 12] [--users 32] [--rate 400]
+
+Each variant runs twice: closed loop (max throughput, `--users` users with no wait) and open
+loop at a fixed total `--rate` (latency check against the plain client at the same rate).
+`gevent-3.29.11` needs a throwaway venv (PROBE_VENV_32911, default /tmp/venv-sd32911) with
+scylla-driver==3.29.11, locust, hdrhistogram, lz4, psutil; the project venv is never touched.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from lab.hdr import FixedRateSchedule, LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
+from lab.runs import new_run_dir  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+VENV_32911 = Path(os.environ.get("PROBE_VENV_32911", "/tmp/venv-sd32911"))
+VARIANTS = {  # name: (venv, reactor, processes)
+    "libev-3.29.12": (VENV, "libev", 1),
+    "asyncio-3.29.12": (VENV, "asyncio", 1),
+    "asyncore-3.29.12": (VENV, "asyncore", 1),
+    "gevent-3.29.11": (VENV_32911, "gevent", 1),
+    "asyncio-3.29.12-x2proc": (VENV, "asyncio", 2),
+    "asyncore-3.29.12-x2proc": (VENV, "asyncore", 2),
+    "gevent-3.29.11-x2proc": (VENV_32911, "gevent", 2),
+}
+
+
+def _tree_cpu(proc: psutil.Process) -> float:
+    total = 0.0
+    for p in [proc] + proc.children(recursive=True):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path) -> dict:
+    venv, reactor, procs = VARIANTS[name]
+    pout = out / f"{name}-{'rate' if rate else 'max'}"
+    env = dict(os.environ, PROBE_REACTOR=reactor, PROBE_OUT=str(pout), PYTHONPATH=str(ROOT),
+               PROBE_RATE_PER_USER=str(rate / users if rate else 0))
+    cmd = [str(venv / "bin" / "locust"), "-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
+           "-r", str(users), "-t", f"{seconds}s", "--only-summary", "--json-file", str(pout / "locust"),
+           "--stop-timeout", "5"]
+    if procs > 1:
+        cmd += ["--processes", str(procs)]
+    pout.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(pout / "stderr.txt", "w"))
+    ps = psutil.Process(proc.pid)
+    cpu = 0.0
+    try:
+        while proc.poll() is None:
+            cpu = max(cpu, _tree_cpu(ps))
+            time.sleep(0.5)
+            if time.time() - t0 > seconds + 60:
+                proc.kill()  # a frozen load generator: record it, do not wait forever
+                break
+    except psutil.NoSuchProcess:
+        pass
+    wall = time.time() - t0
+    parts = []
+    for f in pout.glob("probe-*.json"):
+        d = json.loads(f.read_text())
+        parts.append({op: OpStats.from_json(v) for op, v in d["totals"].items()})
+    return _result(name, merge_stats(parts), seconds=seconds, cpu=cpu, wall=wall, rc=proc.returncode,
+                   rate=rate, users=users, processes=procs)
+
+
+def _result(name, stats, *, seconds, cpu, wall, rc, rate, users, processes) -> dict:
+    allops = OpStats()
+    for s in stats.values():
+        allops.merge(s)
+    return {"variant": name, "mode": "fixed-rate" if rate else "closed-loop", "users": users,
+            "processes": processes, "requested_rate": rate or None, "seconds": seconds, "exit_code": rc,
+            "calls": allops.count, "errors": sum(allops.errors.values()),
+            "throughput": round(allops.count / seconds, 1),
+            "loadgen_cpu_seconds": round(cpu, 1),
+            "loadgen_cpu_ms_per_call": round(1000 * cpu / allops.count, 3) if allops.count else None, "loadgen_cpu_percent_of_one_core": round(100 * cpu / wall, 1),
+            "service_us": percentiles_us(allops.service),
+            "corrected_us": percentiles_us(allops.corrected) if rate else None}
+
+
+def run_plain(*, seconds: int, users: int, rate: float) -> dict:
+    """The reference: the same calls from real threads, default (libev) reactor, no gevent."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(["127.0.0.1"], protocol_version=4)
+    s = cluster.connect("loadprobe")
+    w = s.prepare("INSERT INTO kv (k, v) VALUES (?, ?)")
+    r = s.prepare("SELECT v FROM kv WHERE k = ?")
+    recs = [LatencyRecorder(fixed_rate=bool(rate)) for _ in range(users)]
+    stop = time.perf_counter_ns() + seconds * 10**9
+    me = psutil.Process()
+    cpu0 = sum(me.cpu_times()[:2])
+
+    def worker(rec: LatencyRecorder) -> None:
+        sched = FixedRateSchedule.for_rate(rate / users, start_ns=time.perf_counter_ns(),
+                                           phase=random.random()) if rate else None
+        k = 0
+        while True:
+            due = None
+            if sched:
+                due = sched.due_ns(k)
+                k += 1
+                if due >= stop:
+                    return
+                d = (due - time.perf_counter_ns()) / 1e9
+                if d > 0:
+                    time.sleep(d)
+            elif time.perf_counter_ns() >= stop:
+                return
+            op = "write" if random.random() < 0.5 else "read"
+            key = random.randrange(100_000)
+            t = time.perf_counter_ns()
+            err = None
+            try:
+                s.execute(w, (key, b"x" * 100)) if op == "write" else s.execute(r, (key,))
+            except Exception as exc:
+                err = type(exc).__name__
+            rec.record(op, started_ns=t, ended_ns=time.perf_counter_ns(), due_ns=due, error=err)
+
+    threads = [threading.Thread(target=worker, args=(rec,)) for rec in recs]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    cpu = sum(me.cpu_times()[:2]) - cpu0
+    cluster.shutdown()
+    return _result("plain-threads-libev", merge_stats(r.totals for r in recs), seconds=seconds, cpu=cpu,
+                   wall=wall, rc=0, rate=rate, users=users, processes=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=int, default=12)
+    ap.add_argument("--users", type=int, default=32)
+    ap.add_argument("--rate", type=float, default=400.0)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds (the node is shared: noisy)")
+    args = ap.parse_args()
+    out = new_run_dir(ROOT / "results") / "bench"
+    out.mkdir()
+    rows = []
+    names = args.only or ["plain"] + list(VARIANTS)
+    for name in [n for _ in range(args.repeat) for n in names]:
+        for rate in (0.0, args.rate):
+            if name == "plain":
+                row = run_plain(seconds=args.seconds, users=args.users, rate=rate)
+            else:
+                row = run_locust(name, seconds=args.seconds, users=args.users, rate=rate, out=out / "raw")
+            rows.append(row)
+            print(json.dumps({k: row[k] for k in ("variant", "mode", "throughput", "errors", "exit_code",
+                                                  "loadgen_cpu_percent_of_one_core", "loadgen_cpu_ms_per_call")}
+                             | {"p50": row["service_us"]["p50"], "p99": row["service_us"]["p99"],
+                                "co_p99": (row["corrected_us"] or {}).get("p99")}), flush=True)
+    (out / "reactor.json").write_text(json.dumps({"parameters": vars(args), "runs": rows}, indent=2))
+    print(out / "reactor.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""The store's alert counters (``store.alerts``): events the design says must be counted.
+
+Each is a situation the store handles by itself but an operator must see: a history page
+that stopped on empty buckets (§4.1, S-3), a conversation_head write dropped because it
+would have moved the head backwards (§2.4), a head update that failed after its retries
+(§5.1 step 7: retried and alerted, never blocking the send), an archive write skipped
+because the row had already expired (§2.1 note).
+
+Counters are names from :data:`ALERT_NAMES`; an unknown name is a programming error, so
+``incr`` refuses it rather than silently counting a typo. Add a name here to add an alert.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+ALERT_NAMES: tuple[str, ...] = (
+    "empty_bucket_stops",          # §4.1: > history_max_empty_bucket_scan empty buckets in a row
+    "head_regressions_dropped",    # §2.4: a head write that would regress latest_conversation_seq
+    "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
+    "head_cas_retries",            # failover form: compare-and-set lost a race and re-read
+    "archiver_expired_skipped",    # archiver: remaining TTL <= 0, the row is not written
+    "recall_reapplied",            # recover(): a logged recall/edit whose row update was missing (S-7)
+)
+
+
+class Alerts:
+    """Thread-safe counters, read as attributes: ``store.alerts.head_regressions_dropped``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def incr(self, name: str, n: int = 1) -> None:
+        if name not in ALERT_NAMES:
+            raise KeyError(f"unknown alert {name!r}; known: {', '.join(ALERT_NAMES)}")
+        with self._lock:
+            self._counts[name] += n
+
+    def __getattr__(self, name: str) -> int:
+        if name in ALERT_NAMES:
+            with self._lock:
+                return self._counts[name]
+        raise AttributeError(name)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {name: self._counts[name] for name in ALERT_NAMES}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.snapshot().items() if v)
+        return f"Alerts({shown})"

@@ -1,0 +1,272 @@
+"""Latency in microseconds: an HdrHistogram per operation, interval logs, coordinated omission.
+
+Locust rounds response times to whole milliseconds under 100 ms, too coarse for sub-millisecond
+CQL calls, so the load users record here as well. Per operation the recorder keeps:
+
+- ``service``: from the moment the call started to its end (what the store took);
+- ``corrected`` (fixed-rate mode only): from the moment the call was *scheduled* to its end.
+  When the store stalls, an open-loop generator keeps scheduling; the calls that queue up
+  behind the stall get the waiting time charged to them, which a closed loop silently omits
+  (coordinated omission);
+- failures and timeouts: counted by error type *and* recorded in the latency histograms, so a
+  run whose slow calls fail does not look faster than one whose slow calls succeed.
+
+Interval logs use the HdrHistogram log format (v1.3, one ``Tag=<op>.<kind>`` per line) so the
+standard tools (HistogramLogProcessor, HdrHistogramVisualizer) read them; values are in
+microseconds, the ``Interval_Max`` column in milliseconds.
+
+Nothing here imports locust or the driver: the pure parts (schedule, latencies, summaries,
+merging) are unit tested without a cluster.
+"""
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Iterable, Iterator, Mapping
+
+from hdrh.histogram import HdrHistogram
+
+LOWEST_US = 1
+HIGHEST_US = 600_000_000  # 10 minutes: above any request timeout, so nothing is clamped in practice
+SIGNIFICANT_DIGITS = 3
+SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+KINDS = ("service", "corrected")
+LOG_FORMAT_VERSION = "1.3"
+_NS_PER_US = 1_000
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
+
+
+def clamp_us(value_us: float) -> int:
+    """A latency as the histogram can hold it (>= 1 µs, <= HIGHEST_US)."""
+    return int(min(max(math.ceil(value_us), LOWEST_US), HIGHEST_US))
+
+
+# ---- the open-loop schedule -----------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class FixedRateSchedule:
+    """Call ``k`` is due at ``start_ns + k * interval_ns``, whatever happened to earlier calls.
+
+    A user that falls behind does not skip calls or stretch the schedule: it issues the overdue
+    calls back to back and each one's corrected latency counts from its own due time.
+    """
+
+    start_ns: int
+    interval_ns: int
+
+    def __post_init__(self) -> None:
+        if self.interval_ns <= 0:
+            raise ValueError(f"interval_ns must be positive, got {self.interval_ns}")
+
+    @classmethod
+    def for_rate(cls, rate_per_second: float, *, start_ns: int, phase: float = 0.0) -> "FixedRateSchedule":
+        """``phase`` in [0, 1) spreads users over one interval so they do not fire in lockstep."""
+        if rate_per_second <= 0:
+            raise ValueError(f"rate must be positive, got {rate_per_second}")
+        interval = max(1, round(1e9 / rate_per_second))
+        return cls(start_ns=start_ns + int(phase * interval), interval_ns=interval)
+
+    def due_ns(self, k: int) -> int:
+        return self.start_ns + k * self.interval_ns
+
+    def index_due_by(self, now_ns: int) -> int:
+        """How many calls should have been issued by ``now_ns``."""
+        if now_ns < self.start_ns:
+            return 0
+        return (now_ns - self.start_ns) // self.interval_ns + 1
+
+
+def latencies_us(*, started_ns: int, ended_ns: int, due_ns: int | None = None) -> tuple[int, int | None]:
+    """(service, corrected) in µs. Corrected is None in closed-loop mode (no schedule)."""
+    service = clamp_us((ended_ns - started_ns) / _NS_PER_US)
+    if due_ns is None:
+        return service, None
+    # A call issued before its due time (clock jitter) is not faster than its service time.
+    corrected = clamp_us((ended_ns - min(due_ns, started_ns)) / _NS_PER_US)
+    return service, corrected
+
+
+# ---- per-operation recording -----------------------------------------------------------
+@dataclass
+class OpStats:
+    """Totals of one operation since the start of the run (one process)."""
+
+    service: HdrHistogram = field(default_factory=new_histogram)
+    corrected: HdrHistogram = field(default_factory=new_histogram)
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    timeouts: int = 0
+
+    @property
+    def count(self) -> int:
+        return self.ok + sum(self.errors.values())
+
+    def merge(self, other: "OpStats") -> None:
+        self.service.add(other.service)
+        self.corrected.add(other.corrected)
+        self.ok += other.ok
+        self.timeouts += other.timeouts
+        for name, n in other.errors.items():
+            self.errors[name] = self.errors.get(name, 0) + n
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "errors": dict(self.errors), "timeouts": self.timeouts,
+                "service": encode(self.service), "corrected": encode(self.corrected)}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "OpStats":
+        return cls(service=decode(data["service"]), corrected=decode(data["corrected"]),
+                   ok=int(data["ok"]), errors={k: int(v) for k, v in data["errors"].items()},
+                   timeouts=int(data["timeouts"]))
+
+
+class LatencyRecorder:
+    """Per-operation histograms of one load process: run totals plus the current interval.
+
+    Not thread-safe by design: one recorder per process, and under gevent every greenlet of a
+    process records between two switches (no lock needed, none taken).
+    """
+
+    def __init__(self, *, fixed_rate: bool) -> None:
+        self.fixed_rate = fixed_rate
+        self.totals: dict[str, OpStats] = {}
+        self._interval: dict[str, OpStats] = {}
+
+    def record(self, op: str, *, started_ns: int, ended_ns: int, due_ns: int | None = None,
+               error: str | None = None, timeout: bool = False) -> tuple[int, int | None]:
+        """Record one call; ``error`` is the exception's type name when it failed."""
+        service, corrected = latencies_us(started_ns=started_ns, ended_ns=ended_ns,
+                                          due_ns=due_ns if self.fixed_rate else None)
+        for book in (self.totals, self._interval):
+            stats = book.get(op)
+            if stats is None:
+                stats = book[op] = OpStats()
+            stats.service.record_value(service)
+            if corrected is not None:
+                stats.corrected.record_value(corrected)
+            if error is None:
+                stats.ok += 1
+            else:
+                stats.errors[error] = stats.errors.get(error, 0) + 1
+                stats.timeouts += 1 if timeout else 0
+        return service, corrected
+
+    def take_interval(self) -> dict[str, OpStats]:
+        """The histograms since the last call, and start a new interval."""
+        interval, self._interval = self._interval, {}
+        return interval
+
+    def totals_json(self) -> dict:
+        return {op: stats.to_json() for op, stats in sorted(self.totals.items())}
+
+
+# ---- encoding, merging, summaries ------------------------------------------------------
+def encode(hist: HdrHistogram) -> str:
+    return hist.encode().decode("ascii")
+
+
+def decode(payload: str) -> HdrHistogram:
+    hist = new_histogram()
+    if payload:
+        hist.decode_and_add(payload.encode("ascii"))
+    return hist
+
+
+def merge_stats(parts: Iterable[Mapping[str, OpStats]]) -> dict[str, OpStats]:
+    """Per-operation totals of several processes added together."""
+    out: dict[str, OpStats] = {}
+    for part in parts:
+        for op, stats in part.items():
+            out.setdefault(op, OpStats()).merge(stats)
+    return out
+
+
+def percentiles_us(hist: HdrHistogram) -> dict[str, int | None]:
+    """count, p50/p90/p99/p999, max and mean in µs (None when the histogram is empty)."""
+    n = hist.get_total_count()
+    out: dict[str, int | None] = {"count": n}
+    for key, p in SUMMARY_PERCENTILES.items():
+        out[key] = hist.get_value_at_percentile(p) if n else None
+    out["max"] = hist.get_max_value() if n else None
+    out["mean"] = round(hist.get_mean_value(), 1) if n else None
+    return out
+
+
+def summarize(stats: Mapping[str, OpStats], *, elapsed_seconds: float, fixed_rate: bool) -> dict:
+    """The per-operation summary a run writes (latencies in µs, rates in calls/s)."""
+    out = {}
+    for op, s in sorted(stats.items()):
+        entry = {"count": s.count, "ok": s.ok, "errors": sum(s.errors.values()),
+                 "errors_by_type": dict(sorted(s.errors.items())), "timeouts": s.timeouts,
+                 "rate_per_second": round(s.count / elapsed_seconds, 2) if elapsed_seconds > 0 else None,
+                 "service_us": percentiles_us(s.service)}
+        if fixed_rate:
+            entry["corrected_us"] = percentiles_us(s.corrected)
+        out[op] = entry
+    return out
+
+
+# ---- interval logs ---------------------------------------------------------------------
+class IntervalLogWriter:
+    """Writes one line per (operation, kind) per interval, tagged ``<op>.<kind>``."""
+
+    def __init__(self, out: IO[str], *, start_time_s: float, comment: str = "") -> None:
+        self._out = out
+        self.start_time_s = start_time_s
+        out.write(f"#[Histogram log format version {LOG_FORMAT_VERSION}]\n")
+        if comment:
+            out.write(f"#{comment}\n")
+        out.write("#[values in microseconds; Interval_Max in milliseconds]\n")
+        out.write(f"#[StartTime: {start_time_s:.3f} (seconds since epoch), "
+                  f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start_time_s))}]\n")
+        out.write(f"#[BaseTime: {start_time_s:.3f} (seconds since epoch)]\n")
+        out.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+
+    def write_interval(self, interval: Mapping[str, OpStats], *, begin_s: float, end_s: float) -> None:
+        rel = begin_s - self.start_time_s
+        length = max(end_s - begin_s, 0.0)
+        for op, stats in sorted(interval.items()):
+            for kind in KINDS:
+                hist = getattr(stats, kind)
+                if hist.get_total_count() == 0:
+                    continue
+                self._out.write(f"Tag={op}.{kind},{rel:.3f},{length:.3f},"
+                                f"{hist.get_max_value() / 1000.0:.3f},{encode(hist)}\n")
+        self._out.flush()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogInterval:
+    tag: str
+    start_s: float  # relative to the log's BaseTime
+    length_s: float
+    histogram: HdrHistogram
+
+    @property
+    def op(self) -> str:
+        return self.tag.rsplit(".", 1)[0]
+
+    @property
+    def kind(self) -> str:
+        return self.tag.rsplit(".", 1)[1]
+
+
+def read_interval_log(path: Path | str) -> Iterator[LogInterval]:
+    with open(path, encoding="utf-8") as f:
+        yield from parse_interval_log(f)
+
+
+def parse_interval_log(f: IO[str] | str) -> Iterator[LogInterval]:
+    if isinstance(f, str):
+        f = io.StringIO(f)
+    for line in f:
+        if not line.startswith("Tag="):
+            continue
+        tag, start, length, _max, payload = line.rstrip("\n")[4:].split(",", 4)
+        yield LogInterval(tag=tag, start_s=float(start), length_s=float(length), histogram=decode(payload))
+

@@ -1,0 +1,65 @@
+"""Read-back helpers for write-side tests: what the six tables and the outbox hold.
+
+Plain SELECTs through the store's connection, so assertions look at the database itself,
+not at what the store believes it wrote.
+"""
+from __future__ import annotations
+
+import uuid
+
+from lab.ids import seq_bucket
+from lab.schema import TABLE_NAMES
+from lab.write_path import SendRequest
+
+
+def new_request(*, client_message_id: str | None = None, body: bytes = b"hello", **kw) -> SendRequest:
+    """A valid request for a fresh tenant/conversation/sender unless ids are given."""
+    ids = {name: kw.pop(name, uuid.uuid4()) for name in ("tenant_id", "conversation_id", "sender_id",
+                                                         "sender_device_id")}
+    return SendRequest(**ids, client_message_id=client_message_id or f"c-{uuid.uuid4().hex[:12]}", body=body, **kw)
+
+
+def snapshot_tables(store) -> dict[str, frozenset]:
+    """Every row of the six tables (test keyspaces are small), plus the outbox's end offset."""
+    snap = {}
+    for table in TABLE_NAMES:
+        rows = store.connection.execute(f"SELECT * FROM {store.keyspace}.{table}")
+        snap[table] = frozenset(tuple(r) for r in rows)
+    snap["outbox_end"] = frozenset([store.outbox.end_offset()])
+    return snap
+
+
+def record_rows(store, tenant_id, conversation_id, seqs) -> list:
+    """message_record rows of the buckets holding ``seqs``, newest first."""
+    width = store.constants.message_seq_bucket_width
+    rows = []
+    for bucket in sorted({seq_bucket(s, width) for s in seqs}, reverse=True):
+        rows.extend(store.connection.execute(
+            f"SELECT * FROM {store.keyspace}.message_record WHERE tenant_id = %s AND conversation_id = %s "
+            "AND seq_bucket = %s", (tenant_id, conversation_id, bucket)))
+    return rows
+
+
+def record_row(store, tenant_id, conversation_id, seq, columns: str = "*"):
+    return store.connection.execute(
+        f"SELECT {columns} FROM {store.keyspace}.message_record WHERE tenant_id = %s AND conversation_id = %s "
+        "AND seq_bucket = %s AND conversation_seq = %s",
+        (tenant_id, conversation_id, seq_bucket(seq, store.constants.message_seq_bucket_width), seq)).one()
+
+
+def dedup_row(store, request: SendRequest):
+    return store.connection.execute(
+        f"SELECT * FROM {store.keyspace}.client_dedup WHERE tenant_id = %s AND sender_id = %s "
+        "AND client_message_id = %s", (request.tenant_id, request.sender_id, request.client_message_id)).one()
+
+
+def index_rows(store, tenant_id, message_id_blob: bytes) -> list:
+    return list(store.connection.execute(
+        f"SELECT * FROM {store.keyspace}.message_index WHERE tenant_id = %s AND message_id = %s",
+        (tenant_id, message_id_blob)))
+
+
+def outbox_messages(store, tenant_id, conversation_id) -> list:
+    return [e for e in store.outbox.read(0, 100_000)
+            if e.record.tenant_id == tenant_id and e.record.conversation_id == conversation_id
+            and e.record.kind == "message"]

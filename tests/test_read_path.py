@@ -1,0 +1,224 @@
+"""History paging (§4.1), the empty-bucket stop (S-3), the per-partition bound (S-4) and
+tombstone-free partitions (S-6), against the real node."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from lab.constants import Constants
+from lab.errors import BucketOverflow, ValidationError
+from lab.tracing import traced
+from seed import body_of, insert_messages, new_conversation, set_head
+
+pytestmark = pytest.mark.node
+
+W = 4096  # the design's width; the default store uses it
+NARROW_W = 16  # a width that makes multi-bucket paging cheap to set up
+
+
+@pytest.fixture(scope="module")
+def narrow_store(cluster_config, connection, tmp_path_factory):
+    """A store of its own keyspace created with 16-seq buckets."""
+    from lab.store import MessageStore
+
+    name = f"n_{uuid.uuid4().hex[:10]}"
+    store = MessageStore.open(cluster_config.replace(keyspace=name), connection=connection,
+                              constants=Constants().replace(message_seq_bucket_width=NARROW_W),
+                              state_dir=tmp_path_factory.mktemp("narrow"))
+    store.create_schema()
+    yield store
+    store.close()
+    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+def seqs_of(page) -> list[int]:
+    return [m.conversation_seq for m in page.messages]
+
+
+def record_reads(store) -> int:
+    return store.connection.counter.reads("message_record")
+
+
+def walk(store, tenant, conv, *, direction, anchor, limit):
+    pages = []
+    while True:
+        page = store.history(tenant, conv, direction=direction, anchor=anchor, limit=limit)
+        pages.append(page)
+        if not page.has_more:
+            return pages
+        anchor = page.next_anchor
+
+
+# -- paging ------------------------------------------------------------------------------------
+
+def test_latest_page_includes_head_and_decodes(store):
+    tenant, conv, sent = new_conversation(store, range(1, 11))
+    before = record_reads(store)
+    page = store.history(tenant, conv)
+    assert seqs_of(page) == list(range(10, 0, -1))
+    assert [m.body for m in page.messages] == [body_of(s) for s in range(10, 0, -1)]
+    assert page.messages[0].message_id == sent[10].message_id
+    assert (page.has_more, page.next_anchor, page.stopped_on_empty) == (False, None, False)
+    # one bucket holds all ten and it reaches E: one partition read plus the head read
+    assert (page.buckets_scanned, page.empty_buckets_scanned, page.requests) == (1, 0, 2)
+    assert record_reads(store) - before == 1
+
+
+def test_limit_and_older_anchors(store):
+    tenant, conv, _ = new_conversation(store, range(1, 11))
+    first = store.history(tenant, conv, limit=4)
+    assert seqs_of(first) == [10, 9, 8, 7] and first.has_more and first.next_anchor == 7
+    second = store.history(tenant, conv, anchor=first.next_anchor, limit=4)
+    assert seqs_of(second) == [6, 5, 4, 3] and second.has_more
+    last = store.history(tenant, conv, anchor=second.next_anchor, limit=4)
+    assert seqs_of(last) == [2, 1] and not last.has_more and last.next_anchor is None
+    assert store.history(tenant, conv, anchor=1).messages == ()
+
+
+def test_older_paging_across_buckets(narrow_store):
+    tenant, conv, _ = new_conversation(narrow_store, range(1, 61))
+    first = narrow_store.history(tenant, conv, limit=20)
+    # bucket 3 holds 48..60 (13 rows), bucket 2 gives the remaining 7 with LIMIT 7
+    assert seqs_of(first) == list(range(60, 40, -1))
+    assert (first.buckets_scanned, first.has_more, first.next_anchor) == (2, True, 41)
+    pages = walk(narrow_store, tenant, conv, direction="older", anchor=None, limit=20)
+    assert [s for p in pages for s in seqs_of(p)] == list(range(60, 0, -1))
+    assert [p.has_more for p in pages] == [True, True, False]
+
+
+def test_newer_paging_ascending_to_head(narrow_store):
+    tenant, conv, _ = new_conversation(narrow_store, range(1, 61))
+    page = narrow_store.history(tenant, conv, direction="newer", anchor=10, limit=20)
+    assert seqs_of(page) == list(range(11, 31))
+    # bucket 0 (11..15), bucket 1 (16..31, LIMIT 15)
+    assert (page.buckets_scanned, page.has_more, page.next_anchor) == (2, True, 30)
+    pages = walk(narrow_store, tenant, conv, direction="newer", anchor=0, limit=25)
+    assert [s for p in pages for s in seqs_of(p)] == list(range(1, 61))
+    assert not pages[-1].has_more
+    # nothing is newer than the head: the latest anchor of the newer direction is H itself
+    assert narrow_store.history(tenant, conv, direction="newer").messages == ()
+
+
+def test_bounds_at_earliest_available_and_head(narrow_store):
+    tenant, conv, _ = new_conversation(narrow_store, range(1, 63), latest=60, earliest=20)
+    # 61, 62 exist but the (asynchronous) head has not reached them: the latest page starts at H
+    latest = narrow_store.history(tenant, conv, limit=100)
+    assert seqs_of(latest) == list(range(60, 19, -1)) and not latest.has_more
+    # E=20 sits in bucket 1: the walk stops there (has_more=false) and never returns 1..19
+    assert latest.buckets_scanned == 3  # buckets 3, 2, 1
+    older = narrow_store.history(tenant, conv, anchor=30, limit=100)
+    assert seqs_of(older) == list(range(29, 19, -1))
+    assert (older.buckets_scanned, older.has_more) == (1, False)
+    newer = narrow_store.history(tenant, conv, direction="newer", anchor=5, limit=100)
+    assert seqs_of(newer) == list(range(20, 61))  # clamped to E, stops at H
+    assert narrow_store.history(tenant, conv, anchor=20).messages == ()
+
+
+def test_no_head_and_bad_input(store):
+    page = store.history(uuid.uuid4(), uuid.uuid4())
+    assert page.messages == () and not page.has_more and page.buckets_scanned == 0
+    for bad in ({"limit": 0}, {"limit": True}, {"direction": "sideways"}, {"anchor": -1}):
+        with pytest.raises(ValidationError):
+            store.history(uuid.uuid4(), uuid.uuid4(), **bad)
+
+
+# -- S-3: holes ------------------------------------------------------------------------------
+
+def test_s3_jump_from_1_to_100000_stops_after_the_empty_limit(store):
+    tenant, conv, _ = new_conversation(store, [1, 100_000])
+    limit_buckets = store.constants.history_max_empty_bucket_scan
+    alerts_before = store.alerts.empty_bucket_stops
+    reads_before = record_reads(store)
+    page = store.history(tenant, conv, limit=50)
+    assert seqs_of(page) == [100_000]
+    assert (page.has_more, page.stopped_on_empty, page.next_anchor) == (False, True, None)
+    # `empty_run > 8` stops after the 9th empty bucket: buckets 24 (1 row), 23..15 (empty)
+    assert page.empty_buckets_scanned == limit_buckets + 1 == 9
+    assert page.buckets_scanned == 1 + limit_buckets + 1 == 10
+    assert page.requests == 11
+    assert record_reads(store) - reads_before == 10  # no unbounded scan of the 23 empty buckets
+    assert store.alerts.empty_bucket_stops == alerts_before + 1
+    # paging on from the stop point is the client's call; the next page stops the same way
+    again = store.history(tenant, conv, anchor=100_000, limit=50)
+    assert again.messages == () and again.stopped_on_empty and again.empty_buckets_scanned == 9
+    assert store.alerts.empty_bucket_stops == alerts_before + 2
+
+
+@pytest.mark.parametrize("empty_between, crossed", [(8, True), (9, False)])
+def test_s3_exactly_max_empty_buckets_are_crossed(store, empty_between, crossed):
+    top = (empty_between + 1) * W + 5  # rows in bucket 0 and bucket empty_between+1
+    tenant, conv, _ = new_conversation(store, [1, top])
+    page = store.history(tenant, conv, limit=10)
+    assert seqs_of(page) == ([top, 1] if crossed else [top])
+    assert page.stopped_on_empty is (not crossed)
+    assert page.empty_buckets_scanned == (empty_between if crossed else 9)
+
+
+def test_s3_newer_direction_stops_too(store):
+    tenant, conv, _ = new_conversation(store, [1, 100_000])
+    alerts_before = store.alerts.empty_bucket_stops
+    page = store.history(tenant, conv, direction="newer", anchor=1, limit=50)
+    assert page.messages == () and page.stopped_on_empty and not page.has_more
+    assert (page.buckets_scanned, page.empty_buckets_scanned) == (9, 9)  # buckets 0..8, all empty
+    assert store.alerts.empty_bucket_stops == alerts_before + 1
+
+
+# -- S-4: one partition never holds more than W rows -----------------------------------------
+
+def test_s4_bucket_overflow(store, open_store):
+    tenant, conv, _ = new_conversation(store, range(1, 41))  # 40 rows in bucket 0 at W=4096
+    assert [m.conversation_seq for m in store.read_bucket(tenant, conv, 0)] == list(range(40, 0, -1))
+    # The same rows read by a store whose width was changed to 16 (the bug §4.2 guards against)
+    narrow = open_store(constants=Constants().replace(message_seq_bucket_width=NARROW_W))
+    with pytest.raises(BucketOverflow) as info:
+        narrow.read_bucket(tenant, conv, 0)
+    assert (info.value.rows, info.value.width, info.value.seq_bucket) == (NARROW_W + 1, NARROW_W, 0)
+    assert info.value.table == "message_record"
+    with pytest.raises(BucketOverflow) as info:
+        narrow.history(tenant, conv, direction="newer", anchor=0, limit=100)
+    assert info.value.rows == 40
+
+
+# -- S-6: no tombstones in message_record -----------------------------------------------------
+
+def test_s6_sampled_partitions_scan_no_tombstones(store, admin):
+    tenant, conv, _ = new_conversation(store, list(range(1, 31)) + list(range(W, W + 30)))
+    sender = uuid.uuid4()
+    for seq in (3, 5, W + 2):
+        store.react(tenant, conv, seq, sender, "+1")
+        store.react(tenant, conv, seq, uuid.uuid4(), "heart")
+        store.unreact(tenant, conv, seq, sender)
+    assert len(store.history(tenant, conv, limit=100).messages) == 60
+    admin.flush(store.keyspace)
+    stmt, bind = store.history_reader.bucket_statement()
+    for bucket in (0, 1):
+        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        assert len(rows) >= 30
+        assert trace.rows_read == len(rows), trace.events
+        assert trace.tombstones_read == 0, trace.events
+
+
+def test_s6_after_send_recall_edit_and_reactions(store, admin):
+    """S-6 on rows the write path made: sent, recalled, edited, reacted to, flushed."""
+    from lab.store import SendRequest
+
+    tenant, conv, sender = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    acks = [store.send(SendRequest(tenant_id=tenant, conversation_id=conv, sender_id=sender, sender_device_id=sender,
+                                   client_message_id=f"s6-{i}", body=f"hello {i}".encode()))
+            for i in range(20)]
+    store.recall(tenant, conv, acks[3].conversation_seq, actor_id=sender)
+    store.edit(tenant, conv, acks[5].conversation_seq, body=b"edited", actor_id=sender)
+    store.react(tenant, conv, acks[7].conversation_seq, sender, "+1")
+    store.unreact(tenant, conv, acks[7].conversation_seq, sender)
+    store.drain()
+    page = store.history(tenant, conv, limit=100)
+    by_seq = {m.conversation_seq: m for m in page.messages}
+    assert {a.conversation_seq for a in acks} <= set(by_seq)
+    assert by_seq[acks[3].conversation_seq].recalled and by_seq[acks[5].conversation_seq].body == b"edited"
+    admin.flush(store.keyspace)
+    stmt, bind = store.history_reader.bucket_statement()
+    for bucket in sorted({seq // W for seq in by_seq}):
+        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        assert trace.rows_read == len(rows) > 0, trace.events
+        assert trace.tombstones_read == 0, trace.events
