@@ -84,6 +84,24 @@ class ClusterAdmin(ABC):
     def server_version(self) -> str:
         return self.connection.server_version()
 
+    def compactions_running(self) -> int | None:
+        """Compactions pending or running on the nodes, or None when the adapter cannot tell."""
+        return None
+
+    def wait_for_compactions(self, timeout: float = 120.0, poll: float = 0.1) -> bool:
+        """Block until no compaction is pending or running (True) or ``timeout`` passes (False).
+        Adapters that cannot tell return True at once."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            n = self.compactions_running()
+            if not n:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+
     def close(self) -> None:
         """Release helper processes the adapter started (none by default)."""
 
@@ -142,6 +160,16 @@ class CassandraAdmin(ClusterAdmin):
             return None
         self._shells[key] = shell
         return shell
+
+    def compactions_running(self) -> int | None:
+        total = 0
+        for _, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is None:
+                return None
+            c = shell.compactions()
+            total += c["pending"] + c["active"]
+        return total
 
     def close(self) -> None:
         for shell in self._shells.values():
@@ -303,6 +331,12 @@ class ScyllaAdmin(ClusterAdmin):
                           local_reads=sum(p["local_reads"] for p in per_node),
                           local_writes=sum(p["local_writes"] for p in per_node),
                           per_node=tuple(per_node))
+
+    def compactions_running(self) -> int | None:
+        total = 0
+        for h in self._hosts():
+            total += int(self._rest("GET", h, "/compaction_manager/metrics/pending_tasks") or 0)
+        return total
 
     def server_counts(self, keyspace: str, table: str) -> ServerCounts:
         stats = self.table_stats(keyspace, table)

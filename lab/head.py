@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from .context import StoreContext
 from .crypto import KEY_SCOPE_CONVERSATION, conversation_dek_key_id
-from .errors import ClusterError, CryptoError, ValidationError
+from .errors import ClusterError, CrashInjected, CryptoError, LabError, ValidationError
 from .ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
 from .records import open_payload, seal_payload
 
@@ -158,12 +158,17 @@ class HeadWriter:
         for attempt in range(HEAD_WRITE_ATTEMPTS):
             try:
                 return self.apply(update)
-            except ClusterError:
+            except ClusterError:  # transient: timeouts, unavailable replicas
                 if attempt + 1 == HEAD_WRITE_ATTEMPTS:
-                    self.ctx.alerts.incr("head_update_failures")
-                    return "failed"
+                    break
                 time.sleep(HEAD_RETRY_BACKOFF_SECONDS * (attempt + 1))
-        return "failed"  # pragma: no cover
+            except CrashInjected:
+                raise
+            except LabError:  # e.g. the conversation's DEK was erased: retrying cannot help
+                break
+        # Nobody waits on this future: an uncounted failure would be invisible.
+        self.ctx.alerts.incr("head_update_failures")
+        return "failed"
 
     def apply(self, update: HeadUpdate) -> str:
         """Apply now. Returns "written", "unchanged" (same seq already there) or "dropped"."""

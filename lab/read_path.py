@@ -48,6 +48,7 @@ from .records import MESSAGE_RECORD_COLUMNS, Message, decode_row
 Direction = Literal["older", "newer"]
 DIRECTIONS: tuple[str, ...] = ("older", "newer")
 DEFAULT_HISTORY_LIMIT = 50
+HISTORY_LIMIT_MAX = (1 << 31) - 1  # CQL LIMIT binds a signed 32-bit int
 FIRST_CONVERSATION_SEQ = 1  # conversation_seq starts at 1; 0 is the head's "no message yet"
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
@@ -96,8 +97,9 @@ def check_bucket_rows(rows: list[Any], *, width: int, table: str, tenant_id: uui
 
 def _check_limit(limit: object) -> int:
     # bool is an int subclass; True as a page size is a caller bug
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise ValidationError(f"limit must be an int >= 1, got {limit!r}", field="limit", value=limit)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= HISTORY_LIMIT_MAX:
+        raise ValidationError(f"limit must be an int in 1..{HISTORY_LIMIT_MAX}, got {limit!r}",
+                              field="limit", value=limit)
     return limit
 
 

@@ -46,6 +46,8 @@ PASSWORD_ENV = "LAB_PASSWORD"
 MONITORING_KEYSPACE = "system_views"
 LOGIN_WAIT_SECONDS = 60.0
 _LOGIN_RETRY_SECONDS = 1.0
+PASSWORD_CHANGE_INTERVAL_SECONDS = 5.5  # Cassandra 5.0: one password change per role per 5000 ms
+_PASSWORD_RATE_LIMITED = "can only be changed every"
 _ROLE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 _MASK = "***"
 
@@ -193,8 +195,15 @@ def create_role(connection: Any, name: str, password: str, *, keyspace: str | No
     # change per role every few seconds: look first. LIST ROLES works on Scylla too.
     exists = any(row[0] == name for row in connection.execute("LIST ROLES"))
     verb = "ALTER" if exists else "CREATE"  # an existing role takes the password given now
-    with _masked(password):
-        connection.execute(f"{verb} ROLE {name} WITH PASSWORD = {literal} AND LOGIN = true")
+    for attempt in range(2):
+        try:
+            with _masked(password):
+                connection.execute(f"{verb} ROLE {name} WITH PASSWORD = {literal} AND LOGIN = true")
+            break
+        except LabError as exc:  # the role was (re)set a moment ago: wait out the limit once
+            if attempt or _PASSWORD_RATE_LIMITED not in str(exc):
+                raise
+            time.sleep(PASSWORD_CHANGE_INTERVAL_SECONDS)
     if create_keyspaces:
         connection.execute(f"GRANT CREATE ON ALL KEYSPACES TO {name}")
     # the Cassandra admin adapter reads per-table counters from system_views (absent on Scylla)

@@ -43,7 +43,8 @@ from .lookup import AdminLookup
 from .reactions import Reactions, ReactionSummary
 from .read_path import DEFAULT_HISTORY_LIMIT, Direction, HistoryPage, HistoryReader
 
-__all__ = ["DEFAULT_STATE_DIR", "EditResult", "Message", "MessageStore", "RecallResult", "SendAck", "SendRequest"]
+__all__ = ["BatchEntry", "BatchResult", "ConversationHead", "DEFAULT_STATE_DIR", "EditResult", "HistoryPage",
+           "Message", "MessageStore", "ReactionSummary", "RecallResult", "SendAck", "SendRequest"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"

@@ -9,7 +9,7 @@ import pytest
 from lab.constants import Constants
 from lab.errors import BucketOverflow, ValidationError
 from lab.tracing import traced
-from seed import body_of, insert_messages, new_conversation, set_head
+from seed import body_of, new_conversation
 
 pytestmark = pytest.mark.node
 

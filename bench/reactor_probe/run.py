@@ -51,9 +51,9 @@ def _tree_cpu(proc: psutil.Process) -> float:
     return total
 
 
-def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path) -> dict:
+def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, round_: int = 0) -> dict:
     venv, reactor, procs = VARIANTS[name]
-    pout = out / f"{name}-{'rate' if rate else 'max'}"
+    pout = out / f"{name}-{'rate' if rate else 'max'}-{round_}"
     env = dict(os.environ, PROBE_REACTOR=reactor, PROBE_OUT=str(pout), PYTHONPATH=str(ROOT),
                PROBE_RATE_PER_USER=str(rate / users if rate else 0))
     cmd = [str(venv / "bin" / "locust"), "-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
@@ -162,12 +162,13 @@ def main() -> None:
     out.mkdir()
     rows = []
     names = args.only or ["plain"] + list(VARIANTS)
-    for name in [n for _ in range(args.repeat) for n in names]:
+    for round_, name in [(i, n) for i in range(args.repeat) for n in names]:
         for rate in (0.0, args.rate):
             if name == "plain":
                 row = run_plain(seconds=args.seconds, users=args.users, rate=rate)
             else:
-                row = run_locust(name, seconds=args.seconds, users=args.users, rate=rate, out=out / "raw")
+                row = run_locust(name, seconds=args.seconds, users=args.users, rate=rate, out=out / "raw", round_=round_)
+            row["round"] = round_
             rows.append(row)
             print(json.dumps({k: row[k] for k in ("variant", "mode", "throughput", "errors", "exit_code",
                                                   "loadgen_cpu_percent_of_one_core", "loadgen_cpu_ms_per_call")}

@@ -8,6 +8,7 @@
 //   flush    <keyspace> <table,table,...|empty for all>
 //   compact  <keyspace> <table,table,...|empty for all>
 //   stats    <keyspace> <table>
+//   compactions            -> {"pending": n, "active": n}
 // Reply: {"ok":true,...} or {"ok":false,"error":"..."}. EOF on stdin ends the process.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -71,6 +72,15 @@ public class JmxShell {
                     case "stats":
                         reply = stats(mbs, p[1], p[2]);
                         break;
+                    case "compactions": {
+                        Object pending = mbs.getAttribute(new ObjectName(
+                            "org.apache.cassandra.metrics:type=Compaction,name=PendingTasks"), "Value");
+                        Object active = mbs.getAttribute(new ObjectName(
+                            "org.apache.cassandra.db:type=CompactionManager"), "Compactions");
+                        int n = active instanceof java.util.Collection ? ((java.util.Collection<?>) active).size() : 0;
+                        reply = "{\"ok\":true,\"pending\":" + pending + ",\"active\":" + n + "}";
+                        break;
+                    }
                     default:
                         reply = "{\"ok\":false,\"error\":" + quote("unknown command " + p[0]) + "}";
                 }

@@ -1,0 +1,162 @@
+"""HTML of a calibration run (``report.html``) and the small helpers the comparison page shares.
+
+The page is one self-contained file: figures are embedded as base64 PNGs (so it renders when
+opened from disk, or copied elsewhere), and every figure links to its notebook's HTML by a
+path relative to the run folder.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+REPORT_FILE = "report.html"
+THUMB_WIDTH_PX = 360
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:4px 10px;text-align:left;vertical-align:top}
+tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
+.num{text-align:right;font-variant-numeric:tabular-nums}
+.changed{background:#fff3c4;font-weight:bold}.guarded{color:#8a5a00}
+.banner{padding:.8em 1em;margin:1em 0;border-radius:4px}
+.fail{background:#fde2e2;border:1px solid #d33}.ok{background:#e3f6e3;border:1px solid #3a3}
+.conf-high{color:#17701a}.conf-medium{color:#8a6d00}.conf-low{color:#b33}.conf-none{color:#888}
+.sig{font-weight:bold;color:#b33}
+img.thumb{width:%dpx;border:1px solid #ddd}img.full{max-width:100%%;border:1px solid #ddd}
+pre{background:#f7f7f7;padding:.6em;overflow:auto;white-space:pre-wrap}
+small{color:#666}
+""" % THUMB_WIDTH_PX
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value != value:
+            return "—"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
+    return str(value)
+
+
+def page(title: str, body: str) -> str:
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, raw: bool = True) -> str:
+    """``rows`` of already-escaped HTML cells (``raw``) or plain values (escaped here)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(c if raw and str(c).startswith("<td") else f"<td>{c if raw else esc(c)}</td>"
+                                    for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def embedded_png(path: Path, *, css: str = "thumb", alt: str = "") -> str:
+    if not path.is_file():
+        return f"<small>missing figure {esc(path.name)}</small>"
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f"<img class='{css}' alt='{esc(alt or path.name)}' src='data:image/png;base64,{data}'>"
+
+
+def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
+    rows = []
+    for name, c in cal.get("constants", {}).items():
+        measured = fmt(c.get("measured"))
+        if c.get("ci_low") is not None and c.get("ci_high") is not None:
+            measured += f"<br><small>95% CI {fmt(c['ci_low'])}–{fmt(c['ci_high'])}</small>"
+        rec_cls = "num changed" if c.get("changed") else "num"
+        rec = fmt(c.get("recommended"))
+        if c.get("guarded"):
+            rec += "<br><small class='guarded'>guarded: fixed for existing tables</small>"
+            if c.get("suggested_for_new_tables") is not None:
+                rec += f"<br><small>new tables: {fmt(c['suggested_for_new_tables'])}</small>"
+        figure = "—"
+        if c.get("figure"):
+            img = embedded_png(run_dir / c["figure"], alt=f"{name}: {c['figure']}")
+            link = c.get("notebook_html") or c["figure"]
+            figure = f"<a href='{esc(link)}'>{img}</a><br><small>{esc(c['figure'])}</small>"
+        conf = c.get("confidence", "none")
+        rows.append([
+            f"<b>{esc(name)}</b><br><small title='{esc(c.get('doc'))}'>{esc(c.get('section'))}</small>",
+            f"<td class='num'>{fmt(c.get('current'))}</td>", f"<td class='num'>{measured}</td>",
+            f"<td class='{rec_cls}'>{rec}</td>", esc(c.get("unit")),
+            f"<td class='conf-{esc(conf)}'>{esc(conf)}</td>", esc(c.get("evidence")), figure])
+    return table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence", "figure"], rows)
+
+
+def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:
+    parts = []
+    for name, nb in cal.get("notebooks", {}).items():
+        links = " · ".join(f"<a href='{esc(nb[k])}'>{label}</a>" for k, label in
+                           (("html", "notebook (HTML)"), ("notebook", "executed .ipynb"), ("values_file", "values.json"))
+                           if nb.get(k))
+        status = esc(nb.get("status"))
+        head = f"<h3 id='nb-{esc(name)}'>{esc(name)} <small>{status}, {fmt(nb.get('seconds'))} s</small></h3>"
+        err = ""
+        if nb.get("error"):
+            e = nb["error"]
+            err = (f"<div class='banner fail'>failed in cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: "
+                   f"{esc(e.get('evalue'))}</div>")
+        conclusion = f"<pre>{esc(nb['conclusion'])}</pre>" if nb.get("conclusion") else ""
+        figs = "".join(f"<figure><a href='{esc(f)}'>{embedded_png(run_dir / f, css='full')}</a>"
+                       f"<figcaption><small>{esc(f)}</small></figcaption></figure>" for f in nb.get("figures", []))
+        params = f"<details><summary>parameters</summary><pre>{esc(json.dumps(nb.get('parameters', {}), indent=1))}</pre></details>"
+        parts.append(head + f"<p>{links}</p>" + err + conclusion + params + figs)
+    return "".join(parts) or "<p>No notebook ran.</p>"
+
+
+def _environment(env: Mapping[str, Any]) -> str:
+    machine = env.get("machine") or {}
+    rows = [("server", f"{env.get('server')} {env.get('server_version')}"), ("nodes", env.get("nodes")),
+            ("replication factor", env.get("replication_factor")), ("embedded node", env.get("embedded")),
+            ("node start-up (JVM to CQL)", f"{fmt(env.get('node_startup_seconds'))} s"),
+            ("jar resolution", f"{fmt(env.get('jar_resolution_seconds'))} s"),
+            ("machine", f"{machine.get('hostname')}: {machine.get('cpus')} CPUs, "
+                        f"{fmt((machine.get('memory_bytes') or 0) / 1e9)} GB, {machine.get('platform')}, "
+                        f"Python {machine.get('python')}"),
+            ("git commit", f"{env.get('git_commit')}{' (uncommitted changes)' if env.get('git_dirty') else ''}")]
+    body = table(["", ""], [[esc(k), esc(v)] for k, v in rows])
+    for key in ("parameters", "cluster"):
+        body += f"<h3>{key}</h3><pre>{esc(json.dumps(env.get(key), indent=1, default=str))}</pre>"
+    return body
+
+
+def render(cal: Mapping[str, Any], run_dir: Path) -> str:
+    run_id = cal.get("run_id", run_dir.name)
+    if cal.get("status") == "failed":
+        e = cal.get("error") or {}
+        banner = (f"<div class='banner fail'><b>Run failed</b> in notebook <b>{esc(e.get('notebook'))}</b>, "
+                  f"cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: {esc(e.get('evalue'))}. "
+                  "Partial results are kept below.</div>")
+    else:
+        banner = (f"<div class='banner ok'>Completed in {fmt(cal.get('wall_seconds'))} s "
+                  f"({esc(cal.get('mode'))} parameters).</div>")
+    rt = (cal.get("measurements") or {}).get("round_trip") or {}
+    rt_rows = [[esc(k), f"<td class='num'>{fmt(v)}</td>"] for k, v in rt.items()]
+    body = (f"<h1>Calibration run {esc(run_id)}</h1>{banner}"
+            f"<p><small>started {esc(cal.get('started_at'))}; machine-readable: "
+            f"<a href='calibration.json'>calibration.json</a>"
+            + (f"; proposed change: <a href='{esc(cal['proposal'])}'>{esc(cal['proposal'])}</a>" if cal.get("proposal") else "")
+            + "</small></p>"
+            "<h2>Appendix B constants</h2>" + _constants_table(cal, run_dir)
+            + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})
+            + "<h2>Write/read round trip (µs)</h2>" + table(["", "µs"], rt_rows)
+            + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir))
+    return page(f"Calibration {run_id}", body)
+
+
+def write_report(cal: Mapping[str, Any], run_dir: Path) -> Path:
+    path = run_dir / REPORT_FILE
+    path.write_text(render(cal, run_dir))
+    return path

@@ -1,0 +1,118 @@
+"""Archiver mode (design §2.1 implementation note): the commit path skips message_record and
+the HistoryArchiver writes it (and message_index) from the outbox, idempotently, with the
+remaining TTL."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from lab.errors import CrashInjected
+from lab.faults import FaultPlan
+from lab.ids import u128_to_blob
+from lab.model import DedupState, MessageState, RetentionClass
+from lab.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.retention import RetentionPolicy
+from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows
+
+pytestmark = pytest.mark.node
+
+DAY_SECONDS = 86_400
+ALL = ", ".join(MESSAGE_RECORD_COLUMNS)  # CQL has no "*, TTL(x)"
+
+
+def _full_rows(store, tenant, conversation, seqs):
+    """Rows plus the write time of the payload: what "the same rows" means."""
+    rows = [tuple(r) for r in record_rows(store, tenant, conversation, seqs)]
+    times = [tuple(r) for r in store.connection.execute(
+        f"SELECT conversation_seq, WRITETIME(payload_or_ciphertext) AS wt FROM {store.keyspace}.message_record "
+        "WHERE tenant_id = %s AND conversation_id = %s AND seq_bucket = 0", (tenant, conversation))]
+    return rows, times
+
+
+def test_commit_skips_record_and_archiver_writes_it(open_store, store, tmp_path):
+    s = open_store(archiver_mode=True, state_dir=tmp_path)
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    reqs = [new_request(tenant_id=tenant, conversation_id=conversation, body=b"m%d" % i,
+                        retention_class=RetentionClass.EPHEMERAL_24H) for i in range(3)]
+    sent_at_ms = time.time_ns() // 1_000_000
+    acks = [s.send(r) for r in reqs]
+    seqs = [a.conversation_seq for a in acks]
+    # committed and acked, but not in message_record or message_index yet
+    assert all(dedup_row(store, r).state == DedupState.COMMITTED for r in reqs)
+    assert len(outbox_messages(s, tenant, conversation)) == 3
+    assert record_rows(store, tenant, conversation, seqs) == []
+    assert index_rows(store, tenant, u128_to_blob(acks[0].message_id)) == []
+    assert s.archiver.lag() == 3
+
+    time.sleep(1.1)  # so that "remaining" differs visibly from the full period
+    assert s.archiver.run_once() == 3
+    assert s.archiver.lag() == 0
+    for req, ack in zip(reqs, acks):
+        row = record_row(store, tenant, conversation, ack.conversation_seq,
+                         ALL + ", TTL(payload_or_ciphertext) AS ttl_payload")
+        msg = decode_row(row, s.encryptor)
+        assert (msg.message_id, msg.body) == (ack.message_id, req.body)
+        elapsed = time.time_ns() // 1_000_000 - sent_at_ms
+        # remaining TTL: created_at + 24 h - now, not a fresh 24 h
+        assert DAY_SECONDS - elapsed / 1000 - 2 <= row.ttl_payload <= DAY_SECONDS - 1
+        assert len(index_rows(store, tenant, u128_to_blob(ack.message_id))) == 1
+    # the archive's write time is the message's creation time
+    wt = store.connection.execute(
+        f"SELECT WRITETIME(payload_or_ciphertext) AS wt FROM {store.keyspace}.message_record WHERE tenant_id = %s "
+        "AND conversation_id = %s AND seq_bucket = 0 AND conversation_seq = %s", (tenant, conversation, seqs[0])).one().wt
+    assert wt == acks[0].created_at_ms * 1000
+    # running it again finds nothing new
+    assert s.archiver.run_once() == 0
+
+
+def test_archiver_rerun_after_crash_writes_the_same_rows(open_store, store, tmp_path):
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    plan = FaultPlan().arm("archiver_after_write")
+    s = open_store(archiver_mode=True, state_dir=tmp_path, faults=plan)
+    acks = [s.send(new_request(tenant_id=tenant, conversation_id=conversation)) for _ in range(4)]
+    seqs = [a.conversation_seq for a in acks]
+    with pytest.raises(CrashInjected):
+        s.archiver.run_once()
+    first = _full_rows(store, tenant, conversation, seqs)
+    assert len(first[0]) == 4
+    assert s.outbox.committed(s.archiver.group) == 0  # died before committing its offset
+    restarted = open_store(archiver_mode=True, state_dir=tmp_path)
+    assert restarted.archiver.run_once() == 4  # at-least-once: the batch is written again
+    assert _full_rows(store, tenant, conversation, seqs) == first
+    # a second consumer group replaying the whole log also leaves the rows as they are
+    from lab.archiver import HistoryArchiver
+    assert HistoryArchiver(restarted.ctx, restarted.outbox, group="replay").run_once() == 4
+    assert _full_rows(store, tenant, conversation, seqs) == first
+
+
+def test_expired_messages_are_skipped_and_counted(open_store, store, tmp_path):
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    s = open_store(archiver_mode=True, state_dir=tmp_path,
+                   retention=RetentionPolicy(tenant_default_ttl_seconds={tenant: 1}))
+    short = s.send(new_request(tenant_id=tenant, conversation_id=conversation))
+    held = s.send(new_request(tenant_id=tenant, conversation_id=conversation,
+                              retention_class=RetentionClass.COMPLIANCE_HOLD))
+    time.sleep(1.2)
+    assert s.archiver.run_once() == 1
+    assert s.alerts.archiver_expired_skipped == 1
+    assert [r.conversation_seq for r in record_rows(store, tenant, conversation, [short.conversation_seq])] == \
+           [held.conversation_seq]
+    assert record_row(store, tenant, conversation, held.conversation_seq, "TTL(created_at) AS ttl").ttl is None
+
+
+def test_recall_before_archive_survives_the_late_archive(open_store, store, tmp_path):
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    s = open_store(archiver_mode=True, state_dir=tmp_path)
+    req = new_request(tenant_id=tenant, conversation_id=conversation, retention_class=RetentionClass.EPHEMERAL_24H)
+    ack = s.send(req)
+    recall = s.recall(tenant, conversation, ack.conversation_seq, actor_id=req.sender_id)
+    assert s.archiver.run_once() == 1
+    row = record_row(store, tenant, conversation, ack.conversation_seq,
+                     ALL + ", TTL(state) AS ttl_state, TTL(payload_or_ciphertext) AS ttl_payload")
+    msg = decode_row(row, s.encryptor)
+    assert msg.state is MessageState.RECALLED
+    assert msg.recall_event_conversation_seq == recall.recall_event_conversation_seq
+    assert msg.body == req.body and msg.message_id == ack.message_id
+    assert abs(row.ttl_state - row.ttl_payload) <= 2 and row.ttl_state <= DAY_SECONDS
