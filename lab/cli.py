@@ -146,7 +146,7 @@ def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str 
         click.echo(f"TLS: CA certificate {ca_file} (--tls-ca-file / LAB_TLS_CA_FILE)")
     if secure_node is not None:
         click.echo(f"auth: role {secure_node.role!r}, password from ${security.PASSWORD_ENV} (not shown); "
-                   f"it owns keyspace {secure_node.keyspace!r} and may create others")
+                   f"granted keyspace {secure_node.keyspace!r} and may create keyspaces")
         click.echo(f"connect: LAB_CONTACT_POINTS={','.join(state.contact_points)} "
                    f"LAB_USERNAME={secure_node.role} LAB_TLS_CA_FILE={ca_file} "
                    f"LAB_PASSWORD=... lab info --home {home}")
@@ -238,19 +238,157 @@ def info(home: Path, config: ClusterConfig) -> None:
                                "config": config.redacted()}, indent=2))
 
 
+def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``NOTEBOOK.KEY=VALUE`` (VALUE as JSON when it parses, else a string) -> nested dict."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, raw = item.partition("=")
+        notebook, dot, key = target.partition(".")
+        if not sep or not dot or not notebook or not key:
+            raise click.BadParameter(f"{item!r}: expected NOTEBOOK.KEY=VALUE, e.g. b_row.rows=200")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(notebook, {})[key] = value
+    return out
+
+
 @main.command("calibrate")
 @home_option
-@click.option("--quick/--full", default=True, help="quick (minutes) or full parameters")
+@click.option("--quick/--full", default=True, help="quick (minutes) or full (the notebooks' own) parameters")
+@click.option("--notebooks", "notebooks", default=None, metavar="NAMES",
+              help="comma-separated subset of the suite, in suite order; 'none' = environment + round trip only")
+@click.option("-p", "--param", "params", multiple=True, metavar="NOTEBOOK.KEY=VALUE",
+              help="override one notebook parameter (VALUE is JSON, else a string); repeatable")
+@click.option("--propose", is_flag=True, help="also write appendix_b.diff (the proposed change; never applied)")
+@click.option("--propose-from", "propose_from", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, metavar="RUN_DIR", help="only write appendix_b.diff for an existing run; measure nothing")
+@click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
+@click.option("--cell-timeout", type=float, default=None, help="seconds per notebook cell (default: none)")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True)
 @cluster_options
-def calibrate(home: Path, quick: bool, results: Path, config: ClusterConfig) -> None:
-    """Run the headless calibration suite and print where the report is."""
-    from .calibrate import run_calibration
+def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
+              propose_from: Path | None, keep_going: bool, cell_timeout: float | None, progress: bool,
+              results: Path, config: ClusterConfig) -> None:
+    """Run the headless calibration suite and print where the report is.
 
-    result = run_calibration(config, quick=quick, results=results)
-    click.echo(f"calibration.json: {result.run_dir / 'calibration.json'}")
+    Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
+    (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
+    report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
+    the partial results stay in the run folder."""
+    from .calibrate import CalibrationOptions, propose_from as _propose_from, run_calibration
+
+    if propose_from is not None:
+        diff = _propose_from(propose_from)
+        click.echo(diff.read_text())
+        click.echo(f"proposal: {diff}")
+        return
+    selected = None
+    if notebooks is not None:
+        selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
+    options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=_parse_overrides(params),
+                                 propose=propose, keep_going=keep_going, progress=progress,
+                                 cell_timeout_seconds=cell_timeout)
+    result = run_calibration(config, options)
+    cal = result.calibration
+    measured = [n for n, c in cal["constants"].items() if c.get("measured") is not None]
+    changed = [n for n, c in cal["constants"].items() if c.get("changed")]
+    click.echo(f"run {result.run_dir.name}: {cal['status']} in {cal['wall_seconds']:.0f} s; "
+               f"measured {', '.join(measured) or 'no constant'}; recommended changes: {', '.join(changed) or 'none'}")
+    click.echo(f"calibration.json: {result.calibration_path}")
+    if result.proposal_path is not None:
+        click.echo(f"proposal: {result.proposal_path}")
     click.echo(f"report: {result.report_path.resolve()}")
+
+
+@main.command("compare")
+@click.argument("run_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("run_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where compare-<a>-<b>/ goes (default: the folder holding RUN_A)")
+def compare(run_a: Path, run_b: Path, results: Path | None) -> None:
+    """Two runs side by side: constants, load operations, notebook latency samples.
+
+    Latencies are tested with a two-sided Mann-Whitney U test on samples (Holm-corrected);
+    prints the text table and writes compare-<a>-<b>/index.html."""
+    from .compare import compare_runs, to_text, write_comparison
+
+    cmp = write_comparison(compare_runs(run_a, run_b), results or run_a.resolve().parent)
+    click.echo(to_text(cmp), nl=False)
+    click.echo(f"html: {cmp.html_path.resolve()}")
+
+
+def _seconds(value: str) -> float:
+    """'60s', '2m', '1m30s' or a bare number of seconds."""
+    import re
+
+    text = str(value).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 60s, 2m, 1m30s)")
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+
+
+@main.command("load")
+@home_option
+@click.option("--profile", default="chat", show_default=True, help="load profile (loadgen/profiles.toml)")
+@click.option("--rate", type=float, default=None, help="fixed rate: total store calls per second (open loop)")
+@click.option("--users", type=int, default=None, help="users (closed loop without --rate)")
+@click.option("--duration", default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
+@click.option("--warmup", default="0s", show_default=True, help="unmeasured time before it")
+@click.option("--processes", type=int, default=1, show_default=True, help="Locust worker processes (one per core)")
+@click.option("--staircase", "staircase_max", type=float, default=None,
+              help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
+@click.option("--step", "step", default="20s", show_default=True, help="length of each staircase step")
+@click.option("--seed-size", type=click.Choice(["small", "standard"]), default="standard", show_default=True,
+              help="conversations each worker seeds before the run")
+@click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
+@click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True)
+@cluster_options
+def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
+         processes: int, staircase_max: float | None, step: str, seed_size: str, reactor: str | None,
+         no_audit: bool, results: Path, config: ClusterConfig) -> None:
+    """Run the Locust users headless against the cluster; write results/<run-id>/load/.
+
+    Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
+    omission beside service time), or a staircase with --staircase MAX. Ends with the audit:
+    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
+    from .load import LoadOptions, run_load
+
+    if rate is None and users is None and staircase_max is None:
+        raise click.UsageError("give --rate R, --users N or --staircase MAX")
+    options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=_seconds(duration),
+                          warmup_seconds=_seconds(warmup), processes=processes, staircase_max=staircase_max,
+                          step_seconds=_seconds(step), seed_size=seed_size, reactor=reactor, audit=not no_audit,
+                          results=results)
+    result = run_load(config, options)
+    s = result.summary
+    click.echo(f"{s['mode']} {s['profile']}: {s['users']} users, {s['processes']} process(es); "
+               f"achieved {s['achieved_rate']} calls/s" + (f" of {s['requested_rate']} requested"
+                                                            if s['requested_rate'] else ""))
+    for op, o in s["operations"].items():
+        lat = o.get("corrected_us") or o["service_us"]
+        click.echo(f"  {op:<20} {o['count']:>8} calls {o['errors']:>5} errors  p50 {lat['p50']} "
+                   f"p99 {lat['p99']} p999 {lat['p999']} max {lat['max']} us")
+    for st in s.get("steps", []):
+        click.echo(f"  step {st['requested_rate']:>9.1f}/s -> {st['achieved_rate']:>9.1f}/s  "
+                   f"p99 {st['corrected_us']['p99']} us (service {st['service_us']['p99']} us)")
+    if s.get("loadgen_cpu"):
+        click.echo(f"  load generator CPU: {s['loadgen_cpu'].get('mean_percent_of_one_core')}% of one core")
+    audit = s.get("audit")
+    if audit is not None:
+        click.echo(f"  audit: {audit['acked']} acked sends, {audit['found']} found, lost {audit['lost']}, "
+                   f"duplicates {audit['duplicates']}, replay mismatches {audit['replay_mismatches']}")
+    click.echo(f"summary: {result.load_dir / 'summary.json'}")
+    if audit is not None and not audit["ok"]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ latency *samples* of each side, with Holm's correction over all tests of one com
 - the HDR interval logs of a load run (``load/*.hlog``; all intervals of ``<op>.service``
   merged, each recorded value repeated by its count, values at HdrHistogram's 3 significant
   digits), else histograms embedded in ``load/summary.json``;
-- a notebook's samples table (``<notebook>/*samples*.csv``: a ``latency_ms`` / ``*_ms`` /
-  ``*_us`` column, grouped by its key columns, e.g. ``in_size``).
+- a notebook's samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or ``latency_us``
+  column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by their key
+  columns (e.g. ``in_size``; counters such as ``round``, ``repeat``, ``rows`` are not keys).
 
 Percentile-only summaries (no samples) are shown side by side with "no samples" instead of
 a test. Besides the p-value the table gives the common-language effect size
@@ -117,10 +118,11 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
     import pandas as pd
 
     out: dict[str, dict[str, np.ndarray]] = {}
-    for path in sorted(run.glob("*/*samples*.csv")):
+    for path in sorted(run.glob("*/*.csv")):
         df = pd.read_csv(path)
         value = _value_column(list(df.columns))
-        if value is None:
+        # a samples table: named so, or one latency per row in a ``latency_ms`` / ``latency_us`` column
+        if value is None or not ("samples" in path.stem or value in ("latency_ms", "latency_us")):
             continue
         if "ok" in df.columns:
             df = df[df["ok"].astype(bool)]

@@ -124,12 +124,12 @@ def _consistency(name: str) -> int:
 class Connection:
     """A connected session plus request accounting. Close it when done (or use ``with``)."""
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, *, reactor: str | None = None) -> None:
         self.config = config
         self.counter = RequestCounter()
         self._prepared: dict[tuple[str, tuple[str, ...]], Stmt] = {}
         self._lock = threading.Lock()
-        self.cluster, self.session = _open(config)
+        self.cluster, self.session = _open(config, reactor=reactor)
 
     # -- statements ------------------------------------------------------------
     def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
@@ -251,7 +251,14 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
     return ctx
 
 
-def _open(config: ClusterConfig) -> tuple[Cluster, Session]:
+def _open(config: ClusterConfig, *, reactor: str | None = None) -> tuple[Cluster, Session]:
+    """``reactor`` names the driver's I/O loop (``lab.reactors``); None keeps the driver default."""
+    from .reactors import reactor_class
+
+    extra: dict[str, Any] = {}
+    connection_class = reactor_class(reactor)
+    if connection_class is not None:
+        extra["connection_class"] = connection_class
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
         consistency_level=_consistency(config.read_consistency),
@@ -270,6 +277,7 @@ def _open(config: ClusterConfig) -> tuple[Cluster, Session]:
         ssl_context=ssl_context, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=config.connect_timeout_seconds, control_connection_timeout=config.connect_timeout_seconds,
         protocol_version=4,  # what ScyllaDB speaks; keeps both servers on one protocol
+        **extra,
     )
     try:
         session = cluster.connect()
@@ -290,5 +298,5 @@ def _open(config: ClusterConfig) -> tuple[Cluster, Session]:
     return cluster, session
 
 
-def connect(config: ClusterConfig) -> Connection:
-    return Connection(config)
+def connect(config: ClusterConfig, *, reactor: str | None = None) -> Connection:
+    return Connection(config, reactor=reactor)

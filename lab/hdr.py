@@ -47,40 +47,6 @@ def clamp_us(value_us: float) -> int:
     return int(min(max(math.ceil(value_us), LOWEST_US), HIGHEST_US))
 
 
-# ---- the open-loop schedule -----------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class FixedRateSchedule:
-    """Call ``k`` is due at ``start_ns + k * interval_ns``, whatever happened to earlier calls.
-
-    A user that falls behind does not skip calls or stretch the schedule: it issues the overdue
-    calls back to back and each one's corrected latency counts from its own due time.
-    """
-
-    start_ns: int
-    interval_ns: int
-
-    def __post_init__(self) -> None:
-        if self.interval_ns <= 0:
-            raise ValueError(f"interval_ns must be positive, got {self.interval_ns}")
-
-    @classmethod
-    def for_rate(cls, rate_per_second: float, *, start_ns: int, phase: float = 0.0) -> "FixedRateSchedule":
-        """``phase`` in [0, 1) spreads users over one interval so they do not fire in lockstep."""
-        if rate_per_second <= 0:
-            raise ValueError(f"rate must be positive, got {rate_per_second}")
-        interval = max(1, round(1e9 / rate_per_second))
-        return cls(start_ns=start_ns + int(phase * interval), interval_ns=interval)
-
-    def due_ns(self, k: int) -> int:
-        return self.start_ns + k * self.interval_ns
-
-    def index_due_by(self, now_ns: int) -> int:
-        """How many calls should have been issued by ``now_ns``."""
-        if now_ns < self.start_ns:
-            return 0
-        return (now_ns - self.start_ns) // self.interval_ns + 1
-
-
 def latencies_us(*, started_ns: int, ended_ns: int, due_ns: int | None = None) -> tuple[int, int | None]:
     """(service, corrected) in µs. Corrected is None in closed-loop mode (no schedule)."""
     service = clamp_us((ended_ns - started_ns) / _NS_PER_US)

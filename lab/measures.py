@@ -13,8 +13,10 @@ constant, the first winning:
 Rules. ``interval``: keep the current value when it lies inside the measured 95 % interval,
 else recommend the measured value rounded to the constant's precision. ``notebook``: the
 notebook's recommendation (e.g. the IN-list size with the lowest per-row cost inside the p99
-budget). ``report``: measured for the record, never a recommendation (the constant is a
-policy, or the measurement cannot decide it in one run).
+budget). ``report``: observed for the record, never a recommendation: the constant is a
+policy or guarded, and the notebook measures its consequences (SSTable counts per TWCS window,
+the size of a full partition), not the constant itself; ``measured`` stays null and the
+evidence quotes the observed values.
 
 ``message_seq_bucket_width`` is guarded: it cannot change for existing tables (§27.2.4), so
 its recommendation is always the current value; a different measured optimum is recorded as
@@ -41,38 +43,39 @@ MEDIUM_CONFIDENCE_REL_HALF_WIDTH = 0.15
 class Measure:
     constant: str
     notebook: str
-    measured: str                     # key in values.json
+    measured: str | None              # key in values.json (None: observed, not measured)
     rule: Rule
     ci: tuple[str, str] | None = None  # keys of the 95 % interval
     recommended: str | None = None     # key of the notebook's own recommendation (rule "notebook")
     figure: str | None = None          # stem of the PNG behind it (default: the notebook's first figure)
     what: str = ""                     # how the notebook measured it, for the evidence line
+    observe: tuple[str, ...] = ()      # further value keys quoted in the evidence ({current} = the value now)
 
 
 MEASURES: tuple[Measure, ...] = (
     Measure(constant="b_row_bytes", notebook="b_row", measured="b_row_bytes", rule="interval",
             ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), figure="b_row",
-            what="live disk bytes / rows after flush + major compaction, message_record"),
+            what="live disk bytes / rows after flush + major compaction, message_record, default compression"),
     Measure(constant="batch_read_in_list_limit", notebook="in_limit", measured="recommended_in_limit",
             rule="notebook", recommended="recommended_in_limit", figure="in_limit",
-            what="lowest per-row latency among IN sizes with p99 inside the budget and the server limit"),
-    Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets",
-            measured="recommended_max_empty_bucket_scan", rule="notebook",
-            recommended="recommended_max_empty_bucket_scan", figure="empty_buckets",
-            what="largest empty-bucket run a page may scan inside the latency budget"),
-    Measure(constant="message_record_twcs_window_days", notebook="twcs_sstables",
-            measured="recommended_message_record_window_days", rule="notebook",
-            recommended="recommended_message_record_window_days", figure="twcs_sstables",
-            what="SSTables per table over simulated weeks, two windows compared"),
-    Measure(constant="client_dedup_twcs_window_hours", notebook="twcs_sstables",
-            measured="recommended_client_dedup_window_hours", rule="notebook",
-            recommended="recommended_client_dedup_window_hours", figure="twcs_sstables",
-            what="SSTables per table over simulated hours, two windows compared"),
-    Measure(constant="lsm_space_amp", notebook="capacity", measured="lsm_space_amp_measured", rule="report",
-            figure="capacity", what="disk bytes before / after major compaction"),
-    Measure(constant="message_seq_bucket_width", notebook="b_row", measured="partition_bytes_at_width",
-            rule="report", figure="b_row",
-            what="bytes of one full partition at the current width (guarded: reported, never changed)"),
+            what="IN size with the lowest per-row latency inside the p99 budget and the server limit",
+            observe=("recommended_p99_ms", "recommended_per_row_us", "server_in_limit", "p99_budget_ms")),
+    Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets", measured="recommended_scan_limit",
+            rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
+            what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
+            observe=("per_empty_bucket_ms", "worst_case_page_ms_at_recommended",
+                     "workload_truncated_share_at_recommended", "workload_truncated_share_at_design")),
+    Measure(constant="message_record_twcs_window_days", notebook="twcs_sstables", measured=None, rule="report",
+            figure="twcs_sstables", what="SSTable counts over simulated days; the window is a policy, not measured",
+            observe=("message_record_w{current}d_sstables", "message_record_w{current}d_predicted_sstables",
+                     "message_record_w{current}d_steady_state_windows", "all_match_prediction")),
+    Measure(constant="client_dedup_twcs_window_hours", notebook="twcs_sstables", measured=None, rule="report",
+            figure="twcs_sstables", what="SSTable counts over simulated hours; the window is a policy, not measured",
+            observe=("client_dedup_w{current}h_sstables", "client_dedup_w{current}h_predicted_sstables",
+                     "client_dedup_w{current}h_steady_state_windows")),
+    Measure(constant="message_seq_bucket_width", notebook="b_row", measured=None, rule="report", figure="b_row",
+            what="guarded: fixed for existing tables; full-partition size at this width reported",
+            observe=("partition_bytes_at_width", "design_partition_bytes")),
 )
 
 
@@ -134,6 +137,11 @@ def evidence_line(*, measured: Any, unit: str, ci: tuple[Any, Any] | None, noteb
     return text + (f": {what}" if what else "")
 
 
+def _observed(m: Measure, values: Mapping[str, Any], current: Any) -> str:
+    keys = [k.format(current=current) for k in m.observe]
+    return ", ".join(f"{k}={_fmt(values[k])}" for k in keys if k in values and values[k] is not None)
+
+
 def _figure(folder: Path | None, stem: str | None, run_dir: Path) -> str | None:
     """The figure's path relative to the run folder: ``stem.png`` if it exists, else the first PNG."""
     if folder is None or not folder.is_dir():
@@ -173,14 +181,21 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
             for m in by_constant.get(name, ()):
                 nb = notebooks.get(m.notebook)
                 values = (nb or {}).get("values") or {}
-                if _num(values.get(m.measured)) is None:
+                observed = _observed(m, values, entry.value)
+                if m.measured is None and observed:
+                    row.update({"notebook": m.notebook, "rule": m.rule,
+                                "evidence": f"observed in {m.notebook} notebook, run {run_id}: {m.what}; {observed}",
+                                "figure": _figure(nb.get("dir"), m.figure, run_dir)})
+                    break
+                if m.measured is None or _num(values.get(m.measured)) is None:
                     continue
                 stated = {"measured": values[m.measured],
                           "ci_low": values.get(m.ci[0]) if m.ci else None,
                           "ci_high": values.get(m.ci[1]) if m.ci else None,
                           "recommended": values.get(m.recommended) if m.recommended else None}
+                what = m.what + (f"; {observed}" if observed else "")
                 _apply(row, entry, stated, notebook=m.notebook, folder=nb.get("dir"), run_dir=run_dir,
-                       run_id=run_id, quick=quick, rule=m.rule, what=m.what, figure_stem=m.figure)
+                       run_id=run_id, quick=quick, rule=m.rule, what=what, figure_stem=m.figure)
                 break
         out[name] = row
     return out

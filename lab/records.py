@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cassandra.query import UNSET_VALUE
+
 from .constants import Constants
 from .crypto import Encryptor
 from .errors import ValidationError
@@ -167,8 +169,14 @@ def encode_record(message: Message, encryptor: Encryptor, *,
 
 
 def record_values(columns: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Bind values in :data:`MESSAGE_RECORD_COLUMNS` order (for the prepared INSERT)."""
-    return tuple(columns[name] for name in MESSAGE_RECORD_COLUMNS)
+    """Bind values in :data:`MESSAGE_RECORD_COLUMNS` order (for the prepared INSERT).
+
+    An absent value binds as UNSET, not null: a bound null is written as a tombstone cell,
+    and a dozen optional columns per row would make every history read scan tombstones
+    (S-6 demands zero). UNSET leaves the cell alone, which for an upsert of the same
+    message is the same row.
+    """
+    return tuple(UNSET_VALUE if columns[name] is None else columns[name] for name in MESSAGE_RECORD_COLUMNS)
 
 
 # --- decode -----------------------------------------------------------------------------------

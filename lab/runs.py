@@ -29,12 +29,25 @@ def new_run_dir(results: Path = RESULTS_DIR, prefix: str = "") -> Path:
             continue
 
 
-def git_commit(cwd: Path | None = None) -> str | None:
+def _git(args: list[str], cwd: Path | None) -> subprocess.CompletedProcess | None:
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh (write) the index of the lead's work tree
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=cwd, timeout=10)
-        return out.stdout.strip() or None
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=cwd, timeout=10, env=env)
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """HEAD's commit id, or None outside a repository / before the first commit."""
+    out = _git(["rev-parse", "--verify", "-q", "HEAD"], cwd)
+    return out.stdout.strip() or None if out is not None and out.returncode == 0 else None
+
+
+def git_dirty(cwd: Path | None = None) -> bool | None:
+    """True when tracked or untracked files differ from HEAD (the run measured uncommitted code)."""
+    out = _git(["status", "--porcelain", "--untracked-files=normal"], cwd)
+    return bool(out.stdout.strip()) if out is not None and out.returncode == 0 else None
 
 
 def machine() -> dict[str, Any]:

@@ -28,7 +28,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .config import DEFAULT_KEYSPACE, ClusterConfig
 from .errors import ConfigError, ConnectError, InvalidRequest, LabError, NodeTimeout
@@ -44,7 +44,7 @@ DEFAULT_SUPERUSER = "cassandra"
 DEFAULT_SUPERUSER_PASSWORD = "cassandra"  # Cassandra's built-in default, public knowledge
 PASSWORD_ENV = "LAB_PASSWORD"
 MONITORING_KEYSPACE = "system_views"
-LOGIN_WAIT_SECONDS = 60.0
+LOGIN_WAIT_SECONDS = 30.0
 _LOGIN_RETRY_SECONDS = 1.0
 PASSWORD_CHANGE_INTERVAL_SECONDS = 5.5  # Cassandra 5.0: one password change per role per 5000 ms
 _PASSWORD_RATE_LIMITED = "can only be changed every"
@@ -178,12 +178,13 @@ def create_role(connection: Any, name: str, password: str, *, keyspace: str | No
                 create_keyspaces: bool = True) -> None:
     """Create (or reset the password of) a login role; grant it the lab keyspace.
 
-    ``connection`` must be logged in as a superuser. With ``keyspace`` the keyspace is
-    created if missing (the connection's replication) and the role gets every permission on
-    it; ``create_keyspaces`` grants CREATE ON ALL KEYSPACES (the creator of a keyspace owns it,
-    which the lab's per-test keyspaces need); SELECT on ``system_views`` lets the admin
-    adapter read server counters. No superuser rights. The password is never logged nor
-    kept: errors come back with it masked.
+    ``connection`` must be logged in as a superuser. ``create_keyspaces`` grants CREATE ON
+    ALL KEYSPACES: the creator of a keyspace holds every permission on it, which the lab's
+    per-test keyspaces need. ``keyspace``, when it exists, is granted in full; when missing it
+    is left for the role to create (or, without ``create_keyspaces``, created here with the
+    connection's replication). SELECT on ``system_views`` lets the admin adapter read server
+    counters. No superuser rights. The password is never logged nor kept: errors come back
+    with it masked.
     """
     if not _ROLE_RE.match(name or ""):
         raise ConfigError(f"role name {name!r} is not a plain CQL identifier "
@@ -209,27 +210,27 @@ def create_role(connection: Any, name: str, password: str, *, keyspace: str | No
     # the Cassandra admin adapter reads per-table counters from system_views (absent on Scylla)
     with contextlib.suppress(InvalidRequest):
         connection.execute(f"GRANT SELECT ON KEYSPACE {MONITORING_KEYSPACE} TO {name}")
-    if keyspace is not None:
+    if keyspace is None:
+        return
+    exists = connection.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                (keyspace,)).one() is not None
+    if not exists and create_keyspaces:
+        return  # the role will create it, and a keyspace's creator holds every permission on it
+    if not exists:
         replication = str(connection.config.replication_map())
         connection.execute(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}")
-        connection.execute(f"GRANT ALL PERMISSIONS ON KEYSPACE {keyspace} TO {name}")
+    connection.execute(f"GRANT ALL PERMISSIONS ON KEYSPACE {keyspace} TO {name}")
 
 
-class _masked:
-    """Re-raise a LabError with ``secret`` masked in its message and facts, cause dropped
-    (the driver's exception text may quote the statement)."""
-
-    def __init__(self, secret: str) -> None:
-        self.secret = secret
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or not isinstance(exc, LabError):
-            return False
-        facts = {k: (v.replace(self.secret, _MASK) if isinstance(v, str) else v) for k, v in exc.facts.items()}
-        raise type(exc)(str(exc).replace(self.secret, _MASK), **facts) from None
+@contextlib.contextmanager
+def _masked(secret: str) -> Iterator[None]:
+    """Re-raise a LabError with ``secret`` masked in its message and facts, and without its
+    cause (the driver's exception text may quote the statement)."""
+    try:
+        yield
+    except LabError as exc:
+        facts = {k: (v.replace(secret, _MASK) if isinstance(v, str) else v) for k, v in exc.facts.items()}
+        raise type(exc)(str(exc).replace(secret, _MASK), **facts) from None
 
 
 # ---- a secure embedded node ----------------------------------------------------------------
@@ -241,14 +242,6 @@ class SecureNode:
     ca_file: Path
     role: str
     keyspace: str
-
-    def client_config(self, password: str, **overrides: Any) -> ClusterConfig:
-        """The ClusterConfig that logs in as the lab role over TLS."""
-        values = dict(contact_points=self.state.contact_points, port=self.state.nodes[0].native_port,
-                      username=self.role, password=password, tls_ca_file=self.ca_file,
-                      keyspace=self.keyspace, jmx_port=self.state.nodes[0].jmx_port)
-        values.update(overrides)
-        return ClusterConfig(**values)
 
 
 def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
@@ -272,7 +265,6 @@ def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
     admin = ClusterConfig(contact_points=state.contact_points, port=state.nodes[0].native_port,
                           username=DEFAULT_SUPERUSER, password=superuser_password,
                           tls_ca_file=material.ca_file, keyspace=keyspace, lab_home=home,
-                          replication_factor=min(len(state.nodes), 3),
                           read_consistency="ONE", write_consistency="ONE")
     with wait_for_login(admin) as conn:
         create_role(conn, role, password, keyspace=keyspace)
@@ -282,7 +274,12 @@ def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
 def with_local_tls(options: Any) -> tuple[Any, TlsMaterial]:
     """``options`` (lab.node.NodeOptions) with TLS on, from the certificates in ``<home>/tls``
     (made now if missing or not covering the nodes' addresses)."""
-    material = ensure_tls_material(Path(options.home).resolve() / TLS_DIRNAME, options.addresses())
+    from .node import EmbeddedCluster
+
+    # a running cluster will be reused as it is: never replace the CA it was started with
+    running = EmbeddedCluster(options).running()
+    addresses = [n.address for n in running] or options.addresses()
+    material = ensure_tls_material(Path(options.home).resolve() / TLS_DIRNAME, addresses)
     return dataclasses.replace(options, tls_keystore=material.keystore,
                                tls_keystore_password=material.keystore_password), material
 

@@ -116,3 +116,19 @@ def test_recall_before_archive_survives_the_late_archive(open_store, store, tmp_
     assert msg.recall_event_conversation_seq == recall.recall_event_conversation_seq
     assert msg.body == req.body and msg.message_id == ack.message_id
     assert abs(row.ttl_state - row.ttl_payload) <= 2 and row.ttl_state <= DAY_SECONDS
+
+
+def test_archived_rows_carry_no_tombstones(open_store, store, tmp_path):
+    """S-6 for the archiver's writes: optional columns left empty must not become tombstone
+    cells (a bound null would), so reading the partition scans none."""
+    from lab.tracing import traced
+
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    s = open_store(archiver_mode=True, state_dir=tmp_path)
+    for _ in range(5):
+        s.send(new_request(tenant_id=tenant, conversation_id=conversation))
+    assert s.archiver.run_once() == 5
+    rows, trace = traced(store.connection, f"SELECT * FROM {store.keyspace}.message_record WHERE tenant_id = %s "
+                         "AND conversation_id = %s AND seq_bucket = 0", (tenant, conversation))
+    assert len(rows) == trace.rows_read == 5
+    assert trace.tombstones_read == 0, trace.events

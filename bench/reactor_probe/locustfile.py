@@ -12,9 +12,11 @@ import time
 from pathlib import Path
 
 import gevent
+import gevent.event
 from locust import User, constant, events, task
 
-from lab.hdr import FixedRateSchedule, LatencyRecorder
+from lab.hdr import LatencyRecorder
+from lab.pacing import FixedRateSchedule
 
 REACTOR = os.environ.get("PROBE_REACTOR", "libev")
 RATE_PER_USER = float(os.environ.get("PROBE_RATE_PER_USER", "0"))  # 0: closed loop
@@ -24,6 +26,10 @@ PORT = int(os.environ.get("PROBE_PORT", "9042"))
 KEYS = 100_000
 
 _state: dict = {}
+_ready = gevent.event.Event()  # users wait for the session: spawning can overtake a slow connect
+
+
+THREADPOOL = REACTOR == "libev-threadpool"  # run via loadgen.launch: nothing patched, calls in native threads
 
 
 def _connection_class():
@@ -48,6 +54,8 @@ def _connect(environment, **_kw):
         return
     cluster = Cluster([HOST], port=PORT, connection_class=_connection_class(), protocol_version=4,
                       connect_timeout=5, control_connection_timeout=5)
+    if THREADPOOL:
+        gevent.get_hub().threadpool.maxsize = 256
     session = cluster.connect("loadprobe")
     session.default_timeout = 5
     _state.update(cluster=cluster, session=session,
@@ -55,6 +63,7 @@ def _connect(environment, **_kw):
                   read=session.prepare("SELECT v FROM kv WHERE k = ?"),
                   recorder=LatencyRecorder(fixed_rate=RATE_PER_USER > 0),
                   t0=time.time())
+    _ready.set()
 
 
 @events.quitting.add_listener
@@ -72,6 +81,7 @@ class CqlProbeUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
+        _ready.wait()
         self._k = 0
         self._schedule = None
         if RATE_PER_USER > 0:
@@ -87,16 +97,18 @@ class CqlProbeUser(User):
             delay = (due - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 gevent.sleep(delay)
+        pool = gevent.get_hub().threadpool if THREADPOOL else None
         op = "write" if random.random() < 0.5 else "read"
         s = _state["session"]
         key = random.randrange(KEYS)
         err = None
         start = time.perf_counter_ns()
         try:
-            if op == "write":
-                s.execute(_state["write"], (key, b"x" * 100))
+            stmt, params = (_state["write"], (key, b"x" * 100)) if op == "write" else (_state["read"], (key,))
+            if pool is not None:
+                pool.apply(s.execute, (stmt, params))
             else:
-                s.execute(_state["read"], (key,))
+                s.execute(stmt, params)
         except Exception as exc:  # recorded, not dropped
             err = exc
         end = time.perf_counter_ns()

@@ -23,15 +23,19 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from lab.hdr import FixedRateSchedule, LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
+from lab.hdr import LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
+from lab.pacing import FixedRateSchedule  # noqa: E402
 from lab.runs import new_run_dir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 VENV_32911 = Path(os.environ.get("PROBE_VENV_32911", "/tmp/venv-sd32911"))
+REF_RATE = 40.0  # calls/s of the paired plain reference client
 VARIANTS = {  # name: (venv, reactor, processes)
     "libev-3.29.12": (VENV, "libev", 1),
     "asyncio-3.29.12": (VENV, "asyncio", 1),
+    "libev-threadpool-3.29.12": (VENV, "libev-threadpool", 1),
+    "libev-threadpool-3.29.12-x2proc": (VENV, "libev-threadpool", 2),
     "asyncore-3.29.12": (VENV, "asyncore", 1),
     "gevent-3.29.11": (VENV_32911, "gevent", 1),
     "asyncio-3.29.12-x2proc": (VENV, "asyncio", 2),
@@ -56,12 +60,18 @@ def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, r
     pout = out / f"{name}-{'rate' if rate else 'max'}-{round_}"
     env = dict(os.environ, PROBE_REACTOR=reactor, PROBE_OUT=str(pout), PYTHONPATH=str(ROOT),
                PROBE_RATE_PER_USER=str(rate / users if rate else 0))
-    cmd = [str(venv / "bin" / "locust"), "-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
+    launcher = ([str(venv / "bin" / "python"), "-m", "loadgen.launch"] if reactor == "libev-threadpool"
+                else [str(venv / "bin" / "locust")])
+    cmd = launcher + ["-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
            "-r", str(users), "-t", f"{seconds}s", "--only-summary", "--json-file", str(pout / "locust"),
-           "--stop-timeout", "5"]
+           "--stop-timeout", "5"])
     if procs > 1:
         cmd += ["--processes", str(procs)]
     pout.mkdir(parents=True, exist_ok=True)
+    # The paired reference: a light fixed-rate plain client against the same node at the same
+    # time. Its latency is what the server gave; the variant's excess over it is the load
+    # generator's own (reactor) delay, which the shared, noisy node cannot fake.
+    ref_threads, ref_recs = _plain_threads(seconds=seconds - 4, users=4, rate=REF_RATE, delay=3)
     t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(pout / "stderr.txt", "w"))
     ps = psutil.Process(proc.pid)
@@ -76,12 +86,19 @@ def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, r
     except psutil.NoSuchProcess:
         pass
     wall = time.time() - t0
+    for t in ref_threads[:-1]:
+        t.join()
+    ref = OpStats()
+    for stats in merge_stats(r.totals for r in ref_recs).values():
+        ref.merge(stats)
     parts = []
     for f in pout.glob("probe-*.json"):
         d = json.loads(f.read_text())
         parts.append({op: OpStats.from_json(v) for op, v in d["totals"].items()})
-    return _result(name, merge_stats(parts), seconds=seconds, cpu=cpu, wall=wall, rc=proc.returncode,
-                   rate=rate, users=users, processes=procs)
+    row = _result(name, merge_stats(parts), seconds=seconds, cpu=cpu, wall=wall, rc=proc.returncode,
+                  rate=rate, users=users, processes=procs)
+    row["reference_service_us"] = percentiles_us(ref.service)
+    return row
 
 
 def _result(name, stats, *, seconds, cpu, wall, rc, rate, users, processes) -> dict:
@@ -98,8 +115,8 @@ def _result(name, stats, *, seconds, cpu, wall, rc, rate, users, processes) -> d
             "corrected_us": percentiles_us(allops.corrected) if rate else None}
 
 
-def run_plain(*, seconds: int, users: int, rate: float) -> dict:
-    """The reference: the same calls from real threads, default (libev) reactor, no gevent."""
+def _plain_threads(*, seconds: float, users: int, rate: float, delay: float = 0.0) -> tuple[list, list]:
+    """Threads issuing the probe calls (default libev reactor, no gevent); returns (threads, recorders)."""
     from cassandra.cluster import Cluster
 
     cluster = Cluster(["127.0.0.1"], protocol_version=4)
@@ -107,12 +124,13 @@ def run_plain(*, seconds: int, users: int, rate: float) -> dict:
     w = s.prepare("INSERT INTO kv (k, v) VALUES (?, ?)")
     r = s.prepare("SELECT v FROM kv WHERE k = ?")
     recs = [LatencyRecorder(fixed_rate=bool(rate)) for _ in range(users)]
-    stop = time.perf_counter_ns() + seconds * 10**9
-    me = psutil.Process()
-    cpu0 = sum(me.cpu_times()[:2])
+    begin = time.perf_counter_ns() + int(delay * 1e9)
+    stop = begin + int(seconds * 1e9)
 
     def worker(rec: LatencyRecorder) -> None:
-        sched = FixedRateSchedule.for_rate(rate / users, start_ns=time.perf_counter_ns(),
+        if delay:
+            time.sleep(delay)
+        sched = FixedRateSchedule.for_rate(rate / users, start_ns=begin,
                                            phase=random.random()) if rate else None
         k = 0
         while True:
@@ -138,14 +156,22 @@ def run_plain(*, seconds: int, users: int, rate: float) -> dict:
             rec.record(op, started_ns=t, ended_ns=time.perf_counter_ns(), due_ns=due, error=err)
 
     threads = [threading.Thread(target=worker, args=(rec,)) for rec in recs]
-    t0 = time.time()
+    threads.append(threading.Thread(target=lambda: (time.sleep(delay + seconds + 6), cluster.shutdown())))
     for t in threads:
         t.start()
-    for t in threads:
+    return threads, recs
+
+
+def run_plain(*, seconds: int, users: int, rate: float) -> dict:
+    """The baseline: the same calls from real threads, default (libev) reactor, no gevent."""
+    me = psutil.Process()
+    cpu0 = sum(me.cpu_times()[:2])
+    t0 = time.time()
+    threads, recs = _plain_threads(seconds=seconds, users=users, rate=rate)
+    for t in threads[:-1]:
         t.join()
     wall = time.time() - t0
     cpu = sum(me.cpu_times()[:2]) - cpu0
-    cluster.shutdown()
     return _result("plain-threads-libev", merge_stats(r.totals for r in recs), seconds=seconds, cpu=cpu,
                    wall=wall, rc=0, rate=rate, users=users, processes=1)
 
@@ -173,7 +199,9 @@ def main() -> None:
             print(json.dumps({k: row[k] for k in ("variant", "mode", "throughput", "errors", "exit_code",
                                                   "loadgen_cpu_percent_of_one_core", "loadgen_cpu_ms_per_call")}
                              | {"p50": row["service_us"]["p50"], "p99": row["service_us"]["p99"],
-                                "co_p99": (row["corrected_us"] or {}).get("p99")}), flush=True)
+                                "co_p99": (row["corrected_us"] or {}).get("p99"),
+                                "ref_p50": (row.get("reference_service_us") or {}).get("p50"),
+                                "ref_p99": (row.get("reference_service_us") or {}).get("p99")}), flush=True)
     (out / "reactor.json").write_text(json.dumps({"parameters": vars(args), "runs": rows}, indent=2))
     print(out / "reactor.json")
 

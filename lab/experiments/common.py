@@ -28,6 +28,8 @@ from ..runs import new_run_dir
 VALUES_FILE = "values.json"
 DEFAULT_LOAD_CONCURRENCY = 64
 FIGURE_DPI = 110
+SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
+SCRAP_VERSION = 1
 KEYSPACE_PREFIX = "lab"
 
 
@@ -60,6 +62,16 @@ def _in_kernel() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
+def _glue(name: str, value: Any) -> None:
+    """What ``scrapbook.glue(name, value)`` emits (a JSON scrap ``scrapbook.read_notebook``
+    reads back), without importing scrapbook in the kernel: its import pulls jsonschema's
+    format checkers, 5-15 s per notebook on a busy machine."""
+    from IPython.display import display
+
+    payload = {"name": name, "data": value, "encoder": "json", "version": SCRAP_VERSION}
+    display({SCRAP_MIMETYPE: payload}, raw=True, metadata={"scrapbook": {"name": name, "data": True, "display": False}})
+
+
 class Output:
     """One notebook's result folder. ``value`` rewrites values.json at once, so a notebook that
     fails half-way still leaves what it measured before failing."""
@@ -81,9 +93,7 @@ class Output:
         self.values[name] = value
         (self.dir / VALUES_FILE).write_text(json.dumps(self.values, indent=2, sort_keys=True) + "\n")
         if _in_kernel():
-            import scrapbook as sb
-
-            sb.glue(name, value)
+            _glue(name, value)
         return value
 
     def record(self, values: Mapping[str, Any]) -> None:

@@ -42,7 +42,7 @@ class Params:
     in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
     repeats: int = 30
     warmup: int = 20
-    p99_budget_ms: float = 20.0
+    p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
     seed: int = 0
     keep_keyspace: bool = False
