@@ -5,8 +5,9 @@ BIN := $(VENV)/bin
 LAB_HOME ?= .lab
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+BENCH_ARGS ?= --full
 
-.PHONY: setup node report test lab stop wipe proto clean
+.PHONY: setup node report test bench lab stop wipe proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +25,18 @@ node: setup  ## start (or reuse) the embedded node
 report: node  ## headless calibration on the embedded node; prints the report's path
 	$(BIN)/lab calibrate --quick --home $(LAB_HOME)
 
-test: node  ## the whole test suite against the real node
+test: node chromium  ## the whole test suite against the real node
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Headless Chromium renders report.html in tests/test_calibrate.py. Debian's package, installed
+# once (we run as root on the lab machines); a no-op when /usr/bin/chromium exists.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  (apt-cache show chromium >/dev/null 2>&1 || apt-get update -q) && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+bench: node  ## store benchmark (full write path vs bare LWT, history vs bare SELECT, grouped vs naive); BENCH_ARGS=--quick for < 1 min
+	$(BIN)/lab bench store $(BENCH_ARGS) --home $(LAB_HOME)
 
 lab: node  ## JupyterLab on notebooks/ with the project's kernel
 	$(BIN)/lab jupyter --home $(LAB_HOME)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,18 +184,26 @@ class BatchReader:
 
     def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
         tenant_id = parse_uuid(tenant_id)
+        if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
+            raise ValidationError(f"batch entries must be an iterable of BatchEntry, got {type(entries).__name__}",
+                                  field="entries")
         width = self.constants.message_seq_bucket_width
         inline_skipped = 0
         coordinates: dict[int, tuple[uuid.UUID, int]] = {}
         for entry in entries:
             if not isinstance(entry, BatchEntry):
                 raise ValidationError(f"batch entries must be BatchEntry, got {type(entry).__name__}")
-            if entry.inline_body is not None:
-                inline_skipped += 1
-                continue
+            # Every entry is checked, inline ones too: a malformed entry is a caller bug
+            # whether or not this batch happens to need its coordinate.
             conversation_id = parse_uuid(entry.conversation_id)
             seq = check_conversation_seq(entry.conversation_seq)
             u128_to_blob(entry.message_id)  # type and range check
+            if entry.inline_body is not None:
+                if not isinstance(entry.inline_body, (bytes, bytearray, memoryview)):
+                    raise ValidationError(f"inline_body must be bytes, got {type(entry.inline_body).__name__}",
+                                          field="inline_body", message_id=entry.message_id)
+                inline_skipped += 1
+                continue
             seen = coordinates.setdefault(entry.message_id, (conversation_id, seq))
             if seen != (conversation_id, seq):
                 raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "

@@ -140,6 +140,8 @@ def plan(options: CalibrationOptions, run_dir: Path) -> list[tuple[str, dict[str
     out = []
     for name in names:
         params = dict(nbs.QUICK_PARAMETERS.get(name, {}) if options.quick else {})
+        if Path(options.constants_path) != APPENDIX_B_PATH:
+            params["constants_file"] = str(Path(options.constants_path).resolve())
         params.update(options.overrides.get(name, {}))
         if name == "capacity" and "b_row" in names and "b_row_values" not in params and "b_row_bytes" not in params:
             params["b_row_values"] = str((run_dir / "b_row" / nbs.VALUES_FILE).resolve())

@@ -391,5 +391,47 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
         sys.exit(1)
 
 
+@main.command("jupyter", context_settings={"ignore_unknown_options": True})
+@home_option
+@click.option("--ip", default="127.0.0.1", show_default=True, help="address JupyterLab listens on")
+@click.option("--port", "jupyter_port", type=int, default=None, help="port (default: 8888 or the next free one)")
+@click.option("--browser/--no-browser", default=False, show_default=True, help="open a browser")
+@click.argument("jupyter_args", nargs=-1, type=click.UNPROCESSED)
+def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyter_args: tuple[str, ...]) -> None:
+    """JupyterLab on notebooks/ with the project's kernel (extra arguments go to jupyter lab).
+
+    Cluster settings reach the notebooks through LAB_* variables (or their `cluster` parameter);
+    --home is exported as LAB_HOME so they find the embedded node."""
+    from .notebooks import ensure_kernel, jupyter_command
+
+    ensure_kernel()
+    argv, env = jupyter_command(home=home, ip=ip, port=jupyter_port, browser=browser, extra=jupyter_args)
+    click.echo(f"JupyterLab on notebooks/ (kernel python3 = {sys.executable}); stop with Ctrl-C")
+    os.execvpe(argv[0], argv, env)  # JupyterLab replaces this process: Ctrl-C and signals reach it
+
+
+@main.group(cls=LabGroup)
+def bench() -> None:
+    """Benchmarks: ratios measured on one node in one run (results/<run-id>/bench/)."""
+
+
+@bench.command("store")
+@home_option
+@click.option("--quick/--full", default=False, help="quick (under a minute) or full parameters")
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True)
+@cluster_options
+def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -> None:
+    """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
+    page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
+    bench/store.json, store.csv and store.png; prints the closing note (the ratios)."""
+    from .bench import BenchParams, run_bench
+
+    result = run_bench(config, BenchParams.preset(quick=quick), results=results,
+                       log=lambda msg: click.echo(msg, err=True))
+    click.echo(result.closing_note)
+    click.echo(f"store.json: {result.json_path}")
+
+
 if __name__ == "__main__":
     main()

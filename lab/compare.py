@@ -4,12 +4,14 @@ Significance test: the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu
 latency *samples* of each side, with Holm's correction over all tests of one comparison
 (many IN sizes or operations are compared at once). Samples come from
 
-- the HDR interval logs of a load run (``load/*.hlog``; all intervals of ``<op>.service``
-  merged, each recorded value repeated by its count, values at HdrHistogram's 3 significant
-  digits), else histograms embedded in ``load/summary.json``;
+- a load run (``lab load``): the per-worker totals (``load/totals/*.json``, the service-time
+  histograms of the measured calls), else the HDR interval logs (``load/**/*.hlog``, every
+  ``<op>.service`` interval merged); each recorded value repeated by its count, so values
+  carry HdrHistogram's 3 significant digits; percentiles and counts from ``load/summary.json``;
 - a notebook's samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or ``latency_us``
   column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by their key
-  columns (e.g. ``in_size``; counters such as ``round``, ``repeat``, ``rows`` are not keys).
+  columns (:data:`KEY_COLUMNS` present in the table, e.g. ``in_size``, ``scan_limit`` + ``run``,
+  ``shape`` + ``method``; everything else in the table is an outcome).
 
 Percentile-only summaries (no samples) are shown side by side with "no samples" instead of
 a test. Besides the p-value the table gives the common-language effect size
@@ -30,7 +32,8 @@ from .report import esc, fmt, page, table
 
 ALPHA = 0.05
 MAX_SAMPLES_PER_SIDE = 200_000  # HDR histograms of long runs are subsampled (seeded) above this
-_NOT_KEYS = {"round", "repeat", "rep", "seed", "rows", "ok", "i", "index", "n", "sample", "iteration"}
+# columns that name what a latency sample measured (the rest of a samples table are outcomes)
+KEY_COLUMNS = ("operation", "op", "shape", "method", "in_size", "scan_limit", "run", "compression", "table", "window")
 _SEED = 20240601
 
 
@@ -96,11 +99,18 @@ def _load_dir(run: Path) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarra
                 if isinstance(entry.get("service"), str):  # an encoded histogram (lab.hdr.OpStats.to_json)
                     samples[op] = _hist_samples(hdr.decode(entry["service"]), rng)
     merged: dict[str, Any] = {}
-    for log in sorted(load.glob("**/*.hlog")):
-        for interval in hdr.read_interval_log(log):
-            if interval.kind == "service":
-                merged.setdefault(interval.op, hdr.new_histogram()).add(interval.histogram)
+    totals = sorted((load / "totals").glob("*.json"))
+    for path in totals:  # per-worker run totals (lab.load): exactly the measured calls
+        for op, stats in json.loads(path.read_text()).get("totals", {}).items():
+            merged.setdefault(op, hdr.new_histogram()).add(hdr.decode(stats["service"]))
+    if not totals:
+        for log in sorted(load.glob("**/*.hlog")):
+            for interval in hdr.read_interval_log(log):
+                if interval.kind == "service":
+                    merged.setdefault(interval.op, hdr.new_histogram()).add(interval.histogram)
     for op, hist in merged.items():
+        if hist.get_total_count() == 0:
+            continue
         samples[op] = _hist_samples(hist, rng)
         if op not in summary:
             summary[op] = {"service_us": hdr.percentiles_us(hist)}
@@ -126,8 +136,7 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
             continue
         if "ok" in df.columns:
             df = df[df["ok"].astype(bool)]
-        keys = [c for c in df.columns if c != value and c.lower() not in _NOT_KEYS
-                and not (c.endswith("_ms") or c.endswith("_us")) and df[c].nunique() <= 64]
+        keys = [c for c in KEY_COLUMNS if c in df.columns]
         scale = 1e-3 if value.endswith("us") else 1.0
         groups = df.groupby(keys, sort=True) if keys else [((), df)]
         table_name = f"{path.parent.name}/{path.stem}"

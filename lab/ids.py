@@ -16,6 +16,7 @@ time-ordered message_id generator whose layout the lab decides (spec README, "La
 from __future__ import annotations
 
 import numbers
+import re
 import secrets
 import threading
 import time
@@ -96,6 +97,29 @@ def parse_uuid(value: uuid.UUID | str) -> uuid.UUID:
         return uuid.UUID(value)
     except ValueError as exc:
         raise InvalidId(f"malformed UUID: {value!r}", value=value) from exc
+
+
+# --- text keys ---------------------------------------------------------------------------
+
+# C0 controls and DEL. CQL text stores them, but a NUL or an escape inside a key
+# (client_message_id, reaction_key) truncates C strings, splits log lines and breaks
+# the protocol layer's framing downstream; no legitimate client id or reaction needs one.
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_text_key(value: str, *, field: str, error: type[ValidationError] = ValidationError) -> str:
+    """``value`` if it is valid UTF-8 without control characters, else ``error``.
+
+    Lone surrogates are not UTF-8: the driver would fail at bind time with an untyped
+    UnicodeEncodeError, after earlier statements of the same call were already written."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise error(f"{field} is not valid UTF-8 (lone surrogate)", field=field, value=value) from None
+    match = _CONTROL_CHARS.search(value)
+    if match:
+        raise error(f"{field} holds the control character U+{ord(match.group()):04X}", field=field, value=value)
+    return value
 
 
 # --- bigint guard (S-2) --------------------------------------------------------------------

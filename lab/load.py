@@ -44,7 +44,8 @@ from .pacing import Stage, stages_from_steps, staircase
 from .runs import git_commit, machine, new_run_dir
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
-DEFAULT_STARTUP_SECONDS = 8.0
+DEFAULT_STARTUP_SECONDS = 120.0  # longest wait for every Locust process to report ready
+START_LEAD_SECONDS = 1.0         # t0 is published this far ahead so every process sees it in time
 DEFAULT_STOP_TIMEOUT_SECONDS = 30
 PER_USER_RATE = 5.0          # calls/s each user is asked for when --users is not given
 SEED_THREADS = 16
@@ -183,7 +184,7 @@ class CpuMonitor(threading.Thread):
         self.out = out
         self.t0 = t0
         self.samples: list[tuple[float, float, dict[int, float]]] = []  # (t - t0, % of one core, per pid)
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def _times(self) -> dict[int, float]:
         out = {}
@@ -200,7 +201,7 @@ class CpuMonitor(threading.Thread):
         with open(self.out, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["seconds_after_t0", "cpu_percent_of_one_core", "per_process"])
-            while not self._stop.wait(CPU_SAMPLE_SECONDS):
+            while not self._halt.wait(CPU_SAMPLE_SECONDS):
                 now, now_t = self._times(), time.time()
                 dt = now_t - last_t
                 per = {pid: round(100 * (now[pid] - last.get(pid, now[pid])) / dt, 1) for pid in now}
@@ -211,7 +212,7 @@ class CpuMonitor(threading.Thread):
                 last, last_t = now, now_t
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
     def window(self, start_s: float, end_s: float) -> dict[str, Any]:
@@ -256,7 +257,7 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
                     duration_seconds=(sum(s.end_s - s.start_s for s in options.stages()) - options.warmup_seconds
                                       if options.staircase_max is not None else options.duration_seconds),
                     reactor=options.reactor, node_id_base=options.node_id_base,
-                    interval_seconds=options.interval_seconds, seed_size=options.seed_size)
+                    interval_seconds=options.interval_seconds, seed_size=options.seed_size, start_gate=True)
 
     with MessageStore.open(config, state_dir=state_root / "setup", node_id=options.node_id_base - 1) as store:
         store.create_schema()
@@ -264,7 +265,6 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
     seeded = [seed_worker(config, plan.for_worker(i)) for i in range(plan.workers)]
     seed_seconds = time.time() - t_seed
 
-    plan = dataclasses.replace(plan, t0=time.time() + options.startup_seconds + 2 * (plan.workers - 1))
     parameters = {"options": _jsonable(dataclasses.asdict(options)), "plan": plan.to_json(),
                   "cluster": config.redacted(), "machine": machine(), "git_commit": git_commit(),
                   "locustfile": str(LOCUSTFILE), "seed_sends_per_worker": seeded,
@@ -281,10 +281,12 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
             procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, "worker", port, i),
                                           env=_child_env(config, plan, i), stdout=out, stderr=subprocess.STDOUT,
                                           cwd=load_dir))
-        cpu = CpuMonitor([p.pid for p in procs], load_dir / "cpu.csv", plan.t0)
-        cpu.start()
-        deadline = plan.t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS
         try:
+            t0 = _open_start_gate(plan, procs, options.startup_seconds)
+            plan = dataclasses.replace(plan, t0=t0)
+            cpu = CpuMonitor([p.pid for p in procs], load_dir / "cpu.csv", t0)
+            cpu.start()
+            deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS
             while any(p.poll() is None for p in procs):
                 if time.time() > deadline:  # a frozen load generator is a result, not a hang
                     for p in procs:
@@ -295,7 +297,8 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
             for p in procs:  # only our own processes, by handle
                 if p.poll() is None:
                     p.kill()
-            cpu.stop()
+            if "cpu" in locals():
+                cpu.stop()
     exit_codes = [p.returncode for p in procs]
     summary = summarize_run(plan, load_dir, cpu=cpu, exit_codes=exit_codes)
     summary["parameters"] = {k: parameters[k] for k in ("options", "cluster", "seed_sends_per_worker", "seed_seconds")}
@@ -304,6 +307,23 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
         summary["audit"]["acked_sends_in_summary"] = summary["acks"]
     (load_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return LoadResult(run_dir=run_dir, load_dir=load_dir, summary=summary)
+
+
+def _open_start_gate(plan: LoadPlan, procs: list[subprocess.Popen], timeout_seconds: float) -> float:
+    """Wait until every load process has opened its store, then publish t0 for all of them."""
+    deadline = time.time() + timeout_seconds
+    ready = [plan.for_worker(i).ready_path() for i in range(plan.workers)]
+    while not all(p.exists() for p in ready):
+        if any(p.poll() is not None for p in procs):
+            raise LoadError(f"a Locust process exited during start-up; see {plan.load_dir / 'locust.stdout.txt'}")
+        if time.time() > deadline:
+            raise LoadError(f"load processes not ready after {timeout_seconds:.0f} s; see {plan.load_dir}")
+        time.sleep(0.1)
+    t0 = time.time() + START_LEAD_SECONDS
+    tmp = plan.t0_path().with_suffix(".tmp")
+    tmp.write_text(repr(t0))
+    tmp.replace(plan.t0_path())
+    return t0
 
 
 def _jsonable(v: Any) -> Any:

@@ -14,7 +14,10 @@ so neither side owns the other's logic:
 
 Time: every process anchors its schedule at the same wall-clock instant ``t0`` (seconds
 since the epoch). Calls start at ``t0``; those that start before ``t0 + warmup_seconds``
-are not measured; none start after ``t0 + warmup_seconds + duration_seconds``.
+are not measured; none start after ``t0 + warmup_seconds + duration_seconds``. Under
+``lab load`` (``start_gate``) t0 is not known at launch: Locust and the store take a while
+to start, so each process reports ready (``<load_dir>/ready/<worker>``) and the runner then
+publishes t0 in ``<load_dir>/t0``, slightly ahead, for all processes at once.
 """
 from __future__ import annotations
 
@@ -90,7 +93,8 @@ class LoadPlan:
     workers: int = 1
     worker_index: int = 0           # this process (set per process by the runner)
     stages: tuple[Stage, ...] = ()  # empty: closed loop (users call back to back)
-    t0: float = 0.0
+    t0: float = 0.0                 # 0: from the start gate (lab load) or the first call (web UI)
+    start_gate: bool = False
     warmup_seconds: float = 0.0
     duration_seconds: float = 10.0
     reactor: str | None = None
@@ -137,6 +141,19 @@ class LoadPlan:
 
     def state_dir(self) -> Path:
         return self.state_root / self.worker_name()
+
+    def ready_path(self) -> Path:
+        return self.load_dir / "ready" / self.worker_name()
+
+    def t0_path(self) -> Path:
+        return self.load_dir / "t0"
+
+    def published_t0(self) -> float | None:
+        """t0 from the start gate, once the runner has published it."""
+        try:
+            return float(self.t0_path().read_text())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def to_json(self) -> dict[str, Any]:
         out = {}

@@ -59,7 +59,8 @@ MEASURES: tuple[Measure, ...] = (
     Measure(constant="batch_read_in_list_limit", notebook="in_limit", measured="recommended_in_limit",
             rule="notebook", recommended="recommended_in_limit", figure="in_limit",
             what="IN size with the lowest per-row latency inside the p99 budget and the server limit",
-            observe=("recommended_p99_ms", "recommended_per_row_us", "server_in_limit", "p99_budget_ms")),
+            observe=("recommended_p99_ms", "recommended_per_row_us", "in{current}_p99_ms", "server_in_limit",
+                     "p99_budget_ms")),
     Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets", measured="recommended_scan_limit",
             rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
             what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
@@ -188,6 +189,12 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
                                 "figure": _figure(nb.get("dir"), m.figure, run_dir)})
                     break
                 if m.measured is None or _num(values.get(m.measured)) is None:
+                    if m.measured in values:  # it ran and decided nothing (e.g. no IN size met the budget)
+                        row.update({"notebook": m.notebook, "rule": m.rule,
+                                    "figure": _figure(nb.get("dir"), m.figure, run_dir),
+                                    "evidence": f"{m.notebook} notebook, run {run_id}, gave no value for "
+                                                f"{m.measured} ({m.what}); {observed or 'nothing observed'}"})
+                        break
                     continue
                 stated = {"measured": values[m.measured],
                           "ci_low": values.get(m.ci[0]) if m.ci else None,

@@ -27,7 +27,7 @@ VALUES_FILE = "values.json"
 
 # Small parameters: each notebook in well under a minute on an idle 2-core machine.
 QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
-    "b_row": {"rows": 1000, "repeats": 2, "partition_rows": 1024},
+    "b_row": {"rows": 700, "repeats": 3, "partition_rows": 1024},
     "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "repeats": 20},
     "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "repeats": 3,
                       "hole_messages": 20000},
@@ -129,3 +129,50 @@ def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, qu
             params["b_row_values"] = str(Path(out_dir).resolve() / "b_row" / VALUES_FILE)
         results[name] = run_notebook(name, params, out_dir, config=config, **options)
     return results
+
+
+# ---- JupyterLab ---------------------------------------------------------------------------
+def ensure_kernel(python: str | None = None) -> Path:
+    """Make sure the kernel named ``python3`` runs this venv's Python (``make setup`` installs it;
+    this repairs a missing or foreign spec). Returns the kernel spec folder."""
+    import subprocess
+    import sys
+
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    python = python or sys.executable
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        argv0 = spec.argv[0] if spec.argv else ""
+        # "python" is resolved by jupyter_client to the Python that launches the kernel: ours
+        if argv0 in ("python", "python3", python) and Path(spec.resource_dir).is_relative_to(sys.prefix):
+            return Path(spec.resource_dir)
+    except NoSuchKernel:
+        pass
+    subprocess.run([python, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
+                   check=True, capture_output=True)
+    return Path(KernelSpecManager().get_kernel_spec(KERNEL_NAME).resource_dir)
+
+
+def jupyter_command(*, home: Path, notebooks_dir: Path = NOTEBOOKS_DIR, ip: str = "127.0.0.1",
+                    port: int | None = None, browser: bool = False, extra: tuple[str, ...] = (),
+                    env: Mapping[str, str] | None = None, is_root: bool | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) that start JupyterLab on ``notebooks_dir`` with the project's kernel.
+
+    The environment carries ``LAB_HOME`` (absolute) so the notebooks' cluster settings find the
+    embedded node's state whatever the kernel's working folder."""
+    import os
+    import sys
+
+    argv = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={Path(notebooks_dir).resolve()}",
+            f"--ServerApp.ip={ip}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}"]
+    if port is not None:
+        argv.append(f"--ServerApp.port={port}")
+    if not browser:
+        argv.append("--no-browser")
+    if (os.geteuid() == 0) if is_root is None else is_root:
+        argv.append("--allow-root")  # jupyter refuses to start as root without it
+    argv += list(extra)
+    environment = dict(os.environ if env is None else env)
+    environment["LAB_HOME"] = str(Path(home).resolve())
+    return argv, environment

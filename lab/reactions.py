@@ -47,7 +47,7 @@ from typing import Any
 from .connection import Stmt
 from .context import StoreContext
 from .errors import ReactionConflict, ValidationError
-from .ids import check_bigint, check_conversation_seq, parse_uuid, seq_bucket
+from .ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
 
 NO_REACTION = ""  # the reaction_key of a withdrawn reaction: an overwrite, never a DELETE
 REACTION_KEY_MAX_BYTES = 64  # lab decision: keys are short enum strings (§2.5); bounds the map
@@ -95,6 +95,7 @@ def check_reaction_key(reaction_key: object) -> str:
                               field="reaction_key", value=reaction_key)
     if reaction_key == NO_REACTION:
         raise ValidationError("reaction_key '' is reserved for 'no reaction' (unreact)", field="reaction_key")
+    check_text_key(reaction_key, field="reaction_key")
     if len(reaction_key.encode()) > REACTION_KEY_MAX_BYTES:
         raise ValidationError(f"reaction_key is over {REACTION_KEY_MAX_BYTES} bytes", field="reaction_key",
                               value=reaction_key)

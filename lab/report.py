@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 REPORT_FILE = "report.html"
-THUMB_WIDTH_PX = 360
+THUMB_WIDTH_PX = 240
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
 h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
@@ -27,7 +27,7 @@ tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
 .sig{font-weight:bold;color:#b33}
 img.thumb{width:%dpx;border:1px solid #ddd}img.full{max-width:100%%;border:1px solid #ddd}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;white-space:pre-wrap}
-small{color:#666}
+small{color:#666}td.evidence{min-width:20em;max-width:32em;overflow-wrap:anywhere}
 """ % THUMB_WIDTH_PX
 
 
@@ -70,8 +70,15 @@ def embedded_png(path: Path, *, css: str = "thumb", alt: str = "") -> str:
 
 
 def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
-    rows = []
-    for name, c in cal.get("constants", {}).items():
+    """Constants the run measured or observed (with their figure) first, then the others."""
+    rows, others = [], []
+    ordered = sorted(cal.get("constants", {}).items(), key=lambda kv: kv[1].get("measured") is None)
+    for name, c in ordered:
+        label = f"<b>{esc(name)}</b><br><small title='{esc(c.get('doc'))}'>{esc(c.get('section'))}</small>"
+        if c.get("notebook") is None:
+            others.append([label, f"<td class='num'>{fmt(c.get('current'))}</td>", esc(c.get("unit")),
+                           esc(c.get("doc"))])
+            continue
         measured = fmt(c.get("measured"))
         if c.get("ci_low") is not None and c.get("ci_high") is not None:
             measured += f"<br><small>95% CI {fmt(c['ci_low'])}–{fmt(c['ci_high'])}</small>"
@@ -87,12 +94,16 @@ def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
             link = c.get("notebook_html") or c["figure"]
             figure = f"<a href='{esc(link)}'>{img}</a><br><small>{esc(c['figure'])}</small>"
         conf = c.get("confidence", "none")
-        rows.append([
-            f"<b>{esc(name)}</b><br><small title='{esc(c.get('doc'))}'>{esc(c.get('section'))}</small>",
-            f"<td class='num'>{fmt(c.get('current'))}</td>", f"<td class='num'>{measured}</td>",
-            f"<td class='{rec_cls}'>{rec}</td>", esc(c.get("unit")),
-            f"<td class='conf-{esc(conf)}'>{esc(conf)}</td>", esc(c.get("evidence")), figure])
-    return table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence", "figure"], rows)
+        rows.append([label, f"<td class='num'>{fmt(c.get('current'))}</td>", f"<td class='num'>{measured}</td>",
+                     f"<td class='{rec_cls}'>{rec}</td>", esc(c.get("unit")),
+                     f"<td class='conf-{esc(conf)}'>{esc(conf)}</td>",
+                     f"<td class='evidence'>{esc(c.get('evidence'))}</td>", figure])
+    out = (table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence", "figure"], rows)
+           if rows else "<p>No notebook measured a constant in this run.</p>")
+    if others:
+        out += ("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
+                + table(["constant", "current", "unit", "what it governs"], others))
+    return out
 
 
 def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:

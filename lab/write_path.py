@@ -46,7 +46,7 @@ from .connection import Stmt
 from .context import StoreContext
 from .errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
 from .head import HeadUpdate, HeadWriter
-from .ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from .ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
 from .media import MediaMetadata, MentionTargets
 from .model import DedupState, MessageType, RetentionClass, parse_enum
 from .outbox import KIND_MESSAGE, Outbox, OutboxEntry, OutboxRecord
@@ -96,11 +96,14 @@ class SendAck:
     replayed: bool = False
 
 
-def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError]) -> str:
+def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError],
+                key: bool = False) -> str:
     if not isinstance(value, str):
         raise error(f"{name} must be a str, got {type(value).__name__}", field=name, value=value)
     if not value or len(value) > max_chars:
         raise error(f"{name} must have 1..{max_chars} characters, got {len(value)}", field=name, value=value)
+    if key:  # a key (client_message_id): UTF-8 and no control characters (lab.ids.check_text_key)
+        return check_text_key(value, field=name, error=error)
     try:
         value.encode("utf-8")  # CQL text is UTF-8; lone surrogates would fail at bind time
     except UnicodeEncodeError:
@@ -115,7 +118,7 @@ def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max
     ids = {name: parse_uuid(getattr(request, name))
            for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id")}
     client_message_id = _check_text("client_message_id", request.client_message_id,
-                                    max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId)
+                                    max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True)
     body = request.body
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
@@ -207,7 +210,8 @@ class WritePath:
             self._submit_head(req, ack)
             return ack
         if entry is None:
-            self._check_slot_free(req, seq, message_id)
+            entry = self._check_slot_free(req, seq, message_id)
+        if entry is None:
             columns = self._encode(req, message_id=message_id, seq=seq,
                                    last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
         else:
@@ -219,16 +223,19 @@ class WritePath:
         """Steps 3-7 with the ids in ``columns``; each write is an idempotent upsert."""
         seq, created_at_ms = columns["conversation_seq"], columns["created_at"]
         if not self.archiver_mode:
-            ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
-                                                           created_at_ms=created_at_ms, now_ms=_now_ms())
-            if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
-                self.ctx.connection.execute_concurrent(record_statements(self.ctx, columns, ttl))
+            self._write_record(req, columns)
         self.ctx.faults.hit("after_record")
         if entry is None:
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
                 kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
             columns = columns_from_wire(entry.record.payload["columns"])  # first append wins
+            if entry.duplicate and not self.archiver_mode:
+                # A concurrent attempt of this same send (another thread, process or node
+                # that found our reservation) appended first, with its own last_activity_id
+                # and sealing. Its entry is what every ack names, so the row we just wrote
+                # is overwritten with it: log, row and ack agree whoever wrote last.
+                self._write_record(req, columns)
         self.ctx.faults.hit("after_outbox")
         self._commit(req, columns)
         self.ctx.faults.hit("after_commit")
@@ -240,6 +247,13 @@ class WritePath:
         return ack
 
     # -- steps --------------------------------------------------------------------------------
+    def _write_record(self, req: SendRequest, columns: dict[str, Any]) -> None:
+        """Step 3: message_record + message_index with the remaining TTL of the class."""
+        ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
+                                                       created_at_ms=columns["created_at"], now_ms=_now_ms())
+        if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
+            self.ctx.connection.execute_concurrent(record_statements(self.ctx, columns, ttl))
+
     def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
                 created_at_ms: int) -> dict[str, Any]:
         c = self.ctx.constants
@@ -303,13 +317,18 @@ class WritePath:
                        conversation_id=req.conversation_id, client_message_id=req.client_message_id,
                        conversation_seq=seq)
 
-    def _check_slot_free(self, req: SendRequest, seq: int, message_id: int) -> None:
+    def _check_slot_free(self, req: SendRequest, seq: int, message_id: int) -> OutboxEntry | None:
         """Before resuming into (conversation, seq): nothing else may live there. A client that
-        reused client_message_id in another conversation would otherwise overwrite a message."""
+        reused client_message_id in another conversation would otherwise overwrite a message.
+
+        Returns the outbox entry of this very message when a concurrent attempt of the same
+        send appended it since the caller looked (then the resume reuses its columns)."""
         stored = self._record_ids(req, seq)
         if stored is not None and stored[0] != message_id:
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
-        if self.outbox.get(req.tenant_id, req.conversation_id, seq) is not None:
+        entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
+        if entry is not None and entry.record.payload["columns"]["message_id"] != u128_to_blob(message_id).hex():
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
+        return entry

@@ -74,8 +74,13 @@ class LoadContext:
 
     @property
     def t0_wall(self) -> float:
-        if not self._t0_wall:  # web UI: the run starts when the first user does
-            self._t0_wall = time.time()
+        while not self._t0_wall:
+            if not self.plan.start_gate:  # web UI: the run starts when the first user does
+                self._t0_wall = time.time()
+            else:
+                self._t0_wall = self.plan.published_t0() or 0.0
+                if not self._t0_wall:
+                    gevent.sleep(0.05)
         return self._t0_wall
 
     @property
@@ -121,6 +126,9 @@ class LoadContext:
             self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
                                            connection=self.connection)
             self.acks = AckLog(self.acks_path)
+            if self.plan.start_gate:
+                self.plan.ready_path().parent.mkdir(parents=True, exist_ok=True)
+                self.plan.ready_path().write_text(str(os.getpid()))
             self.hdr_path.parent.mkdir(parents=True, exist_ok=True)
             self._hdr_file = open(self.hdr_path, "w", encoding="utf-8")
             self._hdr = IntervalLogWriter(self._hdr_file, start_time_s=self.t0_wall,

@@ -28,7 +28,10 @@ class StageTableShape(LoadTestShape):
         self.stages = [{"end_s": e, "users": self.plan.users, "spawn_rate": self.plan.users} for e in edges]
 
     def tick(self):
-        elapsed = time.time() - self.plan.t0  # seconds after t0; negative while processes start
+        t0 = self.plan.t0 or self.plan.published_t0()
+        if t0 is None:  # lab load has not opened the start gate yet: spawn and wait
+            return self.stages[0]["users"], self.stages[0]["spawn_rate"]
+        elapsed = time.time() - t0  # seconds after t0; negative just before the start
         for stage in self.stages:
             if elapsed < stage["end_s"] + (STOP_GRACE_SECONDS if stage is self.stages[-1] else 0):
                 return stage["users"], stage["spawn_rate"]

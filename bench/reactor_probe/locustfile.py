@@ -53,7 +53,7 @@ def _connect(environment, **_kw):
     if getattr(environment.runner, "__class__", None).__name__ == "MasterRunner":
         return
     cluster = Cluster([HOST], port=PORT, connection_class=_connection_class(), protocol_version=4,
-                      connect_timeout=5, control_connection_timeout=5)
+                      connect_timeout=10, control_connection_timeout=10)
     if THREADPOOL:
         gevent.get_hub().threadpool.maxsize = 256
     session = cluster.connect("loadprobe")

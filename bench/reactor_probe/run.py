@@ -44,6 +44,58 @@ VARIANTS = {  # name: (venv, reactor, processes)
 }
 
 
+class BlackholeProxy(threading.Thread):
+    """127.0.0.1:<port> -> the node; ``after`` seconds after the first connection it keeps every socket open and
+    forwards nothing more: a server that stops answering (the case that froze libev)."""
+
+    def __init__(self, after: float, target: tuple[str, int] = ("127.0.0.1", 9042)) -> None:
+        super().__init__(daemon=True)
+        import socket
+
+        self.after, self.target = after, target
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.t0 = time.time()
+        self.open: list = []
+
+    def _pump(self, a, b) -> None:
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                while time.time() - self.t0 >= self.after:
+                    time.sleep(1)  # blackholed: hold the bytes, answer nothing
+                b.sendall(data)
+        except OSError:
+            pass
+
+    def run(self) -> None:
+        import socket
+
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            if not self.open:
+                self.t0 = time.time()  # the clock starts with the load generator's first connection
+            self.open += [c, u]
+            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pump, args=(u, c), daemon=True).start()
+
+    def close(self) -> None:
+        for s in [self.sock] + self.open:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
 def _tree_cpu(proc: psutil.Process) -> float:
     total = 0.0
     for p in [proc] + proc.children(recursive=True):
@@ -55,23 +107,30 @@ def _tree_cpu(proc: psutil.Process) -> float:
     return total
 
 
-def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, round_: int = 0) -> dict:
+def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, round_: int = 0,
+               blackhole_after: float | None = None) -> dict:
     venv, reactor, procs = VARIANTS[name]
-    pout = out / f"{name}-{'rate' if rate else 'max'}-{round_}"
+    pout = out / f"{name}-{'rate' if rate else 'max'}-{round_}{'-blackhole' if blackhole_after else ''}"
     env = dict(os.environ, PROBE_REACTOR=reactor, PROBE_OUT=str(pout), PYTHONPATH=str(ROOT),
                PROBE_RATE_PER_USER=str(rate / users if rate else 0))
-    launcher = ([str(venv / "bin" / "python"), "-m", "loadgen.launch"] if reactor == "libev-threadpool"
+    proxy = None
+    if blackhole_after is not None:
+        proxy = BlackholeProxy(blackhole_after)
+        proxy.start()
+        env["PROBE_PORT"] = str(proxy.port)
+    launcher = ([str(venv / "bin" / "python"), str(HERE / "launch_unpatched.py")] if reactor == "libev-threadpool"
                 else [str(venv / "bin" / "locust")])
     cmd = launcher + ["-f", str(HERE / "locustfile.py"), "--headless", "-u", str(users),
            "-r", str(users), "-t", f"{seconds}s", "--only-summary", "--json-file", str(pout / "locust"),
-           "--stop-timeout", "5"])
+           "--stop-timeout", "5"]
     if procs > 1:
         cmd += ["--processes", str(procs)]
     pout.mkdir(parents=True, exist_ok=True)
     # The paired reference: a light fixed-rate plain client against the same node at the same
     # time. Its latency is what the server gave; the variant's excess over it is the load
     # generator's own (reactor) delay, which the shared, noisy node cannot fake.
-    ref_threads, ref_recs = _plain_threads(seconds=seconds - 4, users=4, rate=REF_RATE, delay=3)
+    ref_threads, ref_recs = _plain_threads(seconds=seconds - 4, users=4, rate=REF_RATE, delay=3) \
+        if proxy is None else ([], [])
     t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=open(pout / "stderr.txt", "w"))
     ps = psutil.Process(proc.pid)
@@ -86,6 +145,8 @@ def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, r
     except psutil.NoSuchProcess:
         pass
     wall = time.time() - t0
+    if proxy is not None:
+        proxy.close()
     for t in ref_threads[:-1]:
         t.join()
     ref = OpStats()
@@ -98,6 +159,13 @@ def run_locust(name: str, *, seconds: int, users: int, rate: float, out: Path, r
     row = _result(name, merge_stats(parts), seconds=seconds, cpu=cpu, wall=wall, rc=proc.returncode,
                   rate=rate, users=users, processes=procs)
     row["reference_service_us"] = percentiles_us(ref.service)
+    row["wall_seconds"] = round(wall, 1)
+    row["blackhole_after"] = blackhole_after
+    row["errors_by_type"] = {}
+    for part in parts:
+        for st in part.values():
+            for k, v in st.errors.items():
+                row["errors_by_type"][k] = row["errors_by_type"].get(k, 0) + v
     return row
 
 
@@ -183,13 +251,22 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=400.0)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--repeat", type=int, default=1, help="interleaved rounds (the node is shared: noisy)")
+    ap.add_argument("--blackhole-after", type=float, default=None,
+                    help="freeze test: the node stops answering after this many seconds (closed loop only)")
     args = ap.parse_args()
     out = new_run_dir(ROOT / "results") / "bench"
     out.mkdir()
     rows = []
     names = args.only or ["plain"] + list(VARIANTS)
     for round_, name in [(i, n) for i in range(args.repeat) for n in names]:
-        for rate in (0.0, args.rate):
+        for rate in ((0.0,) if args.blackhole_after else (0.0, args.rate)):
+            if args.blackhole_after is not None:
+                row = run_locust(name, seconds=args.seconds, users=args.users, rate=0.0, out=out / "raw",
+                                 round_=round_, blackhole_after=args.blackhole_after)
+                print(json.dumps({k: row.get(k) for k in ("variant", "calls", "errors", "errors_by_type",
+                                                          "exit_code", "wall_seconds")}), flush=True)
+                rows.append(row)
+                continue
             if name == "plain":
                 row = run_plain(seconds=args.seconds, users=args.users, rate=rate)
             else:

@@ -31,6 +31,8 @@ FIGURE_DPI = 110
 SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
 SCRAP_VERSION = 1
 KEYSPACE_PREFIX = "lab"
+# The repo's results/ (not the notebook's cwd, which is notebooks/ under JupyterLab).
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 
 
 # ---- output -------------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class Output:
 
     @classmethod
     def for_notebook(cls, notebook: str, out_dir: str | Path | None = None,
-                     results: Path = Path("results")) -> "Output":
+                     results: Path = RESULTS_DIR) -> "Output":
         """``out_dir`` as given (papermill runs), else a fresh ``results/<run-id>/<notebook>/``."""
         return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
 
@@ -125,8 +127,11 @@ def cluster_config(cluster: Mapping[str, Any] | None = None, config_file: str | 
                    env: Mapping[str, str] | None = None) -> ClusterConfig:
     """The notebook's cluster settings: ``cluster`` (ClusterConfig fields) over ``LAB_*``
     variables of ``env`` (the notebook passes ``os.environ``) over ``config_file``."""
+    env = dict(env or {})
     flags = {k: v for k, v in dict(cluster or {}).items() if v is not None and k != "password"}
-    return load_config(flags=flags, env=env or {}, toml_path=config_file)
+    if "lab_home" not in flags and env.get("LAB_HOME"):  # what `lab jupyter --home` exports to its kernels
+        flags["lab_home"] = env["LAB_HOME"]
+    return load_config(flags=flags, env=env, toml_path=config_file)
 
 
 def constants_from(path: str | None = None, **overrides: Any) -> Constants:

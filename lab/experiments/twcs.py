@@ -328,7 +328,7 @@ def conclusion(result: Result) -> str:
         lines.append(f"At steady state with {result.design['retention_days']}-day retention, message_record keeps "
                      f"{r1.steady_state_windows} SSTables per node (per shard on Scylla) with {r1.window}-day windows vs "
                      f"{r7.steady_state_windows} with {r7.window}-day windows; with 365-day retention "
-                     f"{r1.steady_state_windows_365d} vs {r7.steady_state_windows_365d}: the design's 7 days keeps the "
+                     f"{int(r1.steady_state_windows_365d)} vs {int(r7.steady_state_windows_365d)}: the design's 7 days keeps the "
                      "count low while expiring data in weekly files.")
     ded = f[f.family == "client_dedup"].sort_values("window")
     if len(ded) >= 2:

@@ -1,0 +1,108 @@
+"""The store benchmark (lab.bench) end to end with tiny parameters on the real node.
+
+Asserts the shape and the internal consistency of what it writes (every comparison present,
+counts adding up, positive throughput, the naive baseline doing one point read per entry),
+never a speed: timings on a shared 2-core machine are results, not pass/fail criteria."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lab.bench import BenchParams, run_bench
+from lab.cli import main
+
+pytestmark = pytest.mark.node
+
+TINY = BenchParams(send_ops=16, send_block=8, send_warmup=4, send_concurrency=2, send_conversations=4,
+                   body_bytes=64, history_messages=12, history_limit=10, history_ops=6, history_warmup=2,
+                   group_backlog=30, dm_count=3, dm_backlog=2, group_repeats=3, group_warmup=1, dm_repeats=4, dm_warmup=1, flush=False)
+READS = ("point_read", "range_read", "in_read")
+
+
+@pytest.fixture(scope="module")
+def bench(cluster_config, tmp_path_factory):
+    result = run_bench(cluster_config, TINY, results=tmp_path_factory.mktemp("results"))
+    return result, json.loads(result.json_path.read_text())
+
+
+def test_writes_json_csv_and_chart(bench):
+    result, report = bench
+    assert result.json_path == result.run_dir / "bench" / "store.json"
+    assert result.png_path.stat().st_size > 0
+    rows = list(csv.DictReader(result.csv_path.open()))
+    assert {(r["comparison"], r["method"]) for r in rows} == {
+        (key, name) for key, comp in report["comparisons"].items() for name in comp["methods"]}
+    assert report["closing_note"] == result.closing_note and "x" in report["closing_note"]
+
+
+def test_every_comparison_present_with_positive_throughput_and_consistent_counts(bench):
+    _, report = bench
+    comps = report["comparisons"]
+    assert set(comps) == {"send_throughput", "history_latest_page", "grouped_vs_naive_group_1x30",
+                          "grouped_vs_naive_dm_3x2"}
+    expected = {"send_throughput": (TINY.send_ops, TINY.send_warmup),
+                "history_latest_page": (TINY.history_ops, TINY.history_warmup),
+                "grouped_vs_naive_group_1x30": (TINY.group_repeats, TINY.group_warmup),
+                "grouped_vs_naive_dm_3x2": (TINY.dm_repeats, TINY.dm_warmup)}
+    for key, comp in comps.items():
+        assert len(comp["methods"]) == 2
+        for name, m in comp["methods"].items():
+            count, warmup = expected[key]
+            assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
+            assert m["latency_us"]["count"] == count  # the histogram holds exactly the measured calls
+            assert 0 < m["latency_us"]["p50"] <= m["latency_us"]["p99"] <= m["latency_us"]["max"]
+            assert m["throughput_ops_per_s"] > 0 and m["elapsed_seconds"] > 0
+            assert m["requests_total"] >= count and m["requests_per_op"] == pytest.approx(m["requests_total"] / count,
+                                                                                          abs=1e-3)
+        assert all(v is None or v > 0 for v in comp["ratio"].values()), key
+    ratios = [v for comp in comps.values() for v in comp["ratio"].values()]
+    assert None not in ratios
+
+
+def test_request_counts_match_what_each_method_is(bench):
+    _, report = bench
+    comps = report["comparisons"]
+    send = comps["send_throughput"]["methods"]
+    # bare: exactly one LWT per call; the write path: one dedup LWT per send plus its plain writes
+    assert send["bare_lwt_insert"]["requests"] == {"client_dedup": {"lwt": TINY.send_ops}}
+    assert send["full_write_path"]["requests"]["client_dedup"]["lwt"] == TINY.send_ops
+    assert send["full_write_path"]["requests"]["message_record"]["write"] == TINY.send_ops
+    assert send["full_write_path"]["requests_per_op"] > send["bare_lwt_insert"]["requests_per_op"]
+
+    hist = comps["history_latest_page"]["methods"]
+    assert hist["bare_select"]["requests"] == {"message_record": {"range_read": TINY.history_ops}}
+    assert hist["history"]["requests_per_op"] == 2  # conversation_head + one bucket
+    assert hist["history"]["rows_per_op"] == hist["bare_select"]["rows_per_op"] == TINY.history_limit
+
+    for key, entries, groups, calls in (("grouped_vs_naive_group_1x30", 30, 1, TINY.group_repeats),
+                                        ("grouped_vs_naive_dm_3x2", 6, 3, TINY.dm_repeats)):
+        comp = comps[key]
+        assert (comp["entries"], comp["groups"]) == (entries, groups)
+        g, n = comp["methods"]["grouped"], comp["methods"]["naive_point_reads"]
+        # the baseline: one point read of message_record per message_id, nothing else
+        assert n["requests"] == {"message_record": {"point_read": entries * calls}}
+        assert n["message_record_requests_per_op"] == entries
+        # grouped: one message_record + one summary request per group, never a point or index read
+        assert g["message_record_requests_per_op"] == groups and g["groups_per_op"] == groups
+        assert g["message_record_point_reads_per_op"] == 0 and g["message_index_requests"] == 0
+        assert g["requests_per_op"] == 2 * groups
+        assert comp["ratio"]["naive_over_grouped_message_record_requests"] == pytest.approx(entries / groups, rel=1e-3)
+
+
+def test_environment_parameters_and_keyspace_dropped(bench, connection):
+    _, report = bench
+    env = report["environment"]
+    assert env["server"] in ("cassandra", "scylla") and env["server_version"]
+    assert env["nodes"] >= 1 and env["machine"]["cpus"] >= 1 and "git_commit" in env
+    assert report["parameters"]["send_ops"] == TINY.send_ops and report["parameters"]["mode"] == "custom"
+    assert report["keyspace"].startswith("bench_") and report["keyspace_dropped"]
+    names = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
+    assert report["keyspace"] not in names
+
+
+def test_cli_command_is_registered():
+    out = CliRunner().invoke(main, ["bench", "store", "--help"])
+    assert out.exit_code == 0 and "--quick" in out.output and "--contact-points" in out.output

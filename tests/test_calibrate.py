@@ -1,0 +1,290 @@
+"""Calibration runs against the real node: the notebook suite with the shortest parameters,
+calibration.json against the notebooks' own outputs, the proposed diff, run comparison, a
+failing notebook, and the report rendered by headless Chromium (Debian's ``chromium``,
+installed by ``make test``)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lab.calibrate import CalibrationOptions, run_calibration
+from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
+from lab.measures import MEASURES, NOT_MEASURED
+from lab.notebooks import NOTEBOOKS
+from lab.runs import new_run_dir
+
+pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = [sys.executable, "-m", "lab.cli"]
+CHROMIUM = Path("/usr/bin/chromium")
+
+# The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
+TINY: dict[str, dict] = {
+    "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
+    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 6, "probe_sizes": [],
+                 "show_progress": False},
+    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
+                      "show_progress": False},
+    "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
+                      "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
+                      "short_ttl_seconds": 5, "show_progress": False},
+    "grouped_reads": {"dataset_messages": 300, "mix_sizes": [20], "group_backlog": 40, "dm_count": 3,
+                      "dm_backlog": 2, "repeats": 2, "show_progress": False},
+    "capacity": {"show_progress": False},
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.fixture(scope="module")
+def run(cluster_config, results):
+    """One calibration of the whole suite (quick mode, TINY parameters), with --propose."""
+    return run_calibration(cluster_config, CalibrationOptions(quick=True, results=results, overrides=TINY,
+                                                              propose=True, progress=False))
+
+
+@pytest.fixture(scope="module")
+def failed_run(cluster_config, results):
+    """Through the CLI: in_limit succeeds, then grouped_reads raises on an unknown profile."""
+    env_home = ["--home", str(cluster_config.lab_home)]
+    params = [f"-p=in_limit.{k}={json.dumps(v)}" for k, v in TINY["in_limit"].items()]
+    params += [f"-p=grouped_reads.{k}={json.dumps(v)}" for k, v in TINY["grouped_reads"].items()]
+    proc = subprocess.run([*LAB, "calibrate", "--quick", "--no-progress", "--notebooks", "in_limit,grouped_reads",
+                           *params, "-p", "grouped_reads.profile=no_such_profile", "--results", str(results),
+                           *env_home], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    dirs = [d for d in results.iterdir() if d.is_dir() and (d / "calibration.json").exists()
+            and json.loads((d / "calibration.json").read_text())["status"] == "failed"]
+    assert len(dirs) == 1, (proc.stdout, proc.stderr[-3000:])
+    return proc, dirs[0]
+
+
+# ---- calibration.json: the contract ------------------------------------------------------------
+def test_calibration_json_has_every_constant(run):
+    cal = json.loads((run.run_dir / "calibration.json").read_text())
+    assert cal["status"] == "ok" and cal["error"] is None and cal["mode"] == "quick"
+    entries = read_entries()
+    assert set(cal["constants"]) == set(entries)
+    for name, c in cal["constants"].items():
+        assert {"current", "measured", "recommended", "unit", "confidence", "evidence", "figure", "notebook"} <= set(c)
+        assert c["current"] == entries[name].value and c["unit"] == entries[name].unit
+        if c["notebook"] is None:  # not measured: still listed, recommendation = current value
+            assert c["measured"] is None and c["recommended"] == c["current"] and c["evidence"] == NOT_MEASURED
+    assert cal["constants"]["b_row_bytes"]["measured"] > 0
+    assert cal["constants"]["client_dedup_ttl_seconds"]["evidence"] == NOT_MEASURED
+    bucket = cal["constants"]["message_seq_bucket_width"]
+    assert bucket["guarded"] and bucket["recommended"] == bucket["current"] == 4096
+
+
+def test_environment_and_round_trip(run, cluster_config):
+    env = run.calibration["environment"]
+    assert env["server"] in ("cassandra", "scylla") and env["server_version"]
+    assert env["nodes"] >= 1 and env["replication_factor"] == cluster_config.replication_factor
+    assert env["machine"]["cpus"] >= 1 and "git_commit" in env
+    if env["embedded"]:
+        assert env["node_startup_seconds"] > 0 and env["jar_resolution_seconds"] is not None
+    assert env["parameters"]["notebooks"]["b_row"]["rows"] == TINY["b_row"]["rows"]
+    assert env["cluster"]["password"] in (None, "***")
+    rt = run.calibration["measurements"]["round_trip"]
+    assert rt["n"] > 0 and 0 < rt["write_p50_us"] <= rt["write_p99_us"] and 0 < rt["read_p50_us"] <= rt["read_p99_us"]
+
+
+def test_every_notebook_left_its_outputs(run):
+    cal = run.calibration
+    assert list(cal["notebooks"]) == list(NOTEBOOKS)
+    for name, nb in cal["notebooks"].items():
+        assert nb["status"] == "ok", (name, nb.get("error"))
+        for key in ("notebook", "html", "values_file"):
+            assert (run.run_dir / nb[key]).is_file(), (name, key)
+        assert nb["figures"] and all((run.run_dir / f).is_file() for f in nb["figures"])
+        assert nb["seconds"] > 0
+
+
+def test_values_match_the_notebooks_own_outputs(run):
+    """calibration.json against what each notebook wrote (values.json) and glued (scrapbook)."""
+    import scrapbook as sb
+
+    cal = run.calibration
+    for name, nb in cal["notebooks"].items():
+        own = json.loads((run.run_dir / nb["values_file"]).read_text())
+        assert nb["values"] == own
+        scraps = sb.read_notebook(str(run.run_dir / nb["notebook"])).scraps
+        for key in ("b_row_bytes", "recommended_in_limit", "recommended_scan_limit"):
+            if key in own:
+                assert scraps[key].data == own[key], (name, key)
+    for m in MEASURES:
+        c = cal["constants"][m.constant]
+        values = cal["notebooks"][m.notebook]["values"]
+        assert c["notebook"] == m.notebook
+        if m.measured is not None and values.get(m.measured) is not None:
+            assert c["measured"] == pytest.approx(values[m.measured]), m.constant
+            if m.ci:
+                assert (c["ci_low"], c["ci_high"]) == pytest.approx((values[m.ci[0]], values[m.ci[1]]))
+        if c["figure"]:
+            assert c["figure"].startswith(f"{m.notebook}/") and (run.run_dir / c["figure"]).is_file()
+    b_row = cal["constants"]["b_row_bytes"]
+    assert b_row["ci_low"] <= b_row["measured"] <= b_row["ci_high"]
+    inside = b_row["ci_low"] <= b_row["current"] <= b_row["ci_high"]
+    assert (b_row["recommended"] == b_row["current"]) == inside or b_row["recommended"] == round(b_row["measured"])
+    # the capacity notebook used the b_row measured in this very run
+    capacity = cal["notebooks"]["capacity"]["values"]
+    assert capacity["b_row_measured_bytes"] == pytest.approx(cal["notebooks"]["b_row"]["values"]["b_row_bytes"])
+    assert str(run.run_dir.resolve()) in capacity["b_row_source"]
+
+
+# ---- --propose -------------------------------------------------------------------------------
+def _applies(diff: Path, constants: Path, tmp: Path) -> Path:
+    """Apply ``diff`` to a copy of ``constants`` laid out as lab/appendix_b.toml; returns the copy."""
+    tree = tmp / "tree"
+    (tree / "lab").mkdir(parents=True)
+    target = tree / "lab" / "appendix_b.toml"
+    shutil.copy(constants, target)
+    check = subprocess.run(["git", "apply", "--check", "-v", str(diff.resolve())], cwd=tree, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
+    dry = subprocess.run(["patch", "-p1", "--dry-run", "-i", str(diff.resolve())], cwd=tree, capture_output=True,
+                         text=True)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    subprocess.run(["git", "apply", str(diff.resolve())], cwd=tree, check=True)
+    return target
+
+
+def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
+    cal = run.calibration
+    diff = run.proposal_path
+    assert diff is not None and diff.name == "appendix_b.diff"
+    changed = {n: c for n, c in cal["constants"].items() if c["changed"] and not c["guarded"]}
+    text = diff.read_text()
+    if not changed:
+        assert "No constant changes" in text and "@@" not in text
+        return
+    applied = load_constants(_applies(diff, APPENDIX_B_PATH, tmp_path))
+    for name, c in changed.items():
+        assert getattr(applied, name) == c["recommended"]
+        assert f"# {c['evidence']}" in text
+
+
+def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
+    """The constants file changed since the run: the proposal brings it back to the run's
+    recommendation with the evidence line, and never touches message_seq_bucket_width."""
+    from lab.propose import propose
+
+    moved = tmp_path / "appendix_b.toml"
+    text = APPENDIX_B_PATH.read_text()
+    text = text.replace("[constants.b_row_bytes]\nvalue = 600", "[constants.b_row_bytes]\nvalue = 1")
+    text = text.replace("[constants.message_seq_bucket_width]\nvalue = 4096",
+                        "[constants.message_seq_bucket_width]\nvalue = 1024")
+    moved.write_text(text)
+    proposal = propose(run.run_dir, constants_path=moved, out=tmp_path / "moved.diff")
+    b_row = run.calibration["constants"]["b_row_bytes"]
+    assert proposal.changes["b_row_bytes"] == (1, b_row["recommended"])
+    assert "message_seq_bucket_width" not in proposal.changes
+    assert "message_seq_bucket_width" in proposal.skipped
+    diff = proposal.path.read_text()
+    assert f"+value = {b_row['recommended']}" in diff and "-value = 1\n" in diff
+    assert "b_row notebook, run " + run.run_dir.name in diff and "value = 1024" not in diff.split("@@", 1)[1]
+    applied = load_constants(_applies(proposal.path, moved, tmp_path))
+    assert applied.b_row_bytes == b_row["recommended"] and applied.message_seq_bucket_width == 1024
+
+
+def test_propose_from_an_existing_run_via_the_cli(run):
+    proc = subprocess.run([*LAB, "calibrate", "--propose-from", str(run.run_dir)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"proposal: {run.run_dir / 'appendix_b.diff'}" in proc.stdout
+
+
+# ---- failures --------------------------------------------------------------------------------
+def test_failed_notebook_names_notebook_and_cell_and_keeps_partial_results(failed_run):
+    proc, run_dir = failed_run
+    assert proc.returncode != 0
+    assert "CalibrationError" in proc.stderr and "grouped_reads" in proc.stderr and "cell" in proc.stderr
+    cal = json.loads((run_dir / "calibration.json").read_text())
+    err = cal["error"]
+    assert cal["status"] == "failed" and err["notebook"] == "grouped_reads"
+    assert isinstance(err["cell"], int) and err["cell_source"] and err["ename"]
+    assert "no_such_profile" in err["evalue"] or "no_such_profile" in proc.stderr
+    assert cal["notebooks"]["in_limit"]["status"] == "ok"
+    assert (run_dir / "in_limit" / "values.json").is_file() and (run_dir / "in_limit" / "in_limit.html").is_file()
+    assert (run_dir / "grouped_reads" / "grouped_reads.ipynb").is_file()  # the partial notebook
+    assert (run_dir / "report.html").is_file() and "Run failed" in (run_dir / "report.html").read_text()
+    assert cal["constants"]["batch_read_in_list_limit"]["notebook"] == "in_limit"
+
+
+def test_runs_never_share_a_folder(tmp_path):
+    with ThreadPoolExecutor(8) as pool:
+        dirs = list(pool.map(lambda _: new_run_dir(tmp_path), range(64)))
+    assert len(set(dirs)) == 64 and all(d.is_dir() for d in dirs)
+
+
+# ---- lab compare -----------------------------------------------------------------------------
+def test_compare_reports_the_differences(run, failed_run, results):
+    _, other = failed_run
+    proc = subprocess.run([*LAB, "compare", str(run.run_dir), str(other)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Mann-Whitney U" in out and "b_row_bytes" in out
+    folder = results / f"compare-{run.run_dir.name}-{other.name}"
+    data = json.loads((folder / "comparison.json").read_text())
+    by_name = {r["constant"]: r for r in data["constants"]}
+    assert by_name["b_row_bytes"]["differs"]  # measured in A, not in B
+    assert by_name["b_row_bytes"]["measured_b"] is None
+    assert not by_name["client_dedup_ttl_seconds"]["differs"]
+    in_limit = [r for r in data["samples"] if r["table"] == "in_limit/samples"]
+    assert {r["group"] for r in in_limit} == {"in_size=1", "in_size=10", "in_size=100"}
+    for r in in_limit:
+        assert r["test"] == "mann-whitney-u" and 0 <= r["p_value"] <= 1 and 0 <= r["p_adjusted"] <= 1
+        assert r["n_a"] > 0 and r["n_b"] > 0
+    assert "in_size=100" in out
+    html = (folder / "index.html").read_text()
+    assert "b_row_bytes" in html and "in_size=100" in html
+
+
+# ---- the report in a browser -----------------------------------------------------------------
+def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                           "--disable-sync", f"--user-data-dir={user_data}", *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
+def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
+    from PIL import Image
+
+    report = run.report_path
+    html = report.read_text()
+    n_imgs = html.count("<img ")
+    assert n_imgs >= len(NOTEBOOKS)
+    # every <img> decoded by the browser: a copy of the page that reports naturalWidth
+    probe = report.with_name("report-probe.html")
+    probe.write_text(html.replace("</body>", "<script>window.addEventListener('load',()=>{const i=[...document."
+                                  "images];document.body.setAttribute('data-probe',i.length+':'+i.filter(x=>x."
+                                  "complete&&x.naturalWidth>0).length);});</script></body>"))
+    try:
+        dom = _chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri(), user_data=tmp_path / "ud1")
+    finally:
+        probe.unlink()
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert f'data-probe="{n_imgs}:{n_imgs}"' in dom.stdout
+    # and the page itself, as a reader opens it from disk: not blank, figures painted
+    png = tmp_path / "report.png"
+    shot = _chromium(f"--screenshot={png}", "--window-size=1280,2000", report.as_uri(), user_data=tmp_path / "ud2")
+    assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
+    img = Image.open(png).convert("RGB")
+    assert img.size == (1280, 2000)
+    colors = img.getcolors(maxcolors=1 << 20)
+    assert len(colors) > 50  # text, tables and plots; a blank page has one or two colours
+    # matplotlib's default blue (#1f77b4) only comes from the embedded figures
+    blue = sum(n for n, (r, g, b) in colors if abs(r - 31) < 12 and abs(g - 119) < 12 and abs(b - 180) < 12)
+    assert blue > 200

@@ -1,0 +1,206 @@
+"""Every crash point of lab.faults on the real node (issue 7, item 1; design §5.1, §5.3, S-7).
+
+One case per point in ``lab.faults.CRASH_POINTS`` (the parametrization is that dict, so a
+new point gets a case or fails ``test_every_point_has_a_scenario``). A case arms the point on
+a store, lets it die there (:class:`~lab.errors.CrashInjected`: what was written stays,
+nothing after it happens), then a restarted writer on the same state_dir runs ``recover()``
+and retries what the client would retry. Afterwards:
+
+- messages: message_record holds exactly one row per send, nothing else;
+- same ids: each row has the message_id and conversation_seq of the first attempt (its
+  reservation, or its ack) and every later ack names them; client_dedup is COMMITTED,
+  message_index and the outbox hold the message once;
+- lost recalls: a recall (edit) whose CONTROL event is in the log is applied to its row
+  with that event's coordinate, and the log holds one event (S-7).
+
+The table (point | action | messages | same ids | lost recalls) is printed at the end of the
+session and written to results/tests-<run-id>/crash_points.md.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from lab.errors import CrashInjected
+from lab.faults import CRASH_POINTS, FaultPlan
+from lab.ids import blob_to_u128, u128_to_blob
+from lab.model import DedupState, MessageState
+from lab.records import MESSAGE_RECORD_COLUMNS, decode_row
+from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
+
+pytestmark = pytest.mark.node
+
+WRITE_POINTS = ("after_allocate", "after_reserve", "after_record", "after_outbox", "after_commit", "before_ack")
+ARCHIVER_POINTS = ("archiver_after_read", "archiver_after_write", "archiver_after_commit")
+RECALL_POINTS = ("after_recall_log", "after_recall_update")
+EDIT_POINTS = ("after_edit_log", "after_edit_update")
+HEAD_POINTS = ("before_head",)
+ARCHIVED_SENDS = 3
+ALL = ", ".join(MESSAGE_RECORD_COLUMNS)
+
+
+@dataclass
+class Outcome:
+    point: str
+    action: str
+    messages: str = "?"
+    same_ids: str = "?"
+    lost_recalls: str = "-"
+
+
+OUTCOMES: dict[str, Outcome] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crash_table(report):
+    yield
+    lines = ["| crash point | action | messages | same ids | lost recalls |", "|---|---|---|---|---|"]
+    for point in CRASH_POINTS:
+        o = OUTCOMES.get(point)
+        if o is None:
+            lines.append(f"| {point} | not run | | | |")
+        else:
+            lines.append(f"| {o.point} | {o.action} | {o.messages} | {o.same_ids} | {o.lost_recalls} |")
+    lines += ["", "messages: message_record rows / sends; same ids: every row and later ack carry the first "
+              "attempt's message_id and conversation_seq; lost recalls: logged recall (edit) events not applied "
+              "to their row (edit points count edit events)."]
+    report("crash_points.md", "crash points (lab.faults), crash then recover/retry", "\n".join(lines) + "\n")
+
+
+def test_every_point_has_a_scenario():
+    covered = WRITE_POINTS + ARCHIVER_POINTS + RECALL_POINTS + EDIT_POINTS + HEAD_POINTS
+    assert sorted(covered) == sorted(CRASH_POINTS)
+
+
+def check_sends(store, reader, requests, firsts) -> tuple[str, str]:
+    """Read back every table for ``requests``; ``firsts`` are the (message_id, seq) each must
+    carry. Returns the table cells (messages, same ids) and asserts them."""
+    rows, same = 0, True
+    for req, (message_id, seq) in zip(requests, firsts):
+        stored = [r for r in store.connection.execute(
+            f"SELECT conversation_seq, message_id, client_message_id FROM {store.keyspace}.message_record "
+            "WHERE tenant_id = %s AND conversation_id = %s AND seq_bucket = 0", (req.tenant_id, req.conversation_id))]
+        rows += len(stored)
+        same &= [(r.conversation_seq, blob_to_u128(r.message_id)) for r in stored] == [(seq, message_id)]
+        dedup = dedup_row(store, req)
+        same &= dedup.state == DedupState.COMMITTED and (blob_to_u128(dedup.message_id),
+                                                         dedup.conversation_seq) == (message_id, seq)
+        same &= len(index_rows(store, req.tenant_id, u128_to_blob(message_id))) == 1
+        same &= [e.record.conversation_seq for e in outbox_messages(reader, req.tenant_id, req.conversation_id)] == [seq]
+        # a retry now (the client never saw an ack, or saw one and retries anyway) replays those ids
+        again = reader.send(req)
+        same &= again.replayed and (again.message_id, again.conversation_seq) == (message_id, seq)
+        row = record_row(store, req.tenant_id, req.conversation_id, seq, ALL)
+        same &= row is not None and decode_row(row, reader.encryptor).body == req.body
+        same &= row is not None and blob_to_u128(row.last_activity_id) == again.last_activity_id
+    return f"{rows}/{len(requests)}", "yes" if same else "NO"
+
+
+@pytest.mark.parametrize("point", WRITE_POINTS)
+def test_send_crash_then_retry(open_store, store, tmp_path, point):
+    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover(), retry send")
+    crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
+    req = new_request()
+    with pytest.raises(CrashInjected):
+        crashing.send(req)
+    assert crashing.faults.fired[point] == 1
+    reserved = dedup_row(store, req)
+    assert (reserved is None) is (point == "after_allocate")  # died before / after the reservation
+    restarted = open_store(state_dir=tmp_path)  # a new writer process: fresh seq window and id generator
+    restarted.recover()
+    ack = restarted.send(req)
+    assert ack.replayed is (point != "after_allocate")
+    first = (ack.message_id, ack.conversation_seq) if reserved is None else \
+        (blob_to_u128(reserved.message_id), reserved.conversation_seq)
+    outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [first])
+    restarted.drain()
+    assert store.head(req.tenant_id, req.conversation_id).latest_conversation_seq == first[1]
+    assert (outcome.messages, outcome.same_ids) == ("1/1", "yes")
+
+
+def test_head_crash_then_retry(open_store, store, tmp_path):
+    """before_head fires on the head writer's thread after the ack: the message is committed,
+    only step 7 died. The client's retry replays the ack and re-submits the head update."""
+    point = "before_head"
+    outcome = OUTCOMES[point] = Outcome(point, "ack returned, head update died; retry send re-submits it")
+    crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
+    req = new_request()
+    ack = crashing.send(req)
+    crashing.drain()
+    assert crashing.faults.fired[point] == 1
+    assert store.head(req.tenant_id, req.conversation_id) is None  # step 7 never ran
+    restarted = open_store(state_dir=tmp_path)
+    outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [(ack.message_id, ack.conversation_seq)])
+    restarted.drain()
+    assert store.head(req.tenant_id, req.conversation_id).latest_conversation_seq == ack.conversation_seq
+    assert (outcome.messages, outcome.same_ids) == ("1/1", "yes")
+
+
+@pytest.mark.parametrize("point", ARCHIVER_POINTS)
+def test_archiver_crash_then_rerun(open_store, store, tmp_path, point):
+    outcome = OUTCOMES[point] = Outcome(point, "restart archiver, run_once() again, retry sends")
+    crashing = open_store(archiver_mode=True, state_dir=tmp_path, faults=FaultPlan().arm(point))
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    requests = [new_request(tenant_id=tenant, conversation_id=conversation, body=b"m%d" % i)
+                for i in range(ARCHIVED_SENDS)]
+    acks = [crashing.send(r) for r in requests]
+    with pytest.raises(CrashInjected):
+        crashing.archiver.run_once()
+    restarted = open_store(archiver_mode=True, state_dir=tmp_path)
+    restarted.recover()
+    written = restarted.archiver.run_once()
+    assert written == (0 if point == "archiver_after_commit" else ARCHIVED_SENDS)
+    assert restarted.archiver.lag() == 0
+    outcome.messages, outcome.same_ids = check_sends(store, restarted, requests,
+                                                     [(a.message_id, a.conversation_seq) for a in acks])
+    assert (outcome.messages, outcome.same_ids) == (f"{ARCHIVED_SENDS}/{ARCHIVED_SENDS}", "yes")
+
+
+def _events(s, req, seq, kind):
+    return s.outbox.controls_for(req.tenant_id, req.conversation_id, seq, kind)
+
+
+@pytest.mark.parametrize("point", RECALL_POINTS)
+def test_recall_crash_then_recover_and_retry(open_store, store, tmp_path, point):
+    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover(), retry recall")
+    crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
+    req = new_request()
+    ack = crashing.send(req)
+    with pytest.raises(CrashInjected):
+        crashing.recall(req.tenant_id, req.conversation_id, ack.conversation_seq, actor_id=req.sender_id)
+    [logged] = _events(crashing, req, ack.conversation_seq, "recall")
+    restarted = open_store(state_dir=tmp_path)
+    assert restarted.recover() == (1 if point == "after_recall_log" else 0)
+    retried = restarted.recall(req.tenant_id, req.conversation_id, ack.conversation_seq, actor_id=req.sender_id)
+    assert retried.replayed and retried.recall_event_conversation_seq == logged.record.conversation_seq
+    events = _events(restarted, req, ack.conversation_seq, "recall")
+    row = record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq, ALL)
+    applied = (row.state == MessageState.RECALLED
+               and row.recall_event_conversation_seq == logged.record.conversation_seq)
+    outcome.lost_recalls = str(len(events) - applied if applied else len(events))
+    outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [(ack.message_id, ack.conversation_seq)])
+    assert len(events) == 1 and applied
+    assert (outcome.messages, outcome.same_ids, outcome.lost_recalls) == ("1/1", "yes", "0")
+
+
+@pytest.mark.parametrize("point", EDIT_POINTS)
+def test_edit_crash_then_recover(open_store, store, tmp_path, point):
+    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover()")
+    crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
+    req = new_request(body=b"v1")
+    ack = crashing.send(req)
+    with pytest.raises(CrashInjected):
+        crashing.edit(req.tenant_id, req.conversation_id, ack.conversation_seq, body=b"v2", actor_id=req.sender_id)
+    restarted = open_store(state_dir=tmp_path)
+    assert restarted.recover() == (1 if point == "after_edit_log" else 0)
+    [event] = _events(restarted, req, ack.conversation_seq, "edit")
+    msg = decode_row(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq, ALL),
+                     restarted.encryptor)
+    applied = (msg.body == b"v2" and msg.state is MessageState.EDITED
+               and msg.edited_at_activity_id == blob_to_u128(bytes.fromhex(event.record.payload["activity_id"])))
+    outcome.lost_recalls = "0" if applied else "1"
+    assert (msg.message_id, msg.conversation_seq) == (ack.message_id, ack.conversation_seq)
+    outcome.messages, outcome.same_ids = "1/1", "yes"
+    assert applied

@@ -1,0 +1,184 @@
+"""Each measurement notebook runs headless (papermill) against the real node with small
+parameters, and the values it recorded are checked: present, in range, and consistent with what
+the admin adapter and the request accounting see. Shared 2-core machine: parameters are tiny."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lab.errors import CalibrationError
+from lab.notebooks import NOTEBOOKS, run_notebook
+
+pytestmark = pytest.mark.node
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("notebooks")
+
+
+def _artifacts(folder: Path, name: str, figure: str) -> None:
+    assert (folder / f"{name}.ipynb").exists()
+    assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
+    assert (folder / f"{figure}.png").stat().st_size > 5_000
+    assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
+    executed = json.loads((folder / f"{name}.ipynb").read_text())
+    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
+    assert ["parameters"] in tags and ["injected-parameters"] in tags
+
+
+def test_suite_has_one_notebook_per_measurement():
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    assert sorted(p.stem for p in root.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    for name in NOTEBOOKS:
+        nb = json.loads((root / f"{name}.ipynb").read_text())
+        params = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
+        assert len(params) == 1, name
+        assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), f"{name} saved with outputs"
+
+
+def test_b_row(run_dir, cluster_config, connection, admin):
+    values = run_notebook("b_row", {"rows": 300, "repeats": 2, "partition_rows": 256, "keep_keyspaces": True,
+                                    "show_progress": False}, run_dir, config=cluster_config)
+    folder = run_dir / "b_row"
+    try:
+        _artifacts(folder, "b_row", "b_row")
+        assert 150 < values["b_row_bytes"] < 10_000
+        assert values["b_row_ci_low_bytes"] <= values["b_row_bytes"] <= values["b_row_ci_high_bytes"]
+        assert values["b_row_message_index_lz4_bytes"] < values["b_row_bytes"]
+        assert values["b_row_message_record_none_bytes"] > 0.8 * values["b_row_bytes"]
+        assert values["design_b_row_bytes"] == 600
+        # the reported number is live disk bytes / rows as the admin adapter sees them
+        per_repeat = pd.read_csv(folder / "per_repeat.csv")
+        rec = per_repeat[(per_repeat.table == "message_record") & (per_repeat.compression == "lz4")]
+        assert values["b_row_bytes"] == pytest.approx(rec.b_row_bytes.mean())
+        ks = values["keyspaces"]["lz4"]
+        stats = admin.table_stats(ks, "message_record")
+        assert stats.sstable_count == 1
+        assert stats.live_disk_bytes == values["last_message_record_lz4_live_disk_bytes"]
+        last = rec[rec.repeat == rec.repeat.max()].iloc[0]
+        assert last.b_row_bytes == pytest.approx(stats.live_disk_bytes / values["last_message_record_lz4_rows"])
+        assert last.rows == 300
+        files = admin.data_files(ks, "message_record")
+        if files is not None:
+            assert sum(f.stat().st_size for f in files) == last.data_file_bytes
+        assert values["partition_bytes_at_width"] > 0 and values["design_partition_bytes"] == 4096 * 600
+    finally:
+        for ks in values.get("keyspaces", {}).values():
+            connection.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+
+
+def test_in_limit(run_dir, cluster_config):
+    values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "repeats": 5,
+                                       "warmup": 2, "probe_sizes": [500], "p99_budget_ms": 10_000,
+                                       "show_progress": False}, run_dir, config=cluster_config)
+    folder = run_dir / "in_limit"
+    _artifacts(folder, "in_limit", "in_limit")
+    per_size = pd.read_csv(folder / "per_size.csv")
+    assert list(per_size.in_size) == [1, 10, 50, 100, 200]
+    assert per_size.ok.all() and (per_size.n == 5).all()
+    samples = pd.read_csv(folder / "samples.csv")
+    assert (samples.rows == samples.in_size).all()  # every IN read returned exactly its rows
+    for k in (1, 10, 50, 100, 200):
+        assert values[f"in{k}_p50_ms"] > 0 and values[f"in{k}_p99_ms"] >= values[f"in{k}_p50_ms"]
+        assert values[f"in{k}_per_row_us"] == pytest.approx(per_size.set_index("in_size").loc[k, "mean_ms"] * 1000 / k)
+    # a budget nothing misses: the recommendation is the size with the lowest per-row cost
+    assert values["recommended_in_limit"] == int(per_size.sort_values("per_row_us").iloc[0].in_size)
+    settings = values["server_settings"]
+    if settings.get("partition_keys_in_select_fail_threshold") == "-1":  # Cassandra, guardrails off
+        assert values["server_in_limit"] is None and values["rejected_sizes"] == []
+    assert values["design_in_limit"] == 100
+
+
+def test_empty_buckets(run_dir, cluster_config):
+    values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "repeats": 1,
+                                            "hole_messages": 5000, "show_progress": False}, run_dir,
+                          config=cluster_config)
+    folder = run_dir / "empty_buckets"
+    _artifacts(folder, "empty_buckets", "empty_buckets")
+    summary = pd.read_csv(folder / "summary.csv")
+    for r in summary.itertuples():
+        assert r.consistent
+        if r.run <= r.scan_limit:  # the page crosses the hole and fills up from the older bucket
+            assert not r.stopped_on_empty and r.has_more and r.messages == 20
+            assert r.empty_buckets_scanned == r.run and r.buckets_scanned == r.run + 2
+            assert r.alerts == 0
+        else:  # it stops after more than scan_limit empty buckets, with has_more=false and an alert
+            assert r.stopped_on_empty and not r.has_more and r.messages == 5
+            assert r.empty_buckets_scanned == r.scan_limit + 1
+            assert r.alerts == 1
+    pages = pd.read_csv(folder / "pages.csv")
+    assert (pages.message_record_reads == pages.buckets_scanned).all()  # accounting agrees with the page
+    assert values["run9_stopped"] is True and values["run2_stopped"] is False
+    assert values["recommended_scan_limit"] >= values["workload_required_scan_limit"]
+    assert values["recommended_scan_limit"] >= 8 and values["workload_holes"] > 0
+
+
+def test_twcs_sstables(run_dir, cluster_config, connection, admin):
+    values = run_notebook("twcs_sstables", {"record_days": 8, "dedup_hours": 7, "rows_per_interval": 3,
+                                            "short_ttl_seconds": 10, "keep_keyspace": True, "show_progress": False},
+                          run_dir, config=cluster_config)
+    ks = values["keyspace"]
+    try:
+        _artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
+        final = pd.read_csv(run_dir / "twcs_sstables" / "final.csv")
+        assert set(final.table) == {"message_record_w1d", "message_record_w7d", "client_dedup_w1h", "client_dedup_w6h"}
+        assert values["all_match_prediction"] and values["expiry_matches_prediction"]
+        assert values["message_record_w1d_sstables"] == 8 and values["client_dedup_w1h_sstables"] == 7
+        assert values["message_record_w1d_sstables_after_expiry"] == 8 - 7 + 1  # 7 daily windows dropped, 1 new
+        for table in final.table:  # the counts are the admin adapter's, and match the files on disk
+            count = admin.table_stats(ks, table).sstable_count
+            assert count == values[f"{table}_sstables_after_expiry"]
+            files = admin.data_files(ks, table)
+            if files is not None:
+                assert len(files) == count
+        assert values["message_record_w7d_steady_state_windows"] == 6  # 30 days / 7 + 1
+    finally:
+        connection.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+
+
+def test_grouped_reads(run_dir, cluster_config):
+    values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1,
+                                            "show_progress": False}, run_dir, config=cluster_config)
+    _artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
+    # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
+    assert values["s1_group_500_grouped_entries"] == 500
+    assert values["s1_group_500_grouped_record_reads"] <= 2
+    assert values["s1_dm_20x5_grouped_entries"] == 100
+    assert values["s1_dm_20x5_grouped_record_reads"] <= 21
+    for shape in ("s1_group_500", "s1_dm_20x5", "group_500_sparse", "mix_60"):
+        assert values[f"{shape}_grouped_point_reads"] == 0
+        assert values[f"{shape}_grouped_index_reads"] == 0
+        assert values[f"{shape}_naive_record_reads"] == values[f"{shape}_naive_entries"]
+        assert values[f"{shape}_naive_index_reads"] == 0
+    assert values["group_500_sparse_grouped_record_reads"] == 5  # 500 odd seqs of one bucket: IN lists of 100
+    summary = pd.read_csv(run_dir / "grouped_reads" / "summary.csv")
+    assert (summary.found == summary.entries).all()
+
+
+def test_capacity_reads_the_measured_b_row(run_dir):
+    b_row_values = run_dir / "b_row" / "values.json"
+    params = {"b_row_values": str(b_row_values)} if b_row_values.exists() else {"b_row_bytes": 1200.0}
+    values = run_notebook("capacity", params, run_dir)
+    _artifacts(run_dir / "capacity", "capacity", "capacity")
+    assert values["resident_tb_design_20000000"] == pytest.approx(15.768, rel=1e-3)  # §7: ~= 15.8 TB
+    measured = values["b_row_measured_bytes"]
+    assert values["resident_tb_measured_20000000"] == pytest.approx(15.768 * measured / 600, rel=1e-3)
+    assert values["nodes_needed_measured_20000000"] >= 3
+    import scrapbook as sb
+
+    scraps = sb.read_notebook(str(run_dir / "capacity" / "capacity.ipynb")).scraps
+    assert scraps["resident_tb_measured_20000000"].data == values["resident_tb_measured_20000000"]
+
+
+def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path):
+    with pytest.raises(CalibrationError) as info:
+        run_notebook("capacity", {"tiers": ["not a number"]}, tmp_path)
+    err = info.value
+    assert err.notebook == "capacity" and err.cell is not None and err.ename
+    assert "capacity" in str(err) and f"cell {err.cell}" in str(err)
+    assert (tmp_path / "capacity" / "capacity.ipynb").exists()
+    assert (tmp_path / "capacity" / "capacity.html").exists()
