@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import statistics
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -248,7 +249,7 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
                 failure = failure or CalibrationError(entry["error"]["evalue"], notebook=name, cell=None,
                                                       ename="NoValues", evalue=entry["error"]["evalue"])
             bar.update(1)
-            bar.write(f"{name}: {entry['status']} in {entry['seconds']:.0f} s")
+            bar.write(f"{name}: {entry['status']} in {entry['seconds']:.0f} s", file=sys.stderr)
             _write(run_dir, cal)
             if failure is not None and not options.keep_going:
                 break
@@ -309,7 +310,7 @@ class _NoBar:
     def set_description(self, _: str) -> None: ...
     def update(self, _: int) -> None: ...
     def close(self) -> None: ...
-    def write(self, _: str) -> None: ...
+    def write(self, _: str, file: Any = None) -> None: ...
 
 
 def _progress(total: int, enabled: bool) -> Any:
@@ -317,4 +318,4 @@ def _progress(total: int, enabled: bool) -> Any:
         return _NoBar()
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="notebook", dynamic_ncols=True)
+    return tqdm(total=total, unit="notebook", dynamic_ncols=True, file=sys.stderr)

@@ -345,7 +345,7 @@ def _seconds(value: str) -> float:
 @click.option("--staircase", "staircase_max", type=float, default=None,
               help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
 @click.option("--step", "step", default="20s", show_default=True, help="length of each staircase step")
-@click.option("--seed-size", type=click.Choice(["small", "standard"]), default="standard", show_default=True,
+@click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
               help="conversations each worker seeds before the run")
 @click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
 @click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
@@ -431,6 +431,50 @@ def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -
                        log=lambda msg: click.echo(msg, err=True))
     click.echo(result.closing_note)
     click.echo(f"store.json: {result.json_path}")
+
+
+@main.command("soak")
+@home_option
+@click.option("--duration", default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")
+@click.option("--threads", type=int, default=8, show_default=True, help="worker threads driving the store")
+@click.option("--conversations", type=int, default=16, show_default=True, help="conversations of the soak tenant")
+@click.option("--audit-every", "audit_every", default="30s", show_default=True,
+              help="interval of the audits (every acked send readable exactly once)")
+@click.option("--max-operations", type=int, default=None, help="stop after this many operations as well")
+@click.option("--seed", type=int, default=None, help="random seed of the operation mix")
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True)
+@cluster_options
+def soak(home: Path, duration: str, threads: int, conversations: int, audit_every: str, max_operations: int | None,
+         seed: int | None, results: Path, config: ClusterConfig) -> None:
+    """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
+
+    Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
+    results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
+    from .soak import SoakOptions, run_soak
+
+    options = SoakOptions(duration_seconds=_seconds(duration), threads=threads, conversations=conversations,
+                          audit_interval_seconds=_seconds(audit_every), max_operations=max_operations, seed=seed,
+                          results=results)
+
+    def progress(audit: dict[str, Any]) -> None:
+        what = "final audit" if audit["final"] else "audit"
+        if "error" in audit:
+            click.echo(f"  {audit['at_seconds']:>8.1f}s {what} failed: {audit['error']}")
+        else:
+            click.echo(f"  {audit['at_seconds']:>8.1f}s {what}: {audit['acked']} acked, lost {audit['lost']}, "
+                       f"duplicated {audit['duplicated']}, recalls lost {audit['recalls_lost']} "
+                       f"({audit['seconds']:.1f}s)")
+
+    s = run_soak(config, options, progress=progress).summary
+    for op, o in s["operations"].items():
+        click.echo(f"  {op:<11} {o['ok']:>9} ok {o['errors']:>6} errors")
+    click.echo(f"soak {s['run_id']}: {s['operations_total']} operations in {s['elapsed_seconds']}s, "
+               f"{s['errors_total']} errors; acked {s['acked']}, lost {s['lost']}, duplicated {s['duplicated']}, "
+               f"replay mismatches {s['replay_mismatches']}, recalls lost {s['recalls_lost']}")
+    click.echo(f"summary: {Path(results) / s['run_id'] / 'soak' / 'summary.json'}")
+    if not s["ok"]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

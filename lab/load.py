@@ -47,7 +47,7 @@ LOCUSTFILE = Path(__file__).resolve().parents[1] / "loadgen" / "locustfile.py"
 DEFAULT_STARTUP_SECONDS = 120.0  # longest wait for every Locust process to report ready
 START_LEAD_SECONDS = 1.0         # t0 is published this far ahead so every process sees it in time
 DEFAULT_STOP_TIMEOUT_SECONDS = 30
-PER_USER_RATE = 5.0          # calls/s each user is asked for when --users is not given
+PER_USER_RATE = 1.0          # calls/s per user when --users is not given: room for 1 s latencies
 SEED_THREADS = 16
 CPU_SAMPLE_SECONDS = 1.0
 _KILL_GRACE_SECONDS = 90.0
@@ -92,7 +92,7 @@ class LoadOptions:
         if not stages:
             raise LoadError("give --rate R (fixed rate) or --users N (closed loop)")
         top = max(s.rate for s in stages)
-        return max(4 * self.processes, min(2000, math.ceil(top / PER_USER_RATE)))
+        return max(8 * self.processes, min(5000, math.ceil(top / PER_USER_RATE)))
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,12 @@ def config_env(config: ClusterConfig) -> dict[str, str]:
     return out
 
 
-def _child_env(config: ClusterConfig, plan: LoadPlan, worker_index: int | None = None) -> dict[str, str]:
+def _child_env(config: ClusterConfig, plan: LoadPlan, worker_index: int | None = None,
+               role: str = "standalone") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     env.update(config_env(config))
     env.update(plan.to_env())
+    env["LAB_LOAD_ROLE"] = role
     if worker_index is not None:
         env["LAB_LOAD_WORKER_INDEX"] = str(worker_index)
     return env
@@ -275,11 +277,12 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
     port = _free_port() if plan.workers > 1 else None
     role = "master" if plan.workers > 1 else "standalone"
     with open(load_dir / "locust.stdout.txt", "w") as out:
-        procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, role, port), env=_child_env(config, plan),
+        procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, role, port),
+                                      env=_child_env(config, plan, role=role),
                                       stdout=out, stderr=subprocess.STDOUT, cwd=load_dir))
         for i in range(plan.workers if plan.workers > 1 else 0):
             procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, "worker", port, i),
-                                          env=_child_env(config, plan, i), stdout=out, stderr=subprocess.STDOUT,
+                                          env=_child_env(config, plan, i, role="worker"), stdout=out, stderr=subprocess.STDOUT,
                                           cwd=load_dir))
         try:
             t0 = _open_start_gate(plan, procs, options.startup_seconds)

@@ -34,7 +34,7 @@ from .pacing import Stage
 
 LOAD_PROFILES_PATH = Path(__file__).resolve().parents[1] / "loadgen" / "profiles.toml"
 USER_KINDS = ("sender", "history_reader", "backfill_joiner", "reactor", "recall_editor")
-SEED_SIZES = ("small", "standard")
+SEED_SIZES = ("tiny", "small", "standard")
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_NODE_ID_BASE = 100
 _ENV_PREFIX = "LAB_LOAD_"
@@ -205,8 +205,9 @@ class SeedShape:
 
 
 SEED_SHAPES = {
+    "tiny": SeedShape(big_group=10, dms=4, dm_messages=2, chats=2, chat_messages=5),  # tests
     "small": SeedShape(big_group=60, dms=20, dm_messages=5, chats=4, chat_messages=30),
-    "standard": SeedShape(big_group=520, dms=20, dm_messages=6, chats=16, chat_messages=120),
+    "standard": SeedShape(big_group=520, dms=20, dm_messages=6, chats=8, chat_messages=100),
 }
 S1_GROUP_ENTRIES = 500
 S1_DMS = 20

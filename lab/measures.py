@@ -129,12 +129,12 @@ def evidence_line(*, measured: Any, unit: str, ci: tuple[Any, Any] | None, noteb
                   what: str = "") -> str:
     """``measured 412 B ± 9 (95% CI 403-421; b_row notebook, run X)``: the line a reviewer reads."""
     text = f"measured {_fmt(measured)} {unit}".rstrip()
+    where = f"{notebook} notebook, run {run_id}"
     if ci and _num(ci[0]) is not None and _num(ci[1]) is not None:
         half = (_num(ci[1]) - _num(ci[0])) / 2
-        text += f" ± {_fmt(half)} (95% CI {_fmt(ci[0])}-{_fmt(ci[1])};"
+        text += f" ± {_fmt(half)} (95% CI {_fmt(ci[0])}-{_fmt(ci[1])}; {where})"
     else:
-        text += " ("
-    text += f" {notebook} notebook, run {run_id})".replace("( ", "(")
+        text += f" ({where})"
     return text + (f": {what}" if what else "")
 
 
@@ -211,6 +211,8 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
 def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, notebook: str, folder: Path | None,
            run_dir: Path, run_id: str, quick: bool, rule: Rule, what: str, figure_stem: str | None) -> None:
     measured = _num(stated.get("measured"))
+    if measured is not None and measured.is_integer() and isinstance(entry.value, int):
+        measured = int(measured)
     lo, hi = _num(stated.get("ci_low")), _num(stated.get("ci_high"))
     current = entry.value
     if rule == "interval":

@@ -107,7 +107,7 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
             evidence = f"{c.get('evidence', '')} [run saw {c.get('current')}, file has {now}]"
         else:
             evidence = c.get("evidence", "")
-        changes[name] = (rec, f"{evidence} (was {now})")
+        changes[name] = (rec, f"{evidence} [confidence {c.get('confidence')}, {cal.get('mode')} parameters; was {now}]")
         before[name] = (now, rec)
     text = Path(constants_path).read_text()
     new = proposed_text(text, changes) if changes else text

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 REPORT_FILE = "report.html"
-THUMB_WIDTH_PX = 240
+THUMB_WIDTH_PX = 320
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
 h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:4px 10px;text-align:left;vertical-align:top}
 tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
@@ -27,7 +27,7 @@ tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
 .sig{font-weight:bold;color:#b33}
 img.thumb{width:%dpx;border:1px solid #ddd}img.full{max-width:100%%;border:1px solid #ddd}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;white-space:pre-wrap}
-small{color:#666}td.evidence{min-width:20em;max-width:32em;overflow-wrap:anywhere}
+small{color:#666}td.evidence{min-width:22em;max-width:34em;overflow-wrap:anywhere;font-size:.9em}
 """ % THUMB_WIDTH_PX
 
 
@@ -88,7 +88,7 @@ def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
             rec += "<br><small class='guarded'>guarded: fixed for existing tables</small>"
             if c.get("suggested_for_new_tables") is not None:
                 rec += f"<br><small>new tables: {fmt(c['suggested_for_new_tables'])}</small>"
-        figure = "—"
+        figure = ""
         if c.get("figure"):
             img = embedded_png(run_dir / c["figure"], alt=f"{name}: {c['figure']}")
             link = c.get("notebook_html") or c["figure"]
@@ -97,8 +97,8 @@ def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
         rows.append([label, f"<td class='num'>{fmt(c.get('current'))}</td>", f"<td class='num'>{measured}</td>",
                      f"<td class='{rec_cls}'>{rec}</td>", esc(c.get("unit")),
                      f"<td class='conf-{esc(conf)}'>{esc(conf)}</td>",
-                     f"<td class='evidence'>{esc(c.get('evidence'))}</td>", figure])
-    out = (table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence", "figure"], rows)
+                     f"<td class='evidence'>{esc(c.get('evidence'))}<br>{figure}</td>"])
+    out = (table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence and figure"], rows)
            if rows else "<p>No notebook measured a constant in this run.</p>")
     if others:
         out += ("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"

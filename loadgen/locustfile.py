@@ -2,8 +2,9 @@
 the web UI with the same users (export LAB_LOAD_PLAN first, see loadgen/README.md).
 
 User weights come from the plan's load profile; only kinds with a positive weight are
-exposed to Locust. Each process builds its store on Locust's ``init`` event and closes it
-(draining the asynchronous head updates, writing its totals) when Locust quits.
+exposed to Locust. Each process opens its store while this file is imported (before Locust's runner starts),
+reports ready on Locust's ``init`` event, and closes the store (draining the asynchronous
+head updates, writing its totals) when Locust quits.
 """
 from __future__ import annotations
 
@@ -23,17 +24,20 @@ for _kind, _cls in _users.USER_CLASSES.items():
     _cls.weight = int(_profile.weights.get(_kind, 0))
     if _cls.weight > 0:
         globals()[_cls.__name__] = _cls
+del _kind, _cls  # Locust collects every User class bound in this module: only the weighted ones
 
 if _plan.duration_seconds > 0:  # headless runs end with their stage table; the web UI runs until stopped
     from loadgen.shapes import StageTableShape  # noqa: F401
 
 
+if os.environ.get("LAB_LOAD_ROLE") != "master":  # the master of a distributed run holds no store
+    runtime.init_context().open()
+
+
 @events.init.add_listener
-def _open_store(environment, **_kw) -> None:
-    if isinstance(environment.runner, MasterRunner):
-        return
-    ctx = runtime.init_context()
-    gevent.spawn(ctx.open)
+def _start(environment, **_kw) -> None:
+    if not isinstance(environment.runner, MasterRunner) and runtime._CONTEXT is not None:
+        gevent.spawn(runtime._CONTEXT.start)
 
 
 @events.test_stop.add_listener

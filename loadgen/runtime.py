@@ -116,16 +116,22 @@ class LoadContext:
                     self._counter += 1
 
     def open(self) -> None:
-        """Connect and open the store (in a greenlet: users wait on :attr:`ready`)."""
+        """Build the message templates, connect and open the store. Runs when the locustfile is
+        imported, before Locust starts its runner: this is seconds of CPU (numpy, the driver's
+        metadata) that would otherwise starve the worker's heartbeats to the master."""
         from lab.connection import connect
         from lab.store import MessageStore
 
+        self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
+        self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
+        self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
+                                       connection=self.connection)
+        self.acks = AckLog(self.acks_path)
+
+    def start(self) -> None:
+        """Report ready, wait for t0 (start gate), start the interval log (in a greenlet: users
+        wait on :attr:`ready`)."""
         try:
-            self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
-            self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
-            self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
-                                           connection=self.connection)
-            self.acks = AckLog(self.acks_path)
             if self.plan.start_gate:
                 self.plan.ready_path().parent.mkdir(parents=True, exist_ok=True)
                 self.plan.ready_path().write_text(str(os.getpid()))

@@ -177,7 +177,9 @@ def test_lab_info_and_calibrate_never_show_the_password(secure, tmp_path):
     shown = json.loads(info.stdout)
     assert shown["config"]["password"] == "***" and shown["version"].startswith("5.0.")
     results = tmp_path / "results"
-    cal = subprocess.run([*LAB, "calibrate", "--quick", "--results", str(results), *home],
+    # environment + round trip: the part of a calibration run that records the cluster config
+    cal = subprocess.run([*LAB, "calibrate", "--quick", "--notebooks", "none", "--no-progress",
+                          "--results", str(results), *home],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert cal.returncode == 0, cal.stderr[-2000:]
     _assert_secret_free(cal.stdout + cal.stderr, "`lab calibrate` output")

@@ -1,6 +1,6 @@
-"""The send path of design §5.1 on the real node: round trip, retries, crash points, the
-monotonic head, reservation windows across writer restarts, the bit-63 guard (S-2) and
-per-class TTLs."""
+"""The send path of design §5.1 on the real node: round trip, retries, the monotonic head,
+reservation windows across writer restarts, the bit-63 guard (S-2) and per-class TTLs.
+Crash points: tests/test_crash_points.py."""
 from __future__ import annotations
 
 import uuid
@@ -73,38 +73,7 @@ def test_retry_returns_the_first_ack(store):
     assert len(outbox_messages(store, req.tenant_id, req.conversation_id)) == 1
 
 
-CRASH_POINTS = ["after_allocate", "after_reserve", "after_record", "after_outbox", "after_commit", "before_ack"]
-
-
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_retry_after_crash_yields_one_message_with_the_first_ids(open_store, store, point):
-    crashing = open_store(faults=FaultPlan().arm(point))
-    req = new_request()
-    with pytest.raises(CrashInjected):
-        crashing.send(req)
-    assert crashing.faults.fired[point] == 1
-    reserved = dedup_row(store, req)
-    if point == "after_allocate":
-        assert reserved is None  # died before the reservation: nothing to honour
-    restarted = open_store()  # a new writer process: fresh seq window, fresh id generator
-    ack = restarted.send(req)
-    assert ack.replayed is (point != "after_allocate")
-    if reserved is not None:
-        assert (ack.message_id, ack.conversation_seq) == (blob_to_u128(reserved.message_id),
-                                                          reserved.conversation_seq)
-    again = restarted.send(req)
-    assert (again.message_id, again.conversation_seq, again.last_activity_id) == \
-           (ack.message_id, ack.conversation_seq, ack.last_activity_id)
-    # exactly one message, everywhere it is stored
-    rows = record_rows(store, req.tenant_id, req.conversation_id, [ack.conversation_seq])
-    assert [(r.conversation_seq, blob_to_u128(r.message_id)) for r in rows] == [(ack.conversation_seq, ack.message_id)]
-    assert blob_to_u128(rows[0].last_activity_id) == ack.last_activity_id
-    entries = outbox_messages(store, req.tenant_id, req.conversation_id)
-    assert [e.record.conversation_seq for e in entries] == [ack.conversation_seq]
-    assert len(index_rows(store, req.tenant_id, u128_to_blob(ack.message_id))) == 1
-    assert dedup_row(store, req).state == DedupState.COMMITTED
-    restarted.drain()
-    assert store.head(req.tenant_id, req.conversation_id).latest_conversation_seq == ack.conversation_seq
+# Every crash point (with retry / recovery and the table) is in tests/test_crash_points.py.
 
 
 def test_head_follows_sends_and_a_regression_is_dropped_and_counted(open_store):
