@@ -129,6 +129,17 @@ class BodyCache:
             if message_id is not None:
                 self._items.pop((tenant_id, message_id), None)
 
+    def discard_conversation(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int:
+        """Drop every cached message of one conversation (crypto-erasure); returns how many."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        with self._lock:
+            doomed = [(key, m) for key, m in self._items.items()
+                      if key[0] == tenant_id and m.conversation_id == conversation_id]
+            for key, message in doomed:
+                del self._items[key]
+                self._at.pop((tenant_id, conversation_id, message.conversation_seq), None)
+            return len(doomed)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -433,6 +433,30 @@ def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -
     click.echo(f"store.json: {result.json_path}")
 
 
+@bench.command("load")
+@home_option
+@click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")
+@click.option("--concurrency", type=int, default=None, help="plain client threads = Locust users")
+@click.option("--processes", type=int, default=None, help="Locust worker processes")
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True)
+@cluster_options
+def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,
+               config: ClusterConfig) -> None:
+    """`lab load` against a plain driver client issuing the same store calls (max send and read
+    throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json."""
+    import dataclasses
+
+    from .bench_load import LoadBenchParams, run_load_bench
+
+    params = LoadBenchParams.preset(quick=quick)
+    changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}
+    result = run_load_bench(config, dataclasses.replace(params, **changes), results=results,
+                            log=lambda msg: click.echo(msg, err=True))
+    click.echo(result.closing_note)
+    click.echo(f"load.json: {result.json_path}")
+
+
 @main.command("soak")
 @home_option
 @click.option("--duration", default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")

@@ -291,6 +291,37 @@ class Soak:
         with self._lock:
             self._recalled[key] = result.recall_event_conversation_seq
 
+    # ---- after the load ----------------------------------------------------------------------
+    def acked(self) -> list[tuple[SendRequest, SendAck]]:
+        """Every acknowledged send so far: (request, the first ack the client saw)."""
+        with self._lock:
+            return [(s.request, s.ack) for s in self._sent]
+
+    def replay_acked(self, *, threads: int = DEFAULT_THREADS) -> dict[str, int]:
+        """Re-send every acknowledged request, as clients retrying after a lost response do:
+        each must be answered from client_dedup with its first ack's ids (a replay also
+        re-submits that message's head update). Replays join the audit's log."""
+        sent = self.acked()
+        counts = Counter(probed=0, mismatches=0, errors=0)
+
+        def one(item: tuple[SendRequest, SendAck]) -> None:
+            request, first = item
+            try:
+                ack, _ = self._as_client("retry", lambda: self.store.send(request))
+            except LabError:
+                with self._lock:
+                    counts["errors"] += 1
+                return
+            with self._lock:
+                counts["probed"] += 1
+                counts["mismatches"] += not (ack.replayed and (ack.message_id, ack.conversation_seq)
+                                             == (first.message_id, first.conversation_seq))
+                self._acks.append(_ack(request, ack, replayed=ack.replayed))
+
+        with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="soak-replay") as pool:
+            list(pool.map(one, sent))
+        return dict(counts)
+
     # ---- audits ------------------------------------------------------------------------------
     def audit(self, *, final: bool = False) -> dict[str, Any]:
         """Read every acked send (and recall) back; one entry of ``audits``."""

@@ -31,7 +31,7 @@ from .schema import SchemaDifference, check_schema, create_schema
 # write side: the modules behind the "write side" section of MessageStore
 from .archiver import HistoryArchiver
 from .head import HeadWriter
-from .ids import MessageIdGenerator
+from .ids import MessageIdGenerator, parse_uuid
 from .outbox import Outbox, open_outbox
 from .recall import EditResult, RecallPath, RecallResult
 from .sequence import SequenceAllocator
@@ -153,6 +153,18 @@ class MessageStore:
         """§5.3: CONTROL event (with the new sealed payload) to the log, then the whole-payload replace."""
         return self.recall_path.edit(tenant_id, conversation_id, conversation_seq, body=body, actor_id=actor_id,
                                      e2ee=e2ee)
+
+    def erase_conversation(self, tenant_id: Any, conversation_id: Any) -> None:
+        """Compliance erasure by crypto-erasure (§3, §6): destroy every version of the
+        conversation's DEK and drop its bodies from this node's LRU. No row is deleted: the
+        rows stay, unreadable, until their TTL. Afterwards history / lookup / read_bucket of
+        it raise KeyDestroyed, batch reads report its messages missing, sends to it are
+        refused. Other processes sharing the key store see the erasure when their DEK cache
+        entries expire (``dek_cache_ttl_seconds``); their body LRUs must be told by calling
+        this (or ``body_cache.discard_conversation``) on every node."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        self.encryptor.destroy(tenant_id, conversation_id)
+        self.body_cache.discard_conversation(tenant_id, conversation_id)
 
     def recover(self) -> int:
         """Re-apply logged recall/edit events whose row update is missing (S-7); run at start-up."""

@@ -19,12 +19,21 @@ def new_request(*, client_message_id: str | None = None, body: bytes = b"hello",
     return SendRequest(**ids, client_message_id=client_message_id or f"c-{uuid.uuid4().hex[:12]}", body=body, **kw)
 
 
+def _hashable(value):
+    """Driver values as set members: maps (reaction counts) and collections become tuples."""
+    if hasattr(value, "items"):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, (list, set, frozenset)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
 def snapshot_tables(store) -> dict[str, frozenset]:
     """Every row of the six tables (test keyspaces are small), plus the outbox's end offset."""
     snap = {}
     for table in TABLE_NAMES:
         rows = store.connection.execute(f"SELECT * FROM {store.keyspace}.{table}")
-        snap[table] = frozenset(tuple(r) for r in rows)
+        snap[table] = frozenset(tuple(_hashable(v) for v in r) for r in rows)
     snap["outbox_end"] = frozenset([store.outbox.end_offset()])
     return snap
 

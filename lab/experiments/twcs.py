@@ -204,26 +204,29 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                         "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
         now_s = time.time()
         pool = _row_pool(params, max(f.intervals for f in families), width)
-        first_short_write = None
+        last_short_write = None
         plan: dict[str, dict[str, Any]] = {}
         for fam in families:
-            tables = [fam.table(w) for w in fam.windows]
             # the simulated start: aligned to the largest window, far enough in the past
             span = max(fam.windows) * fam.unit_seconds
-            start = (int(now_s) - (fam.intervals + 2) * fam.unit_seconds) // span * span - span
-            flush_windows: dict[str, list[int]] = {t: [] for t in tables}
-            expiring: list[bool] = []
-            bar = progress(range(fam.intervals), total=fam.intervals, desc=f"{fam.base} {fam.unit.lower()}",
-                           enabled=params.show_progress)
-            for i in bar:
+            plan[fam.base] = {"family": fam, "tables": [fam.table(w) for w in fam.windows],
+                              "flush_windows": {fam.table(w): [] for w in fam.windows}, "expiring": [],
+                              "start": (int(now_s) - (fam.intervals + 2) * fam.unit_seconds) // span * span - span}
+        # Both families advance together, one simulated interval of each per step (a day of
+        # message_record, an hour of client_dedup), so one keyspace flush serves all four tables.
+        steps = max(f.intervals for f in families)
+        for i in progress(range(steps), total=steps, desc="simulated intervals", enabled=params.show_progress):
+            items = []
+            stepped = []
+            for fam_plan in plan.values():
+                fam = fam_plan["family"]
+                if i >= fam.intervals:
+                    continue
                 short = i < fam.expire_intervals
-                if short and first_short_write is None:
-                    first_short_write = time.time()
                 rows = _interval_rows(pool, params, i)
-                lo = (start + i * fam.unit_seconds) * 1_000_000
+                lo = (fam_plan["start"] + i * fam.unit_seconds) * 1_000_000
                 ts = lo + np.sort(np.random.default_rng([params.seed, i]).integers(
                     0, fam.unit_seconds * 1_000_000, len(rows)))
-                items = []
                 for row, t_us in zip(rows.to_dict("records"), ts):
                     msg = to_message(row, seed=params.seed)
                     ttl = params.short_ttl_seconds if short else (
@@ -234,24 +237,27 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                         values = (msg.tenant_id, msg.sender_id, f"{msg.client_message_id}-{i}",
                                   msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
                                   ttl, int(t_us))
-                    items += [(insert[t], values) for t in tables]
-                lab.connection.execute_concurrent(items, concurrency=64)
-                lab.admin.flush(ks)
-                lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
-                counts = _counts(lab, ks, tables)
-                expiring.append(short)
-                for w, t in zip(fam.windows, tables):
-                    flush_windows[t].append(int(ts.max() // 1_000_000) // (w * fam.unit_seconds))
-                    predicted = simulate_twcs(flush_windows[t])[-1]
+                    items += [(insert[t], values) for t in fam_plan["tables"]]
+                fam_plan["expiring"].append(short)
+                stepped.append((fam_plan, int(ts.max() // 1_000_000)))
+            lab.connection.execute_concurrent(items, concurrency=64)
+            if any(fp["expiring"][-1] for fp, _ in stepped):
+                last_short_write = time.time()
+            lab.admin.flush(ks)
+            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
+            counts = _counts(lab, ks, [t for fp, _ in stepped for t in fp["tables"]])
+            for fam_plan, max_s in stepped:
+                fam = fam_plan["family"]
+                for w, t in zip(fam.windows, fam_plan["tables"]):
+                    fw = fam_plan["flush_windows"][t]
+                    fw.append(max_s // (w * fam.unit_seconds))
                     series.append({"family": fam.base, "table": t, "window": w, "unit": fam.unit, "step": i + 1,
                                    "simulated_time_s": (i + 1) * fam.unit_seconds, "measured": counts[t],
-                                   "predicted": predicted, "windows": len(set(flush_windows[t]))})
-            plan[fam.base] = {"family": fam, "tables": tables, "flush_windows": flush_windows, "expiring": expiring,
-                              "start": start}
+                                   "predicted": simulate_twcs(fw)[-1], "windows": len(set(fw))})
 
         # expiry: wait out the short TTL, then one more write per table triggers the expired check
-        if first_short_write is not None:
-            wait = first_short_write + params.short_ttl_seconds + 1.5 - time.time()
+        if last_short_write is not None:
+            wait = last_short_write + params.short_ttl_seconds + 1.5 - time.time()
             if wait > 0:
                 time.sleep(wait)
         after: dict[str, int] = {}
