@@ -128,7 +128,7 @@ def _write(run_dir: Path, cal: dict[str, Any]) -> None:
     tmp.replace(run_dir / CALIBRATION_FILE)  # readers never see half a file
 
 
-def plan(options: CalibrationOptions, run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
     """(notebook, parameters) in suite order: quick parameters (or the notebooks' own defaults
     in full mode) updated by ``overrides``; capacity reads the b_row of this run."""
     from . import notebooks as nbs
@@ -144,10 +144,27 @@ def plan(options: CalibrationOptions, run_dir: Path) -> list[tuple[str, dict[str
         if Path(options.constants_path) != APPENDIX_B_PATH:
             params["constants_file"] = str(Path(options.constants_path).resolve())
         params.update(options.overrides.get(name, {}))
-        if name == "capacity" and "b_row" in names and "b_row_values" not in params and "b_row_bytes" not in params:
+        _check_parameters(name, params, options)
+        if (name == "capacity" and run_dir is not None and "b_row" in names and "b_row_values" not in params
+                and "b_row_bytes" not in params):
             params["b_row_values"] = str((run_dir / "b_row" / nbs.VALUES_FILE).resolve())
         out.append((name, params))
     return out
+
+
+def _check_parameters(name: str, params: Mapping[str, Any], options: CalibrationOptions) -> None:
+    """papermill injects any name, and a misspelt one is silently ignored: refuse parameters the
+    notebook's ``parameters`` cell does not declare."""
+    import papermill as pm
+
+    from . import notebooks as nbs
+
+    path = nbs.notebook_path(name, options.notebooks_dir or nbs.NOTEBOOKS_DIR)
+    declared = set(pm.inspect_notebook(str(path)))
+    unknown = sorted(set(params) - declared)
+    if unknown:
+        raise CalibrationError(f"notebook {name} has no parameter {', '.join(unknown)} "
+                               f"(its parameters: {', '.join(sorted(declared))})", notebook=name, parameters=unknown)
 
 
 def _cell_source(exc: BaseException) -> str | None:
@@ -193,12 +210,92 @@ def _assess(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions) -> 
     cal["constants"] = constants
 
 
-def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
+def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
+                 run_dir: Path, cal: dict[str, Any]) -> None:
+    """Environment and the write/read round trip, on a connection of this process."""
     from .connection import connect
+
+    parameters = {"mode": cal["mode"], "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
+                  "notebooks": {name: params for name, params in suite},
+                  "constants_file": str(options.constants_path)}
+    with connect(config) as conn:
+        conn.execute(f"CREATE KEYSPACE IF NOT EXISTS {config.keyspace} WITH replication = "
+                     f"{json.dumps(config.replication_map()).replace(chr(34), chr(39))}")
+        cal["environment"] = environment(conn, config, parameters)
+        t0 = time.monotonic()
+        cal["measurements"]["round_trip"] = measure_round_trip(conn, config.keyspace, parameters["round_trips"])
+        cal["measurements"]["round_trip"]["seconds"] = round(time.monotonic() - t0, 2)
+    (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(cal["environment"], indent=2, default=str) + "\n")
+
+
+def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: CalibrationOptions,
+             run_dir: Path, entry: dict[str, Any]) -> CalibrationError | None:
+    """One notebook through lab.notebooks.run_notebook; ``entry`` (its part of calibration.json)
+    gets status, seconds, files and values. Returns the failure, if any."""
     from .notebooks import run_notebook
+
+    failure = None
+    t0 = time.monotonic()
+    try:
+        run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
+                     **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
+        entry["status"] = "ok"
+    except CalibrationError as exc:
+        entry["status"] = "failed"
+        entry["error"] = {"notebook": name, "cell": exc.facts.get("cell"), "cell_index": exc.facts.get("cell_index"),
+                          "cell_source": _cell_source(exc), "ename": exc.facts.get("ename"),
+                          "evalue": exc.facts.get("evalue")}
+        failure = exc
+    entry["seconds"] = round(time.monotonic() - t0, 1)
+    entry.update(_collect(run_dir, name))
+    if entry["status"] == "ok" and not entry["values"]:
+        # a notebook that "succeeds" without recording anything took a wrong branch
+        evalue = f"{name} finished but recorded no values ({name}/values.json missing)"
+        entry["status"] = "failed"
+        entry["error"] = {"notebook": name, "cell": None, "ename": "NoValues", "evalue": evalue}
+        failure = CalibrationError(evalue, notebook=name, cell=None, ename="NoValues", evalue=evalue)
+    return failure
+
+
+def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, options: CalibrationOptions,
+               run_dir: Path, cal: dict[str, Any]) -> CalibrationError | None:
+    failure = None
+    for name, params in suite:
+        cal["notebooks"][name] = {"status": "pending", "parameters": dict(params)}
+    _write(run_dir, cal)
+    bar = _progress(len(suite), options.progress and bool(suite))
+    try:
+        for name, params in suite:
+            bar.set_description(f"notebook {name}")
+            entry = cal["notebooks"][name]
+            entry["status"] = "running"
+            _write(run_dir, cal)
+            failure = _run_one(name, params, config, options, run_dir, entry) or failure
+            bar.update(1)
+            bar.write(f"{name}: {entry['status']} in {entry['seconds']:.0f} s", file=sys.stderr)
+            _write(run_dir, cal)
+            if failure is not None and not options.keep_going:
+                break
+    finally:
+        bar.close()
+        for entry in cal["notebooks"].values():
+            if entry["status"] in ("pending", "running"):
+                entry["status"] = "not run"
+    return failure
+
+
+def _finish(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions, t_start: float) -> None:
+    _assess(cal, run_dir, options)
+    cal["finished_at"] = _now()
+    cal["wall_seconds"] = round(time.monotonic() - t_start, 1)
+    _write(run_dir, cal)
+
+
+def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
     from .report import write_report
 
     options = options or CalibrationOptions()
+    plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
     run_dir = new_run_dir(options.results)
     t_start = time.monotonic()
     cal: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
@@ -208,61 +305,19 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     failure: CalibrationError | None = None
     try:
         suite = plan(options, run_dir)
-        parameters = {"mode": cal["mode"], "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
-                      "notebooks": {name: params for name, params in suite},
-                      "constants_file": str(options.constants_path)}
-        with connect(config) as conn:
-            conn.execute(f"CREATE KEYSPACE IF NOT EXISTS {config.keyspace} WITH replication = "
-                         f"{json.dumps(config.replication_map()).replace(chr(34), chr(39))}")
-            cal["environment"] = environment(conn, config, parameters)
-            t0 = time.monotonic()
-            cal["measurements"]["round_trip"] = measure_round_trip(conn, config.keyspace, parameters["round_trips"])
-            cal["measurements"]["round_trip"]["seconds"] = round(time.monotonic() - t0, 2)
-        (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(cal["environment"], indent=2, default=str) + "\n")
-        for name, _ in suite:
-            cal["notebooks"][name] = {"status": "pending", "parameters": dict(_)}
-        _write(run_dir, cal)
-        bar = _progress(len(suite), options.progress and bool(suite))
-        for name, params in suite:
-            bar.set_description(f"notebook {name}")
-            t0 = time.monotonic()
-            entry = cal["notebooks"][name]
-            entry["status"] = "running"
-            _write(run_dir, cal)
-            try:
-                run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
-                             **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
-                entry["status"] = "ok"
-            except CalibrationError as exc:
-                entry["status"] = "failed"
-                entry["error"] = {"notebook": name, "cell": exc.facts.get("cell"),
-                                  "cell_index": exc.facts.get("cell_index"), "cell_source": _cell_source(exc),
-                                  "ename": exc.facts.get("ename"), "evalue": exc.facts.get("evalue")}
-                failure = failure or exc
-            entry["seconds"] = round(time.monotonic() - t0, 1)
-            entry.update(_collect(run_dir, name))
-            if entry["status"] == "ok" and not entry["values"]:
-                # a notebook that "succeeds" without recording anything took a wrong branch
-                entry["status"] = "failed"
-                entry["error"] = {"notebook": name, "cell": None, "ename": "NoValues",
-                                  "evalue": f"{name} finished but recorded no values ({name}/values.json missing)"}
-                failure = failure or CalibrationError(entry["error"]["evalue"], notebook=name, cell=None,
-                                                      ename="NoValues", evalue=entry["error"]["evalue"])
-            bar.update(1)
-            bar.write(f"{name}: {entry['status']} in {entry['seconds']:.0f} s", file=sys.stderr)
-            _write(run_dir, cal)
-            if failure is not None and not options.keep_going:
-                break
-        bar.close()
-        for entry in cal["notebooks"].values():
-            if entry["status"] == "pending":
-                entry["status"] = "not run"
+        _measure_lab(config, options, suite, run_dir, cal)
+        failure = _run_suite(suite, config, options, run_dir, cal)
     except CalibrationError as exc:
-        failure = failure or exc
+        failure = exc
     except LabError as exc:  # no cluster, bad config: the run folder still says why
         failure = CalibrationError(f"{type(exc).__name__}: {exc}", notebook=None, cell=None,
                                    ename=type(exc).__name__, evalue=str(exc))
         failure.__cause__ = exc
+    except KeyboardInterrupt:
+        cal["status"] = "interrupted"
+        _finish(cal, run_dir, options, t_start)
+        write_report(cal, run_dir)
+        raise
     if failure is not None:
         failed = next((nb["error"] for nb in cal["notebooks"].values() if nb.get("error")), None)
         cal["status"] = "failed"
@@ -271,10 +326,7 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
                                   "evalue": failure.facts.get("evalue", str(failure))}
     else:
         cal["status"] = "ok"
-    _assess(cal, run_dir, options)
-    cal["finished_at"] = _now()
-    cal["wall_seconds"] = round(time.monotonic() - t_start, 1)
-    _write(run_dir, cal)
+    _finish(cal, run_dir, options, t_start)
     if options.propose and failure is None:
         from .propose import propose
 
@@ -283,7 +335,8 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     write_report(cal, run_dir)
     if failure is not None:
         e = cal["error"]
-        where = f"notebook {e.get('notebook')}, cell {e.get('cell')}" if e.get("notebook") else "before the notebooks"
+        where = (f"notebook {e.get('notebook')}" + (f", cell {e['cell']}" if e.get("cell") is not None else "")
+                 if e.get("notebook") else "before the notebooks")
         source = f" (`{e['cell_source']}`)" if e.get("cell_source") else ""
         raise CalibrationError(f"calibration run {run_dir.name} failed in {where}{source}: {e.get('ename')}: "
                                f"{e.get('evalue')}; partial results in {run_dir}", run_dir=run_dir,

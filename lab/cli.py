@@ -347,14 +347,17 @@ def _seconds(value: str) -> float:
 @click.option("--step", "step", default="20s", show_default=True, help="length of each staircase step")
 @click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
               help="conversations each worker seeds before the run")
+@click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
+              show_default=True, help="threads: store calls in native threads of unpatched Locust workers "
+              "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
 @click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
 @click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True)
 @cluster_options
 def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
-         processes: int, staircase_max: float | None, step: str, seed_size: str, reactor: str | None,
-         no_audit: bool, results: Path, config: ClusterConfig) -> None:
+         processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
+         reactor: str | None, no_audit: bool, results: Path, config: ClusterConfig) -> None:
     """Run the Locust users headless against the cluster; write results/<run-id>/load/.
 
     Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
@@ -366,8 +369,8 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
         raise click.UsageError("give --rate R, --users N or --staircase MAX")
     options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=_seconds(duration),
                           warmup_seconds=_seconds(warmup), processes=processes, staircase_max=staircase_max,
-                          step_seconds=_seconds(step), seed_size=seed_size, reactor=reactor, audit=not no_audit,
-                          results=results)
+                          step_seconds=_seconds(step), seed_size=seed_size, reactor=reactor,
+                          native_threads=driver_mode == "threads", audit=not no_audit, results=results)
     result = run_load(config, options)
     s = result.summary
     click.echo(f"{s['mode']} {s['profile']}: {s['users']} users, {s['processes']} process(es); "

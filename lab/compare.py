@@ -69,7 +69,8 @@ class Comparison:
 def _hist_samples(hist: Any, rng: np.random.Generator) -> np.ndarray:
     values, counts = [], []
     for it in hist.get_recorded_iterator():
-        values.append(hist.get_median_equivalent_value(it.value_iterated_to))
+        low = hist.get_lowest_equivalent_value(it.value_iterated_to)
+        values.append((low + hist.get_highest_equivalent_value(it.value_iterated_to)) / 2)
         counts.append(it.count_added_in_this_iter_step)
     if not values:
         return np.empty(0)
@@ -129,7 +130,10 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
 
     out: dict[str, dict[str, np.ndarray]] = {}
     for path in sorted(run.glob("*/*.csv")):
-        df = pd.read_csv(path)
+        try:
+            df = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):  # an empty table: nothing measured there
+            continue
         value = _value_column(list(df.columns))
         # a samples table: named so, or one latency per row in a ``latency_ms`` / ``latency_us`` column
         if value is None or not ("samples" in path.stem or value in ("latency_ms", "latency_us")):

@@ -69,6 +69,7 @@ class LoadOptions:
     step_seconds: float = 20.0
     seed_size: str = "standard"
     reactor: str | None = None           # driver reactor in the Locust processes (lab.reactors)
+    native_threads: bool = True          # workers not gevent-patched; store calls in native threads
     node_id_base: int = 100
     interval_seconds: float = 1.0
     startup_seconds: float = DEFAULT_STARTUP_SECONDS
@@ -129,6 +130,8 @@ def _child_env(config: ClusterConfig, plan: LoadPlan, worker_index: int | None =
     env.update(config_env(config))
     env.update(plan.to_env())
     env["LAB_LOAD_ROLE"] = role
+    if plan.native_threads and role != "master":  # the master holds no store and needs the patch
+        env["LOCUST_SKIP_MONKEY_PATCH"] = "1"
     if worker_index is not None:
         env["LAB_LOAD_WORKER_INDEX"] = str(worker_index)
     return env
@@ -258,7 +261,8 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
                     stages=options.stages(), warmup_seconds=options.warmup_seconds,
                     duration_seconds=(sum(s.end_s - s.start_s for s in options.stages()) - options.warmup_seconds
                                       if options.staircase_max is not None else options.duration_seconds),
-                    reactor=options.reactor, node_id_base=options.node_id_base,
+                    reactor=options.reactor, native_threads=options.native_threads,
+                    node_id_base=options.node_id_base,
                     interval_seconds=options.interval_seconds, seed_size=options.seed_size, start_gate=True)
 
     with MessageStore.open(config, state_dir=state_root / "setup", node_id=options.node_id_base - 1) as store:
@@ -369,8 +373,9 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         "operations": ops,
         "all_operations": summarize({"all": allops}, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)["all"],
         "acks": acks,
-        "workers": [{"worker": w["worker"], "pid": w["pid"], "acks": w["acks"], "alerts": w.get("alerts"),
-                     "requests": w.get("requests")} for w in workers],
+        "workers": [{"worker": w["worker"], "pid": w["pid"], "acks": w["acks"], "driver": w.get("driver"),
+                     "reactor": w.get("reactor"), "alerts": w.get("alerts"), "requests": w.get("requests")}
+                    for w in workers],
         "workers_reporting": len(workers), "workers_expected": plan.workers,
         "locust": _locust_json(load_dir), "locust_exit_codes": exit_codes,
     }

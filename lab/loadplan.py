@@ -98,6 +98,7 @@ class LoadPlan:
     warmup_seconds: float = 0.0
     duration_seconds: float = 10.0
     reactor: str | None = None
+    native_threads: bool = True     # workers unpatched, store calls in native threads (loadgen/README.md)
     node_id_base: int = DEFAULT_NODE_ID_BASE
     interval_seconds: float = DEFAULT_INTERVAL_SECONDS
     seed_size: str = "standard"

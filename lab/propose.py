@@ -95,13 +95,14 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
     skipped: dict[str, str] = {}
     for name, c in sorted(cal.get("constants", {}).items()):
         rec = c.get("recommended")
-        if name not in entries or rec is None or c.get("measured") is None:
+        if name not in entries or rec is None or rec == entries[name].value:
             continue
         now = entries[name].value
-        if rec == now:
-            continue
-        if name in GUARDED_CONSTANTS:
+        if name in GUARDED_CONSTANTS:  # whatever the run says, and even if the file moved
             skipped[name] = "guarded: immutable for existing tables (§27.2.4)"
+            continue
+        if c.get("measured") is None:  # the file moved, but this run measured nothing to move it back
+            skipped[name] = "not measured in this run"
             continue
         if c.get("current") != now:  # the file moved since the run: the run's evidence still names the value
             evidence = f"{c.get('evidence', '')} [run saw {c.get('current')}, file has {now}]"

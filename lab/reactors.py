@@ -1,8 +1,9 @@
 """The driver's I/O reactor (the event loop under every CQL request), chosen by name.
 
-A plain process (pytest, notebooks, the CLI) keeps the driver default (libev). A Locust
-process is gevent monkey-patched, and there the default froze the whole process (see
-``loadgen/README.md`` for the measurements that picked :data:`LOCUST_REACTOR`). Nothing is
+A plain process (pytest, notebooks, the CLI) keeps the driver default (libev), and so do
+``lab load``'s Locust workers, which run unpatched with the store calls in native threads. In
+a gevent monkey-patched Locust process the default froze the whole process; there
+:data:`LOCUST_REACTOR` is used (measurements: ``loadgen/README.md``). Nothing is
 imported until a name is asked for: ``gevent`` exists only in scylla-driver <= 3.29.11 and
 ``asyncore`` only on Python < 3.12 (or with the ``pyasyncore`` backport).
 """
@@ -20,7 +21,9 @@ REACTORS: dict[str, tuple[str, str]] = {
     "gevent": ("cassandra.io.geventreactor", "GeventConnection"),
 }
 DEFAULT_REACTOR = None  # the driver's own choice (libev when its C extension is built)
-LOCUST_REACTOR = "asyncore"  # measured under Locust: loadgen/README.md
+# In a gevent-patched Locust process (`lab load --driver gevent`, plain `locust -f`). lab load's
+# default leaves its workers unpatched and keeps the driver default: loadgen/README.md.
+LOCUST_REACTOR = "asyncore"
 
 
 def reactor_class(name: str | None) -> type | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.monkey
 
 from lab.audit import Ack, AckLog, read_acks
 from lab.config import load_config
@@ -56,6 +57,7 @@ class LoadContext:
         self.store: Any = None
         self.connection: Any = None
         self.error: BaseException | None = None
+        self.threadpool: Any = None
         self.templates: tuple = ()
         self.conversations: dict[uuid.UUID, Conversation] = {}
         self.sent: list[tuple[Any, Any]] = []  # recent (request, ack) pairs senders may retry
@@ -123,7 +125,16 @@ class LoadContext:
         from lab.store import MessageStore
 
         self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
-        self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
+        if not gevent.monkey.is_module_patched("threading"):
+            # Locust started with LOCUST_SKIP_MONKEY_PATCH (lab load's default): the driver keeps its
+            # default reactor in a real thread and every store call runs in one of gevent's native
+            # threads, so the store's blocking work (SQLite fsync, crypto) overlaps as in a plain
+            # client. Patched (plain `locust -f`): calls run on the gevent loop, driver on asyncore.
+            self.threadpool = gevent.get_hub().threadpool
+            self.threadpool.maxsize = max(4, -(-self.plan.users // self.plan.workers) + 4)
+            self.connection = connect(self.config, reactor=self.plan.reactor)
+        else:
+            self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
         self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
                                        connection=self.connection)
         self.acks = AckLog(self.acks_path)
@@ -198,7 +209,10 @@ class LoadContext:
     def write_totals(self) -> None:
         data = {"worker": self.plan.worker_name(), "pid": os.getpid(), "fixed_rate": self.plan.fixed_rate,
                 "written_at": time.time(), "totals": self.recorder.totals_json(),
-                "acks": getattr(getattr(self, "acks", None), "count", 0)}
+                "acks": getattr(getattr(self, "acks", None), "count", 0),
+                "driver": "native-threads" if self.threadpool is not None else "gevent",
+                "reactor": self.connection.cluster.connection_class.__name__
+                if self.connection is not None else None}
         if self.store is not None:
             data["alerts"] = self.store.alerts.snapshot()
             data["requests"] = self.connection.counter.snapshot()

@@ -26,6 +26,7 @@ import random
 import time
 from typing import Any, Callable
 
+import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
@@ -56,7 +57,7 @@ class StoreUser(User):
         self._due: int | None = None
         self._done = False
         self.last_phase = "warmup"
-        time.sleep(self.wait_time())  # monkey-patched: a gevent sleep, killable
+        gevent.sleep(self.wait_time())
 
     def wait_time(self) -> float:
         now = time.perf_counter_ns()
@@ -81,7 +82,10 @@ class StoreUser(User):
         error: BaseException | None = None
         result = None
         try:
-            result = fn(*args, **kwargs)
+            if self.lab.threadpool is not None:  # a native thread runs it; this greenlet waits
+                result = self.lab.threadpool.apply(fn, args, kwargs)
+            else:
+                result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
         end = time.perf_counter_ns()

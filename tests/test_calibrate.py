@@ -28,7 +28,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 # The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
 TINY: dict[str, dict] = {
     "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
-    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 6, "probe_sizes": [],
+    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 4, "probe_sizes": [],
                  "show_progress": False},
     "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
                       "show_progress": False},
@@ -41,6 +41,12 @@ TINY: dict[str, dict] = {
 }
 
 
+# The notebooks that feed appendix-B constants (b_row, in_limit, empty_buckets) plus capacity, which
+# reads this run's b_row. twcs_sstables and grouped_reads only observe (tests/test_notebooks.py runs
+# every notebook): leaving them out keeps this file near two minutes of the CI budget.
+SUITE = ("b_row", "in_limit", "empty_buckets", "capacity")
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results")
@@ -48,17 +54,18 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def run(cluster_config, results):
-    """One calibration of the whole suite (quick mode, TINY parameters), with --propose."""
-    return run_calibration(cluster_config, CalibrationOptions(quick=True, results=results, overrides=TINY,
-                                                              propose=True, progress=False))
+    """One quick calibration (TINY parameters) of SUITE, with --propose."""
+    return run_calibration(cluster_config, CalibrationOptions(
+        quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
+        progress=False))
 
 
 @pytest.fixture(scope="module")
 def failed_run(cluster_config, results):
     """Through the CLI: in_limit succeeds, then grouped_reads raises on an unknown profile."""
     env_home = ["--home", str(cluster_config.lab_home)]
-    params = [f"-p=in_limit.{k}={json.dumps(v)}" for k, v in TINY["in_limit"].items()]
-    params += [f"-p=grouped_reads.{k}={json.dumps(v)}" for k, v in TINY["grouped_reads"].items()]
+    params = [f"--param=in_limit.{k}={json.dumps(v)}" for k, v in TINY["in_limit"].items()]
+    params += [f"--param=grouped_reads.{k}={json.dumps(v)}" for k, v in TINY["grouped_reads"].items()]
     proc = subprocess.run([*LAB, "calibrate", "--quick", "--no-progress", "--notebooks", "in_limit,grouped_reads",
                            *params, "-p", "grouped_reads.profile=no_such_profile", "--results", str(results),
                            *env_home], capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -115,7 +122,8 @@ def test_environment_and_round_trip(run, cluster_config):
 
 def test_every_notebook_left_its_outputs(run):
     cal = run.calibration
-    assert list(cal["notebooks"]) == list(NOTEBOOKS)
+    assert list(cal["notebooks"]) == list(SUITE)
+    assert [n for n in NOTEBOOKS if n in SUITE] == list(SUITE)  # suite order kept
     for name, nb in cal["notebooks"].items():
         assert nb["status"] == "ok", (name, nb.get("error"))
         for key in ("notebook", "html", "values_file"):
@@ -136,6 +144,10 @@ def test_values_match_the_notebooks_own_outputs(run):
                 assert scraps[key] == own[key], (name, key)
     for m in MEASURES:
         c = cal["constants"][m.constant]
+        if m.notebook not in cal["notebooks"]:
+            if not any(o.constant == m.constant and o.notebook in SUITE for o in MEASURES):
+                assert c["notebook"] is None and c["evidence"] == NOT_MEASURED
+            continue
         values = cal["notebooks"][m.notebook]["values"]
         assert c["notebook"] == m.notebook
         if m.measured is not None and values.get(m.measured) is not None:
@@ -233,6 +245,15 @@ def test_failed_notebook_names_notebook_and_cell_and_keeps_partial_results(faile
     assert cal["constants"]["batch_read_in_list_limit"]["notebook"] == "in_limit"
 
 
+def test_a_misspelt_parameter_is_refused_before_a_run_folder_exists(tmp_path):
+    # papermill would inject it and the notebook would silently ignore it
+    proc = subprocess.run([*LAB, "calibrate", "--notebooks", "capacity", "-p", "capacity.tierz=[1]",
+                           "--results", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2
+    assert "notebook capacity has no parameter tierz" in proc.stderr and "tiers" in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def test_runs_never_share_a_folder(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         dirs = list(pool.map(lambda _: new_run_dir(tmp_path), range(64)))
@@ -278,7 +299,7 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     report = run.report_path
     html = report.read_text()
     n_imgs = html.count("<img ")
-    assert n_imgs >= len(NOTEBOOKS)
+    assert n_imgs >= len(SUITE)
     # every <img> decoded by the browser: a copy of the page that reports naturalWidth
     probe = report.with_name("report-probe.html")
     probe.write_text(html.replace("</body>", "<script>window.addEventListener('load',()=>{const i=[...document."

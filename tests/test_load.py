@@ -223,6 +223,7 @@ def test_summary_counts_match_the_audit(load_run):
     assert s["operations"]["send"]["ok"] == acks["measured"]
     assert audit["replays"] == acks["replayed"] >= s["operations"].get("send_retry", {}).get("ok", 0)
     assert s["workers_reporting"] == 2 and all(w["acks"] > 0 for w in s["workers"])
+    assert {w["driver"] for w in s["workers"]} == {"native-threads"}  # lab load's default
 
 
 @pytest.mark.node
@@ -244,6 +245,21 @@ def test_run_writes_every_artifact(load_run):
                  for iv in read_interval_log(p) if iv.tag == "send.service")
     assert logged == send["count"]
     assert json.loads((d / "parameters.json").read_text())["cluster"]["password"] in (None, "***")
+
+
+@pytest.mark.node
+def test_gevent_driver_mode_also_audits_clean(cluster_config, connection, tmp_path):
+    """The fallback: patched Locust, store calls on the gevent loop (asyncore reactor)."""
+    keyspace = f"loadtest_{uuid.uuid4().hex[:10]}"
+    try:
+        result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+            profile="send_only", users=4, duration_seconds=2, seed_size="tiny", native_threads=False,
+            results=tmp_path))
+        s = result.summary
+        assert s["audit"]["ok"] and s["audit"]["acked"] == s["acks"]["total_new"] > 0
+        assert [(w["driver"], w["reactor"]) for w in s["workers"]] == [("gevent", "AsyncoreConnection")]
+    finally:
+        connection.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 @pytest.mark.node

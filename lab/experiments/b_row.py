@@ -1,11 +1,13 @@
 """b_row: bytes on disk per message row, per table, with and without compression (design §7, §9).
 
-Method. For each repeat (a fresh dataset: same profile, seed + repeat) and each compression
-setting, the rows are written to message_record / message_index / client_dedup exactly as the
-store encodes them (``RecordLoader``), the keyspace is flushed and each table major-compacted
-to one SSTable, and the admin adapter's live disk bytes (every SSTable component: Data,
-Index, Filter, Statistics, ...) are divided by the rows written. Between repeats the tables are
-truncated. The design's 600 B is compared with the mean and its Student-t interval.
+Method. For each repeat (a fresh dataset: same profile, seed + repeat) the rows are written to
+message_record / message_index / client_dedup exactly as the store encodes them
+(``RecordLoader``), the keyspace is flushed and each table major-compacted to one SSTable, and
+the admin adapter's live disk bytes (every SSTable component: Data, Index, Filter,
+Statistics, ...) are divided by the rows written. Then each further compression setting is
+applied in place (``ALTER TABLE ... WITH compression``, and a major compaction rewrites the
+SSTable with it) and measured again: same rows, each written once. Between repeats the tables
+are truncated. The design's 600 B is compared with the mean and its Student-t interval.
 
 Partition size: ``partition_rows`` rows (4096 in a full run) written into one seq_bucket
 partition, flushed and compacted: bytes per row of that partition times 4096, next to the
@@ -14,7 +16,7 @@ design's 4096 x 600 B ~= 2.4 MB and the server's own partition-size histogram.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,7 +54,7 @@ class Result:
     per_repeat: pd.DataFrame      # repeat x compression x table
     summary: pd.DataFrame         # compression x table: mean, CI
     partition: pd.DataFrame       # compression: partition measurements
-    keyspaces: dict[str, str] = field(default_factory=dict)
+    keyspace: str | None = None   # kept on the server (keep_keyspaces): the last repeat, last compression
 
     def b_row(self, table: str = "message_record", compression: str | None = None) -> pd.Series:
         compression = compression or self.params.compressions[0]
@@ -61,7 +63,8 @@ class Result:
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"design_b_row_bytes": self.design_b_row_bytes, "rows_per_repeat": self.params.rows,
                                "repeats": self.params.repeats, "profile": self.params.profile,
-                               "compressions": list(self.params.compressions), "keyspaces": self.keyspaces}
+                               "compressions": list(self.params.compressions), "keyspace": self.keyspace,
+                               "final_compression": self.params.compressions[-1]}
         for r in self.summary.itertuples():
             key = f"{r.table}_{r.compression}"
             out[f"b_row_{key}_bytes"] = r.b_row_mean_bytes
@@ -91,8 +94,9 @@ def _truncate(lab: Lab, keyspace: str) -> None:
         lab.connection.execute(f"TRUNCATE {keyspace}.{table}")
 
 
-def _measure(lab: Lab, keyspace: str, tables: tuple[str, ...]) -> dict[str, Any]:
-    lab.admin.flush(keyspace)
+def _measure(lab: Lab, keyspace: str, tables: tuple[str, ...], *, flush: bool) -> dict[str, Any]:
+    if flush:
+        lab.admin.flush(keyspace)
     out = {}
     for table in tables:
         lab.admin.compact(keyspace, table)
@@ -120,38 +124,38 @@ def _trace_partition(lab: Lab, keyspace: str, part: pd.DataFrame) -> tuple[int, 
     return len(rows), summary.tombstones_read
 
 
+def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...] = TABLES) -> None:
+    options = ", ".join(f"'{k}': '{v}'" for k, v in COMPRESSION[comp].items())
+    for table in tables:
+        lab.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH compression = {{{options}}}")
+    lab.connection.wait_schema_agreement()
+
+
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+    """One keyspace: each load is measured under the first compression setting, then the
+    table is re-compressed in place (ALTER + major compaction rewrites the SSTable) for the
+    others, so every setting measures the very same rows and each row is written once."""
     width = constants.message_seq_bucket_width
     rows_out: list[dict[str, Any]] = []
     partition_out: list[dict[str, Any]] = []
-    keyspaces: dict[str, str] = {}
-    stores = {}
-    import contextlib
-
-    with contextlib.ExitStack() as stack:
-        for comp in params.compressions:
-            ks = scratch_name(f"brow_{comp}")
-            keyspaces[comp] = ks
-            stores[comp] = stack.enter_context(scratch_store(lab, ks, constants=constants, keep=params.keep_keyspaces))
-            options = ", ".join(f"'{k}': '{v}'" for k, v in COMPRESSION[comp].items())
-            for table in TABLES:
-                lab.connection.execute(f"ALTER TABLE {ks}.{table} WITH compression = {{{options}}}")
-        lab.connection.wait_schema_agreement()
+    ks = scratch_name("brow")
+    first = params.compressions[0]
+    with scratch_store(lab, ks, constants=constants, keep=params.keep_keyspaces) as store:
+        loaded: list[bool] = []
 
         def load_and_measure(messages: pd.DataFrame, seed: int, desc: str, tables: tuple[str, ...],
                              dedup: bool = True) -> dict[str, dict[str, Any]]:
-            measured = {}
-            for comp, store in stores.items():
-                if measured_once:
-                    _truncate(lab, keyspaces[comp])
-                RecordLoader(store, dedup=dedup).load(messages, seed=seed, show_progress=params.show_progress,
-                                                      desc=f"{desc} ({comp})")
-                measured[comp] = _measure(lab, keyspaces[comp], tables)
-            measured_once.append(True)
+            if loaded:
+                _truncate(lab, ks)
+            _set_compression(lab, ks, first)
+            RecordLoader(store, dedup=dedup).load(messages, seed=seed, show_progress=params.show_progress, desc=desc)
+            loaded.append(True)
+            measured = {first: _measure(lab, ks, tables, flush=True)}
+            for comp in params.compressions[1:]:
+                _set_compression(lab, ks, comp, tables)
+                measured[comp] = _measure(lab, ks, tables, flush=False)
             return measured
 
-        measured_once: list[bool] = []
-        # the partition first, so the last repeat's rows stay on disk for cross-checks
         if params.partition_rows > 0:
             base = generate(params.profile, size=min(params.partition_rows, max(params.rows, 100)),
                             seed=params.seed, bucket_width=width).messages
@@ -159,19 +163,19 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                          conversation_id=str(uuid.uuid4()), bucket_width=width)
             measured = load_and_measure(part, params.seed, f"partition {params.partition_rows} rows",
                                         ("message_record",), dedup=False)
+            rows_read, tombstones = _trace_partition(lab, ks, part)
             for comp, m in measured.items():
                 rec = m["message_record"]
                 per_row = rec["live_disk_bytes"] / params.partition_rows
-                rows_read, tombstones = _trace_partition(lab, keyspaces[comp], part)
                 partition_out.append({
-                    "rows_read": rows_read, "tombstone_cells_read": tombstones,
-                    "tombstone_cells_per_row": tombstones / rows_read if rows_read else float("nan"),
                     "compression": comp, "rows": params.partition_rows, "live_disk_bytes": rec["live_disk_bytes"],
                     "bytes_per_row": per_row, "bytes_at_width": per_row * width,
                     "histogram_max_partition_bytes": rec["max_partition_bytes"] or 0,
-                    "design_bytes_at_width": width * constants.b_row_bytes})
+                    "design_bytes_at_width": width * constants.b_row_bytes, "rows_read": rows_read,
+                    "tombstone_cells_read": tombstones,
+                    "tombstone_cells_per_row": tombstones / rows_read if rows_read else float("nan")})
 
-        for repeat in range(params.repeats):
+        for repeat in range(params.repeats):  # the last repeat's rows stay on disk (cross-checks)
             seed = params.seed + repeat
             messages = generate(params.profile, size=params.rows, seed=seed, bucket_width=width).messages
             measured = load_and_measure(messages, seed, f"repeat {repeat + 1}/{params.repeats}", TABLES)
@@ -195,7 +199,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "design_b_row_bytes": constants.b_row_bytes if table == "message_record" else np.nan})
     return Result(params=params, design_b_row_bytes=constants.b_row_bytes, bucket_width=width,
                   per_repeat=per_repeat, summary=pd.DataFrame(summary_rows), partition=pd.DataFrame(partition_out),
-                  keyspaces=keyspaces if params.keep_keyspaces else {})
+                  keyspace=ks if params.keep_keyspaces else None)
 
 
 def conclusion(result: Result) -> str:
