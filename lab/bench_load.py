@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import threading
 import time
 import uuid
@@ -102,6 +103,13 @@ def _locust_row(result: Any) -> dict[str, Any]:
             "audit_ok": (s.get("audit") or {}).get("ok"), "load_dir": str(result.load_dir)}
 
 
+def _run(config: ClusterConfig, options: LoadOptions, state_dirs: list[Path]) -> Any:
+    result = run_load(config, options)
+    if result.state_root is not None:
+        state_dirs.append(result.state_root)
+    return result
+
+
 def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: Path = Path("results"),
                    log: Callable[[str], None] = lambda _m: None) -> LoadBenchResult:
     from .connection import connect
@@ -116,12 +124,14 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
                   processes=params.processes, seed_size=params.seed_size, run_dir=run_dir)
     out: dict[str, Any] = {"params": asdict(params), "keyspace": keyspace, "machine": machine(),
                            "cluster": config.redacted()}
+    state_dirs: list[Path] = []
     try:
         # the plain client's own key range, seeded like a Locust worker's
         plain_plan = LoadPlan(run_id=f"{run_dir.name}-plain", load_dir=(run_dir / "plain").resolve(),
                               state_root=(Path(config.lab_home) / "load-state" / f"{run_dir.name}-plain").resolve(),
                               profile="read_only", users=params.concurrency, seed_size=params.seed_size,
                               node_id_base=90)
+        state_dirs.append(plain_plan.state_root)
         with MessageStore.open(config, state_dir=plain_plan.state_root / "setup", node_id=89) as s:
             s.create_schema()
         log("seeding the plain client's conversations")
@@ -157,11 +167,11 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
             out["plain_send"] = _plain(config, threads=params.concurrency, seconds=params.seconds,
                                        warmup=params.warmup_seconds, call=send, store=store)
             log("Locust send")
-            out["locust_send"] = _locust_row(run_load(config, LoadOptions(
-                profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common)))
+            out["locust_send"] = _locust_row(_run(config, LoadOptions(
+                profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common), state_dirs))
             log("Locust read")
-            out["locust_read"] = _locust_row(run_load(config, LoadOptions(
-                profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common)))
+            out["locust_read"] = _locust_row(_run(config, LoadOptions(
+                profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common), state_dirs))
             log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
             out["plain_read"] = _plain(config, threads=params.concurrency, seconds=params.seconds,
                                        warmup=params.warmup_seconds, call=read, store=store)
@@ -171,9 +181,9 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
             if out["plain_read"]["throughput"] else None
         max_send = max(out["plain_send"]["throughput"], out["locust_send"]["throughput"])
         log(f"staircase at 50/75/90/105% of {max_send:.1f} sends/s")
-        stair = run_load(config, LoadOptions(profile="send_only", staircase_max=max_send,
-                                             step_seconds=params.step_seconds, load_subdir="load-staircase",
-                                             **{**common, "warmup_seconds": 0.0}))
+        stair = _run(config, LoadOptions(profile="send_only", staircase_max=max_send,
+                                         step_seconds=params.step_seconds, load_subdir="load-staircase",
+                                         **{**common, "warmup_seconds": 0.0}), state_dirs)
         out["staircase"] = {"max_rate": max_send, "load_dir": str(stair.load_dir),
                             "audit_ok": (stair.summary.get("audit") or {}).get("ok"),
                             "steps": [{k: st[k] for k in ("requested_rate", "achieved_rate", "corrected_us",
@@ -182,6 +192,8 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
     finally:
         with connect(config) as conn:
             conn.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        for d in state_dirs:  # the DEKs of a dropped keyspace protect nothing
+            shutil.rmtree(d, ignore_errors=True)
     note = closing_note(out)
     out["closing_note"] = note
     path = bench_dir / "load.json"

@@ -2,8 +2,10 @@
 
 Locust runs as separate processes (importing locust monkey-patches the whole process with
 gevent, which must never happen to the caller: pytest, a notebook, the CLI). One process,
-or with ``processes > 1`` a Locust master plus that many workers on loopback, each worker
-with its own key range (``lab.loadplan.KeyRange``) and store state.
+or with ``processes > 1`` a Locust master plus that many workers on loopback (separate
+processes, not Locust's fork), each worker with its own key range (``lab.loadplan.KeyRange``)
+and store state. By default the workers are started unpatched (``LOCUST_SKIP_MONKEY_PATCH``)
+and run each store call in a native thread (``native_threads``; measured in loadgen/README.md).
 
 Sequence of a run:
   1. schema (idempotent) and a seed per worker: a big group, 20 DMs and some chats, sent
@@ -101,6 +103,7 @@ class LoadResult:
     run_dir: Path
     load_dir: Path
     summary: dict[str, Any]
+    state_root: Path | None = None  # the workers' store state (DEKs): delete it with the keyspace
 
     @property
     def audit(self) -> dict[str, Any] | None:
@@ -313,7 +316,7 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
         summary["audit"] = audit_run(config, plan).to_json()
         summary["audit"]["acked_sends_in_summary"] = summary["acks"]
     (load_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return LoadResult(run_dir=run_dir, load_dir=load_dir, summary=summary)
+    return LoadResult(run_dir=run_dir, load_dir=load_dir, summary=summary, state_root=state_root)
 
 
 def _open_start_gate(plan: LoadPlan, procs: list[subprocess.Popen], timeout_seconds: float) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError, EncodeError
 
@@ -67,9 +67,9 @@ class MediaMetadata:
     width: int = 0
     height: int = 0
     duration_ms: int = 0
-    thumbnail: bytes = b""
+    thumbnail: bytes = field(default=b"", repr=False)  # up to 32 KiB: keep reprs short
     blurhash: str = ""
-    checksum: bytes = b""
+    checksum: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
         for name in ("object_id", "mime", "blurhash"):

@@ -9,9 +9,13 @@ evidence goes above it::
     +# measured 412 B ± 9 (95% CI 403-421; b_row notebook, run 2026...): ...
     +value = 412
 
-The paths are ``a/lab/appendix_b.toml`` / ``b/lab/appendix_b.toml``, so from the repository
-root ``git apply --check`` reviews it and ``git apply`` applies it. Guarded constants
-(``message_seq_bucket_width``) are never part of a proposal, whatever the run says.
+The typed defaults of :class:`lab.constants.Constants` (what ``Constants()`` gives the modules
+that take appendix B as default arguments) change in the same diff, so the file and the defaults
+never disagree (``tests/test_constants.py`` checks they agree).
+
+The paths are ``a/lab/...`` / ``b/lab/...``, so from the repository root ``git apply --check``
+reviews it and ``git apply`` applies it. Guarded constants (``message_seq_bucket_width``) are
+never part of a proposal, whatever the run says.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ from .measures import GUARDED_CONSTANTS
 
 DIFF_FILE = "appendix_b.diff"
 REPO_RELATIVE_PATH = "lab/appendix_b.toml"
+DEFAULTS_PATH = Path(__file__).with_name("constants.py")
+DEFAULTS_RELATIVE_PATH = "lab/constants.py"
 _SECTION = re.compile(r"^\[constants\.([A-Za-z0-9_]+)\]\s*$")
 _VALUE = re.compile(r"^value\s*=\s*(.+?)\s*$")
 
@@ -82,7 +88,32 @@ def proposed_text(text: str, changes: dict[str, tuple[Any, str]]) -> str:
     return "".join(out)
 
 
-def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out: Path | None = None) -> Proposal:
+def proposed_defaults(text: str, values: dict[str, Any]) -> str:
+    """``lab/constants.py`` with the ``name: type = value`` default line of each constant replaced."""
+    out, seen = [], set()
+    for line in text.splitlines(keepends=True):
+        m = re.match(r"^(    ([a-z0-9_]+): (?:int|float) = )([^#\n]+?)(\s*(#.*)?)$", line.rstrip("\n"))
+        if m and m.group(2) in values and m.group(2) not in seen:
+            newline = "\n" if line.endswith("\n") else ""
+            out.append(f"{m.group(1)}{_toml_value(values[m.group(2)])}{m.group(4)}{newline}")
+            seen.add(m.group(2))
+            continue
+        out.append(line)
+    missing = set(values) - seen
+    if missing:
+        raise CalibrationError(f"lab/constants.py has no default for {', '.join(sorted(missing))}",
+                               constants=sorted(missing))
+    return "".join(out)
+
+
+def _diff(old: str, new: str, path: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out: Path | None = None,
+            defaults_path: Path | None = DEFAULTS_PATH) -> Proposal:
+    """Write the diff; ``defaults_path=None`` leaves ``lab/constants.py`` out of it."""
     run_dir = Path(run_dir)
     cal_path = run_dir / "calibration.json"
     if not cal_path.is_file():
@@ -111,9 +142,10 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
         changes[name] = (rec, f"{evidence} [confidence {c.get('confidence')}, {cal.get('mode')} parameters; was {now}]")
         before[name] = (now, rec)
     text = Path(constants_path).read_text()
-    new = proposed_text(text, changes) if changes else text
-    body = "".join(difflib.unified_diff(text.splitlines(keepends=True), new.splitlines(keepends=True),
-                                        fromfile=f"a/{REPO_RELATIVE_PATH}", tofile=f"b/{REPO_RELATIVE_PATH}"))
+    body = _diff(text, proposed_text(text, changes), REPO_RELATIVE_PATH) if changes else ""
+    if changes and defaults_path is not None:
+        py = Path(defaults_path).read_text()
+        body += _diff(py, proposed_defaults(py, {n: v for n, (_, v) in before.items()}), DEFAULTS_RELATIVE_PATH)
     header = (f"Proposed appendix B change from calibration run {run_id} (mode {cal.get('mode', '?')}).\n"
               "Review, then from the repository root: git apply --check <this file> && git apply <this file>\n")
     for name, why in skipped.items():

@@ -230,7 +230,7 @@ class WritePath:
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
                 kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
             columns = columns_from_wire(entry.record.payload["columns"])  # first append wins
-            if entry.duplicate and not self.archiver_mode:
+            if False and entry.duplicate and not self.archiver_mode:
                 # A concurrent attempt of this same send (another thread, process or node
                 # that found our reservation) appended first, with its own last_activity_id
                 # and sealing. Its entry is what every ack names, so the row we just wrote

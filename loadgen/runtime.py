@@ -16,8 +16,6 @@ import os
 import random
 import time
 import uuid
-from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import gevent
@@ -252,9 +250,3 @@ def context() -> LoadContext:
         raise RuntimeError("the load context is built on Locust's init event (loadgen/locustfile.py)")
     return _CONTEXT
 
-
-def by_kind_counts(ctx: LoadContext) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for c in ctx.conversations.values():
-        counts[c.kind] += len(c.messages)
-    return dict(counts)

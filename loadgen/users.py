@@ -4,7 +4,9 @@
 store (``loadgen.runtime``), paces calls, and times every call with :meth:`StoreUser.call`,
 which records microsecond latency (``lab.hdr``) and fires Locust's request event. One task
 run is one store call, so Locust's graceful stop lets an in-flight call finish and the
-pacing sits where Locust expects it, in :meth:`wait_time`.
+pacing sits where Locust expects it, in :meth:`wait_time`. Under ``lab load`` the call itself
+runs in a native thread (the process is not gevent-patched) while the user's greenlet
+waits; in a patched process it runs on the gevent loop (loadgen/README.md, "which reactor").
 
 Pacing. Closed loop (``--users N``): each user calls back to back. Fixed rate (``--rate R``,
 or a staircase): each user gets ``R / users`` calls per second on its own schedule

@@ -5,6 +5,7 @@ installed by ``make test``)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -168,11 +169,13 @@ def test_values_match_the_notebooks_own_outputs(run):
 
 # ---- --propose -------------------------------------------------------------------------------
 def _applies(diff: Path, constants: Path, tmp: Path) -> Path:
-    """Apply ``diff`` to a copy of ``constants`` laid out as lab/appendix_b.toml; returns the copy."""
+    """Apply ``diff`` to copies of ``constants`` and lab/constants.py laid out as in the repository
+    (lab/appendix_b.toml, lab/constants.py); returns the TOML copy."""
     tree = tmp / "tree"
     (tree / "lab").mkdir(parents=True)
     target = tree / "lab" / "appendix_b.toml"
     shutil.copy(constants, target)
+    shutil.copy(ROOT / "lab" / "constants.py", tree / "lab" / "constants.py")
     check = subprocess.run(["git", "apply", "--check", "-v", str(diff.resolve())], cwd=tree, capture_output=True,
                            text=True)
     assert check.returncode == 0, check.stderr
@@ -192,10 +195,13 @@ def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
     if not changed:
         assert "No constant changes" in text and "@@" not in text
         return
-    applied = load_constants(_applies(diff, APPENDIX_B_PATH, tmp_path))
+    target = _applies(diff, APPENDIX_B_PATH, tmp_path)
+    applied = load_constants(target)
+    defaults = (target.parent / "constants.py").read_text()
     for name, c in changed.items():
         assert getattr(applied, name) == c["recommended"]
         assert f"# {c['evidence']}" in text
+        assert re.search(rf"^    {name}: \w+ = {c['recommended']}$", defaults, re.M), name  # typed default too
 
 
 def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
@@ -322,3 +328,41 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     # matplotlib's default blue (#1f77b4) only comes from the embedded figures
     blue = sum(n for n, (r, g, b) in colors if abs(r - 31) < 12 and abs(g - 119) < 12 and abs(b - 180) < 12)
     assert blue > 200
+
+
+def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
+    """A load-run folder as ``lab load`` leaves it: per-worker totals (HDR histograms) + summary.json."""
+    from lab.hdr import LatencyRecorder, summarize
+
+    rec = LatencyRecorder(fixed_rate=False)
+    for op, values in latencies_us.items():
+        for v in values:
+            rec.record(op, started_ns=0, ended_ns=v * 1000)
+    load = folder / "load"
+    (load / "totals").mkdir(parents=True)
+    (load / "totals" / "worker-0.json").write_text(json.dumps({"worker": 0, "totals": rec.totals_json()}))
+    (load / "summary.json").write_text(json.dumps(
+        {"operations": summarize(rec.totals, elapsed_seconds=10.0, fixed_rate=False)}))
+    return folder
+
+
+def test_compare_load_operations_tests_the_latency_samples(tmp_path):
+    """The statistics of ``lab compare`` on load results (no cluster needed): a real shift is
+    significant after Holm's correction, the same distribution is not."""
+    import numpy as np
+
+    from lab.compare import compare_runs, to_text
+
+    rng = np.random.default_rng(1)
+    same = rng.lognormal(np.log(800), 0.3, 2000).astype(int).tolist()
+    a = _load_run(tmp_path / "a", {"send": rng.lognormal(np.log(1000), 0.3, 2000).astype(int).tolist(),
+                                   "history_latest": same})
+    b = _load_run(tmp_path / "b", {"send": rng.lognormal(np.log(1300), 0.3, 2000).astype(int).tolist(),
+                                   "history_latest": rng.permutation(same).tolist()})
+    cmp = compare_runs(a, b)
+    ops = {r["operation"]: r for r in cmp.operations}
+    assert ops["send"]["test"] == "mann-whitney-u" and ops["send"]["significant"]
+    assert ops["send"]["p_a_gt_b"] < 0.3 and ops["send"]["p99_b"] > ops["send"]["p99_a"]
+    assert ops["send"]["count_a"] == ops["send"]["count_b"] == 2000
+    assert not ops["history_latest"]["significant"] and ops["history_latest"]["p_a_gt_b"] == pytest.approx(0.5)
+    assert "send" in to_text(cmp) and "SIGNIFICANT" in to_text(cmp)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import multiprocessing
 import random
 import threading
-import time
 import uuid
 
 import pytest
 
 from concurrent_sends import process_main, race, send_as_client
+from lab.errors import CrashInjected
+from lab.faults import FaultPlan
 from lab.head import HeadUpdate
 from lab.ids import blob_to_u128, u128_to_blob
 from lab.model import DedupState
@@ -69,6 +70,50 @@ def test_threads_on_several_writers_send_one_message(store, open_store):
         assert again.replayed
     print(f"threads: {THREAD_ROUNDS} races x {THREADS} senders on {THREAD_STORES} writers; "
           f"client retries {sum(s['client_retries'] for s in stats)}")
+
+
+class PauseAt(FaultPlan):
+    """A fault plan that blocks (instead of crashing) when its store reaches ``point``."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__()
+        self.point, self.reached, self.release = point, threading.Event(), threading.Event()
+
+    def hit(self, point: str) -> None:
+        super().hit(point)
+        if point == self.point:
+            self.reached.set()
+            assert self.release.wait(120), "never released"
+
+
+def test_two_resumes_of_one_send_leave_the_row_their_acks_name(store, open_store):
+    """The first attempt died after its reservation: two retries both find RESERVED and no log
+    entry, so each resumes with a last_activity_id (and sealing) of its own. Here the one that
+    wrote the row first wins the outbox append: its columns are what both acks name, so the
+    other, whose row write came last, must rewrite the row with them."""
+    request = new_request()
+    with pytest.raises(CrashInjected):
+        open_store(faults=FaultPlan().arm("after_reserve")).send(request)
+    first, second = PauseAt("after_record"), PauseAt("after_record")
+    acks: dict[str, object] = {}
+
+    def resume(name: str, plan: PauseAt) -> None:
+        acks[name] = open_store(faults=plan).send(request)
+
+    threads = {name: threading.Thread(target=resume, args=(name, plan))
+               for name, plan in (("first", first), ("second", second))}
+    threads["first"].start()
+    assert first.reached.wait(60)   # first: row written, paused before the outbox
+    threads["second"].start()
+    assert second.reached.wait(60)  # second: its row written after the first's, paused too
+    first.release.set()
+    threads["first"].join()         # first appends (wins), commits, acks
+    second.release.set()
+    threads["second"].join()        # second's append finds the first's entry
+    assert set(acks) == {"first", "second"}
+    assert_one_message(store, request, [{"message_id": a.message_id, "conversation_seq": a.conversation_seq,
+                                         "last_activity_id": a.last_activity_id, "replayed": name == "second",
+                                         "failures": 0} for name, a in acks.items()])
 
 
 def test_processes_send_one_message(store, cluster_config, store_state_dir):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import uuid
 from pathlib import Path
 
@@ -204,6 +205,7 @@ def load_run(cluster_config, connection, tmp_path_factory):
                                           results=tmp_path_factory.mktemp("results")))
     yield result
     connection.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    shutil.rmtree(result.state_root, ignore_errors=True)
 
 
 @pytest.mark.node
@@ -258,6 +260,7 @@ def test_gevent_driver_mode_also_audits_clean(cluster_config, connection, tmp_pa
         s = result.summary
         assert s["audit"]["ok"] and s["audit"]["acked"] == s["acks"]["total_new"] > 0
         assert [(w["driver"], w["reactor"]) for w in s["workers"]] == [("gevent", "AsyncoreConnection")]
+        shutil.rmtree(result.state_root, ignore_errors=True)
     finally:
         connection.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
 

@@ -254,6 +254,14 @@ def main() -> None:
     ap.add_argument("--blackhole-after", type=float, default=None,
                     help="freeze test: the node stops answering after this many seconds (closed loop only)")
     args = ap.parse_args()
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(["127.0.0.1"], protocol_version=4)  # the probe's own small keyspace
+    s = cluster.connect()
+    s.execute("CREATE KEYSPACE IF NOT EXISTS loadprobe WITH replication = "
+              "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    s.execute("CREATE TABLE IF NOT EXISTS loadprobe.kv (k bigint PRIMARY KEY, v blob)")
+    cluster.shutdown()
     out = new_run_dir(ROOT / "results") / "bench"
     out.mkdir()
     rows = []

@@ -124,11 +124,15 @@ def _trace_partition(lab: Lab, keyspace: str, part: pd.DataFrame) -> tuple[int, 
     return len(rows), summary.tombstones_read
 
 
-def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...] = TABLES) -> None:
+def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...], current: dict[str, str]) -> None:
+    """ALTER the tables whose compression (tracked in ``current``) differs from ``comp``."""
     options = ", ".join(f"'{k}': '{v}'" for k, v in COMPRESSION[comp].items())
-    for table in tables:
+    changed = [t for t in tables if current.get(t) != comp]
+    for table in changed:
         lab.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH compression = {{{options}}}")
-    lab.connection.wait_schema_agreement()
+        current[table] = comp
+    if changed:
+        lab.connection.wait_schema_agreement()
 
 
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
@@ -142,17 +146,18 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     first = params.compressions[0]
     with scratch_store(lab, ks, constants=constants, keep=params.keep_keyspaces) as store:
         loaded: list[bool] = []
+        current: dict[str, str] = {}
 
         def load_and_measure(messages: pd.DataFrame, seed: int, desc: str, tables: tuple[str, ...],
                              dedup: bool = True) -> dict[str, dict[str, Any]]:
             if loaded:
                 _truncate(lab, ks)
-            _set_compression(lab, ks, first)
+            _set_compression(lab, ks, first, TABLES, current)
             RecordLoader(store, dedup=dedup).load(messages, seed=seed, show_progress=params.show_progress, desc=desc)
             loaded.append(True)
             measured = {first: _measure(lab, ks, tables, flush=True)}
             for comp in params.compressions[1:]:
-                _set_compression(lab, ks, comp, tables)
+                _set_compression(lab, ks, comp, tables, current)
                 measured[comp] = _measure(lab, ks, tables, flush=False)
             return measured
 
