@@ -191,7 +191,7 @@ def _collect(run_dir: Path, name: str) -> dict[str, Any]:
     }
     try:
         entry["values"] = read_values(folder) if folder.is_dir() else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # values.json missing and scrapbook rejected the partial notebook
         entry["values"] = {}
     conclusion = folder / "conclusion.md"
     entry["conclusion"] = conclusion.read_text().strip() if conclusion.exists() else entry["values"].get("conclusion")

@@ -146,6 +146,7 @@ class Soak:
         self.failed_ops: Counter[str] = Counter()
         self.error_types: dict[str, Counter[str]] = {op: Counter() for op in SOAK_OPERATIONS}
         self.replayed_after_error = 0
+        self.unexpected_errors = 0
         self.batch_missing = 0
         self.audits: list[dict[str, Any]] = []
 
@@ -202,6 +203,10 @@ class Soak:
                 getattr(self, f"_{op}")(rng)
             except LabError as exc:
                 self._count_error(op, type(exc).__name__, failed=True)
+            except Exception as exc:  # a bug, not a cluster condition: counted and fails the run
+                self._count_error(op, f"unexpected {type(exc).__name__}: {exc}"[:200], failed=True)
+                with self._lock:
+                    self.unexpected_errors += 1
             else:
                 with self._lock:
                     self.ok_ops[op] += 1
@@ -372,11 +377,11 @@ class Soak:
             "hidden_by_head": final.get("hidden_by_head"), "replay_mismatches": final.get("replay_mismatches"),
             "recalls": final.get("recalls"), "recalls_lost": final.get("recalls_lost"),
             "sends_failed": self.failed_ops["send"], "replayed_after_error": self.replayed_after_error,
-            "batch_missing": self.batch_missing,
+            "batch_missing": self.batch_missing, "unexpected_errors": self.unexpected_errors,
             "audits_run": len(self.audits), "audits_failed": sum(1 for a in self.audits if "error" in a),
             "audits": self.audits,
             "alerts": self.store.alerts.snapshot(),
-            "ok": clean and self.batch_missing == 0,
+            "ok": clean and self.batch_missing == 0 and self.unexpected_errors == 0,
         }
 
 

@@ -29,6 +29,10 @@ A retry whose reservation exists:
   already holds the entry (death after step 4) its sealed columns are written, so the log
   and the row agree byte for byte. Nothing was acked yet, so the resumed attempt may pick a
   fresh last_activity_id when no entry exists.
+- Attempts racing (two resumes, or a resume beside a first attempt still in flight, from
+  threads or processes sharing the outbox): the first outbox append wins and every ack names its
+  columns; an attempt whose append turned out to be a duplicate rewrites the row with
+  them, so its own earlier row write cannot outlive the winner's (tests/test_concurrency.py).
 
 Retention: the record's TTL is the *remaining* period from the message's created_at
 (equal to the full period on a first attempt), so a resumed send never outlives its class;
@@ -230,7 +234,7 @@ class WritePath:
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
                 kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
             columns = columns_from_wire(entry.record.payload["columns"])  # first append wins
-            if False and entry.duplicate and not self.archiver_mode:
+            if entry.duplicate and not self.archiver_mode:
                 # A concurrent attempt of this same send (another thread, process or node
                 # that found our reservation) appended first, with its own last_activity_id
                 # and sealing. Its entry is what every ack names, so the row we just wrote

@@ -3,7 +3,9 @@
 - Many concurrent sends of one client_message_id, from threads (over several stores, i.e.
   several writers) and from separate processes (each with its own MessageStore on the same
   keyspace and a shared state_dir), yield exactly one message: one LWT winner, every other
-  sender replays the winner's ack, and every table holds that one message once.
+  sender replays the winner's ack, and every table holds that one message once, with the
+  acked last_activity_id (also when two resumes of a crashed send race, made deterministic
+  with a fault plan that pauses instead of crashing).
 - Concurrent conversation_head updates never move latest_conversation_seq backwards: a
   poller reads the head throughout and must only ever see it grow.
 """
