@@ -70,13 +70,6 @@ Call = Callable[[MessageStore, Seeded], Any]
 CASES: list[tuple[str, str, Call, type[LabError]]] = []
 
 
-def case(call: str, name: str, error: type[LabError]) -> Callable[[Call], Call]:
-    def register(fn: Call) -> Call:
-        CASES.append((call, name, fn, error))
-        return fn
-    return register
-
-
 def cases(call: str, error: type[LabError], table: dict[str, Call]) -> None:
     for name, fn in table.items():
         CASES.append((call, name, fn, error))
