@@ -159,11 +159,8 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
            run_id: str, quick: bool) -> dict[str, dict[str, Any]]:
     """``constants.<name>`` of calibration.json for every entry of the constants file.
 
-    ``notebooks`` maps a notebook name to ``{"values": {...}, "dir": Path, "status": ...}``.
-    A constant no notebook measured keeps ``recommended = current``."""
-    by_constant: dict[str, list[Measure]] = {}
-    for m in MEASURES:
-        by_constant.setdefault(m.constant, []).append(m)
+    ``notebooks`` maps a notebook name to ``{"values": {...}, "dir": Path, ...}`` (the notebooks
+    that succeeded). A constant no notebook measured keeps ``recommended = current``."""
     out: dict[str, dict[str, Any]] = {}
     for name, entry in entries.items():
         row: dict[str, Any] = {"current": entry.value, "measured": None, "recommended": entry.value,
@@ -171,41 +168,54 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
                                "figure": None, "notebook": None, "ci_low": None, "ci_high": None,
                                "section": entry.section, "doc": entry.doc, "guarded": name in GUARDED_CONSTANTS,
                                "changed": False}
-        for nb_name, nb in notebooks.items():  # a notebook's own statement wins
-            stated = (nb.get("values") or {}).get("appendix_b", {}).get(name)
-            if isinstance(stated, Mapping) and _num(stated.get("measured")) is not None:
-                _apply(row, entry, stated, notebook=nb_name, folder=nb.get("dir"), run_dir=run_dir,
-                       run_id=run_id, quick=quick, rule="notebook" if "recommended" in stated else "interval",
-                       what=str(stated.get("evidence", "")), figure_stem=stated.get("figure"))
-                break
-        else:
-            for m in by_constant.get(name, ()):
-                nb = notebooks.get(m.notebook)
-                values = (nb or {}).get("values") or {}
-                observed = _observed(m, values, entry.value)
-                if m.measured is None and observed:
-                    row.update({"notebook": m.notebook, "rule": m.rule,
-                                "evidence": f"observed in {m.notebook} notebook, run {run_id}: {m.what}; {observed}",
-                                "figure": _figure(nb.get("dir"), m.figure, run_dir)})
+        ctx = {"run_dir": run_dir, "run_id": run_id, "quick": quick}
+        if not _from_statement(row, entry, notebooks, ctx):
+            for m in (m for m in MEASURES if m.constant == name):
+                if _from_measure(row, entry, m, notebooks.get(m.notebook), ctx):
                     break
-                if m.measured is None or _num(values.get(m.measured)) is None:
-                    if m.measured in values:  # it ran and decided nothing (e.g. no IN size met the budget)
-                        row.update({"notebook": m.notebook, "rule": m.rule,
-                                    "figure": _figure(nb.get("dir"), m.figure, run_dir),
-                                    "evidence": f"{m.notebook} notebook, run {run_id}, gave no value for "
-                                                f"{m.measured} ({m.what}); {observed or 'nothing observed'}"})
-                        break
-                    continue
-                stated = {"measured": values[m.measured],
-                          "ci_low": values.get(m.ci[0]) if m.ci else None,
-                          "ci_high": values.get(m.ci[1]) if m.ci else None,
-                          "recommended": values.get(m.recommended) if m.recommended else None}
-                what = m.what + (f"; {observed}" if observed else "")
-                _apply(row, entry, stated, notebook=m.notebook, folder=nb.get("dir"), run_dir=run_dir,
-                       run_id=run_id, quick=quick, rule=m.rule, what=what, figure_stem=m.figure)
-                break
         out[name] = row
     return out
+
+
+def _from_statement(row: dict[str, Any], entry: Constant, notebooks: Mapping[str, Mapping[str, Any]],
+                    ctx: dict[str, Any]) -> bool:
+    """A notebook's own ``values["appendix_b"][<constant>]`` (wins over :data:`MEASURES`)."""
+    for nb_name, nb in notebooks.items():
+        stated = ((nb.get("values") or {}).get("appendix_b") or {}).get(entry.name)
+        if isinstance(stated, Mapping) and _num(stated.get("measured")) is not None:
+            _apply(row, entry, stated, notebook=nb_name, folder=nb.get("dir"),
+                   rule="notebook" if "recommended" in stated else "interval",
+                   what=str(stated.get("evidence", "")), figure_stem=stated.get("figure"), **ctx)
+            return True
+    return False
+
+
+def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[str, Any] | None,
+                  ctx: dict[str, Any]) -> bool:
+    """Fill ``row`` from one :class:`Measure`; False when its notebook did not run or record it."""
+    values = (nb or {}).get("values") or {}
+    folder = (nb or {}).get("dir")
+    observed = _observed(m, values, entry.value)
+    where = f"{m.notebook} notebook, run {ctx['run_id']}"
+    if m.measured is None:  # observed, not measured
+        if not observed:
+            return False
+        row.update({"notebook": m.notebook, "rule": m.rule, "evidence": f"observed in {where}: {m.what}; {observed}",
+                    "figure": _figure(folder, m.figure, ctx["run_dir"])})
+        return True
+    if _num(values.get(m.measured)) is None:
+        if m.measured not in values:
+            return False
+        # it ran and decided nothing (e.g. no IN size met the p99 budget)
+        row.update({"notebook": m.notebook, "rule": m.rule, "figure": _figure(folder, m.figure, ctx["run_dir"]),
+                    "evidence": f"{where} gave no value for {m.measured} ({m.what}); {observed or 'nothing observed'}"})
+        return True
+    stated = {"measured": values[m.measured],
+              "ci_low": values.get(m.ci[0]) if m.ci else None, "ci_high": values.get(m.ci[1]) if m.ci else None,
+              "recommended": values.get(m.recommended) if m.recommended else None}
+    _apply(row, entry, stated, notebook=m.notebook, folder=folder, rule=m.rule,
+           what=m.what + (f"; {observed}" if observed else ""), figure_stem=m.figure, **ctx)
+    return True
 
 
 def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, notebook: str, folder: Path | None,

@@ -31,6 +31,8 @@ JMX_PORT_BASE = 7199
 START_TIMEOUT_SECONDS = 180.0
 STOP_TIMEOUT_SECONDS = 45.0
 DEFAULT_HEAP = "1G"
+SINGLE_NODE_RING_DELAY_MS = 1000
+CLUSTER_RING_DELAY_MS = 8000
 POM_PATH = Path(__file__).with_name("node") / "pom.xml"
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
 NODETOOL_CLASS = "org.apache.cassandra.tools.NodeTool"
@@ -197,7 +199,10 @@ class EmbeddedCluster:
             f"-Dlogback.configurationFile={conf / 'logback.xml'}",
             f"-Dcassandra.jmx.local.port={jmx_port}",
             "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-            "-Dcassandra.ring_delay_ms=1000",
+            # the ring delay also bounds a joining node's gossip shadow round: on a loaded
+            # 2-core machine a seed can take longer than 1 s to answer ("Unable to gossip
+            # with any peers"), so clusters wait longer; a single node has no peers to wait for
+            f"-Dcassandra.ring_delay_ms={SINGLE_NODE_RING_DELAY_MS if self.options.nodes == 1 else CLUSTER_RING_DELAY_MS}",
             "-Dcassandra.superuser_setup_delay_ms=0",
             "-Dcassandra.consistent.rangemovement=false",
             f"-Djna.tmpdir={node_dir / 'tmp'}",

@@ -138,8 +138,13 @@ def _environment(env: Mapping[str, Any]) -> str:
                         f"Python {machine.get('python')}"),
             ("git commit", f"{env.get('git_commit')}{' (uncommitted changes)' if env.get('git_dirty') else ''}")]
     body = table(["", ""], [[esc(k), esc(v)] for k, v in rows])
-    for key in ("parameters", "cluster"):
-        body += f"<h3>{key}</h3><pre>{esc(json.dumps(env.get(key), indent=1, default=str))}</pre>"
+    params = dict(env.get("parameters") or {})
+    per_notebook = params.pop("notebooks", {}) or {}
+    compact = lambda v: esc(json.dumps(v, default=str))  # noqa: E731
+    body += "<h3>parameters</h3>" + table(["", ""], [[esc(k), f"<code>{compact(v)}</code>"] for k, v in params.items()]
+                                         + [[f"notebook {esc(k)}", f"<code>{compact(v)}</code>"]
+                                            for k, v in per_notebook.items()])
+    body += f"<h3>cluster</h3><p><code>{compact(env.get('cluster'))}</code></p>"
     return body
 
 

@@ -51,19 +51,9 @@ LOAD_MAX_OPERATIONS = 3000
 AUDIT_INTERVAL_SECONDS = 6.0
 REJOIN_TIMEOUT_SECONDS = 120.0
 REJOIN_POLL_SECONDS = 0.5
-# lab.node starts nodes with a 1 s ring delay, which also bounds a joining node's gossip
-# shadow round: on a loaded 2-core machine the seed can take longer than that to answer,
-# and the joining node dies with "Unable to gossip with any peers". This cluster waits longer.
-RING_DELAY_MS = 8000
 
 FIGURES: dict[str, dict] = {}
 SOAKS: dict[str, Soak] = {}
-
-
-class PatientCluster(EmbeddedCluster):
-    def java_command(self, java, node_dir, jmx_port):
-        return [f"-Dcassandra.ring_delay_ms={RING_DELAY_MS}" if arg.startswith("-Dcassandra.ring_delay_ms=") else arg
-                for arg in super().java_command(java, node_dir, jmx_port)]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +62,7 @@ def cluster3(tmp_path_factory, lab_home):
     home = tmp_path_factory.mktemp("cluster3") / "home"
     (home / "jars" / jars.parent.name).mkdir(parents=True)
     (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
-    cluster = PatientCluster(NodeOptions(home=home, nodes=3, first_address=FIRST_ADDRESS,
+    cluster = EmbeddedCluster(NodeOptions(home=home, nodes=3, first_address=FIRST_ADDRESS,
                                          jmx_port_base=JMX_PORT_BASE, heap=HEAP))
     try:
         t0 = time.monotonic()
