@@ -14,9 +14,9 @@ from typing import Any, Iterator, Sequence
 
 from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure, ConsistencyLevel,
                        DriverException, FunctionFailure, InvalidRequest as _InvalidRequest,
-                       OperationTimedOut, ReadFailure, ReadTimeout, RequestExecutionException,
+                       OperationTimedOut, ReadFailure, RequestExecutionException,
                        RequestValidationException, Timeout, Unauthorized,
-                       Unavailable as _Unavailable, UnsupportedOperation, WriteFailure, WriteTimeout)
+                       Unavailable as _Unavailable, UnsupportedOperation, WriteFailure)
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable,
                                Session)

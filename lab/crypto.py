@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -41,6 +41,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .constants import Constants
+from .sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from .errors import CryptoError, DecryptError, KeyDestroyed, ValidationError
 from .ids import DEK_KEY_VERSION_MAX, DekId, check_bigint, parse_uuid
 
@@ -55,8 +56,6 @@ NONCE_BYTES = 12
 TAG_BYTES = 16
 KEY_SCOPE_CONVERSATION = "conversation"
 DEFAULT_DEK_CACHE_TTL_SECONDS = _DEFAULTS.dek_cache_ttl_seconds
-SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
-_WAL_RETRY_SECONDS = 0.01
 # Expired cache entries are dropped lazily; past this size a sweep keeps memory bounded by
 # the keys used within one TTL.
 _DEK_CACHE_SWEEP_ENTRIES = 10_000
@@ -162,51 +161,15 @@ class LocalKeyStore(KeyStore):
     def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS) -> None:
         self.path = str(path)
         self._busy_timeout_seconds = busy_timeout_seconds
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
-        with self._session():
-            pass
+        self._db = SqliteFile(path, schema=_SCHEMA, error=CryptoError, what="key store",
+                              busy_timeout_seconds=busy_timeout_seconds, secure_delete=True, private=True)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
 
-    @contextlib.contextmanager
-    def _session(self) -> Iterator[sqlite3.Connection]:
+    def _session(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """The connection under the lock; SQLite failures surface as CryptoError."""
-        with self._lock:
-            try:
-                yield self._connection()
-            except sqlite3.Error as exc:
-                raise CryptoError(f"key store {self.path!r}: {exc}", path=self.path) from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        # A connection must not cross fork(): a child process opens its own.
-        if self._conn is None or self._pid != os.getpid():
-            if self.path != ":memory:" and not os.path.exists(self.path):
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_seconds,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA secure_delete = ON")
-            if self.path != ":memory:":
-                self._enable_wal(conn)
-            conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
-
-    def _enable_wal(self, conn: sqlite3.Connection) -> None:
-        """WAL lets readers run beside a writer of another process. The mode is stored in
-        the file, so only the first opener switches; switching needs an exclusive lock and
-        SQLite reports "locked" at once instead of waiting, hence the retry loop."""
-        deadline = time.monotonic() + self._busy_timeout_seconds
-        while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            try:
-                conn.execute("PRAGMA journal_mode = WAL").fetchall()
-            except sqlite3.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(_WAL_RETRY_SECONDS)
+        return self._db.session()
 
     def _write(self, work: Callable[[sqlite3.Connection], object]) -> object:
         with self._session() as conn:
@@ -297,10 +260,7 @@ class LocalKeyStore(KeyStore):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self._db.close()
 
 
 class InMemoryKeyStore(LocalKeyStore):

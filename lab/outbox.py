@@ -24,16 +24,15 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
-import os
 import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from .errors import OutboxError, ValidationError
 from .ids import check_conversation_seq, parse_uuid
 
@@ -45,8 +44,6 @@ KIND_RECALL = "recall"
 KIND_EDIT = "edit"
 CONTROL_KINDS = (KIND_RECALL, KIND_EDIT)
 RECORD_KINDS = (KIND_MESSAGE, *CONTROL_KINDS)
-SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
-_WAL_RETRY_SECONDS = 0.01
 DEFAULT_READ_LIMIT = 1000
 
 
@@ -156,42 +153,14 @@ class LocalOutbox(Outbox):
     def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS) -> None:
         self.path = str(path)
         self._busy_timeout_seconds = busy_timeout_seconds
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
-        with self._session():
-            pass
+        self._db = SqliteFile(path, schema=_SCHEMA, error=OutboxError, what="outbox",
+                              busy_timeout_seconds=busy_timeout_seconds)
 
     def __repr__(self) -> str:
         return f"LocalOutbox({self.path!r})"
 
-    @contextlib.contextmanager
-    def _session(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._connection()
-            except sqlite3.Error as exc:
-                raise OutboxError(f"outbox {self.path!r}: {exc}", path=self.path) from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        # A SQLite connection must not cross fork(): a child process opens its own.
-        if self._conn is None or self._pid != os.getpid():
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_seconds, isolation_level=None,
-                                   check_same_thread=False)
-            deadline = time.monotonic() + self._busy_timeout_seconds
-            # Switching to WAL needs a moment of exclusivity and fails fast instead of waiting.
-            while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL").fetchall()
-                except sqlite3.OperationalError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(_WAL_RETRY_SECONDS)
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+    def _session(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._db.session()
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
         with self._session() as conn:
@@ -272,10 +241,7 @@ class LocalOutbox(Outbox):
         return 0 if row is None else row[0]
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self._db.close()
 
 
 OUTBOXES: dict[str, type[Outbox]] = {"local": LocalOutbox}

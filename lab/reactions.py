@@ -132,12 +132,12 @@ class Reactions:
             summary_where = ("WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
                              "AND conversation_seq = ?")
             cql, key = {
-                "put": (f"INSERT INTO {{ks}}.message_reaction (tenant_id, conversation_id, conversation_seq, "
-                        f"user_id, reaction_key, created_at) VALUES (?, ?, ?, ?, ?, ?)", ()),
-                "mine": (f"SELECT reaction_key FROM {{ks}}.message_reaction WHERE tenant_id = ? "
-                         f"AND conversation_id = ? AND conversation_seq = ? AND user_id = ?", _REACTION_KEY),
-                "detail": (f"SELECT reaction_key FROM {{ks}}.message_reaction WHERE tenant_id = ? "
-                           f"AND conversation_id = ? AND conversation_seq = ?", ()),
+                "put": ("INSERT INTO {ks}.message_reaction (tenant_id, conversation_id, conversation_seq, "
+                        "user_id, reaction_key, created_at) VALUES (?, ?, ?, ?, ?, ?)", ()),
+                "mine": ("SELECT reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
+                         "AND conversation_id = ? AND conversation_seq = ? AND user_id = ?", _REACTION_KEY),
+                "detail": ("SELECT reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
+                           "AND conversation_id = ? AND conversation_seq = ?", ()),
                 "summary": (f"SELECT conversation_seq, counts, summary_version, updated_at "
                             f"FROM {{ks}}.message_reaction_summary {summary_where}", _SUMMARY_KEY),
                 "cas_first": (f"UPDATE {{ks}}.message_reaction_summary SET counts = counts + ?, "

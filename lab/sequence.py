@@ -18,22 +18,18 @@ same critical section, so within one writer message_id order follows conversatio
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
-import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from .errors import Bit63Violation, InvalidSeq, StoreError, ValidationError
 from .ids import BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, parse_uuid
 
 __all__ = ["Allocation", "SequenceAllocator"]
 
-SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
-_WAL_RETRY_SECONDS = 0.01
 SEQ_MAX = BIT63 - 1  # the largest conversation_seq a signed bigint keeps in unsigned order
 
 _SCHEMA = """
@@ -73,43 +69,17 @@ class SequenceAllocator:
         self.ids = id_generator
         self._busy_timeout_seconds = busy_timeout_seconds
         self._lock = threading.Lock()  # the §5.1 step-2 critical section
-        self._db_lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
         self._windows: dict[tuple[uuid.UUID, uuid.UUID], _Window] = {}
         self.reservations = 0  # windows this instance reserved (tests, benchmarks)
-        with self._session():
-            pass
+        self._db = SqliteFile(path, schema=_SCHEMA, error=StoreError, what="sequence reservations",
+                              busy_timeout_seconds=self._busy_timeout_seconds)
 
     def __repr__(self) -> str:
         return f"SequenceAllocator({self.path!r}, window={self.window})"
 
     # -- durable windows ----------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _session(self) -> Iterator[sqlite3.Connection]:
-        with self._db_lock:
-            try:
-                yield self._connection()
-            except sqlite3.Error as exc:
-                raise StoreError(f"sequence reservations {self.path!r}: {exc}", path=self.path) from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():  # never share a connection across fork()
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_seconds, isolation_level=None,
-                                   check_same_thread=False)
-            deadline = time.monotonic() + self._busy_timeout_seconds
-            while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL").fetchall()
-                except sqlite3.OperationalError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(_WAL_RETRY_SECONDS)
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+    def _session(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._db.session()
 
     def _reserve(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, floor: int = 1) -> _Window:
         """Durably take the next window (starting at >= ``floor``) for this conversation."""
@@ -170,7 +140,4 @@ class SequenceAllocator:
             self._windows[(tenant_id, conversation_id)] = self._reserve(tenant_id, conversation_id, floor=next_seq)
 
     def close(self) -> None:
-        with self._db_lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self._db.close()

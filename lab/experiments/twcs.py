@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
