@@ -172,15 +172,7 @@ class LocalKeyStore(KeyStore):
         return self._db.session()
 
     def _write(self, work: Callable[[sqlite3.Connection], object]) -> object:
-        with self._session() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
+        return self._db.write(work)
 
     @staticmethod
     def _check_not_erased(conn: sqlite3.Connection, key_id: str) -> None:

@@ -163,15 +163,7 @@ class LocalOutbox(Outbox):
         return self._db.session()
 
     def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
-        with self._session() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
+        return self._db.write(work)
 
     @staticmethod
     def _entry(row: tuple, *, duplicate: bool = False) -> OutboxEntry:

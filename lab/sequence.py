@@ -84,24 +84,22 @@ class SequenceAllocator:
     def _reserve(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, floor: int = 1) -> _Window:
         """Durably take the next window (starting at >= ``floor``) for this conversation."""
         key = (str(tenant_id), str(conversation_id))
-        with self._session() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute("SELECT last_reserved FROM seq_window WHERE tenant_id = ? AND conversation_id = ?",
-                                   key).fetchone()
-                first = max((row[0] if row else 0) + 1, floor)
-                if first > SEQ_MAX:
-                    raise Bit63Violation(f"conversation_seq {first} would set bit 63: the conversation's sequence "
-                                         "is exhausted", column="conversation_seq", value=first,
-                                         tenant_id=tenant_id, conversation_id=conversation_id)
-                last = min(first + self.window - 1, SEQ_MAX)
-                conn.execute("INSERT INTO seq_window (tenant_id, conversation_id, last_reserved) VALUES (?, ?, ?) "
-                             "ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET last_reserved = excluded.last_reserved",
-                             (*key, last))
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+
+        def reserve(conn: sqlite3.Connection) -> tuple[int, int]:
+            row = conn.execute("SELECT last_reserved FROM seq_window WHERE tenant_id = ? AND conversation_id = ?",
+                               key).fetchone()
+            first = max((row[0] if row else 0) + 1, floor)
+            if first > SEQ_MAX:
+                raise Bit63Violation(f"conversation_seq {first} would set bit 63: the conversation's sequence "
+                                     "is exhausted", column="conversation_seq", value=first,
+                                     tenant_id=tenant_id, conversation_id=conversation_id)
+            last = min(first + self.window - 1, SEQ_MAX)
+            conn.execute("INSERT INTO seq_window (tenant_id, conversation_id, last_reserved) VALUES (?, ?, ?) "
+                         "ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET last_reserved = excluded.last_reserved",
+                         (*key, last))
+            return first, last
+
+        first, last = self._db.write(reserve)
         self.reservations += 1
         return _Window(next_seq=first, last=last)
 

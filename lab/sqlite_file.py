@@ -14,7 +14,9 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 from .errors import LabError
 
@@ -50,6 +52,19 @@ class SqliteFile:
                 yield self._connection()
             except sqlite3.Error as exc:
                 raise self._error(f"{self._what} {self.path!r}: {exc}", path=self.path) from exc
+
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one transaction holding the database write lock (``BEGIN
+        IMMEDIATE``), so writers of other processes queue instead of interleaving."""
+        with self.session() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
