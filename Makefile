@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --full
 
-.PHONY: setup node report test bench lab stop wipe proto clean
+.PHONY: setup node report test chromium bench lab stop wipe proto clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: node chromium  ## the whole test suite against the real node
 # once (we run as root on the lab machines); a no-op when /usr/bin/chromium exists.
 chromium:
 	@test -x /usr/bin/chromium || { \
-	  (apt-cache show chromium >/dev/null 2>&1 || apt-get update -q) && \
+	  apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 bench: node  ## store benchmark (full write path vs bare LWT, history vs bare SELECT, grouped vs naive); BENCH_ARGS=--quick for < 1 min
