@@ -48,7 +48,7 @@ wipe: stop
 	-$(BIN)/lab node wipe --home $(LAB_HOME)
 
 proto:
-	$(BIN)/python -m lab.proto.generate
+	$(BIN)/python -m lab.store.proto.generate
 
 clean: stop
 	rm -rf $(VENV) $(LAB_HOME)

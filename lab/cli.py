@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import click
 
-from .config import ClusterConfig, load_config
-from .errors import LabError
+from lab.project import RESULTS_DIR
+from lab.cluster.config import ClusterConfig, load_config
+from lab.errors import LabError
 
 DEFAULT_HOME = Path(".lab")
 
@@ -92,7 +93,7 @@ def node() -> None:
 
 
 def _embedded(home: Path, **kw: Any):
-    from .node import EmbeddedCluster, NodeOptions
+    from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 
     return EmbeddedCluster(NodeOptions(home=home, **kw))
 
@@ -117,8 +118,8 @@ def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str 
                tls_keystore_password: str | None, timeout: float, address: str, jmx_port: int,
                tls: bool, secure: bool, role: str) -> None:
     """Resolve the jars (once), start the node(s), wait for CQL, print contact points."""
-    from .node import EmbeddedCluster, NodeOptions
-    from . import security
+    from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+    from lab.cluster.embedded import security
 
     options = NodeOptions(home=home, nodes=int(nodes), heap=heap, auth=auth, first_address=address,
                           jmx_port_base=jmx_port, tls_keystore=Path(tls_keystore) if tls_keystore else None,
@@ -228,8 +229,8 @@ def node_wipe(home: Path) -> None:
 @cluster_options
 def info(home: Path, config: ClusterConfig) -> None:
     """Connect and print the server, its version and the admin adapter chosen."""
-    from .admin import admin_for
-    from .connection import connect
+    from lab.cluster.admin import admin_for
+    from lab.cluster.connection import connect
 
     with connect(config) as conn:
         admin = admin_for(config, conn)
@@ -267,7 +268,7 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
 @click.option("--cell-timeout", type=float, default=None, help="seconds per notebook cell (default: none)")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
@@ -279,7 +280,7 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder."""
-    from .calibrate import CalibrationOptions, propose_from as _propose_from, run_calibration
+    from lab.calibration.run import CalibrationOptions, propose_from as _propose_from, run_calibration
 
     if propose_from is not None:
         diff = _propose_from(propose_from)
@@ -314,7 +315,7 @@ def compare(run_a: Path, run_b: Path, results: Path | None) -> None:
 
     Latencies are tested with a two-sided Mann-Whitney U test on samples (Holm-corrected);
     prints the text table and writes compare-<a>-<b>/index.html."""
-    from .compare import compare_runs, to_text, write_comparison
+    from lab.results.compare import compare_runs, to_text, write_comparison
 
     cmp = write_comparison(compare_runs(run_a, run_b), results or run_a.resolve().parent)
     click.echo(to_text(cmp), nl=False)
@@ -336,7 +337,7 @@ def _seconds(value: str) -> float:
 
 @main.command("load")
 @home_option
-@click.option("--profile", default="chat", show_default=True, help="load profile (loadgen/profiles.toml)")
+@click.option("--profile", default="chat", show_default=True, help="load profile (lab/load/profiles.toml)")
 @click.option("--rate", type=float, default=None, help="fixed rate: total store calls per second (open loop)")
 @click.option("--users", type=int, default=None, help="users (closed loop without --rate)")
 @click.option("--duration", default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
@@ -352,7 +353,7 @@ def _seconds(value: str) -> float:
               "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
 @click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
 @click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
@@ -363,7 +364,7 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
     Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
     omission beside service time), or a staircase with --staircase MAX. Ends with the audit:
     every acknowledged send read back exactly once (lost and duplicates must be 0)."""
-    from .load import LoadOptions, run_load
+    from lab.load.runner import LoadOptions, run_load
 
     if rate is None and users is None and staircase_max is None:
         raise click.UsageError("give --rate R, --users N or --staircase MAX")
@@ -405,7 +406,7 @@ def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyte
 
     Cluster settings reach the notebooks through LAB_* variables (or their `cluster` parameter);
     --home is exported as LAB_HOME so they find the embedded node."""
-    from .notebooks import ensure_kernel, jupyter_command
+    from lab.calibration.notebooks import ensure_kernel, jupyter_command
 
     ensure_kernel()
     argv, env = jupyter_command(home=home, ip=ip, port=jupyter_port, browser=browser, extra=jupyter_args)
@@ -421,14 +422,14 @@ def bench() -> None:
 @bench.command("store")
 @home_option
 @click.option("--quick/--full", default=False, help="quick (under a minute) or full parameters")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -> None:
     """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
     page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios)."""
-    from .bench import BenchParams, run_bench
+    from lab.bench.store import BenchParams, run_bench
 
     result = run_bench(config, BenchParams.preset(quick=quick), results=results,
                        log=lambda msg: click.echo(msg, err=True))
@@ -441,7 +442,7 @@ def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -
 @click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")
 @click.option("--concurrency", type=int, default=None, help="plain client threads = Locust users")
 @click.option("--processes", type=int, default=None, help="Locust worker processes")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,
@@ -450,7 +451,7 @@ def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int 
     throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json."""
     import dataclasses
 
-    from .bench_load import LoadBenchParams, run_load_bench
+    from lab.bench.load import LoadBenchParams, run_load_bench
 
     params = LoadBenchParams.preset(quick=quick)
     changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}
@@ -469,7 +470,7 @@ def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int 
               help="interval of the audits (every acked send readable exactly once)")
 @click.option("--max-operations", type=int, default=None, help="stop after this many operations as well")
 @click.option("--seed", type=int, default=None, help="random seed of the operation mix")
-@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def soak(home: Path, duration: str, threads: int, conversations: int, audit_every: str, max_operations: int | None,
@@ -478,7 +479,7 @@ def soak(home: Path, duration: str, threads: int, conversations: int, audit_ever
 
     Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
     results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
-    from .soak import SoakOptions, run_soak
+    from lab.load.soak import SoakOptions, run_soak
 
     options = SoakOptions(duration_seconds=_seconds(duration), threads=threads, conversations=conversations,
                           audit_interval_seconds=_seconds(audit_every), max_operations=max_operations, seed=seed,

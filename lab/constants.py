@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
+from lab.errors import ConfigError
 
 APPENDIX_B_PATH = Path(__file__).with_name("appendix_b.toml")
 

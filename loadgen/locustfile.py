@@ -1,52 +1,6 @@
-"""The lab's locustfile: ``lab load`` runs it headless; ``locust -f loadgen/locustfile.py`` gives
-the web UI with the same users (export LAB_LOAD_PLAN first, see loadgen/README.md).
+"""The locustfile users run: ``locust -f loadgen/locustfile.py`` (see loadgen/README.md).
 
-User weights come from the plan's load profile; only kinds with a positive weight are
-exposed to Locust. Each process opens its store while this file is imported (before Locust's runner starts),
-reports ready on Locust's ``init`` event, and closes the store (draining the asynchronous
-head updates, writing its totals) when Locust quits.
+The users, shapes and per-process runtime live in :mod:`lab.load.locust`; this file only
+exposes them to Locust, which collects the User and LoadTestShape classes bound here.
 """
-from __future__ import annotations
-
-import os
-
-import gevent
-from locust import events
-from locust.runners import MasterRunner
-
-from lab.loadplan import LoadPlan, load_profile
-from loadgen import runtime
-from loadgen import users as _users
-
-_plan = LoadPlan.from_env(os.environ)
-_profile = load_profile(_plan.profile)
-for _kind, _cls in _users.USER_CLASSES.items():
-    _cls.weight = int(_profile.weights.get(_kind, 0))
-    if _cls.weight > 0:
-        globals()[_cls.__name__] = _cls
-del _kind, _cls  # Locust collects every User class bound in this module: only the weighted ones
-
-if _plan.duration_seconds > 0:  # headless runs end with their stage table; the web UI runs until stopped
-    from loadgen.shapes import StageTableShape  # noqa: F401
-
-
-if os.environ.get("LAB_LOAD_ROLE") != "master":  # the master of a distributed run holds no store
-    runtime.init_context().open()
-
-
-@events.init.add_listener
-def _start(environment, **_kw) -> None:
-    if not isinstance(environment.runner, MasterRunner) and runtime._CONTEXT is not None:
-        gevent.spawn(runtime._CONTEXT.start)
-
-
-@events.test_stop.add_listener
-def _write_totals(environment, **_kw) -> None:
-    if runtime._CONTEXT is not None and runtime._CONTEXT.store is not None:
-        runtime._CONTEXT.write_totals()
-
-
-@events.quitting.add_listener
-def _close(environment, **_kw) -> None:
-    if runtime._CONTEXT is not None:
-        runtime._CONTEXT.close()
+from lab.load.locust.locustfile import *  # noqa: F401,F403

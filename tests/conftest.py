@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.config import ClusterConfig, load_config
+from lab.cluster.config import ClusterConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ _REPORTS: list[tuple[str, str, Path]] = []
 
 @pytest.fixture(scope="session")
 def results_dir() -> Path:
-    from lab.runs import new_run_dir
+    from lab.results.runs import new_run_dir
 
     return new_run_dir(ROOT / "results", prefix="tests-")
 
@@ -56,7 +56,7 @@ def cluster_config(lab_home: Path) -> ClusterConfig:
 
 @pytest.fixture(scope="session")
 def connection(cluster_config: ClusterConfig):
-    from lab.connection import connect
+    from lab.cluster.connection import connect
 
     conn = connect(cluster_config)
     yield conn
@@ -81,7 +81,7 @@ def scratch_keyspace(connection):
 
 @pytest.fixture(scope="session")
 def admin(cluster_config, connection):
-    from lab.admin import admin_for
+    from lab.cluster.admin import admin_for
 
     return admin_for(cluster_config, connection)
 

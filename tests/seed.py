@@ -3,7 +3,7 @@
 The read side needs shapes the write path cannot make quickly (conversation_seq jumping
 from 1 to 100000, a partition over-full for a narrower bucket width, a head that lags its
 rows), so these helpers encode rows with the store's own record encoder
-(``lab.records.encode_record``) and write them with plain prepared INSERTs.
+(``lab.store.records.encode_record``) and write them with plain prepared INSERTs.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 from cassandra.query import UNSET_VALUE
 
-from lab.ids import MessageIdGenerator, seq_bucket
-from lab.model import MessageType
-from lab.records import MESSAGE_RECORD_COLUMNS, Message, encode_record, record_values
+from lab.store.ids import MessageIdGenerator, seq_bucket
+from lab.store.model import MessageType
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, encode_record, record_values
 
 # A node id no store in the tests uses, so seeded ids never collide with sent ones.
 SEED_NODE_ID = 4242

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import uuid
 
-from lab.ids import seq_bucket
-from lab.schema import TABLE_NAMES
-from lab.write_path import SendRequest
+from lab.store.ids import seq_bucket
+from lab.store.schema import TABLE_NAMES
+from lab.store.write_path import SendRequest
 
 
 def new_request(*, client_message_id: str | None = None, body: bytes = b"hello", **kw) -> SendRequest:

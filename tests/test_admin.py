@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.tracing import summarize, traced
+from lab.cluster.tracing import summarize, traced
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import uuid
 import pytest
 
 from lab.errors import CrashInjected
-from lab.faults import FaultPlan
-from lab.ids import u128_to_blob
-from lab.model import DedupState, MessageState, RetentionClass
-from lab.records import MESSAGE_RECORD_COLUMNS, decode_row
-from lab.retention import RetentionPolicy
+from lab.store.faults import FaultPlan
+from lab.store.ids import u128_to_blob
+from lab.store.model import DedupState, MessageState, RetentionClass
+from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.store.retention import RetentionPolicy
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows
 
 pytestmark = pytest.mark.node
@@ -82,7 +82,7 @@ def test_archiver_rerun_after_crash_writes_the_same_rows(open_store, store, tmp_
     assert restarted.archiver.run_once() == 4  # at-least-once: the batch is written again
     assert _full_rows(store, tenant, conversation, seqs) == first
     # a second consumer group replaying the whole log also leaves the rows as they are
-    from lab.archiver import HistoryArchiver
+    from lab.store.archiver import HistoryArchiver
     assert HistoryArchiver(restarted.ctx, restarted.outbox, group="replay").run_once() == 4
     assert _full_rows(store, tenant, conversation, seqs) == first
 
@@ -121,7 +121,7 @@ def test_recall_before_archive_survives_the_late_archive(open_store, store, tmp_
 def test_archived_rows_carry_no_tombstones(open_store, store, tmp_path):
     """S-6 for the archiver's writes: optional columns left empty must not become tombstone
     cells (a bound null would), so reading the partition scans none."""
-    from lab.tracing import traced
+    from lab.cluster.tracing import traced
 
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     s = open_store(archiver_mode=True, state_dir=tmp_path)

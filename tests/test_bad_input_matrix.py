@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 import pytest
 
-from lab.batch_read import BatchEntry
+from lab.store.batch_read import BatchEntry
 from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidSeq, KeyDestroyed, LabError, NotFound,
                         UnknownEnum, UnknownRetentionClass, ValidationError)
-from lab.ids import BIT63, U128_MAX
-from lab.media import MediaMetadata, MentionTargets
-from lab.model import MessageState
+from lab.store.ids import BIT63, U128_MAX
+from lab.store.media import MediaMetadata, MentionTargets
+from lab.store.model import MessageState
 from lab.store import MessageStore
 from store_checks import new_request, snapshot_tables
 

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from lab.batch_read import BatchEntry, BatchReader, BodyCache
+from lab.store.batch_read import BatchEntry, BatchReader, BodyCache
 from lab.constants import Constants
 from lab.errors import ValidationError
-from lab.records import decode_row
+from lab.store.records import decode_row
 from seed import body_of, insert_messages, new_conversation
 
 pytestmark = pytest.mark.node

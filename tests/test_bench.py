@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from lab.bench import BenchParams, run_bench
+from lab.bench.store import BenchParams, run_bench
 from lab.cli import main
 
 pytestmark = pytest.mark.node

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibrate import CalibrationOptions, run_calibration
+from lab.calibration.run import CalibrationOptions, run_calibration
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
-from lab.measures import MEASURES, NOT_MEASURED
-from lab.notebooks import NOTEBOOKS
-from lab.runs import new_run_dir
+from lab.calibration.measures import MEASURES, NOT_MEASURED
+from lab.calibration.notebooks import NOTEBOOKS
+from lab.results.runs import new_run_dir
 
 pytestmark = pytest.mark.node
 
@@ -207,7 +207,7 @@ def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
 def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
     """The constants file changed since the run: the proposal brings it back to the run's
     recommendation with the evidence line, and never touches message_seq_bucket_width."""
-    from lab.propose import propose
+    from lab.calibration.propose import propose
 
     moved = tmp_path / "appendix_b.toml"
     text = APPENDIX_B_PATH.read_text()
@@ -332,7 +332,7 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
 
 def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
     """A load-run folder as ``lab load`` leaves it: per-worker totals (HDR histograms) + summary.json."""
-    from lab.hdr import LatencyRecorder, summarize
+    from lab.measure.hdr import LatencyRecorder, summarize
 
     rec = LatencyRecorder(fixed_rate=False)
     for op, values in latencies_us.items():
@@ -351,7 +351,7 @@ def test_compare_load_operations_tests_the_latency_samples(tmp_path):
     significant after Holm's correction, the same distribution is not."""
     import numpy as np
 
-    from lab.compare import compare_runs, to_text
+    from lab.results.compare import compare_runs, to_text
 
     rng = np.random.default_rng(1)
     same = rng.lognormal(np.log(800), 0.3, 2000).astype(int).tolist()

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from lab.capacity import (SizingProjection, partition_bytes, project_sizing, resident_bytes, tier_rows,
+from lab.calibration.capacity import (SizingProjection, partition_bytes, project_sizing, resident_bytes, tier_rows,
                           twcs_windows_kept)
 from lab.constants import Constants
 from lab.errors import ValidationError

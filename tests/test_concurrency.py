@@ -20,10 +20,10 @@ import pytest
 
 from concurrent_sends import process_main, race, send_as_client
 from lab.errors import CrashInjected
-from lab.faults import FaultPlan
-from lab.head import HeadUpdate
-from lab.ids import blob_to_u128, u128_to_blob
-from lab.model import DedupState
+from lab.store.faults import FaultPlan
+from lab.store.head import HeadUpdate
+from lab.store.ids import blob_to_u128, u128_to_blob
+from lab.store.model import DedupState
 from store_checks import dedup_row, index_rows, new_request, outbox_messages
 
 pytestmark = pytest.mark.node

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from lab.accounting import classify
-from lab.config import ClusterConfig, load_config
+from lab.cluster.accounting import classify
+from lab.cluster.config import ClusterConfig, load_config
 from lab.errors import ConfigError, ConnectError
 
 
@@ -53,7 +53,7 @@ def test_password_never_in_repr_or_redacted():
 
 
 def test_nothing_listening_is_a_connect_error():
-    from lab.connection import connect
+    from lab.cluster.connection import connect
 
     with pytest.raises(ConnectError, match="is the node running"):
         connect(ClusterConfig(contact_points=("127.0.0.77",), connect_timeout_seconds=2))

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.crypto import (DataKey, Encryptor, InMemoryKeyStore, KeyStore, LocalKeyStore, Sealed, aad,
+from lab.store.crypto import (DataKey, Encryptor, InMemoryKeyStore, KeyStore, LocalKeyStore, Sealed, aad,
                         conversation_dek_key_id, open_keystore)
 from lab.errors import Bit63Violation, CryptoError, DecryptError, KeyDestroyed, ValidationError
-from lab.ids import DekId
+from lab.store.ids import DekId
 
 TENANT = uuid.UUID("11111111-1111-1111-1111-111111111111")
 CONV = uuid.UUID("22222222-2222-2222-2222-222222222222")
@@ -405,7 +405,7 @@ def test_threads_agree_on_one_key(tmp_path):
 
 _CHILD = """
 import json, sys, time, uuid
-from lab.crypto import LocalKeyStore
+from lab.store.crypto import LocalKeyStore
 path, tenant, conv, start = sys.argv[1], uuid.UUID(sys.argv[2]), uuid.UUID(sys.argv[3]), float(sys.argv[4])
 while time.time() < start:
     time.sleep(0.001)

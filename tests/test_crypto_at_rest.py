@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from lab.batch_read import BatchEntry
+from lab.store.batch_read import BatchEntry
 from lab.errors import DecryptError, KeyDestroyed
-from lab.ids import seq_bucket
-from lab.model import RetentionClass
+from lab.store.ids import seq_bucket
+from lab.store.model import RetentionClass
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from lab.errors import CrashInjected, ValidationError
-from lab.faults import CRASH_POINTS, FaultPlan
+from lab.store.faults import CRASH_POINTS, FaultPlan
 
 
 def test_armed_point_fires_then_disarms():
@@ -38,7 +38,7 @@ def test_every_point_the_paths_hit_is_declared():
     import inspect
     import re
 
-    from lab import archiver, head, recall, write_path
+    from lab.store import archiver, head, recall, write_path
     used = set()
     for module in (archiver, head, recall, write_path):
         used |= set(re.findall(r'faults\.hit\("(\w+)"\)', inspect.getsource(module)))

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from lab.admin import CassandraAdmin
+from lab.cluster.admin import CassandraAdmin
 from lab.errors import AdminError
-from lab.jmx import JmxShell
+from lab.cluster.admin.jmx import JmxShell
 
 pytestmark = pytest.mark.node
 

@@ -2,7 +2,7 @@
 headless Locust run against the real node whose summary must match what the audit reads back.
 
 Locust itself never runs inside pytest (importing it monkey-patches the process): the run
-test goes through ``lab.load.run_load``, which starts Locust as separate processes."""
+test goes through ``lab.load.runner.run_load``, which starts Locust as separate processes."""
 from __future__ import annotations
 
 import io
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from lab.audit import Ack, StoredRow, audit_rows, read_acks
-from lab.config import ClusterConfig
-from lab.hdr import (IntervalLogWriter, LatencyRecorder, OpStats, latencies_us, merge_stats, parse_interval_log,
+from lab.load.audit import Ack, StoredRow, audit_rows, read_acks
+from lab.cluster.config import ClusterConfig
+from lab.measure.hdr import (IntervalLogWriter, LatencyRecorder, OpStats, latencies_us, merge_stats, parse_interval_log,
                      percentiles_us, read_interval_log, summarize)
-from lab.load import LoadOptions, _child_env, _locust_cmd, config_env, run_load
-from lab.loadplan import SEED_SHAPES, KeyRange, LoadPlan, load_profiles
-from lab.pacing import FixedRateSchedule, Stage, UserPacer, staircase, stages_from_steps
+from lab.load.runner import LoadOptions, _child_env, _locust_cmd, config_env, run_load
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profiles
+from lab.load.pacing import FixedRateSchedule, Stage, UserPacer, staircase, stages_from_steps
 
 MS = 1_000_000  # ns
 S = 1_000_000_000

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import JavaNotFound, MavenError, NodeDied, PortInUse
-from lab.node import EmbeddedCluster, NodeOptions, _is_our_jvm
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = [sys.executable, "-m", "lab.cli"]
@@ -53,7 +53,7 @@ def test_port_taken_is_explained(tmp_path, lab_home):
 def test_no_java_is_explained(monkeypatch):
     monkeypatch.setenv("JAVA_HOME", "/nonexistent")
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("lab.node.Path.glob", lambda self, pattern: iter(()))
+    monkeypatch.setattr("lab.cluster.embedded.node.Path.glob", lambda self, pattern: iter(()))
     with pytest.raises(JavaNotFound):
         EmbeddedCluster.find_java()
 

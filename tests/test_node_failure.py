@@ -32,10 +32,10 @@ import uuid
 
 import pytest
 
-from lab.config import ClusterConfig
+from lab.cluster.config import ClusterConfig
 from lab.errors import ClusterError
-from lab.node import EmbeddedCluster, NodeOptions, _is_our_jvm
-from lab.soak import Soak, SoakOptions
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
+from lab.load.soak import Soak, SoakOptions
 from lab.store import MessageStore
 
 pytestmark = [pytest.mark.node, pytest.mark.cluster3, pytest.mark.slow]

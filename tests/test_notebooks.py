@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from lab.errors import CalibrationError
-from lab.notebooks import NOTEBOOKS, run_notebook
+from lab.calibration.notebooks import NOTEBOOKS, run_notebook
 
 pytestmark = pytest.mark.node
 

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from lab.errors import ValidationError
-from lab.outbox import LocalOutbox, OutboxRecord, open_outbox
+from lab.store.outbox import LocalOutbox, OutboxRecord, open_outbox
 
 T, C = uuid.UUID(int=1), uuid.UUID(int=2)
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ValidationError
-from lab.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions
-from lab.tracing import traced
+from lab.store.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions
+from lab.cluster.tracing import traced
 
 pytestmark = pytest.mark.node
 
-SOURCE = Path(__file__).resolve().parents[1] / "lab" / "reactions.py"
+SOURCE = Path(__file__).resolve().parents[1] / "lab" / "store" / "reactions.py"
 
 
 def message():

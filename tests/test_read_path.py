@@ -8,7 +8,7 @@ import pytest
 
 from lab.constants import Constants
 from lab.errors import BucketOverflow, ValidationError
-from lab.tracing import traced
+from lab.cluster.tracing import traced
 from seed import body_of, new_conversation
 
 pytestmark = pytest.mark.node

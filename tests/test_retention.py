@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from lab.constants import Constants
 from lab.errors import ConfigError, InvalidId, UnknownRetentionClass, ValidationError
-from lab.retention import (CASSANDRA_MAX_TTL_SECONDS, RetentionClass, RetentionPolicy,
+from lab.store.retention import (CASSANDRA_MAX_TTL_SECONDS, RetentionClass, RetentionPolicy,
                            parse_retention_class)
 
 DAY_S = 86_400

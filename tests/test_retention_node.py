@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from lab.model import RetentionClass
-from lab.records import decode_row
-from lab.retention import RetentionPolicy
+from lab.store.model import RetentionClass
+from lab.store.records import decode_row
+from lab.store.retention import RetentionPolicy
 from store_checks import new_request, record_row, record_rows
 
 pytestmark = pytest.mark.node

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.accounting import classify
-from lab.config import ClusterConfig, load_config
-from lab.connection import connect
+from lab.cluster.accounting import classify
+from lab.cluster.config import ClusterConfig, load_config
+from lab.cluster.connection import connect
 from lab.errors import ConnectError, LabError, RequestError
-from lab.node import EmbeddedCluster, NodeOptions
-from lab.security import (CA_FILENAME, KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME, TLS_DIRNAME,
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.security import (CA_FILENAME, KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME, TLS_DIRNAME,
                           create_role, ensure_tls_material, generate_tls_material)
 
 ROOT = Path(__file__).resolve().parents[1]

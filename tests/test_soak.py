@@ -8,9 +8,9 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from lab.audit import Ack
+from lab.load.audit import Ack
 from lab.cli import main
-from lab.soak import SOAK_OPERATIONS, Soak, SoakOptions
+from lab.load.soak import SOAK_OPERATIONS, Soak, SoakOptions
 
 pytestmark = pytest.mark.node
 

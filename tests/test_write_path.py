@@ -8,13 +8,13 @@ import uuid
 import pytest
 
 from lab.errors import Bit63Violation, CrashInjected
-from lab.faults import FaultPlan
-from lab.head import HeadUpdate
-from lab.ids import BIT63, blob_to_u128, u128_to_blob
-from lab.media import MediaMetadata, MentionTargets
-from lab.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.records import decode_row
-from lab.retention import RetentionPolicy
+from lab.store.faults import FaultPlan
+from lab.store.head import HeadUpdate
+from lab.store.ids import BIT63, blob_to_u128, u128_to_blob
+from lab.store.media import MediaMetadata, MentionTargets
+from lab.store.model import DedupState, MessageState, MessageType, RetentionClass
+from lab.store.records import decode_row
+from lab.store.retention import RetentionPolicy
 from store_checks import (dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows,
                           snapshot_tables)
 

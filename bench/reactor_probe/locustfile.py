@@ -15,8 +15,8 @@ import gevent
 import gevent.event
 from locust import User, constant, events, task
 
-from lab.hdr import LatencyRecorder
-from lab.pacing import FixedRateSchedule
+from lab.measure.hdr import LatencyRecorder
+from lab.load.pacing import FixedRateSchedule
 
 REACTOR = os.environ.get("PROBE_REACTOR", "libev")
 RATE_PER_USER = float(os.environ.get("PROBE_RATE_PER_USER", "0"))  # 0: closed loop

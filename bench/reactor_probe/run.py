@@ -23,9 +23,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from lab.hdr import LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
-from lab.pacing import FixedRateSchedule  # noqa: E402
-from lab.runs import new_run_dir  # noqa: E402
+from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
+from lab.load.pacing import FixedRateSchedule  # noqa: E402
+from lab.results.runs import new_run_dir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"

@@ -1,0 +1,5 @@
+"""Benchmarks: ratios measured on one node in one run, written to ``results/<run-id>/bench/``.
+
+    store   ``lab bench store``: each store path against its bare CQL floor
+    load    ``lab bench load``: ``lab load`` against a plain driver client, then a staircase
+"""

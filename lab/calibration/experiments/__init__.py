@@ -1,0 +1,22 @@
+"""Measurement logic behind the notebooks: one module per notebook.
+
+The notebooks under ``notebooks/`` only set parameters, call one ``run`` here, plot the
+returned tables and print the generated conclusion; everything worth testing lives here.
+
+    notebook                 module          measures
+    b_row.ipynb              b_row           bytes per row on disk per table, with/without compression
+    in_limit.ipynb           in_limit        IN-list latency 1..several hundred, server limit, recommendation
+    empty_buckets.ipynb      empty_buckets   history pages over runs of empty buckets vs the scan limit
+    twcs_sstables.ipynb      twcs_sstables   SSTable counts over simulated weeks for two windows per table
+    grouped_reads.ipynb      grouped_reads   grouped vs naive batch reads (S-1 shapes and mixes)
+    capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing
+"""
+
+NOTEBOOK_MODULES = {
+    "b_row": "lab.calibration.experiments.b_row",
+    "in_limit": "lab.calibration.experiments.in_limit",
+    "empty_buckets": "lab.calibration.experiments.empty_buckets",
+    "twcs_sstables": "lab.calibration.experiments.twcs_sstables",
+    "grouped_reads": "lab.calibration.experiments.grouped_reads",
+    "capacity": "lab.calibration.experiments.capacity",
+}

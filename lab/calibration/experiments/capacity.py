@@ -1,0 +1,121 @@
+"""Capacity with the measured b_row (design §7) and a production sizing projection.
+
+Pure arithmetic over ``lab.calibration.capacity``: no cluster needed. b_row comes from a b_row run
+(``values.json`` of the b_row notebook: the value itself, or a path) and is set next to the
+design's 600 B for each traffic tier: resident bytes, nodes needed on a given disk at a target
+utilization, disk per node, partitions per node, and SSTables per node after a year of TWCS
+windows (per shard on Scylla).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.calibration.capacity import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
+                        DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    b_row_bytes: float | None = None          # measured b_row; None: read b_row_values
+    b_row_values: str | None = None           # path of a b_row run's values.json
+    tiers: tuple[float, ...] = DEFAULT_TIERS_MESSAGES_PER_DAY
+    usable_disk_bytes_per_node: float = 3.84e12
+    target_utilization: float = DEFAULT_TARGET_UTILIZATION
+    messages_per_conversation_day: float = DEFAULT_MESSAGES_PER_CONVERSATION_DAY
+    shards_per_node: int = 1
+    lsm_space_amp: float | None = None        # None: appendix B
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    params: Params
+    b_row_measured_bytes: float | None
+    b_row_source: str
+    design_b_row_bytes: float
+    sizing: pd.DataFrame       # tier x source
+    sensitivity: pd.DataFrame  # b_row sweep at the starter tier
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
+                               "design_b_row_bytes": self.design_b_row_bytes,
+                               "usable_disk_bytes_per_node": self.params.usable_disk_bytes_per_node,
+                               "target_utilization": self.params.target_utilization}
+        for r in self.sizing.itertuples():
+            key = f"{r.source}_{int(r.messages_per_day):d}"
+            out[f"resident_tb_{key}"] = float(r.resident_tb)
+            out[f"nodes_needed_{key}"] = int(r.nodes_needed)
+            out[f"disk_tb_per_node_{key}"] = float(r.disk_bytes_per_node) / BYTES_PER_TB
+            out[f"partitions_per_node_{key}"] = float(r.partitions_per_node)
+            out[f"message_record_sstables_per_node_{key}"] = int(r.message_record_sstables_per_node)
+            out[f"partition_mb_{r.source}"] = float(r.partition_bytes) / 1e6
+        return out
+
+
+def resolve_b_row(b_row_bytes: float | None, values_path: str | Path | None) -> tuple[float | None, str]:
+    """(b_row, where it came from): the parameter, else a b_row run's values.json, else None."""
+    if b_row_bytes is not None:
+        return float(b_row_bytes), "parameter"
+    if values_path is not None and Path(values_path).exists():
+        values = json.loads(Path(values_path).read_text())
+        if values.get("b_row_bytes"):
+            return float(values["b_row_bytes"]), str(values_path)
+    return None, "none (design value only)"
+
+
+def run(params: Params, *, constants: Any) -> Result:
+    measured, source = resolve_b_row(params.b_row_bytes, params.b_row_values)
+    if params.lsm_space_amp is not None:
+        constants = constants.replace(lsm_space_amp=params.lsm_space_amp)
+    rows = []
+    sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
+    for name, b_row in sources:
+        c = constants.replace(b_row_bytes=b_row)
+        for tier in params.tiers:
+            need = project_sizing(constants=c, messages_per_day=tier,
+                                  usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
+                                  target_utilization=params.target_utilization,
+                                  messages_per_conversation_day=params.messages_per_conversation_day,
+                                  shards_per_node=params.shards_per_node)
+            at = project_sizing(constants=c, messages_per_day=tier, node_count=need.nodes_needed,
+                                usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
+                                target_utilization=params.target_utilization,
+                                messages_per_conversation_day=params.messages_per_conversation_day,
+                                shards_per_node=params.shards_per_node)
+            rows.append({"source": name, **at.as_row()})
+    sizing = pd.DataFrame(rows)
+    sweep = np.unique(np.concatenate([np.linspace(200, 4000, 39), [constants.b_row_bytes] + ([measured] if measured else [])]))
+    sensitivity = pd.DataFrame({"b_row_bytes": sweep, "resident_tb": [
+        resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=constants.lsm_space_amp,
+                       replication_factor=constants.replication_factor,
+                       retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
+    return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
+                  design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity)
+
+
+def conclusion(result: Result) -> str:
+    s = result.sizing
+    design = s[s.source == "design"].iloc[0]
+    lines = [f"**Design starter tier** ({design.messages_per_day:.0e} messages/day, b_row {result.design_b_row_bytes:.0f} B, "
+             f"space amp {design.lsm_space_amp}, RF {design.replication_factor}, {design.retention_days:.0f} days): "
+             f"{design.resident_tb:.1f} TB resident (the design's 15.8 TB)."]
+    if result.b_row_measured_bytes:
+        m = s[s.source == "measured"].iloc[0]
+        lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:.0f} B, from {result.b_row_source}): "
+                     f"{m.resident_tb:.1f} TB, {m.resident_tb / design.resident_tb:.2f}x the estimate; one full "
+                     f"partition {m.partition_bytes / 1e6:.2f} MB vs {design.partition_bytes / 1e6:.2f} MB.")
+    else:
+        lines.append("No measured b_row was given: run the b_row notebook first (or pass `b_row_bytes`).")
+    use = "measured" if result.b_row_measured_bytes else "design"
+    for r in s[s.source == use].itertuples():
+        lines.append(f"- {r.messages_per_day:.0e} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** "
+                     f"({r.disk_bytes_per_node / 1e12:.2f} TB each on {result.params.usable_disk_bytes_per_node / 1e12:.2f} TB "
+                     f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
+                     f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of "
+                     "7-day TWCS windows.")
+    return "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])

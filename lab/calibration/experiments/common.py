@@ -1,0 +1,323 @@
+"""What every experiment shares: its output folder, the cluster session, scratch keyspaces,
+bulk loading of workload rows, and small statistics helpers.
+
+Output layout (``results/<run-id>/<notebook>/``): ``values.json`` (every measured value, names
+carrying their unit), ``*.png`` figures, ``*.csv`` + ``*.parquet`` tables. Values are also
+glued with scrapbook when running inside a kernel, so ``scrapbook.read_notebook`` sees them.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.cluster.config import ClusterConfig, load_config
+from lab.constants import Constants, load_constants
+from lab.project import RESULTS_DIR
+from lab.results.runs import new_run_dir
+
+VALUES_FILE = "values.json"
+DEFAULT_LOAD_CONCURRENCY = 64
+FIGURE_DPI = 110
+SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
+SCRAP_VERSION = 1
+KEYSPACE_PREFIX = "lab"
+
+
+# ---- output -------------------------------------------------------------------------------
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        v = float(value)
+        return None if math.isnan(v) else v
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _glue(name: str, value: Any) -> None:
+    """What ``scrapbook.glue(name, value)`` emits (a JSON scrap ``scrapbook.read_notebook``
+    reads back), without importing scrapbook in the kernel: its import pulls jsonschema's
+    format checkers, 5-15 s per notebook on a busy machine."""
+    from IPython.display import display
+
+    payload = {"name": name, "data": value, "encoder": "json", "version": SCRAP_VERSION}
+    display({SCRAP_MIMETYPE: payload}, raw=True, metadata={"scrapbook": {"name": name, "data": True, "display": False}})
+
+
+class Output:
+    """One notebook's result folder. ``value`` rewrites values.json at once, so a notebook that
+    fails half-way still leaves what it measured before failing."""
+
+    def __init__(self, directory: Path | str) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / VALUES_FILE
+        self.values: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+
+    @classmethod
+    def for_notebook(cls, notebook: str, out_dir: str | Path | None = None,
+                     results: Path = RESULTS_DIR) -> "Output":
+        """``out_dir`` as given (papermill runs), else a fresh ``results/<run-id>/<notebook>/``."""
+        return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
+
+    def value(self, name: str, value: Any) -> Any:
+        value = _jsonable(value)
+        self.values[name] = value
+        (self.dir / VALUES_FILE).write_text(json.dumps(self.values, indent=2, sort_keys=True) + "\n")
+        if _in_kernel():
+            _glue(name, value)
+        return value
+
+    def record(self, values: Mapping[str, Any]) -> None:
+        for name, value in values.items():
+            self.value(name, value)
+
+    def table(self, df: pd.DataFrame, name: str) -> Path:
+        df.to_csv(self.dir / f"{name}.csv", index=False)
+        flat = df.copy()
+        for col in flat.columns:  # Parquet wants one type per column
+            if flat[col].dtype == object:
+                flat[col] = flat[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(_jsonable(v)))
+        flat.to_parquet(self.dir / f"{name}.parquet", index=False)
+        return self.dir / f"{name}.csv"
+
+    def figure(self, fig: Any, name: str) -> Path:
+        path = self.dir / f"{name}.png"
+        fig.savefig(path, dpi=FIGURE_DPI, bbox_inches="tight")
+        return path
+
+    def markdown(self, text: str, name: str = "conclusion") -> str:
+        (self.dir / f"{name}.md").write_text(text + "\n")
+        self.value(name, text)
+        return text
+
+
+# ---- cluster ------------------------------------------------------------------------------
+def cluster_config(cluster: Mapping[str, Any] | None = None, config_file: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ClusterConfig:
+    """The notebook's cluster settings: ``cluster`` (ClusterConfig fields) over ``LAB_*``
+    variables of ``env`` (the notebook passes ``os.environ``) over ``config_file``."""
+    env = dict(env or {})
+    flags = {k: v for k, v in dict(cluster or {}).items() if v is not None and k != "password"}
+    if "lab_home" not in flags and env.get("LAB_HOME"):  # what `lab jupyter --home` exports to its kernels
+        flags["lab_home"] = env["LAB_HOME"]
+    return load_config(flags=flags, env=env, toml_path=config_file)
+
+
+def constants_from(path: str | None = None, **overrides: Any) -> Constants:
+    constants = load_constants(Path(path)) if path else load_constants()
+    return constants.replace(**overrides) if overrides else constants
+
+
+@dataclass
+class Lab:
+    """A connection, the admin adapter matching the server, and the config they came from."""
+
+    config: ClusterConfig
+    connection: Any
+    admin: Any
+
+    def close(self) -> None:
+        self.admin.close()
+        self.connection.close()
+
+
+@contextlib.contextmanager
+def open_lab(config: ClusterConfig) -> Iterator[Lab]:
+    from lab.cluster.admin import admin_for
+    from lab.cluster.connection import connect
+
+    conn = connect(config)
+    try:
+        lab = Lab(config=config, connection=conn, admin=admin_for(config, conn))
+    except BaseException:
+        conn.close()
+        raise
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+def scratch_name(experiment: str) -> str:
+    return f"{KEYSPACE_PREFIX}_{experiment}_{uuid.uuid4().hex[:8]}"
+
+
+def drop_keyspace(lab: Lab, keyspace: str) -> None:
+    lab.connection.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+@contextlib.contextmanager
+def scratch_store(lab: Lab, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
+                  state_dir: Path | None = None) -> Iterator[Any]:
+    """A MessageStore on a fresh keyspace with the six tables; dropped afterwards unless ``keep``."""
+    from lab.store import MessageStore
+
+    with contextlib.ExitStack() as stack:
+        if state_dir is None:
+            state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-store-")))
+        store = MessageStore.open(lab.config.replace(keyspace=keyspace), constants=constants,
+                                  state_dir=state_dir, connection=lab.connection)
+        stack.callback(store.close)
+        try:
+            store.create_schema()
+            yield store
+        finally:
+            if not keep:
+                drop_keyspace(lab, keyspace)
+
+
+# ---- loading ------------------------------------------------------------------------------
+def progress(iterable: Iterable[Any], *, total: int | None = None, desc: str = "", enabled: bool = True) -> Iterable[Any]:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, mininterval=0.5)
+
+
+class RecordLoader:
+    """Bulk-writes workload rows at their own coordinates the way the store's write paths do:
+    ``lab.store.records.encode_record`` (sealed with the store's DEKs) and
+    ``lab.store.write_path.record_statements`` (message_record + message_index, per-row TTL by
+    retention class), plus the COMMITTED client_dedup row. No LWT and no conversation_seq
+    allocation, so the dataset's own seqs (and holes) land as generated; concurrent, so a
+    few thousand rows load in seconds."""
+
+    def __init__(self, store: Any, *, concurrency: int = DEFAULT_LOAD_CONCURRENCY, dedup: bool = True) -> None:
+        self.store = store
+        self.concurrency = concurrency
+        self.dedup = dedup
+
+    def statements(self, message: Any, *, ttl_seconds: int, timestamp_us: int) -> list[tuple[Any, tuple]]:
+        from lab.store.records import encode_record
+        from lab.store.write_path import record_statements
+
+        ctx = self.store.ctx
+        columns = encode_record(message, ctx.encryptor, bucket_width=ctx.bucket_width,
+                                thumbnail_max_bytes=ctx.constants.media_thumbnail_max_bytes)
+        items = record_statements(ctx, columns, ttl_seconds, timestamp_us=timestamp_us)
+        if self.dedup:
+            dedup = ctx.prepare("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, "
+                                "conversation_seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                                "USING TIMESTAMP ?")
+            items.append((dedup, (columns["tenant_id"], columns["sender_id"], columns["client_message_id"],
+                                  columns["message_id"], columns["conversation_seq"], 1, columns["created_at"],
+                                  timestamp_us)))
+        return items
+
+    def load(self, messages: pd.DataFrame, *, seed: int, ttl_seconds: int | Callable[[Any], int] | None = None,
+             timestamp_us: int | Callable[[Any], int] | None = None, show_progress: bool = False,
+             desc: str = "load") -> int:
+        """Write every row; returns the number of messages written. ``ttl_seconds`` /
+        ``timestamp_us`` override the retention TTL and the write time (constant or per row)."""
+        from lab.workload import to_message
+
+        ctx = self.store.ctx
+        chunk: list[tuple[Any, tuple]] = []
+        written = 0
+        rows = messages.to_dict("records")
+        for row in progress(rows, total=len(rows), desc=desc, enabled=show_progress):
+            message = to_message(row, seed=seed)
+            if ttl_seconds is None:
+                ttl = ctx.retention.ttl_seconds(message.retention_class, message.tenant_id)
+            else:
+                ttl = ttl_seconds(row) if callable(ttl_seconds) else int(ttl_seconds)
+            if timestamp_us is None:
+                ts = time.time_ns() // 1000
+            else:
+                ts = timestamp_us(row) if callable(timestamp_us) else int(timestamp_us)
+            chunk += self.statements(message, ttl_seconds=ttl, timestamp_us=ts)
+            written += 1
+            if len(chunk) >= 4 * self.concurrency:
+                ctx.connection.execute_concurrent(chunk, concurrency=self.concurrency)
+                chunk = []
+        if chunk:
+            ctx.connection.execute_concurrent(chunk, concurrency=self.concurrency)
+        return written
+
+
+def single_partition_rows(messages: pd.DataFrame, *, rows: int, first_seq: int, conversation_id: str,
+                          bucket_width: int) -> pd.DataFrame:
+    """``rows`` workload rows re-addressed into one conversation, consecutive seqs from
+    ``first_seq`` (one partition when they fit in a bucket)."""
+    if len(messages) < rows:
+        reps = -(-rows // len(messages))
+        messages = pd.concat([messages] * reps, ignore_index=True)
+    out = messages.iloc[:rows].copy()
+    seqs = np.arange(first_seq, first_seq + rows, dtype=np.int64)
+    out["conversation_id"] = conversation_id
+    out["tenant_id"] = messages["tenant_id"].iloc[0]
+    out["conversation_seq"] = seqs
+    out["seq_bucket"] = seqs // bucket_width
+    out["reply_to_conversation_seq"] = pd.array([pd.NA] * rows, dtype="Int64")
+    out["row"] = np.arange(rows, dtype=np.int64) + int(messages["row"].max()) + 1
+    out["client_message_id"] = [f"{conversation_id}-{s}" for s in seqs]
+    return out
+
+
+# ---- statistics ---------------------------------------------------------------------------
+def latency_summary(samples_ms: Iterable[float]) -> dict[str, float]:
+    xs = np.asarray(list(samples_ms), dtype=float)
+    if len(xs) == 0:
+        return {"n": 0, "mean_ms": math.nan, "p50_ms": math.nan, "p90_ms": math.nan, "p99_ms": math.nan,
+                "max_ms": math.nan}
+    return {"n": int(len(xs)), "mean_ms": float(xs.mean()), "p50_ms": float(np.percentile(xs, 50)),
+            "p90_ms": float(np.percentile(xs, 90)), "p99_ms": float(np.percentile(xs, 99)),
+            "max_ms": float(xs.max())}
+
+
+def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): Student-t interval; a single value has a zero-width interval."""
+    xs = np.asarray(list(values), dtype=float)
+    if len(xs) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(xs.mean())
+    if len(xs) < 2:
+        return mean, mean, mean
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / math.sqrt(len(xs)))
+    return mean, mean - half, mean + half
+
+
+def timed_ms(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter_ns()
+    result = fn()
+    return result, (time.perf_counter_ns() - t0) / 1e6
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"

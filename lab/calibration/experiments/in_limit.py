@@ -1,0 +1,207 @@
+"""IN-list limit of the grouped batch read (design §4.3, §9: "suggested 100, to be measured").
+
+Method. One seq_bucket partition of ``partition_rows`` workload rows is written, flushed and
+compacted, so reads come from an SSTable. Then rounds: in each round every IN size is read
+once, in shuffled order (interleaving spreads drift of a shared machine over all sizes), with
+``k`` distinct random conversation_seqs of the partition, using the batch read's statement
+shape (``... AND conversation_seq IN ?``). Latency is the client's wall time of the request
+(driver decode included, payload decryption not). Per-row cost = mean latency / k.
+
+Server-side limit. A size the server rejects (Scylla: more than
+``max_clustering_key_restrictions_per_query``, default 100) fails with an InvalidRequest; the
+sweep records it and stops using that size, and larger ``probe_sizes`` are tried once each.
+Cassandra 5.0 has guardrails for IN lists, off by default; their settings are read back.
+
+Recommendation: among the sizes that succeeded, within the server limit and with p99 <=
+``p99_budget_ms``, the one with the lowest per-row cost.
+"""
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.errors import LabError
+from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.workload import generate
+from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
+
+_SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
+                       "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")
+_SETTINGS_SCYLLA = ("max_clustering_key_restrictions_per_query", "max_partition_key_restrictions_per_query")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    profile: str = "chat_mix"
+    partition_rows: int = 1024
+    in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
+    repeats: int = 30
+    warmup: int = 20
+    p99_budget_ms: float = 50.0
+    probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
+    seed: int = 0
+    keep_keyspace: bool = False
+    show_progress: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    params: Params
+    design_in_limit: int
+    per_size: pd.DataFrame
+    samples: pd.DataFrame
+    rejected: dict[int, str]
+    server_limit: int | None
+    settings: dict[str, Any]
+    recommended: int | None
+    warnings: dict[int, list[str]] = field(default_factory=dict)
+
+    def values(self) -> dict[str, Any]:
+        ps = self.per_size.set_index("in_size")
+        out = {"recommended_in_limit": self.recommended, "design_in_limit": self.design_in_limit,
+               "server_in_limit": self.server_limit, "p99_budget_ms": self.params.p99_budget_ms,
+               "partition_rows": self.params.partition_rows, "repeats": self.params.repeats,
+               "in_sizes": list(self.params.in_sizes), "rejected_sizes": sorted(self.rejected),
+               "server_settings": self.settings}
+        for k in ps.index:
+            out[f"in{k}_p50_ms"] = float(ps.loc[k, "p50_ms"])
+            out[f"in{k}_p99_ms"] = float(ps.loc[k, "p99_ms"])
+            out[f"in{k}_per_row_us"] = float(ps.loc[k, "per_row_us"])
+        if self.recommended is not None:
+            out["recommended_p99_ms"] = float(ps.loc[self.recommended, "p99_ms"])
+            out["recommended_per_row_us"] = float(ps.loc[self.recommended, "per_row_us"])
+        return out
+
+
+def server_settings(lab: Lab) -> dict[str, Any]:
+    """IN-list limits the server declares (Cassandra guardrails / Scylla config), best effort."""
+    conn = lab.connection
+    out: dict[str, Any] = {}
+    with contextlib.suppress(LabError):
+        if conn.server_kind() == "scylla":
+            for row in conn.execute("SELECT name, value FROM system.config"):
+                if row.name in _SETTINGS_SCYLLA:
+                    out[row.name] = row.value
+        else:
+            for row in conn.execute("SELECT name, value FROM system_views.settings"):
+                if row.name in _SETTINGS_CASSANDRA:
+                    out[row.name] = row.value
+    return out
+
+
+def recommend(per_size: pd.DataFrame, *, p99_budget_ms: float, server_limit: int | None) -> int | None:
+    ok = per_size[(per_size.ok) & (per_size.p99_ms <= p99_budget_ms)]
+    if server_limit is not None:
+        ok = ok[ok.in_size <= server_limit]
+    if ok.empty:
+        return None
+    return int(ok.sort_values(["per_row_us", "in_size"]).iloc[0].in_size)
+
+
+def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+    width = constants.message_seq_bucket_width
+    rng = np.random.default_rng([params.seed, 5])
+    sizes = sorted({int(k) for k in params.in_sizes if 0 < int(k) <= params.partition_rows})
+    samples: list[dict[str, Any]] = []
+    rejected: dict[int, str] = {}
+    warnings: dict[int, list[str]] = {}
+    with scratch_store(lab, scratch_name("inlimit"), constants=constants, keep=params.keep_keyspace) as store:
+        base = generate(params.profile, size=min(params.partition_rows, 2000), seed=params.seed,
+                        bucket_width=width).messages
+        conv = str(uuid.uuid4())
+        part = single_partition_rows(base, rows=params.partition_rows, first_seq=width, conversation_id=conv,
+                                     bucket_width=width)
+        RecordLoader(store, dedup=False).load(part, seed=params.seed, show_progress=params.show_progress,
+                                             desc=f"partition of {params.partition_rows} rows")
+        lab.admin.flush(store.keyspace, "message_record")
+        lab.admin.compact(store.keyspace, "message_record")
+        stmt = store.ctx.prepare(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
+                                 "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
+                                 "AND conversation_seq IN ?")
+        key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)
+        seqs = part.conversation_seq.to_numpy()
+
+        def read(k: int, pool: np.ndarray) -> tuple[int, float, list[str]]:
+            chosen = [int(s) for s in rng.choice(pool, size=k, replace=False)]
+            result, ms = timed_ms(lambda: store.connection.execute(stmt, key + (chosen,)))
+            rows = len(list(result))
+            return rows, ms, list(getattr(result.response_future, "warnings", None) or [])
+
+        for _ in range(params.warmup):
+            read(min(10, len(seqs)), seqs)
+        for rep in progress(range(params.repeats), total=params.repeats, desc="IN sweep",
+                            enabled=params.show_progress):
+            for k in rng.permutation(sizes):
+                k = int(k)
+                if k in rejected:
+                    continue
+                try:
+                    rows, ms, warn = read(k, seqs)
+                except LabError as exc:
+                    rejected[k] = f"{type(exc).__name__}: {exc}"
+                    continue
+                if warn:
+                    warnings.setdefault(k, []).extend(warn)
+                samples.append({"round": rep, "in_size": k, "latency_ms": ms, "rows": rows, "ok": rows == k})
+        # beyond the sweep: does the server refuse larger lists at all? (values need not exist)
+        for k in sorted(int(p) for p in params.probe_sizes):
+            if k <= max(sizes, default=0) or any(r <= k for r in rejected):
+                continue
+            pool = np.arange(width, width + max(k, width), dtype=np.int64)[:width]
+            pool = pool if k <= len(pool) else np.arange(width, width + k)
+            try:
+                read(k, pool)
+            except LabError as exc:
+                rejected[k] = f"{type(exc).__name__}: {exc}"
+
+    df = pd.DataFrame(samples)
+    rows_out = []
+    for k in sizes + sorted(r for r in rejected if r not in sizes):
+        g = df[df.in_size == k] if len(df) else df
+        summary = latency_summary(g.latency_ms if len(g) else [])
+        ok = k not in rejected and len(g) > 0 and bool(g.ok.all())
+        rows_out.append({"in_size": k, **summary, "per_row_us": summary["mean_ms"] * 1000 / k,
+                         "per_row_p50_us": summary["p50_ms"] * 1000 / k, "ok": ok,
+                         "rejected": rejected.get(k, ""), "warnings": len(warnings.get(k, []))})
+    per_size = pd.DataFrame(rows_out)
+    accepted = [k for k in sizes if k not in rejected]
+    server_limit = max((k for k in accepted if k < min(rejected)), default=None) if rejected else None
+    recommended = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit)
+    return Result(params=params, design_in_limit=constants.batch_read_in_list_limit, per_size=per_size,
+                  samples=df, rejected=rejected, server_limit=server_limit, settings=server_settings(lab),
+                  recommended=recommended, warnings=warnings)
+
+
+def conclusion(result: Result) -> str:
+    v = result.values()
+    p = result.params
+    lines = []
+    if result.server_limit is None:
+        largest = max([k for k in p.in_sizes if k <= p.partition_rows] + [k for k in p.probe_sizes], default=0)
+        lines.append(f"**Server limit**: none detected up to {largest} IN elements "
+                     f"(server settings: {result.settings or 'not readable'}). ScyllaDB rejects more than "
+                     "100 by default (`max_clustering_key_restrictions_per_query`): the store must keep splitting.")
+    else:
+        lines.append(f"**Server limit**: the server rejected IN lists above {result.server_limit} elements "
+                     f"(first rejected: {min(result.rejected)}).")
+    if result.recommended is None:
+        lines.append(f"**Recommendation**: no IN size met the p99 budget of {p.p99_budget_ms:g} ms on this cluster; "
+                     "keep the design's 100 and re-measure on production hardware.")
+    else:
+        k = result.recommended
+        lines.append(f"**Recommended IN limit: {k}** — the lowest per-row cost ({v['recommended_per_row_us']:.0f} µs/row, "
+                     f"p99 {v['recommended_p99_ms']:.2f} ms) among sizes with p99 <= {p.p99_budget_ms:g} ms "
+                     f"(single reads cost {v.get('in1_per_row_us', float('nan')):.0f} µs/row).")
+        d = result.design_in_limit
+        if f"in{d}_p99_ms" in v:
+            lines.append(f"At the design's {d}: p50 {v[f'in{d}_p50_ms']:.2f} ms, p99 {v[f'in{d}_p99_ms']:.2f} ms, "
+                         f"{v[f'in{d}_per_row_us']:.0f} µs/row.")
+        if result.server_limit is None and k > 100:
+            lines.append("Above 100 the gain must be weighed against ScyllaDB's default limit of 100: "
+                         "raising the constant needs the server setting raised too.")
+    return "\n\n".join(lines)

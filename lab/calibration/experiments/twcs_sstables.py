@@ -1,0 +1,345 @@
+"""TWCS SSTable counts over simulated time (design §2.1, §2.3, §3).
+
+Method. One keyspace holds four copies of the design's DDL that differ only in the TWCS window:
+message_record with 1-day and 7-day windows, client_dedup with 1-hour and 6-hour windows (the
+DDL's 6 hours vs §3's 1 hour). Time is simulated: every interval (one day for message_record,
+one hour for client_dedup) ``rows_per_interval`` rows are written with ``USING TIMESTAMP``
+inside that interval, and the keyspace is flushed, so each flush makes one SSTable whose
+maximum timestamp puts it in that interval's window (TWCS windows follow the SSTables' max
+write timestamps, not the wall clock). After each flush the experiment waits until no
+compaction is pending and reads each table's live SSTable count from the admin adapter.
+
+Expiry. TTL runs on the wall clock, so the first ``expire_days`` / ``expire_hours`` of
+simulated data carry a short TTL (``short_ttl_seconds``). After it passes, one more write and
+flush trigger TWCS's fully-expired check (``expired_sstable_check_frequency_seconds`` is
+lowered from 600 s for the run, and gc_grace is 0 on these tables: with the design's
+gc_grace an expired SSTable may only be dropped a day (an hour) later).
+
+Prediction. :func:`simulate_twcs` replays the same flushes through TWCS's rules (older windows
+compacted to one SSTable; the newest window size-tiered: min_threshold 4, all SSTables under
+50 MB in one tier; fully expired SSTables dropped) and gives the count the window arithmetic
+predicts at every step; ``windows`` is the plain number of windows spanned.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.calibration.capacity import twcs_windows_kept
+from lab.store.crypto import Encryptor, InMemoryKeyStore
+from lab.store.records import MESSAGE_RECORD_COLUMNS, encode_record, record_values
+from lab.store.schema import create_keyspace, table_specs
+from lab.workload import generate, to_message
+from lab.calibration.experiments.common import Lab, drop_keyspace, progress, scratch_name
+
+DAY_S = 86_400
+HOUR_S = 3_600
+MIN_THRESHOLD = 4
+MAX_THRESHOLD = 32
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    profile: str = "text_only"
+    record_windows_days: tuple[int, ...] = (1, 7)
+    dedup_windows_hours: tuple[int, ...] = (1, 6)
+    record_days: int = 21             # simulated days of message_record, one flush per day
+    dedup_hours: int = 24             # simulated hours of client_dedup, one flush per hour
+    rows_per_interval: int = 20
+    expire_days: int = 7              # leading simulated days written with the short TTL
+    expire_hours: int = 6
+    short_ttl_seconds: int = 20
+    expired_check_seconds: int = 1
+    settle_timeout_seconds: float = 60.0
+    seed: int = 0
+    keep_keyspace: bool = False
+    show_progress: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    base: str            # message_record | client_dedup
+    unit: str            # DAYS | HOURS
+    unit_seconds: int
+    windows: tuple[int, ...]
+    intervals: int
+    expire_intervals: int
+
+    def table(self, window: int) -> str:
+        return f"{self.base}_w{window}{self.unit[0].lower()}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    params: Params
+    keyspace: str
+    series: pd.DataFrame     # step x table: measured and predicted counts
+    final: pd.DataFrame      # table: final counts, after expiry, steady-state prediction
+    design: dict[str, Any]
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"keyspace": self.keyspace, **self.design}
+        for r in self.final.itertuples():
+            out[f"{r.table}_sstables"] = int(r.measured_before_expiry)
+            out[f"{r.table}_predicted_sstables"] = int(r.predicted_before_expiry)
+            out[f"{r.table}_windows"] = int(r.windows)
+            out[f"{r.table}_sstables_after_expiry"] = int(r.measured_after_expiry)
+            out[f"{r.table}_predicted_after_expiry"] = int(r.predicted_after_expiry)
+            out[f"{r.table}_steady_state_windows"] = int(r.steady_state_windows)
+        out["all_match_prediction"] = bool((self.final.measured_before_expiry == self.final.predicted_before_expiry).all())
+        out["expiry_matches_prediction"] = bool((self.final.measured_after_expiry == self.final.predicted_after_expiry).all())
+        return out
+
+
+# ---- the window arithmetic -------------------------------------------------------------------
+@dataclass
+class _SSTable:
+    window: int
+    size: int
+    max_expiry: float  # wall-clock second after which every row is expired (inf: never)
+
+
+def _twcs_step(tables: list[_SSTable], *, now: float | None = None) -> list[_SSTable]:
+    """Run TWCS background compactions until none applies (Cassandra 5.0 rules)."""
+    if now is not None:  # fully expired SSTables are dropped first (gc_grace 0)
+        tables = [t for t in tables if not t.max_expiry < now]
+    while True:
+        if not tables:
+            return tables
+        highest = max(t.window for t in tables)
+        merged = False
+        for w in sorted({t.window for t in tables}, reverse=True):
+            bucket = [t for t in tables if t.window == w]
+            if (w == highest and len(bucket) >= MIN_THRESHOLD) or (w < highest and len(bucket) >= 2):
+                chosen = sorted(bucket, key=lambda t: t.size)[:MAX_THRESHOLD]
+                rest = [t for t in tables if not any(t is c for c in chosen)]
+                tables = rest + [_SSTable(window=w, size=sum(c.size for c in chosen),
+                                          max_expiry=max(c.max_expiry for c in chosen))]
+                merged = True
+                break
+        if not merged:
+            return tables
+
+
+def simulate_twcs(flush_windows: list[int], *, expiring: list[bool] | None = None,
+                  expire_at: float = 0.0) -> list[int]:
+    """SSTable count after each flush (with compactions settled); ``expiring[i]``: flush i holds
+    only short-TTL rows. Counts are taken before ``expire_at``; see :func:`count_after_expiry`."""
+    tables: list[_SSTable] = []
+    counts = []
+    for i, w in enumerate(flush_windows):
+        expiry = expire_at if expiring and expiring[i] else math.inf
+        tables = _twcs_step(tables + [_SSTable(window=w, size=1, max_expiry=expiry)])
+        counts.append(len(tables))
+    return counts
+
+
+def count_after_expiry(flush_windows: list[int], expiring: list[bool], trigger_window: int) -> int:
+    tables: list[_SSTable] = []
+    for w, e in zip(flush_windows, expiring):
+        tables = _twcs_step(tables + [_SSTable(window=w, size=1, max_expiry=0.0 if e else math.inf)])
+    return len(_twcs_step(tables + [_SSTable(window=trigger_window, size=1, max_expiry=math.inf)], now=1.0))
+
+
+# ---- the run --------------------------------------------------------------------------------
+def _create_tables(lab: Lab, ks: str, constants: Any, families: list[Family], p: Params) -> None:
+    specs = table_specs(constants)
+    for fam in families:
+        for w in fam.windows:
+            spec = dataclasses.replace(
+                specs[fam.base], name=fam.table(w), gc_grace_seconds=0, comment="",
+                compaction={"class": "TimeWindowCompactionStrategy", "compaction_window_unit": fam.unit,
+                            "compaction_window_size": str(w),
+                            "expired_sstable_check_frequency_seconds": str(p.expired_check_seconds)})
+            lab.connection.execute(spec.ddl(ks))
+    lab.connection.wait_schema_agreement()
+
+
+def _row_pool(p: Params, intervals: int, width: int) -> pd.DataFrame:
+    """Workload rows for every interval (and the expiry trigger), generated once."""
+    return generate(p.profile, size=p.rows_per_interval * (intervals + 1), seed=p.seed, bucket_width=width).messages
+
+
+def _interval_rows(pool: pd.DataFrame, p: Params, interval: int) -> pd.DataFrame:
+    return pool.iloc[interval * p.rows_per_interval:(interval + 1) * p.rows_per_interval]
+
+
+def _counts(lab: Lab, ks: str, tables: list[str]) -> dict[str, int]:
+    return {t: lab.admin.table_stats(ks, t).sstable_count for t in tables}
+
+
+def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+    width = constants.message_seq_bucket_width
+    families = [
+        Family(base="message_record", unit="DAYS", unit_seconds=DAY_S, windows=params.record_windows_days,
+               intervals=params.record_days, expire_intervals=params.expire_days),
+        Family(base="client_dedup", unit="HOURS", unit_seconds=HOUR_S, windows=params.dedup_windows_hours,
+                intervals=params.dedup_hours, expire_intervals=params.expire_hours),
+    ]
+    ks = scratch_name("twcs")
+    create_keyspace(lab.connection, ks, lab.config.replication_map())
+    encryptor = Encryptor(InMemoryKeyStore())
+    series: list[dict[str, Any]] = []
+    final_rows: list[dict[str, Any]] = []
+    try:
+        _create_tables(lab, ks, constants, families, params)
+        insert = {}
+        for fam in families:
+            for w in fam.windows:
+                t = fam.table(w)
+                if fam.base == "message_record":
+                    insert[t] = lab.connection.prepare(
+                        f"INSERT INTO {ks}.{t} ({', '.join(MESSAGE_RECORD_COLUMNS)}) VALUES "
+                        f"({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) USING TTL ? AND TIMESTAMP ?")
+                else:
+                    insert[t] = lab.connection.prepare(
+                        f"INSERT INTO {ks}.{t} (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+                        "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
+        now_s = time.time()
+        pool = _row_pool(params, max(f.intervals for f in families), width)
+        last_short_write = None
+        plan: dict[str, dict[str, Any]] = {}
+        for fam in families:
+            # the simulated start: aligned to the largest window, far enough in the past
+            span = max(fam.windows) * fam.unit_seconds
+            plan[fam.base] = {"family": fam, "tables": [fam.table(w) for w in fam.windows],
+                              "flush_windows": {fam.table(w): [] for w in fam.windows}, "expiring": [],
+                              "start": (int(now_s) - (fam.intervals + 2) * fam.unit_seconds) // span * span - span}
+        # Both families advance together, one simulated interval of each per step (a day of
+        # message_record, an hour of client_dedup), so one keyspace flush serves all four tables.
+        steps = max(f.intervals for f in families)
+        for i in progress(range(steps), total=steps, desc="simulated intervals", enabled=params.show_progress):
+            items = []
+            stepped = []
+            for fam_plan in plan.values():
+                fam = fam_plan["family"]
+                if i >= fam.intervals:
+                    continue
+                short = i < fam.expire_intervals
+                rows = _interval_rows(pool, params, i)
+                lo = (fam_plan["start"] + i * fam.unit_seconds) * 1_000_000
+                ts = lo + np.sort(np.random.default_rng([params.seed, i]).integers(
+                    0, fam.unit_seconds * 1_000_000, len(rows)))
+                for row, t_us in zip(rows.to_dict("records"), ts):
+                    msg = to_message(row, seed=params.seed)
+                    ttl = params.short_ttl_seconds if short else (
+                        0 if fam.base == "message_record" else constants.client_dedup_ttl_seconds)
+                    if fam.base == "message_record":
+                        values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (ttl, int(t_us))
+                    else:
+                        values = (msg.tenant_id, msg.sender_id, f"{msg.client_message_id}-{i}",
+                                  msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
+                                  ttl, int(t_us))
+                    items += [(insert[t], values) for t in fam_plan["tables"]]
+                fam_plan["expiring"].append(short)
+                stepped.append((fam_plan, int(ts.max() // 1_000_000)))
+            lab.connection.execute_concurrent(items, concurrency=64)
+            if any(fp["expiring"][-1] for fp, _ in stepped):
+                last_short_write = time.time()
+            lab.admin.flush(ks)
+            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
+            counts = _counts(lab, ks, [t for fp, _ in stepped for t in fp["tables"]])
+            for fam_plan, max_s in stepped:
+                fam = fam_plan["family"]
+                for w, t in zip(fam.windows, fam_plan["tables"]):
+                    fw = fam_plan["flush_windows"][t]
+                    fw.append(max_s // (w * fam.unit_seconds))
+                    series.append({"family": fam.base, "table": t, "window": w, "unit": fam.unit, "step": i + 1,
+                                   "simulated_time_s": (i + 1) * fam.unit_seconds, "measured": counts[t],
+                                   "predicted": simulate_twcs(fw)[-1], "windows": len(set(fw))})
+
+        # expiry: wait out the short TTL, then one more write per table triggers the expired check
+        if last_short_write is not None:
+            wait = last_short_write + params.short_ttl_seconds + 1.5 - time.time()
+            if wait > 0:
+                time.sleep(wait)
+        after: dict[str, int] = {}
+        predicted_after: dict[str, int] = {}
+        for fam_plan in plan.values():
+            fam: Family = fam_plan["family"]
+            last_us = (fam_plan["start"] + fam.intervals * fam.unit_seconds - 1) * 1_000_000
+            rows = _interval_rows(pool, params, fam.intervals).iloc[:1]
+            msg = to_message(rows.to_dict("records")[0], seed=params.seed)
+            for w, t in zip(fam.windows, fam_plan["tables"]):
+                if fam.base == "message_record":
+                    values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (0, last_us)
+                else:
+                    values = (msg.tenant_id, msg.sender_id, "trigger", msg.message_id.to_bytes(16, "big"), 1, 1,
+                              msg.created_at_ms, constants.client_dedup_ttl_seconds, last_us)
+                lab.connection.execute(insert[t], values)
+                predicted_after[t] = count_after_expiry(fam_plan["flush_windows"][t], fam_plan["expiring"],
+                                                        (last_us // 1_000_000) // (w * fam.unit_seconds))
+        lab.admin.flush(ks)
+        deadline = time.monotonic() + params.settle_timeout_seconds
+        all_tables = [t for fp in plan.values() for t in fp["tables"]]
+        while True:
+            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
+            after = _counts(lab, ks, all_tables)
+            if all(after[t] <= predicted_after[t] for t in all_tables) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        retention_s = constants.default_retention_days * DAY_S
+        for fam_plan in plan.values():
+            fam = fam_plan["family"]
+            for w, t in zip(fam.windows, fam_plan["tables"]):
+                fw = fam_plan["flush_windows"][t]
+                last = [s for s in series if s["table"] == t][-1]
+                horizon = retention_s if fam.base == "message_record" else constants.client_dedup_ttl_seconds
+                final_rows.append({
+                    "family": fam.base, "table": t, "window": w, "unit": fam.unit, "flushes": len(fw),
+                    "windows": len(set(fw)), "measured_before_expiry": last["measured"],
+                    "predicted_before_expiry": last["predicted"], "measured_after_expiry": after[t],
+                    "predicted_after_expiry": predicted_after[t],
+                    "expired_windows": len({fw[i] for i, e in enumerate(fam_plan["expiring"]) if e}),
+                    "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
+                    "steady_state_windows_365d": twcs_windows_kept(365 * DAY_S, w * fam.unit_seconds)
+                    if fam.base == "message_record" else None})
+    finally:
+        if not params.keep_keyspace:
+            drop_keyspace(lab, ks)
+    design = {"design_message_record_window_days": constants.message_record_twcs_window_days,
+              "design_client_dedup_window_hours": constants.client_dedup_twcs_window_hours,
+              "retention_days": constants.default_retention_days,
+              "client_dedup_ttl_seconds": constants.client_dedup_ttl_seconds,
+              "record_days": params.record_days, "dedup_hours": params.dedup_hours}
+    return Result(params=params, keyspace=ks, series=pd.DataFrame(series), final=pd.DataFrame(final_rows),
+                  design=design)
+
+
+def conclusion(result: Result) -> str:
+    f = result.final.set_index("table")
+    p = result.params
+    lines = []
+    for fam, span, unit in (("message_record", p.record_days, "days"), ("client_dedup", p.dedup_hours, "hours")):
+        rows = f[f.family == fam]
+        parts = [f"{r.window}-{unit[:-1]} window: **{r.measured_before_expiry}** SSTables "
+                 f"(predicted {r.predicted_before_expiry}, {r.windows} windows), "
+                 f"{r.measured_after_expiry} after {r.expired_windows} window(s) expired "
+                 f"(predicted {r.predicted_after_expiry})" for r in rows.itertuples()]
+        lines.append(f"**{fam}** after {span} simulated {unit} (one flush per {unit[:-1]}): " + "; ".join(parts) + ".")
+    v = result.values()
+    match = "match" if v["all_match_prediction"] else "do NOT all match"
+    lines.append(f"Measured counts {match} the window arithmetic (older windows compacted to one SSTable each, "
+                 "the newest size-tiered), and whole expired windows are dropped as files, without compaction.")
+    rec = f[f.family == "message_record"]
+    if len(rec) >= 2:
+        r1, r7 = rec.sort_values("window").iloc[0], rec.sort_values("window").iloc[-1]
+        lines.append(f"At steady state with {result.design['retention_days']}-day retention, message_record keeps "
+                     f"{r1.steady_state_windows} SSTables per node (per shard on Scylla) with {r1.window}-day windows vs "
+                     f"{r7.steady_state_windows} with {r7.window}-day windows; with 365-day retention "
+                     f"{int(r1.steady_state_windows_365d)} vs {int(r7.steady_state_windows_365d)}: the design's 7 days keeps the "
+                     "count low while expiring data in weekly files.")
+    ded = f[f.family == "client_dedup"].sort_values("window")
+    if len(ded) >= 2:
+        a, b = ded.iloc[0], ded.iloc[-1]
+        lines.append(f"client_dedup (TTL {result.design['client_dedup_ttl_seconds']} s): {a.steady_state_windows} live "
+                     f"windows with {a.window}-hour windows vs {b.steady_state_windows} with {b.window}-hour windows; "
+                     "shorter windows free expired dedup data sooner (§3's 1 hour) at the price of more files "
+                     "(the DDL's 6 hours).")
+    return "\n\n".join(lines)

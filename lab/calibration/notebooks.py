@@ -1,0 +1,177 @@
+"""Run the measurement notebooks headless (papermill) and read back what they measured.
+
+``run_notebook("b_row", {"rows": 500}, run_dir)`` executes ``notebooks/b_row.ipynb`` with the
+parameters injected after its ``parameters`` cell, into ``run_dir/b_row/``: the executed
+``b_row.ipynb``, ``b_row.html`` (nbconvert, figures embedded), and everything the notebook
+wrote there itself (``values.json``, PNG figures, CSV/Parquet tables). It returns the values
+dict. A failing notebook raises :class:`~lab.errors.CalibrationError` naming the notebook, the
+cell and the error; the partial notebook and its HTML stay in the folder.
+
+Cluster settings reach the notebook as its ``cluster`` parameter (the config's fields, without
+the password: the kernel inherits ``LAB_PASSWORD`` from the environment instead).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from lab.cluster.config import ClusterConfig
+from lab.errors import CalibrationError
+from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
+
+NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "capacity")
+KERNEL_NAME = "python3"
+VALUES_FILE = "values.json"
+
+# Small parameters: each notebook in well under a minute on an idle 2-core machine.
+QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
+    "b_row": {"rows": 700, "repeats": 3, "partition_rows": 1024},
+    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "repeats": 20},
+    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "repeats": 3,
+                      "hole_messages": 20000},
+    "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
+    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3},
+    "capacity": {},
+}
+
+
+def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
+    path = Path(notebooks_dir) / f"{name}.ipynb"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in Path(notebooks_dir).glob("*.ipynb")))
+        raise CalibrationError(f"no notebook {name!r} in {notebooks_dir} (known: {known})", notebook=name)
+    return path
+
+
+def cluster_parameter(config: ClusterConfig) -> dict[str, Any]:
+    """The ``cluster`` parameter for a notebook: the config's fields, password left out."""
+    return {k: v for k, v in config.redacted().items() if k != "password" and v is not None}
+
+
+def export_html(notebook: Path) -> Path | None:
+    """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
+    if not notebook.exists():
+        return None
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    import warnings
+
+    with warnings.catch_warnings():  # scrap outputs have no HTML form; nbconvert warns per scrap
+        warnings.simplefilter("ignore", UserWarning)
+        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+    html = notebook.with_suffix(".html")
+    html.write_text(body)
+    return html
+
+
+def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
+    """values.json of a notebook folder, else the scrapbook scraps of the executed notebook."""
+    path = Path(folder) / VALUES_FILE
+    if path.exists():
+        return json.loads(path.read_text())
+    if notebook is not None and notebook.exists():
+        import scrapbook as sb
+
+        return {name: scrap.data for name, scrap in sb.read_notebook(str(notebook)).scraps.items()}
+    return {}
+
+
+def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
+                 config: ClusterConfig | None = None, notebooks_dir: Path = NOTEBOOKS_DIR,
+                 kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
+                 html: bool = True, cwd: Path = PROJECT_DIR) -> dict[str, Any]:
+    """Execute one notebook into ``out_dir/<name>/`` and return the values it recorded."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    source = notebook_path(name, notebooks_dir)
+    folder = Path(out_dir).resolve() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    executed = folder / f"{name}.ipynb"
+    parameters = dict(params or {})
+    parameters["out_dir"] = str(folder)
+    if config is not None:
+        parameters["cluster"] = cluster_parameter(config)
+    try:
+        pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
+                            cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
+                            execution_timeout=cell_timeout_seconds)
+    except PapermillExecutionError as exc:
+        raise CalibrationError(
+            f"notebook {name} failed in cell {exc.exec_count} (index {exc.cell_index}): {exc.ename}: {exc.evalue}; "
+            f"partial output in {executed}", notebook=name, cell=exc.exec_count, cell_index=exc.cell_index,
+            ename=exc.ename, evalue=exc.evalue, output=str(executed)) from exc
+    except Exception as exc:  # kernel died, timed out, bad parameters: still a failed notebook
+        raise CalibrationError(f"notebook {name} could not run: {type(exc).__name__}: {exc}; partial output in "
+                               f"{executed}", notebook=name, cell=None, ename=type(exc).__name__, evalue=str(exc),
+                               output=str(executed)) from exc
+    finally:
+        if html:
+            try:
+                export_html(executed)
+            except Exception:  # an HTML failure must not hide the notebook's own result or error
+                pass
+    return read_values(folder, executed)
+
+
+def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, quick: bool = True,
+                  overrides: Mapping[str, Mapping[str, Any]] | None = None, config: ClusterConfig | None = None,
+                  **options: Any) -> dict[str, dict[str, Any]]:
+    """Several notebooks into one run folder, in order; ``capacity`` gets the b_row just measured."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        params = dict(QUICK_PARAMETERS.get(name, {}) if quick else {})
+        params.update((overrides or {}).get(name, {}))
+        if name == "capacity" and "b_row" in results and "b_row_values" not in params:
+            params["b_row_values"] = str(Path(out_dir).resolve() / "b_row" / VALUES_FILE)
+        results[name] = run_notebook(name, params, out_dir, config=config, **options)
+    return results
+
+
+# ---- JupyterLab ---------------------------------------------------------------------------
+def ensure_kernel(python: str | None = None) -> Path:
+    """Make sure the kernel named ``python3`` runs this venv's Python (``make setup`` installs it;
+    this repairs a missing or foreign spec). Returns the kernel spec folder."""
+    import subprocess
+    import sys
+
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    python = python or sys.executable
+    try:
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        argv0 = spec.argv[0] if spec.argv else ""
+        # "python" is resolved by jupyter_client to the Python that launches the kernel: ours
+        if argv0 in ("python", "python3", python) and Path(spec.resource_dir).is_relative_to(sys.prefix):
+            return Path(spec.resource_dir)
+    except NoSuchKernel:
+        pass
+    subprocess.run([python, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
+                   check=True, capture_output=True)
+    return Path(KernelSpecManager().get_kernel_spec(KERNEL_NAME).resource_dir)
+
+
+def jupyter_command(*, home: Path, notebooks_dir: Path = NOTEBOOKS_DIR, ip: str = "127.0.0.1",
+                    port: int | None = None, browser: bool = False, extra: tuple[str, ...] = (),
+                    env: Mapping[str, str] | None = None, is_root: bool | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) that start JupyterLab on ``notebooks_dir`` with the project's kernel.
+
+    The environment carries ``LAB_HOME`` (absolute) so the notebooks' cluster settings find the
+    embedded node's state whatever the kernel's working folder."""
+    import os
+    import sys
+
+    argv = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={Path(notebooks_dir).resolve()}",
+            f"--ServerApp.ip={ip}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}"]
+    if port is not None:
+        argv.append(f"--ServerApp.port={port}")
+    if not browser:
+        argv.append("--no-browser")
+    if (os.geteuid() == 0) if is_root is None else is_root:
+        argv.append("--allow-root")  # jupyter refuses to start as root without it
+    argv += list(extra)
+    environment = dict(os.environ if env is None else env)
+    environment["LAB_HOME"] = str(Path(home).resolve())
+    return argv, environment

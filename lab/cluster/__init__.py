@@ -1,0 +1,10 @@
+"""The cluster the lab measures on, whatever serves it.
+
+    config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency
+    connection   the CQL session: request accounting, driver errors -> lab errors (one boundary)
+    accounting   requests counted by table and kind (point / range / IN read, write, LWT)
+    tracing      rows, tombstones and SSTables a traced request touched (both servers' texts)
+    reactors     the driver's I/O reactor by name
+    admin/       flush, compact, SSTable counts, disk bytes: one module per server
+    embedded/    the Apache Cassandra 5.0 node(s) the lab starts itself: jars, process, TLS, roles
+"""

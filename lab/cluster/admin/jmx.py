@@ -1,0 +1,121 @@
+"""A persistent JMX client for a Cassandra node: flush, compact and table metrics in milliseconds.
+
+nodetool starts a JVM with the whole server classpath for every call (4-15 s on a busy 2-core
+machine). The TWCS experiment flushes once per simulated interval, dozens of times, so the
+Cassandra admin adapter talks to a small long-lived helper instead (``lab/node/JmxShell.java``,
+plain ``javax.management``, compiled once into ``<home>/jmxshell/``). It reads the same MBeans
+nodetool does, so its numbers are nodetool's numbers. The helper exits when its stdin closes,
+so it never outlives the Python process that started it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import selectors
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from lab.errors import AdminError
+
+SOURCE_PATH = Path(__file__).with_name("JmxShell.java")
+START_TIMEOUT_SECONDS = 60.0
+REQUEST_TIMEOUT_SECONDS = 900.0  # a major compaction of a big table can take minutes
+
+
+def compile_shell(work_dir: Path, *, javac: str | None = None) -> Path:
+    """Compile the helper once per source version; returns the class folder."""
+    source = SOURCE_PATH.read_bytes()
+    out = Path(work_dir) / hashlib.sha256(source).hexdigest()[:12]
+    if (out / "JmxShell.class").exists():
+        return out
+    javac = javac or shutil.which("javac")
+    if javac is None:
+        raise AdminError("javac is not on PATH: cannot build the JMX helper (a JDK 17 is required)")
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".build-{threading.get_ident()}"
+    tmp.mkdir(exist_ok=True)
+    proc = subprocess.run([javac, "-d", str(tmp), str(SOURCE_PATH)], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise AdminError(f"javac JmxShell.java failed: {proc.stderr[-1500:]}")
+    (tmp / "JmxShell.class").replace(out / "JmxShell.class")  # atomic: concurrent builders agree
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class JmxShell:
+    """One helper process bound to one node's JMX endpoint. Thread-safe; one request at a time."""
+
+    def __init__(self, host: str, port: int, *, work_dir: Path, java: str = "java") -> None:
+        self.host, self.port = host, int(port)
+        classes = compile_shell(work_dir)
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            [java, "-Xmx64m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", str(classes), "JmxShell",
+             host, str(self.port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._proc.stdout, selectors.EVENT_READ)
+        hello = self._read(START_TIMEOUT_SECONDS)
+        if not hello.get("ok"):
+            self.close()
+            raise AdminError(f"JMX helper for {host}:{port}: {hello.get('error')}", host=host, port=port)
+
+    def __repr__(self) -> str:
+        return f"JmxShell({self.host}:{self.port}, pid={self._proc.pid})"
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AdminError(f"JMX helper for {self.host}:{self.port} did not answer in {timeout:.0f} s")
+            if self._sel.select(left):
+                line = self._proc.stdout.readline()
+                if not line:
+                    raise AdminError(f"JMX helper for {self.host}:{self.port} exited "
+                                     f"(code {self._proc.poll()})")
+                return json.loads(line)
+
+    def request(self, *fields: str, timeout: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+        with self._lock:
+            if not self.alive:
+                raise AdminError(f"JMX helper for {self.host}:{self.port} is not running")
+            self._proc.stdin.write("\t".join(fields) + "\n")
+            self._proc.stdin.flush()
+            reply = self._read(timeout)
+        if not reply.pop("ok", False):
+            raise AdminError(f"JMX {fields[0]} {' '.join(fields[1:])}: {reply.get('error')}",
+                             command=list(fields))
+        return reply
+
+    def flush(self, keyspace: str, tables: tuple[str, ...] = ()) -> None:
+        self.request("flush", keyspace, ",".join(tables))
+
+    def compact(self, keyspace: str, tables: tuple[str, ...] = ()) -> None:
+        self.request("compact", keyspace, ",".join(tables))
+
+    def stats(self, keyspace: str, table: str) -> dict[str, Any]:
+        return self.request("stats", keyspace, table)
+
+    def compactions(self) -> dict[str, int]:
+        """{"pending": estimated compactions left, "active": compactions running now}."""
+        return {k: int(v) for k, v in self.request("compactions").items()}
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()
+                self._proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()  # our own child, by its handle
+                self._proc.wait()
+        self._sel.close()

@@ -1,0 +1,194 @@
+"""One typed cluster configuration, filled by the CLI from flags, ``LAB_*`` variables or TOML.
+
+Precedence: command-line flags > environment (``LAB_CONTACT_POINTS`` ...) > TOML file >
+defaults. The library never reads the environment itself: the CLI passes ``os.environ`` in.
+Secrets (password, key files' passphrases) are masked in ``repr`` and in ``redacted()``,
+which is what results files record.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from lab.errors import ConfigError
+
+DEFAULT_CONTACT_POINTS = ("127.0.0.1",)
+DEFAULT_PORT = 9042
+DEFAULT_KEYSPACE = "msglab"
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 20.0
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
+DEFAULT_JMX_PORT = 7199
+DEFAULT_SCYLLA_REST_PORT = 10000
+DEFAULT_SCYLLA_PROMETHEUS_PORT = 9180
+CONSISTENCY_LEVELS = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM",
+                      "EACH_QUORUM", "LOCAL_ONE")
+SERIAL_CONSISTENCY_LEVELS = ("SERIAL", "LOCAL_SERIAL")
+ADMIN_KINDS = ("auto", "cassandra", "scylla")
+REPLICATION_CLASSES = ("SimpleStrategy", "NetworkTopologyStrategy")
+_MASK = "***"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where the cluster is and how the lab talks to it."""
+
+    contact_points: tuple[str, ...] = DEFAULT_CONTACT_POINTS
+    port: int = DEFAULT_PORT
+    local_dc: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls_ca_file: Path | None = None
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_verify_hostname: bool = False
+    keyspace: str = DEFAULT_KEYSPACE
+    replication_class: str = "SimpleStrategy"
+    replication_factor: int = 1
+    read_consistency: str = "LOCAL_QUORUM"
+    write_consistency: str = "LOCAL_QUORUM"
+    serial_consistency: str = "LOCAL_SERIAL"
+    request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
+    admin: str = "auto"
+    jmx_port: int = DEFAULT_JMX_PORT
+    rest_port: int = DEFAULT_SCYLLA_REST_PORT
+    prometheus_port: int = DEFAULT_SCYLLA_PROMETHEUS_PORT
+    lab_home: Path = Path(".lab")
+
+    def __post_init__(self) -> None:
+        if not self.contact_points or not all(isinstance(c, str) and c.strip() for c in self.contact_points):
+            raise ConfigError("contact_points must name at least one host", field="contact_points")
+        for name in ("port", "jmx_port", "rest_port", "prometheus_port"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
+                raise ConfigError(f"{name} must be a TCP port (1-65535), got {value!r}", field=name)
+        if not self.keyspace.replace("_", "a").isalnum() or not self.keyspace[0].isalpha() or len(self.keyspace) > 48:
+            raise ConfigError(f"keyspace {self.keyspace!r} is not a valid CQL identifier "
+                              "(letters, digits, underscores; starts with a letter; <= 48 chars)",
+                              field="keyspace")
+        for name, allowed in (("read_consistency", CONSISTENCY_LEVELS),
+                              ("write_consistency", CONSISTENCY_LEVELS),
+                              ("serial_consistency", SERIAL_CONSISTENCY_LEVELS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}",
+                                  field=name)
+        if self.admin not in ADMIN_KINDS:
+            raise ConfigError(f"admin must be one of {', '.join(ADMIN_KINDS)}, got {self.admin!r}", field="admin")
+        if self.replication_class not in REPLICATION_CLASSES:
+            raise ConfigError(f"replication_class must be one of {', '.join(REPLICATION_CLASSES)}",
+                              field="replication_class")
+        if not isinstance(self.replication_factor, int) or self.replication_factor < 1:
+            raise ConfigError(f"replication_factor must be >= 1, got {self.replication_factor!r}",
+                              field="replication_factor")
+        if (self.username is None) != (self.password is None):
+            raise ConfigError("username and password go together: give both or neither", field="username")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ConfigError("a TLS client certificate needs its key file (and the other way round)",
+                              field="tls_cert_file")
+        for name in ("tls_ca_file", "tls_cert_file", "tls_key_file"):
+            path = getattr(self, name)
+            if path is not None and not Path(path).is_file():
+                raise ConfigError(f"{name} {path} does not exist", field=name)
+        if self.request_timeout_seconds <= 0 or self.connect_timeout_seconds <= 0:
+            raise ConfigError("timeouts must be positive", field="request_timeout_seconds")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_ca_file is not None
+
+    def replication_map(self) -> dict[str, Any]:
+        if self.replication_class == "SimpleStrategy":
+            return {"class": "SimpleStrategy", "replication_factor": self.replication_factor}
+        dc = self.local_dc or "datacenter1"
+        return {"class": "NetworkTopologyStrategy", dc: self.replication_factor}
+
+    def replace(self, **changes: Any) -> "ClusterConfig":
+        return dataclasses.replace(self, **changes)
+
+    def redacted(self) -> dict[str, Any]:
+        """A JSON-ready view with secrets masked: the only form written to results."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "password" and value is not None:
+                value = _MASK
+            elif isinstance(value, Path):
+                value = str(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.redacted().items())
+        return f"ClusterConfig({shown})"
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(ClusterConfig)}
+_INT_FIELDS = {"port", "replication_factor", "jmx_port", "rest_port", "prometheus_port"}
+_FLOAT_FIELDS = {"request_timeout_seconds", "connect_timeout_seconds"}
+_PATH_FIELDS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "lab_home"}
+_BOOL_FIELDS = {"tls_verify_hostname"}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    try:
+        if name == "contact_points":
+            if isinstance(value, str):
+                return tuple(p.strip() for p in value.split(",") if p.strip())
+            return tuple(str(p) for p in value)
+        if name in _INT_FIELDS:
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value)
+        if name in _FLOAT_FIELDS:
+            return float(value)
+        if name in _PATH_FIELDS:
+            return Path(value).expanduser()
+        if name in _BOOL_FIELDS:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError
+        if name in ("read_consistency", "write_consistency", "serial_consistency"):
+            return str(value).upper()
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: cannot use {value!r} (expected {_FIELDS[name].type})", field=name) from None
+
+
+def load_config(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+                toml_path: Path | str | None = None) -> ClusterConfig:
+    """Build a config from flags > ``LAB_*`` env > TOML > defaults. Unknown keys are errors."""
+    values: dict[str, Any] = {}
+    if toml_path is not None:
+        try:
+            data = tomllib.loads(Path(toml_path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {toml_path} does not exist", path=str(toml_path)) from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {toml_path} is not valid TOML: {exc}", path=str(toml_path)) from None
+        data = data.get("cluster", data)
+        unknown = sorted(set(data) - set(_FIELDS))
+        if unknown:
+            raise ConfigError(f"unknown keys in {toml_path}: {', '.join(unknown)}; known: {', '.join(_FIELDS)}",
+                              path=str(toml_path))
+        values.update(data)
+    for key, raw in (env or {}).items():
+        if key.startswith("LAB_"):
+            name = key[4:].lower()
+            if name in _FIELDS:
+                values[name] = raw
+    for key, raw in (flags or {}).items():
+        if raw is None:
+            continue
+        if key not in _FIELDS:
+            raise ConfigError(f"unknown configuration key {key!r}", field=key)
+        values[key] = raw
+    return ClusterConfig(**{k: _coerce(k, v) for k, v in values.items()})

@@ -1,0 +1,302 @@
+"""The lab's CQL session: connecting from a ClusterConfig, request accounting, error mapping.
+
+All CQL the lab sends goes through :class:`Connection`, which counts each request by table
+and kind (``lab.cluster.accounting``) and translates driver exceptions into the lab's error tree at
+this one boundary (:func:`map_driver_errors`).
+"""
+from __future__ import annotations
+
+import contextlib
+import ssl
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure, ConsistencyLevel,
+                       DriverException, FunctionFailure, InvalidRequest as _InvalidRequest,
+                       OperationTimedOut, ReadFailure, RequestExecutionException,
+                       RequestValidationException, Timeout, Unauthorized,
+                       Unavailable as _Unavailable, UnsupportedOperation, WriteFailure)
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable,
+                               Session)
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.cluster import QueryExhausted, TraceUnavailable, UserTypeDoesNotExist
+from cassandra.connection import (ConnectionBusy, ConnectionException, CrcException, ProtocolError)
+from cassandra.protocol import (ConfigurationException, ErrorMessage, IsBootstrappingErrorMessage,
+                                OverloadedErrorMessage, ReadTimeoutErrorMessage, ServerError,
+                                SyntaxException, UnavailableErrorMessage, WriteTimeoutErrorMessage)
+from cassandra.protocol import RequestValidationException as _ValidationMessage
+from cassandra.cluster import NoConnectionsAvailable
+from cassandra import DependencyException
+from cassandra.protocol import InternalError, NotSupportedError
+from cassandra.query import PreparedStatement, SimpleStatement
+
+from lab.cluster.accounting import RequestCounter, StatementInfo, classify
+from lab.cluster.config import ClusterConfig
+from lab.errors import (ClusterError, ConnectError, InvalidRequest, LabError, Overloaded, RequestError,
+                     RequestTimeout, Unavailable)
+
+# Driver exception -> lab error. Order matters: the first isinstance match wins.
+DRIVER_ERROR_MAP: tuple[tuple[type[BaseException], type[LabError]], ...] = (
+    (NoHostAvailable, ConnectError),
+    (AuthenticationFailed, ConnectError),
+    (OperationTimedOut, RequestTimeout),
+    (Timeout, RequestTimeout),  # ReadTimeout, WriteTimeout, CDCWriteFailure-free timeouts
+    (_Unavailable, Unavailable),
+    (OverloadedErrorMessage, Overloaded),
+    (IsBootstrappingErrorMessage, Unavailable),
+    (AlreadyExists, InvalidRequest),
+    (SyntaxException, InvalidRequest),
+    (ConfigurationException, InvalidRequest),
+    (_InvalidRequest, InvalidRequest),
+    (Unauthorized, RequestError),
+    (RequestValidationException, InvalidRequest),
+    (ReadFailure, RequestError),
+    (WriteFailure, RequestError),
+    (CoordinationFailure, RequestError),
+    (FunctionFailure, RequestError),
+    (ServerError, RequestError),
+    (RequestExecutionException, RequestError),
+    (ReadTimeoutErrorMessage, RequestTimeout),
+    (WriteTimeoutErrorMessage, RequestTimeout),
+    (UnavailableErrorMessage, Unavailable),
+    (_ValidationMessage, InvalidRequest),
+    (UserTypeDoesNotExist, InvalidRequest),
+    (ErrorMessage, RequestError),  # any other error reply of the server
+    (NoConnectionsAvailable, ConnectError),
+    (ConnectionBusy, ConnectError),
+    (ConnectionException, ConnectError),
+    (ProtocolError, ConnectError),
+    (CrcException, ConnectError),
+    (QueryExhausted, RequestError),
+    (TraceUnavailable, RequestError),
+    (UnsupportedOperation, ClusterError),
+    (DependencyException, ClusterError),
+    (InternalError, ClusterError),
+    (NotSupportedError, ClusterError),
+    (DriverException, ClusterError),
+    (Exception, ClusterError),  # anything else raised from inside the driver
+)
+
+
+def translate(exc: BaseException, *, table: str | None = None) -> LabError:
+    """The lab error for a driver exception (keeps the original as ``__cause__``)."""
+    for driver_cls, lab_cls in DRIVER_ERROR_MAP:
+        if isinstance(exc, driver_cls):
+            err = lab_cls(f"{type(exc).__name__}: {exc}", table=table, driver_error=type(exc).__name__)
+            err.__cause__ = exc
+            return err
+    raise TypeError(f"not a driver exception: {exc!r}")
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    specific = tuple(c for c, _ in DRIVER_ERROR_MAP if c is not Exception)
+    return isinstance(exc, specific) or type(exc).__module__.startswith("cassandra")
+
+
+@contextlib.contextmanager
+def map_driver_errors(table: str | None = None) -> Iterator[None]:
+    """Translate driver exceptions raised inside the block into lab errors."""
+    try:
+        yield
+    except LabError:
+        raise
+    except Exception as exc:
+        if is_driver_error(exc):
+            raise translate(exc, table=table) from exc
+        raise
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """A prepared statement with what accounting needs to know about it."""
+
+    prepared: PreparedStatement
+    info: StatementInfo
+    cql: str
+
+
+def _consistency(name: str) -> int:
+    return getattr(ConsistencyLevel, name)
+
+
+class Connection:
+    """A connected session plus request accounting. Close it when done (or use ``with``)."""
+
+    def __init__(self, config: ClusterConfig, *, reactor: str | None = None) -> None:
+        self.config = config
+        self.counter = RequestCounter()
+        self._prepared: dict[tuple[str, tuple[str, ...]], Stmt] = {}
+        self._lock = threading.Lock()
+        self.cluster, self.session = _open(config, reactor=reactor)
+
+    # -- statements ------------------------------------------------------------
+    def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
+        """Prepare once per text; ``key_columns`` lets accounting spot point reads."""
+        key = (cql, key_columns)
+        with self._lock:
+            stmt = self._prepared.get(key)
+        if stmt is not None:
+            return stmt
+        info = classify(cql, key_columns=key_columns)
+        if kind is not None:
+            info = StatementInfo(table=info.table, kind=kind)
+        with map_driver_errors(info.table):
+            prepared = self.session.prepare(cql)
+        if info.kind == "lwt":
+            prepared.serial_consistency_level = _consistency(self.config.serial_consistency)
+        prepared.consistency_level = _consistency(
+            self.config.read_consistency if info.kind.endswith("read") else self.config.write_consistency)
+        stmt = Stmt(prepared, info, cql)
+        with self._lock:
+            self._prepared[key] = stmt
+        return stmt
+
+    def execute(self, stmt: Stmt | str, params: Sequence[Any] | dict | None = None, *,
+                trace: bool = False, timeout: float | None = None, host: Any = None,
+                consistency: str | None = None) -> Any:
+        """Run one statement (prepared or text), count it, translate driver errors."""
+        bound, info = self._bind(stmt, params, consistency)
+        self.counter.add(info)
+        with map_driver_errors(info.table):
+            kwargs = {"trace": trace, "timeout": timeout or self.config.request_timeout_seconds}
+            if host is not None:
+                kwargs["host"] = host
+            if isinstance(stmt, Stmt) or params is None:
+                return self.session.execute(bound, **kwargs)
+            return self.session.execute(bound, params, **kwargs)
+
+    def execute_concurrent(self, items: Sequence[tuple[Stmt, Sequence[Any]]], *,
+                           concurrency: int = 32) -> list[Any]:
+        """Run statements in parallel (groups of a batch read); results in input order."""
+        futures: list[Any] = []
+        results: list[Any] = [None] * len(items)
+        for start in range(0, len(items), concurrency):
+            chunk = items[start:start + concurrency]
+            futures = []
+            for stmt, params in chunk:
+                bound, info = self._bind(stmt, params, None)
+                self.counter.add(info)
+                with map_driver_errors(info.table):
+                    futures.append((self.session.execute_async(
+                        bound, timeout=self.config.request_timeout_seconds), info))
+            for i, (fut, info) in enumerate(futures):
+                with map_driver_errors(info.table):
+                    results[start + i] = fut.result()
+        return results
+
+    def execute_async(self, stmt: Stmt, params: Sequence[Any]) -> Any:
+        """Fire one statement; returns the driver's ResponseFuture (call :func:`wait`)."""
+        bound, info = self._bind(stmt, params, None)
+        self.counter.add(info)
+        with map_driver_errors(info.table):
+            return self.session.execute_async(bound, timeout=self.config.request_timeout_seconds)
+
+    def _bind(self, stmt: Stmt | str, params: Any, consistency: str | None) -> tuple[Any, StatementInfo]:
+        if isinstance(stmt, Stmt):
+            bound = stmt.prepared.bind(params or ())
+            if consistency:
+                bound.consistency_level = _consistency(consistency)
+            return bound, stmt.info
+        info = classify(stmt)
+        simple = SimpleStatement(stmt)
+        if consistency:
+            simple.consistency_level = _consistency(consistency)
+        elif info.kind == "schema":
+            simple.consistency_level = ConsistencyLevel.ONE
+        return simple, info
+
+    # -- server ----------------------------------------------------------------
+    def server_kind(self) -> str:
+        """'scylla' or 'cassandra', from the server's own tables."""
+        try:
+            self.session.execute("SELECT version FROM system.versions WHERE key = 'local'")
+            return "scylla"
+        except Exception:
+            return "cassandra"
+
+    def server_version(self) -> str:
+        with map_driver_errors("local"):
+            row = self.session.execute("SELECT release_version FROM system.local").one()
+        if self.server_kind() == "scylla":
+            with contextlib.suppress(Exception):
+                return self.session.execute("SELECT version FROM system.versions WHERE key = 'local'").one()[0]
+        return row[0]
+
+    def hosts(self) -> list[Any]:
+        return list(self.cluster.metadata.all_hosts())
+
+    def wait_schema_agreement(self) -> None:
+        with map_driver_errors():
+            self.session.wait_for_schema_agreement(wait_time=60)
+
+    def close(self) -> None:
+        self.cluster.shutdown()
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
+    if config.tls_ca_file is None:
+        return None
+    ctx = ssl.create_default_context(cafile=str(config.tls_ca_file))
+    ctx.check_hostname = config.tls_verify_hostname
+    if config.tls_cert_file is not None:
+        ctx.load_cert_chain(str(config.tls_cert_file), str(config.tls_key_file))
+    return ctx
+
+
+def _open(config: ClusterConfig, *, reactor: str | None = None) -> tuple[Cluster, Session]:
+    """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
+    from lab.cluster.reactors import reactor_class
+
+    extra: dict[str, Any] = {}
+    connection_class = reactor_class(reactor)
+    if connection_class is not None:
+        extra["connection_class"] = connection_class
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
+        consistency_level=_consistency(config.read_consistency),
+        serial_consistency_level=_consistency(config.serial_consistency),
+        request_timeout=config.request_timeout_seconds,
+    )
+    auth = None
+    if config.username is not None:
+        auth = PlainTextAuthProvider(username=config.username, password=config.password)
+    try:
+        ssl_context = _ssl_context(config)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConnectError(f"cannot load TLS files: {exc}") from exc
+    cluster = Cluster(
+        contact_points=list(config.contact_points), port=config.port, auth_provider=auth,
+        ssl_context=ssl_context, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        connect_timeout=config.connect_timeout_seconds, control_connection_timeout=config.connect_timeout_seconds,
+        protocol_version=4,  # what ScyllaDB speaks; keeps both servers on one protocol
+        **extra,
+    )
+    try:
+        session = cluster.connect()
+    except Exception as exc:
+        cluster.shutdown()
+        where = ", ".join(f"{c}:{config.port}" for c in config.contact_points)
+        hint = ""
+        text = str(exc)
+        if "Authentication" in text or "credentials" in text.lower():
+            hint = " (authentication failed: check username/password)"
+        elif "SSL" in text or "certificate" in text.lower():
+            hint = " (TLS handshake failed: check the CA file and that the server speaks TLS)"
+        elif not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
+            hint = " (the server dropped a plain connection: does it require TLS? give the CA file)"
+        elif "refused" in text.lower() or "Unable to connect" in text:
+            hint = " (nothing answers there: is the node running? `lab node start`)"
+        raise ConnectError(f"cannot connect to {where}{hint}: {exc}", contact_points=config.contact_points) from exc
+    return cluster, session
+
+
+def connect(config: ClusterConfig, *, reactor: str | None = None) -> Connection:
+    return Connection(config, reactor=reactor)

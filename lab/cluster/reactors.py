@@ -1,0 +1,39 @@
+"""The driver's I/O reactor (the event loop under every CQL request), chosen by name.
+
+A plain process (pytest, notebooks, the CLI) keeps the driver default (libev), and so do
+``lab load``'s Locust workers, which run unpatched with the store calls in native threads. In
+a gevent monkey-patched Locust process the default froze the whole process; there
+:data:`LOCUST_REACTOR` is used (measurements: ``loadgen/README.md``). Nothing is
+imported until a name is asked for: ``gevent`` exists only in scylla-driver <= 3.29.11 and
+``asyncore`` only on Python < 3.12 (or with the ``pyasyncore`` backport).
+"""
+from __future__ import annotations
+
+import importlib
+
+from lab.errors import ConfigError
+
+# name -> (module, class)
+REACTORS: dict[str, tuple[str, str]] = {
+    "libev": ("cassandra.io.libevreactor", "LibevConnection"),
+    "asyncore": ("cassandra.io.asyncorereactor", "AsyncoreConnection"),
+    "asyncio": ("cassandra.io.asyncioreactor", "AsyncioConnection"),
+    "gevent": ("cassandra.io.geventreactor", "GeventConnection"),
+}
+DEFAULT_REACTOR = None  # the driver's own choice (libev when its C extension is built)
+# In a gevent-patched Locust process (`lab load --driver gevent`, plain `locust -f`). lab load's
+# default leaves its workers unpatched and keeps the driver default: loadgen/README.md.
+LOCUST_REACTOR = "asyncore"
+
+
+def reactor_class(name: str | None) -> type | None:
+    """The driver connection class for ``name`` (None: the driver default)."""
+    if name in (None, "", "default"):
+        return None
+    if name not in REACTORS:
+        raise ConfigError(f"unknown driver reactor {name!r} (known: {', '.join(REACTORS)})", reactor=name)
+    module, cls = REACTORS[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except Exception as exc:  # ImportError, or the driver's DependencyException (no asyncore on 3.12)
+        raise ConfigError(f"driver reactor {name!r} is not available here: {exc}", reactor=name) from exc

@@ -1,0 +1,218 @@
+"""After a load run: is every acknowledged send readable exactly once, where its ack said?
+
+Each load process appends one line per SEND_ACK to ``acks/<worker>.csv`` (:class:`AckLog`).
+The audit reads every conversation of every worker back through the public read path
+(``store.history``, oldest to newest) and counts, per worker and in total:
+
+- ``lost``: an acked message_id that history does not return at its conversation_seq
+  (``stored_not_in_history`` tells which of them a direct partition read does find: a read
+  path bug rather than a lost write);
+- ``duplicates``: a message_id returned more than once, one (sender, client_message_id)
+  stored under more than one conversation_seq, or two first-time acks for one client id;
+- ``replay_mismatches``: a retried send whose replayed ack names another message.
+
+Lost and duplicates must both be 0. :func:`audit_rows` is the pure core (unit tested);
+:func:`audit_worker` feeds it from the cluster.
+"""
+from __future__ import annotations
+
+import csv
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Iterable, Mapping, Sequence
+
+ACK_FIELDS = ("phase", "tenant_id", "conversation_id", "conversation_seq", "message_id", "client_message_id",
+              "sender_id", "replayed")
+PHASES = ("seed", "warmup", "measured")
+HISTORY_PAGE = 1000
+_EXAMPLES = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ack:
+    phase: str
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    message_id: int
+    client_message_id: str
+    sender_id: uuid.UUID
+    replayed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredRow:
+    """What the audit needs of a message_record row."""
+
+    conversation_seq: int
+    message_id: int
+    client_message_id: str
+    sender_id: uuid.UUID
+    control: bool = False  # recall/edit events: the store's own rows, not sends
+
+
+class AckLog:
+    """Append-only CSV of the acks one process received (flushed by the caller's cadence)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
+        self._f: IO[str] = open(path, "a", newline="", encoding="utf-8")
+        self._w = csv.writer(self._f)
+        if new:
+            self._w.writerow(ACK_FIELDS)
+        self.count = 0
+
+    def append(self, ack: Ack) -> None:
+        self._w.writerow((ack.phase, ack.tenant_id, ack.conversation_id, ack.conversation_seq,
+                          f"{ack.message_id:032x}", ack.client_message_id, ack.sender_id, int(ack.replayed)))
+        self.count += 1
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+
+def read_acks(path: Path) -> list[Ack]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return [Ack(phase=r["phase"], tenant_id=uuid.UUID(r["tenant_id"]),
+                    conversation_id=uuid.UUID(r["conversation_id"]), conversation_seq=int(r["conversation_seq"]),
+                    message_id=int(r["message_id"], 16), client_message_id=r["client_message_id"],
+                    sender_id=uuid.UUID(r["sender_id"]), replayed=r["replayed"] == "1")
+                for r in csv.DictReader(f)]
+
+
+@dataclass(kw_only=True)
+class AuditResult:
+    acked: int = 0                  # distinct first-time acks (sends that created a message)
+    acked_by_phase: dict[str, int] = field(default_factory=dict)
+    replays: int = 0                # retried sends answered from client_dedup
+    found: int = 0
+    lost: int = 0
+    stored_not_in_history: int = 0
+    duplicates: int = 0
+    replay_mismatches: int = 0
+    conversations: int = 0
+    rows_read: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicates == 0 and self.replay_mismatches == 0
+
+    def merge(self, other: "AuditResult") -> None:
+        for name in ("acked", "replays", "found", "lost", "stored_not_in_history", "duplicates",
+                     "replay_mismatches", "conversations", "rows_read"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for k, v in other.acked_by_phase.items():
+            self.acked_by_phase[k] = self.acked_by_phase.get(k, 0) + v
+        self.examples = (self.examples + other.examples)[:_EXAMPLES]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"ok": self.ok}
+
+    def _example(self, text: str) -> None:
+        if len(self.examples) < _EXAMPLES:
+            self.examples.append(text)
+
+
+def audit_rows(acks: Sequence[Ack], rows: Mapping[uuid.UUID, Sequence[StoredRow]],
+               stored_elsewhere: Mapping[uuid.UUID, Iterable[int]] | None = None) -> AuditResult:
+    """Pure core: ``rows`` is what history returned per conversation, ``stored_elsewhere``
+    the message_ids a direct partition read found (to classify losses)."""
+    res = AuditResult()
+    firsts: dict[tuple[uuid.UUID, uuid.UUID, str], Ack] = {}
+    replays: list[Ack] = []
+    for ack in acks:
+        if ack.replayed:
+            replays.append(ack)
+            continue
+        key = (ack.tenant_id, ack.sender_id, ack.client_message_id)
+        prior = firsts.get(key)
+        if prior is not None and prior.message_id != ack.message_id:
+            res.duplicates += 1  # the store acked one client message twice as new
+            res._example(f"client_message_id {ack.client_message_id} acked as new twice")
+            continue
+        firsts[key] = ack
+    for ack in replays:
+        first = firsts.get((ack.tenant_id, ack.sender_id, ack.client_message_id))
+        res.replays += 1
+        if first is None or (first.message_id, first.conversation_seq) != (ack.message_id, ack.conversation_seq):
+            res.replay_mismatches += 1
+            res._example(f"replayed ack of {ack.client_message_id} names another message")
+
+    res.acked = len(firsts)
+    res.acked_by_phase = dict(Counter(a.phase for a in firsts.values()))
+    by_conv: dict[uuid.UUID, list[Ack]] = defaultdict(list)
+    for ack in firsts.values():
+        by_conv[ack.conversation_id].append(ack)
+    res.conversations = len(by_conv)
+    elsewhere = {c: set(ids) for c, ids in (stored_elsewhere or {}).items()}
+    for conv, conv_acks in by_conv.items():
+        conv_rows = rows.get(conv, ())
+        res.rows_read += len(conv_rows)
+        ids = Counter(r.message_id for r in conv_rows)
+        res.duplicates += sum(n - 1 for n in ids.values() if n > 1)
+        for mid, n in ids.items():
+            if n > 1:
+                res._example(f"message_id {mid:032x} returned {n} times in {conv}")
+        by_client: dict[tuple[uuid.UUID, str], set[int]] = defaultdict(set)
+        for r in conv_rows:
+            if not r.control:
+                by_client[(r.sender_id, r.client_message_id)].add(r.conversation_seq)
+        for (sender, cmid), seqs in by_client.items():
+            if len(seqs) > 1:
+                res.duplicates += len(seqs) - 1
+                res._example(f"client_message_id {cmid} stored at seqs {sorted(seqs)}")
+        at_seq = {(r.conversation_seq, r.message_id) for r in conv_rows}
+        for ack in conv_acks:
+            if (ack.conversation_seq, ack.message_id) in at_seq:
+                res.found += 1
+            else:
+                res.lost += 1
+                if ack.message_id in elsewhere.get(conv, set()):
+                    res.stored_not_in_history += 1
+                res._example(f"lost: {conv} seq {ack.conversation_seq} message_id {ack.message_id:032x}")
+    return res
+
+
+def _stored(m: Any) -> StoredRow:
+    from lab.store.model import MessageType
+
+    return StoredRow(conversation_seq=m.conversation_seq, message_id=m.message_id,
+                     client_message_id=m.client_message_id, sender_id=m.sender_id,
+                     control=m.message_type == MessageType.CONTROL)
+
+
+def read_conversation(store: Any, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> list[StoredRow]:
+    """Every message of a conversation through the public read path, newest to oldest."""
+    out: list[StoredRow] = []
+    anchor = None
+    while True:
+        page = store.history(tenant_id, conversation_id, direction="older", anchor=anchor, limit=HISTORY_PAGE)
+        out.extend(_stored(m) for m in page.messages)
+        if not page.has_more or page.next_anchor is None:
+            return out
+        anchor = page.next_anchor
+
+
+def audit_worker(store: Any, acks: Sequence[Ack]) -> AuditResult:
+    """Read back every conversation ``acks`` name, with ``store`` (opened on the worker's state)."""
+    from lab.store.ids import seq_bucket
+
+    convs: dict[uuid.UUID, uuid.UUID] = {a.conversation_id: a.tenant_id for a in acks}
+    rows = {c: read_conversation(store, t, c) for c, t in convs.items()}
+    # Classify losses: which missing ids a direct partition read does find.
+    width = store.constants.message_seq_bucket_width
+    elsewhere: dict[uuid.UUID, set[int]] = defaultdict(set)
+    seen = {c: {(r.conversation_seq, r.message_id) for r in rs} for c, rs in rows.items()}
+    for a in acks:
+        if not a.replayed and (a.conversation_seq, a.message_id) not in seen[a.conversation_id]:
+            for m in store.read_bucket(a.tenant_id, a.conversation_id, seq_bucket(a.conversation_seq, width)):
+                elsewhere[a.conversation_id].add(m.message_id)
+    return audit_rows(acks, rows, elsewhere)

@@ -1,0 +1,252 @@
+"""One Locust process's shared state: the store, the latency recorder, its key range, its acks.
+
+Built once per process on Locust's ``init`` event (``loadgen/locustfile.py``) from the plan
+the runner put in ``LAB_LOAD_PLAN`` and the cluster settings in ``LAB_*``. Users reach it
+through :func:`context`. No store logic here: it opens the store, keeps the bookkeeping a
+load run needs (what was acked, where, when), and writes the process's files:
+
+    <load_dir>/hdr/<worker>.hlog      interval histograms (lab.hdr), every plan.interval_seconds
+    <load_dir>/acks/<worker>.csv      one line per SEND_ACK (lab.audit.AckLog)
+    <load_dir>/totals/<worker>.json   run totals per operation, store alerts, request counts
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.monkey
+
+from lab.load.audit import Ack, AckLog, read_acks
+from lab.cluster.config import load_config
+from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.cluster.reactors import LOCUST_REACTOR
+
+_NS = 1_000_000_000
+_CONTEXT: "LoadContext | None" = None
+
+
+class Conversation:
+    """What this process knows was acked in one conversation: (seq, message_id), in ack order."""
+
+    __slots__ = ("conversation_id", "kind", "messages", "senders")
+
+    def __init__(self, conversation_id: uuid.UUID, kind: str, senders: list[uuid.UUID]) -> None:
+        self.conversation_id = conversation_id
+        self.kind = kind  # "big_group" | "dm" | "chat"
+        self.messages: list[tuple[int, int]] = []
+        self.senders = senders
+
+
+class LoadContext:
+    def __init__(self, plan: LoadPlan, env: dict[str, str]) -> None:
+        self.plan = plan
+        self.config = load_config(env=env)
+        self.profile = load_profile(plan.profile)
+        self.keys = KeyRange(plan.run_id, plan.worker_index, SEED_SHAPES[plan.seed_size])
+        self.recorder = LatencyRecorder(fixed_rate=plan.fixed_rate)
+        self.ready = gevent.event.Event()
+        self.store: Any = None
+        self.connection: Any = None
+        self.error: BaseException | None = None
+        self.threadpool: Any = None
+        self.templates: tuple = ()
+        self.conversations: dict[uuid.UUID, Conversation] = {}
+        self.sent: list[tuple[Any, Any]] = []  # recent (request, ack) pairs senders may retry
+        self._counter = 0
+        self._t0_wall = plan.t0
+        self._closed = False
+        load_dir = plan.load_dir
+        self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
+        self.hdr_path = load_dir / "hdr" / f"{plan.worker_name()}.hlog"
+        self.totals_path = load_dir / "totals" / f"{plan.worker_name()}.json"
+        self._register_conversations()
+
+    # ---- clock -------------------------------------------------------------------------
+    def _ns_of_wall(self, wall: float) -> int:
+        return time.perf_counter_ns() + int((wall - time.time()) * _NS)
+
+    @property
+    def t0_wall(self) -> float:
+        while not self._t0_wall:
+            if not self.plan.start_gate:  # web UI: the run starts when the first user does
+                self._t0_wall = time.time()
+            else:
+                self._t0_wall = self.plan.published_t0() or 0.0
+                if not self._t0_wall:
+                    gevent.sleep(0.05)
+        return self._t0_wall
+
+    @property
+    def t0_ns(self) -> int:
+        return self._ns_of_wall(self.t0_wall)
+
+    @property
+    def end_ns(self) -> int | None:
+        if self.plan.duration_seconds <= 0:
+            return None
+        return self.t0_ns + int(self.plan.end_seconds * _NS)
+
+    def phase_at(self, ns: int) -> str:
+        """warmup | measured | after, of a call that was due (or started) at ``ns``."""
+        t0 = self.t0_ns
+        if ns < t0 + int(self.plan.warmup_seconds * _NS):
+            return "warmup"
+        end = self.end_ns
+        return "after" if end is not None and ns >= end else "measured"
+
+    # ---- set-up --------------------------------------------------------------------------
+    def _register_conversations(self) -> None:
+        k = self.keys
+        self.conversations[k.big_group] = Conversation(k.big_group, "big_group", k.senders(k.big_group, 50))
+        for c in k.dms():
+            self.conversations[c] = Conversation(c, "dm", k.senders(c, 2))
+        for c in k.chats():
+            self.conversations[c] = Conversation(c, "chat", k.senders(c, 8))
+        if self.acks_path.exists():  # the runner's seed sends
+            for ack in read_acks(self.acks_path):
+                if not ack.replayed and ack.conversation_id in self.conversations:
+                    self.conversations[ack.conversation_id].messages.append((ack.conversation_seq, ack.message_id))
+                    self._counter += 1
+
+    def open(self) -> None:
+        """Build the message templates, connect and open the store. Runs when the locustfile is
+        imported, before Locust starts its runner: this is seconds of CPU (numpy, the driver's
+        metadata) that would otherwise starve the worker's heartbeats to the master."""
+        from lab.cluster.connection import connect
+        from lab.store import MessageStore
+
+        self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
+        if not gevent.monkey.is_module_patched("threading"):
+            # Locust started with LOCUST_SKIP_MONKEY_PATCH (lab load's default): the driver keeps its
+            # default reactor in a real thread and every store call runs in one of gevent's native
+            # threads, so the store's blocking work (SQLite fsync, crypto) overlaps as in a plain
+            # client. Patched (plain `locust -f`): calls run on the gevent loop, driver on asyncore.
+            self.threadpool = gevent.get_hub().threadpool
+            self.threadpool.maxsize = max(4, -(-self.plan.users // self.plan.workers) + 4)
+            self.connection = connect(self.config, reactor=self.plan.reactor)
+        else:
+            self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
+        self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
+                                       connection=self.connection)
+        self.acks = AckLog(self.acks_path)
+
+    def start(self) -> None:
+        """Report ready, wait for t0 (start gate), start the interval log (in a greenlet: users
+        wait on :attr:`ready`)."""
+        try:
+            if self.plan.start_gate:
+                self.plan.ready_path().parent.mkdir(parents=True, exist_ok=True)
+                self.plan.ready_path().write_text(str(os.getpid()))
+            self.hdr_path.parent.mkdir(parents=True, exist_ok=True)
+            self._hdr_file = open(self.hdr_path, "w", encoding="utf-8")
+            self._hdr = IntervalLogWriter(self._hdr_file, start_time_s=self.t0_wall,
+                                          comment=f"[lab load {self.plan.run_id} {self.plan.worker_name()}]")
+            gevent.spawn(self._flush_loop)
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.ready.set()
+
+    def wait_ready(self) -> None:
+        self.ready.wait()
+        if self.error is not None:
+            raise RuntimeError(f"load process could not open the store: {self.error}")
+
+    # ---- what users share ----------------------------------------------------------------
+    def next_client_message_id(self) -> str:
+        self._counter += 1
+        return self.keys.client_message_id(self._counter, prefix=f"w{os.getpid()}")
+
+    def template(self) -> Any:
+        return random.choice(self.templates)
+
+    def of_kind(self, kind: str) -> list[Conversation]:
+        return [c for c in self.conversations.values() if c.kind == kind]
+
+    def record_ack(self, request: Any, ack: Any, phase: str) -> None:
+        conv = self.conversations.get(request.conversation_id)
+        if conv is not None and not ack.replayed:
+            conv.messages.append((ack.conversation_seq, ack.message_id))
+        self.acks.append(Ack(phase=phase, tenant_id=request.tenant_id, conversation_id=request.conversation_id,
+                             conversation_seq=ack.conversation_seq, message_id=ack.message_id,
+                             client_message_id=request.client_message_id, sender_id=request.sender_id,
+                             replayed=ack.replayed))
+        if not ack.replayed:
+            self.sent.append((request, ack))
+            if len(self.sent) > 1000:
+                del self.sent[:500]
+
+    # ---- files -----------------------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        step = self.plan.interval_seconds
+        begin = time.time()
+        while not self._closed:
+            now = time.time()
+            # interval edges on t0 + k * step, so the workers' logs line up
+            k = int((now - self.t0_wall) // step) + 1
+            gevent.sleep(max(0.0, self.t0_wall + k * step - now))
+            end = time.time()
+            self._write_interval(begin, end)
+            begin = end
+
+    def _write_interval(self, begin: float, end: float) -> None:
+        interval = self.recorder.take_interval()
+        if interval and not self._hdr_file.closed:
+            self._hdr.write_interval(interval, begin_s=begin, end_s=end)
+        if hasattr(self, "acks"):
+            self.acks.flush()
+
+    def write_totals(self) -> None:
+        data = {"worker": self.plan.worker_name(), "pid": os.getpid(), "fixed_rate": self.plan.fixed_rate,
+                "written_at": time.time(), "totals": self.recorder.totals_json(),
+                "acks": getattr(getattr(self, "acks", None), "count", 0),
+                "driver": "native-threads" if self.threadpool is not None else "gevent",
+                "reactor": self.connection.cluster.connection_class.__name__
+                if self.connection is not None else None}
+        if self.store is not None:
+            data["alerts"] = self.store.alerts.snapshot()
+            data["requests"] = self.connection.counter.snapshot()
+        self.totals_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.totals_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.totals_path)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if hasattr(self, "_hdr_file"):
+            self._write_interval(time.time(), time.time())
+            self._hdr_file.close()
+        self.write_totals()
+        if self.store is not None:
+            self.store.close()  # drains the asynchronous conversation_head updates
+            self.connection.close()
+        if hasattr(self, "acks"):
+            self.acks.close()
+
+
+def init_context(env: dict[str, str] | None = None) -> LoadContext:
+    global _CONTEXT
+    env = dict(os.environ if env is None else env)
+    plan = LoadPlan.from_env(env)
+    index = env.get("LAB_LOAD_WORKER_INDEX")
+    if index is not None:
+        plan = plan.for_worker(int(index))
+    _CONTEXT = LoadContext(plan, env)
+    return _CONTEXT
+
+
+def context() -> LoadContext:
+    if _CONTEXT is None:
+        raise RuntimeError("the load context is built on Locust's init event (loadgen/locustfile.py)")
+    return _CONTEXT
+

@@ -1,0 +1,38 @@
+"""Load shapes as Locust ``LoadTestShape`` stage tables.
+
+The rate of a fixed-rate run lives in the plan's stage table (``lab.load.pacing.Stage``): users
+pace themselves by it (``lab.load.locust.users``), so the shape does not add or remove users between
+steps (changing the user count would change each user's share mid-schedule). The shape
+holds the plan's users for the length of the table and stops the run after the last stage,
+one stage row per step, so Locust's UI and CSV history show the steps.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from locust import LoadTestShape
+
+from lab.load.plan import LoadPlan
+
+STOP_GRACE_SECONDS = 1.0  # after the last call is issued; in-flight calls finish under --stop-timeout
+
+
+class StageTableShape(LoadTestShape):
+    """Hold ``plan.users`` from start-up through the last stage (or the closed-loop duration)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plan = LoadPlan.from_env(os.environ)
+        edges = [s.end_s for s in self.plan.stages] or [self.plan.end_seconds]
+        self.stages = [{"end_s": e, "users": self.plan.users, "spawn_rate": self.plan.users} for e in edges]
+
+    def tick(self):
+        t0 = self.plan.t0 or self.plan.published_t0()
+        if t0 is None:  # lab load has not opened the start gate yet: spawn and wait
+            return self.stages[0]["users"], self.stages[0]["spawn_rate"]
+        elapsed = time.time() - t0  # seconds after t0; negative just before the start
+        for stage in self.stages:
+            if elapsed < stage["end_s"] + (STOP_GRACE_SECONDS if stage is self.stages[-1] else 0):
+                return stage["users"], stage["spawn_rate"]
+        return None

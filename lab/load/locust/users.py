@@ -1,0 +1,230 @@
+"""Locust users that drive the store's public API (docs/store-api.md) and nothing else.
+
+:class:`StoreUser` is the abstract base (locust's xmlrpc-example shape): it owns the process's
+store (``lab.load.locust.runtime``), paces calls, and times every call with :meth:`StoreUser.call`,
+which records microsecond latency (``lab.measure.hdr``) and fires Locust's request event. One task
+run is one store call, so Locust's graceful stop lets an in-flight call finish and the
+pacing sits where Locust expects it, in :meth:`wait_time`. Under ``lab load`` the call itself
+runs in a native thread (the process is not gevent-patched) while the user's greenlet
+waits; in a patched process it runs on the gevent loop (loadgen/README.md, "which reactor").
+
+Pacing. Closed loop (``--users N``): each user calls back to back. Fixed rate (``--rate R``,
+or a staircase): each user gets ``R / users`` calls per second on its own schedule
+(``lab.load.pacing.UserPacer``); a user that falls behind issues overdue calls back to back and
+their latency counts from the due time (coordinated omission corrected), beside the
+service time from the actual start.
+
+The kinds, weighted per load profile (``lab/load/profiles.toml``):
+    sender           full write path; message mix from the profile; a share of retries
+                     (same client_message_id) that must replay the first ack
+    history_reader   latest page, then older pages; sometimes newer pages from an anchor
+    backfill_joiner  grouped batch reads: S-1 shapes (1 group x 500, 20 DMs x 5) and mixes
+    reactor          react / unreact, and the detail-view self_reaction
+    recall_editor    recall or edit of recent messages
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Callable
+
+import gevent
+from locust import User, task
+
+from lab.errors import RequestTimeout
+from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
+from lab.load.pacing import UserPacer
+
+from lab.load.locust.runtime import LoadContext, context
+
+IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
+HISTORY_LIMIT = 50
+REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
+_NS = 1_000_000_000
+
+
+class StoreUser(User):
+    """Abstract: owns the store of its process and times each call. Subclasses hold no logic
+    beyond choosing what to ask the store."""
+
+    abstract = True
+    kind = ""
+
+    def on_start(self) -> None:
+        self.lab: LoadContext = context()
+        self.lab.wait_ready()
+        plan = self.lab.plan
+        self._pacer = UserPacer(plan.stages, t0_ns=self.lab.t0_ns, users=plan.users,
+                                phase=random.random()) if plan.fixed_rate else None
+        self._due: int | None = None
+        self._done = False
+        self.last_phase = "warmup"
+        gevent.sleep(self.wait_time())
+
+    def wait_time(self) -> float:
+        now = time.perf_counter_ns()
+        if self._pacer is not None:
+            self._due = self._pacer.next_due(now)
+            if self._due is None:
+                self._done = True
+                return IDLE_SECONDS
+            return max(0, self._due - now) / _NS
+        t0, end = self.lab.t0_ns, self.lab.end_ns
+        if end is not None and now >= end:
+            self._done = True
+            return IDLE_SECONDS
+        return max(0, t0 - now) / _NS
+
+    def call(self, op: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run one store call, record it (failures included), return its result or None."""
+        if self._done:
+            return None
+        due = self._due
+        start = time.perf_counter_ns()
+        error: BaseException | None = None
+        result = None
+        try:
+            if self.lab.threadpool is not None:  # a native thread runs it; this greenlet waits
+                result = self.lab.threadpool.apply(fn, args, kwargs)
+            else:
+                result = fn(*args, **kwargs)
+        except Exception as exc:  # recorded, never dropped: a failed call is a data point
+            error = exc
+        end = time.perf_counter_ns()
+        phase = self.lab.phase_at(due if due is not None else start)
+        self.last_phase = phase
+        if phase == "measured":
+            self.lab.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
+                                     error=type(error).__name__ if error else None,
+                                     timeout=isinstance(error, RequestTimeout))
+        self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
+                                             response_length=0, exception=error, context={"phase": phase})
+        return result
+
+    # helpers for subclasses: choosing, not storing
+    def conversation(self, weights: dict[str, float]) -> Any:
+        kinds = [k for k in weights if self.lab.of_kind(k)]
+        kind = random.choices(kinds, [weights[k] for k in kinds])[0]
+        convs = [c for c in self.lab.of_kind(kind) if c.messages] or self.lab.of_kind(kind)
+        return random.choice(convs)
+
+
+class SenderUser(StoreUser):
+    kind = "sender"
+
+    @task
+    def send(self) -> None:
+        lab = self.lab
+        if lab.sent and random.random() < lab.profile.retry_share:
+            request, _first = random.choice(lab.sent[-200:])
+            ack = self.call("send_retry", lab.store.send, request)
+            if ack is not None:
+                lab.record_ack(request, ack, self.last_phase)
+            return
+        conv = self.conversation({"chat": 0.8, "big_group": 0.1, "dm": 0.1})
+        request = lab.keys.request(lab.template(), conversation_id=conv.conversation_id,
+                                   sender_id=random.choice(conv.senders),
+                                   client_message_id=lab.next_client_message_id())
+        ack = self.call("send", lab.store.send, request)
+        if ack is not None:
+            lab.record_ack(request, ack, self.last_phase)
+
+
+class HistoryReaderUser(StoreUser):
+    kind = "history_reader"
+
+    def on_start(self) -> None:
+        self._session: tuple[Any, str, int | None, int] | None = None
+        super().on_start()
+
+    @task
+    def page(self) -> None:
+        lab = self.lab
+        if self._session is None:
+            conv = self.conversation({"chat": 0.8, "big_group": 0.2})
+            if conv.messages and random.random() < 0.1:  # a jump back, then forward
+                anchor = random.choice(conv.messages)[0]
+                self._session = (conv, "newer", anchor, random.randint(1, 2))
+            else:
+                self._session = (conv, "older", None, random.choice((1, 1, 2, 3)))
+        conv, direction, anchor, pages = self._session
+        op = "history_latest" if anchor is None else f"history_{direction}"
+        page = self.call(op, lab.store.history, lab.keys.tenant_id, conv.conversation_id, direction=direction,
+                         anchor=anchor, limit=HISTORY_LIMIT)
+        if page is not None and page.has_more and page.next_anchor is not None and pages > 1:
+            self._session = (conv, direction, page.next_anchor, pages - 1)
+        else:
+            self._session = None
+
+
+class BackfillJoinerUser(StoreUser):
+    kind = "backfill_joiner"
+
+    @task
+    def backfill(self) -> None:
+        from lab.store import BatchEntry
+
+        lab = self.lab
+        r = random.random()
+        if r < 0.25:
+            op, picks = "backfill_s1_group", [(lab.keys.big_group, lab.conversations[lab.keys.big_group].messages[
+                -S1_GROUP_ENTRIES:])]
+        elif r < 0.5:
+            op, picks = "backfill_s1_dms", [(c.conversation_id, c.messages[-S1_DM_ENTRIES:])
+                                            for c in lab.of_kind("dm")[:S1_DMS]]
+        else:  # a joiner's realistic mix: a few conversations, a few to a few dozen messages each
+            convs = [c for c in lab.conversations.values() if c.messages]
+            op, picks = "backfill_mix", [(c.conversation_id, random.sample(c.messages, min(len(c.messages),
+                                                                                         random.randint(1, 40))))
+                                         for c in random.sample(convs, min(len(convs), random.randint(2, 12)))]
+        entries = [BatchEntry(conversation_id=conv, conversation_seq=seq, message_id=mid)
+                   for conv, msgs in picks for seq, mid in msgs]
+        if entries:
+            self.call(op, lab.store.batch_read, lab.keys.tenant_id, entries)
+
+
+class ReactorUser(StoreUser):
+    kind = "reactor"
+
+    @task
+    def react(self) -> None:
+        lab = self.lab
+        conv = self.conversation({"chat": 0.7, "big_group": 0.3})
+        if not conv.messages:
+            return
+        seq = random.choice(conv.messages[-100:])[0]
+        user = random.choice(conv.senders)
+        r = random.random()
+        if r < 0.7:
+            self.call("react", lab.store.react, lab.keys.tenant_id, conv.conversation_id, seq, user,
+                      random.choice(REACTION_KEYS))
+        elif r < 0.85:
+            self.call("unreact", lab.store.unreact, lab.keys.tenant_id, conv.conversation_id, seq, user)
+        else:
+            self.call("self_reaction", lab.store.self_reaction, lab.keys.tenant_id, conv.conversation_id, seq, user)
+
+
+class RecallEditorUser(StoreUser):
+    kind = "recall_editor"
+    recalled: set[tuple[Any, int]] = set()  # per process; a recalled message cannot be edited
+
+    @task
+    def change(self) -> None:
+        lab = self.lab
+        conv = self.conversation({"chat": 1.0})
+        candidates = [m for m in conv.messages[-50:] if (conv.conversation_id, m[0]) not in self.recalled]
+        if not candidates:
+            return
+        seq = random.choice(candidates)[0]
+        actor = random.choice(conv.senders)
+        if random.random() < 0.3:
+            self.recalled.add((conv.conversation_id, seq))
+            self.call("recall", lab.store.recall, lab.keys.tenant_id, conv.conversation_id, seq, actor_id=actor)
+        else:
+            self.call("edit", lab.store.edit, lab.keys.tenant_id, conv.conversation_id, seq,
+                      body=lab.template().body or b"edited", actor_id=actor)
+
+
+USER_CLASSES: dict[str, type[StoreUser]] = {cls.kind: cls for cls in
+                                            (SenderUser, HistoryReaderUser, BackfillJoinerUser, ReactorUser,
+                                             RecallEditorUser)}

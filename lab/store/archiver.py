@@ -1,0 +1,75 @@
+"""HistoryArchiver: archiver mode of the design's implementation note (§2.1, 2026-09-26).
+
+In archiver mode the commit path skips step 3; this consumer reads committed messages from
+the outbox and writes message_record and message_index in batches:
+
+- plain INSERTs (no LWT): the primary key makes a replay land on the same row, so running
+  a batch twice, or after a crash before the offset commit, stores the same rows;
+- the *remaining* TTL, created_at + period - now (lab.retention), so a late archive expires
+  when the message would have; an already-expired message is skipped and counted
+  (``archiver_expired_skipped``) because ``USING TTL 0`` would keep it forever;
+- write time pinned to the message's created_at (``USING TIMESTAMP``): a recall or edit
+  applied before the archive caught up carries a later timestamp and is not overwritten;
+- the consumer-group offset is committed only after the batch is written (at-least-once).
+
+CONTROL events (recall/edit) are not rows of their own: they are skipped here, and their
+effect on the target row is applied by lab.recall.
+"""
+from __future__ import annotations
+
+import time
+
+from lab.store.context import StoreContext
+from lab.store.outbox import KIND_MESSAGE, Outbox
+from lab.store.records import columns_from_wire
+from lab.store.write_path import record_statements
+
+__all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver"]
+
+ARCHIVER_GROUP = "history-archiver"
+DEFAULT_ARCHIVE_BATCH = 500
+_US_PER_MS = 1000
+
+
+class HistoryArchiver:
+    def __init__(self, ctx: StoreContext, outbox: Outbox, *, group: str = ARCHIVER_GROUP,
+                 batch_size: int = DEFAULT_ARCHIVE_BATCH) -> None:
+        self.ctx = ctx
+        self.outbox = outbox
+        self.group = group
+        self.batch_size = batch_size
+
+    def lag(self) -> int:
+        """Outbox entries (messages and CONTROL events) not yet consumed by this group."""
+        return self.outbox.end_offset() - max(self.outbox.committed(self.group), 1)
+
+    def run_once(self, *, max_batches: int | None = None) -> int:
+        """Archive everything committed so far (or ``max_batches`` batches); returns rows written."""
+        written = batches = 0
+        while max_batches is None or batches < max_batches:
+            entries = self.outbox.read(self.outbox.committed(self.group), self.batch_size)
+            if not entries:
+                break
+            self.ctx.faults.hit("archiver_after_read")
+            now_ms = time.time_ns() // 1_000_000
+            statements = []
+            for entry in entries:
+                if entry.record.kind != KIND_MESSAGE:
+                    continue
+                columns = columns_from_wire(entry.record.payload["columns"])
+                ttl = self.ctx.retention.remaining_ttl_seconds(
+                    columns["retention_class"], columns["tenant_id"], created_at_ms=columns["created_at"],
+                    now_ms=now_ms)
+                if ttl is None:
+                    self.ctx.alerts.incr("archiver_expired_skipped")
+                    continue
+                statements.extend(record_statements(self.ctx, columns, ttl,
+                                                    timestamp_us=columns["created_at"] * _US_PER_MS))
+                written += 1
+            if statements:
+                self.ctx.connection.execute_concurrent(statements)
+            self.ctx.faults.hit("archiver_after_write")
+            self.outbox.commit(self.group, entries[-1].offset + 1)
+            self.ctx.faults.hit("archiver_after_commit")
+            batches += 1
+        return written

@@ -1,0 +1,271 @@
+"""Grouped batch read of message bodies (design §4.3) with reaction summaries (§4.4).
+
+Input: entries of a MAILBOX_BATCH / PUSH_EVENTS assembly, each naming a message by its
+coordinate (conversation_id, conversation_seq) and its message_id. Steps:
+
+1. inline entries (ADR-0005: they carry their body) are skipped;
+2. the node's body LRU (by message_id) answers what it can;
+3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
+4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
+   group's seqs are contiguous, else ``conversation_seq IN ?`` split into lists of at most
+   ``batch_read_in_list_limit`` (Scylla's coordinator pays memory and latency for huge INs);
+   next to it the same predicate on message_reaction_summary, which shares the partition
+   key, so the summaries come from the same replicas in the same step; all of it runs
+   concurrently;
+5. each message_id is joined and decoded once per batch, however often it appears, and
+   the LRU is filled.
+
+Never a point read of message_record per message_id, and never a read of message_index (it
+is the admin path, §2.2): the entry already carries the coordinate.
+
+Summaries are returned for the messages read from the table in this batch. LRU hits and
+inline entries get none: a summary is a mutable count delivered by its own absolute
+REACTION_UPDATE (§13.6.2), so caching it beside an immutable-ish body would serve stale counts.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.cluster.connection import Stmt
+from lab.store.context import StoreContext
+from lab.errors import KeyDestroyed, ValidationError
+from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.reactions import ReactionSummary, summary_from_row
+from lab.store.read_path import check_bucket_rows
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
+
+DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
+
+_COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
+_SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
+_PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchEntry:
+    """One message to join. ``inline_body`` set means the entry already carries its body."""
+
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    message_id: int
+    inline_body: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchResult:
+    """Bodies and summaries by message_id.
+
+    ``groups``: (conversation, bucket) partitions read; ``requests``: CQL requests issued
+    (message_record and message_reaction_summary together; IN splits count each);
+    ``lru_hits`` / ``inline_skipped``: entries answered without a read (unique message_ids /
+    entries); ``missing``: message_ids asked for but not found (expired by TTL, wrong
+    coordinate, crypto-erased conversation); ``decoded``: rows decoded (one per message_id).
+    """
+
+    messages: dict[int, Message]
+    summaries: dict[int, ReactionSummary]
+    groups: int
+    requests: int
+    lru_hits: int
+    inline_skipped: int
+    missing: tuple[int, ...] = ()
+    decoded: int = 0
+
+
+class BodyCache:
+    """Thread-safe LRU of decoded messages by (tenant_id, message_id).
+
+    The cached Message holds the decrypted body: whatever changes a row (recall, edit) or
+    erases a conversation must :meth:`discard` it (by message_id or by coordinate, which
+    is what recall / edit carry) or :meth:`clear`, because the cache cannot see those writes.
+    ``max_entries=0`` disables it.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
+            raise ValidationError(f"max_entries must be an int >= 0, got {max_entries!r}", value=max_entries)
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[uuid.UUID, int], Message] = OrderedDict()
+        self._at: dict[tuple[uuid.UUID, uuid.UUID, int], int] = {}  # coordinate -> message_id
+
+    def get(self, tenant_id: uuid.UUID, message_id: int) -> Message | None:
+        with self._lock:
+            message = self._items.get((tenant_id, message_id))
+            if message is not None:
+                self._items.move_to_end((tenant_id, message_id))
+            return message
+
+    def put(self, message: Message) -> None:
+        if self.max_entries == 0:
+            return
+        key = (message.tenant_id, message.message_id)
+        with self._lock:
+            self._items[key] = message
+            self._items.move_to_end(key)
+            self._at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
+            while len(self._items) > self.max_entries:
+                _, evicted = self._items.popitem(last=False)
+                self._at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
+
+    def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
+        tenant_id = parse_uuid(tenant_id)
+        with self._lock:
+            message = self._items.pop((tenant_id, message_id), None)
+            if message is not None:
+                self._at.pop((tenant_id, message.conversation_id, message.conversation_seq), None)
+
+    def discard_at(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                   conversation_seq: int) -> None:
+        """Drop the message at a coordinate (recall / edit know the coordinate, not the id)."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        with self._lock:
+            message_id = self._at.pop((tenant_id, conversation_id, conversation_seq), None)
+            if message_id is not None:
+                self._items.pop((tenant_id, message_id), None)
+
+    def discard_conversation(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int:
+        """Drop every cached message of one conversation (crypto-erasure); returns how many."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        with self._lock:
+            doomed = [(key, m) for key, m in self._items.items()
+                      if key[0] == tenant_id and m.conversation_id == conversation_id]
+            for key, message in doomed:
+                del self._items[key]
+                self._at.pop((tenant_id, conversation_id, message.conversation_seq), None)
+            return len(doomed)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._at.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Group:
+    """The misses of one message_record partition: seq -> message_id."""
+
+    conversation_id: uuid.UUID
+    bucket: int
+    wanted: dict[int, int]
+
+    def predicates(self, in_list_limit: int) -> list[tuple[str, tuple[Any, ...]]]:
+        """('range', (lo, hi)) for contiguous seqs, else ('in', (chunk,)) per IN-list chunk."""
+        seqs = sorted(self.wanted)
+        if seqs[-1] - seqs[0] + 1 == len(seqs):
+            return [("range", (seqs[0], seqs[-1]))]
+        return [("in", (seqs[i:i + in_list_limit],)) for i in range(0, len(seqs), in_list_limit)]
+
+
+class BatchReader:
+    """Grouped batch reads of one store; statements are prepared on first use. The body
+    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` to
+    :func:`lab.store.records.decode_row` with the store's encryptor."""
+
+    def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
+                 decode: Callable[[Any], Message] | None = None,
+                 concurrency: int = DEFAULT_BATCH_CONCURRENCY) -> None:
+        self.ctx = ctx
+        self.connection = ctx.connection
+        self.constants = ctx.constants
+        self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
+        self.concurrency = concurrency
+        self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
+        self._stmts: dict[str, Stmt] = {}
+
+    def _stmt(self, name: str) -> Stmt:
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            table, columns = (("message_record", _COLUMNS) if name.startswith("record")
+                              else ("message_reaction_summary", _SUMMARY_COLUMNS))
+            predicate = ("conversation_seq IN ?" if name.endswith("in")
+                         else "conversation_seq >= ? AND conversation_seq <= ?")
+            stmt = self._stmts[name] = self.ctx.prepare(
+                f"SELECT {columns} FROM {{ks}}.{table} WHERE {_PARTITION} AND {predicate}")
+        return stmt
+
+    def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
+        tenant_id = parse_uuid(tenant_id)
+        if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
+            raise ValidationError(f"batch entries must be an iterable of BatchEntry, got {type(entries).__name__}",
+                                  field="entries")
+        width = self.constants.message_seq_bucket_width
+        inline_skipped = 0
+        coordinates: dict[int, tuple[uuid.UUID, int]] = {}
+        for entry in entries:
+            if not isinstance(entry, BatchEntry):
+                raise ValidationError(f"batch entries must be BatchEntry, got {type(entry).__name__}")
+            # Every entry is checked, inline ones too: a malformed entry is a caller bug
+            # whether or not this batch happens to need its coordinate.
+            conversation_id = parse_uuid(entry.conversation_id)
+            seq = check_conversation_seq(entry.conversation_seq)
+            u128_to_blob(entry.message_id)  # type and range check
+            if entry.inline_body is not None:
+                if not isinstance(entry.inline_body, (bytes, bytearray, memoryview)):
+                    raise ValidationError(f"inline_body must be bytes, got {type(entry.inline_body).__name__}",
+                                          field="inline_body", message_id=entry.message_id)
+                inline_skipped += 1
+                continue
+            seen = coordinates.setdefault(entry.message_id, (conversation_id, seq))
+            if seen != (conversation_id, seq):
+                raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "
+                                      f"{(conversation_id, seq)}", message_id=entry.message_id)
+
+        messages: dict[int, Message] = {}
+        groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
+        for message_id, (conversation_id, seq) in coordinates.items():
+            cached = self.cache.get(tenant_id, message_id)
+            if cached is not None:
+                messages[message_id] = cached
+                continue
+            groups.setdefault((conversation_id, seq_bucket(seq, width)), {})[seq] = message_id
+        lru_hits = len(messages)
+
+        statements: list[tuple[Stmt, tuple[Any, ...]]] = []
+        owners: list[tuple[str, _Group]] = []
+        for (conversation_id, bucket), wanted in groups.items():
+            group = _Group(conversation_id=conversation_id, bucket=bucket, wanted=wanted)
+            for kind, args in group.predicates(self.constants.batch_read_in_list_limit):
+                for table in ("record", "summary"):
+                    statements.append((self._stmt(f"{table}_{kind}"), (tenant_id, conversation_id, bucket, *args)))
+                    owners.append((table, group))
+        results = self.connection.execute_concurrent(statements, concurrency=self.concurrency) if statements else []
+
+        summaries: dict[int, ReactionSummary] = {}
+        pending_summaries: list[tuple[int, Any]] = []
+        decoded = 0
+        for (table, group), result in zip(owners, results):
+            rows = list(result)
+            if table == "summary":
+                pending_summaries += [(group.wanted[row.conversation_seq], row) for row in rows
+                                      if row.conversation_seq in group.wanted]
+                continue
+            check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
+                              conversation_id=group.conversation_id, seq_bucket=group.bucket)
+            for row in rows:
+                message_id = group.wanted.get(row.conversation_seq)
+                # a row whose message_id differs is another message at that coordinate: not ours
+                if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
+                    continue
+                try:
+                    message = self._decode(row)
+                except KeyDestroyed:
+                    continue  # crypto-erased conversation: reported as missing, not a failed batch
+                decoded += 1
+                messages[message_id] = message
+                self.cache.put(message)
+        for message_id, row in pending_summaries:
+            if message_id in messages:
+                summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)
+        missing = tuple(mid for mid in coordinates if mid not in messages)
+        return BatchResult(messages=messages, summaries=summaries, groups=len(groups), requests=len(statements),
+                           lru_hits=lru_hits, inline_skipped=inline_skipped, missing=missing, decoded=decoded)

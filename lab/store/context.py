@@ -1,0 +1,37 @@
+"""What every path module needs from the store, in one typed object.
+
+The façade (:mod:`lab.store`) builds one :class:`StoreContext` and hands it to the path
+modules (write path, read path, archiver, recall, ...), so those modules never import the
+façade and each can be tested on its own. CQL names its keyspace explicitly (``{ks}`` in
+the templates given to :meth:`StoreContext.prepare`) because one connection may serve
+several keyspaces (the tests use one per module).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.store.alerts import Alerts
+from lab.cluster.connection import Connection, Stmt
+from lab.constants import Constants
+from lab.store.crypto import Encryptor
+from lab.store.faults import FaultPlan
+from lab.store.retention import RetentionPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreContext:
+    connection: Connection
+    keyspace: str
+    constants: Constants
+    encryptor: Encryptor
+    retention: RetentionPolicy
+    alerts: Alerts
+    faults: FaultPlan
+
+    def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
+        """Prepare ``cql`` with ``{ks}`` replaced by the store's keyspace (cached per text)."""
+        return self.connection.prepare(cql.format(ks=self.keyspace), key_columns=key_columns, kind=kind)
+
+    @property
+    def bucket_width(self) -> int:
+        return self.constants.message_seq_bucket_width

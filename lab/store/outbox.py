@@ -1,0 +1,248 @@
+"""The outbox: the commit log every committed message and CONTROL event goes to (§5.1 step 4).
+
+Production appends to Redpanda with an idempotent producer and acks=all (ADR-0006/0012);
+fanout and the HistoryArchiver consume it. Here it is an interface (:class:`Outbox`) behind
+an explicit registry (:data:`OUTBOXES`, nothing loaded at import time) and one durable
+implementation, :class:`LocalOutbox`, that runs on this machine.
+
+Semantics the store relies on, which an implementation must keep:
+
+- ``append`` is idempotent by (tenant_id, conversation_id, conversation_seq): a replayed
+  append (a send resumed after a crash) returns the entry already stored, first write wins.
+  Redpanda's idempotent producer only removes producer-retry duplicates; the key-level
+  idempotency stands for that plus the consumers' idempotent upserts.
+- offsets increase in append order; ``read(from_offset)`` returns entries at or after it.
+- consumer groups: ``commit(group, offset)`` records the next offset the group will read;
+  it never moves backwards, so a late commit of an old batch cannot re-deliver what
+  a newer commit already covered.
+- ``get`` (by key) and ``controls_for`` (CONTROL events of one target) serve the store's
+  recovery paths: a retried send replays its first ack, a retried recall finds its event.
+  A Redpanda deployment serves them from a compacted topic or the hot window.
+"""
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
+from lab.errors import OutboxError, ValidationError
+from lab.store.ids import check_conversation_seq, parse_uuid
+
+__all__ = ["CONTROL_KINDS", "LocalOutbox", "OUTBOXES", "Outbox", "OutboxEntry", "OutboxRecord", "RECORD_KINDS",
+           "open_outbox"]
+
+KIND_MESSAGE = "message"
+KIND_RECALL = "recall"
+KIND_EDIT = "edit"
+CONTROL_KINDS = (KIND_RECALL, KIND_EDIT)
+RECORD_KINDS = (KIND_MESSAGE, *CONTROL_KINDS)
+DEFAULT_READ_LIMIT = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxRecord:
+    """One log record. ``payload`` is JSON-ready (the message's encoded columns, or the
+    CONTROL event's fields); ``target_seq`` is the message a CONTROL event acts on."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    kind: str
+    payload: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    target_seq: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tenant_id", parse_uuid(self.tenant_id))
+        object.__setattr__(self, "conversation_id", parse_uuid(self.conversation_id))
+        check_conversation_seq(self.conversation_seq)
+        if self.kind not in RECORD_KINDS:
+            raise ValidationError(f"unknown outbox record kind {self.kind!r}", kind=self.kind)
+        if (self.kind in CONTROL_KINDS) != (self.target_seq is not None):
+            raise ValidationError("CONTROL records (and only they) carry a target_seq", kind=self.kind)
+        if self.target_seq is not None:
+            check_conversation_seq(self.target_seq, column="target_seq")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxEntry:
+    offset: int
+    record: OutboxRecord
+    appended_at_ms: int
+    duplicate: bool = False  # True when append() found the key already stored
+
+
+class Outbox(abc.ABC):
+    """The commit-log interface. Implementations must be safe for concurrent callers."""
+
+    @abc.abstractmethod
+    def append(self, record: OutboxRecord) -> OutboxEntry:
+        """Durably append (idempotent by key); returns the stored entry."""
+
+    @abc.abstractmethod
+    def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:
+        """The entry with this key, if any."""
+
+    @abc.abstractmethod
+    def controls_for(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, target_seq: int,
+                     kind: str) -> list[OutboxEntry]:
+        """CONTROL entries of ``kind`` aimed at ``target_seq``, in log order."""
+
+    @abc.abstractmethod
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
+        """Up to ``limit`` entries with offset >= ``from_offset``, in offset order."""
+
+    @abc.abstractmethod
+    def end_offset(self) -> int:
+        """The offset the next append will get (one past the last entry)."""
+
+    @abc.abstractmethod
+    def commit(self, group: str, offset: int) -> int:
+        """Record ``offset`` as the next one ``group`` reads; returns the committed value."""
+
+    @abc.abstractmethod
+    def committed(self, group: str) -> int:
+        """The group's committed offset (0 for a group that never committed)."""
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "Outbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    log_offset       INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id        TEXT    NOT NULL,
+    conversation_id  TEXT    NOT NULL,
+    conversation_seq INTEGER NOT NULL,
+    kind             TEXT    NOT NULL,
+    target_seq       INTEGER,
+    payload          TEXT    NOT NULL,
+    appended_at_ms   INTEGER NOT NULL,
+    UNIQUE (tenant_id, conversation_id, conversation_seq)
+);
+CREATE INDEX IF NOT EXISTS outbox_target ON outbox (tenant_id, conversation_id, target_seq)
+    WHERE target_seq IS NOT NULL;
+CREATE TABLE IF NOT EXISTS consumer_offset (
+    group_name  TEXT PRIMARY KEY,
+    next_offset INTEGER NOT NULL
+);
+"""
+_COLUMNS = "log_offset, tenant_id, conversation_id, conversation_seq, kind, target_seq, payload, appended_at_ms"
+
+
+class LocalOutbox(Outbox):
+    """The log in a SQLite file under the store's state_dir (WAL; threads and processes).
+
+    An append commits before it returns (``synchronous=FULL``), which is the local
+    equivalent of acks=all: once ``append`` returned, a crash does not lose the entry.
+    """
+
+    def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS) -> None:
+        self.path = str(path)
+        self._busy_timeout_seconds = busy_timeout_seconds
+        self._db = SqliteFile(path, schema=_SCHEMA, error=OutboxError, what="outbox",
+                              busy_timeout_seconds=busy_timeout_seconds)
+
+    def __repr__(self) -> str:
+        return f"LocalOutbox({self.path!r})"
+
+    def _session(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return self._db.session()
+
+    def _write(self, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        return self._db.write(work)
+
+    @staticmethod
+    def _entry(row: tuple, *, duplicate: bool = False) -> OutboxEntry:
+        offset, tenant, conversation, seq, kind, target, payload, appended = row
+        return OutboxEntry(offset=offset, appended_at_ms=appended, duplicate=duplicate,
+                           record=OutboxRecord(tenant_id=uuid.UUID(tenant), conversation_id=uuid.UUID(conversation),
+                                               conversation_seq=seq, kind=kind, target_seq=target,
+                                               payload=json.loads(payload)))
+
+    def append(self, record: OutboxRecord) -> OutboxEntry:
+        if not isinstance(record, OutboxRecord):
+            raise ValidationError("append takes an OutboxRecord", field="record")
+        key = (str(record.tenant_id), str(record.conversation_id), record.conversation_seq)
+        try:
+            payload = json.dumps(dict(record.payload), separators=(",", ":"), sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
+
+        def work(conn: sqlite3.Connection) -> OutboxEntry:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
+                "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (*key, record.kind, record.target_seq, payload, time.time_ns() // 1_000_000))
+            row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
+                               "AND conversation_seq = ?", key).fetchone()
+            return self._entry(row, duplicate=cur.rowcount == 0)
+        return self._write(work)
+
+    def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:
+        with self._session() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
+                               "AND conversation_seq = ?",
+                               (str(tenant_id), str(conversation_id), int(conversation_seq))).fetchone()
+        return None if row is None else self._entry(row)
+
+    def controls_for(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, target_seq: int,
+                     kind: str) -> list[OutboxEntry]:
+        with self._session() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
+                                "AND target_seq = ? AND kind = ? ORDER BY log_offset",
+                                (str(tenant_id), str(conversation_id), int(target_seq), kind)).fetchall()
+        return [self._entry(row) for row in rows]
+
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
+        with self._session() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE log_offset >= ? ORDER BY log_offset LIMIT ?",
+                                (int(from_offset), int(limit))).fetchall()
+        return [self._entry(row) for row in rows]
+
+    def end_offset(self) -> int:
+        with self._session() as conn:
+            row = conn.execute("SELECT MAX(log_offset) FROM outbox").fetchone()
+        return (row[0] or 0) + 1
+
+    def commit(self, group: str, offset: int) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            conn.execute("INSERT INTO consumer_offset (group_name, next_offset) VALUES (?, ?) "
+                         "ON CONFLICT (group_name) DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)",
+                         (group, int(offset)))
+            return conn.execute("SELECT next_offset FROM consumer_offset WHERE group_name = ?",
+                                (group,)).fetchone()[0]
+        return self._write(work)
+
+    def committed(self, group: str) -> int:
+        with self._session() as conn:
+            row = conn.execute("SELECT next_offset FROM consumer_offset WHERE group_name = ?", (group,)).fetchone()
+        return 0 if row is None else row[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+OUTBOXES: dict[str, type[Outbox]] = {"local": LocalOutbox}
+
+
+def open_outbox(name: str, **options: Any) -> Outbox:
+    """An outbox by registry name, e.g. ``open_outbox("local", path=state_dir / "outbox.sqlite")``."""
+    try:
+        cls = OUTBOXES[name]
+    except KeyError:
+        raise ValidationError(f"unknown outbox {name!r} (known: {', '.join(OUTBOXES)})", name=name) from None
+    return cls(**options)

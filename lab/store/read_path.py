@@ -1,0 +1,276 @@
+"""History paging over seq_bucket partitions (design §4.1) and the per-partition row bound (§4.2).
+
+A conversation's messages live in partitions of ``W = message_seq_bucket_width``
+conversation_seq values. A page walks buckets one single-partition read at a time:
+
+- bounds come from conversation_head: ``H = latest_conversation_seq`` (newest message the
+  head has seen; the head is updated asynchronously, so H may lag the newest write) and
+  ``E = earliest_available_conversation_seq`` (retention / governance edge);
+- ``older`` (the default and hot direction) walks ``b--`` in the clustering order (DESC);
+  ``newer`` walks ``b++`` with ``ORDER BY conversation_seq ASC`` (a reversed scan);
+- each read asks ``LIMIT (limit - collected)``; the page stops when ``collected >= limit``
+  (has_more), when the bucket reaches E (older) or H (newer) (no more), or when
+  ``empty_run > history_max_empty_bucket_scan`` consecutive buckets came back empty (no
+  more, plus an alert: holes left by crashed reservation windows must not turn a page into
+  an unbounded scan of empty partitions).
+
+With the pseudo-code's ``empty_run > max`` test a page that meets a long hole reads
+``max + 1`` empty buckets before it stops (9 with the default 8): the stop fires after the
+read that makes the run exceed the limit.
+
+Where this module goes beyond the pseudo-code (none of it changes which buckets are read
+for an anchor inside [E, H]):
+
+- the latest page (anchor None) includes H itself: the pseudo-code's ``seq < anchor`` with
+  ``anchor = H`` would drop the newest message, so the exclusive bound is ``H + 1``;
+- the first bucket is the one holding the first candidate (``(anchor - 1) // W`` older,
+  ``(anchor + 1) // W`` newer), not ``anchor // W``: when the anchor sits on a bucket edge
+  ``anchor // W`` names a bucket with no candidate and would spend a read (and one step of
+  the empty run) on it;
+- anchors are clamped into [E, H] and every read carries both bounds, so rows below E
+  (retained by TTL but outside the available range) and rows above H are never returned;
+- a full page whose last message is E (older) or H (newer) says has_more=false: nothing
+  can lie beyond the bound, and has_more=true would cost the client one empty page.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from lab.cluster.connection import Stmt
+from lab.store.context import StoreContext
+from lab.errors import BucketOverflow, ValidationError
+from lab.store.ids import check_bigint, parse_uuid
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
+
+Direction = Literal["older", "newer"]
+DIRECTIONS: tuple[str, ...] = ("older", "newer")
+DEFAULT_HISTORY_LIMIT = 50
+HISTORY_LIMIT_MAX = (1 << 31) - 1  # CQL LIMIT binds a signed 32-bit int
+FIRST_CONVERSATION_SEQ = 1  # conversation_seq starts at 1; 0 is the head's "no message yet"
+
+_COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
+_PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryPage:
+    """One page of history, in scan order (older: newest first; newer: oldest first).
+
+    ``requests`` counts every CQL request the page issued (the conversation_head read
+    included); ``buckets_scanned`` the message_record partition reads among them, of which
+    ``empty_buckets_scanned`` returned no row. ``next_anchor`` is the anchor of the next
+    page in the same direction, or None when ``has_more`` is false.
+    """
+
+    messages: tuple[Message, ...]
+    has_more: bool
+    next_anchor: int | None
+    buckets_scanned: int
+    empty_buckets_scanned: int
+    requests: int
+    stopped_on_empty: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryBounds:
+    """H and E of a conversation, as conversation_head holds them."""
+
+    latest_conversation_seq: int
+    earliest_available_conversation_seq: int
+
+
+def check_bucket_rows(rows: list[Any], *, width: int, table: str, tenant_id: uuid.UUID,
+                      conversation_id: uuid.UUID, seq_bucket: int) -> list[Any]:
+    """§4.2 / S-4: one partition can never hold more than W rows; more is a bucketing bug
+    (W changed after tables exist, float division in seq_bucket ...), never data to page."""
+    if len(rows) > width:
+        raise BucketOverflow(
+            f"{table} partition ({tenant_id}, {conversation_id}, seq_bucket={seq_bucket}) returned "
+            f"{len(rows)} rows, over the bucket width {width}: the bucketing is broken",
+            table=table, tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=seq_bucket,
+            rows=len(rows), width=width)
+    return rows
+
+
+def _check_limit(limit: object) -> int:
+    # bool is an int subclass; True as a page size is a caller bug
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= HISTORY_LIMIT_MAX:
+        raise ValidationError(f"limit must be an int in 1..{HISTORY_LIMIT_MAX}, got {limit!r}",
+                              field="limit", value=limit)
+    return limit
+
+
+class HistoryReader:
+    """Reads history pages of one store. Statements are prepared on first use, so
+    constructing a reader touches nothing (the tables may not exist yet). ``decode``
+    defaults to :func:`lab.store.records.decode_row` with the store's encryptor."""
+
+    def __init__(self, ctx: StoreContext, *, decode: Callable[[Any], Message] | None = None) -> None:
+        self.ctx = ctx
+        self.connection = ctx.connection
+        self.constants = ctx.constants
+        self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
+        self._stmts: dict[str, Stmt] = {}
+
+    def _stmt(self, name: str) -> Stmt:
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            cql = {
+                "bounds": "SELECT latest_conversation_seq, earliest_available_conversation_seq "
+                          "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?",
+                "older": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+                         f"AND conversation_seq < ? AND conversation_seq >= ? "
+                         f"ORDER BY conversation_seq DESC LIMIT ?",
+                "newer": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+                         f"AND conversation_seq > ? AND conversation_seq <= ? "
+                         f"ORDER BY conversation_seq ASC LIMIT ?",
+                "bucket": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} LIMIT ?",
+            }[name]
+            key = ("tenant_id", "conversation_id") if name == "bounds" else ()
+            stmt = self._stmts[name] = self.ctx.prepare(cql, key_columns=key)
+        return stmt
+
+    # -- bounds --------------------------------------------------------------------------------
+
+    def bounds(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> HistoryBounds | None:
+        """H and E from conversation_head, or None when the conversation has no head yet."""
+        row = self.connection.execute(self._stmt("bounds"), (tenant_id, conversation_id)).one()
+        if row is None or row.latest_conversation_seq is None:
+            return None
+        return HistoryBounds(latest_conversation_seq=row.latest_conversation_seq,
+                             earliest_available_conversation_seq=row.earliest_available_conversation_seq or 0)
+
+    # -- pages ---------------------------------------------------------------------------------
+
+    def history(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, *,
+                direction: Direction = "older", anchor: int | None = None,
+                limit: int = DEFAULT_HISTORY_LIMIT) -> HistoryPage:
+        """One page before (older) or after (newer) ``anchor`` (exclusive); None = latest page."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        if direction not in DIRECTIONS:
+            raise ValidationError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}",
+                                  field="direction", value=direction)
+        limit = _check_limit(limit)
+        if anchor is not None:
+            anchor = check_bigint(anchor, column="anchor")
+        bounds = self.bounds(tenant_id, conversation_id)
+        if bounds is None:
+            return _empty_page(requests=1)
+        high = bounds.latest_conversation_seq
+        low = max(bounds.earliest_available_conversation_seq, FIRST_CONVERSATION_SEQ)
+        if direction == "older":
+            # exclusive upper bound: H + 1 for the latest page so that H itself is on it
+            upper = high + 1 if anchor is None else min(anchor, high + 1)
+            return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit)
+        # anchor None for newer is the pseudo-code's "anchor := H": nothing is newer than H
+        lower = high if anchor is None else max(anchor, low - 1)
+        return self._newer(tenant_id, conversation_id, lower=lower, high=high, limit=limit)
+
+    def _older(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, upper: int, low: int,
+               limit: int) -> HistoryPage:
+        width = self.constants.message_seq_bucket_width
+        if upper - 1 < low:  # the anchor is at or below E: nothing older is available
+            return _empty_page(requests=1)
+        bucket = (upper - 1) // width
+        walk = _Walk(limit=limit)
+        while True:
+            rows = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
+            walk.take(rows)
+            if walk.collected >= limit:
+                return walk.page(has_more=walk.messages[-1].conversation_seq > low)
+            if bucket * width <= low:  # the bucket reaches E: retention edge
+                return walk.page(has_more=False)
+            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+                self.ctx.alerts.incr("empty_bucket_stops")
+                return walk.page(has_more=False, stopped_on_empty=True)
+            bucket -= 1
+            upper = (bucket + 1) * width
+
+    def _newer(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, lower: int, high: int,
+               limit: int) -> HistoryPage:
+        width = self.constants.message_seq_bucket_width
+        if lower + 1 > high:  # nothing newer than the anchor up to H
+            return _empty_page(requests=1)
+        bucket = (lower + 1) // width
+        walk = _Walk(limit=limit)
+        while True:
+            rows = self._read(tenant_id, conversation_id, bucket, "newer", lower, high, limit - walk.collected)
+            walk.take(rows)
+            if walk.collected >= limit:
+                return walk.page(has_more=walk.messages[-1].conversation_seq < high)
+            if bucket * width + width - 1 >= high:  # the bucket reaches H
+                return walk.page(has_more=False)
+            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+                self.ctx.alerts.incr("empty_bucket_stops")
+                return walk.page(has_more=False, stopped_on_empty=True)
+            bucket += 1
+            lower = bucket * width - 1
+
+    def _read(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str,
+              anchor: int, bound: int, fetch: int) -> list[Message]:
+        rows = list(self.connection.execute(self._stmt(name),
+                                            (tenant_id, conversation_id, bucket, anchor, bound, fetch)))
+        check_bucket_rows(rows, width=self.constants.message_seq_bucket_width, table="message_record",
+                          tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=bucket)
+        return [self._decode(row) for row in rows]
+
+    # -- whole partitions ------------------------------------------------------------------------
+
+    def read_bucket(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                    bucket: int) -> list[Message]:
+        """Every row of one message_record partition (newest first), S-4 checked.
+
+        Asks for ``W + 1`` rows so that an over-full partition shows itself instead of
+        being cut at the limit; admin / verification use, not a page.
+        """
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        bucket = check_bigint(bucket, column="seq_bucket")
+        width = self.constants.message_seq_bucket_width
+        rows = list(self.connection.execute(self._stmt("bucket"), (tenant_id, conversation_id, bucket, width + 1)))
+        check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
+                          conversation_id=conversation_id, seq_bucket=bucket)
+        return [self._decode(row) for row in rows]
+
+    def bucket_statement(self) -> tuple[Stmt, Callable[..., tuple[Any, ...]]]:
+        """The whole-partition SELECT and a binder ``(tenant, conversation, bucket) -> params``,
+        for traced reads (S-6) that must issue exactly what :meth:`read_bucket` issues."""
+        width = self.constants.message_seq_bucket_width
+        return self._stmt("bucket"), lambda t, c, b: (parse_uuid(t), parse_uuid(c), b, width + 1)
+
+
+class _Walk:
+    """Accumulator of one page walk: rows, empty runs and the counts the page reports."""
+
+    def __init__(self, *, limit: int) -> None:
+        self.limit = limit
+        self.messages: list[Message] = []
+        self.empty_run = 0
+        self.buckets = 0
+        self.empty_buckets = 0
+
+    @property
+    def collected(self) -> int:
+        return len(self.messages)
+
+    def take(self, rows: list[Message]) -> None:
+        self.buckets += 1
+        if rows:
+            self.empty_run = 0
+        else:
+            self.empty_run += 1
+            self.empty_buckets += 1
+        self.messages.extend(rows)
+
+    def page(self, *, has_more: bool, stopped_on_empty: bool = False) -> HistoryPage:
+        return HistoryPage(messages=tuple(self.messages), has_more=has_more,
+                           next_anchor=self.messages[-1].conversation_seq if has_more and self.messages else None,
+                           buckets_scanned=self.buckets, empty_buckets_scanned=self.empty_buckets,
+                           requests=1 + self.buckets, stopped_on_empty=stopped_on_empty)
+
+
+def _empty_page(*, requests: int) -> HistoryPage:
+    return HistoryPage(messages=(), has_more=False, next_anchor=None, buckets_scanned=0,
+                       empty_buckets_scanned=0, requests=requests, stopped_on_empty=False)
