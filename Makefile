@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --full
 
-.PHONY: setup node report test chromium bench lab stop wipe proto clean
+.PHONY: help venv setup node report test unit lint chromium bench lab stop wipe proto clean
+
+help:  ## this list
+	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +18,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
+
+venv: $(STAMP)  ## the venv with the package and its dev tools
 
 setup: $(STAMP)  ## venv + packages + Cassandra jars
 	$(BIN)/lab node jars --home $(LAB_HOME)
@@ -28,9 +33,15 @@ report: node  ## headless calibration on the embedded node; prints the report's 
 test: node chromium  ## the whole test suite against the real node
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+unit: $(STAMP)  ## tests/unit only: no node, no JDK (seconds)
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff over lab/ and tests/
+	$(BIN)/ruff check lab tests loadgen
+
 # Headless Chromium renders report.html in tests/test_calibrate.py. Debian's package, installed
 # once (we run as root on the lab machines); a no-op when /usr/bin/chromium exists.
-chromium:
+chromium:  ## Debian's Chromium (renders report.html in a test); a no-op when present
 	@test -x /usr/bin/chromium || { \
 	  apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
@@ -44,11 +55,11 @@ lab: node  ## JupyterLab on notebooks/ with the project's kernel
 stop:  ## stop every node the lab started (by recorded PID)
 	-$(BIN)/lab node stop --home $(LAB_HOME) --all
 
-wipe: stop
+wipe: stop  ## delete the node data folders
 	-$(BIN)/lab node wipe --home $(LAB_HOME)
 
-proto:
+proto: $(STAMP)  ## regenerate lab/store/proto/common_pb2.py
 	$(BIN)/python -m lab.store.proto.generate
 
-clean: stop
+clean: stop  ## remove the venv and the lab home
 	rm -rf $(VENV) $(LAB_HOME)

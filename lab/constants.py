@@ -49,7 +49,7 @@ class Constants:
     capacity_messages_per_day: int = 20_000_000
     capacity_retention_days: int = 365
 
-    def replace(self, **changes: float | int) -> "Constants":
+    def replace(self, **changes: float | int) -> Constants:
         return dataclasses.replace(self, **changes)
 
 

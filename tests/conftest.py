@@ -1,16 +1,15 @@
-"""Shared fixtures. Tests of the store run against the real node `make test` starts
-(or the cluster named by LAB_* variables); nothing here fakes the database."""
+"""Fixtures every test may use: the session's run folder and its end-of-session reports.
+
+``tests/unit/`` needs no node, no JDK and no network (``make unit``); ``tests/node/`` runs against
+the real node ``make test`` starts, or the cluster named by ``LAB_*`` variables, and its
+fixtures live in ``tests/node/conftest.py``. Nothing here fakes the database."""
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import pytest
 
-from lab.cluster.config import ClusterConfig, load_config
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the project folder
 
 
 # ---- reports ------------------------------------------------------------------------------
@@ -41,88 +40,3 @@ def pytest_terminal_summary(terminalreporter) -> None:
     for title, text, path in _REPORTS:
         terminalreporter.write_sep("=", f"{title} ({path.relative_to(ROOT)})")
         terminalreporter.write_line(text.rstrip("\n"))
-
-
-@pytest.fixture(scope="session")
-def lab_home() -> Path:
-    return Path(os.environ.get("LAB_HOME", ROOT / ".lab")).resolve()
-
-
-@pytest.fixture(scope="session")
-def cluster_config(lab_home: Path) -> ClusterConfig:
-    env = {k: v for k, v in os.environ.items() if k.startswith("LAB_")}
-    return load_config(env=env, flags={"lab_home": str(lab_home)})
-
-
-@pytest.fixture(scope="session")
-def connection(cluster_config: ClusterConfig):
-    from lab.cluster.connection import connect
-
-    conn = connect(cluster_config)
-    yield conn
-    conn.close()
-
-
-def _fresh_keyspace(conn, prefix: str) -> str:
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    rf = conn.config.replication_factor
-    conn.execute(f"CREATE KEYSPACE {name} WITH replication = "
-                 f"{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
-    return name
-
-
-@pytest.fixture(scope="module")
-def scratch_keyspace(connection):
-    """A keyspace of its own for one test module; dropped afterwards."""
-    name = _fresh_keyspace(connection, "t")
-    yield name
-    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
-
-
-@pytest.fixture(scope="session")
-def admin(cluster_config, connection):
-    from lab.cluster.admin import admin_for
-
-    return admin_for(cluster_config, connection)
-
-
-# ---- store fixtures -----------------------------------------------------------------------
-# One fresh keyspace + schema + state_dir per test module. `open_store(**kw)` opens another
-# MessageStore on the same keyspace and state (a restarted writer, a second node, a store
-# with a FaultPlan); `store` is the module's default one. Stores share the session's
-# connection (cheap on a 2-core machine) and are closed at module end.
-
-@pytest.fixture(scope="module")
-def store_keyspace(connection):
-    name = _fresh_keyspace(connection, "s")
-    yield name
-    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
-
-
-@pytest.fixture(scope="module")
-def store_state_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("state")
-
-
-@pytest.fixture(scope="module")
-def open_store(cluster_config, connection, store_keyspace, store_state_dir):
-    from lab.store import MessageStore
-
-    opened = []
-
-    def _open(**kw):
-        kw.setdefault("state_dir", store_state_dir)
-        store = MessageStore.open(cluster_config.replace(keyspace=store_keyspace), connection=connection, **kw)
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in reversed(opened):
-        store.close()
-
-
-@pytest.fixture(scope="module")
-def store(open_store):
-    store = open_store()
-    store.create_schema()
-    return store

@@ -27,7 +27,8 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lab.project import RESULTS_DIR
 from lab.cluster.config import ClusterConfig
@@ -49,7 +50,7 @@ class LoadBenchParams:
     seed_size: str = "small"
 
     @classmethod
-    def preset(cls, *, quick: bool) -> "LoadBenchParams":
+    def preset(cls, *, quick: bool) -> LoadBenchParams:
         return cls(seconds=8, warmup_seconds=2, concurrency=16, step_seconds=6, seed_size="tiny") if quick else cls()
 
 

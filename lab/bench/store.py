@@ -119,7 +119,7 @@ class BenchParams:
             raise ValueError("history_messages must be >= history_limit (a full latest page)")
 
     @classmethod
-    def preset(cls, *, quick: bool) -> "BenchParams":
+    def preset(cls, *, quick: bool) -> BenchParams:
         if not quick:
             return cls(mode="full")
         # sized for a shared 2-core machine: under a minute unless the machine is very busy
@@ -629,7 +629,7 @@ def write_chart(path: Path, report: dict[str, Any]) -> None:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RESULTS_DIR,

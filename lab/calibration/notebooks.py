@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError

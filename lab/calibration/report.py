@@ -10,7 +10,8 @@ import base64
 import html
 import json
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 REPORT_FILE = "report.html"
 THUMB_WIDTH_PX = 320

@@ -27,7 +27,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from lab.project import RESULTS_DIR
 from lab.cluster.config import ClusterConfig
@@ -120,7 +121,7 @@ def environment(conn: Any, config: ClusterConfig, parameters: dict[str, Any]) ->
 
 # ---- the run --------------------------------------------------------------------------------
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _write(run_dir: Path, cal: dict[str, Any]) -> None:

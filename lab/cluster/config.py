@@ -11,7 +11,8 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from lab.errors import ConfigError
 
@@ -105,7 +106,7 @@ class ClusterConfig:
         dc = self.local_dc or "datacenter1"
         return {"class": "NetworkTopologyStrategy", dc: self.replication_factor}
 
-    def replace(self, **changes: Any) -> "ClusterConfig":
+    def replace(self, **changes: Any) -> ClusterConfig:
         return dataclasses.replace(self, **changes)
 
     def redacted(self) -> dict[str, Any]:

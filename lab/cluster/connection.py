@@ -10,7 +10,8 @@ import contextlib
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure, ConsistencyLevel,
                        DriverException, FunctionFailure, InvalidRequest as _InvalidRequest,
@@ -234,7 +235,7 @@ class Connection:
     def close(self) -> None:
         self.cluster.shutdown()
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc: Any) -> None:

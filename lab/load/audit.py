@@ -21,7 +21,8 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, Any
+from collections.abc import Iterable, Mapping, Sequence
 
 ACK_FIELDS = ("phase", "tenant_id", "conversation_id", "conversation_seq", "message_id", "client_message_id",
               "sender_id", "replayed")
@@ -105,7 +106,7 @@ class AuditResult:
     def ok(self) -> bool:
         return self.lost == 0 and self.duplicates == 0 and self.replay_mismatches == 0
 
-    def merge(self, other: "AuditResult") -> None:
+    def merge(self, other: AuditResult) -> None:
         for name in ("acked", "replays", "found", "lost", "stored_not_in_history", "duplicates",
                      "replay_mismatches", "conversations", "rows_read"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -165,7 +166,7 @@ def audit_rows(acks: Sequence[Ack], rows: Mapping[uuid.UUID, Sequence[StoredRow]
         for r in conv_rows:
             if not r.control:
                 by_client[(r.sender_id, r.client_message_id)].add(r.conversation_seq)
-        for (sender, cmid), seqs in by_client.items():
+        for (_sender, cmid), seqs in by_client.items():
             if len(seqs) > 1:
                 res.duplicates += len(seqs) - 1
                 res._example(f"client_message_id {cmid} stored at seqs {sorted(seqs)}")

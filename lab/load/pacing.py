@@ -10,7 +10,7 @@ on one monotonic clock, given by the caller.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 _NS = 1_000_000_000
 
@@ -51,7 +51,7 @@ class FixedRateSchedule:
             raise ValueError(f"interval_ns must be positive, got {self.interval_ns}")
 
     @classmethod
-    def for_rate(cls, rate_per_second: float, *, start_ns: int, phase: float = 0.0) -> "FixedRateSchedule":
+    def for_rate(cls, rate_per_second: float, *, start_ns: int, phase: float = 0.0) -> FixedRateSchedule:
         if rate_per_second <= 0:
             raise ValueError(f"rate must be positive, got {rate_per_second}")
         interval = max(1, round(_NS / rate_per_second))

@@ -27,7 +27,8 @@ import tomllib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 from lab.errors import ConfigError
 from lab.load.pacing import Stage
@@ -134,7 +135,7 @@ class LoadPlan:
                 return s.rate
         return None
 
-    def for_worker(self, index: int) -> "LoadPlan":
+    def for_worker(self, index: int) -> LoadPlan:
         return dataclasses.replace(self, worker_index=index)
 
     def worker_name(self) -> str:
@@ -168,7 +169,7 @@ class LoadPlan:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "LoadPlan":
+    def from_json(cls, data: Mapping[str, Any]) -> LoadPlan:
         d = dict(data)
         d["load_dir"], d["state_root"] = Path(d["load_dir"]), Path(d["state_root"])
         d["stages"] = tuple(Stage(**s) for s in d.get("stages", ()))
@@ -178,7 +179,7 @@ class LoadPlan:
         return {f"{_ENV_PREFIX}PLAN": json.dumps(self.to_json())}
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "LoadPlan":
+    def from_env(cls, env: Mapping[str, str]) -> LoadPlan:
         raw = env.get(f"{_ENV_PREFIX}PLAN")
         if not raw:
             raise ConfigError(f"{_ENV_PREFIX}PLAN is not set: start load processes with `lab load` "

@@ -25,7 +25,8 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Mapping
+from typing import IO
+from collections.abc import Iterable, Iterator, Mapping
 
 from hdrh.histogram import HdrHistogram
 
@@ -72,7 +73,7 @@ class OpStats:
     def count(self) -> int:
         return self.ok + sum(self.errors.values())
 
-    def merge(self, other: "OpStats") -> None:
+    def merge(self, other: OpStats) -> None:
         self.service.add(other.service)
         self.corrected.add(other.corrected)
         self.ok += other.ok
@@ -85,7 +86,7 @@ class OpStats:
                 "service": encode(self.service), "corrected": encode(self.corrected)}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "OpStats":
+    def from_json(cls, data: Mapping) -> OpStats:
         return cls(service=decode(data["service"]), corrected=decode(data["corrected"]),
                    ok=int(data["ok"]), errors={k: int(v) for k, v in data["errors"].items()},
                    timeouts=int(data["timeouts"]))

@@ -14,7 +14,7 @@ from lab.project import RESULTS_DIR
 
 
 def new_run_id(prefix: str = "") -> str:
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{prefix}{stamp}-{uuid.uuid4().hex[:6]}"
 
 

@@ -78,7 +78,7 @@ class MessageStore:
              state_dir: Path | str = DEFAULT_STATE_DIR, node_id: int = 1, archiver_mode: bool = False,
              retention: RetentionPolicy | None = None, faults: FaultPlan | None = None,
              connection: Connection | None = None, outbox: str = "local", fencing_epoch: int = 0,
-             head_failover: bool = False) -> "MessageStore":
+             head_failover: bool = False) -> MessageStore:
         """Connect (or reuse ``connection``, which the store then does not close) and open the
         local durable state under ``state_dir``: DEKs, the outbox (``outbox`` names an
         implementation in ``lab.store.outbox.OUTBOXES``) and the conversation_seq reservations.
@@ -245,7 +245,7 @@ class MessageStore:
         if self._owns_connection:
             self.connection.close()
 
-    def __enter__(self) -> "MessageStore":
+    def __enter__(self) -> MessageStore:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -122,7 +122,7 @@ class KeyStore(abc.ABC):
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "KeyStore":
+    def __enter__(self) -> KeyStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -53,7 +53,7 @@ class FaultPlan:
         for point in armed:
             self.arm(point)
 
-    def arm(self, point: str, *, times: int | None = 1) -> "FaultPlan":
+    def arm(self, point: str, *, times: int | None = 1) -> FaultPlan:
         if point not in CRASH_POINTS:
             raise ValidationError(f"unknown crash point {point!r}; known: {', '.join(CRASH_POINTS)}", point=point)
         with self._lock:

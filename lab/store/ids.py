@@ -237,7 +237,7 @@ class DekId:
         return (self.key_scope, self.key_id, int(self.key_version))
 
     @classmethod
-    def from_tuple(cls, value: Sequence[object]) -> "DekId":
+    def from_tuple(cls, value: Sequence[object]) -> DekId:
         """From the driver's tuple (or any 3-sequence) read back from the column."""
         if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 3:
             raise ValidationError(f"dek_id must be a (key_scope, key_id, key_version) tuple, got {value!r}",

@@ -97,7 +97,7 @@ class MediaMetadata:
             blurhash=self.blurhash, checksum=self.checksum))
 
     @classmethod
-    def decode(cls, data: bytes, *, thumbnail_max_bytes: int | None = None) -> "MediaMetadata":
+    def decode(cls, data: bytes, *, thumbnail_max_bytes: int | None = None) -> MediaMetadata:
         message = _parse(common_pb2.MediaMetadata, data, "media_metadata")
         _check_thumbnail(message.thumbnail, thumbnail_max_bytes)
         return cls(object_id=message.object_id, mime=message.mime, size_bytes=message.bytes,
@@ -124,7 +124,7 @@ class MentionTargets:
                                                     at_all=self.at_all))
 
     @classmethod
-    def decode(cls, data: bytes) -> "MentionTargets":
+    def decode(cls, data: bytes) -> MentionTargets:
         message = _parse(common_pb2.MentionTargets, data, "mention_targets")
         for raw in message.user_ids:
             if len(raw) != UUID_BYTES:

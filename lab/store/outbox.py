@@ -114,7 +114,7 @@ class Outbox(abc.ABC):
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "Outbox":
+    def __enter__(self) -> Outbox:
         return self
 
     def __exit__(self, *exc: object) -> None:

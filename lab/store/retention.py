@@ -81,12 +81,12 @@ class RetentionPolicy:
             object.__setattr__(self, name, _tenant_ttls(getattr(self, name), what=name))
 
     @classmethod
-    def from_constants(cls, constants: Constants, **overrides: object) -> "RetentionPolicy":
+    def from_constants(cls, constants: Constants, **overrides: object) -> RetentionPolicy:
         return cls(default_days=constants.default_retention_days,
                    ephemeral_ttl_seconds=constants.ephemeral_ttl_seconds, **overrides)  # type: ignore[arg-type]
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, object], *, constants: Constants = _DEFAULTS) -> "RetentionPolicy":
+    def from_mapping(cls, data: Mapping[str, object], *, constants: Constants = _DEFAULTS) -> RetentionPolicy:
         """From a parsed config, e.g. the TOML the CLI loads::
 
             default_days = 30                 # optional, else appendix B
@@ -106,7 +106,7 @@ class RetentionPolicy:
         return cls(**values)  # type: ignore[arg-type]
 
     @classmethod
-    def from_toml(cls, path: Path | str, *, constants: Constants = _DEFAULTS) -> "RetentionPolicy":
+    def from_toml(cls, path: Path | str, *, constants: Constants = _DEFAULTS) -> RetentionPolicy:
         try:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

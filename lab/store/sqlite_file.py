@@ -14,11 +14,12 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
-
-T = TypeVar("T")
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from lab.errors import LabError
+
+T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 _WAL_RETRY_SECONDS = 0.01

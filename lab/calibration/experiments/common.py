@@ -85,7 +85,7 @@ class Output:
 
     @classmethod
     def for_notebook(cls, notebook: str, out_dir: str | Path | None = None,
-                     results: Path = RESULTS_DIR) -> "Output":
+                     results: Path = RESULTS_DIR) -> Output:
         """``out_dir`` as given (papermill runs), else a fresh ``results/<run-id>/<notebook>/``."""
         return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
 

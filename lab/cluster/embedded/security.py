@@ -28,7 +28,8 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from lab.cluster.config import DEFAULT_KEYSPACE, ClusterConfig
 from lab.errors import ConfigError, ConnectError, InvalidRequest, LabError, NodeTimeout
@@ -88,7 +89,7 @@ def generate_tls_material(directory: Path, addresses: tuple[str, ...] | list[str
         ips = [ipaddress.ip_address(a) for a in addresses]
     except ValueError as exc:
         raise ConfigError(f"TLS certificates are made for IP addresses: {exc}", field="addresses") from None
-    now = _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=5)  # tolerate clock skew
+    now = _dt.datetime.now(_dt.UTC) - _dt.timedelta(minutes=5)  # tolerate clock skew
     until = now + _dt.timedelta(days=validity_days)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -158,7 +159,7 @@ def _load_material(directory: Path) -> TlsMaterial | None:
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except (ValueError, x509.ExtensionNotFound):
         return None
-    renew_at = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=CERT_RENEW_BEFORE_DAYS)
+    renew_at = _dt.datetime.now(_dt.UTC) + _dt.timedelta(days=CERT_RENEW_BEFORE_DAYS)
     if cert is None or cert.not_valid_after_utc < renew_at:
         return None
     addresses = tuple(str(ip) for ip in sans.get_values_for_type(x509.IPAddress))

@@ -29,7 +29,7 @@ from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message
 from lab.cluster.reactors import LOCUST_REACTOR
 
 _NS = 1_000_000_000
-_CONTEXT: "LoadContext | None" = None
+_CONTEXT: LoadContext | None = None
 
 
 class Conversation:

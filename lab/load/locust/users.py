@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import gevent
 from locust import User, task

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster.accounting import classify
 from lab.cluster.config import ClusterConfig, load_config
 from lab.cluster.connection import connect
 from lab.errors import ConnectError, LabError, RequestError
 from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 from lab.cluster.embedded.security import (CA_FILENAME, KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME, TLS_DIRNAME,
-                          create_role, ensure_tls_material, generate_tls_material)
+                          create_role, generate_tls_material)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
 ADDRESS = "127.0.0.31"
 JMX_PORT = 7831
@@ -41,22 +40,6 @@ def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     env.update(extra)
     return env
-
-
-# ---- no node needed -------------------------------------------------------------------------
-def test_material_is_reused_and_renewed_for_new_addresses(tmp_path):
-    first = ensure_tls_material(tmp_path, ["127.0.0.41"])
-    assert ensure_tls_material(tmp_path, ["127.0.0.41"]) == first
-    assert first.keystore_password not in repr(first)
-    for name in (KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME):
-        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600
-    wider = ensure_tls_material(tmp_path, ["127.0.0.41", "127.0.0.42"])
-    assert wider.addresses == ("127.0.0.41", "127.0.0.42") and wider.keystore_password != first.keystore_password
-
-
-def test_accounting_never_takes_a_table_name_from_a_literal():
-    info = classify(f"CREATE ROLE r WITH PASSWORD = '{PASSWORD.replace(chr(39), chr(39) * 2)}' AND LOGIN = true")
-    assert (info.table, info.kind) == ("?", "schema")
 
 
 # ---- the secure node --------------------------------------------------------------------------

@@ -11,16 +11,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lab.store.crypto import (DataKey, Encryptor, InMemoryKeyStore, KeyStore, LocalKeyStore, Sealed, aad,
-                        conversation_dek_key_id, open_keystore)
-from lab.errors import Bit63Violation, CryptoError, DecryptError, KeyDestroyed, ValidationError
+from lab.errors import (
+    Bit63Violation,
+    CryptoError,
+    DecryptError,
+    KeyDestroyed,
+    ValidationError,
+)
+from lab.store.crypto import (
+    DataKey,
+    Encryptor,
+    InMemoryKeyStore,
+    KeyStore,
+    LocalKeyStore,
+    Sealed,
+    aad,
+    conversation_dek_key_id,
+    open_keystore,
+)
 from lab.store.ids import DekId
 
 TENANT = uuid.UUID("11111111-1111-1111-1111-111111111111")
 CONV = uuid.UUID("22222222-2222-2222-2222-222222222222")
 OTHER_CONV = uuid.UUID("33333333-3333-3333-3333-333333333333")
 OTHER_TENANT = uuid.UUID("44444444-4444-4444-4444-444444444444")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class FakeClock:

@@ -27,7 +27,7 @@ def test_every_driver_exception_is_mapped():
     unmapped = sorted(c.__name__ for c in _driver_exception_classes() if not issubclass(c, specific))
     assert unmapped == []
     for cls in _driver_exception_classes():
-        lab_cls = next(l for c, l in DRIVER_ERROR_MAP if issubclass(cls, c))
+        lab_cls = next(mapped for c, mapped in DRIVER_ERROR_MAP if issubclass(cls, c))
         assert issubclass(lab_cls, errors.ClusterError), cls
 
 

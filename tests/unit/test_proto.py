@@ -7,7 +7,7 @@ from google.protobuf.descriptor import FieldDescriptor as F
 
 from lab.store.proto import common_pb2, generate
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "lab" / "store" / "proto" / "common_pb2.py"
 
 

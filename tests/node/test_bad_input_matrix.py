@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 

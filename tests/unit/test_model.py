@@ -1,7 +1,13 @@
 import pytest
 
 from lab.errors import UnknownEnum, UnknownRetentionClass, ValidationError
-from lab.store.model import DedupState, MessageState, MessageType, RetentionClass, parse_enum
+from lab.store.model import (
+    DedupState,
+    MessageState,
+    MessageType,
+    RetentionClass,
+    parse_enum,
+)
 
 # The tinyint values are the on-disk format: this table is the contract, not a restatement.
 EXPECTED = {

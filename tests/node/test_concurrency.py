@@ -166,7 +166,7 @@ class HeadPoller(threading.Thread):
                 self.regressions.append((self.seen[-1], head.latest_conversation_seq))
             self.seen.append(head.latest_conversation_seq)
 
-    def stop(self) -> "HeadPoller":
+    def stop(self) -> HeadPoller:
         self._halt.set()
         self.join(timeout=30)
         return self

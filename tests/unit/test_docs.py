@@ -7,7 +7,7 @@ import click
 
 from lab.cli import main
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def _commands(group: click.Group, prefix: str) -> list[str]:

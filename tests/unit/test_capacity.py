@@ -2,8 +2,14 @@ import math
 
 import pytest
 
-from lab.calibration.capacity import (SizingProjection, partition_bytes, project_sizing, resident_bytes, tier_rows,
-                          twcs_windows_kept)
+from lab.calibration.capacity import (
+    SizingProjection,
+    partition_bytes,
+    project_sizing,
+    resident_bytes,
+    tier_rows,
+    twcs_windows_kept,
+)
 from lab.constants import Constants
 from lab.errors import ValidationError
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.cluster.tracing import summarize, traced
+from lab.cluster.tracing import traced
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def test_request_counter_matches_statements_and_server(connection, admin, kv):
         connection.execute(insert, (100, i, "y"))
     for i in range(5):
         connection.execute(point, (100, i))
-    for i in range(3):
+    for _ in range(3):
         connection.execute(slice_, (100, 0, 6))
-    for i in range(2):
+    for _ in range(2):
         connection.execute(in_read, (100, [1, 2, 3]))
     connection.execute(lwt, (101, 1, "z"))
     assert connection.counter.count("kv", "write") == 7
@@ -71,17 +71,6 @@ def test_tracing_reports_live_rows_of_known_partition(connection, kv):
     assert len(rows) == 12
     assert trace.rows_read == 12
     assert trace.tombstones_read == 0
-
-
-def test_trace_parsers_read_both_servers():
-    cassandra = ["Merged data from memtables and 2 sstables", "Read 7 live rows and 3 tombstone cells"]
-    scylla = ["Reading key {key: pk{0004}} from sstable /var/lib/scylla/data/ks/t-1/me-1-big-Data.db",
-              "Page stats: 1 partition(s), 0 static row(s) (0 live, 0 dead), 9 clustering row(s) "
-              "(9 live, 2 dead) and 1 range tombstone(s)"]
-    c = summarize(cassandra)
-    s = summarize(scylla)
-    assert (c.rows_read, c.tombstones_read, c.sstables_touched) == (7, 3, 2)
-    assert (s.rows_read, s.tombstones_read, s.sstables_touched) == (9, 3, 1)
 
 
 def test_admin_chosen_from_server(admin, connection):

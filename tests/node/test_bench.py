@@ -9,10 +9,8 @@ import csv
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from lab.bench.store import BenchParams, run_bench
-from lab.cli import main
 
 pytestmark = pytest.mark.node
 
@@ -103,6 +101,3 @@ def test_environment_parameters_and_keyspace_dropped(bench, connection):
     assert report["keyspace"] not in names
 
 
-def test_cli_command_is_registered():
-    out = CliRunner().invoke(main, ["bench", "store", "--help"])
-    assert out.exit_code == 0 and "--quick" in out.output and "--contact-points" in out.output

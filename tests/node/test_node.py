@@ -1,7 +1,6 @@
 """The embedded node: it serves CQL, reports its start-up, and stops only what it started."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -9,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from lab.errors import JavaNotFound, MavenError, NodeDied, PortInUse
+from lab.errors import NodeDied, PortInUse
 from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
 
 
@@ -48,25 +47,6 @@ def test_port_taken_is_explained(tmp_path, lab_home):
     with pytest.raises(PortInUse) as info:
         cluster.start()
     assert info.value.port == 9042 and "already in use" in str(info.value)
-
-
-def test_no_java_is_explained(monkeypatch):
-    monkeypatch.setenv("JAVA_HOME", "/nonexistent")
-    monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("lab.cluster.embedded.node.Path.glob", lambda self, pattern: iter(()))
-    with pytest.raises(JavaNotFound):
-        EmbeddedCluster.find_java()
-
-
-def test_maven_missing_is_explained(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(MavenError, match="not on PATH"):
-        EmbeddedCluster(NodeOptions(home=tmp_path)).resolve_jars()
-
-
-def test_unresolvable_version_is_explained(tmp_path):
-    with pytest.raises(MavenError, match="cassandra-all:0.0.0-nope"):
-        EmbeddedCluster(NodeOptions(home=tmp_path, version="0.0.0-nope")).resolve_jars()
 
 
 def test_node_dying_during_start_shows_log_tail(tmp_path, lab_home):

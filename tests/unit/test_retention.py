@@ -7,8 +7,12 @@ from hypothesis import strategies as st
 
 from lab.constants import Constants
 from lab.errors import ConfigError, InvalidId, UnknownRetentionClass, ValidationError
-from lab.store.retention import (CASSANDRA_MAX_TTL_SECONDS, RetentionClass, RetentionPolicy,
-                           parse_retention_class)
+from lab.store.retention import (
+    CASSANDRA_MAX_TTL_SECONDS,
+    RetentionClass,
+    RetentionPolicy,
+    parse_retention_class,
+)
 
 DAY_S = 86_400
 DAY_MS = DAY_S * 1000

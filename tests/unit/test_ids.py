@@ -9,11 +9,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.store import ids
 from lab.errors import Bit63Violation, InvalidId, InvalidSeq, ValidationError
-from lab.store.ids import (DekId, MessageIdGenerator, blob_to_u128, check_bigint, compose_mailbox_seq,
-                     compose_message_id, event_id, message_id_time_ms, parse_uuid, seq_bucket,
-                     seq_bucket_bounds, split_mailbox_seq, split_message_id, u128_to_blob)
+from lab.store import ids
+from lab.store.ids import (
+    DekId,
+    MessageIdGenerator,
+    blob_to_u128,
+    check_bigint,
+    compose_mailbox_seq,
+    compose_message_id,
+    event_id,
+    message_id_time_ms,
+    parse_uuid,
+    seq_bucket,
+    seq_bucket_bounds,
+    split_mailbox_seq,
+    split_message_id,
+    u128_to_blob,
+)
 
 u128s = st.integers(min_value=0, max_value=2**128 - 1)
 u63s = st.integers(min_value=0, max_value=2**63 - 1)

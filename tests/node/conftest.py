@@ -1,0 +1,106 @@
+"""Fixtures of the tests that need the real node (or the cluster named by ``LAB_*``):
+configuration, the session's connection, scratch keyspaces, the admin adapter, stores."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from lab.cluster.config import ClusterConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items) -> None:
+    # every test in this folder needs the node: marked here once, so `-m "not node"` selects the rest
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.node)
+
+
+@pytest.fixture(scope="session")
+def lab_home() -> Path:
+    return Path(os.environ.get("LAB_HOME", ROOT / ".lab")).resolve()
+
+
+@pytest.fixture(scope="session")
+def cluster_config(lab_home: Path) -> ClusterConfig:
+    env = {k: v for k, v in os.environ.items() if k.startswith("LAB_")}
+    return load_config(env=env, flags={"lab_home": str(lab_home)})
+
+
+@pytest.fixture(scope="session")
+def connection(cluster_config: ClusterConfig):
+    from lab.cluster.connection import connect
+
+    conn = connect(cluster_config)
+    yield conn
+    conn.close()
+
+
+def _fresh_keyspace(conn, prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    rf = conn.config.replication_factor
+    conn.execute(f"CREATE KEYSPACE {name} WITH replication = "
+                 f"{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+    return name
+
+
+@pytest.fixture(scope="module")
+def scratch_keyspace(connection):
+    """A keyspace of its own for one test module; dropped afterwards."""
+    name = _fresh_keyspace(connection, "t")
+    yield name
+    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="session")
+def admin(cluster_config, connection):
+    from lab.cluster.admin import admin_for
+
+    return admin_for(cluster_config, connection)
+
+
+# ---- store fixtures -----------------------------------------------------------------------
+# One fresh keyspace + schema + state_dir per test module. `open_store(**kw)` opens another
+# MessageStore on the same keyspace and state (a restarted writer, a second node, a store
+# with a FaultPlan); `store` is the module's default one. Stores share the session's
+# connection (cheap on a 2-core machine) and are closed at module end.
+
+@pytest.fixture(scope="module")
+def store_keyspace(connection):
+    name = _fresh_keyspace(connection, "s")
+    yield name
+    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="module")
+def store_state_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("state")
+
+
+@pytest.fixture(scope="module")
+def open_store(cluster_config, connection, store_keyspace, store_state_dir):
+    from lab.store import MessageStore
+
+    opened = []
+
+    def _open(**kw):
+        kw.setdefault("state_dir", store_state_dir)
+        store = MessageStore.open(cluster_config.replace(keyspace=store_keyspace), connection=connection, **kw)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in reversed(opened):
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def store(open_store):
+    store = open_store()
+    store.create_schema()
+    return store

@@ -1,0 +1,45 @@
+"""A load run's plan: profiles, per-worker key ranges, the environment round trip, secrets."""
+from __future__ import annotations
+
+import json
+
+from lab.cluster.config import ClusterConfig
+from lab.load.pacing import staircase
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profiles
+from lab.load.runner import LoadOptions, _child_env, _locust_cmd, config_env
+
+MS = 1_000_000  # ns
+S = 1_000_000_000
+
+
+def test_every_profile_names_known_user_kinds():
+    profiles = load_profiles()
+    assert {"chat", "send_only", "read_only", "backfill"} <= set(profiles)
+
+
+def test_key_ranges_of_workers_are_disjoint():
+    a, b = KeyRange("run", 0, SEED_SHAPES["tiny"]), KeyRange("run", 1, SEED_SHAPES["tiny"])
+    ids = lambda k: {k.tenant_id, k.big_group, *k.dms(), *k.chats()}  # noqa: E731
+    assert not ids(a) & ids(b)
+    assert KeyRange("run", 0, SEED_SHAPES["tiny"]).tenant_id == a.tenant_id  # deterministic
+
+
+def test_password_travels_only_in_the_environment(tmp_path):
+    config = ClusterConfig(username="lab", password="s3cret-pw")
+    plan = LoadPlan(run_id="r", load_dir=tmp_path, state_root=tmp_path, profile="chat", users=2, workers=2)
+    opts = LoadOptions(users=2)
+    for role in ("master", "worker", "standalone"):
+        assert "s3cret-pw" not in " ".join(_locust_cmd(plan, tmp_path, opts, role, 5557, 0))
+    assert "s3cret-pw" not in json.dumps(plan.to_json()) and "s3cret-pw" not in json.dumps(config.redacted())
+    assert _child_env(config, plan, 0, role="worker")["LAB_PASSWORD"] == "s3cret-pw"
+    assert config_env(config)["LAB_USERNAME"] == "lab"
+
+
+# ---- plan, key ranges, secrets (pure) -----------------------------------------------------------
+def test_plan_round_trips_through_the_environment(tmp_path):
+    plan = LoadPlan(run_id="r1", load_dir=tmp_path / "load", state_root=tmp_path / "state", profile="chat",
+                    users=10, workers=2, stages=staircase(100, step_seconds=5), t0=123.5, warmup_seconds=2,
+                    duration_seconds=18, start_gate=True)
+    again = LoadPlan.from_env(plan.to_env())
+    assert again == plan and again.for_worker(1).worker_name() == "worker-1"
+    assert again.for_worker(1).node_id == again.node_id + 1

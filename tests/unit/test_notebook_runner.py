@@ -1,0 +1,60 @@
+"""The papermill runner: one notebook per measurement, failures name the cell, partial output kept."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.calibration.notebooks import NOTEBOOKS, run_notebook
+from lab.errors import CalibrationError
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("notebooks")
+
+
+def _artifacts(folder: Path, name: str, figure: str) -> None:
+    assert (folder / f"{name}.ipynb").exists()
+    assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
+    assert (folder / f"{figure}.png").stat().st_size > 5_000
+    assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
+    executed = json.loads((folder / f"{name}.ipynb").read_text())
+    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
+    assert ["parameters"] in tags and ["injected-parameters"] in tags
+
+
+def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path):
+    with pytest.raises(CalibrationError) as info:
+        run_notebook("capacity", {"tiers": ["not a number"]}, tmp_path)
+    err = info.value
+    assert err.notebook == "capacity" and err.cell is not None and err.ename
+    assert "capacity" in str(err) and f"cell {err.cell}" in str(err)
+    assert (tmp_path / "capacity" / "capacity.ipynb").exists()
+    assert (tmp_path / "capacity" / "capacity.html").exists()
+
+
+def test_capacity_reads_the_measured_b_row(run_dir):
+    b_row_values = run_dir / "b_row" / "values.json"
+    params = {"b_row_values": str(b_row_values)} if b_row_values.exists() else {"b_row_bytes": 1200.0}
+    values = run_notebook("capacity", params, run_dir)
+    _artifacts(run_dir / "capacity", "capacity", "capacity")
+    assert values["resident_tb_design_20000000"] == pytest.approx(15.768, rel=1e-3)  # §7: ~= 15.8 TB
+    measured = values["b_row_measured_bytes"]
+    assert values["resident_tb_measured_20000000"] == pytest.approx(15.768 * measured / 600, rel=1e-3)
+    assert values["nodes_needed_measured_20000000"] >= 3
+    import scrapbook as sb
+
+    scraps = sb.read_notebook(str(run_dir / "capacity" / "capacity.ipynb")).scraps
+    assert scraps["resident_tb_measured_20000000"].data == values["resident_tb_measured_20000000"]
+
+
+def test_suite_has_one_notebook_per_measurement():
+    root = Path(__file__).resolve().parents[2] / "notebooks"
+    assert sorted(p.stem for p in root.glob("*.ipynb")) == sorted(NOTEBOOKS)
+    for name in NOTEBOOKS:
+        nb = json.loads((root / f"{name}.ipynb").read_text())
+        params = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
+        assert len(params) == 1, name
+        assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), f"{name} saved with outputs"
