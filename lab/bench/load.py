@@ -32,6 +32,8 @@ from collections.abc import Callable
 
 from lab.project import RESULTS_DIR
 from lab.cluster.config import ClusterConfig
+from lab.measure import a_over_b, now_ns
+from lab.measure.clock import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats, percentiles_us
 from lab.load.runner import LoadOptions, run_load, seed_worker
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
@@ -68,20 +70,20 @@ def _plain(config: ClusterConfig, *, threads: int, seconds: float, warmup: float
     import psutil
 
     recs = [LatencyRecorder(fixed_rate=False) for _ in range(threads)]
-    start = time.perf_counter_ns() + int(warmup * 1e9)
-    stop = start + int(seconds * 1e9)
+    start = now_ns() + int(warmup * NS_PER_SECOND)
+    stop = start + int(seconds * NS_PER_SECOND)
     me = psutil.Process()
 
     def worker(i: int) -> None:
         rng = random.Random(i)
-        while (t := time.perf_counter_ns()) < stop:
+        while (t := now_ns()) < stop:
             err = None
             try:
                 call(store, rng)
             except Exception as exc:  # recorded, as the Locust users do
                 err = type(exc).__name__
             if t >= start:
-                recs[i].record("call", started_ns=t, ended_ns=time.perf_counter_ns(), error=err)
+                recs[i].record("call", started_ns=t, ended_ns=now_ns(), error=err)
 
     pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
     for t in pool:
@@ -177,10 +179,8 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
             log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
             out["plain_read"] = _plain(config, threads=params.concurrency, seconds=params.seconds,
                                        warmup=params.warmup_seconds, call=read, store=store)
-        out["ratio_send"] = round(out["locust_send"]["throughput"] / out["plain_send"]["throughput"], 3) \
-            if out["plain_send"]["throughput"] else None
-        out["ratio_read"] = round(out["locust_read"]["throughput"] / out["plain_read"]["throughput"], 3) \
-            if out["plain_read"]["throughput"] else None
+        out["ratio_send"] = a_over_b(out["locust_send"]["throughput"], out["plain_send"]["throughput"], digits=3)
+        out["ratio_read"] = a_over_b(out["locust_read"]["throughput"], out["plain_read"]["throughput"], digits=3)
         max_send = max(out["plain_send"]["throughput"], out["locust_send"]["throughput"])
         log(f"staircase at 50/75/90/105% of {max_send:.1f} sends/s")
         stair = _run(config, LoadOptions(profile="send_only", staircase_max=max_send,

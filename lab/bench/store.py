@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime as _dt
 import json
 import os
 import random
@@ -58,6 +57,7 @@ from typing import Any
 from lab.store.batch_read import DEFAULT_BATCH_CONCURRENCY, BatchEntry
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, connect
+from lab.measure import Stopwatch, Timing, a_over_b, now_ns, timed, utc_now_iso
 from lab.measure.hdr import OpStats, encode, latencies_us, percentiles_us
 from lab.store.ids import seq_bucket, u128_to_blob
 from lab.store.head import HeadUpdate
@@ -75,6 +75,7 @@ CSV_FILE = "store.csv"
 PNG_FILE = "store.png"
 KEYSPACE_PREFIX = "bench"
 SEED_CONCURRENCY = 64  # plain upserts in flight while seeding the read comparisons
+RATIO_DIGITS = 3
 
 Log = Callable[[str], None]
 
@@ -149,19 +150,6 @@ class BenchResult:
 
 
 # ---- recording -----------------------------------------------------------------------------
-Sample = tuple[int, int, str | None]  # (started_ns, ended_ns, error type name or None)
-
-
-def _timed(fn: Callable[[], Any]) -> tuple[Sample, Any]:
-    t0 = time.perf_counter_ns()
-    try:
-        out = fn()
-        err = None
-    except Exception as exc:  # a failed call is a result: counted by type, latency recorded
-        out, err = None, type(exc).__name__
-    return (t0, time.perf_counter_ns(), err), out
-
-
 class _Method:
     """One side of a comparison: an HdrHistogram (lab.hdr.OpStats), own elapsed time, requests."""
 
@@ -173,14 +161,10 @@ class _Method:
         self.requests: dict[str, dict[str, int]] = {}
         self.extra: dict[str, Any] = {}
 
-    def record(self, sample: Sample) -> None:
-        started, ended, error = sample
-        service, _ = latencies_us(started_ns=started, ended_ns=ended)
-        self.stats.service.record_value(service)
-        if error is None:
-            self.stats.ok += 1
-        else:
-            self.stats.errors[error] = self.stats.errors.get(error, 0) + 1
+    def record(self, timing: Timing) -> None:
+        """A failed call is a result: counted by its error type, its latency recorded."""
+        service, _ = latencies_us(started_ns=timing.started_ns, ended_ns=timing.ended_ns)
+        self.stats.record(service, error=timing.error)
 
     def add_requests(self, before: dict, after: dict) -> None:
         for table, kinds in _delta(before, after).items():
@@ -213,10 +197,6 @@ def _delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
             if n:
                 out.setdefault(table, {})[kind] = n
     return out
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 # ---- the naive baseline ----------------------------------------------------------------------
@@ -296,12 +276,12 @@ def bench_send(run: _Run) -> dict[str, Any]:
     def block(name: str, n: int, measured: bool) -> None:
         method, fn = methods[name]
         before = run.snapshot()
-        t0 = time.perf_counter_ns()
-        samples = list(run.pool.map(lambda i: _timed(lambda: fn(i))[0], [next(counter) for _ in range(n)]))
-        t_ack = time.perf_counter_ns()
+        t0 = now_ns()
+        samples = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], [next(counter) for _ in range(n)]))
+        t_ack = now_ns()
         if name == "full_write_path":
             store.drain()  # the head updates this block caused belong to this block
-        t1 = time.perf_counter_ns()
+        t1 = now_ns()
         if not measured:
             method.warmup += n
             return
@@ -332,10 +312,14 @@ def bench_send(run: _Run) -> dict[str, Any]:
         "order": f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
                  f"{p.send_block} per method in ABBA order; write-path blocks include store.drain()",
         "methods": out,
-        "ratio": {"full_over_bare_throughput": _ratio(f["throughput_ops_per_s"], b["throughput_ops_per_s"]),
-                  "bare_over_full_throughput": _ratio(b["throughput_ops_per_s"], f["throughput_ops_per_s"]),
-                  "full_over_bare_p50_latency": _ratio(f["latency_us"]["p50"], b["latency_us"]["p50"]),
-                  "full_over_bare_p99_latency": _ratio(f["latency_us"]["p99"], b["latency_us"]["p99"])},
+        "ratio": {"full_over_bare_throughput": a_over_b(f["throughput_ops_per_s"],
+                                                        b["throughput_ops_per_s"], digits=RATIO_DIGITS),
+                  "bare_over_full_throughput": a_over_b(b["throughput_ops_per_s"],
+                                                        f["throughput_ops_per_s"], digits=RATIO_DIGITS),
+                  "full_over_bare_p50_latency": a_over_b(f["latency_us"]["p50"],
+                                                         b["latency_us"]["p50"], digits=RATIO_DIGITS),
+                  "full_over_bare_p99_latency": a_over_b(f["latency_us"]["p99"],
+                                                         b["latency_us"]["p99"], digits=RATIO_DIGITS)},
     }
 
 
@@ -349,15 +333,15 @@ def _alternate(run: _Run, calls: dict[str, tuple[_Method, Callable[[], int], int
         for name in (names if r % 2 == 0 else names[::-1]):
             method, fn, expected = calls[name]
             before = run.snapshot()
-            sample, produced = _timed(fn)
-            if sample[2] is None and produced != expected:
-                sample = (sample[0], sample[1], "IncompleteResult")
+            produced, timing = timed(fn, errors=True)
+            if timing.error is None and produced != expected:
+                timing = dataclasses.replace(timing, error="IncompleteResult")
             if r < warmup:
                 method.warmup += 1
                 continue
             method.add_requests(before, run.snapshot())
-            method.elapsed_ns += sample[1] - sample[0]
-            method.record(sample)
+            method.elapsed_ns += timing.elapsed_ns
+            method.record(timing)
         if (r + 1) % max(1, (warmup + ops) // 4) == 0:
             run.log(f"  {progress} {r + 1}/{warmup + ops}")
 
@@ -432,9 +416,12 @@ def bench_history(run: _Run, tenant: uuid.UUID, conversation: uuid.UUID, acks: l
         "concurrency": "one caller, synchronous calls (no queueing); throughput = calls / own summed latency",
         "order": f"alternating call by call, order flipped every pair; {p.history_warmup} warm-up pairs discarded",
         "methods": out,
-        "ratio": {"history_over_bare_p50": _ratio(h["latency_us"]["p50"], b["latency_us"]["p50"]),
-                  "history_over_bare_p99": _ratio(h["latency_us"]["p99"], b["latency_us"]["p99"]),
-                  "bare_over_history_throughput": _ratio(b["throughput_ops_per_s"], h["throughput_ops_per_s"])},
+        "ratio": {"history_over_bare_p50": a_over_b(h["latency_us"]["p50"],
+                                                    b["latency_us"]["p50"], digits=RATIO_DIGITS),
+                  "history_over_bare_p99": a_over_b(h["latency_us"]["p99"],
+                                                    b["latency_us"]["p99"], digits=RATIO_DIGITS),
+                  "bare_over_history_throughput": a_over_b(b["throughput_ops_per_s"],
+                                                           h["throughput_ops_per_s"], digits=RATIO_DIGITS)},
     }
 
 
@@ -496,11 +483,12 @@ def bench_grouped(run: _Run, shape: str, tenant: uuid.UUID, entries: list[BatchE
         "order": f"alternating per call, order flipped every pair; {spec['warmup']} warm-up pairs discarded",
         "methods": out,
         "ratio": {
-            "naive_over_grouped_message_record_requests": _ratio(nv["message_record_requests_per_op"],
-                                                                 g["message_record_requests_per_op"]),
-            "naive_over_grouped_total_requests": _ratio(nv["requests_per_op"], g["requests_per_op"]),
-            "naive_over_grouped_p50": _ratio(nv["latency_us"]["p50"], g["latency_us"]["p50"]),
-            "naive_over_grouped_p99": _ratio(nv["latency_us"]["p99"], g["latency_us"]["p99"]),
+            "naive_over_grouped_message_record_requests": a_over_b(
+                nv["message_record_requests_per_op"], g["message_record_requests_per_op"], digits=RATIO_DIGITS),
+            "naive_over_grouped_total_requests": a_over_b(nv["requests_per_op"],
+                                                          g["requests_per_op"], digits=RATIO_DIGITS),
+            "naive_over_grouped_p50": a_over_b(nv["latency_us"]["p50"], g["latency_us"]["p50"], digits=RATIO_DIGITS),
+            "naive_over_grouped_p99": a_over_b(nv["latency_us"]["p99"], g["latency_us"]["p99"], digits=RATIO_DIGITS),
         },
     }
 
@@ -628,10 +616,6 @@ def write_chart(path: Path, report: dict[str, Any]) -> None:
     plt.close(fig)
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
 def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RESULTS_DIR,
               run_dir: Path | None = None, log: Log | None = None, chart: bool = True) -> BenchResult:
     """Run every comparison on a fresh keyspace (dropped at the end) and write
@@ -641,8 +625,8 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     out_dir = run_dir / BENCH_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     keyspace = f"{KEYSPACE_PREFIX}_{uuid.uuid4().hex[:10]}"
-    t_start = time.monotonic()
-    started_at = _now()
+    t_start = Stopwatch()
+    started_at = utc_now_iso()
     conn = connect(config)
     timings: dict[str, float] = {}
     try:
@@ -651,47 +635,47 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
                 ThreadPoolExecutor(params.send_concurrency, thread_name_prefix="bench-send") as send_pool:
             store = MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn)
             try:
-                t = time.monotonic()
+                t = Stopwatch()
                 log(f"keyspace {keyspace}: creating the schema")
                 store.create_schema()
-                timings["schema_seconds"] = time.monotonic() - t
+                timings["schema_seconds"] = t.seconds()
                 log(f"send throughput: full write path vs bare LWT ({params.send_concurrency} threads)")
-                t = time.monotonic()
+                t = Stopwatch()
                 comparisons = {"send_throughput": bench_send(_Run(store, params, send_pool, log))}
-                timings["send_seconds"] = time.monotonic() - t
+                timings["send_seconds"] = t.seconds()
                 log("seeding the history conversation and the S-1 shapes (commit-path rows)")
                 run = _Run(store, params, None, log)
-                t = time.monotonic()
+                t = Stopwatch()
                 history_seed = seed_history(run)
                 shapes = seed_shapes(run)
-                timings["seed_seconds"] = time.monotonic() - t
+                timings["seed_seconds"] = t.seconds()
                 flushed: Any = False
                 if params.flush:
                     log("flushing memtables")
-                    t = time.monotonic()
+                    t = Stopwatch()
                     flushed = _flush(config, conn, keyspace)
-                    timings["flush_seconds"] = time.monotonic() - t
+                    timings["flush_seconds"] = t.seconds()
                 log("latest history page vs bare SELECT")
-                t = time.monotonic()
+                t = Stopwatch()
                 comparisons["history_latest_page"] = bench_history(run, *history_seed)
-                timings["history_seconds"] = time.monotonic() - t
+                timings["history_seconds"] = t.seconds()
                 for shape, (tenant, entries) in shapes.items():
                     log(f"grouped vs naive point reads: {shape}")
-                    t = time.monotonic()
+                    t = Stopwatch()
                     comparisons[f"grouped_vs_naive_{shape}"] = bench_grouped(run, shape, tenant, entries)
-                    timings[f"grouped_{shape}_seconds"] = time.monotonic() - t
+                    timings[f"grouped_{shape}_seconds"] = t.seconds()
                 alerts = store.alerts.snapshot()
             finally:
                 store.close()
-                t = time.monotonic()
+                t = Stopwatch()
                 conn.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-                timings["drop_seconds"] = time.monotonic() - t
+                timings["drop_seconds"] = t.seconds()
         env["loadavg_at_end"] = _loadavg()
     finally:
         conn.close()
     report = {
-        "kind": "store-bench", "run_id": run_dir.name, "started_at": started_at, "finished_at": _now(),
-        "wall_seconds": round(time.monotonic() - t_start, 2), "keyspace": keyspace, "keyspace_dropped": True,
+        "kind": "store-bench", "run_id": run_dir.name, "started_at": started_at, "finished_at": utc_now_iso(),
+        "wall_seconds": round(t_start.seconds(), 2), "keyspace": keyspace, "keyspace_dropped": True,
         "environment": env,
         "parameters": {**dataclasses.asdict(params), "shapes": params.shapes,
                        "flushed_before_reads": flushed},

@@ -19,11 +19,8 @@ partial results, and :class:`~lab.errors.CalibrationError` is raised.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import statistics
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +31,8 @@ from lab.project import RESULTS_DIR
 from lab.cluster.config import ClusterConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
+from lab.measure import Stopwatch, summarize_histogram, timed, utc_now_iso
+from lab.measure.hdr import OpStats, latencies_us
 from lab.results.runs import git_commit, git_dirty, machine, new_run_dir
 
 ROUND_TRIPS_QUICK = 200
@@ -78,29 +77,23 @@ class CalibrationResult:
 
 # ---- measurements of the lab itself ---------------------------------------------------------
 def measure_round_trip(conn: Any, keyspace: str, n: int) -> dict[str, float]:
-    """Write then read ``n`` small rows one at a time; latencies in microseconds."""
+    """Write then read ``n`` small rows one at a time; latencies in microseconds (HdrHistogram)."""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.lab_round_trip (k uuid PRIMARY KEY, v blob)")
     conn.wait_schema_agreement()
     insert = conn.prepare(f"INSERT INTO {keyspace}.lab_round_trip (k, v) VALUES (?, ?)")
     select = conn.prepare(f"SELECT v FROM {keyspace}.lab_round_trip WHERE k = ?", key_columns=("k",))
     keys = [uuid.uuid4() for _ in range(n)]
-    writes, reads = [], []
+    writes, reads = OpStats(), OpStats()
     for k in keys:
-        t0 = time.perf_counter_ns()
-        conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES))
-        writes.append((time.perf_counter_ns() - t0) / 1000)
+        _, t = timed(lambda: conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES)))
+        writes.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
     for k in keys:
-        t0 = time.perf_counter_ns()
-        row = conn.execute(select, (k,)).one()
-        reads.append((time.perf_counter_ns() - t0) / 1000)
+        row, t = timed(lambda: conn.execute(select, (k,)).one())
+        reads.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
         if row is None:
             raise CalibrationError(f"round trip lost key {k}", keyspace=keyspace)
-
-    def pct(xs: list[float], q: float) -> float:
-        return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
-
-    return {"n": n, "write_p50_us": statistics.median(writes), "write_p99_us": pct(writes, 0.99),
-            "read_p50_us": statistics.median(reads), "read_p99_us": pct(reads, 0.99)}
+    w, r = summarize_histogram(writes.service), summarize_histogram(reads.service)
+    return {"n": n, "write_p50_us": w.p50, "write_p99_us": w.p99, "read_p50_us": r.p50, "read_p99_us": r.p99}
 
 
 def environment(conn: Any, config: ClusterConfig, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -120,10 +113,6 @@ def environment(conn: Any, config: ClusterConfig, parameters: dict[str, Any]) ->
 
 
 # ---- the run --------------------------------------------------------------------------------
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
 def _write(run_dir: Path, cal: dict[str, Any]) -> None:
     tmp = run_dir / f".{CALIBRATION_FILE}.tmp"
     tmp.write_text(json.dumps(cal, indent=2, default=str) + "\n")
@@ -224,9 +213,9 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
         conn.execute(f"CREATE KEYSPACE IF NOT EXISTS {config.keyspace} WITH replication = "
                      f"{json.dumps(config.replication_map()).replace(chr(34), chr(39))}")
         cal["environment"] = environment(conn, config, parameters)
-        t0 = time.monotonic()
+        watch = Stopwatch()
         cal["measurements"]["round_trip"] = measure_round_trip(conn, config.keyspace, parameters["round_trips"])
-        cal["measurements"]["round_trip"]["seconds"] = round(time.monotonic() - t0, 2)
+        cal["measurements"]["round_trip"]["seconds"] = watch.seconds(2)
     (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(cal["environment"], indent=2, default=str) + "\n")
 
 
@@ -237,7 +226,7 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     from lab.calibration.notebooks import run_notebook
 
     failure = None
-    t0 = time.monotonic()
+    watch = Stopwatch()
     try:
         run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
                      **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
@@ -248,7 +237,7 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
                           "cell_source": _cell_source(exc), "ename": exc.facts.get("ename"),
                           "evalue": exc.facts.get("evalue")}
         failure = exc
-    entry["seconds"] = round(time.monotonic() - t0, 1)
+    entry["seconds"] = watch.seconds(1)
     entry.update(_collect(run_dir, name))
     if entry["status"] == "ok" and not entry["values"]:
         # a notebook that "succeeds" without recording anything took a wrong branch
@@ -286,10 +275,10 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
     return failure
 
 
-def _finish(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions, t_start: float) -> None:
+def _finish(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions, watch: Stopwatch) -> None:
     _assess(cal, run_dir, options)
-    cal["finished_at"] = _now()
-    cal["wall_seconds"] = round(time.monotonic() - t_start, 1)
+    cal["finished_at"] = utc_now_iso()
+    cal["wall_seconds"] = watch.seconds(1)
     _write(run_dir, cal)
 
 
@@ -299,10 +288,10 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     options = options or CalibrationOptions()
     plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
     run_dir = new_run_dir(options.results)
-    t_start = time.monotonic()
+    watch = Stopwatch()
     cal: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
                            "mode": "quick" if options.quick else "full", "status": "running", "error": None,
-                           "started_at": _now(), "finished_at": None, "wall_seconds": None, "environment": {},
+                           "started_at": utc_now_iso(), "finished_at": None, "wall_seconds": None, "environment": {},
                            "measurements": {}, "notebooks": {}, "constants": {}, "proposal": None}
     failure: CalibrationError | None = None
     try:
@@ -317,7 +306,7 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
         failure.__cause__ = exc
     except KeyboardInterrupt:
         cal["status"] = "interrupted"
-        _finish(cal, run_dir, options, t_start)
+        _finish(cal, run_dir, options, watch)
         write_report(cal, run_dir)
         raise
     if failure is not None:
@@ -328,7 +317,7 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
                                   "evalue": failure.facts.get("evalue", str(failure))}
     else:
         cal["status"] = "ok"
-    _finish(cal, run_dir, options, t_start)
+    _finish(cal, run_dir, options, watch)
     if options.propose and failure is None:
         from lab.calibration.propose import propose
 

@@ -357,7 +357,7 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
     workers = _worker_totals(load_dir)
     stats = merge_stats({op: OpStats.from_json(v) for op, v in w["totals"].items()} for w in workers)
     seconds = plan.duration_seconds
-    ops = summarize(stats, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)
+    ops = {op: s.to_json() for op, s in summarize(stats, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate).items()}
     allops = OpStats()
     for s in stats.values():
         allops.merge(s)
@@ -375,7 +375,7 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         "achieved_rate": round(achieved, 2) if achieved is not None else None,
         "achieved_over_requested": round(achieved / requested, 4) if requested and achieved is not None else None,
         "operations": ops,
-        "all_operations": summarize({"all": allops}, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)["all"],
+        "all_operations": summarize({"all": allops}, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)["all"].to_json(),
         "acks": acks,
         "workers": [{"worker": w["worker"], "pid": w["pid"], "acks": w["acks"], "driver": w.get("driver"),
                      "reactor": w.get("reactor"), "alerts": w.get("alerts"), "requests": w.get("requests")}

@@ -38,6 +38,7 @@ import pandas as pd
 
 from lab.constants import Constants
 from lab.errors import ConfigError, ValidationError
+from lab.measure import percentile
 from lab.project import DATASETS_OUT_DIR
 from lab.store.model import MessageType, RetentionClass
 
@@ -246,8 +247,8 @@ class Workload:
                                           for k, v in c["retention_class"].value_counts().sort_index().items()},
             "e2ee_messages": int(m["e2ee"].sum()), "mentions": int((m["mention_count"] > 0).sum()),
             "mention_all": int(m["mention_all"].sum()), "replies": int(m["reply_to_conversation_seq"].notna().sum()),
-            "body_bytes_p50": float(np.percentile(body, 50)) if len(body) else 0.0,
-            "body_bytes_p99": float(np.percentile(body, 99)) if len(body) else 0.0,
+            "body_bytes_p50": percentile(body, 50) if len(body) else 0.0,
+            "body_bytes_p99": percentile(body, 99) if len(body) else 0.0,
             "thumbnails": int(len(thumbs)), "thumbnail_bytes_mean": float(thumbs.mean()) if len(thumbs) else 0.0,
             "thumbnail_bytes_max": int(thumbs.max()) if len(thumbs) else 0,
             "holes": int(len(self.holes)), "hole_values": int(self.holes["gap"].sum()) if len(self.holes) else 0,

@@ -1,5 +1,5 @@
-"""What every experiment shares: its output folder, the cluster session, scratch keyspaces,
-bulk loading of workload rows, and small statistics helpers.
+"""What every experiment shares: its output folder, the cluster session, scratch keyspaces and
+bulk loading of workload rows (statistics and timers: :mod:`lab.measure`).
 
 Output layout (``results/<run-id>/<notebook>/``): ``values.json`` (every measured value, names
 carrying their unit), ``*.png`` figures, ``*.csv`` + ``*.parquet`` tables. Values are also
@@ -283,37 +283,6 @@ def single_partition_rows(messages: pd.DataFrame, *, rows: int, first_seq: int, 
     out["row"] = np.arange(rows, dtype=np.int64) + int(messages["row"].max()) + 1
     out["client_message_id"] = [f"{conversation_id}-{s}" for s in seqs]
     return out
-
-
-# ---- statistics ---------------------------------------------------------------------------
-def latency_summary(samples_ms: Iterable[float]) -> dict[str, float]:
-    xs = np.asarray(list(samples_ms), dtype=float)
-    if len(xs) == 0:
-        return {"n": 0, "mean_ms": math.nan, "p50_ms": math.nan, "p90_ms": math.nan, "p99_ms": math.nan,
-                "max_ms": math.nan}
-    return {"n": int(len(xs)), "mean_ms": float(xs.mean()), "p50_ms": float(np.percentile(xs, 50)),
-            "p90_ms": float(np.percentile(xs, 90)), "p99_ms": float(np.percentile(xs, 99)),
-            "max_ms": float(xs.max())}
-
-
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): Student-t interval; a single value has a zero-width interval."""
-    xs = np.asarray(list(values), dtype=float)
-    if len(xs) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(xs.mean())
-    if len(xs) < 2:
-        return mean, mean, mean
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / math.sqrt(len(xs)))
-    return mean, mean - half, mean + half
-
-
-def timed_ms(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter_ns()
-    result = fn()
-    return result, (time.perf_counter_ns() - t0) / 1e6
 
 
 def fmt_bytes(n: float) -> str:

@@ -26,7 +26,8 @@ import pandas as pd
 
 from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
+from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.measure import a_over_b, latency_summary, timed
 
 NAIVE_CONCURRENCY = 32
 
@@ -67,7 +68,7 @@ class Result:
         s = self.summary.set_index(["shape", "method"])
         for shape in self.summary["shape"].unique():
             if (shape, "naive") in s.index and (shape, "grouped") in s.index:
-                out[f"{shape}_speedup"] = float(s.loc[(shape, "naive"), "p50_ms"] / s.loc[(shape, "grouped"), "p50_ms"])
+                out[f"{shape}_speedup"] = a_over_b(s.loc[(shape, "naive"), "p50_ms"], s.loc[(shape, "grouped"), "p50_ms"])
         return out
 
 
@@ -158,7 +159,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 fn(entries[:10])  # warm-up: statements prepared
                 for rep in range(params.repeats):
                     before = conn.counter.snapshot()
-                    found, ms = timed_ms(lambda: fn(entries))
+                    found, timing = timed(lambda: fn(entries))
                     after = conn.counter.snapshot()
 
                     def delta(table: str, kind: str | None = None) -> int:
@@ -168,7 +169,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
 
                     record_reads = sum(delta("message_record", k) for k in ("point_read", "range_read", "in_read"))
                     runs.append({"shape": name, "method": method, "repeat": rep, "entries": len(entries),
-                                 "found": found, "latency_ms": ms, "record_reads": record_reads,
+                                 "found": found, "latency_ms": timing.elapsed_ms, "record_reads": record_reads,
                                  "point_reads": delta("message_record", "point_read"),
                                  "index_reads": delta("message_index"),
                                  "requests": sum(delta(t) for t in set(after) | set(before)),

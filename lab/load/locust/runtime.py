@@ -24,6 +24,7 @@ import gevent.monkey
 
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
+from lab.measure.clock import now_ns, wall_seconds
 from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.cluster.reactors import LOCUST_REACTOR
@@ -70,7 +71,8 @@ class LoadContext:
 
     # ---- clock -------------------------------------------------------------------------
     def _ns_of_wall(self, wall: float) -> int:
-        return time.perf_counter_ns() + int((wall - time.time()) * _NS)
+        # the users time calls on lab.measure's clock: due times must be on that clock too
+        return now_ns() + int((wall - wall_seconds()) * _NS)
 
     @property
     def t0_wall(self) -> float:

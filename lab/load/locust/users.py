@@ -25,7 +25,6 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 from collections.abc import Callable
 
@@ -33,6 +32,7 @@ import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
+from lab.measure.clock import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
 
@@ -63,7 +63,7 @@ class StoreUser(User):
         gevent.sleep(self.wait_time())
 
     def wait_time(self) -> float:
-        now = time.perf_counter_ns()
+        now = now_ns()
         if self._pacer is not None:
             self._due = self._pacer.next_due(now)
             if self._due is None:
@@ -81,7 +81,7 @@ class StoreUser(User):
         if self._done:
             return None
         due = self._due
-        start = time.perf_counter_ns()
+        start = now_ns()
         error: BaseException | None = None
         result = None
         try:
@@ -91,7 +91,7 @@ class StoreUser(User):
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
-        end = time.perf_counter_ns()
+        end = now_ns()
         phase = self.lab.phase_at(due if due is not None else start)
         self.last_phase = phase
         if phase == "measured":
