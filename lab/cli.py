@@ -296,10 +296,9 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
                                  cell_timeout_seconds=cell_timeout)
     result = run_calibration(config, options)
     cal = result.calibration
-    measured = [n for n, c in cal["constants"].items() if c.get("measured") is not None]
-    changed = [n for n, c in cal["constants"].items() if c.get("changed")]
-    click.echo(f"run {result.run_dir.name}: {cal['status']} in {cal['wall_seconds']:.0f} s; "
-               f"measured {', '.join(measured) or 'no constant'}; recommended changes: {', '.join(changed) or 'none'}")
+    click.echo(f"run {result.run_dir.name}: {cal.status} in {cal.wall_seconds:.0f} s; "
+               f"measured {', '.join(cal.measured()) or 'no constant'}; "
+               f"recommended changes: {', '.join(cal.changed()) or 'none'}")
     click.echo(f"calibration.json: {result.calibration_path}")
     if result.proposal_path is not None:
         click.echo(f"proposal: {result.proposal_path}")
@@ -375,24 +374,23 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results)
     result = run_load(config, options)
     s = result.summary
-    click.echo(f"{s['mode']} {s['profile']}: {s['users']} users, {s['processes']} process(es); "
-               f"achieved {s['achieved_rate']} calls/s" + (f" of {s['requested_rate']} requested"
-                                                            if s['requested_rate'] else ""))
-    for op, o in s["operations"].items():
-        lat = o.get("corrected_us") or o["service_us"]
-        click.echo(f"  {op:<20} {o['count']:>8} calls {o['errors']:>5} errors  p50 {lat['p50']} "
-                   f"p99 {lat['p99']} p999 {lat['p999']} max {lat['max']} us")
-    for st in s.get("steps", []):
-        click.echo(f"  step {st['requested_rate']:>9.1f}/s -> {st['achieved_rate']:>9.1f}/s  "
-                   f"p99 {st['corrected_us']['p99']} us (service {st['service_us']['p99']} us)")
-    if s.get("loadgen_cpu"):
-        click.echo(f"  load generator CPU: {s['loadgen_cpu'].get('mean_percent_of_one_core')}% of one core")
-    audit = s.get("audit")
+    click.echo(f"{s.mode} {s.profile}: {s.users} users, {s.processes} process(es); "
+               f"achieved {s.achieved_rate} calls/s" + (f" of {s.requested_rate} requested" if s.requested_rate else ""))
+    for op, o in s.operations.items():
+        lat = o.corrected_us or o.service_us
+        click.echo(f"  {op:<20} {o.count:>8} calls {o.errors:>5} errors  p50 {lat.p50} "
+                   f"p99 {lat.p99} p999 {lat.p999} max {lat.max} us")
+    for st in s.steps:
+        click.echo(f"  step {st.requested_rate:>9.1f}/s -> {st.achieved_rate:>9.1f}/s  "
+                   f"p99 {st.corrected_us.p99} us (service {st.service_us.p99} us)")
+    if s.loadgen_cpu is not None and s.loadgen_cpu.samples:
+        click.echo(f"  load generator CPU: {s.loadgen_cpu.mean_percent_of_one_core}% of one core")
+    audit = s.audit
     if audit is not None:
-        click.echo(f"  audit: {audit['acked']} acked sends, {audit['found']} found, lost {audit['lost']}, "
-                   f"duplicates {audit['duplicates']}, replay mismatches {audit['replay_mismatches']}")
-    click.echo(f"summary: {result.load_dir / 'summary.json'}")
-    if audit is not None and not audit["ok"]:
+        click.echo(f"  audit: {audit.acked} acked sends, {audit.found} found, lost {audit.lost}, "
+                   f"duplicates {audit.duplicates}, replay mismatches {audit.replay_mismatches}")
+    click.echo(f"summary: {result.summary_path}")
+    if audit is not None and not audit.ok:
         sys.exit(1)
 
 
@@ -480,29 +478,31 @@ def soak(home: Path, duration: str, threads: int, conversations: int, audit_ever
 
     Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
     results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
-    from lab.load.soak import SoakOptions, run_soak
+    from lab.load.soak import SoakAudit, SoakOptions, run_soak
 
     options = SoakOptions(duration_seconds=_seconds(duration), threads=threads, conversations=conversations,
                           audit_interval_seconds=_seconds(audit_every), max_operations=max_operations, seed=seed,
                           results=results)
 
-    def progress(audit: dict[str, Any]) -> None:
-        what = "final audit" if audit["final"] else "audit"
-        if "error" in audit:
-            click.echo(f"  {audit['at_seconds']:>8.1f}s {what} failed: {audit['error']}")
+    def progress(audit: SoakAudit) -> None:
+        what = "final audit" if audit.final else "audit"
+        if audit.error is not None:
+            click.echo(f"  {audit.at_seconds:>8.1f}s {what} failed: {audit.error}")
         else:
-            click.echo(f"  {audit['at_seconds']:>8.1f}s {what}: {audit['acked']} acked, lost {audit['lost']}, "
-                       f"duplicated {audit['duplicated']}, recalls lost {audit['recalls_lost']} "
-                       f"({audit['seconds']:.1f}s)")
+            click.echo(f"  {audit.at_seconds:>8.1f}s {what}: {audit.acked} acked, lost {audit.lost}, "
+                       f"duplicated {audit.duplicated}, recalls lost {audit.recalls_lost} ({audit.seconds:.1f}s)")
 
-    s = run_soak(config, options, progress=progress).summary
-    for op, o in s["operations"].items():
-        click.echo(f"  {op:<11} {o['ok']:>9} ok {o['errors']:>6} errors")
-    click.echo(f"soak {s['run_id']}: {s['operations_total']} operations in {s['elapsed_seconds']}s, "
-               f"{s['errors_total']} errors; acked {s['acked']}, lost {s['lost']}, duplicated {s['duplicated']}, "
-               f"replay mismatches {s['replay_mismatches']}, recalls lost {s['recalls_lost']}")
-    click.echo(f"summary: {Path(results) / s['run_id'] / 'soak' / 'summary.json'}")
-    if not s["ok"]:
+    result = run_soak(config, options, progress=progress)
+    t = result.summary.totals
+    for op, o in t.operations.items():
+        click.echo(f"  {op:<11} {o.ok:>9} ok {o.errors:>6} errors")
+    final = t.final_audit
+    counts = (f"acked {final.acked}, lost {final.lost}, duplicated {final.duplicated}, replay mismatches "
+              f"{final.replay_mismatches}, recalls lost {final.recalls_lost}") if final else "no audit ran"
+    click.echo(f"soak {result.summary.run_id}: {t.operations_total} operations in {t.elapsed_seconds}s, "
+               f"{t.errors_total} errors; {counts}")
+    click.echo(f"summary: {result.summary_path}")
+    if not result.ok:
         sys.exit(1)
 
 

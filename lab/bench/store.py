@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
-import os
 import random
 import tempfile
 import time
@@ -63,8 +61,12 @@ from lab.store.ids import seq_bucket, u128_to_blob
 from lab.store.head import HeadUpdate
 from lab.store.model import DedupState, MessageType, RetentionClass
 from lab.store.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row, encode_record
-from lab.results.runs import RESULTS_DIR, git_commit, git_dirty, machine, new_run_dir
-from lab.store import MessageStore, SendAck, SendRequest
+from lab.project import RESULTS_DIR
+from lab.results.environment import environment, loadavg
+from lab.results.jsonio import write_json
+from lab.results.runs import new_run_dir
+from lab.results.scratch import drop_keyspace, scratch_name
+from lab.store import DEFAULT_HISTORY_LIMIT, MessageStore, SendAck, SendRequest
 from lab.store.write_path import record_statements
 
 __all__ = ["BenchParams", "BenchResult", "naive_point_reads", "run_bench"]
@@ -76,6 +78,7 @@ PNG_FILE = "store.png"
 KEYSPACE_PREFIX = "bench"
 SEED_CONCURRENCY = 64  # plain upserts in flight while seeding the read comparisons
 RATIO_DIGITS = 3
+CLIENT_NOTE = "Python driver on the same machine as the node (client CPU is part of every figure)"
 
 Log = Callable[[str], None]
 
@@ -94,7 +97,7 @@ class BenchParams:
     body_bytes: int = 200
     # history_latest_page
     history_messages: int = 80      # messages sent into the history conversation first
-    history_limit: int = 50         # page size (the store's default)
+    history_limit: int = DEFAULT_HISTORY_LIMIT  # page size (the store's default)
     history_ops: int = 1000         # measured calls per method
     history_warmup: int = 50        # discarded calls per method
     # grouped_vs_naive (S-1 shapes)
@@ -493,22 +496,7 @@ def bench_grouped(run: _Run, shape: str, tenant: uuid.UUID, entries: list[BatchE
     }
 
 
-# ---- environment, output -----------------------------------------------------------------------
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def environment(conn: Connection, config: ClusterConfig) -> dict[str, Any]:
-    return {"server": conn.server_kind(), "server_version": conn.server_version(),
-            "nodes": len(conn.hosts()), "replication_factor": config.replication_factor,
-            "machine": machine(), "git_commit": git_commit(), "git_dirty": git_dirty(),
-            "loadavg_at_start": _loadavg(), "cluster": config.redacted(),
-            "client": "Python driver on the same machine as the node (client CPU is part of every figure)"}
-
-
+# ---- output -----------------------------------------------------------------------------------
 def _fmt(x: Any, unit: str = "") -> str:
     if x is None:
         return "n/a"
@@ -624,13 +612,13 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     run_dir = run_dir or new_run_dir(Path(results))
     out_dir = run_dir / BENCH_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    keyspace = f"{KEYSPACE_PREFIX}_{uuid.uuid4().hex[:10]}"
+    keyspace = scratch_name(KEYSPACE_PREFIX)
     t_start = Stopwatch()
     started_at = utc_now_iso()
     conn = connect(config)
     timings: dict[str, float] = {}
     try:
-        env = environment(conn, config)
+        env = environment(config, conn, client=CLIENT_NOTE).to_json()
         with tempfile.TemporaryDirectory(prefix="lab-bench-state-") as state_dir, \
                 ThreadPoolExecutor(params.send_concurrency, thread_name_prefix="bench-send") as send_pool:
             store = MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn)
@@ -668,9 +656,9 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
             finally:
                 store.close()
                 t = Stopwatch()
-                conn.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+                drop_keyspace(conn, keyspace)
                 timings["drop_seconds"] = t.seconds()
-        env["loadavg_at_end"] = _loadavg()
+        env["loadavg_at_end"] = loadavg()
     finally:
         conn.close()
     report = {
@@ -686,7 +674,7 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     }
     report["closing_note"] = closing_note(report)
     json_path, csv_path, png_path = out_dir / JSON_FILE, out_dir / CSV_FILE, out_dir / PNG_FILE
-    json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    write_json(json_path, report)
     write_csv(csv_path, comparisons)
     if chart:
         write_chart(png_path, report)

@@ -22,7 +22,6 @@ of the lab.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from lab.errors import CalibrationError
-from lab.calibration.report import esc, fmt, page, table
+from lab.results.html import esc, fmt, page, table
+from lab.results.jsonio import write_json
 from lab.measure import a_over_b, bootstrap_ci, holm, mann_whitney, summarize_samples
 from lab.measure.stats import ALPHA
 
@@ -298,18 +298,7 @@ def write_comparison(cmp: Comparison, results: Path) -> Comparison:
     cmp.html_path, cmp.text_path = out / "index.html", out / "comparison.txt"
     cmp.html_path.write_text(to_html(cmp))
     cmp.text_path.write_text(to_text(cmp))
-    (out / "comparison.json").write_text(json.dumps(
-        {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": "mann-whitney-u, holm", "alpha": ALPHA,
-         "constants": cmp.constants, "operations": cmp.operations, "samples": cmp.samples},
-        indent=2, default=_json_default))
+    write_json(out / "comparison.json",
+               {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": "mann-whitney-u, holm", "alpha": ALPHA,
+                "constants": cmp.constants, "operations": cmp.operations, "samples": cmp.samples})
     return cmp
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return str(value)

@@ -40,6 +40,7 @@ from lab.constants import Constants
 from lab.errors import ConfigError, ValidationError
 from lab.measure import percentile
 from lab.project import DATASETS_OUT_DIR
+from lab.results.jsonio import write_json
 from lab.store.model import MessageType, RetentionClass
 
 _DEFAULTS = Constants()
@@ -473,7 +474,7 @@ def save(workload: Workload, out_dir: Path | None = None) -> dict[str, Any]:
         "seq_reservation_window": workload.profile.holes.window,
         "counts": workload.stats(), "files": files, "sha256": combined,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_json(out / "manifest.json", manifest, sort_keys=True)
     return manifest
 
 

@@ -11,7 +11,6 @@ load run needs (what was acked, where, when), and writes the process's files:
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -26,6 +25,7 @@ from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
 from lab.measure.clock import now_ns, wall_seconds
 from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
+from lab.results.jsonio import write_json
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.cluster.reactors import LOCUST_REACTOR
 
@@ -217,9 +217,7 @@ class LoadContext:
             data["alerts"] = self.store.alerts.snapshot()
             data["requests"] = self.connection.counter.snapshot()
         self.totals_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.totals_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.totals_path)
+        write_json(self.totals_path, data, indent=None)  # the runner may read it while a worker ends
 
     def close(self) -> None:
         if self._closed:

@@ -39,7 +39,6 @@ from lab.load.pacing import UserPacer
 from lab.load.locust.runtime import LoadContext, context
 
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
-HISTORY_LIMIT = 50
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 _NS = 1_000_000_000
 
@@ -150,8 +149,9 @@ class HistoryReaderUser(StoreUser):
                 self._session = (conv, "older", None, random.choice((1, 1, 2, 3)))
         conv, direction, anchor, pages = self._session
         op = "history_latest" if anchor is None else f"history_{direction}"
+        # the page size is the store's default, as for an application that does not choose one
         page = self.call(op, lab.store.history, lab.keys.tenant_id, conv.conversation_id, direction=direction,
-                         anchor=anchor, limit=HISTORY_LIMIT)
+                         anchor=anchor)
         if page is not None and page.has_more and page.next_anchor is not None and pages > 1:
             self._session = (conv, direction, page.next_anchor, pages - 1)
         else:
