@@ -49,7 +49,7 @@ __all__ = ["AES_KEY_BYTES", "DataKey", "Encryptor", "InMemoryKeyStore", "KEYSTOR
            "LocalKeyStore", "NONCE_BYTES", "Sealed", "TAG_BYTES", "aad", "conversation_dek_key_id",
            "open_keystore"]
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 AES_KEY_BYTES = 32
 NONCE_BYTES = 12

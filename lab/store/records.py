@@ -36,7 +36,7 @@ __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message
            "columns_from_wire", "columns_to_wire", "decode_row", "encode_record", "open_payload",
            "record_values", "seal_payload"]
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 ENVELOPE_PLAIN = 0x00
 ENVELOPE_E2EE = 0x01

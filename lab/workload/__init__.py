@@ -43,7 +43,7 @@ from lab.project import DATASETS_OUT_DIR
 from lab.results.jsonio import write_json
 from lab.store.model import MessageType, RetentionClass
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 GENERATOR_VERSION = 1  # bump when the same (profile, seed, size) would produce other rows
 PROFILES_DIR = Path(__file__).with_name("profiles")

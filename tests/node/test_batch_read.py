@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from lab.store.batch_read import BatchEntry, BatchReader, BodyCache
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import ValidationError
 from lab.store.records import decode_row
 from seed import body_of, insert_messages, new_conversation
@@ -118,7 +118,7 @@ def test_non_contiguous_group_splits_in_lists_at_the_limit(store, count, expecte
 
 
 def test_in_list_limit_comes_from_the_constants(store, open_store):
-    small = open_store(constants=Constants().replace(batch_read_in_list_limit=7))
+    small = open_store(constants=load_constants().replace(batch_read_in_list_limit=7))
     tenant, conv, sent = new_conversation(store, range(1, 41, 2))  # 20 non-contiguous seqs
     counter = store.connection.counter
     before = counter.count("message_record", "in_read")

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import BucketOverflow, ValidationError
 from lab.cluster.tracing import traced
 from seed import body_of, new_conversation
@@ -24,7 +24,7 @@ def narrow_store(cluster_config, connection, tmp_path_factory):
 
     name = f"n_{uuid.uuid4().hex[:10]}"
     store = MessageStore.open(cluster_config.replace(keyspace=name), connection=connection,
-                              constants=Constants().replace(message_seq_bucket_width=NARROW_W),
+                              constants=load_constants().replace(message_seq_bucket_width=NARROW_W),
                               state_dir=tmp_path_factory.mktemp("narrow"))
     store.create_schema()
     yield store
@@ -170,7 +170,7 @@ def test_s4_bucket_overflow(store, open_store):
     tenant, conv, _ = new_conversation(store, range(1, 41))  # 40 rows in bucket 0 at W=4096
     assert [m.conversation_seq for m in store.read_bucket(tenant, conv, 0)] == list(range(40, 0, -1))
     # The same rows read by a store whose width was changed to 16 (the bug §4.2 guards against)
-    narrow = open_store(constants=Constants().replace(message_seq_bucket_width=NARROW_W))
+    narrow = open_store(constants=load_constants().replace(message_seq_bucket_width=NARROW_W))
     with pytest.raises(BucketOverflow) as info:
         narrow.read_bucket(tenant, conv, 0)
     assert (info.value.rows, info.value.width, info.value.seq_bucket) == (NARROW_W + 1, NARROW_W, 0)
