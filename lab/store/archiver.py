@@ -17,8 +17,8 @@ effect on the target row is applied by lab.recall.
 """
 from __future__ import annotations
 
-import time
-
+from lab.store.clock import US_PER_MS
+from lab.errors import ValidationError
 from lab.store.context import StoreContext
 from lab.store.outbox import KIND_MESSAGE, Outbox
 from lab.store.records import columns_from_wire
@@ -28,7 +28,6 @@ __all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver"]
 
 ARCHIVER_GROUP = "history-archiver"
 DEFAULT_ARCHIVE_BATCH = 500
-_US_PER_MS = 1000
 
 
 class HistoryArchiver:
@@ -39,19 +38,26 @@ class HistoryArchiver:
         self.group = group
         self.batch_size = batch_size
 
-    def lag(self) -> int:
-        """Outbox entries (messages and CONTROL events) not yet consumed by this group."""
-        return self.outbox.end_offset() - max(self.outbox.committed(self.group), 1)
+    def lag(self, *, group: str | None = None) -> int:
+        """Outbox entries (messages and CONTROL events) not yet consumed by the group."""
+        group = _check_group(self.group if group is None else group)
+        return self.outbox.end_offset() - max(self.outbox.committed(group), 1)
 
-    def run_once(self, *, max_batches: int | None = None) -> int:
-        """Archive everything committed so far (or ``max_batches`` batches); returns rows written."""
+    def run_once(self, *, max_batches: int | None = None, group: str | None = None) -> int:
+        """Archive everything committed so far (or ``max_batches`` batches); returns rows written.
+        ``group`` names another consumer group (a second archiver replaying the log)."""
+        group = _check_group(self.group if group is None else group)
+        if max_batches is not None and (not isinstance(max_batches, int) or isinstance(max_batches, bool)
+                                        or max_batches < 1):
+            raise ValidationError(f"max_batches must be None or an int >= 1, got {max_batches!r}",
+                                  field="max_batches", value=max_batches)
         written = batches = 0
         while max_batches is None or batches < max_batches:
-            entries = self.outbox.read(self.outbox.committed(self.group), self.batch_size)
+            entries = self.outbox.read(self.outbox.committed(group), self.batch_size)
             if not entries:
                 break
             self.ctx.faults.hit("archiver_after_read")
-            now_ms = time.time_ns() // 1_000_000
+            now_ms = self.ctx.clock_ms()
             statements = []
             for entry in entries:
                 if entry.record.kind != KIND_MESSAGE:
@@ -64,12 +70,18 @@ class HistoryArchiver:
                     self.ctx.alerts.incr("archiver_expired_skipped")
                     continue
                 statements.extend(record_statements(self.ctx, columns, ttl,
-                                                    timestamp_us=columns["created_at"] * _US_PER_MS))
+                                                    timestamp_us=columns["created_at"] * US_PER_MS))
                 written += 1
             if statements:
                 self.ctx.connection.execute_concurrent(statements)
             self.ctx.faults.hit("archiver_after_write")
-            self.outbox.commit(self.group, entries[-1].offset + 1)
+            self.outbox.commit(group, entries[-1].offset + 1)
             self.ctx.faults.hit("archiver_after_commit")
             batches += 1
         return written
+
+
+def _check_group(group: object) -> str:
+    if not isinstance(group, str) or not group:
+        raise ValidationError(f"a consumer group is a non-empty str, got {group!r}", field="group", value=group)
+    return group

@@ -29,15 +29,12 @@ position, so events it has passed are not looked at again.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
 from lab.store.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
-from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.model import MessageState, RetentionClass, parse_enum
 from lab.store.outbox import CONTROL_KINDS, KIND_EDIT, KIND_MESSAGE, KIND_RECALL, Outbox, OutboxEntry, OutboxRecord
 from lab.store.records import MESSAGE_RECORD_KEY, seal_payload
@@ -79,10 +76,6 @@ class _Target:
     edited_at_activity_id: int | None
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class RecallPath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator,
                  on_change: Callable[[uuid.UUID, int], None] | None = None) -> None:
@@ -115,7 +108,7 @@ class RecallPath:
             return None
         columns = entry.record.payload["columns"]
         ttl = self.ctx.retention.remaining_ttl_seconds(RetentionClass(columns["retention_class"]), tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=_now_ms())
+                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
         if ttl is None:
             return None  # expired before it was archived: nothing left to recall
         changed = changed or dict(state=MessageState.NORMAL, recall_event_conversation_seq=None,
@@ -131,13 +124,14 @@ class RecallPath:
         return target
 
     @staticmethod
-    def _ids(tenant_id: Any, conversation_id: Any, seq: Any, actor_id: Any) -> tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]:
+    def _ids(tenant_id: IdLike, conversation_id: IdLike, seq: int,
+             actor_id: IdLike) -> tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]:
         return (parse_uuid(tenant_id), parse_uuid(conversation_id), check_conversation_seq(seq),
                 parse_uuid(actor_id))
 
     # -- recall -------------------------------------------------------------------------------
-    def recall(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int, *,
-               actor_id: uuid.UUID) -> RecallResult:
+    def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
+               actor_id: IdLike) -> RecallResult:
         tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
         target = self._require_target(tenant_id, conversation_id, seq)
         logged = self.outbox.controls_for(tenant_id, conversation_id, seq, KIND_RECALL)
@@ -154,7 +148,7 @@ class RecallPath:
                 tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
                 kind=KIND_RECALL, target_seq=seq,
                 payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                         "created_at": _now_ms()}))
+                         "created_at": self.ctx.clock_ms()}))
             replayed = False
         self.ctx.faults.hit("after_recall_log")
         self._apply_recall(target, entry)
@@ -172,8 +166,8 @@ class RecallPath:
         self._on_change(target.tenant_id, target.message_id)
 
     # -- edit ---------------------------------------------------------------------------------
-    def edit(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int, *, body: bytes,
-             actor_id: uuid.UUID, e2ee: bool = False) -> EditResult:
+    def edit(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
+             actor_id: IdLike, e2ee: bool = False) -> EditResult:
         tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
@@ -195,7 +189,7 @@ class RecallPath:
             tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
             kind=KIND_EDIT, target_seq=seq,
             payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                     "created_at": _now_ms(), "payload_or_ciphertext": blob.hex(), "dek_id": list(dek_id.as_tuple())}))
+                     "created_at": self.ctx.clock_ms(), "payload_or_ciphertext": blob.hex(), "dek_id": list(dek_id.as_tuple())}))
         self.ctx.faults.hit("after_edit_log")
         self._apply_edit(target, entry)
         self.ctx.faults.hit("after_edit_update")

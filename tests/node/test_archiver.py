@@ -12,7 +12,8 @@ from lab.errors import CrashInjected
 from lab.store.faults import FaultPlan
 from lab.store.ids import u128_to_blob
 from lab.store.model import DedupState, MessageState, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.store import ARCHIVER_GROUP
+from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.store.retention import RetentionPolicy
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows
 
@@ -44,15 +45,15 @@ def test_commit_skips_record_and_archiver_writes_it(open_store, store, tmp_path)
     assert len(outbox_messages(s, tenant, conversation)) == 3
     assert record_rows(store, tenant, conversation, seqs) == []
     assert index_rows(store, tenant, u128_to_blob(acks[0].message_id)) == []
-    assert s.archiver.lag() == 3
+    assert s.archive_lag() == 3
 
     time.sleep(1.1)  # so that "remaining" differs visibly from the full period
-    assert s.archiver.run_once() == 3
-    assert s.archiver.lag() == 0
+    assert s.archive_once() == 3
+    assert s.archive_lag() == 0
     for req, ack in zip(reqs, acks):
         row = record_row(store, tenant, conversation, ack.conversation_seq,
                          ALL + ", TTL(payload_or_ciphertext) AS ttl_payload")
-        msg = decode_row(row, s.encryptor)
+        msg = s.decode_record(row)
         assert (msg.message_id, msg.body) == (ack.message_id, req.body)
         elapsed = time.time_ns() // 1_000_000 - sent_at_ms
         # remaining TTL: created_at + 24 h - now, not a fresh 24 h
@@ -64,7 +65,7 @@ def test_commit_skips_record_and_archiver_writes_it(open_store, store, tmp_path)
         "AND conversation_id = %s AND seq_bucket = 0 AND conversation_seq = %s", (tenant, conversation, seqs[0])).one().wt
     assert wt == acks[0].created_at_ms * 1000
     # running it again finds nothing new
-    assert s.archiver.run_once() == 0
+    assert s.archive_once() == 0
 
 
 def test_archiver_rerun_after_crash_writes_the_same_rows(open_store, store, tmp_path):
@@ -74,16 +75,15 @@ def test_archiver_rerun_after_crash_writes_the_same_rows(open_store, store, tmp_
     acks = [s.send(new_request(tenant_id=tenant, conversation_id=conversation)) for _ in range(4)]
     seqs = [a.conversation_seq for a in acks]
     with pytest.raises(CrashInjected):
-        s.archiver.run_once()
+        s.archive_once()
     first = _full_rows(store, tenant, conversation, seqs)
     assert len(first[0]) == 4
-    assert s.outbox.committed(s.archiver.group) == 0  # died before committing its offset
+    assert s.log.committed(ARCHIVER_GROUP) == 0  # died before committing its offset
     restarted = open_store(archiver_mode=True, state_dir=tmp_path)
-    assert restarted.archiver.run_once() == 4  # at-least-once: the batch is written again
+    assert restarted.archive_once() == 4  # at-least-once: the batch is written again
     assert _full_rows(store, tenant, conversation, seqs) == first
     # a second consumer group replaying the whole log also leaves the rows as they are
-    from lab.store.archiver import HistoryArchiver
-    assert HistoryArchiver(restarted.ctx, restarted.outbox, group="replay").run_once() == 4
+    assert restarted.archive_once(group="replay") == 4
     assert _full_rows(store, tenant, conversation, seqs) == first
 
 
@@ -95,7 +95,7 @@ def test_expired_messages_are_skipped_and_counted(open_store, store, tmp_path):
     held = s.send(new_request(tenant_id=tenant, conversation_id=conversation,
                               retention_class=RetentionClass.COMPLIANCE_HOLD))
     time.sleep(1.2)
-    assert s.archiver.run_once() == 1
+    assert s.archive_once() == 1
     assert s.alerts.archiver_expired_skipped == 1
     assert [r.conversation_seq for r in record_rows(store, tenant, conversation, [short.conversation_seq])] == \
            [held.conversation_seq]
@@ -108,10 +108,10 @@ def test_recall_before_archive_survives_the_late_archive(open_store, store, tmp_
     req = new_request(tenant_id=tenant, conversation_id=conversation, retention_class=RetentionClass.EPHEMERAL_24H)
     ack = s.send(req)
     recall = s.recall(tenant, conversation, ack.conversation_seq, actor_id=req.sender_id)
-    assert s.archiver.run_once() == 1
+    assert s.archive_once() == 1
     row = record_row(store, tenant, conversation, ack.conversation_seq,
                      ALL + ", TTL(state) AS ttl_state, TTL(payload_or_ciphertext) AS ttl_payload")
-    msg = decode_row(row, s.encryptor)
+    msg = s.decode_record(row)
     assert msg.state is MessageState.RECALLED
     assert msg.recall_event_conversation_seq == recall.recall_event_conversation_seq
     assert msg.body == req.body and msg.message_id == ack.message_id
@@ -127,7 +127,7 @@ def test_archived_rows_carry_no_tombstones(open_store, store, tmp_path):
     s = open_store(archiver_mode=True, state_dir=tmp_path)
     for _ in range(5):
         s.send(new_request(tenant_id=tenant, conversation_id=conversation))
-    assert s.archiver.run_once() == 5
+    assert s.archive_once() == 5
     rows, trace = traced(store.connection, f"SELECT * FROM {store.keyspace}.message_record WHERE tenant_id = %s "
                          "AND conversation_id = %s AND seq_bucket = 0", (tenant, conversation))
     assert len(rows) == trace.rows_read == 5

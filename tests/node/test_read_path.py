@@ -191,9 +191,8 @@ def test_s6_sampled_partitions_scan_no_tombstones(store, admin):
         store.unreact(tenant, conv, seq, sender)
     assert len(store.history(tenant, conv, limit=100).messages) == 60
     admin.flush(store.keyspace)
-    stmt, bind = store.history_reader.bucket_statement()
     for bucket in (0, 1):
-        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        rows, trace = traced(store.connection, *store.bucket_read_statement(tenant, conv, bucket))
         assert len(rows) >= 30
         assert trace.rows_read == len(rows), trace.events
         assert trace.tombstones_read == 0, trace.events
@@ -217,8 +216,7 @@ def test_s6_after_send_recall_edit_and_reactions(store, admin):
     assert {a.conversation_seq for a in acks} <= set(by_seq)
     assert by_seq[acks[3].conversation_seq].recalled and by_seq[acks[5].conversation_seq].body == b"edited"
     admin.flush(store.keyspace)
-    stmt, bind = store.history_reader.bucket_statement()
     for bucket in sorted({seq // W for seq in by_seq}):
-        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        rows, trace = traced(store.connection, *store.bucket_read_statement(tenant, conv, bucket))
         assert trace.rows_read == len(rows) > 0, trace.events
         assert trace.tombstones_read == 0, trace.events

@@ -134,9 +134,9 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             last = rows.iloc[-1]
             mid = compose_message_id(time_ms=int(last.created_at_ms), node_id=1, counter=int(last.row))
             tenant, conv = uuid.UUID(str(last.tenant_id)), uuid.UUID(str(last.conversation_id))
-            store.head_writer.apply(HeadUpdate(tenant_id=tenant, conversation_id=conv,
-                                               conversation_seq=int(last.conversation_seq), message_id=mid,
-                                               last_activity_id=mid, sender_id=uuid.UUID(str(last.sender_id))))
+            store.apply_head(HeadUpdate(tenant_id=tenant, conversation_id=conv,
+                                        conversation_seq=int(last.conversation_seq), message_id=mid,
+                                        last_activity_id=mid, sender_id=uuid.UUID(str(last.sender_id))))
             conversations[r] = (tenant, conv)
         lab.admin.flush(store.keyspace)
         readers = {}
