@@ -14,7 +14,7 @@ Modules:
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
-                 lookup via message_index)
+                 lookup via message_index), hot_layer (the seam where a hot window merges in)
     rows         records (Message, encode/decode), ids (§1 encodings), media (protobuf),
                  model (enums), schema (the six tables), retention (class -> TTL)
     crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor

@@ -15,14 +15,20 @@ Edit has the same shape: the event (carrying the new sealed payload) is logged, 
 The new payload is sealed with the target row's coordinates (same AAD as a send), so it
 decrypts only in that row. No history of versions is kept (§5.3).
 
+Archiver mode. The target may be committed but not archived yet (its row is only in the log).
+An UPDATE there would create a row of a few cells, no message_id, which no reader can
+decode. So the path first archives that one message exactly as the archiver will
+(``lab.store.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
+created_at``) and then updates it: the row is whole from its first cell on, and the
+archiver's later INSERT of the same cells at the older timestamp undoes nothing.
+
 TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
 without ``USING TTL`` the new state/payload cells would never expire and would keep a
 husk of the row alive after its TTL removed the rest (and pin a whole TWCS SSTable). So
 the UPDATE carries the row's remaining TTL, read from the server (``TTL(created_at)``,
 a column only the INSERT writes); ``null`` there means no TTL (compliance_hold) and binds
-``USING TTL 0``. In archiver mode a row may not be archived yet: the remaining TTL then
-comes from the retention policy, and the archiver's ``USING TIMESTAMP created_at`` keeps
-its late INSERT from undoing the recall.
+``USING TTL 0``. For a message archived early (above) the remaining TTL comes from the
+retention policy, as the archiver computes it.
 
 Run :meth:`RecallPath.recover` when a writer starts, before it serves: it commits its log
 position, so events it has passed are not looked at again.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from lab.store.archiver import archive_statements
 from lab.store.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
 from lab.store.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
@@ -74,6 +81,7 @@ class _Target:
     state: MessageState
     recall_event_conversation_seq: int | None
     edited_at_activity_id: int | None
+    unarchived: OutboxEntry | None = None  # archiver mode: the logged message, not in message_record yet
 
 
 class RecallPath:
@@ -114,7 +122,18 @@ class RecallPath:
         changed = changed or dict(state=MessageState.NORMAL, recall_event_conversation_seq=None,
                                   edited_at_activity_id=None)
         return _Target(**common, **changed, message_id=blob_to_u128(bytes.fromhex(columns["message_id"])),
-                       ttl_seconds=ttl)
+                       ttl_seconds=ttl, unarchived=entry)
+
+    def _ensure_whole(self, target: _Target) -> None:
+        """Archive a not-yet-archived target first, so the UPDATE after it lands on a whole row."""
+        if target.unarchived is None:
+            return
+        statements = archive_statements(self.ctx, target.unarchived, now_ms=self.ctx.clock_ms())
+        if statements is None:  # expired between the look-up and now: no row may be started
+            raise NotFound(f"message at conversation_seq {target.conversation_seq} expired before it was archived",
+                           tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                           conversation_seq=target.conversation_seq)
+        self.ctx.connection.execute_concurrent(statements)
 
     def _require_target(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> _Target:
         target = self._target(tenant_id, conversation_id, seq)
@@ -157,6 +176,7 @@ class RecallPath:
                             activity_id=_activity(entry), replayed=replayed)
 
     def _apply_recall(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? SET state = ?, recall_event_conversation_seq = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
@@ -197,6 +217,7 @@ class RecallPath:
                           edited_at_activity_id=alloc.last_activity_id)
 
     def _apply_edit(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
         payload = entry.record.payload
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? SET payload_or_ciphertext = ?, dek_id = ?, "
