@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 
 ALERT_NAMES: tuple[str, ...] = (
-    "empty_bucket_stops",          # §4.1: > history_max_empty_bucket_scan empty buckets in a row
+    "empty_bucket_stops",          # §4.1 / S-3: history_max_empty_bucket_scan empty buckets in a row
     "head_regressions_dropped",    # §2.4: a head write that would regress latest_conversation_seq
     "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
     "head_cas_retries",            # failover form: compare-and-set lost a race and re-read

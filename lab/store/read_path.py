@@ -10,13 +10,16 @@ conversation_seq values. A page walks buckets one single-partition read at a tim
   ``newer`` walks ``b++`` with ``ORDER BY conversation_seq ASC`` (a reversed scan);
 - each read asks ``LIMIT (limit - collected)``; the page stops when ``collected >= limit``
   (has_more), when the bucket reaches E (older) or H (newer) (no more), or when
-  ``empty_run > history_max_empty_bucket_scan`` consecutive buckets came back empty (no
-  more, plus an alert: holes left by crashed reservation windows must not turn a page into
-  an unbounded scan of empty partitions).
+  ``history_max_empty_bucket_scan`` consecutive buckets came back empty (no more, plus an
+  alert: holes left by crashed reservation windows must not turn a page into an unbounded
+  scan of empty partitions).
 
-With the pseudo-code's ``empty_run > max`` test a page that meets a long hole reads
-``max + 1`` empty buckets before it stops (9 with the default 8): the stop fires after the
-read that makes the run exceed the limit.
+Where this differs from the pseudo-code: §4.1 writes ``empty_run > history_max_empty_bucket_scan``,
+which stops only after the read that makes the run exceed the limit, i.e. after 9 empty
+buckets with the default 8. The constant's name and S-3 ("扫描的空桶数 <= 8") say a page scans
+at most 8, so the walk stops once the run *reaches* the limit (``>=``): a hole of 7 empty
+buckets is crossed, a hole of 8 ends the page (a 9th read could only be one more empty bucket
+or the first one past the allowance).
 
 Where this module goes beyond the pseudo-code (none of it changes which buckets are read
 for an anchor inside [E, H]):
@@ -211,7 +214,7 @@ class HistoryReader:
             continued = False
             if bucket * width <= low:  # the bucket reaches E: retention edge
                 return walk.page(has_more=False)
-            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+            if walk.empty_run_exhausted(self.constants.history_max_empty_bucket_scan):
                 self.ctx.alerts.incr("empty_bucket_stops")
                 return walk.page(has_more=False, stopped_on_empty=True)
             bucket -= 1
@@ -236,7 +239,7 @@ class HistoryReader:
             continued = False
             if bucket * width + width - 1 >= high:  # the bucket reaches H
                 return walk.page(has_more=False)
-            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+            if walk.empty_run_exhausted(self.constants.history_max_empty_bucket_scan):
                 self.ctx.alerts.incr("empty_bucket_stops")
                 return walk.page(has_more=False, stopped_on_empty=True)
             bucket += 1
@@ -309,6 +312,11 @@ class _Walk:
             self.empty_run += 1
             self.empty_buckets += 1
         self.messages.extend(rows)
+
+    def empty_run_exhausted(self, max_empty: int) -> bool:
+        """S-3: the current run of empty buckets used the whole allowance (see the module
+        docstring for ``>=`` vs the pseudo-code's ``>``); a run of 0 never stops a page."""
+        return self.empty_run > 0 and self.empty_run >= max_empty
 
     def page(self, *, has_more: bool, stopped_on_empty: bool = False) -> HistoryPage:
         return HistoryPage(messages=tuple(self.messages), has_more=has_more,
