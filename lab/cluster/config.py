@@ -125,8 +125,9 @@ class ClusterConfig:
     def replication_map(self) -> dict[str, Any]:
         if self.replication_class == "SimpleStrategy":
             return {"class": "SimpleStrategy", "replication_factor": self.replication_factor}
-        dc = self.local_dc or "datacenter1"
-        return {"class": "NetworkTopologyStrategy", dc: self.replication_factor}
+        if self.local_dc is None:  # both servers expand this to every datacenter (CASSANDRA-14303)
+            return {"class": "NetworkTopologyStrategy", "replication_factor": self.replication_factor}
+        return {"class": "NetworkTopologyStrategy", self.local_dc: self.replication_factor}
 
     def replace(self, **changes: Any) -> ClusterConfig:
         return dataclasses.replace(self, **changes)

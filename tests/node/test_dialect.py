@@ -40,3 +40,20 @@ def test_keyspace_and_compression_text_run_on_cassandra(connection):
 def test_tablets_on_cassandra_is_a_config_error(connection):
     with pytest.raises(ConfigError, match="tablets"):
         connection.dialect.create_keyspace("x", connection.config.replication_map(), tablets=True)
+
+
+def test_network_topology_without_local_dc_expands_to_the_datacenters(cluster_config):
+    config = cluster_config.replace(replication_class="NetworkTopologyStrategy", local_dc=None)
+    assert config.replication_map() == {"class": "NetworkTopologyStrategy",
+                                        "replication_factor": config.replication_factor}
+    ks = "t_dialect_nts"
+    with connect(config) as conn:
+        conn.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+        try:
+            conn.create_keyspace(ks)
+            row = conn.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (ks,)).one()
+            dcs = {h.datacenter for h in conn.hosts()}
+            assert {k: v for k, v in dict(row[0]).items() if k != "class"} == {
+                dc: str(config.replication_factor) for dc in dcs}
+        finally:
+            conn.execute(f"DROP KEYSPACE IF EXISTS {ks}")

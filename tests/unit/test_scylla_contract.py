@@ -162,6 +162,11 @@ def test_scylla_keyspace_is_nts_with_tablets_off():
     assert scylla.create_keyspace("msglab", {"class": "NetworkTopologyStrategy", "dc1": 3}, tablets=True) == (
         "CREATE KEYSPACE IF NOT EXISTS msglab WITH replication = {'class': 'NetworkTopologyStrategy', "
         "'dc1': 3} AND tablets = {'enabled': true}")
+    nts = ClusterConfig(replication_class="NetworkTopologyStrategy", replication_factor=3).replication_map()
+    assert scylla.create_keyspace("msglab", nts) == (
+        "CREATE KEYSPACE IF NOT EXISTS msglab WITH replication = {'class': 'NetworkTopologyStrategy', "
+        "'replication_factor': 3} AND tablets = {'enabled': false}")
+    assert "replication_factor" in fixture("cql")["nts_replication_factor"]["note"]
     cql = fixture("cql")["tablets_option"]
     assert cql["keys"] == ["enabled", "initial"] and "false" in cql["enabled_values"]
 
