@@ -122,7 +122,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         lab.admin.flush(store.keyspace, "message_record")
         lab.admin.compact(store.keyspace, "message_record")
         # BYPASS CACHE on Scylla (the dialect's): a flush fills its row cache, and this reads SSTables
-        stmt = store.ctx.prepare(lab.connection.dialect.sstable_read(
+        stmt = store.prepare_raw(lab.connection.dialect.sstable_read(
             f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq IN ?"))
         key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)
