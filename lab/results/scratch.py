@@ -2,7 +2,8 @@
 keyspace of its own, created fresh and dropped at the end, so runs never see each other's rows
 and a node shared by several engineers keeps no leftovers.
 
-Names are ``<prefix>_<10 hex>``; the replication is the run's (``ClusterConfig.replication_map``).
+Names are ``<prefix>_<10 hex>``; the replication is the run's (``ClusterConfig.replication_map``,
+written by the server's dialect: ``Connection.create_keyspace``).
 ``create=False`` when something else creates it (``MessageStore.create_schema`` creates the
 keyspace with its tables): the helper then only names and drops it.
 """
@@ -12,8 +13,6 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
-
-from lab.store.schema import create_keyspace
 
 SUFFIX_HEX = 10
 
@@ -33,7 +32,7 @@ def scratch_keyspace(connection: Any, prefix: str, *, create: bool = True, keep:
     name = scratch_name(prefix)
     try:
         if create:
-            create_keyspace(connection, name, connection.config.replication_map())
+            connection.create_keyspace(name)  # the run's replication, as the server's dialect spells it
         yield name
     finally:
         if not keep:
