@@ -48,6 +48,7 @@ class Constants:
     client_dedup_gc_grace_seconds: int = 3600
     capacity_messages_per_day: int = 20_000_000
     capacity_retention_days: int = 365
+    history_hot_window_days: int = 7
 
     def replace(self, **changes: float | int) -> Constants:
         return dataclasses.replace(self, **changes)

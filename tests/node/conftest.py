@@ -33,6 +33,41 @@ def cluster_config(lab_home: Path) -> ClusterConfig:
 
 
 @pytest.fixture(scope="session")
+def services_config():
+    """Outbox / hot-window settings: LAB_* variables over the defaults (the embedded broker
+    and Redis that `lab node start` runs beside the node)."""
+    from lab.cluster.services import load_services
+
+    return load_services(env={k: v for k, v in os.environ.items() if k.startswith("LAB_")})
+
+
+@pytest.fixture(scope="session")
+def kafka_services(services_config):
+    """The services config with the Kafka outbox, once its broker answered (else a clear failure)."""
+    from confluent_kafka.admin import AdminClient
+
+    services = services_config.replace(outbox="kafka")
+    try:
+        AdminClient(services.kafka_client_config()).list_topics(timeout=10)
+    except Exception as exc:
+        pytest.fail(f"no Kafka broker at {services.kafka_bootstrap_servers} ({exc}): run `lab node start`")
+    return services
+
+
+@pytest.fixture(scope="session")
+def redis_services(services_config):
+    """The services config with the Redis hot window, once Redis answered PING."""
+    import redis
+
+    services = services_config.replace(hot_window="redis")
+    try:
+        redis.Redis(**services.redis_client_kwargs()).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"no Redis at {services.redis_host}:{services.redis_port} ({exc}): run `lab node start`")
+    return services
+
+
+@pytest.fixture(scope="session")
 def connection(cluster_config: ClusterConfig):
     from lab.cluster.connection import connect
 
