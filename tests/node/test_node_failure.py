@@ -34,7 +34,8 @@ import pytest
 
 from lab.cluster.config import ClusterConfig
 from lab.errors import ClusterError
-from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.process import is_ours
 from lab.load.soak import Soak, SoakOptions
 from lab.store import MessageStore
 
@@ -75,7 +76,7 @@ def cluster3(tmp_path_factory, lab_home):
         # stop() clears the record (and would SIGTERM anything still ours)
         state = cluster.read_state()
         for node in state.nodes if state else ():
-            if _is_our_jvm(node.pid, node.directory):
+            if is_ours(node.pid, node.directory):
                 cluster.kill(node.name)
         cluster.stop()
 
@@ -160,13 +161,13 @@ def check(f: dict) -> None:
 
 def test_a_node_killed_during_load(cluster3, cluster_store):
     for node in cluster3.read_state().nodes:
-        assert _is_our_jvm(node.pid, node.directory), f"{node.name} is not running before the load"
+        assert is_ours(node.pid, node.directory), f"{node.name} is not running before the load"
     check(run_load(cluster3, cluster_store, "killed during load", kill_after=KILL_AFTER_SECONDS))
 
 
 def test_b_node_stopped_before_load(cluster3, cluster_store):
     victim = next(n for n in cluster3.read_state().nodes if n.name == VICTIM)
-    if _is_our_jvm(victim.pid, victim.directory):  # (a) failed before its kill
+    if is_ours(victim.pid, victim.directory):  # (a) failed before its kill
         cluster3.kill(VICTIM)
     check(run_load(cluster3, cluster_store, "stopped before load", kill_after=None))
 
