@@ -62,10 +62,9 @@ from lab.measure.hdr import OpStats, encode, latencies_us, percentiles_us
 from lab.store.ids import seq_bucket, u128_to_blob
 from lab.store.head import HeadUpdate
 from lab.store.model import DedupState, MessageType, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row, encode_record
+from lab.store.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message
 from lab.results.runs import RESULTS_DIR, git_commit, git_dirty, machine, new_run_dir
 from lab.store import MessageStore, SendAck, SendRequest
-from lab.store.write_path import record_statements
 
 __all__ = ["BenchParams", "BenchResult", "naive_point_reads", "run_bench"]
 
@@ -225,7 +224,7 @@ def naive_point_reads(store: MessageStore, tenant_id: uuid.UUID, entries: Sequen
     """BASELINE ONLY, forbidden in the store (§4.3): one point read of message_record per
     message_id, by its full primary key, ``concurrency`` in flight (driver async execution);
     each row decoded as the store would. Returns the decoded messages by message_id."""
-    stmt = store.ctx.prepare(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE "
+    stmt = store.prepare_raw(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE "
                              "tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
                              key_columns=MESSAGE_RECORD_KEY)
     width = store.constants.message_seq_bucket_width
@@ -235,7 +234,7 @@ def naive_point_reads(store: MessageStore, tenant_id: uuid.UUID, entries: Sequen
     for entry, rows in zip(entries, store.connection.execute_concurrent(items, concurrency=concurrency)):
         row = rows.one()
         if row is not None:
-            message = decode_row(row, store.encryptor)
+            message = store.decode_record(row)
             if message.message_id == entry.message_id:
                 out[entry.message_id] = message
     return out
@@ -273,7 +272,7 @@ def bench_send(run: _Run) -> dict[str, Any]:
     tenant = uuid.uuid4()
     conversations = [uuid.uuid4() for _ in range(p.send_conversations)]
     senders = [uuid.uuid4() for _ in range(p.send_conversations)]
-    lwt = store.ctx.prepare(
+    lwt = store.prepare_raw(
         "INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
         "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
 
@@ -364,20 +363,20 @@ def _alternate(run: _Run, calls: dict[str, tuple[_Method, Callable[[], int], int
 
 def seed_conversation(run: _Run, tenant: uuid.UUID, conversation: uuid.UUID, n: int) -> list[SendAck]:
     """``n`` messages of one conversation, written as the commit path writes them (step 3):
-    ids from the store's sequence allocator, rows sealed by the store's record encoder
-    (lab.records.encode_record) and upserted with the write path's own message_record +
-    message_index statements (lab.write_path.record_statements) under the default class's TTL.
+    ids from the store's sequence allocator, rows sealed by the store's record encoder and
+    upserted with the write path's own message_record + message_index statements (both through
+    the store's seeding API, ``store.seeding``) under the default class's TTL.
     The dedup LWT, outbox and head steps are skipped: no read compared here touches them, and
     they would make seeding cost as much as the send benchmark. Returns ack-like ids."""
     p, store = run.params, run.store
     c = store.constants
     sender = uuid.uuid4()
     now_ms = time.time_ns() // 1_000_000
-    ttl = store.ctx.retention.remaining_ttl_seconds(RetentionClass.DEFAULT, tenant, created_at_ms=now_ms,
-                                                    now_ms=now_ms)
+    ttl = store.retention.remaining_ttl_seconds(RetentionClass.DEFAULT, tenant, created_at_ms=now_ms,
+                                                now_ms=now_ms)
     statements, acks = [], []
     for i in range(n):
-        alloc = store.sequences.allocate(tenant, conversation)
+        alloc = store.seeding.allocate(tenant, conversation)
         message = Message(tenant_id=tenant, conversation_id=conversation,
                           seq_bucket=seq_bucket(alloc.conversation_seq, c.message_seq_bucket_width),
                           conversation_seq=alloc.conversation_seq, message_id=alloc.message_id,
@@ -385,17 +384,15 @@ def seed_conversation(run: _Run, tenant: uuid.UUID, conversation: uuid.UUID, n: 
                           client_message_id=run.client_id("seed"), message_type=MessageType.TEXT,
                           body=_body(p.body_bytes, i), created_at_ms=now_ms + i,
                           retention_class=RetentionClass.DEFAULT)
-        columns = encode_record(message, store.encryptor, bucket_width=c.message_seq_bucket_width,
-                                thumbnail_max_bytes=c.media_thumbnail_max_bytes)
-        statements += record_statements(store.ctx, columns, ttl)
+        statements += store.seeding.statements(message, ttl_seconds=ttl)
         acks.append(SendAck(message_id=alloc.message_id, conversation_seq=alloc.conversation_seq,
                             last_activity_id=alloc.last_activity_id, created_at_ms=now_ms + i))
     store.connection.execute_concurrent(statements, concurrency=SEED_CONCURRENCY)
     last = acks[-1]
-    store.head_writer.apply(HeadUpdate(tenant_id=tenant, conversation_id=conversation,
-                                       conversation_seq=last.conversation_seq, message_id=last.message_id,
-                                       last_activity_id=last.last_activity_id, sender_id=sender,
-                                       preview=_body(p.body_bytes, n - 1)))
+    store.apply_head(HeadUpdate(tenant_id=tenant, conversation_id=conversation,
+                                conversation_seq=last.conversation_seq, message_id=last.message_id,
+                                last_activity_id=last.last_activity_id, sender_id=sender,
+                                preview=_body(p.body_bytes, n - 1)))
     return acks
 
 
@@ -408,7 +405,7 @@ def bench_history(run: _Run, tenant: uuid.UUID, conversation: uuid.UUID, acks: l
     p, store = run.params, run.store
     high = max(a.conversation_seq for a in acks)
     bucket = seq_bucket(high, store.constants.message_seq_bucket_width)
-    bare_stmt = store.ctx.prepare(
+    bare_stmt = store.prepare_raw(
         f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE tenant_id = ? AND "
         "conversation_id = ? AND seq_bucket = ? ORDER BY conversation_seq DESC LIMIT ?")
     expected = min(p.history_limit, sum(1 for a in acks if seq_bucket(a.conversation_seq,

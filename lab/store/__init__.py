@@ -1,50 +1,67 @@
 """The MessageStore façade: the public API of docs/store-api.md.
 
-Thin by design: it opens the parts (connection, key store, outbox, sequence allocator),
-builds one :class:`~lab.store.context.StoreContext`, and delegates every call to the module that
-owns the concept:
+Thin by design. :meth:`MessageStore.open` is the one place that builds the parts
+(connection, key store, outbox, sequence allocator, one :class:`~lab.store.context.StoreContext`
+and the path objects over it); they stay private, and every public call delegates to the
+module that owns the concept. Nothing outside ``lab/store/`` reaches into them: benchmarks,
+experiments and tests use the public methods below (seeding, baseline statements, the log
+view, archiver runs).
 
-    write side   lab.write_path (send, §5.1), lab.head (conversation_head, §2.4),
-                 lab.archiver (archiver mode, §2.1 note), lab.recall (recall/edit, §5.3),
-                 lab.outbox, lab.sequence
-    read side    lab.read_path (history, §4.1), lab.batch_read (§4.3), lab.reactions (§2.5),
-                 lab.lookup (admin lookup via message_index)
+Modules:
+
+    write side   write_path (send, §5.1), head (conversation_head, §2.4), archiver (archiver
+                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
+                 sequence (conversation_seq reservation windows), seeding (rows written as the
+                 paths write them, for benchmarks / experiments / tests)
+    read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
+                 lookup via message_index), hot_layer (the seam where a hot window merges in)
+    rows         records (Message, encode/decode), ids (§1 encodings), media (protobuf),
+                 model (enums), schema (the six tables), retention (class -> TTL)
+    crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor
+    plumbing     context (what every path needs), clock (the store's one clock), alerts,
+                 faults (crash points), sqlite_file (the local state files)
 
 Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.store.alerts import Alerts
 from lab.cluster.config import ClusterConfig
-from lab.cluster.connection import Connection, connect
+from lab.cluster.connection import Connection, Stmt, connect
 from lab.constants import Constants, load_constants
+from lab.errors import ValidationError
+from lab.store.alerts import Alerts
+from lab.store.clock import wall_clock_ms
 from lab.store.context import StoreContext
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.errors import ValidationError
 from lab.store.faults import FaultPlan
-from lab.store.records import Message
+from lab.store.ids import DekId, IdLike, MessageIdGenerator, check_bigint, parse_uuid
+from lab.store.records import Message, decode_row
 from lab.store.retention import RetentionPolicy
 from lab.store.schema import SchemaDifference, check_schema, create_schema
-# write side: the modules behind the "write side" section of MessageStore
-from lab.store.archiver import HistoryArchiver
-from lab.store.head import HeadWriter
-from lab.store.ids import MessageIdGenerator, parse_uuid
-from lab.store.outbox import Outbox, open_outbox
+from lab.store.seeding import Seeder
+# write side
+from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
+from lab.store.head import HeadUpdate, HeadWriter
+from lab.store.outbox import Outbox, OutboxView, open_outbox
 from lab.store.recall import EditResult, RecallPath, RecallResult
 from lab.store.sequence import SequenceAllocator
 from lab.store.write_path import SendAck, SendRequest, WritePath
-# read side: the modules behind the "read side" section of MessageStore
+# read side
 from lab.store.batch_read import BatchEntry, BatchReader, BatchResult, BodyCache
 from lab.store.head import ConversationHead, read_head
 from lab.store.lookup import AdminLookup
 from lab.store.reactions import Reactions, ReactionSummary
 from lab.store.read_path import DEFAULT_HISTORY_LIMIT, Direction, HistoryPage, HistoryReader
 
-__all__ = ["BatchEntry", "BatchResult", "ConversationHead", "DEFAULT_STATE_DIR", "EditResult", "HistoryPage",
-           "Message", "MessageStore", "ReactionSummary", "RecallResult", "SendAck", "SendRequest"]
+__all__ = ["ARCHIVER_GROUP", "BatchEntry", "BatchResult", "ConversationHead", "DEFAULT_STATE_DIR", "EditResult",
+           "HeadUpdate", "HistoryPage", "Message", "MessageStore", "ReactionSummary", "RecallResult", "SendAck",
+           "SendRequest"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"
@@ -52,26 +69,37 @@ OUTBOX_FILE = "outbox.sqlite"
 SEQUENCE_FILE = "sequences.sqlite"
 
 
-class MessageStore:
-    """One store over one keyspace. Safe to share between threads; close it when done."""
+@dataclass(frozen=True, kw_only=True)
+class _Parts:
+    """Everything one store is made of, built together by :meth:`MessageStore.open`."""
 
-    def __init__(self, *, ctx: StoreContext, state_dir: Path, node_id: int, archiver_mode: bool,
-                 owns_connection: bool, outbox: Outbox, sequences: SequenceAllocator, head_writer: HeadWriter) -> None:
-        self.ctx = ctx
-        self.state_dir = state_dir
-        self.node_id = node_id
-        self.archiver_mode = archiver_mode
+    ctx: StoreContext
+    outbox: Outbox
+    sequences: SequenceAllocator
+    head_writer: HeadWriter
+    write_path: WritePath
+    archiver: HistoryArchiver
+    recall_path: RecallPath
+    history_reader: HistoryReader
+    batch_reader: BatchReader
+    reactions: Reactions
+    lookup: AdminLookup
+    seeder: Seeder
+    log: OutboxView
+
+
+class MessageStore:
+    """One store over one keyspace. Safe to share between threads; close it when done.
+    Build it with :meth:`open`; the constructor is private."""
+
+    def __init__(self, parts: _Parts, *, state_dir: Path, node_id: int, archiver_mode: bool,
+                 owns_connection: bool) -> None:
+        self._parts = parts
+        self._state_dir = state_dir
+        self._node_id = node_id
+        self._archiver_mode = archiver_mode
         self._owns_connection = owns_connection
         self._closed = False
-        self.outbox = outbox
-        self.sequences = sequences
-        self.head_writer = head_writer
-        self.write_path = WritePath(ctx, outbox=outbox, sequences=sequences, head=head_writer,
-                                    archiver_mode=archiver_mode)
-        self.archiver = HistoryArchiver(ctx, outbox)
-        self.recall_path = RecallPath(ctx, outbox=outbox, sequences=sequences,
-                                      on_change=lambda tenant_id, message_id: self.body_cache.discard(tenant_id,
-                                                                                                      message_id))
 
     @classmethod
     def open(cls, config: ClusterConfig, *, constants: Constants | None = None,
@@ -98,37 +126,61 @@ class MessageStore:
             encryptor=Encryptor(LocalKeyStore(state_dir / KEYSTORE_FILE),
                                 cache_ttl_seconds=constants.dek_cache_ttl_seconds),
             retention=retention if retention is not None else RetentionPolicy.from_constants(constants),
-            alerts=Alerts(), faults=faults if faults is not None else FaultPlan())
-        return cls(ctx=ctx, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns,
-                   outbox=open_outbox(outbox, path=state_dir / OUTBOX_FILE),
-                   sequences=SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
-                                               id_generator=MessageIdGenerator(node_id)),
-                   head_writer=HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover))
+            alerts=Alerts(), faults=faults if faults is not None else FaultPlan(), clock_ms=wall_clock_ms)
+        log = open_outbox(outbox, path=state_dir / OUTBOX_FILE)
+        sequences = SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
+                                      id_generator=MessageIdGenerator(node_id, clock_ms=ctx.clock_ms))
+        head_writer = HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover)
+        batch_reader = BatchReader(ctx)
+        parts = _Parts(
+            ctx=ctx, outbox=log, sequences=sequences, head_writer=head_writer,
+            write_path=WritePath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode),
+            archiver=HistoryArchiver(ctx, log),
+            # recall / edit change bodies the LRU may hold: it must forget them
+            recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard),
+            history_reader=HistoryReader(ctx), batch_reader=batch_reader, reactions=Reactions(ctx),
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log))
+        return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
 
     # ---- common ----------------------------------------------------------------------------
     @property
     def connection(self) -> Connection:
-        return self.ctx.connection
+        """The store's connection (request accounting: ``connection.counter``)."""
+        return self._parts.ctx.connection
 
     @property
     def keyspace(self) -> str:
-        return self.ctx.keyspace
+        return self._parts.ctx.keyspace
 
     @property
     def constants(self) -> Constants:
-        return self.ctx.constants
+        return self._parts.ctx.constants
+
+    @property
+    def retention(self) -> RetentionPolicy:
+        """The retention policy (class -> TTL) this store writes with."""
+        return self._parts.ctx.retention
 
     @property
     def alerts(self) -> Alerts:
-        return self.ctx.alerts
+        return self._parts.ctx.alerts
 
     @property
     def faults(self) -> FaultPlan:
-        return self.ctx.faults
+        """The crash-point plan given at ``open`` (tests read ``hits`` / ``fired``)."""
+        return self._parts.ctx.faults
 
     @property
-    def encryptor(self) -> Encryptor:
-        return self.ctx.encryptor
+    def state_dir(self) -> Path:
+        return self._state_dir
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def archiver_mode(self) -> bool:
+        return self._archiver_mode
 
     def create_schema(self) -> None:
         """Keyspace (with the config's replication) and the six tables of §2."""
@@ -138,23 +190,24 @@ class MessageStore:
     def check_schema(self) -> list[SchemaDifference]:
         return check_schema(self.connection, self.keyspace, self.constants)
 
-    # ---- write side (lab.write_path, lab.head, lab.archiver, lab.recall) ---------------------
+    # ---- write side (write_path, head, archiver, recall) ----------------------------------
     def send(self, request: SendRequest) -> SendAck:
         """§5.1: dedup reserve, allocate, record (+index), outbox, COMMITTED, ack; head async.
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
-        return self.write_path.send(request)
+        return self._parts.write_path.send(request)
 
-    def recall(self, tenant_id: Any, conversation_id: Any, conversation_seq: int, *, actor_id: Any) -> RecallResult:
+    def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
+               actor_id: IdLike) -> RecallResult:
         """§5.3: CONTROL event to the log first, then state=RECALLED with the event's coordinate."""
-        return self.recall_path.recall(tenant_id, conversation_id, conversation_seq, actor_id=actor_id)
+        return self._parts.recall_path.recall(tenant_id, conversation_id, conversation_seq, actor_id=actor_id)
 
-    def edit(self, tenant_id: Any, conversation_id: Any, conversation_seq: int, *, body: bytes, actor_id: Any,
-             e2ee: bool = False) -> EditResult:
+    def edit(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
+             actor_id: IdLike, e2ee: bool = False) -> EditResult:
         """§5.3: CONTROL event (with the new sealed payload) to the log, then the whole-payload replace."""
-        return self.recall_path.edit(tenant_id, conversation_id, conversation_seq, body=body, actor_id=actor_id,
-                                     e2ee=e2ee)
+        return self._parts.recall_path.edit(tenant_id, conversation_id, conversation_seq, body=body,
+                                            actor_id=actor_id, e2ee=e2ee)
 
-    def erase_conversation(self, tenant_id: Any, conversation_id: Any) -> None:
+    def erase_conversation(self, tenant_id: IdLike, conversation_id: IdLike) -> None:
         """Compliance erasure by crypto-erasure (§3, §6): destroy every version of the
         conversation's DEK and drop its bodies from this node's LRU. No row is deleted: the
         rows stay, unreadable, until their TTL. Afterwards history / lookup / read_bucket of
@@ -163,93 +216,151 @@ class MessageStore:
         entries expire (``dek_cache_ttl_seconds``); their body LRUs must be told by calling
         this (or ``body_cache.discard_conversation``) on every node."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
-        self.encryptor.destroy(tenant_id, conversation_id)
+        self._parts.ctx.encryptor.destroy(tenant_id, conversation_id)
         self.body_cache.discard_conversation(tenant_id, conversation_id)
+
+    def rotate_key(self, tenant_id: IdLike, conversation_id: IdLike) -> DekId:
+        """Add a DEK version for the conversation (§6): new rows are sealed with it, old rows
+        keep naming (and opening with) the version that sealed them."""
+        return self._parts.ctx.encryptor.rotate(tenant_id, conversation_id)
 
     def recover(self) -> int:
         """Re-apply logged recall/edit events whose row update is missing (S-7); run at start-up."""
-        return self.recall_path.recover()
+        return self._parts.recall_path.recover()
 
     def drain(self, timeout_seconds: float | None = None) -> None:
         """Wait for the asynchronous conversation_head updates submitted so far."""
-        self.head_writer.drain(timeout_seconds)
+        self._parts.head_writer.drain(timeout_seconds)
 
+    def apply_head(self, update: HeadUpdate) -> str:
+        """Apply a conversation_head update now, through this store's head writer (monotonic
+        check; the failover compare-and-set form when opened with ``head_failover``).
+        Returns "written", "unchanged", "dropped" (a regression, counted) or "failed".
+        ``send`` does this asynchronously; this is for seeding, migrations and tests."""
+        return self._parts.head_writer.apply(_check_head_update(update))
 
-    # ---- read side (lab.read_path, lab.batch_read, lab.reactions, lab.lookup) ----
-    # Each helper is built on first use; dict.setdefault keeps one instance if two threads race
-    # (the constructors only store references, so a discarded duplicate costs nothing).
+    def submit_head(self, update: HeadUpdate) -> Future:
+        """Queue a head update on the writer's background thread, as ``send`` step 7 does."""
+        return self._parts.head_writer.submit(_check_head_update(update))
+
+    def advance_seq(self, tenant_id: IdLike, conversation_id: IdLike, next_seq: int) -> None:
+        """Seq floor: the conversation's next conversation_seq becomes at least ``next_seq``
+        for every writer (never lowered). For migrations, seeding holes, S-2 / S-3 tests."""
+        self._parts.sequences.advance_to(tenant_id, conversation_id, next_seq)
+
+    def archive_once(self, *, max_batches: int | None = None, group: str = ARCHIVER_GROUP) -> int:
+        """Archiver mode (§2.1 note): archive what the log holds (or ``max_batches`` batches)
+        into message_record + message_index; returns rows written. Another ``group`` is a
+        second consumer replaying the log from its own offset."""
+        return self._parts.archiver.run_once(max_batches=max_batches, group=group)
+
+    def archive_lag(self, *, group: str = ARCHIVER_GROUP) -> int:
+        """Log entries (messages and CONTROL events) the archiver group has not consumed."""
+        return self._parts.archiver.lag(group=group)
+
     @property
-    def history_reader(self) -> HistoryReader:
-        return self.__dict__.get("_history_reader") or self.__dict__.setdefault(
-            "_history_reader", HistoryReader(self.ctx))
+    def log(self) -> OutboxView:
+        """Read-only view of the commit log (outbox): entries, CONTROL events, offsets."""
+        return self._parts.log
 
     @property
-    def batch_reader(self) -> BatchReader:
-        return self.__dict__.get("_batch_reader") or self.__dict__.setdefault(
-            "_batch_reader", BatchReader(self.ctx))
+    def seeding(self) -> Seeder:
+        """Rows written as the store's paths write them, without send (lab.store.seeding)."""
+        return self._parts.seeder
 
-    @property
-    def reactions(self) -> Reactions:
-        return self.__dict__.get("_reactions") or self.__dict__.setdefault("_reactions", Reactions(self.ctx))
-
+    # ---- read side (read_path, batch_read, reactions, lookup) -----------------------------
     @property
     def body_cache(self) -> BodyCache:
         """This node's body LRU (§4.3). Recall / edit / erasure must discard what they change."""
-        return self.batch_reader.cache
+        return self._parts.batch_reader.cache
 
-    def history(self, tenant_id: Any, conversation_id: Any, direction: Direction = "older",
+    def history(self, tenant_id: IdLike, conversation_id: IdLike, direction: Direction = "older",
                 anchor: int | None = None, limit: int = DEFAULT_HISTORY_LIMIT) -> HistoryPage:
         """One page of history (§4.1); ``anchor=None`` is the latest page."""
-        return self.history_reader.history(tenant_id, conversation_id, direction=direction, anchor=anchor,
-                                           limit=limit)
+        return self._parts.history_reader.history(tenant_id, conversation_id, direction=direction, anchor=anchor,
+                                                  limit=limit)
 
-    def read_bucket(self, tenant_id: Any, conversation_id: Any, seq_bucket: int) -> list[Message]:
+    def read_bucket(self, tenant_id: IdLike, conversation_id: IdLike, seq_bucket: int) -> list[Message]:
         """Every row of one message_record partition, S-4 checked (verification, not a page)."""
-        return self.history_reader.read_bucket(tenant_id, conversation_id, seq_bucket)
+        return self._parts.history_reader.read_bucket(tenant_id, conversation_id, seq_bucket)
 
-    def batch_read(self, tenant_id: Any, entries: Any) -> BatchResult:
+    def batch_read(self, tenant_id: IdLike, entries: Iterable[BatchEntry]) -> BatchResult:
         """Grouped batch read of bodies plus reaction summaries (§4.3, §4.4)."""
-        return self.batch_reader.read(tenant_id, entries)
+        return self._parts.batch_reader.read(tenant_id, entries)
 
-    def react(self, tenant_id: Any, conversation_id: Any, conversation_seq: int, user_id: Any,
+    def react(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, user_id: IdLike,
               reaction_key: str) -> ReactionSummary:
-        return self.reactions.react(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
+        return self._parts.reactions.react(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
 
-    def unreact(self, tenant_id: Any, conversation_id: Any, conversation_seq: int, user_id: Any) -> ReactionSummary:
-        return self.reactions.unreact(tenant_id, conversation_id, conversation_seq, user_id)
+    def unreact(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                user_id: IdLike) -> ReactionSummary:
+        return self._parts.reactions.unreact(tenant_id, conversation_id, conversation_seq, user_id)
 
-    def reaction_summary(self, tenant_id: Any, conversation_id: Any, conversation_seq: int) -> ReactionSummary:
-        return self.reactions.summary(tenant_id, conversation_id, conversation_seq)
+    def reaction_summary(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int) -> ReactionSummary:
+        return self._parts.reactions.summary(tenant_id, conversation_id, conversation_seq)
 
-    def self_reaction(self, tenant_id: Any, conversation_id: Any, conversation_seq: int, user_id: Any) -> str | None:
+    def self_reaction(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                      user_id: IdLike) -> str | None:
         """The user's own reaction: detail view only, never part of a batch (§4.4)."""
-        return self.reactions.self_reaction(tenant_id, conversation_id, conversation_seq, user_id)
+        return self._parts.reactions.self_reaction(tenant_id, conversation_id, conversation_seq, user_id)
 
-    def lookup(self, tenant_id: Any, message_id: int) -> Message:
+    def lookup(self, tenant_id: IdLike, message_id: int) -> Message:
         """Admin / moderation lookup through message_index; never on a hot path (§2.2)."""
-        return AdminLookup(self.ctx).lookup(tenant_id, message_id)
+        return self._parts.lookup.lookup(tenant_id, message_id)
 
-    def head(self, tenant_id: Any, conversation_id: Any) -> ConversationHead | None:
-        return read_head(self.ctx, tenant_id, conversation_id)
+    def head(self, tenant_id: IdLike, conversation_id: IdLike) -> ConversationHead | None:
+        return read_head(self._parts.ctx, tenant_id, conversation_id)
 
+    # ---- baselines and verification (raw CQL on this store's keyspace) --------------------
+    def prepare_raw(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
+        """Prepare a statement the store itself never issues, with ``{ks}`` replaced by this
+        store's keyspace: the bare / naive baselines of benchmarks and experiments, and tests
+        that look at the tables directly. Run it with ``store.connection.execute`` (counted
+        by the same request accounting as the store's own requests)."""
+        if not isinstance(cql, str) or not cql.strip():
+            raise ValidationError("cql must be a non-empty str", field="cql")
+        try:
+            return self._parts.ctx.prepare(cql, key_columns=key_columns, kind=kind)
+        except (KeyError, IndexError, ValueError) as exc:
+            if isinstance(exc, ValidationError):
+                raise
+            raise ValidationError(f"cql may only hold the {{ks}} placeholder: {exc!r}", field="cql") from None
+
+    def decode_record(self, row: Any) -> Message:
+        """A :class:`Message` from a raw message_record row (driver row or mapping), opened
+        with this store's DEKs, exactly as the read paths decode it."""
+        return decode_row(row, self._parts.ctx.encryptor)
+
+    def bucket_read_statement(self, tenant_id: IdLike, conversation_id: IdLike,
+                              seq_bucket: int) -> tuple[Stmt, tuple]:
+        """The statement and parameters :meth:`read_bucket` issues, for traced reads (S-6)."""
+        stmt, bind = self._parts.history_reader.bucket_statement()
+        return stmt, bind(tenant_id, conversation_id, check_bigint(seq_bucket, column="seq_bucket"))
 
     # ---- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self.head_writer.close()  # finishes queued head updates first
-        self.sequences.close()
-        self.outbox.close()
-        self.ctx.encryptor.keystore.close()
+        parts = self._parts
+        parts.head_writer.close()  # finishes queued head updates first
+        parts.sequences.close()
+        parts.outbox.close()
+        parts.ctx.encryptor.keystore.close()
         if self._owns_connection:
             self.connection.close()
 
     def __enter__(self) -> MessageStore:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
         return f"MessageStore(keyspace={self.keyspace!r}, node_id={self.node_id}, archiver_mode={self.archiver_mode})"
+
+
+def _check_head_update(update: object) -> HeadUpdate:
+    if not isinstance(update, HeadUpdate):
+        raise ValidationError(f"a head update is a lab.store.HeadUpdate, got {type(update).__name__}", field="update")
+    return update

@@ -4,7 +4,9 @@ Each is a situation the store handles by itself but an operator must see: a hist
 that stopped on empty buckets (§4.1, S-3), a conversation_head write dropped because it
 would have moved the head backwards (§2.4), a head update that failed after its retries
 (§5.1 step 7: retried and alerted, never blocking the send), an archive write skipped
-because the row had already expired (§2.1 note).
+because the row had already expired (§2.1 note), a row of a few cells without message_id
+that a read skipped (the store never writes one; its presence means an older writer or cells
+that outlived their row by a TTL rounding).
 
 Counters are names from :data:`ALERT_NAMES`; an unknown name is a programming error, so
 ``incr`` refuses it rather than silently counting a typo. Add a name here to add an alert.
@@ -15,12 +17,13 @@ import threading
 from collections import Counter
 
 ALERT_NAMES: tuple[str, ...] = (
-    "empty_bucket_stops",          # §4.1: > history_max_empty_bucket_scan empty buckets in a row
+    "empty_bucket_stops",          # §4.1 / S-3: history_max_empty_bucket_scan empty buckets in a row
     "head_regressions_dropped",    # §2.4: a head write that would regress latest_conversation_seq
     "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
     "head_cas_retries",            # failover form: compare-and-set lost a race and re-read
     "archiver_expired_skipped",    # archiver: remaining TTL <= 0, the row is not written
     "recall_reapplied",            # recover(): a logged recall/edit whose row update was missing (S-7)
+    "partial_rows_skipped",        # a read met a message_record row without message_id (never written whole)
 )
 
 

@@ -13,22 +13,40 @@ the outbox and writes message_record and message_index in batches:
 - the consumer-group offset is committed only after the batch is written (at-least-once).
 
 CONTROL events (recall/edit) are not rows of their own: they are skipped here, and their
-effect on the target row is applied by lab.recall.
+effect on the target row is applied by lab.store.recall. A recall / edit of a message not
+archived yet first archives that one message with :func:`archive_statements` (the same
+whole-row upserts, created_at timestamp) and only then updates it, so message_record never
+holds a row of a few cells (issue 12 item 1).
 """
 from __future__ import annotations
 
-import time
-
+from lab.store.clock import US_PER_MS
+from lab.errors import ValidationError
 from lab.store.context import StoreContext
-from lab.store.outbox import KIND_MESSAGE, Outbox
+from lab.cluster.connection import Stmt
+from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry
 from lab.store.records import columns_from_wire
 from lab.store.write_path import record_statements
 
-__all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver"]
+__all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver", "archive_statements"]
 
 ARCHIVER_GROUP = "history-archiver"
 DEFAULT_ARCHIVE_BATCH = 500
-_US_PER_MS = 1000
+
+
+def archive_statements(ctx: StoreContext, entry: OutboxEntry, *, now_ms: int) -> list[tuple[Stmt, tuple]] | None:
+    """The whole-row upserts that archive one logged message, or None when it has expired.
+
+    Remaining TTL and ``USING TIMESTAMP created_at``: every cell of the archived row is older
+    than any recall / edit cell, so archiving (now, again, or early from lab.store.recall)
+    never undoes one, and the row it leaves is whole whatever was applied first.
+    """
+    columns = columns_from_wire(entry.record.payload["columns"])
+    ttl = ctx.retention.remaining_ttl_seconds(columns["retention_class"], columns["tenant_id"],
+                                              created_at_ms=columns["created_at"], now_ms=now_ms)
+    if ttl is None:
+        return None
+    return record_statements(ctx, columns, ttl, timestamp_us=columns["created_at"] * US_PER_MS)
 
 
 class HistoryArchiver:
@@ -39,37 +57,46 @@ class HistoryArchiver:
         self.group = group
         self.batch_size = batch_size
 
-    def lag(self) -> int:
-        """Outbox entries (messages and CONTROL events) not yet consumed by this group."""
-        return self.outbox.end_offset() - max(self.outbox.committed(self.group), 1)
+    def lag(self, *, group: str | None = None) -> int:
+        """Outbox entries (messages and CONTROL events) not yet consumed by the group."""
+        group = _check_group(self.group if group is None else group)
+        return self.outbox.end_offset() - max(self.outbox.committed(group), 1)
 
-    def run_once(self, *, max_batches: int | None = None) -> int:
-        """Archive everything committed so far (or ``max_batches`` batches); returns rows written."""
+    def run_once(self, *, max_batches: int | None = None, group: str | None = None) -> int:
+        """Archive everything committed so far (or ``max_batches`` batches); returns rows written.
+        ``group`` names another consumer group (a second archiver replaying the log)."""
+        group = _check_group(self.group if group is None else group)
+        if max_batches is not None and (not isinstance(max_batches, int) or isinstance(max_batches, bool)
+                                        or max_batches < 1):
+            raise ValidationError(f"max_batches must be None or an int >= 1, got {max_batches!r}",
+                                  field="max_batches", value=max_batches)
         written = batches = 0
         while max_batches is None or batches < max_batches:
-            entries = self.outbox.read(self.outbox.committed(self.group), self.batch_size)
+            entries = self.outbox.read(self.outbox.committed(group), self.batch_size)
             if not entries:
                 break
             self.ctx.faults.hit("archiver_after_read")
-            now_ms = time.time_ns() // 1_000_000
+            now_ms = self.ctx.clock_ms()
             statements = []
             for entry in entries:
                 if entry.record.kind != KIND_MESSAGE:
                     continue
-                columns = columns_from_wire(entry.record.payload["columns"])
-                ttl = self.ctx.retention.remaining_ttl_seconds(
-                    columns["retention_class"], columns["tenant_id"], created_at_ms=columns["created_at"],
-                    now_ms=now_ms)
-                if ttl is None:
+                archived = archive_statements(self.ctx, entry, now_ms=now_ms)
+                if archived is None:
                     self.ctx.alerts.incr("archiver_expired_skipped")
                     continue
-                statements.extend(record_statements(self.ctx, columns, ttl,
-                                                    timestamp_us=columns["created_at"] * _US_PER_MS))
+                statements.extend(archived)
                 written += 1
             if statements:
                 self.ctx.connection.execute_concurrent(statements)
             self.ctx.faults.hit("archiver_after_write")
-            self.outbox.commit(self.group, entries[-1].offset + 1)
+            self.outbox.commit(group, entries[-1].offset + 1)
             self.ctx.faults.hit("archiver_after_commit")
             batches += 1
         return written
+
+
+def _check_group(group: object) -> str:
+    if not isinstance(group, str) or not group:
+        raise ValidationError(f"a consumer group is a non-empty str, got {group!r}", field="group", value=group)
+    return group

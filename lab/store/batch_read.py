@@ -4,7 +4,8 @@ Input: entries of a MAILBOX_BATCH / PUSH_EVENTS assembly, each naming a message 
 coordinate (conversation_id, conversation_seq) and its message_id. Steps:
 
 1. inline entries (ADR-0005: they carry their body) are skipped;
-2. the node's body LRU (by message_id) answers what it can;
+2. the node's body LRU (by message_id) answers what it can, then the hot layer when one is
+   given (lab.store.hot_layer: the design's hot window, committed but not archived yet);
 3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
 4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
    group's seqs are contiguous, else ``conversation_seq IN ?`` split into lists of at most
@@ -14,6 +15,9 @@ coordinate (conversation_id, conversation_seq) and its message_id. Steps:
    concurrently;
 5. each message_id is joined and decoded once per batch, however often it appears, and
    the LRU is filled.
+
+A row without message_id (a few cells of a row never written whole) is not a message: it is
+skipped and counted (``partial_rows_skipped``), so one husk never fails a batch.
 
 Never a point read of message_record per message_id, and never a read of message_index (it
 is the admin path, §2.2): the entry already carries the coordinate.
@@ -36,7 +40,8 @@ from lab.store.context import StoreContext
 from lab.errors import KeyDestroyed, ValidationError
 from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.reactions import ReactionSummary, summary_from_row
-from lab.store.read_path import check_bucket_rows
+from lab.store.hot_layer import HotLayer
+from lab.store.read_path import check_bucket_rows, whole_rows
 from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
@@ -62,8 +67,8 @@ class BatchResult:
 
     ``groups``: (conversation, bucket) partitions read; ``requests``: CQL requests issued
     (message_record and message_reaction_summary together; IN splits count each);
-    ``lru_hits`` / ``inline_skipped``: entries answered without a read (unique message_ids /
-    entries); ``missing``: message_ids asked for but not found (expired by TTL, wrong
+    ``lru_hits`` / ``inline_skipped`` / ``hot_hits``: entries answered without a read of
+    message_record (unique message_ids / entries / unique message_ids from the hot layer); ``missing``: message_ids asked for but not found (expired by TTL, wrong
     coordinate, crypto-erased conversation); ``decoded``: rows decoded (one per message_id).
     """
 
@@ -75,6 +80,7 @@ class BatchResult:
     inline_skipped: int
     missing: tuple[int, ...] = ()
     decoded: int = 0
+    hot_hits: int = 0
 
 
 class BodyCache:
@@ -173,8 +179,9 @@ class BatchReader:
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
                  decode: Callable[[Any], Message] | None = None,
-                 concurrency: int = DEFAULT_BATCH_CONCURRENCY) -> None:
+                 concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
+        self._hot = hot
         self.connection = ctx.connection
         self.constants = ctx.constants
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
@@ -221,14 +228,21 @@ class BatchReader:
                                       f"{(conversation_id, seq)}", message_id=entry.message_id)
 
         messages: dict[int, Message] = {}
-        groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
-        for message_id, (conversation_id, seq) in coordinates.items():
+        for message_id in coordinates:
             cached = self.cache.get(tenant_id, message_id)
             if cached is not None:
                 messages[message_id] = cached
-                continue
-            groups.setdefault((conversation_id, seq_bucket(seq, width)), {})[seq] = message_id
         lru_hits = len(messages)
+        hot_hits = 0
+        if self._hot is not None:
+            held = self._hot.lookup(tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages})
+            held = {mid: m for mid, m in held.items() if mid in coordinates and m.message_id == mid}
+            messages.update(held)
+            hot_hits = len(held)
+        groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
+        for message_id, (conversation_id, seq) in coordinates.items():
+            if message_id not in messages:
+                groups.setdefault((conversation_id, seq_bucket(seq, width)), {})[seq] = message_id
 
         statements: list[tuple[Stmt, tuple[Any, ...]]] = []
         owners: list[tuple[str, _Group]] = []
@@ -251,7 +265,7 @@ class BatchReader:
                 continue
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
-            for row in rows:
+            for row in whole_rows(rows, self.ctx):
                 message_id = group.wanted.get(row.conversation_seq)
                 # a row whose message_id differs is another message at that coordinate: not ours
                 if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
@@ -268,4 +282,5 @@ class BatchReader:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)
         missing = tuple(mid for mid in coordinates if mid not in messages)
         return BatchResult(messages=messages, summaries=summaries, groups=len(groups), requests=len(statements),
-                           lru_hits=lru_hits, inline_skipped=inline_skipped, missing=missing, decoded=decoded)
+                           lru_hits=lru_hits, inline_skipped=inline_skipped, missing=missing, decoded=decoded,
+                           hot_hits=hot_hits)

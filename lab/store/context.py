@@ -4,13 +4,15 @@ The façade (:mod:`lab.store`) builds one :class:`StoreContext` and hands it to 
 modules (write path, read path, archiver, recall, ...), so those modules never import the
 façade and each can be tested on its own. CQL names its keyspace explicitly (``{ks}`` in
 the templates given to :meth:`StoreContext.prepare`) because one connection may serve
-several keyspaces (the tests use one per module).
+several keyspaces (the tests use one per module). ``clock_ms`` is the store's one clock: every
+path reads "now" from it (lab.store.clock).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lab.store.alerts import Alerts
+from lab.store.clock import Clock, wall_clock_ms
 from lab.cluster.connection import Connection, Stmt
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
@@ -27,6 +29,7 @@ class StoreContext:
     retention: RetentionPolicy
     alerts: Alerts
     faults: FaultPlan
+    clock_ms: Clock = field(default=wall_clock_ms)  # the store's one clock (lab.store.clock)
 
     def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
         """Prepare ``cql`` with ``{ks}`` replaced by the store's keyspace (cached per text)."""

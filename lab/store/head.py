@@ -82,6 +82,19 @@ class HeadUpdate:
     preview: bytes = field(default=b"", repr=False)
     e2ee: bool = False
 
+    def __post_init__(self) -> None:
+        # Checked here, not at apply time: submit() runs on another thread, where a bad
+        # value would only surface as a counted failure instead of the caller's error.
+        for name in ("tenant_id", "conversation_id", "sender_id"):
+            object.__setattr__(self, name, parse_uuid(getattr(self, name)))
+        check_conversation_seq(self.conversation_seq)
+        u128_to_blob(self.message_id)
+        u128_to_blob(self.last_activity_id)
+        if not isinstance(self.preview, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"preview must be bytes, got {type(self.preview).__name__}", field="preview")
+        if not isinstance(self.e2ee, bool):
+            raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
+
 
 def _seal_preview(ctx: StoreContext, update: HeadUpdate) -> bytes:
     text = b"" if update.e2ee else bytes(update.preview[:PREVIEW_MAX_BYTES])
@@ -146,7 +159,7 @@ class HeadWriter:
     def _values(self, update: HeadUpdate) -> tuple:
         seq = check_conversation_seq(update.conversation_seq)
         return (seq, u128_to_blob(update.message_id), u128_to_blob(update.last_activity_id), update.sender_id,
-                _seal_preview(self.ctx, update), time.time_ns() // 1_000_000, self.fencing_epoch, seq)
+                _seal_preview(self.ctx, update), self.ctx.clock_ms(), self.fencing_epoch, seq)
 
     # -- applying -----------------------------------------------------------------------------
     def submit(self, update: HeadUpdate) -> Future:

@@ -19,7 +19,6 @@ import numbers
 import re
 import secrets
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import blake3
 
 from lab.constants import Constants
 from lab.errors import Bit63Violation, InvalidId, InvalidSeq, ValidationError
+from lab.store.clock import wall_clock_ms
 
 _DEFAULTS = Constants()
 
@@ -86,6 +86,11 @@ def blob_to_u128(blob: bytes | bytearray | memoryview) -> int:
 
 
 # --- uuid ----------------------------------------------------------------------------------
+
+# What the public API takes for tenant / conversation / user ids: a UUID or its string form,
+# normalised by parse_uuid at the boundary (the store works with uuid.UUID inside).
+IdLike = uuid.UUID | str
+
 
 def parse_uuid(value: uuid.UUID | str) -> uuid.UUID:
     """Accept a UUID or its string forms; anything else is rejected before a write."""
@@ -279,10 +284,6 @@ def message_id_time_ms(message_id: int) -> int:
     return split_message_id(message_id).time_ms
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class MessageIdGenerator:
     """Per-node, thread-safe source of strictly increasing u128 ids.
 
@@ -293,7 +294,7 @@ class MessageIdGenerator:
     processes relies on distinct node ids (and, as a fallback, the random counter start).
     """
 
-    def __init__(self, node_id: int, *, clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+    def __init__(self, node_id: int, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         if not _is_int(node_id) or not 0 <= node_id <= MESSAGE_ID_NODE_MAX:
             raise ValidationError(f"node_id must be an int in 0..{MESSAGE_ID_NODE_MAX}, got {node_id!r}",
                                   node_id=node_id)

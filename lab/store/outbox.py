@@ -34,18 +34,19 @@ import contextlib
 import importlib
 import json
 import sqlite3
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.store.clock import Clock, wall_clock_ms
 from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from lab.errors import OutboxError, ValidationError
 from lab.store.ids import check_conversation_seq, parse_uuid
 
 __all__ = ["CONTROL_KINDS", "LocalOutbox", "OUTBOXES", "Outbox", "OutboxBatch", "OutboxEntry", "OutboxRecord",
+           "OutboxView",
            "RECORD_KINDS", "open_outbox"]
 
 KIND_MESSAGE = "message"
@@ -210,9 +211,11 @@ class LocalOutbox(Outbox):
     equivalent of acks=all: once ``append`` returned, a crash does not lose the entry.
     """
 
-    def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS) -> None:
+    def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS,
+                 clock_ms: Clock = wall_clock_ms) -> None:
         self.path = str(path)
         self._busy_timeout_seconds = busy_timeout_seconds
+        self._clock_ms = clock_ms
         self._db = SqliteFile(path, schema=_SCHEMA, error=OutboxError, what="outbox",
                               busy_timeout_seconds=busy_timeout_seconds)
 
@@ -246,7 +249,7 @@ class LocalOutbox(Outbox):
             cur = conn.execute(
                 "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
                 "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, record.kind, record.target_seq, payload, time.time_ns() // 1_000_000))
+                (*key, record.kind, record.target_seq, payload, self._clock_ms()))
             row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
                                "AND conversation_seq = ?", key).fetchone()
             return self._entry(row, duplicate=cur.rowcount == 0)
@@ -299,6 +302,48 @@ class LocalOutbox(Outbox):
 
     def close(self) -> None:
         self._db.close()
+
+
+class OutboxView:
+    """Read-only view of a store's log (``store.log``): what fanout and the archiver consume,
+    for tests, audits and operators to inspect. Appending and committing offsets belong to
+    the store's paths, so the view has neither."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self._outbox = outbox
+
+    def __repr__(self) -> str:
+        return f"OutboxView({self._outbox!r})"
+
+    def get(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+            conversation_seq: int) -> OutboxEntry | None:
+        return self._outbox.get(parse_uuid(tenant_id), parse_uuid(conversation_id),
+                                check_conversation_seq(conversation_seq))
+
+    def controls_for(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, target_seq: int,
+                     kind: str) -> list[OutboxEntry]:
+        return self._outbox.controls_for(parse_uuid(tenant_id), parse_uuid(conversation_id),
+                                         check_conversation_seq(target_seq, column="target_seq"), kind)
+
+    @property
+    def partitions(self) -> int:
+        return self._outbox.partitions
+
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
+        return self._outbox.read(from_offset, limit, partition=partition)
+
+    def end_offset(self, *, partition: int = 0) -> int:
+        return self._outbox.end_offset(partition=partition)
+
+    def committed(self, group: str, *, partition: int = 0) -> int:
+        return self._outbox.committed(group, partition=partition)
+
+    def lag(self, group: str) -> int:
+        return self._outbox.lag(group)
+
+    def scan(self) -> list[OutboxEntry]:
+        """Every entry of every partition (audits, verification)."""
+        return self._outbox.scan()
 
 
 def _one_partition(partition: int) -> None:

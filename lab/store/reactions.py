@@ -40,7 +40,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +58,6 @@ _LOCK_STRIPES = 64
 
 _SUMMARY_KEY = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
 _REACTION_KEY = ("tenant_id", "conversation_id", "conversation_seq", "user_id")
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,13 +110,12 @@ def count_keys(keys: Iterable[str | None]) -> dict[str, int]:
 class Reactions:
     """React, unreact, self reaction and summaries of one keyspace."""
 
-    def __init__(self, ctx: StoreContext, *, clock_ms: Callable[[], int] = _wall_clock_ms,
-                 max_attempts: int = REACTION_CAS_MAX_ATTEMPTS) -> None:
+    def __init__(self, ctx: StoreContext, *, max_attempts: int = REACTION_CAS_MAX_ATTEMPTS) -> None:
         self.ctx = ctx
         self.connection = ctx.connection
         self.constants = ctx.constants
         self.max_attempts = max_attempts
-        self._clock_ms = clock_ms
+        self._clock_ms = ctx.clock_ms
         self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
         self._stmts: dict[str, Stmt] = {}
         self._retries_lock = threading.Lock()

@@ -10,13 +10,16 @@ conversation_seq values. A page walks buckets one single-partition read at a tim
   ``newer`` walks ``b++`` with ``ORDER BY conversation_seq ASC`` (a reversed scan);
 - each read asks ``LIMIT (limit - collected)``; the page stops when ``collected >= limit``
   (has_more), when the bucket reaches E (older) or H (newer) (no more), or when
-  ``empty_run > history_max_empty_bucket_scan`` consecutive buckets came back empty (no
-  more, plus an alert: holes left by crashed reservation windows must not turn a page into
-  an unbounded scan of empty partitions).
+  ``history_max_empty_bucket_scan`` consecutive buckets came back empty (no more, plus an
+  alert: holes left by crashed reservation windows must not turn a page into an unbounded
+  scan of empty partitions).
 
-With the pseudo-code's ``empty_run > max`` test a page that meets a long hole reads
-``max + 1`` empty buckets before it stops (9 with the default 8): the stop fires after the
-read that makes the run exceed the limit.
+Where this differs from the pseudo-code: §4.1 writes ``empty_run > history_max_empty_bucket_scan``,
+which stops only after the read that makes the run exceed the limit, i.e. after 9 empty
+buckets with the default 8. The constant's name and S-3 ("扫描的空桶数 <= 8") say a page scans
+at most 8, so the walk stops once the run *reaches* the limit (``>=``): a hole of 7 empty
+buckets is crossed, a hole of 8 ends the page (a 9th read could only be one more empty bucket
+or the first one past the allowance).
 
 Where this module goes beyond the pseudo-code (none of it changes which buckets are read
 for an anchor inside [E, H]):
@@ -30,18 +33,25 @@ for an anchor inside [E, H]):
 - anchors are clamped into [E, H] and every read carries both bounds, so rows below E
   (retained by TTL but outside the available range) and rows above H are never returned;
 - a full page whose last message is E (older) or H (newer) says has_more=false: nothing
-  can lie beyond the bound, and has_more=true would cost the client one empty page.
+  can lie beyond the bound, and has_more=true would cost the client one empty page;
+- a row without message_id (a few cells of a row never written whole: the store writes none,
+  but an older writer or cells outliving their row by a TTL rounding can leave one) is not a
+  message: it is skipped and counted (``partial_rows_skipped``), and when skipping it leaves a
+  full read short, the same bucket is read on below the last row instead of moving on;
+- a :class:`~lab.store.hot_layer.HotLayer` (the design's hot window), when given, is merged
+  into every bucket read over the range that read covered (lab.store.hot_layer).
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
 from lab.errors import BucketOverflow, ValidationError
+from lab.store.hot_layer import HotLayer, merge_rows
 from lab.store.ids import check_bigint, parse_uuid
 from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
 
@@ -95,6 +105,20 @@ def check_bucket_rows(rows: list[Any], *, width: int, table: str, tenant_id: uui
     return rows
 
 
+def whole_rows(rows: list[Any], ctx: StoreContext) -> list[Any]:
+    """``rows`` without the partial ones (no message_id), each of which is counted."""
+    whole = [row for row in rows if row.message_id is not None]
+    if len(whole) != len(rows):
+        ctx.alerts.incr("partial_rows_skipped", len(rows) - len(whole))
+    return whole
+
+
+class _BucketRead(NamedTuple):
+    messages: list[Message]
+    more: bool              # the read hit its LIMIT: the partition may hold more past last_seq
+    last_seq: int | None    # conversation_seq of the last row the read returned (partial rows too)
+
+
 def _check_limit(limit: object) -> int:
     # bool is an int subclass; True as a page size is a caller bug
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= HISTORY_LIMIT_MAX:
@@ -108,8 +132,10 @@ class HistoryReader:
     constructing a reader touches nothing (the tables may not exist yet). ``decode``
     defaults to :func:`lab.store.records.decode_row` with the store's encryptor."""
 
-    def __init__(self, ctx: StoreContext, *, decode: Callable[[Any], Message] | None = None) -> None:
+    def __init__(self, ctx: StoreContext, *, decode: Callable[[Any], Message] | None = None,
+                 hot: HotLayer | None = None) -> None:
         self.ctx = ctx
+        self._hot = hot
         self.connection = ctx.connection
         self.constants = ctx.constants
         self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
@@ -176,14 +202,19 @@ class HistoryReader:
             return _empty_page(requests=1)
         bucket = (upper - 1) // width
         walk = _Walk(limit=limit)
+        continued = False
         while True:
-            rows = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
-            walk.take(rows)
+            read = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
+            walk.take(read.messages, continued=continued)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq > low)
+            if read.more:  # partial rows were skipped from a full read: the bucket goes on below
+                upper, continued = read.last_seq, True
+                continue
+            continued = False
             if bucket * width <= low:  # the bucket reaches E: retention edge
                 return walk.page(has_more=False)
-            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+            if walk.empty_run_exhausted(self.constants.history_max_empty_bucket_scan):
                 self.ctx.alerts.incr("empty_bucket_stops")
                 return walk.page(has_more=False, stopped_on_empty=True)
             bucket -= 1
@@ -196,26 +227,42 @@ class HistoryReader:
             return _empty_page(requests=1)
         bucket = (lower + 1) // width
         walk = _Walk(limit=limit)
+        continued = False
         while True:
-            rows = self._read(tenant_id, conversation_id, bucket, "newer", lower, high, limit - walk.collected)
-            walk.take(rows)
+            read = self._read(tenant_id, conversation_id, bucket, "newer", lower, high, limit - walk.collected)
+            walk.take(read.messages, continued=continued)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq < high)
+            if read.more:
+                lower, continued = read.last_seq, True
+                continue
+            continued = False
             if bucket * width + width - 1 >= high:  # the bucket reaches H
                 return walk.page(has_more=False)
-            if walk.empty_run > self.constants.history_max_empty_bucket_scan:
+            if walk.empty_run_exhausted(self.constants.history_max_empty_bucket_scan):
                 self.ctx.alerts.incr("empty_bucket_stops")
                 return walk.page(has_more=False, stopped_on_empty=True)
             bucket += 1
             lower = bucket * width - 1
 
     def _read(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str,
-              anchor: int, bound: int, fetch: int) -> list[Message]:
+              anchor: int, bound: int, fetch: int) -> _BucketRead:
+        """One bucket read: ``anchor`` exclusive, ``bound`` inclusive, at most ``fetch`` rows."""
         rows = list(self.connection.execute(self._stmt(name),
                                             (tenant_id, conversation_id, bucket, anchor, bound, fetch)))
         check_bucket_rows(rows, width=self.constants.message_seq_bucket_width, table="message_record",
                           tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=bucket)
-        return [self._decode(row) for row in rows]
+        more = len(rows) == fetch
+        last_seq = rows[-1].conversation_seq if rows else None
+        messages = [self._decode(row) for row in whole_rows(rows, self.ctx)]
+        if self._hot is not None:
+            # the hot layer is merged over the range this read covered: all of it, or down to
+            # (up to) its last row when the LIMIT cut it
+            covered = last_seq if more else bound
+            low, high = (covered, anchor - 1) if name == "older" else (anchor + 1, covered)
+            hot = self._hot.bucket_range(tenant_id, conversation_id, bucket, low=low, high=high)
+            messages = merge_rows(messages, hot, descending=name == "older", limit=fetch)
+        return _BucketRead(messages=messages, more=more, last_seq=last_seq)
 
     # -- whole partitions ------------------------------------------------------------------------
 
@@ -232,7 +279,7 @@ class HistoryReader:
         rows = list(self.connection.execute(self._stmt("bucket"), (tenant_id, conversation_id, bucket, width + 1)))
         check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                           conversation_id=conversation_id, seq_bucket=bucket)
-        return [self._decode(row) for row in rows]
+        return [self._decode(row) for row in whole_rows(rows, self.ctx)]
 
     def bucket_statement(self) -> tuple[Stmt, Callable[..., tuple[Any, ...]]]:
         """The whole-partition SELECT and a binder ``(tenant, conversation, bucket) -> params``,
@@ -255,14 +302,21 @@ class _Walk:
     def collected(self) -> int:
         return len(self.messages)
 
-    def take(self, rows: list[Message]) -> None:
+    def take(self, rows: list[Message], *, continued: bool = False) -> None:
+        """One partition read's rows; ``continued``: another read of the bucket just read
+        (which the empty-bucket run already counted)."""
         self.buckets += 1
         if rows:
             self.empty_run = 0
-        else:
+        elif not continued:
             self.empty_run += 1
             self.empty_buckets += 1
         self.messages.extend(rows)
+
+    def empty_run_exhausted(self, max_empty: int) -> bool:
+        """S-3: the current run of empty buckets used the whole allowance (see the module
+        docstring for ``>=`` vs the pseudo-code's ``>``); a run of 0 never stops a page."""
+        return self.empty_run > 0 and self.empty_run >= max_empty
 
     def page(self, *, has_more: bool, stopped_on_empty: bool = False) -> HistoryPage:
         return HistoryPage(messages=tuple(self.messages), has_more=has_more,

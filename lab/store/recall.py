@@ -15,29 +15,33 @@ Edit has the same shape: the event (carrying the new sealed payload) is logged, 
 The new payload is sealed with the target row's coordinates (same AAD as a send), so it
 decrypts only in that row. No history of versions is kept (§5.3).
 
+Archiver mode. The target may be committed but not archived yet (its row is only in the log).
+An UPDATE there would create a row of a few cells, no message_id, which no reader can
+decode. So the path first archives that one message exactly as the archiver will
+(``lab.store.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
+created_at``) and then updates it: the row is whole from its first cell on, and the
+archiver's later INSERT of the same cells at the older timestamp undoes nothing.
+
 TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
 without ``USING TTL`` the new state/payload cells would never expire and would keep a
 husk of the row alive after its TTL removed the rest (and pin a whole TWCS SSTable). So
 the UPDATE carries the row's remaining TTL, read from the server (``TTL(created_at)``,
 a column only the INSERT writes); ``null`` there means no TTL (compliance_hold) and binds
-``USING TTL 0``. In archiver mode a row may not be archived yet: the remaining TTL then
-comes from the retention policy, and the archiver's ``USING TIMESTAMP created_at`` keeps
-its late INSERT from undoing the recall.
+``USING TTL 0``. For a message archived early (above) the remaining TTL comes from the
+retention policy, as the archiver computes it.
 
 Run :meth:`RecallPath.recover` when a writer starts, before it serves: it commits its log
 position, so events it has passed are not looked at again.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
+from lab.store.archiver import archive_statements
 from lab.store.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
-from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.model import MessageState, RetentionClass, parse_enum
 from lab.store.outbox import CONTROL_KINDS, KIND_EDIT, KIND_MESSAGE, KIND_RECALL, Outbox, OutboxEntry, OutboxRecord
 from lab.store.records import MESSAGE_RECORD_KEY, seal_payload
@@ -77,10 +81,7 @@ class _Target:
     state: MessageState
     recall_event_conversation_seq: int | None
     edited_at_activity_id: int | None
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    unarchived: OutboxEntry | None = None  # archiver mode: the logged message, not in message_record yet
 
 
 class RecallPath:
@@ -115,13 +116,24 @@ class RecallPath:
             return None
         columns = entry.record.payload["columns"]
         ttl = self.ctx.retention.remaining_ttl_seconds(RetentionClass(columns["retention_class"]), tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=_now_ms())
+                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
         if ttl is None:
             return None  # expired before it was archived: nothing left to recall
         changed = changed or dict(state=MessageState.NORMAL, recall_event_conversation_seq=None,
                                   edited_at_activity_id=None)
         return _Target(**common, **changed, message_id=blob_to_u128(bytes.fromhex(columns["message_id"])),
-                       ttl_seconds=ttl)
+                       ttl_seconds=ttl, unarchived=entry)
+
+    def _ensure_whole(self, target: _Target) -> None:
+        """Archive a not-yet-archived target first, so the UPDATE after it lands on a whole row."""
+        if target.unarchived is None:
+            return
+        statements = archive_statements(self.ctx, target.unarchived, now_ms=self.ctx.clock_ms())
+        if statements is None:  # expired between the look-up and now: no row may be started
+            raise NotFound(f"message at conversation_seq {target.conversation_seq} expired before it was archived",
+                           tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                           conversation_seq=target.conversation_seq)
+        self.ctx.connection.execute_concurrent(statements)
 
     def _require_target(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> _Target:
         target = self._target(tenant_id, conversation_id, seq)
@@ -131,13 +143,14 @@ class RecallPath:
         return target
 
     @staticmethod
-    def _ids(tenant_id: Any, conversation_id: Any, seq: Any, actor_id: Any) -> tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]:
+    def _ids(tenant_id: IdLike, conversation_id: IdLike, seq: int,
+             actor_id: IdLike) -> tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]:
         return (parse_uuid(tenant_id), parse_uuid(conversation_id), check_conversation_seq(seq),
                 parse_uuid(actor_id))
 
     # -- recall -------------------------------------------------------------------------------
-    def recall(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int, *,
-               actor_id: uuid.UUID) -> RecallResult:
+    def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
+               actor_id: IdLike) -> RecallResult:
         tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
         target = self._require_target(tenant_id, conversation_id, seq)
         logged = self.outbox.controls_for(tenant_id, conversation_id, seq, KIND_RECALL)
@@ -154,7 +167,7 @@ class RecallPath:
                 tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
                 kind=KIND_RECALL, target_seq=seq,
                 payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                         "created_at": _now_ms()}))
+                         "created_at": self.ctx.clock_ms()}))
             replayed = False
         self.ctx.faults.hit("after_recall_log")
         self._apply_recall(target, entry)
@@ -163,6 +176,7 @@ class RecallPath:
                             activity_id=_activity(entry), replayed=replayed)
 
     def _apply_recall(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? SET state = ?, recall_event_conversation_seq = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
@@ -172,8 +186,8 @@ class RecallPath:
         self._on_change(target.tenant_id, target.message_id)
 
     # -- edit ---------------------------------------------------------------------------------
-    def edit(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int, *, body: bytes,
-             actor_id: uuid.UUID, e2ee: bool = False) -> EditResult:
+    def edit(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
+             actor_id: IdLike, e2ee: bool = False) -> EditResult:
         tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
@@ -195,7 +209,7 @@ class RecallPath:
             tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
             kind=KIND_EDIT, target_seq=seq,
             payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                     "created_at": _now_ms(), "payload_or_ciphertext": blob.hex(), "dek_id": list(dek_id.as_tuple())}))
+                     "created_at": self.ctx.clock_ms(), "payload_or_ciphertext": blob.hex(), "dek_id": list(dek_id.as_tuple())}))
         self.ctx.faults.hit("after_edit_log")
         self._apply_edit(target, entry)
         self.ctx.faults.hit("after_edit_update")
@@ -203,6 +217,7 @@ class RecallPath:
                           edited_at_activity_id=alloc.last_activity_id)
 
     def _apply_edit(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
         payload = entry.record.payload
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? SET payload_or_ciphertext = ?, dek_id = ?, "

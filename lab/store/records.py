@@ -53,6 +53,8 @@ MESSAGE_RECORD_COLUMNS: tuple[str, ...] = (
 )
 MESSAGE_RECORD_KEY: tuple[str, ...] = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
 
+# What every row the store writes has; a row without them is not a message (decode refuses it).
+_WHOLE_ROW_COLUMNS = MESSAGE_RECORD_KEY + ("message_id", "last_activity_id")
 # Columns stored as u128 blobs / UUIDs: the wire (JSON) form needs to know which is which.
 _U128_BLOB_COLUMNS = frozenset({"message_id", "last_activity_id", "edited_at_activity_id"})
 _RAW_BLOB_COLUMNS = frozenset({"payload_or_ciphertext", "media_metadata", "mention_targets"})
@@ -195,6 +197,10 @@ def decode_row(row: Any, encryptor: Encryptor) -> Message:
     """A :class:`Message` from a driver row of ``SELECT * FROM message_record`` (or a mapping
     with the same column names). Raises CryptoError (DecryptError / KeyDestroyed) when the
     payload cannot be opened: an erased conversation reads as an error, not as empty text."""
+    missing = [name for name in _WHOLE_ROW_COLUMNS if _get(row, name) is None]
+    if missing:
+        raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
+                              conversation_seq=_get(row, "conversation_seq"))
     tenant_id, conversation_id = _get(row, "tenant_id"), _get(row, "conversation_id")
     seq = _get(row, "conversation_seq")
     dek = _get(row, "dek_id")

@@ -107,7 +107,7 @@ class SequenceAllocator:
     def next_seq(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> int:
         return self.allocate(tenant_id, conversation_id).conversation_seq
 
-    def allocate(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> Allocation:
+    def allocate(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> Allocation:
         """The next conversation_seq of this writer, with a fresh message_id and last_activity_id."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         key = (tenant_id, conversation_id)
@@ -124,7 +124,7 @@ class SequenceAllocator:
         """An activity id outside any conversation_seq (a resumed send's last_activity_id)."""
         return self.ids.next_id()
 
-    def advance_to(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, next_seq: int) -> None:
+    def advance_to(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, next_seq: int) -> None:
         """Make this conversation's next value at least ``next_seq`` (never lowers it).
 
         For migrations and tests (S-2 near 2**63, S-3 jumps): it reserves a window starting

@@ -41,7 +41,6 @@ admin index does not keep pointing at expired rows forever.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -153,8 +152,9 @@ def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max
 
 
 def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: int, *,
-                      timestamp_us: int | None = None) -> list[tuple[Stmt, tuple]]:
-    """The message_record + message_index upserts of one message (commit path, archiver).
+                      timestamp_us: int | None = None, index: bool = True) -> list[tuple[Stmt, tuple]]:
+    """The message_record + message_index upserts of one message (commit path, archiver,
+    seeding; ``index=False`` leaves message_index out).
 
     ``timestamp_us`` (archiver) pins the write time to the message's creation, so a recall
     or edit that reached the row first (a later timestamp) wins over the late archive.
@@ -163,15 +163,13 @@ def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: i
     extra = (ttl_seconds,) + ((timestamp_us,) if timestamp_us is not None else ())
     record = ctx.prepare(f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE_RECORD_COLUMNS)}) "
                          f"VALUES ({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) {using}")
-    index = ctx.prepare("INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
-                        f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}")
-    return [(record, record_values(columns) + extra),
-            (index, (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
-                     columns["conversation_seq"], columns["seq_bucket"]) + extra)]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    statements = [(record, record_values(columns) + extra)]
+    if index:
+        stmt = ctx.prepare("INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
+                           f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}")
+        statements.append((stmt, (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
+                                  columns["conversation_seq"], columns["seq_bucket"]) + extra))
+    return statements
 
 
 class WritePath:
@@ -189,7 +187,7 @@ class WritePath:
         req = validate_send(request, payload_max_bytes=c.payload_max_bytes,
                             thumbnail_max_bytes=c.media_thumbnail_max_bytes)
         alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
-        created_at_ms = _now_ms()
+        created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
         columns = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
                                last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
@@ -254,7 +252,7 @@ class WritePath:
     def _write_record(self, req: SendRequest, columns: dict[str, Any]) -> None:
         """Step 3: message_record + message_index with the remaining TTL of the class."""
         ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=_now_ms())
+                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
         if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
             self.ctx.connection.execute_concurrent(record_statements(self.ctx, columns, ttl))
 
@@ -284,7 +282,7 @@ class WritePath:
         # Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
         # COMMITTED cell never outlives the ids it vouches for.
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
-        ttl = max(1, -(-(columns["created_at"] + window_ms - _now_ms()) // 1000))
+        ttl = max(1, -(-(columns["created_at"] + window_ms - self.ctx.clock_ms()) // 1000))
         stmt = self.ctx.prepare(
             "UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
             "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")

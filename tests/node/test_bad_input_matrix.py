@@ -18,12 +18,12 @@ from collections.abc import Callable
 import pytest
 
 from lab.store.batch_read import BatchEntry
-from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidSeq, KeyDestroyed, LabError, NotFound,
-                        UnknownEnum, UnknownRetentionClass, ValidationError)
+from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidRequest, InvalidSeq, KeyDestroyed, LabError,
+                        NotFound, UnknownEnum, UnknownRetentionClass, ValidationError)
 from lab.store.ids import BIT63, U128_MAX
 from lab.store.media import MediaMetadata, MentionTargets
 from lab.store.model import MessageState
-from lab.store import MessageStore
+from lab.store import HeadUpdate, MessageStore
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node
@@ -57,9 +57,9 @@ def seeded(store, open_store, tmp_path_factory) -> Seeded:
     erased_req = new_request(tenant_id=req.tenant_id, body=b"to be erased")
     erased_ack = store.send(erased_req)
     store.drain()
-    store.encryptor.destroy(req.tenant_id, erased_req.conversation_id)
+    store.erase_conversation(req.tenant_id, erased_req.conversation_id)
     wrong_key = open_store(state_dir=tmp_path_factory.mktemp("wrong-keys"))
-    wrong_key.encryptor.keystore.current(req.tenant_id, req.conversation_id)  # same name, other material
+    wrong_key.rotate_key(req.tenant_id, req.conversation_id)  # same name, other material
     no_key = open_store(state_dir=tmp_path_factory.mktemp("no-keys"))
     return Seeded(tenant=req.tenant_id, conv=req.conversation_id, seq=ack.conversation_seq,
                   message_id=ack.message_id, sender=req.sender_id, request=req,
@@ -222,6 +222,52 @@ cases("lookup", KeyDestroyed, {"destroyed DEK": lambda s, d: s.lookup(d.tenant, 
 cases("read_bucket", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.read_bucket(d.tenant, d.conv, 0)})
 cases("read_bucket", KeyDestroyed, {"destroyed DEK": lambda s, d: s.read_bucket(d.tenant, d.erased_conv, 0)})
 
+
+# ---- head updates, seq floors, archiver runs, keys, baselines (the seeding / verification API) --------
+def _head(d: Seeded, **kw: Any) -> HeadUpdate:
+    return HeadUpdate(**{"tenant_id": d.tenant, "conversation_id": d.conv, "conversation_seq": d.seq + 1000,
+                         "message_id": 1, "last_activity_id": 1, "sender_id": d.sender, **kw})
+
+
+def _stored_row(s: MessageStore, d: Seeded) -> Any:
+    return s.connection.execute(f"SELECT * FROM {s.keyspace}.message_record WHERE tenant_id = %s AND "
+                                "conversation_id = %s AND seq_bucket = 0 AND conversation_seq = %s",
+                                (d.tenant, d.conv, d.seq)).one()
+
+
+cases("apply_head", ValidationError, {"not a HeadUpdate": lambda s, d: s.apply_head({"conversation_seq": 1}),
+                                      "preview str": lambda s, d: s.apply_head(_head(d, preview="text")),
+                                      "e2ee int": lambda s, d: s.apply_head(_head(d, e2ee=1))})
+cases("apply_head", InvalidSeq, {"seq 0": lambda s, d: s.apply_head(_head(d, conversation_seq=0))})
+cases("apply_head", InvalidId, {"tenant malformed": lambda s, d: s.apply_head(_head(d, tenant_id="nope")),
+                                "sender None": lambda s, d: s.apply_head(_head(d, sender_id=None)),
+                                "message_id negative": lambda s, d: s.apply_head(_head(d, message_id=-1))})
+cases("submit_head", ValidationError, {"None": lambda s, d: s.submit_head(None)})
+cases("submit_head", Bit63Violation, {"seq bit 63": lambda s, d: s.submit_head(_head(d, conversation_seq=BIT63))})
+cases("advance_seq", InvalidId, {"tenant malformed": lambda s, d: s.advance_seq("nope", d.conv, 5)})
+cases("advance_seq", InvalidSeq, {"next_seq 0": lambda s, d: s.advance_seq(d.tenant, d.conv, 0),
+                                  "next_seq str": lambda s, d: s.advance_seq(d.tenant, d.conv, "5")})
+cases("advance_seq", Bit63Violation, {"next_seq bit 63": lambda s, d: s.advance_seq(d.tenant, d.conv, BIT63)})
+cases("archive_once", ValidationError, {"max_batches 0": lambda s, d: s.archive_once(max_batches=0),
+                                        "max_batches True": lambda s, d: s.archive_once(max_batches=True),
+                                        "group empty": lambda s, d: s.archive_once(group=""),
+                                        "group int": lambda s, d: s.archive_once(group=5)})
+cases("archive_lag", ValidationError, {"group empty": lambda s, d: s.archive_lag(group="")})
+cases("rotate_key", InvalidId, {"tenant malformed": lambda s, d: s.rotate_key("nope", d.conv),
+                                "conversation None": lambda s, d: s.rotate_key(d.tenant, None)})
+cases("prepare_raw", ValidationError, {"cql None": lambda s, d: s.prepare_raw(None),
+                                       "cql blank": lambda s, d: s.prepare_raw("  "),
+                                       "a placeholder other than ks": lambda s, d: s.prepare_raw(
+                                           "SELECT * FROM {ks}.message_record WHERE tenant_id = {t}")})
+cases("prepare_raw", InvalidRequest, {"not CQL": lambda s, d: s.prepare_raw("SELEKT * FROM {ks}.message_record")})
+cases("decode_record", ValidationError, {"None": lambda s, d: s.decode_record(None),
+                                         "a row of another table": lambda s, d: s.decode_record({"conversation_seq": 1})})
+cases("decode_record", DecryptError, {"a row moved to another seq": lambda s, d: s.decode_record(
+    {**_stored_row(s, d)._asdict(), "conversation_seq": d.seq + 1})})
+cases("bucket_read_statement", InvalidId, {"conversation malformed": lambda s, d: s.bucket_read_statement(
+    d.tenant, "x", 0)})
+cases("bucket_read_statement", Bit63Violation, {"bucket negative": lambda s, d: s.bucket_read_statement(
+    d.tenant, d.conv, -1)})
 
 IDS = [f"{call}: {name}" for call, name, _, _ in CASES]
 assert len(IDS) == len(set(IDS)), "case names must be unique per call"

@@ -7,10 +7,9 @@ import uuid
 
 import pytest
 
-from lab.store.batch_read import BatchEntry, BatchReader, BodyCache
+from lab.store.batch_read import BatchEntry
 from lab.constants import Constants
 from lab.errors import ValidationError
-from lab.store.records import decode_row
 from seed import body_of, insert_messages, new_conversation
 
 pytestmark = pytest.mark.node
@@ -159,14 +158,14 @@ def test_lru_hits_skip_reads(store, admin):
     assert store.batch_read(tenant, entries_of(conv, sent)).lru_hits == 0
 
 
-def test_lru_is_bounded_and_least_recently_used_goes_first(store):
+def test_lru_is_bounded_and_least_recently_used_goes_first(store, open_store):
     tenant, conv, sent = new_conversation(store, range(1, 6))
-    reader = BatchReader(store.ctx, cache=BodyCache(3))
-    reader.read(tenant, entries_of(conv, sent, [1, 2, 3]))
-    reader.read(tenant, entries_of(conv, sent, [1]))  # 1 becomes the most recent
-    reader.read(tenant, entries_of(conv, sent, [4]))  # evicts 2
-    result = reader.read(tenant, entries_of(conv, sent, [1, 2, 3, 4]))
-    assert len(reader.cache) == 3
+    reader = open_store(constants=store.constants.replace(body_lru_entries=3))
+    reader.batch_read(tenant, entries_of(conv, sent, [1, 2, 3]))
+    reader.batch_read(tenant, entries_of(conv, sent, [1]))  # 1 becomes the most recent
+    reader.batch_read(tenant, entries_of(conv, sent, [4]))  # evicts 2
+    result = reader.batch_read(tenant, entries_of(conv, sent, [1, 2, 3, 4]))
+    assert len(reader.body_cache) == 3
     assert (result.lru_hits, result.decoded) == (3, 1)
 
 
@@ -183,19 +182,14 @@ def test_inline_entries_are_skipped(store):
     assert mixed.inline_skipped == 3 and sorted(m.conversation_seq for m in mixed.messages.values()) == [4, 5]
 
 
-def test_each_message_id_is_decoded_once_per_batch(store):
+def test_each_message_id_is_decoded_once_per_batch(store, open_store):
     tenant, conv, sent = new_conversation(store, [1, 2, 3, 10, 20])
-    decodes = []
-
-    def counting_decode(row):
-        decodes.append(row.conversation_seq)
-        return decode_row(row, store.encryptor)
-
-    reader = BatchReader(store.ctx, cache=BodyCache(0), decode=counting_decode)  # no LRU: every batch reads
+    reader = open_store(constants=store.constants.replace(body_lru_entries=0))  # no LRU: every batch reads
     entries = entries_of(conv, sent) * 3
     random.Random(3).shuffle(entries)
-    result = reader.read(tenant, entries)
-    assert sorted(decodes) == [1, 2, 3, 10, 20] and result.decoded == 5
+    result = reader.batch_read(tenant, entries)
+    assert sorted(m.conversation_seq for m in result.messages.values()) == [1, 2, 3, 10, 20]
+    assert result.decoded == 5
     assert result.groups == 1 and result.requests == 2  # one IN list: duplicates never widen it
 
 
@@ -232,8 +226,7 @@ def test_crypto_erased_conversation_reads_as_missing(store):
     tenant, conv, sent = new_conversation(store, [1, 2])
     other = uuid.uuid4()
     kept = insert_messages(store, tenant, other, [1])
-    store.encryptor.destroy(tenant, conv)
-    store.body_cache.clear()  # erasure must also drop cached bodies: the cache cannot see it
+    store.erase_conversation(tenant, conv)  # destroys the DEK and drops the LRU bodies
     result = store.batch_read(tenant, entries_of(conv, sent) + entries_of(other, kept))
     assert set(result.messages) == {kept[1].message_id}  # one erased conversation does not fail the batch
     assert set(result.missing) == {sent[1].message_id, sent[2].message_id}

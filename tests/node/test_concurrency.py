@@ -229,7 +229,7 @@ def test_head_never_regresses_under_concurrent_writers(store, open_store):
     pending = updates(tenant, conversation, 120)
     poller = HeadPoller(s, tenant, conversation)
     poller.start()
-    run_threads(8, lambda i: [s.head_writer.submit(u) for u in pending[i::8]])
+    run_threads(8, lambda i: [s.submit_head(u) for u in pending[i::8]])
     s.drain()
     poller.stop()
     assert poller.regressions == [] and s.head(tenant, conversation).latest_conversation_seq == 120
@@ -241,7 +241,7 @@ def test_head_never_regresses_under_concurrent_writers(store, open_store):
     poller = HeadPoller(s, tenant, conversation)
     poller.start()
     verdicts: list[str] = []
-    run_threads(6, lambda i: verdicts.extend(writers[i % 3].head_writer.apply(u) for u in pending[i::6]))
+    run_threads(6, lambda i: verdicts.extend(writers[i % 3].apply_head(u) for u in pending[i::6]))
     poller.stop()
     head = s.head(tenant, conversation)
     assert poller.regressions == []

@@ -27,7 +27,7 @@ from lab.errors import CrashInjected
 from lab.store.faults import CRASH_POINTS, FaultPlan
 from lab.store.ids import blob_to_u128, u128_to_blob
 from lab.store.model import DedupState, MessageState
-from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.store.records import MESSAGE_RECORD_COLUMNS
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
 
 pytestmark = pytest.mark.node
@@ -101,7 +101,7 @@ def check_sends(store, reader, requests, firsts, bodies=None) -> tuple[str, str]
         again = reader.send(req)
         checks["retry"] = again.replayed and (again.message_id, again.conversation_seq) == (message_id, seq)
         row = record_row(store, req.tenant_id, req.conversation_id, seq, ALL)
-        checks["body"] = row is not None and decode_row(row, reader.encryptor).body == body
+        checks["body"] = row is not None and reader.decode_record(row).body == body
         checks["last_activity_id"] = row is not None and blob_to_u128(row.last_activity_id) == again.last_activity_id
         failed = [name for name, ok in checks.items() if not ok]
         if failed:
@@ -159,19 +159,19 @@ def test_archiver_crash_then_rerun(open_store, store, tmp_path, point):
                 for i in range(ARCHIVED_SENDS)]
     acks = [crashing.send(r) for r in requests]
     with pytest.raises(CrashInjected):
-        crashing.archiver.run_once()
+        crashing.archive_once()
     restarted = open_store(archiver_mode=True, state_dir=tmp_path)
     restarted.recover()
-    written = restarted.archiver.run_once()
+    written = restarted.archive_once()
     assert written == (0 if point == "archiver_after_commit" else ARCHIVED_SENDS)
-    assert restarted.archiver.lag() == 0
+    assert restarted.archive_lag() == 0
     outcome.messages, outcome.same_ids = check_sends(store, restarted, requests,
                                                      [(a.message_id, a.conversation_seq) for a in acks])
     assert (outcome.messages, outcome.same_ids) == (f"{ARCHIVED_SENDS}/{ARCHIVED_SENDS}", "yes")
 
 
 def _events(s, req, seq, kind):
-    return s.outbox.controls_for(req.tenant_id, req.conversation_id, seq, kind)
+    return s.log.controls_for(req.tenant_id, req.conversation_id, seq, kind)
 
 
 @pytest.mark.parametrize("point", RECALL_POINTS)
@@ -207,8 +207,7 @@ def test_edit_crash_then_recover(open_store, store, tmp_path, point):
     restarted = open_store(state_dir=tmp_path)
     assert restarted.recover() == (1 if point == "after_edit_log" else 0)
     [event] = _events(restarted, req, ack.conversation_seq, "edit")
-    msg = decode_row(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq, ALL),
-                     restarted.encryptor)
+    msg = restarted.decode_record(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq, ALL))
     applied = (msg.body == b"v2" and msg.state is MessageState.EDITED
                and msg.edited_at_activity_id == blob_to_u128(bytes.fromhex(event.record.payload["activity_id"])))
     outcome.lost_recalls = "0" if applied else "1"

@@ -193,7 +193,7 @@ def test_c_killed_node_rejoins_and_every_acked_message_is_there(cluster3, cluste
 def wait_rejoined(store) -> float:
     """Seconds until every node coordinates a read at consistency ALL: all three replicas are
     up in every node's view, and the driver reaches each of them again."""
-    probe = store.ctx.prepare("SELECT latest_conversation_seq FROM {ks}.conversation_head WHERE tenant_id = ? "
+    probe = store.prepare_raw("SELECT latest_conversation_seq FROM {ks}.conversation_head WHERE tenant_id = ? "
                               "AND conversation_id = ?")
     t0 = time.monotonic()
     last: Exception | None = None

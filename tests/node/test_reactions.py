@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ValidationError
-from lab.store.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions
+from lab.store.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES
 from lab.cluster.tracing import traced
 
 pytestmark = pytest.mark.node
@@ -72,11 +72,11 @@ def test_bad_reaction_keys_write_nothing(store):
 
 
 def test_concurrent_reactors_on_two_stores_lose_nothing(store, open_store):
-    """Two Reactions objects (as two processes: separate in-process locks) race on one message;
+    """Two stores (as two processes: separate in-process locks) race on one message;
     every reaction lands in the final summary and each applied overwrite has its own version."""
     tenant, conv, seq = message()
-    other = Reactions(open_store().ctx)
-    parts = [store.reactions, other]
+    other = open_store()
+    parts = [store, other]
     users = [uuid.uuid4() for _ in range(12)]
     versions: list[int] = []
     lock = threading.Lock()
@@ -92,7 +92,6 @@ def test_concurrent_reactors_on_two_stores_lose_nothing(store, open_store):
     for t in threads:
         t.join()
     final = store.reaction_summary(tenant, conv, seq)
-    print(f"reaction CAS retries: {store.reactions.cas_retries + other.cas_retries}")
     assert dict(final.counts) == {"+1": 8, "party": 4}
     # one applied compare-and-set per call: versions 1..12, each handed out once
     assert sorted(versions) == list(range(1, 13)) and final.summary_version == 12
@@ -110,12 +109,12 @@ def test_unreact_leaves_no_tombstones(store, admin):
         store.unreact(tenant, conv, seq, user)
     assert dict(store.reaction_summary(tenant, conv, seq).counts) == {"+1": 1}
     admin.flush(store.keyspace)
-    detail = store.ctx.prepare("SELECT user_id, reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
+    detail = store.prepare_raw("SELECT user_id, reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
                                "AND conversation_id = ? AND conversation_seq = ?")
     rows, trace = traced(store.connection, detail, (tenant, conv, seq))
     assert sorted(r.reaction_key for r in rows) == ["", "", "", "+1"]
     assert trace.tombstones_read == 0, trace.events
-    summary = store.ctx.prepare("SELECT counts FROM {ks}.message_reaction_summary WHERE tenant_id = ? "
+    summary = store.prepare_raw("SELECT counts FROM {ks}.message_reaction_summary WHERE tenant_id = ? "
                                 "AND conversation_id = ? AND seq_bucket = ?")
     rows, trace = traced(store.connection, summary, (tenant, conv, 0))
     assert dict(rows[0].counts) == {"+1": 1, "heart": 0}  # dropped keys stay as live zeros

@@ -133,26 +133,28 @@ def test_s3_jump_from_1_to_100000_stops_after_the_empty_limit(store):
     page = store.history(tenant, conv, limit=50)
     assert seqs_of(page) == [100_000]
     assert (page.has_more, page.stopped_on_empty, page.next_anchor) == (False, True, None)
-    # `empty_run > 8` stops after the 9th empty bucket: buckets 24 (1 row), 23..15 (empty)
-    assert page.empty_buckets_scanned == limit_buckets + 1 == 9
-    assert page.buckets_scanned == 1 + limit_buckets + 1 == 10
-    assert page.requests == 11
-    assert record_reads(store) - reads_before == 10  # no unbounded scan of the 23 empty buckets
+    # S-3: at most history_max_empty_bucket_scan (8) empty buckets: buckets 24 (1 row), 23..16 (empty)
+    assert page.empty_buckets_scanned == limit_buckets == 8
+    assert page.buckets_scanned == 1 + limit_buckets == 9
+    assert page.requests == 10
+    assert record_reads(store) - reads_before == 9  # no unbounded scan of the 23 empty buckets
     assert store.alerts.empty_bucket_stops == alerts_before + 1
     # paging on from the stop point is the client's call; the next page stops the same way
     again = store.history(tenant, conv, anchor=100_000, limit=50)
-    assert again.messages == () and again.stopped_on_empty and again.empty_buckets_scanned == 9
+    assert again.messages == () and again.stopped_on_empty and again.empty_buckets_scanned == 8
     assert store.alerts.empty_bucket_stops == alerts_before + 2
 
 
-@pytest.mark.parametrize("empty_between, crossed", [(8, True), (9, False)])
-def test_s3_exactly_max_empty_buckets_are_crossed(store, empty_between, crossed):
+@pytest.mark.parametrize("empty_between, crossed", [(7, True), (8, False)])
+def test_s3_a_hole_shorter_than_the_limit_is_crossed(store, empty_between, crossed):
+    """A page may scan 8 empty buckets, so it crosses a hole of 7 and reads the bucket behind it;
+    a hole of 8 uses the whole allowance and the page stops without a 9th (possibly empty) read."""
     top = (empty_between + 1) * W + 5  # rows in bucket 0 and bucket empty_between+1
     tenant, conv, _ = new_conversation(store, [1, top])
     page = store.history(tenant, conv, limit=10)
     assert seqs_of(page) == ([top, 1] if crossed else [top])
     assert page.stopped_on_empty is (not crossed)
-    assert page.empty_buckets_scanned == (empty_between if crossed else 9)
+    assert page.empty_buckets_scanned == empty_between <= store.constants.history_max_empty_bucket_scan
 
 
 def test_s3_newer_direction_stops_too(store):
@@ -160,7 +162,7 @@ def test_s3_newer_direction_stops_too(store):
     alerts_before = store.alerts.empty_bucket_stops
     page = store.history(tenant, conv, direction="newer", anchor=1, limit=50)
     assert page.messages == () and page.stopped_on_empty and not page.has_more
-    assert (page.buckets_scanned, page.empty_buckets_scanned) == (9, 9)  # buckets 0..8, all empty
+    assert (page.buckets_scanned, page.empty_buckets_scanned) == (8, 8)  # buckets 0..7, all empty
     assert store.alerts.empty_bucket_stops == alerts_before + 1
 
 
@@ -191,9 +193,8 @@ def test_s6_sampled_partitions_scan_no_tombstones(store, admin):
         store.unreact(tenant, conv, seq, sender)
     assert len(store.history(tenant, conv, limit=100).messages) == 60
     admin.flush(store.keyspace)
-    stmt, bind = store.history_reader.bucket_statement()
     for bucket in (0, 1):
-        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        rows, trace = traced(store.connection, *store.bucket_read_statement(tenant, conv, bucket))
         assert len(rows) >= 30
         assert trace.rows_read == len(rows), trace.events
         assert trace.tombstones_read == 0, trace.events
@@ -217,8 +218,7 @@ def test_s6_after_send_recall_edit_and_reactions(store, admin):
     assert {a.conversation_seq for a in acks} <= set(by_seq)
     assert by_seq[acks[3].conversation_seq].recalled and by_seq[acks[5].conversation_seq].body == b"edited"
     admin.flush(store.keyspace)
-    stmt, bind = store.history_reader.bucket_statement()
     for bucket in sorted({seq // W for seq in by_seq}):
-        rows, trace = traced(store.connection, stmt, bind(tenant, conv, bucket))
+        rows, trace = traced(store.connection, *store.bucket_read_statement(tenant, conv, bucket))
         assert trace.rows_read == len(rows) > 0, trace.events
         assert trace.tombstones_read == 0, trace.events

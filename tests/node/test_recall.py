@@ -10,7 +10,7 @@ from lab.errors import CrashInjected, DecryptError, InvalidState
 from lab.store.faults import FaultPlan
 from lab.store.ids import blob_to_u128
 from lab.store.model import MessageState, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.store.records import MESSAGE_RECORD_COLUMNS
 from store_checks import new_request, record_row
 
 pytestmark = pytest.mark.node
@@ -20,7 +20,7 @@ TTLS = ", TTL(state) AS ttl_state, TTL(payload_or_ciphertext) AS ttl_payload, TT
 
 
 def _controls(store, tenant, conversation, target_seq, kind):
-    return store.outbox.controls_for(tenant, conversation, target_seq, kind)
+    return store.log.controls_for(tenant, conversation, target_seq, kind)
 
 
 def _row(store, req, seq):
@@ -38,7 +38,7 @@ def test_recall_logs_first_then_marks_the_row_keeping_its_ttl(store, retention_c
     [event] = _controls(store, req.tenant_id, req.conversation_id, ack.conversation_seq, "recall")
     assert event.record.conversation_seq == result.recall_event_conversation_seq
     row = _row(store, req, ack.conversation_seq)
-    msg = decode_row(row, store.encryptor)
+    msg = store.decode_record(row)
     assert msg.state is MessageState.RECALLED
     assert msg.recall_event_conversation_seq == result.recall_event_conversation_seq
     assert msg.body == req.body  # recall is a rendering flag; the row stays (no DELETE)
@@ -109,7 +109,7 @@ def test_edit_replaces_the_payload_sealed_for_its_row(store):
     result = store.edit(tenant, conversation, ack.conversation_seq, body=b"edited", actor_id=req.sender_id)
     assert result.edit_event_conversation_seq > other_ack.conversation_seq
     row = _row(store, req, ack.conversation_seq)
-    msg = decode_row(row, store.encryptor)
+    msg = store.decode_record(row)
     assert msg.body == b"edited" and msg.state is MessageState.EDITED
     assert msg.edited_at_activity_id == result.edited_at_activity_id
     assert msg.message_id == ack.message_id  # same message, not a new one
@@ -118,7 +118,7 @@ def test_edit_replaces_the_payload_sealed_for_its_row(store):
     moved = row._asdict()
     moved.update(conversation_seq=other_ack.conversation_seq)
     with pytest.raises(DecryptError):
-        decode_row(moved, store.encryptor)
+        store.decode_record(moved)
 
 
 def test_edit_crash_after_log_is_recovered(open_store, store, tmp_path):
@@ -127,10 +127,10 @@ def test_edit_crash_after_log_is_recovered(open_store, store, tmp_path):
     ack = crashing.send(req)
     with pytest.raises(CrashInjected):
         crashing.edit(req.tenant_id, req.conversation_id, ack.conversation_seq, body=b"v2", actor_id=req.sender_id)
-    assert decode_row(_row(store, req, ack.conversation_seq), crashing.encryptor).body == b"v1"
+    assert crashing.decode_record(_row(store, req, ack.conversation_seq)).body == b"v1"
     restarted = open_store(state_dir=tmp_path)
     assert restarted.recover() == 1
-    msg = decode_row(_row(store, req, ack.conversation_seq), restarted.encryptor)
+    msg = restarted.decode_record(_row(store, req, ack.conversation_seq))
     assert msg.body == b"v2" and msg.state is MessageState.EDITED
 
 
@@ -143,7 +143,7 @@ def test_recovery_does_not_undo_a_later_edit(open_store, store, tmp_path):
     restarted = open_store(state_dir=tmp_path)
     restarted.edit(req.tenant_id, req.conversation_id, ack.conversation_seq, body=b"v3", actor_id=req.sender_id)
     assert restarted.recover() == 0
-    assert decode_row(_row(store, req, ack.conversation_seq), restarted.encryptor).body == b"v3"
+    assert restarted.decode_record(_row(store, req, ack.conversation_seq)).body == b"v3"
 
 
 def test_a_recalled_message_cannot_be_edited(store):
@@ -159,7 +159,7 @@ def test_a_recalled_message_cannot_be_edited(store):
 def test_recall_drops_the_message_from_the_body_cache(store):
     req = new_request()
     ack = store.send(req)
-    msg = decode_row(_row(store, req, ack.conversation_seq), store.encryptor)
+    msg = store.decode_record(_row(store, req, ack.conversation_seq))
     store.body_cache.put(msg)
     assert store.body_cache.get(req.tenant_id, ack.message_id) is not None
     store.recall(req.tenant_id, req.conversation_id, ack.conversation_seq, actor_id=req.sender_id)

@@ -12,7 +12,6 @@ import uuid
 import pytest
 
 from lab.store.model import RetentionClass
-from lab.store.records import decode_row
 from lab.store.retention import RetentionPolicy
 from store_checks import new_request, record_row, record_rows
 
@@ -55,4 +54,4 @@ def test_s5_compliance_hold_outlives_the_tenant_default_ttl(open_store, store):
     time.sleep(SHORT_DEFAULT_TTL_SECONDS + 1.5)
     rows = record_rows(store, tenant, conversation, [held.conversation_seq, default.conversation_seq])
     assert [r.conversation_seq for r in rows] == [held.conversation_seq]  # the default row expired
-    assert decode_row(rows[0], s.encryptor).body == b"legal hold"  # the held one is still readable
+    assert s.decode_record(rows[0]).body == b"legal hold"  # the held one is still readable

@@ -13,7 +13,6 @@ from lab.store.head import HeadUpdate
 from lab.store.ids import BIT63, blob_to_u128, u128_to_blob
 from lab.store.media import MediaMetadata, MentionTargets
 from lab.store.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.records import decode_row
 from lab.store.retention import RetentionPolicy
 from store_checks import (dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows,
                           snapshot_tables)
@@ -35,7 +34,7 @@ def test_send_round_trip(store):
     ack = store.send(req)
     assert ack.conversation_seq == 1 and not ack.replayed
     row = record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq)
-    msg = decode_row(row, store.encryptor)
+    msg = store.decode_record(row)
     assert (msg.message_id, msg.last_activity_id, msg.created_at_ms) == (ack.message_id, ack.last_activity_id,
                                                                          ack.created_at_ms)
     assert msg.body == b"\x00hello\xff" and msg.e2ee is False
@@ -57,7 +56,7 @@ def test_send_round_trip(store):
 def test_e2ee_payload_is_carried_opaque(store):
     req = new_request(body=b"\x01opaque-e2ee-ciphertext", e2ee=True)
     ack = store.send(req)
-    msg = decode_row(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq), store.encryptor)
+    msg = store.decode_record(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq))
     assert msg.e2ee is True and msg.body == b"\x01opaque-e2ee-ciphertext"
 
 
@@ -88,7 +87,7 @@ def test_head_follows_sends_and_a_regression_is_dropped_and_counted(open_store):
     before = s.alerts.head_regressions_dropped
     stale = HeadUpdate(tenant_id=tenant, conversation_id=conversation, conversation_seq=acks[0].conversation_seq,
                        message_id=acks[0].message_id, last_activity_id=acks[0].last_activity_id, sender_id=sender)
-    assert s.head_writer.apply(stale) == "dropped"
+    assert s.apply_head(stale) == "dropped"
     assert s.alerts.head_regressions_dropped == before + 1
     assert s.head(tenant, conversation).latest_conversation_seq == acks[-1].conversation_seq
 
@@ -150,7 +149,7 @@ def test_writer_restart_leaves_a_hole_and_stays_monotonic(open_store, store):
 def test_s2_bit63_guard_fires_before_any_write(open_store, store):
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     s = open_store()
-    s.sequences.advance_to(tenant, conversation, BIT63 - 2)
+    s.advance_seq(tenant, conversation, BIT63 - 2)
     top = [s.send(new_request(tenant_id=tenant, conversation_id=conversation)).conversation_seq for _ in range(2)]
     assert top == [BIT63 - 2, BIT63 - 1]
     before = snapshot_tables(store)
@@ -169,7 +168,7 @@ def test_s2_bit63_guard_fires_before_any_write(open_store, store):
 def test_s2_values_crossing_2_62_keep_their_order(open_store, store):
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     s = open_store()
-    s.sequences.advance_to(tenant, conversation, (1 << 62) - 1)
+    s.advance_seq(tenant, conversation, (1 << 62) - 1)
     seqs = [s.send(new_request(tenant_id=tenant, conversation_id=conversation)).conversation_seq for _ in range(3)]
     assert seqs == [(1 << 62) - 1, 1 << 62, (1 << 62) + 1]
     rows = record_rows(store, tenant, conversation, seqs)

@@ -206,10 +206,10 @@ def progress(iterable: Iterable[Any], *, total: int | None = None, desc: str = "
 
 
 class RecordLoader:
-    """Bulk-writes workload rows at their own coordinates the way the store's write paths do:
-    ``lab.store.records.encode_record`` (sealed with the store's DEKs) and
-    ``lab.store.write_path.record_statements`` (message_record + message_index, per-row TTL by
-    retention class), plus the COMMITTED client_dedup row. No LWT and no conversation_seq
+    """Bulk-writes workload rows at their own coordinates the way the store's write paths do,
+    through the store's seeding API (``store.seeding``: sealed with the store's DEKs,
+    message_record + message_index with a per-row TTL by retention class), plus the COMMITTED
+    client_dedup row. No LWT and no conversation_seq
     allocation, so the dataset's own seqs (and holes) land as generated; concurrent, so a
     few thousand rows load in seconds."""
 
@@ -219,21 +219,8 @@ class RecordLoader:
         self.dedup = dedup
 
     def statements(self, message: Any, *, ttl_seconds: int, timestamp_us: int) -> list[tuple[Any, tuple]]:
-        from lab.store.records import encode_record
-        from lab.store.write_path import record_statements
-
-        ctx = self.store.ctx
-        columns = encode_record(message, ctx.encryptor, bucket_width=ctx.bucket_width,
-                                thumbnail_max_bytes=ctx.constants.media_thumbnail_max_bytes)
-        items = record_statements(ctx, columns, ttl_seconds, timestamp_us=timestamp_us)
-        if self.dedup:
-            dedup = ctx.prepare("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, "
-                                "conversation_seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-                                "USING TIMESTAMP ?")
-            items.append((dedup, (columns["tenant_id"], columns["sender_id"], columns["client_message_id"],
-                                  columns["message_id"], columns["conversation_seq"], 1, columns["created_at"],
-                                  timestamp_us)))
-        return items
+        return self.store.seeding.statements(message, ttl_seconds=ttl_seconds, timestamp_us=timestamp_us,
+                                             dedup=self.dedup)
 
     def load(self, messages: pd.DataFrame, *, seed: int, ttl_seconds: int | Callable[[Any], int] | None = None,
              timestamp_us: int | Callable[[Any], int] | None = None, show_progress: bool = False,
@@ -242,14 +229,14 @@ class RecordLoader:
         ``timestamp_us`` override the retention TTL and the write time (constant or per row)."""
         from lab.workload import to_message
 
-        ctx = self.store.ctx
+        store = self.store
         chunk: list[tuple[Any, tuple]] = []
         written = 0
         rows = messages.to_dict("records")
         for row in progress(rows, total=len(rows), desc=desc, enabled=show_progress):
             message = to_message(row, seed=seed)
             if ttl_seconds is None:
-                ttl = ctx.retention.ttl_seconds(message.retention_class, message.tenant_id)
+                ttl = store.retention.ttl_seconds(message.retention_class, message.tenant_id)
             else:
                 ttl = ttl_seconds(row) if callable(ttl_seconds) else int(ttl_seconds)
             if timestamp_us is None:
@@ -259,10 +246,10 @@ class RecordLoader:
             chunk += self.statements(message, ttl_seconds=ttl, timestamp_us=ts)
             written += 1
             if len(chunk) >= 4 * self.concurrency:
-                ctx.connection.execute_concurrent(chunk, concurrency=self.concurrency)
+                store.connection.execute_concurrent(chunk, concurrency=self.concurrency)
                 chunk = []
         if chunk:
-            ctx.connection.execute_concurrent(chunk, concurrency=self.concurrency)
+            store.connection.execute_concurrent(chunk, concurrency=self.concurrency)
         return written
 
 

@@ -9,7 +9,8 @@ difference is the constant ``history_max_empty_bucket_scan`` (one per value in
 ``scan_limits``). Per page: latency, CQL requests, buckets and empty buckets scanned, whether
 it stopped on empty buckets (has_more=false + the ``empty_bucket_stops`` alert).
 
-A page whose hole is longer than the constant stops early: the older messages become
+A page whose hole is as long as the constant or longer stops early (a page scans at most
+``history_max_empty_bucket_scan`` empty buckets, S-3): the older messages become
 unreachable by paging. A page whose hole is shorter pays one read per empty bucket. The
 recommendation weighs both with the workload's own holes: the smallest constant that leaves
 at most ``target_truncated_share`` of the holes of ``hole_profile`` (crashed reservation
@@ -65,7 +66,7 @@ class Result:
     def truncated_share(self, limit: int) -> float:
         if self.holes.empty:
             return 0.0
-        return float((self.holes.empty_buckets > limit).mean())
+        return float((self.holes.empty_buckets >= limit).mean())  # a hole of `limit` empty buckets ends the page
 
     def values(self) -> dict[str, Any]:
         s = self.summary
@@ -80,8 +81,8 @@ class Result:
             "workload_empty_buckets_max": int(self.holes.empty_buckets.max()) if len(self.holes) else 0,
             "workload_truncated_share_at_design": self.truncated_share(self.design_scan_limit),
             "workload_truncated_share_at_recommended": self.truncated_share(self.recommended),
-            "worst_case_page_ms_at_design": self.base_page_ms + (self.design_scan_limit + 1) * self.per_empty_bucket_ms,
-            "worst_case_page_ms_at_recommended": self.base_page_ms + (self.recommended + 1) * self.per_empty_bucket_ms,
+            "worst_case_page_ms_at_design": self.base_page_ms + self.design_scan_limit * self.per_empty_bucket_ms,
+            "worst_case_page_ms_at_recommended": self.base_page_ms + self.recommended * self.per_empty_bucket_ms,
         }
         for r in d.itertuples():
             out[f"run{r.run}_requests"] = int(r.requests)
@@ -94,15 +95,16 @@ class Result:
         return out
 
 
-def recommend_limit(holes: pd.DataFrame, target_share: float, candidates: range = range(0, 65)) -> int:
-    """Smallest constant leaving at most ``target_share`` of holes longer than it."""
+def recommend_limit(holes: pd.DataFrame, target_share: float, candidates: range = range(1, 66)) -> int:
+    """Smallest constant leaving at most ``target_share`` of holes at least as long as it
+    (a page crosses a hole of r empty buckets only while r < the constant)."""
     if holes.empty:
-        return 0
+        return 1
     runs = holes.empty_buckets.to_numpy()
     for c in candidates:
-        if float((runs > c).mean()) <= target_share:
+        if float((runs >= c).mean()) <= target_share:
             return c
-    return int(runs.max())
+    return int(runs.max()) + 1
 
 
 def _conversation(base: pd.DataFrame, run: int, p: Params, width: int) -> pd.DataFrame:
@@ -134,9 +136,9 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             last = rows.iloc[-1]
             mid = compose_message_id(time_ms=int(last.created_at_ms), node_id=1, counter=int(last.row))
             tenant, conv = uuid.UUID(str(last.tenant_id)), uuid.UUID(str(last.conversation_id))
-            store.head_writer.apply(HeadUpdate(tenant_id=tenant, conversation_id=conv,
-                                               conversation_seq=int(last.conversation_seq), message_id=mid,
-                                               last_activity_id=mid, sender_id=uuid.UUID(str(last.sender_id))))
+            store.apply_head(HeadUpdate(tenant_id=tenant, conversation_id=conv,
+                                        conversation_seq=int(last.conversation_seq), message_id=mid,
+                                        last_activity_id=mid, sender_id=uuid.UUID(str(last.sender_id))))
             conversations[r] = (tenant, conv)
         lab.admin.flush(store.keyspace)
         readers = {}
@@ -195,7 +197,7 @@ def conclusion(result: Result) -> str:
     d = result.design_scan_limit
     first_stop = v["first_stopping_run_at_design"]
     lines = [f"**Termination**: with history_max_empty_bucket_scan = {d}, a latest page over a hole of r empty "
-             f"buckets reads r + 2 buckets while r <= {d}; from r = {first_stop} on it stops after "
+             f"buckets reads r + 2 buckets while r < {d}; from r = {first_stop} on it stops after "
              f"{v['max_empty_buckets_scanned_at_design']} empty buckets with has_more=false and one "
              f"`empty_bucket_stops` alert per page, never scanning further (S-3: the 1 -> 100000 jump, 24 empty "
              f"buckets, costs {v.get('run24_requests', 'n/a')} requests)." if first_stop is not None else

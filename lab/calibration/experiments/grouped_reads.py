@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store.records import MESSAGE_RECORD_COLUMNS, decode_row
+from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
 
@@ -129,10 +129,10 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     show_progress=params.show_progress, desc="S-1 shapes")
         lab.admin.flush(store.keyspace)
         conn = store.connection
-        point = store.ctx.prepare(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE "
+        point = store.prepare_raw(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE "
                                   "tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
                                   key_columns=("tenant_id", "conversation_id", "seq_bucket", "conversation_seq"))
-        point_summary = store.ctx.prepare(
+        point_summary = store.prepare_raw(
             "SELECT conversation_seq, counts FROM {ks}.message_reaction_summary WHERE tenant_id = ? AND "
             "conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
             key_columns=("tenant_id", "conversation_id", "seq_bucket", "conversation_seq"))
@@ -148,7 +148,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 key = (tenant_id, e.conversation_id, e.conversation_seq // width, e.conversation_seq)
                 items += [(point, key), (point_summary, key)]
             results = conn.execute_concurrent(items, concurrency=NAIVE_CONCURRENCY)
-            return sum(1 for r in results[0::2] for row in r if decode_row(row, store.encryptor))
+            return sum(1 for r in results[0::2] for row in r if store.decode_record(row))
 
         total = params.repeats * len(shapes) * 2
         bar = iter(progress(range(total), total=total, desc="batch reads", enabled=params.show_progress))

@@ -120,7 +120,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                              desc=f"partition of {params.partition_rows} rows")
         lab.admin.flush(store.keyspace, "message_record")
         lab.admin.compact(store.keyspace, "message_record")
-        stmt = store.ctx.prepare(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
+        stmt = store.prepare_raw(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
                                  "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
                                  "AND conversation_seq IN ?")
         key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)

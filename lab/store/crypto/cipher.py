@@ -1,0 +1,76 @@
+"""The at-rest cipher: AES-256-GCM blobs bound to their row by the AAD (design §6).
+
+Blob = 12-byte random nonce || ciphertext || 16-byte tag. Random nonces are safe here
+because one key only ever sees one conversation's messages, far below GCM's 2**32
+messages-per-key bound. The AAD binds the row's coordinates,
+``tenant_id || conversation_id || conversation_seq (8 B BE) || key_version (4 B BE)``, so a
+ciphertext copied to another row, conversation or tenant fails to decrypt. The E2EE flag
+does not enter the AAD: §6 fixes the AAD, and the flag lives beside the blob.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from lab.errors import DecryptError, ValidationError
+from lab.store.ids import DEK_KEY_VERSION_MAX, DekId, check_bigint, parse_uuid
+
+__all__ = ["AES_KEY_BYTES", "KEY_SCOPE_CONVERSATION", "NONCE_BYTES", "Sealed", "TAG_BYTES", "aad",
+           "check_blob", "conversation_dek_key_id", "open_blob", "seal_blob"]
+
+AES_KEY_BYTES = 32
+NONCE_BYTES = 12
+TAG_BYTES = 16
+KEY_SCOPE_CONVERSATION = "conversation"
+
+
+class Sealed(NamedTuple):
+    """What :meth:`Encryptor.encrypt` returns: the column values blob and dek_id."""
+
+    blob: bytes
+    dek_id: DekId
+
+
+def aad(tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+        key_version: int) -> bytes:
+    """Associated data binding a ciphertext to its row (§6), 44 bytes."""
+    conversation_seq = check_bigint(conversation_seq, column="conversation_seq")
+    if not isinstance(key_version, int) or isinstance(key_version, bool) \
+            or not 1 <= key_version <= DEK_KEY_VERSION_MAX:
+        raise ValidationError(f"key_version must be an int in 1..2**31-1, got {key_version!r}",
+                              field="key_version", value=key_version)
+    return (parse_uuid(tenant_id).bytes + parse_uuid(conversation_id).bytes
+            + conversation_seq.to_bytes(8, "big") + key_version.to_bytes(4, "big"))
+
+
+def conversation_dek_key_id(tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> str:
+    return f"{parse_uuid(tenant_id)}:{parse_uuid(conversation_id)}"
+
+
+def seal_blob(cipher: AESGCM, plaintext: bytes, associated: bytes) -> bytes:
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + cipher.encrypt(nonce, bytes(plaintext), associated)
+
+
+def check_blob(blob: object, *, facts: Mapping[str, object]) -> bytes:
+    """``blob`` as bytes if it can be a sealed blob at all; checked before any key is loaded."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) < NONCE_BYTES + TAG_BYTES:
+        raise DecryptError("ciphertext blob is too short or not bytes", **facts)
+    return bytes(blob)
+
+
+def open_blob(cipher: AESGCM, blob: bytes, associated: bytes, *, facts: Mapping[str, object]) -> bytes:
+    """The plaintext of a :func:`check_blob`-ed blob, or DecryptError carrying ``facts``
+    (never the key or the bytes)."""
+    try:
+        return cipher.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
+    except InvalidTag:
+        raise DecryptError("authentication failed: wrong key, wrong row (AAD) or tampered ciphertext",
+                           **facts) from None
+    except (ValueError, OverflowError) as exc:
+        raise DecryptError(f"cannot decrypt: {type(exc).__name__}", **facts) from None

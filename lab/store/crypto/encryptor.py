@@ -1,0 +1,101 @@
+"""Encryptor: seals and opens row payloads with the conversation's DEK (design §6, §21.3.4).
+
+It composes the three other parts of :mod:`lab.store.crypto`: the key store (where DEKs
+live), the DEK cache (how long a loaded key is reused) and the cipher (blob format and AAD).
+``destroy`` / ``rotate`` through this object drop its cache at once; a destroy done
+elsewhere takes effect here when the cache entries expire.
+
+E2EE (``e2ee=True``): the plaintext is the client's end-to-end ciphertext. It is sealed and
+opened like any payload and handed back unchanged, never interpreted.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from lab.errors import DecryptError, ValidationError
+from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, Sealed, aad, check_blob, conversation_dek_key_id,
+                                     open_blob, seal_blob)
+from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, DekCache
+from lab.store.crypto.keystores import KeyStore
+from lab.store.ids import DekId, parse_uuid
+
+__all__ = ["Encryptor"]
+
+
+class Encryptor:
+    """Seals and opens row payloads with cached conversation DEKs. ``cache_ttl_seconds=0``
+    disables caching; ``clock`` (monotonic seconds) times the cache entries."""
+
+    def __init__(self, keystore: KeyStore, cache_ttl_seconds: float = DEFAULT_DEK_CACHE_TTL_SECONDS, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not isinstance(keystore, KeyStore):
+            raise ValidationError("keystore must be a KeyStore")
+        self.keystore = keystore
+        self._cache = DekCache(cache_ttl_seconds, clock=clock)
+        self.cache_ttl_seconds = cache_ttl_seconds
+
+    def __repr__(self) -> str:
+        return f"Encryptor(keystore={self.keystore!r}, cache_ttl_seconds={self.cache_ttl_seconds})"
+
+    def invalidate(self, tenant_id: uuid.UUID | str | None = None,
+                   conversation_id: uuid.UUID | str | None = None) -> None:
+        """Drop cached keys of one conversation, or all of them when called without ids."""
+        if tenant_id is None and conversation_id is None:
+            self._cache.invalidate()
+        else:
+            self._cache.invalidate(conversation_dek_key_id(tenant_id, conversation_id))  # type: ignore[arg-type]
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def rotate(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> DekId:
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        dek_id = self.keystore.rotate(tenant_id, conversation_id)
+        self.invalidate(tenant_id, conversation_id)
+        return dek_id
+
+    def destroy(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> None:
+        """Crypto-erasure (§3): every row of the conversation becomes unreadable."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        self.keystore.destroy(tenant_id, conversation_id)
+        self.invalidate(tenant_id, conversation_id)
+
+    # -- payloads -----------------------------------------------------------------------------
+
+    def encrypt(self, plaintext: bytes, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                conversation_seq: int, e2ee: bool = False) -> Sealed:
+        """Seal with the conversation's newest DEK. ``e2ee``: see the module docstring."""
+        if not isinstance(plaintext, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"plaintext must be bytes, got {type(plaintext).__name__}")
+        _check_e2ee(e2ee)
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        key_id = conversation_dek_key_id(tenant_id, conversation_id)
+        entry = self._cache.current(key_id, lambda: self.keystore.current(tenant_id, conversation_id))
+        associated = aad(tenant_id, conversation_id, conversation_seq, entry.key.dek_id.key_version)
+        return Sealed(blob=seal_blob(entry.cipher, bytes(plaintext), associated), dek_id=entry.key.dek_id)
+
+    def decrypt(self, blob: bytes, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                conversation_seq: int, dek_id: DekId | tuple[str, str, int], e2ee: bool = False) -> bytes:
+        """Open a row's blob; any mismatch of key, row coordinates or bytes is DecryptError.
+
+        With ``e2ee=True`` the result is the client's E2EE ciphertext, returned as is.
+        """
+        _check_e2ee(e2ee)
+        if not isinstance(dek_id, DekId):
+            dek_id = DekId.from_tuple(dek_id)
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        facts = {"tenant_id": tenant_id, "conversation_id": conversation_id,
+                 "conversation_seq": conversation_seq, "dek_id": dek_id}
+        associated = aad(tenant_id, conversation_id, conversation_seq, dek_id.key_version)
+        if dek_id.key_scope != KEY_SCOPE_CONVERSATION \
+                or dek_id.key_id != conversation_dek_key_id(tenant_id, conversation_id):
+            raise DecryptError("dek_id names another conversation's key: the row was moved", **facts)
+        blob = check_blob(blob, facts=facts)  # before loading a key: a bad blob needs no key store call
+        entry = self._cache.version(dek_id, lambda: self.keystore.get(dek_id))
+        return open_blob(entry.cipher, blob, associated, facts=facts)
+
+
+def _check_e2ee(e2ee: object) -> None:
+    if not isinstance(e2ee, bool):
+        raise ValidationError(f"e2ee must be a bool, got {e2ee!r}", field="e2ee")
