@@ -111,6 +111,10 @@ class ServicesConfig:
         """The outbox topic of a store keyspace: one log per keyspace unless one is configured."""
         return self.kafka_topic or f"{TOPIC_PREFIX}{keyspace}"
 
+    def outbox_options(self, name: str, keyspace: str) -> dict[str, Any]:
+        """What ``lab.store.outbox.open_outbox(name, ...)`` needs besides the local file's path."""
+        return {"services": self, "topic": self.topic_for(keyspace)} if name == "kafka" else {}
+
     def kafka_client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by the lab's producers, consumers and admin clients."""
         conf: dict[str, Any] = {"bootstrap.servers": self.kafka_bootstrap_servers,

@@ -18,8 +18,9 @@ to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
 
 Recall and edit change the hot copy as they change message_record (read, modify, compare-and-
 swap in one script, retried on a race): recalled stays recalled, an older edit never replaces a
-newer one. Reads in archiver mode merge the hot window with message_record by seq
-(:func:`merge_rows`): the copy that carries the later change wins, else message_record's.
+newer one. :class:`HotWindowLayer` is this window behind lab.store.hot_layer's seam: history
+merges it into each bucket read (message_record's row wins on the same seq), batch reads ask it
+before message_record (so its copy must carry every recall and edit, which it does).
 
 The window is a cache of the log, not a system of record: if Redis loses it, history misses
 unarchived messages until the archiver catches up; nothing acknowledged is lost.
@@ -35,11 +36,12 @@ from typing import Any
 import redis
 
 from lab.errors import HotWindowError, ValidationError
+from lab.store.hot_layer import HotLayer
 from lab.store.ids import check_conversation_seq, parse_uuid
 from lab.store.model import MessageState
 from lab.store.records import Message, columns_from_wire, columns_to_wire
 
-__all__ = ["HotWindow", "merge_rows"]
+__all__ = ["HotWindow", "HotWindowLayer"]
 
 SECONDS_PER_DAY = 86_400
 DEFAULT_TRIM_PER_WRITE = 16  # expired members dropped per write at most: bounded work per send
@@ -85,26 +87,6 @@ def _member(columns: Mapping[str, Any]) -> bytes:
 def _parse(member: bytes) -> tuple[int, int, dict[str, Any]]:
     seq, created, wire = member.split(b"|", 2)
     return int(seq), int(created), columns_from_wire(json.loads(wire))
-
-
-def _later(a: Message, b: Message) -> Message:
-    """Of two copies of one message, the one that carries the later change (a wins ties)."""
-    if (a.state is MessageState.RECALLED) != (b.state is MessageState.RECALLED):
-        return a if a.state is MessageState.RECALLED else b
-    if (b.edited_at_activity_id or 0) > (a.edited_at_activity_id or 0):
-        return b
-    return a
-
-
-def merge_rows(records: Iterable[Message], hot: Iterable[Message], *, newest_first: bool,
-               limit: int | None = None) -> list[Message]:
-    """message_record rows and hot-window copies as one list by seq (each seq once; see _later)."""
-    by_seq: dict[int, Message] = {m.conversation_seq: m for m in records}
-    for m in hot:
-        seen = by_seq.get(m.conversation_seq)
-        by_seq[m.conversation_seq] = m if seen is None else _later(seen, m)
-    merged = sorted(by_seq.values(), key=lambda m: m.conversation_seq, reverse=newest_first)
-    return merged if limit is None else merged[:limit]
 
 
 class HotWindow:
@@ -249,3 +231,34 @@ class HotWindow:
 
     def close(self) -> None:
         self.client.close()
+
+
+class HotWindowLayer(HotLayer):
+    """The Redis hot window as the read paths' hot layer: decoded with the store's encryptor."""
+
+    def __init__(self, window: HotWindow, *, decode: Callable[[Mapping[str, Any]], Message],
+                 bucket_width: int) -> None:
+        self.window = window
+        self._decode = decode
+        self._width = bucket_width
+
+    def bucket_range(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq_bucket: int, *,
+                     low: int, high: int, limit: int | None = None, descending: bool = True) -> list[Message]:
+        low = max(low, seq_bucket * self._width)
+        high = min(high, seq_bucket * self._width + self._width - 1)
+        rows = self.window.range(tenant_id, conversation_id, low=low, high=high, newest_first=descending,
+                                 limit=self._width if limit is None else limit)
+        return [self._decode(cols) for cols in rows]
+
+    def lookup(self, tenant_id: uuid.UUID,
+               coordinates: Mapping[int, tuple[uuid.UUID, int]]) -> dict[int, Message]:
+        by_conversation: dict[uuid.UUID, dict[int, int]] = {}
+        for message_id, (conversation_id, seq) in coordinates.items():
+            by_conversation.setdefault(conversation_id, {})[seq] = message_id
+        out: dict[int, Message] = {}
+        for conversation_id, wanted in by_conversation.items():
+            for seq, cols in self.window.at(tenant_id, conversation_id, wanted).items():
+                message = self._decode(cols)
+                if message.message_id == wanted[seq]:
+                    out[message.message_id] = message
+        return out

@@ -118,13 +118,39 @@ def store_state_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def open_store(cluster_config, connection, store_keyspace, store_state_dir):
+def outbox_kind(request) -> str:
+    """The outbox of the module's stores: "local", unless the module parametrizes this fixture
+    (``indirect=True``) to run the same tests on the Kafka outbox too."""
+    return getattr(request, "param", "local")
+
+
+@pytest.fixture(scope="module")
+def store_options(request, outbox_kind, store_keyspace):
+    """``store_options(state_dir)``: the MessageStore.open options of the module's outbox. A
+    Kafka outbox gets a topic per (keyspace, state_dir), as the local one has a file per
+    state_dir: a restarted writer on the same state_dir shares the log, another does not."""
+    import hashlib
+
+    services = request.getfixturevalue("kafka_services") if outbox_kind == "kafka" else None
+
+    def _options(state_dir) -> dict:
+        if services is None:
+            return {}
+        digest = hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:10]
+        return {"outbox": "kafka", "services": services.replace(kafka_topic=f"outbox.{store_keyspace}.{digest}")}
+    return _options
+
+
+@pytest.fixture(scope="module")
+def open_store(cluster_config, connection, store_keyspace, store_state_dir, store_options):
     from lab.store import MessageStore
 
     opened = []
 
     def _open(**kw):
         kw.setdefault("state_dir", store_state_dir)
+        for key, value in store_options(kw["state_dir"]).items():
+            kw.setdefault(key, value)
         store = MessageStore.open(cluster_config.replace(keyspace=store_keyspace), connection=connection, **kw)
         opened.append(store)
         return store

@@ -102,7 +102,7 @@ def test_killing_the_broker_loses_no_acked_message(own_broker, open_store, store
     # the clients retry every send that was not acknowledged, now that the broker is back
     retried = 0
     for _, _, req, _ in failed:
-        for attempt in range(RETRY_ATTEMPTS):
+        for _attempt in range(RETRY_ATTEMPTS):
             try:
                 ack = s.send(req)
                 break
