@@ -12,6 +12,7 @@ results/tests-<run-id>/broker_kill.md.
 """
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import uuid
@@ -44,6 +45,7 @@ def own_broker(lab_home):
     broker.start()
     yield broker
     broker.stop()
+    shutil.rmtree(broker.directory, ignore_errors=True)  # its own folder: data of this test only
 
 
 class Load:
@@ -123,7 +125,7 @@ def test_killing_the_broker_loses_no_acked_message(own_broker, open_store, store
                 (load.tenant, conversation)):
             rows.setdefault(row.client_message_id, []).append(row)
     log: dict[str, int] = {}
-    for entry in s.outbox.scan():
+    for entry in s.log.scan():
         if entry.record.tenant_id == load.tenant and entry.record.kind == "message":
             cmid = entry.record.payload["columns"]["client_message_id"]
             log[cmid] = log.get(cmid, 0) + 1
