@@ -64,6 +64,35 @@ def cluster_options(fn: Callable) -> Callable:
     return wrapper
 
 
+_SERVICES_FLAGS = [
+    ("--outbox", "outbox", str, "local | kafka (LAB_OUTBOX)"),
+    ("--kafka-bootstrap-servers", "kafka_bootstrap_servers", str, "host:port,... (LAB_KAFKA_BOOTSTRAP_SERVERS)"),
+    ("--kafka-security-protocol", "kafka_security_protocol", str, "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"),
+    ("--hot-window", "hot_window", str, "off | redis: archiver mode's hot window (LAB_HOT_WINDOW)"),
+    ("--redis-host", "redis_host", str, "Redis of the hot window (LAB_REDIS_HOST)"),
+    ("--redis-port", "redis_port", int, "(LAB_REDIS_PORT)"),
+]
+
+
+def services_options(fn: Callable) -> Callable:
+    """Add the outbox / hot-window flags; passes a built ``services`` (lab.cluster.services) to
+    the command. Put it above ``cluster_options``: it reads the same ``--config`` file's
+    ``[services]`` table. SASL / Redis passwords come from LAB_* variables or the file only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from lab.cluster.services import load_services
+
+        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in _SERVICES_FLAGS}
+        toml_path = kwargs.get("config_file") or os.environ.get("LAB_CONFIG")
+        kwargs["services"] = load_services(flags=flags, env=dict(os.environ), toml_path=toml_path)
+        return fn(*args, **kwargs)
+
+    for flag, dest, typ, help_text in reversed(_SERVICES_FLAGS):
+        wrapper = click.option(flag, dest, type=typ, default=None, help=help_text)(wrapper)
+    return wrapper
+
+
 def home_option(fn: Callable) -> Callable:
     return click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_HOME,
                         show_default=True, envvar="LAB_HOME",
@@ -457,19 +486,33 @@ def bench() -> None:
 @bench.command("store")
 @home_option
 @click.option("--quick/--full", default=False, help="quick (under a minute) or full parameters")
+@click.option("--outboxes", "outboxes", is_flag=True,
+              help="also store.send with each outbox (local, Kafka) and the hot window's cost per send")
+@click.option("--outboxes-only", is_flag=True, help="only the outbox comparison (bench/outbox.json)")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
+@services_options
 @cluster_options
-def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -> None:
+def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, results: Path, config: ClusterConfig,
+                services: Any) -> None:
     """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
     page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
-    bench/store.json, store.csv and store.png; prints the closing note (the ratios)."""
+    bench/store.json, store.csv and store.png; prints the closing note (the ratios).
+    --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
+    from lab.bench.outbox import OutboxBenchParams, run_outbox_bench
     from lab.bench.store import BenchParams, run_bench
+    from lab.results.runs import new_run_dir
 
-    result = run_bench(config, BenchParams.preset(quick=quick), results=results,
-                       log=lambda msg: click.echo(msg, err=True))
-    click.echo(result.closing_note)
-    click.echo(f"store.json: {result.json_path}")
+    log = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    run_dir = new_run_dir(Path(results))
+    if not outboxes_only:
+        result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log)
+        click.echo(result.closing_note)
+        click.echo(f"store.json: {result.json_path}")
+    if outboxes or outboxes_only:
+        out = run_outbox_bench(config, services, OutboxBenchParams.preset(quick=quick), run_dir=run_dir, log=log)
+        click.echo(out.closing_note)
+        click.echo(f"outbox.json: {out.json_path}")
 
 
 @bench.command("load")

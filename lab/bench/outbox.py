@@ -15,8 +15,11 @@ Methods (each a MessageStore on one fresh keyspace, its own state folder):
 Each method runs a discarded warm-up block, then interleaved blocks of ``block`` sends from a
 pool of ``concurrency`` closed-loop callers, the method order rotated every round (so no
 method always runs first on a warm cache). Throughput = acked sends / the method's own block
-time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Beside the sends, the
-two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller.
+time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Then one caller
+alternates the methods send by send (``serial_ops`` each, order flipped every round): the
+latency without queueing, where a difference between two methods is the price of what
+differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
+the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller.
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ class OutboxBenchParams:
     conversations: int = 64
     body_bytes: int = 200
     primitive_ops: int = 500  # outbox.append / HotWindow.put alone, one caller
+    serial_ops: int = 500     # sends per method by one caller, alternating the methods send by send
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -68,7 +72,7 @@ class OutboxBenchParams:
     def preset(cls, *, quick: bool) -> OutboxBenchParams:
         if not quick:
             return cls(mode="full")
-        return cls(mode="quick", ops=300, block=50, warmup=25, primitive_ops=200)
+        return cls(mode="quick", ops=300, block=50, warmup=25, primitive_ops=200, serial_ops=100)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +89,7 @@ class _Method:
     def __init__(self, name: str, store: MessageStore) -> None:
         self.name, self.store = name, store
         self.stats = OpStats()
+        self.serial = OpStats()
         self.elapsed_ns = 0
 
     def record(self, started_ns: int, ended_ns: int, error: str | None) -> None:
@@ -99,7 +104,9 @@ class _Method:
         return {"count": self.stats.count, "ok": self.stats.ok, "errors": dict(self.stats.errors),
                 "elapsed_seconds": round(elapsed, 6),
                 "throughput_ops_per_s": round(self.stats.ok / elapsed, 2) if elapsed > 0 else None,
-                "ack_latency_us": percentiles_us(self.stats.service), "histogram": encode(self.stats.service)}
+                "ack_latency_us": percentiles_us(self.stats.service), "histogram": encode(self.stats.service),
+                "serial_ack_latency_us": percentiles_us(self.serial.service),
+                "serial_errors": dict(self.serial.errors), "serial_histogram": encode(self.serial.service)}
 
 
 def _timed_call(fn: Callable[[], Any]) -> tuple[int, int, str | None]:
@@ -143,6 +150,18 @@ def _sends(methods: list[_Method], params: OutboxBenchParams, pool: ThreadPoolEx
         for m in methods[r % len(methods):] + methods[:r % len(methods)]:
             block(m, params.block, measured=True)
         log(f"  outbox send round {r + 1}/{rounds}")
+    log(f"  one caller, methods alternating send by send ({params.serial_ops} each)")
+    for r in range(params.serial_ops):
+        for m in (methods if r % 2 == 0 else methods[::-1]):
+            i = next(counter)
+            t0, t1, err = _timed_call(lambda: send(m.store, i))
+            m.serial.service.record_value(latencies_us(started_ns=t0, ended_ns=t1)[0])
+            if err is None:
+                m.serial.ok += 1
+            else:
+                m.serial.errors[err] = m.serial.errors.get(err, 0) + 1
+    for m in methods:
+        m.store.drain()
 
 
 def _primitive(n: int, fn: Callable[[int], Any]) -> dict[str, Any]:
@@ -188,15 +207,18 @@ def closing_note(report: dict[str, Any]) -> str:
              f"{report['parameters']['concurrency']} callers, {report['parameters']['ops']} sends each):"]
     for name, r in m.items():
         lat = r["ack_latency_us"]
+        serial = r["serial_ack_latency_us"]
         lines.append(f"  {name:<15} {r['throughput_ops_per_s']} sends/s  ack p50 {lat['p50']} µs  p99 {lat['p99']} µs"
-                     f"  errors {sum(r['errors'].values())}")
+                     f"  errors {sum(r['errors'].values())};  one caller: p50 {serial['p50']} µs  p99 {serial['p99']} µs")
     ratios = report["ratios"]
     lines.append(f"  kafka / local throughput: {ratios['kafka_over_local_throughput']}  "
-                 f"p50 ack latency: {ratios['kafka_over_local_p50']}")
+                 f"p50 ack latency: {ratios['kafka_over_local_p50']} (one caller: {ratios['kafka_over_local_serial_p50']})")
     if "hot_window_per_send_us" in report:
         h = report["hot_window_per_send_us"]
-        lines.append(f"  hot window per send: +{h['p50']} µs at p50, +{h['mean']} µs mean (kafka_hot - kafka_archiver); "
-                     f"HotWindow.put alone p50 {report['primitives']['hot_window_put']['latency_us']['p50']} µs")
+        lines.append(f"  hot window per send (kafka_hot - kafka_archiver, one caller): {h['serial_p50']:+} µs at p50, "
+                     f"{h['serial_mean']:+} µs mean; under {report['parameters']['concurrency']} callers "
+                     f"{h['p50']:+} µs at p50; HotWindow.put alone p50 "
+                     f"{report['primitives']['hot_window_put']['latency_us']['p50']} µs")
     p = report["primitives"]
     lines.append(f"  append alone, one caller: local p50 {p['local_append']['latency_us']['p50']} µs, "
                  f"kafka p50 {p['kafka_append']['latency_us']['p50']} µs")
@@ -262,10 +284,15 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
         "local_over_kafka_throughput": _ratio(m["local"]["throughput_ops_per_s"], m["kafka"]["throughput_ops_per_s"]),
         "kafka_over_local_p50": _ratio(m["kafka"]["ack_latency_us"]["p50"], m["local"]["ack_latency_us"]["p50"]),
         "kafka_over_local_p99": _ratio(m["kafka"]["ack_latency_us"]["p99"], m["local"]["ack_latency_us"]["p99"]),
+        "kafka_over_local_serial_p50": _ratio(m["kafka"]["serial_ack_latency_us"]["p50"],
+                                              m["local"]["serial_ack_latency_us"]["p50"]),
     }
     if with_hot:
         hot, base = by_name["kafka_hot"].stats.service, by_name["kafka_archiver"].stats.service
+        shot, sbase = by_name["kafka_hot"].serial.service, by_name["kafka_archiver"].serial.service
         report["hot_window_per_send_us"] = {
+            "serial_p50": shot.get_value_at_percentile(50) - sbase.get_value_at_percentile(50),
+            "serial_mean": round(shot.get_mean_value() - sbase.get_mean_value(), 1),
             "p50": hot.get_value_at_percentile(50) - base.get_value_at_percentile(50),
             "p99": hot.get_value_at_percentile(99) - base.get_value_at_percentile(99),
             "mean": round(hot.get_mean_value() - base.get_mean_value(), 1)}

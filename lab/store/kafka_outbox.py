@@ -3,7 +3,9 @@
 One topic, partitioned by conversation: every record of (tenant_id, conversation_id) goes to
 partition ``crc32(tenant/conversation) % partitions``, chosen here rather than by the client's
 partitioner so that every process (and any other client) agrees where a conversation lives.
-The record key is ``tenant/conversation/conversation_seq``, the value the record as JSON.
+The record key is ``tenant/conversation/conversation_seq``, a ``kind`` header says message /
+recall / edit, the value is the record as JSON (the index reads key and header only, and
+decodes the value of CONTROL records alone).
 
 How each semantic of :mod:`lab.store.outbox` is kept:
 
@@ -84,6 +86,11 @@ def _encode(record: OutboxRecord, appended_at_ms: int) -> bytes:
         raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
 
 
+def _parse_key(raw: bytes) -> _Key:
+    tenant, conversation, seq = raw.decode().split("/")
+    return tenant, conversation, int(seq)
+
+
 def _decode(value: bytes, *, partition: int, offset: int, duplicate: bool = False) -> OutboxEntry:
     data = json.loads(value)
     return OutboxEntry(offset=offset, partition=partition, appended_at_ms=data["appended_at_ms"], duplicate=duplicate,
@@ -149,12 +156,13 @@ class _Index:
                         self.error = _kafka_error("the outbox index consumer failed", err, topic=self.topic)
                     continue  # transport errors: librdkafka reconnects by itself
                 offset = msg.offset()
-                entry = _decode(msg.value(), partition=partition, offset=offset)
-                key = _key(entry.record)
+                key = _parse_key(msg.key())
                 first = self.first.setdefault(key, (partition, offset))
-                if first == (partition, offset) and entry.record.kind in CONTROL_KINDS:
-                    r = entry.record
-                    self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
+                if first == (partition, offset) and dict(msg.headers() or ()).get("kind") != b"message":
+                    entry = _decode(msg.value(), partition=partition, offset=offset)
+                    if entry.record.kind in CONTROL_KINDS:
+                        r = entry.record
+                        self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
                 self.position[partition] = max(self.position[partition], offset + 1)
             self._cond.notify_all()
 
@@ -266,7 +274,8 @@ class KafkaOutbox(Outbox):
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
         partition = partition_of(record.tenant_id, record.conversation_id, self._partitions)
-        value = _encode(record, time.time_ns() // 1_000_000)
+        appended_at_ms = time.time_ns() // 1_000_000
+        value = _encode(record, appended_at_ms)
         done = threading.Event()
         report: dict[str, Any] = {}
 
@@ -277,7 +286,8 @@ class KafkaOutbox(Outbox):
         facts = dict(topic=self.topic, partition=partition, conversation_seq=record.conversation_seq)
         try:
             self._producer.produce(self.topic, key="/".join(map(str, _key(record))).encode(), value=value,
-                                   partition=partition, on_delivery=delivered)
+                                   partition=partition, headers=[("kind", record.kind.encode())],
+                                   on_delivery=delivered)
         except (BufferError, KafkaException) as exc:
             raise _kafka_error("the outbox could not queue the append", exc, **facts) from exc
         # the delivery report comes within message.timeout.ms; the margin covers a slow poll
@@ -288,7 +298,8 @@ class KafkaOutbox(Outbox):
         offset = report["offset"]
         self._index.wait(partition, offset + 1, self._timeout)
         first = self._index.first[_key(record)]
-        own = _decode(value, partition=partition, offset=offset)
+        # the record as stored: the payload was JSON-checked by _encode, ids are parsed already
+        own = OutboxEntry(offset=offset, partition=partition, appended_at_ms=appended_at_ms, record=record)
         self._remember(own)
         if first == (partition, offset):
             return own
@@ -365,11 +376,11 @@ class KafkaOutbox(Outbox):
                         wanted[p] = reached[p] = o + 1
                         if wanted[p] >= end[p]:
                             del wanted[p]
-                        entry = _decode(msg.value(), partition=p, offset=o)
                         if skip_duplicates:
                             self._index.wait(p, o + 1, self._timeout)
-                            if self._index.first.get(_key(entry.record)) != (p, o):
+                            if self._index.first.get(_parse_key(msg.key())) != (p, o):
                                 continue
+                        entry = _decode(msg.value(), partition=p, offset=o)
                         entries.append(entry)
                         if len(entries) >= limit:
                             break
