@@ -57,6 +57,7 @@ from typing import Any
 
 from lab.store.batch_read import DEFAULT_BATCH_CONCURRENCY, BatchEntry
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.cluster.connection import Connection, connect
 from lab.measure.hdr import OpStats, encode, latencies_us, percentiles_us
 from lab.store.ids import seq_bucket, u128_to_blob
@@ -515,6 +516,7 @@ def environment(conn: Connection, config: ClusterConfig) -> dict[str, Any]:
             "nodes": len(conn.hosts()), "replication_factor": config.replication_factor,
             "machine": machine(), "git_commit": git_commit(), "git_dirty": git_dirty(),
             "loadavg_at_start": _loadavg(), "cluster": config.redacted(),
+            "outbox": ServicesConfig().describe(),  # run_bench's store opens with the default services
             "client": "Python driver on the same machine as the node (client CPU is part of every figure)"}
 
 

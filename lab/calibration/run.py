@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 from lab.project import RESULTS_DIR
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
 from lab.results.runs import git_commit, git_dirty, machine, new_run_dir
@@ -116,6 +117,8 @@ def environment(conn: Any, config: ClusterConfig, parameters: dict[str, Any]) ->
         "jar_resolution_seconds": state.resolve_seconds if embedded else None,
         "machine": machine(), "git_commit": git_commit(), "git_dirty": git_dirty(),
         "cluster": config.redacted(), "parameters": parameters,
+        # the notebooks' stores (experiments.common.scratch_store) open with the default services
+        "outbox": ServicesConfig().describe(),
     }
 
 

@@ -271,12 +271,13 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
 
     with MessageStore.open(config, state_dir=state_root / "setup", node_id=options.node_id_base - 1) as store:
         store.create_schema()
+        outbox = store.services.describe()  # the workers open their stores the same way
     t_seed = time.time()
     seeded = [seed_worker(config, plan.for_worker(i)) for i in range(plan.workers)]
     seed_seconds = time.time() - t_seed
 
     parameters = {"options": _jsonable(dataclasses.asdict(options)), "plan": plan.to_json(),
-                  "cluster": config.redacted(), "machine": machine(), "git_commit": git_commit(),
+                  "cluster": config.redacted(), "outbox": outbox, "machine": machine(), "git_commit": git_commit(),
                   "locustfile": str(LOCUSTFILE), "seed_sends_per_worker": seeded,
                   "seed_seconds": round(seed_seconds, 1)}
     (load_dir / "parameters.json").write_text(json.dumps(parameters, indent=2))

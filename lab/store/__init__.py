@@ -88,6 +88,7 @@ class _Parts:
     seeder: Seeder
     log: OutboxView
     hot: Any = None  # archiver mode's Redis hot window (lab.store.hot_window.HotWindow), or None
+    services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
 
 
 class MessageStore:
@@ -156,7 +157,8 @@ class MessageStore:
             # recall / edit change bodies the LRU may hold: it must forget them
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
             history_reader=HistoryReader(ctx, hot=hot_layer), batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot)
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
+            services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
 
     # ---- common ----------------------------------------------------------------------------
@@ -198,6 +200,11 @@ class MessageStore:
     @property
     def archiver_mode(self) -> bool:
         return self._archiver_mode
+
+    @property
+    def services(self) -> ServicesConfig:
+        """The outbox and hot window this store runs on (``services.describe()`` for results)."""
+        return self._parts.services
 
     def create_schema(self) -> None:
         """Keyspace (with the config's replication) and the six tables of §2."""
