@@ -10,7 +10,9 @@ view, archiver runs).
 Modules:
 
     write side   write_path (send, §5.1), head (conversation_head, §2.4), archiver (archiver
-                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
+                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log:
+                 interface, registry, the local SQLite one), kafka_outbox + kafka_index (the log
+                 over the Kafka protocol), hot_window (archiver mode's Redis hot window),
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin

@@ -19,7 +19,7 @@ How each semantic of :mod:`lab.store.outbox` is kept:
   second record with the same key. The first record of a key *in log order* is the entry;
   ``append`` waits until its own offset is indexed (below) and returns the first one, with
   ``duplicate=True`` when that is not its own. Readers and consumers skip the later copies;
-- ``get`` and ``controls_for``: served from an index this process builds by tailing every
+- ``get`` and ``controls_for``: served from an index (lab.store.kafka_index) this process builds by tailing every
   partition from its start (a consumer with no group, in a thread): key -> first (partition,
   offset), and every CONTROL entry by target. Before answering, the index catches up to the
   partition's high watermark (one ListOffsets request), so an append acknowledged anywhere
@@ -41,148 +41,26 @@ production deployment serves these lookups from a compacted topic or the hot win
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 import uuid
-import zlib
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
 from lab.store.ids import check_conversation_seq
-from lab.store.outbox import (CONTROL_KINDS, DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord)
+from lab.store.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
+                                   encode_value, kafka_error, next_messages, parse_key, partition_of, record_key)
+from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
 
-__all__ = ["GROUP_PREFIX", "KafkaOutbox", "partition_of"]
+__all__ = ["KafkaOutbox", "partition_of"]
 
-GROUP_PREFIX = "lab."
-_POLL_SECONDS = 0.05
-_FETCH_BATCH = 500
-_RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
-_Key = tuple[str, str, int]
-
-
-def partition_of(tenant_id: uuid.UUID, conversation_id: uuid.UUID, partitions: int) -> int:
-    """The partition of a conversation: stable across processes, clients and restarts."""
-    return zlib.crc32(f"{tenant_id}/{conversation_id}".encode()) % partitions
-
-
-def _key(record: OutboxRecord) -> _Key:
-    return str(record.tenant_id), str(record.conversation_id), record.conversation_seq
-
-
-def _encode(record: OutboxRecord, appended_at_ms: int) -> bytes:
-    try:
-        return json.dumps({"tenant_id": str(record.tenant_id), "conversation_id": str(record.conversation_id),
-                           "conversation_seq": record.conversation_seq, "kind": record.kind,
-                           "target_seq": record.target_seq, "payload": dict(record.payload),
-                           "appended_at_ms": appended_at_ms}, separators=(",", ":"), sort_keys=True).encode()
-    except (TypeError, ValueError) as exc:
-        raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
-
-
-def _parse_key(raw: bytes) -> _Key:
-    tenant, conversation, seq = raw.decode().split("/")
-    return tenant, conversation, int(seq)
-
-
-def _decode(value: bytes, *, partition: int, offset: int, duplicate: bool = False) -> OutboxEntry:
-    data = json.loads(value)
-    return OutboxEntry(offset=offset, partition=partition, appended_at_ms=data["appended_at_ms"], duplicate=duplicate,
-                       record=OutboxRecord(tenant_id=uuid.UUID(data["tenant_id"]),
-                                           conversation_id=uuid.UUID(data["conversation_id"]),
-                                           conversation_seq=data["conversation_seq"], kind=data["kind"],
-                                           target_seq=data["target_seq"], payload=data["payload"]))
-
-
-def _next_messages(consumer: Consumer, limit: int) -> list[Any]:
-    """What the consumer has, as soon as it has anything (``consume(n, t)`` would wait for
-    all n or the whole timeout: 100 ms on every append)."""
-    first = consumer.poll(_POLL_SECONDS * 2)
-    if first is None:
-        return []
-    return [first, *consumer.consume(limit - 1, 0)] if limit > 1 else [first]
-
-
-def _kafka_error(what: str, err: KafkaError | KafkaException | BaseException, **facts: Any) -> OutboxError:
-    kerr = err.args[0] if isinstance(err, KafkaException) and err.args else err
-    if isinstance(kerr, KafkaError):
-        return OutboxError(f"{what}: {kerr.str()}", code=kerr.name(), retriable=kerr.retriable(), **facts)
-    return OutboxError(f"{what}: {err}", **facts)
-
-
-class _Index:
-    """key -> first (partition, offset), CONTROL entries by target, and how far each partition
-    is indexed; filled by one tailing consumer thread."""
-
-    def __init__(self, client: dict[str, Any], topic: str, partitions: int) -> None:
-        self.topic, self.partitions = topic, partitions
-        self.first: dict[_Key, tuple[int, int]] = {}
-        self.controls: dict[tuple[str, str, int, str], list[OutboxEntry]] = {}
-        self.position = [0] * partitions
-        self.error: OutboxError | None = None
-        self._cond = threading.Condition()
-        self._stop = threading.Event()
-        self._consumer = Consumer({**client, "group.id": f"{GROUP_PREFIX}index", "enable.auto.commit": False,
-                                   "enable.partition.eof": True, "fetch.wait.max.ms": 10,
-                                   "auto.offset.reset": "earliest"})
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        self._thread = threading.Thread(target=self._run, name=f"outbox-index-{topic}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                messages = _next_messages(self._consumer, _FETCH_BATCH)
-                if messages:
-                    self._take(messages)
-        finally:
-            self._consumer.close()
-
-    def _take(self, messages: list[Any]) -> None:
-        with self._cond:
-            for msg in messages:
-                err = msg.error()
-                partition = msg.partition()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        self.position[partition] = max(self.position[partition], msg.offset())
-                    elif err.fatal():
-                        self.error = _kafka_error("the outbox index consumer failed", err, topic=self.topic)
-                    continue  # transport errors: librdkafka reconnects by itself
-                offset = msg.offset()
-                key = _parse_key(msg.key())
-                first = self.first.setdefault(key, (partition, offset))
-                if first == (partition, offset) and dict(msg.headers() or ()).get("kind") != b"message":
-                    entry = _decode(msg.value(), partition=partition, offset=offset)
-                    if entry.record.kind in CONTROL_KINDS:
-                        r = entry.record
-                        self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
-                self.position[partition] = max(self.position[partition], offset + 1)
-            self._cond.notify_all()
-
-    def wait(self, partition: int, end_offset: int, timeout: float) -> None:
-        """Block until every offset below ``end_offset`` of ``partition`` is indexed."""
-        with self._cond:
-            done = self._cond.wait_for(lambda: self.position[partition] >= end_offset or self.error is not None
-                                       or self._stop.is_set(), timeout)
-            if self.error is not None:
-                raise self.error
-            if not done:
-                raise OutboxError(f"the outbox index of {self.topic}[{partition}] did not reach offset {end_offset} "
-                                  f"within {timeout:.0f}s (at {self.position[partition]})", topic=self.topic,
-                                  partition=partition, offset=end_offset)
-
-    def close(self) -> None:
-        self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
-        self._thread.join(timeout=10)
+RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
 
 
 class KafkaOutbox(Outbox):
@@ -201,16 +79,13 @@ class KafkaOutbox(Outbox):
         self._closed = False
         try:
             self._partitions = self._ensure_topic()
-            self._producer = Producer({
-                **self._client, "enable.idempotence": True, "acks": "all", "linger.ms": services.kafka_linger_ms,
-                "message.timeout.ms": services.kafka_delivery_timeout_ms,
-                "request.timeout.ms": min(services.kafka_delivery_timeout_ms, 30_000)})
-            self._index = _Index(self._client, topic, self._partitions)
+            self._producer = self._new_producer()
+            self._index = PartitionIndex(self._client, topic, self._partitions)
             self._reader = Consumer({**self._client, "group.id": f"{GROUP_PREFIX}reader", "enable.auto.commit": False,
                                      "fetch.wait.max.ms": 10})
             self._reader.list_topics(topic, timeout=self._timeout)
         except KafkaException as exc:
-            raise _kafka_error(f"cannot open the outbox topic {topic} on {services.kafka_bootstrap_servers}", exc,
+            raise kafka_error(f"cannot open the outbox topic {topic} on {services.kafka_bootstrap_servers}", exc,
                                topic=topic) from exc
         self._reader_lock = threading.Lock()
         self._groups: dict[str, Consumer] = {}
@@ -249,9 +124,22 @@ class KafkaOutbox(Outbox):
                 raise OutboxError(f"topic {self.topic} has no leader for every partition yet", topic=self.topic)
             time.sleep(0.1)
 
+    def _new_producer(self) -> Producer:
+        s = self.services
+        return Producer({**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": s.kafka_linger_ms,
+                         "message.timeout.ms": s.kafka_delivery_timeout_ms,
+                         "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
+
+    def _after_failure(self, err: KafkaError | None) -> None:
+        """An idempotent producer that hit a fatal error refuses every later append: replace it
+        (the failed append itself is reported; a retry resumes through get / the index)."""
+        if err is not None and err.fatal():
+            with self._recent_lock:
+                self._producer = self._new_producer()
+
     def _serve_delivery_reports(self) -> None:
         while not self._closed:
-            self._producer.poll(_POLL_SECONDS * 2)
+            self._producer.poll(POLL_SECONDS * 2)
 
     @property
     def partitions(self) -> int:
@@ -266,7 +154,7 @@ class KafkaOutbox(Outbox):
     def _remember(self, entry: OutboxEntry) -> None:
         with self._recent_lock:
             self._recent[(entry.partition, entry.offset)] = entry
-            while len(self._recent) > _RECENT_ENTRIES:
+            while len(self._recent) > RECENT_ENTRIES:
                 self._recent.popitem(last=False)
 
     # ---- append ---------------------------------------------------------------------------
@@ -275,7 +163,7 @@ class KafkaOutbox(Outbox):
             raise ValidationError("append takes an OutboxRecord", field="record")
         partition = partition_of(record.tenant_id, record.conversation_id, self._partitions)
         appended_at_ms = time.time_ns() // 1_000_000
-        value = _encode(record, appended_at_ms)
+        value = encode_value(record, appended_at_ms)
         done = threading.Event()
         report: dict[str, Any] = {}
 
@@ -285,19 +173,21 @@ class KafkaOutbox(Outbox):
 
         facts = dict(topic=self.topic, partition=partition, conversation_seq=record.conversation_seq)
         try:
-            self._producer.produce(self.topic, key="/".join(map(str, _key(record))).encode(), value=value,
+            self._producer.produce(self.topic, key="/".join(map(str, record_key(record))).encode(), value=value,
                                    partition=partition, headers=[("kind", record.kind.encode())],
                                    on_delivery=delivered)
         except (BufferError, KafkaException) as exc:
-            raise _kafka_error("the outbox could not queue the append", exc, **facts) from exc
+            self._after_failure(exc.args[0] if isinstance(exc, KafkaException) and exc.args else None)
+            raise kafka_error("the outbox could not queue the append", exc, **facts) from exc
         # the delivery report comes within message.timeout.ms; the margin covers a slow poll
         if not done.wait(self.services.kafka_delivery_timeout_ms / 1000 + self._timeout):
             raise OutboxError("no delivery report for the outbox append", **facts)
         if report["err"] is not None:
-            raise _kafka_error("the broker did not acknowledge the outbox append", report["err"], **facts)
+            self._after_failure(report["err"])
+            raise kafka_error("the broker did not acknowledge the outbox append", report["err"], **facts)
         offset = report["offset"]
         self._index.wait(partition, offset + 1, self._timeout)
-        first = self._index.first[_key(record)]
+        first = self._index.first[record_key(record)]
         # the record as stored: the payload was JSON-checked by _encode, ids are parsed already
         own = OutboxEntry(offset=offset, partition=partition, appended_at_ms=appended_at_ms, record=record)
         self._remember(own)
@@ -341,7 +231,7 @@ class KafkaOutbox(Outbox):
             return self._reader.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=self._timeout,
                                                       cached=False)
         except KafkaException as exc:
-            raise _kafka_error("cannot read the outbox's end offsets", exc, topic=self.topic,
+            raise kafka_error("cannot read the outbox's end offsets", exc, topic=self.topic,
                                partition=partition) from exc
 
     def end_offset(self, *, partition: int = 0) -> int:
@@ -364,11 +254,11 @@ class KafkaOutbox(Outbox):
                     if time.monotonic() > deadline:
                         raise OutboxError(f"reading {self.topic} did not reach its end offsets within "
                                           f"{self._timeout:.0f}s", topic=self.topic, remaining=dict(wanted))
-                    for msg in _next_messages(consumer, min(_FETCH_BATCH, limit - len(entries))):
+                    for msg in next_messages(consumer, min(FETCH_BATCH, limit - len(entries))):
                         err = msg.error()
                         if err is not None:
                             if err.fatal():
-                                raise _kafka_error("reading the outbox failed", err, topic=self.topic)
+                                raise kafka_error("reading the outbox failed", err, topic=self.topic)
                             continue
                         p, o = msg.partition(), msg.offset()
                         if p not in wanted or o < wanted[p]:
@@ -378,9 +268,9 @@ class KafkaOutbox(Outbox):
                             del wanted[p]
                         if skip_duplicates:
                             self._index.wait(p, o + 1, self._timeout)
-                            if self._index.first.get(_parse_key(msg.key())) != (p, o):
+                            if self._index.first.get(parse_key(msg.key())) != (p, o):
                                 continue
-                        entry = _decode(msg.value(), partition=p, offset=o)
+                        entry = decode_entry(msg.value(), partition=p, offset=o)
                         entries.append(entry)
                         if len(entries) >= limit:
                             break
@@ -413,7 +303,7 @@ class KafkaOutbox(Outbox):
             got = consumer.committed([TopicPartition(self.topic, p) for p in range(self._partitions)],
                                      timeout=self._timeout)
         except KafkaException as exc:
-            raise _kafka_error(f"cannot read the committed offsets of group {group}", exc, topic=self.topic) from exc
+            raise kafka_error(f"cannot read the committed offsets of group {group}", exc, topic=self.topic) from exc
         return {tp.partition: max(tp.offset, 0) for tp in got}
 
     def committed(self, group: str, *, partition: int = 0) -> int:
@@ -430,7 +320,7 @@ class KafkaOutbox(Outbox):
                     consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in forward.items()],
                                     asynchronous=False)
                 except KafkaException as exc:
-                    raise _kafka_error(f"cannot commit the offsets of group {group}", exc, topic=self.topic) from exc
+                    raise kafka_error(f"cannot commit the offsets of group {group}", exc, topic=self.topic) from exc
             return {p: max(current[p], offsets[p]) for p in offsets}
 
     def commit(self, group: str, offset: int, *, partition: int = 0) -> int:
