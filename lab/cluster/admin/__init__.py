@@ -1,6 +1,6 @@
 """Cluster admin adapters: flush, compaction, SSTable counts, disk bytes, server counters.
 
-    base       ClusterAdmin (the interface), TableStats, ServerCounts
+    base       ClusterAdmin (the interface), TableStats (bytes per replica), Replication, NodeCheck
     cassandra  CassandraAdmin: the JMX helper / nodetool over JMX, system_views, data files on disk
     scylla     ScyllaAdmin: Scylla's REST API (:10000) and Prometheus endpoint (:9180)
     jmx        JmxShell: the persistent JMX client behind CassandraAdmin (JmxShell.java)
@@ -13,11 +13,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lab.cluster.admin.base import ClusterAdmin, ServerCounts, TableStats
+from lab.cluster.admin.base import ClusterAdmin, NodeCheck, Replication, ServerCounts, TableStats
 from lab.cluster.config import ClusterConfig
 from lab.errors import ConfigError
 
-__all__ = ["ADMINS", "ClusterAdmin", "ServerCounts", "TableStats", "admin_for"]
+__all__ = ["ADMINS", "ClusterAdmin", "NodeCheck", "Replication", "ServerCounts", "TableStats", "admin_for"]
 
 ADMINS = {
     "cassandra": "lab.cluster.admin.cassandra:CassandraAdmin",

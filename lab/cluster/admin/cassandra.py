@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.admin.base import ClusterAdmin, ServerCounts, TableStats
+from lab.cluster.admin.base import ClusterAdmin, NodeCheck, ServerCounts, TableStats
 from lab.cluster.config import ClusterConfig
 from lab.errors import AdminError, NodeError
 
@@ -62,15 +62,31 @@ class CassandraAdmin(ClusterAdmin):
         self._shells[key] = shell
         return shell
 
-    def compactions_running(self) -> int | None:
+    def compactions_running(self, keyspace: str | None = None) -> int | None:
         total = 0
         for _, host, port, _n in self._live_targets():
             shell = self._shell(host, port)
             if shell is None:
                 return None
-            c = shell.compactions()
+            c = shell.compactions(keyspace)
             total += c["pending"] + c["active"]
         return total
+
+    def check_nodes(self) -> list[NodeCheck]:
+        checks = []
+        for address, host, port, _n in self._live_targets():
+            detail, fix = "JMX answers (JMX helper)", ""
+            ok = self._shell(host, port) is not None
+            if not ok:  # the helper needs javac; nodetool needs only the jars
+                try:
+                    self._nodetool(host, port, "version")
+                    ok, detail = True, "JMX answers (nodetool; no JMX helper)"
+                except (AdminError, NodeError, OSError) as exc:
+                    detail = f"no JMX at {host}:{port} ({str(exc)[:200]})"
+                    fix = ("Cassandra's JMX listens on 127.0.0.1 unless LOCAL_JMX=no in cassandra-env.sh: open it, "
+                           "give its port with --jmx-port, or run the lab on the node")
+            checks.append(NodeCheck(node=address, endpoint=f"{host}:{port}", ok=ok, detail=detail, fix=fix))
+        return checks
 
     def close(self) -> None:
         for shell in self._shells.values():
@@ -140,13 +156,8 @@ class CassandraAdmin(ClusterAdmin):
                 "max_partition_bytes": int(t.get("compacted_partition_maximum_bytes") or 0),
                 "mean_partition_bytes": int(t.get("compacted_partition_mean_bytes") or 0),
             })
-        return TableStats(keyspace=keyspace, table=table,
-                          sstable_count=sum(p["sstable_count"] for p in per_node),
-                          live_disk_bytes=sum(p["live_disk_bytes"] for p in per_node),
-                          total_disk_bytes=sum(p["total_disk_bytes"] for p in per_node),
-                          local_reads=sum(p["local_reads"] for p in per_node),
-                          local_writes=sum(p["local_writes"] for p in per_node),
-                          per_node=tuple(per_node))
+        return TableStats.from_nodes(keyspace, table, per_node,
+                                     replicas=self.replication(keyspace).replicas_among(len(per_node)))
 
     def server_counts(self, keyspace: str, table: str) -> ServerCounts:
         reads = writes = 0

@@ -106,9 +106,10 @@ class JmxShell:
     def stats(self, keyspace: str, table: str) -> dict[str, Any]:
         return self.request("stats", keyspace, table)
 
-    def compactions(self) -> dict[str, int]:
-        """{"pending": estimated compactions left, "active": compactions running now}."""
-        return {k: int(v) for k, v in self.request("compactions").items()}
+    def compactions(self, keyspace: str | None = None) -> dict[str, int]:
+        """{"pending": estimated compactions left, "active": compactions running now}, on the
+        whole node or in ``keyspace`` only."""
+        return {k: int(v) for k, v in self.request("compactions", keyspace or "").items()}
 
     def close(self) -> None:
         if self._proc.poll() is None:
