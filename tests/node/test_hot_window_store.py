@@ -53,6 +53,7 @@ def test_recall_and_edit_before_archiving_are_visible_in_both(hot_store):
     sender = uuid.uuid4()
     acks = [s.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender, body=b"v1"))
             for _ in range(3)]
+    s.drain()  # conversation_head (history's upper bound) is written asynchronously, step 7
     s.recall(tenant, conversation, acks[0].conversation_seq, actor_id=sender)
     s.edit(tenant, conversation, acks[1].conversation_seq, body=b"v2", actor_id=sender)
 
@@ -82,6 +83,7 @@ def test_a_replayed_send_keeps_one_hot_copy(hot_store, redis_services):
     req = new_request()
     first = s.send(req)
     again = s.send(req)
+    s.drain()
     assert again.replayed and (again.message_id, again.conversation_seq) == (first.message_id, first.conversation_seq)
     page = s.history(req.tenant_id, req.conversation_id)
     assert seqs(page) == [first.conversation_seq]
