@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --full
 
-.PHONY: help venv setup node report test unit lint chromium bench lab stop wipe proto clean
+.PHONY: help venv setup node report test unit lint chromium redis bench lab stop wipe proto clean
 
 help:  ## this list
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
@@ -21,10 +21,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)  ## the venv with the package and its dev tools
 
-setup: $(STAMP)  ## venv + packages + Cassandra jars
+setup: $(STAMP)  ## venv + packages + Cassandra and Kafka jars
 	$(BIN)/lab node jars --home $(LAB_HOME)
 
-node: setup  ## start (or reuse) the embedded node
+node: setup redis  ## start (or reuse) the embedded node, Kafka broker and Redis
 	$(BIN)/lab node start --home $(LAB_HOME)
 
 report: node  ## headless calibration on the embedded node; prints the report's path
@@ -46,13 +46,20 @@ chromium:  ## Debian's Chromium (renders report.html in a test); a no-op when pr
 	  apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
+# Redis for archiver mode's hot window: Debian's redis-server, installed like Chromium; the lab
+# starts its own on 127.0.0.1:16379 (lab.cluster.embedded.redis), never the package's service.
+redis:  ## Debian's redis-server (the hot window); a no-op when present
+	@command -v redis-server >/dev/null || { \
+	  apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; }
+
 bench: node  ## store benchmark (full write path vs bare LWT, history vs bare SELECT, grouped vs naive); BENCH_ARGS=--quick for < 1 min
 	$(BIN)/lab bench store $(BENCH_ARGS) --home $(LAB_HOME)
 
 lab: node  ## JupyterLab on notebooks/ with the project's kernel
 	$(BIN)/lab jupyter --home $(LAB_HOME)
 
-stop:  ## stop every node the lab started (by recorded PID)
+stop:  ## stop every node, broker and Redis the lab started (by recorded PID)
 	-$(BIN)/lab node stop --home $(LAB_HOME) --all
 
 wipe: stop  ## delete the node data folders

@@ -67,6 +67,35 @@ def cluster_options(fn: Callable) -> Callable:
     return wrapper
 
 
+_SERVICES_FLAGS = [
+    ("--outbox", "outbox", str, "local | kafka (LAB_OUTBOX)"),
+    ("--kafka-bootstrap-servers", "kafka_bootstrap_servers", str, "host:port,... (LAB_KAFKA_BOOTSTRAP_SERVERS)"),
+    ("--kafka-security-protocol", "kafka_security_protocol", str, "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"),
+    ("--hot-window", "hot_window", str, "off | redis: archiver mode's hot window (LAB_HOT_WINDOW)"),
+    ("--redis-host", "redis_host", str, "Redis of the hot window (LAB_REDIS_HOST)"),
+    ("--redis-port", "redis_port", int, "(LAB_REDIS_PORT)"),
+]
+
+
+def services_options(fn: Callable) -> Callable:
+    """Add the outbox / hot-window flags; passes a built ``services`` (lab.cluster.services) to
+    the command. Put it above ``cluster_options``: it reads the same ``--config`` file's
+    ``[services]`` table. SASL / Redis passwords come from LAB_* variables or the file only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from lab.cluster.services import load_services
+
+        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in _SERVICES_FLAGS}
+        toml_path = kwargs.get("config_file") or os.environ.get("LAB_CONFIG")
+        kwargs["services"] = load_services(flags=flags, env=dict(os.environ), toml_path=toml_path)
+        return fn(*args, **kwargs)
+
+    for flag, dest, typ, help_text in reversed(_SERVICES_FLAGS):
+        wrapper = click.option(flag, dest, type=typ, default=None, help=help_text)(wrapper)
+    return wrapper
+
+
 def home_option(fn: Callable) -> Callable:
     return click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_HOME,
                         show_default=True, envvar="LAB_HOME",
@@ -118,10 +147,15 @@ def _embedded(home: Path, **kw: Any):
 @click.option("--secure", is_flag=True,
               help="--auth --tls, plus a login role (--role) whose password is LAB_PASSWORD")
 @click.option("--role", default="lab", show_default=True, help="with --secure: the lab's login role")
+@click.option("--broker/--no-broker", default=True, show_default=True, envvar="LAB_NODE_BROKER",
+              help="also the embedded Kafka broker (the Kafka outbox's log)")
+@click.option("--redis/--no-redis", "with_redis", default=True, show_default=True, envvar="LAB_NODE_REDIS",
+              help="also the embedded Redis (archiver mode's hot window)")
 def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str | None,
                tls_keystore_password: str | None, timeout: float, address: str, jmx_port: int,
-               tls: bool, secure: bool, role: str) -> None:
-    """Resolve the jars (once), start the node(s), wait for CQL, print contact points."""
+               tls: bool, secure: bool, role: str, broker: bool, with_redis: bool) -> None:
+    """Resolve the jars (once), start the node(s), wait for CQL, print contact points; then the
+    Kafka broker and Redis beside it (--no-broker / --no-redis skip them)."""
     from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
     from lab.cluster.embedded import security
 
@@ -157,23 +191,44 @@ def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str 
                    f"LAB_PASSWORD=... lab info --home {home}")
     elif state.auth:
         click.echo("auth: PasswordAuthenticator; default superuser 'cassandra' (--secure creates a lab role)")
+    _start_sidecars(home, broker=broker, redis=with_redis)
+
+
+def _start_sidecars(home: Path, *, broker: bool, redis: bool) -> None:
+    from lab.cluster.embedded.sidecars import start_sidecars
+
+    kafka, rds = start_sidecars(home, broker=broker, redis=redis)
+    if kafka is not None:
+        how = "reusing running" if kafka.reused else f"started in {kafka.startup_seconds:.1f}s (jar resolution " \
+              f"{kafka.resolve_seconds:.1f}s, format {kafka.format_seconds:.1f}s):"
+        click.echo(f"Kafka {kafka.version} broker {how} bootstrap {kafka.bootstrap_servers}  pid {kafka.pid} "
+                   "(LAB_OUTBOX=kafka selects the Kafka outbox)")
+    if rds is not None:
+        how = "reusing running" if rds.reused else f"started in {rds.startup_seconds:.2f}s:"
+        click.echo(f"Redis {rds.version} {how} {rds.address}:{rds.port}  pid {rds.pid} "
+                   "(LAB_HOT_WINDOW=redis: archiver mode's hot window)")
 
 
 @node.command("status")
 @home_option
 def node_status(home: Path) -> None:
-    """Show the recorded nodes and whether each is running."""
+    """Show the recorded nodes, broker and Redis, and whether each is running."""
+    from lab.cluster.embedded.sidecars import sidecar_status
+
     cluster = _embedded(home)
     state = cluster.read_state()
+    sidecars = sidecar_status(home)
     if state is None:
         click.echo("no embedded node recorded (run `lab node start`)")
-        sys.exit(1)
     alive = {n.pid for n in cluster.running()}
-    for n in state.nodes:
+    for n in state.nodes if state else ():
         status = "running" if n.pid in alive else "stopped"
         click.echo(f"{n.name}  {n.address}:{n.native_port}  jmx {n.jmx_port}  pid {n.pid}  {status}  "
                    f"start {n.startup_seconds:.1f}s  {n.directory}")
-    if len(alive) != len(state.nodes):
+    for sc in sidecars:
+        click.echo(f"{sc.name}  {sc.endpoint}  {sc.version}  pid {sc.pid}  {'running' if sc.running else 'stopped'}  "
+                   f"start {sc.startup_seconds:.1f}s  {sc.directory}")
+    if state is None or len(alive) != len(state.nodes) or not all(sc.running for sc in sidecars):
         sys.exit(1)
 
 
@@ -199,24 +254,32 @@ def node_logs(home: Path, lines: int, name: str | None) -> None:
 @home_option
 @click.option("--all", "all_homes", is_flag=True, help="also clusters recorded in sub-folders of --home (tests)")
 def node_stop(home: Path, all_homes: bool) -> None:
-    """Stop only the JVMs the lab started, by their recorded PIDs."""
+    """Stop only the processes the lab started (nodes, broker, Redis), by their recorded PIDs."""
+    from lab.cluster.embedded.sidecars import stop_sidecars
+
     homes = [home]
     if all_homes and home.exists():
         homes += sorted({p.parent.parent for p in home.glob("**/nodes/cluster.json")} - {home})
-    pids = [pid for h in homes for pid in _embedded(h).stop()]
+    pids = [pid for h in homes for pid in _embedded(h).stop()] + stop_sidecars(home, nested=all_homes)
     click.echo(f"stopped pids {', '.join(map(str, pids))}" if pids else "no running embedded node")
 
 
 @node.command("jars")
 @home_option
 def node_jars(home: Path) -> None:
-    """Resolve cassandra-all and its dependencies with Maven (once; reused after)."""
+    """Resolve cassandra-all and kafka_2.13 with their dependencies with Maven (once; reused after)."""
+    from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
+
     cluster = _embedded(home)
     seconds = cluster.resolve_jars()
     if seconds:
         click.echo(f"resolved Cassandra {cluster.options.version} jars in {seconds:.1f}s into {cluster.lib_dir}")
     else:
         click.echo(f"Cassandra {cluster.options.version} jars present in {cluster.lib_dir}")
+    broker = EmbeddedBroker(BrokerOptions(home=home))
+    seconds = broker.resolve_jars()
+    click.echo(f"Kafka {broker.options.version} jars " + (f"resolved in {seconds:.1f}s into {broker.lib_dir}"
+                                                           if seconds else f"present in {broker.lib_dir}"))
 
 
 @node.command("wipe")
@@ -454,19 +517,33 @@ def bench() -> None:
 @bench.command("store")
 @home_option
 @click.option("--quick/--full", default=False, help="quick (under a minute) or full parameters")
+@click.option("--outboxes", "outboxes", is_flag=True,
+              help="also store.send with each outbox (local, Kafka) and the hot window's cost per send")
+@click.option("--outboxes-only", is_flag=True, help="only the outbox comparison (bench/outbox.json)")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
+@services_options
 @cluster_options
-def bench_store(home: Path, quick: bool, results: Path, config: ClusterConfig) -> None:
+def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, results: Path, config: ClusterConfig,
+                services: Any) -> None:
     """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
     page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
-    bench/store.json, store.csv and store.png; prints the closing note (the ratios)."""
+    bench/store.json, store.csv and store.png; prints the closing note (the ratios).
+    --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
+    from lab.bench.outbox import OutboxBenchParams, run_outbox_bench
     from lab.bench.store import BenchParams, run_bench
+    from lab.results.runs import new_run_dir
 
-    result = run_bench(config, BenchParams.preset(quick=quick), results=results,
-                       log=lambda msg: click.echo(msg, err=True))
-    click.echo(result.closing_note)
-    click.echo(f"store.json: {result.json_path}")
+    log = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    run_dir = new_run_dir(Path(results))
+    if not outboxes_only:
+        result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log)
+        click.echo(result.closing_note)
+        click.echo(f"store.json: {result.json_path}")
+    if outboxes or outboxes_only:
+        out = run_outbox_bench(config, services, OutboxBenchParams.preset(quick=quick), run_dir=run_dir, log=log)
+        click.echo(out.closing_note)
+        click.echo(f"outbox.json: {out.json_path}")
 
 
 @bench.command("load")

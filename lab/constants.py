@@ -55,6 +55,7 @@ class Constants:
     client_dedup_gc_grace_seconds: int
     capacity_messages_per_day: int
     capacity_retention_days: int
+    history_hot_window_days: int
 
     def replace(self, **changes: float | int) -> Constants:
         return dataclasses.replace(self, **changes)

@@ -37,7 +37,8 @@ boundary (``lab.cluster.connection.map_driver_errors``) and never leak to caller
     │   ├── InvalidState            the message's state forbids it (editing a recalled message)
     │   ├── HeadConflict            conditional conversation_head update lost its race
     │   ├── ReactionConflict        the reaction summary's compare-and-set kept losing its race
-    │   └── OutboxError             the outbox could not append or read
+    │   ├── OutboxError             the outbox could not append or read
+    │   └── HotWindowError          the hot window (Redis) could not be written or read
     ├── CryptoError                 encryption at rest
     │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
     │   └── KeyDestroyed            the DEK was crypto-erased
@@ -192,6 +193,10 @@ class ReactionConflict(StoreError):
 
 
 class OutboxError(StoreError):
+    pass
+
+
+class HotWindowError(StoreError):
     pass
 
 

@@ -3,4 +3,5 @@
     store/  ``lab bench store``: each store path against its bare CQL floor (one module per
             comparison, plus parameters, seeding, recording, report, output and the run)
     load    ``lab bench load``: ``lab load`` against a plain driver client, then a staircase
+    outbox  ``lab bench store --outboxes``: store.send with each outbox, the hot window's cost
 """

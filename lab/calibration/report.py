@@ -80,6 +80,7 @@ def _environment(env: Mapping[str, Any]) -> str:
             ("replication factor", env.get("replication_factor")), ("embedded node", env.get("embedded")),
             ("node start-up (JVM to CQL)", f"{fmt(env.get('node_startup_seconds'))} s"),
             ("jar resolution", f"{fmt(env.get('jar_resolution_seconds'))} s"),
+            ("outbox", (env.get("outbox") or {}).get("outbox", "local")),
             ("machine", f"{machine.get('hostname')}: {machine.get('cpus')} CPUs, "
                         f"{fmt((machine.get('memory_bytes') or 0) / 1e9)} GB, {machine.get('platform')}, "
                         f"Python {machine.get('python')}"),

@@ -30,6 +30,7 @@ from typing import Any
 
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
 from lab.measure import Stopwatch, summarize_histogram, timed, utc_now_iso
@@ -197,7 +198,8 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
                   "notebooks": {name: params for name, params in suite},
                   "constants_file": str(options.constants_path)}
     with connect(config) as conn:
-        env = {**environment(config, conn).to_json(), "parameters": parameters}
+        # the notebooks' stores (experiments.common.scratch_store) open with the default services
+        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
             round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
     write_json(run_dir / ENVIRONMENT_FILE, env)

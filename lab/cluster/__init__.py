@@ -1,6 +1,7 @@
 """The cluster the lab measures on, whatever serves it.
 
     config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency, Scylla REST map
+    services     ServicesConfig: the outbox (local / Kafka: bootstrap, TLS, SASL) and the Redis hot window
     connection   the CQL session: request accounting, driver errors -> lab errors (one boundary), the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)
@@ -8,5 +9,6 @@
     preflight    `lab preflight`: what would stop a long run, with a fix for each
     reactors     the driver's I/O reactor by name
     admin/       flush, compact, SSTable counts, disk bytes per replica: one module per server
-    embedded/    the Apache Cassandra 5.0 node(s) the lab starts itself: jars, java, process, config templates, TLS
+    embedded/    the servers the lab starts itself: Cassandra 5.0 node(s) (jars, java, process, config
+                 templates, TLS), the Kafka broker and Redis beside them
 """

@@ -191,10 +191,11 @@ def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
                     interval_seconds=options.interval_seconds, seed_size=options.seed_size, start_gate=True)
 
     with connect(config) as conn:
-        env = environment(config, conn).to_json()
         with MessageStore.open(config, state_dir=state_root / "setup", node_id=options.node_id_base - 1,
                                connection=conn) as store:
             store.create_schema()
+            # the workers open their stores the same way
+            env = environment(config, conn, outbox=store.services.describe()).to_json()
     seeding = Stopwatch()
     seeded = [seed_worker(config, plan.for_worker(i)) for i in range(plan.workers)]
 

@@ -10,7 +10,9 @@ view, archiver runs).
 Modules:
 
     write side   write_path (send, §5.1), head (conversation_head, §2.4), archiver (archiver
-                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
+                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log:
+                 interface, registry, the local SQLite one), kafka_outbox + kafka_index (the log
+                 over the Kafka protocol), hot_window (archiver mode's Redis hot window),
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
@@ -33,6 +35,7 @@ from typing import Any
 
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, Stmt, connect
+from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
 from lab.store.alerts import Alerts
@@ -86,6 +89,8 @@ class _Parts:
     lookup: AdminLookup
     seeder: Seeder
     log: OutboxView
+    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot_window.HotWindow), or None
+    services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
 
 
 class MessageStore:
@@ -105,15 +110,20 @@ class MessageStore:
     def open(cls, config: ClusterConfig, *, constants: Constants | None = None,
              state_dir: Path | str = DEFAULT_STATE_DIR, node_id: int = 1, archiver_mode: bool = False,
              retention: RetentionPolicy | None = None, faults: FaultPlan | None = None,
-             connection: Connection | None = None, outbox: str = "local", fencing_epoch: int = 0,
-             head_failover: bool = False) -> MessageStore:
+             connection: Connection | None = None, outbox: str | None = None, fencing_epoch: int = 0,
+             head_failover: bool = False, services: ServicesConfig | None = None) -> MessageStore:
         """Connect (or reuse ``connection``, which the store then does not close) and open the
         local durable state under ``state_dir``: DEKs, the outbox (``outbox`` names an
         implementation in ``lab.store.outbox.OUTBOXES``) and the conversation_seq reservations.
 
         ``node_id`` sets the message_id node bits and names this writer; a new store is a
         restarted writer (it reserves fresh seq windows). ``head_failover=True`` writes
-        conversation_head with the compare-and-set failover form under ``fencing_epoch``."""
+        conversation_head with the compare-and-set failover form under ``fencing_epoch``.
+
+        ``services`` (:class:`lab.cluster.services.ServicesConfig`) picks the outbox (``outbox``,
+        when given, overrides its name) and says where the Kafka outbox's broker and the hot
+        window's Redis are; in archiver mode with ``hot_window="redis"`` the commit path writes
+        the hot window and history / batch reads merge it (lab.store.hot_window)."""
         if not isinstance(config, ClusterConfig):
             raise ValidationError("config must be a lab.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
@@ -127,19 +137,30 @@ class MessageStore:
                                 cache_ttl_seconds=constants.dek_cache_ttl_seconds),
             retention=retention if retention is not None else RetentionPolicy.from_constants(constants),
             alerts=Alerts(), faults=faults if faults is not None else FaultPlan(), clock_ms=wall_clock_ms)
-        log = open_outbox(outbox, path=state_dir / OUTBOX_FILE)
+        services = services if services is not None else ServicesConfig()
+        outbox = outbox if outbox is not None else services.outbox
+        log = open_outbox(outbox, path=state_dir / OUTBOX_FILE, **services.outbox_options(outbox, config.keyspace))
+        hot = hot_layer = None
+        if archiver_mode and services.hot_window == "redis":
+            from lab.store.hot_window import HotWindow, HotWindowLayer
+
+            hot = HotWindow.open(services, namespace=config.keyspace, window_days=constants.history_hot_window_days)
+            hot_layer = HotWindowLayer(hot, decode=lambda row: decode_row(row, ctx.encryptor),
+                                       bucket_width=constants.message_seq_bucket_width)
         sequences = SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
                                       id_generator=MessageIdGenerator(node_id, clock_ms=ctx.clock_ms))
         head_writer = HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover)
-        batch_reader = BatchReader(ctx)
+        batch_reader = BatchReader(ctx, hot=hot_layer)
         parts = _Parts(
             ctx=ctx, outbox=log, sequences=sequences, head_writer=head_writer,
-            write_path=WritePath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode),
+            write_path=WritePath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode,
+                                 hot=hot),
             archiver=HistoryArchiver(ctx, log),
             # recall / edit change bodies the LRU may hold: it must forget them
-            recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard),
-            history_reader=HistoryReader(ctx), batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log))
+            recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
+            history_reader=HistoryReader(ctx, hot=hot_layer), batch_reader=batch_reader, reactions=Reactions(ctx),
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
+            services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
 
     # ---- common ----------------------------------------------------------------------------
@@ -181,6 +202,11 @@ class MessageStore:
     @property
     def archiver_mode(self) -> bool:
         return self._archiver_mode
+
+    @property
+    def services(self) -> ServicesConfig:
+        """The outbox and hot window this store runs on (``services.describe()`` for results)."""
+        return self._parts.services
 
     def create_schema(self) -> None:
         """Keyspace (with the config's replication) and the six tables of §2."""
@@ -346,6 +372,8 @@ class MessageStore:
         parts.head_writer.close()  # finishes queued head updates first
         parts.sequences.close()
         parts.outbox.close()
+        if parts.hot is not None:
+            parts.hot.close()
         parts.ctx.encryptor.keystore.close()
         if self._owns_connection:
             self.connection.close()

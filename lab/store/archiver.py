@@ -60,7 +60,7 @@ class HistoryArchiver:
     def lag(self, *, group: str | None = None) -> int:
         """Outbox entries (messages and CONTROL events) not yet consumed by the group."""
         group = _check_group(self.group if group is None else group)
-        return self.outbox.end_offset() - max(self.outbox.committed(group), 1)
+        return self.outbox.lag(group)
 
     def run_once(self, *, max_batches: int | None = None, group: str | None = None) -> int:
         """Archive everything committed so far (or ``max_batches`` batches); returns rows written.
@@ -72,9 +72,10 @@ class HistoryArchiver:
                                   field="max_batches", value=max_batches)
         written = batches = 0
         while max_batches is None or batches < max_batches:
-            entries = self.outbox.read(self.outbox.committed(group), self.batch_size)
-            if not entries:
+            batch = self.outbox.consume(group, self.batch_size)  # every partition, from the group's offsets
+            if not batch:
                 break
+            entries = batch.entries
             self.ctx.faults.hit("archiver_after_read")
             now_ms = self.ctx.clock_ms()
             statements = []
@@ -90,7 +91,7 @@ class HistoryArchiver:
             if statements:
                 self.ctx.connection.execute_concurrent(statements)
             self.ctx.faults.hit("archiver_after_write")
-            self.outbox.commit(group, entries[-1].offset + 1)
+            self.outbox.commit_batch(group, batch)
             self.ctx.faults.hit("archiver_after_commit")
             batches += 1
         return written

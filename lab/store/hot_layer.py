@@ -30,8 +30,9 @@ class HotLayer(abc.ABC):
 
     @abc.abstractmethod
     def bucket_range(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq_bucket: int, *,
-                     low: int, high: int) -> list[Message]:
-        """The messages of one seq_bucket with ``low <= conversation_seq <= high``."""
+                     low: int, high: int, limit: int | None = None, descending: bool = True) -> list[Message]:
+        """The messages of one seq_bucket with ``low <= conversation_seq <= high``; with ``limit``
+        only that many, the newest (``descending``) or the oldest: all a merge cut at ``limit`` uses."""
 
     @abc.abstractmethod
     def lookup(self, tenant_id: uuid.UUID,

@@ -11,18 +11,27 @@ Semantics the store relies on, which an implementation must keep:
   append (a send resumed after a crash) returns the entry already stored, first write wins.
   Redpanda's idempotent producer only removes producer-retry duplicates; the key-level
   idempotency stands for that plus the consumers' idempotent upserts.
-- offsets increase in append order; ``read(from_offset)`` returns entries at or after it.
+- the log has ``partitions`` partitions (1 for the local file; a Kafka topic is partitioned
+  by conversation, so one conversation's entries keep their order); offsets, ``read``,
+  ``end_offset`` and commits are per partition. Offsets increase in append order within a
+  partition; ``read(from_offset, partition=p)`` returns entries at or after it.
 - consumer groups: ``commit(group, offset)`` records the next offset the group will read;
   it never moves backwards, so a late commit of an old batch cannot re-deliver what
-  a newer commit already covered.
+  a newer commit already covered. ``consume(group)`` / ``commit_batch(group, batch)`` walk
+  every partition from the group's committed offsets (the archiver and the recovery use them).
 - ``get`` (by key) and ``controls_for`` (CONTROL events of one target) serve the store's
   recovery paths: a retried send replays its first ack, a retried recall finds its event.
-  A Redpanda deployment serves them from a compacted topic or the hot window.
+  A Redpanda deployment serves them from a compacted topic or the hot window;
+  lab.store.kafka_outbox serves them from an index it builds by tailing the partitions.
+
+Implementations are registered by name in :data:`OUTBOXES`; a name may map to
+``"module:Class"`` so that an implementation's client library is imported only when used.
 """
 from __future__ import annotations
 
 import abc
 import contextlib
+import importlib
 import json
 import sqlite3
 import uuid
@@ -36,7 +45,8 @@ from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from lab.errors import OutboxError, ValidationError
 from lab.store.ids import check_conversation_seq, parse_uuid
 
-__all__ = ["CONTROL_KINDS", "LocalOutbox", "OUTBOXES", "Outbox", "OutboxEntry", "OutboxRecord", "OutboxView",
+__all__ = ["CONTROL_KINDS", "LocalOutbox", "OUTBOXES", "Outbox", "OutboxBatch", "OutboxEntry", "OutboxRecord",
+           "OutboxView",
            "RECORD_KINDS", "open_outbox"]
 
 KIND_MESSAGE = "message"
@@ -77,6 +87,20 @@ class OutboxEntry:
     record: OutboxRecord
     appended_at_ms: int
     duplicate: bool = False  # True when append() found the key already stored
+    partition: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxBatch:
+    """One ``consume`` of a group: the entries, and per partition the offset the group reads
+    next once the batch is committed (past entries an implementation skipped, e.g. replayed
+    appends of a key already in the log)."""
+
+    entries: tuple[OutboxEntry, ...]
+    next_offsets: Mapping[int, int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.next_offsets)
 
 
 class Outbox(abc.ABC):
@@ -96,20 +120,57 @@ class Outbox(abc.ABC):
         """CONTROL entries of ``kind`` aimed at ``target_seq``, in log order."""
 
     @abc.abstractmethod
-    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
-        """Up to ``limit`` entries with offset >= ``from_offset``, in offset order."""
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
+        """Up to ``limit`` entries of ``partition`` with offset >= ``from_offset``, in offset order."""
 
     @abc.abstractmethod
-    def end_offset(self) -> int:
-        """The offset the next append will get (one past the last entry)."""
+    def end_offset(self, *, partition: int = 0) -> int:
+        """The offset the next append to ``partition`` will get (one past its last entry)."""
 
     @abc.abstractmethod
-    def commit(self, group: str, offset: int) -> int:
-        """Record ``offset`` as the next one ``group`` reads; returns the committed value."""
+    def commit(self, group: str, offset: int, *, partition: int = 0) -> int:
+        """Record ``offset`` as the next one ``group`` reads in ``partition``; returns the committed value."""
 
     @abc.abstractmethod
-    def committed(self, group: str) -> int:
-        """The group's committed offset (0 for a group that never committed)."""
+    def committed(self, group: str, *, partition: int = 0) -> int:
+        """The group's committed offset in ``partition`` (0 for a group that never committed)."""
+
+    @property
+    def partitions(self) -> int:
+        return 1
+
+    def consume(self, group: str, limit: int = DEFAULT_READ_LIMIT) -> OutboxBatch:
+        """Up to ``limit`` entries after the group's committed offsets, every partition."""
+        entries: list[OutboxEntry] = []
+        next_offsets: dict[int, int] = {}
+        for partition in range(self.partitions):
+            if len(entries) >= limit:
+                break
+            got = self.read(self.committed(group, partition=partition), limit - len(entries), partition=partition)
+            if got:
+                entries += got
+                next_offsets[partition] = got[-1].offset + 1
+        return OutboxBatch(entries=tuple(entries), next_offsets=next_offsets)
+
+    def commit_batch(self, group: str, batch: OutboxBatch) -> None:
+        """Commit the group past ``batch`` (after its entries were processed)."""
+        for partition, offset in batch.next_offsets.items():
+            self.commit(group, offset, partition=partition)
+
+    def lag(self, group: str) -> int:
+        """Entries (messages and CONTROL events) the group has not consumed yet."""
+        return sum(self.end_offset(partition=p) - max(self.committed(group, partition=p), 1)
+                   for p in range(self.partitions))
+
+    def scan(self, *, batch: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
+        """Every entry of every partition (verification and audits; not a hot path)."""
+        out: list[OutboxEntry] = []
+        for partition in range(self.partitions):
+            offset = 0
+            while got := self.read(offset, batch, partition=partition):
+                out += got
+                offset = got[-1].offset + 1
+        return out
 
     def close(self) -> None:
         pass
@@ -209,18 +270,22 @@ class LocalOutbox(Outbox):
                                 (str(tenant_id), str(conversation_id), int(target_seq), kind)).fetchall()
         return [self._entry(row) for row in rows]
 
-    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
+        _one_partition(partition)
         with self._session() as conn:
             rows = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE log_offset >= ? ORDER BY log_offset LIMIT ?",
                                 (int(from_offset), int(limit))).fetchall()
         return [self._entry(row) for row in rows]
 
-    def end_offset(self) -> int:
+    def end_offset(self, *, partition: int = 0) -> int:
+        _one_partition(partition)
         with self._session() as conn:
             row = conn.execute("SELECT MAX(log_offset) FROM outbox").fetchone()
         return (row[0] or 0) + 1
 
-    def commit(self, group: str, offset: int) -> int:
+    def commit(self, group: str, offset: int, *, partition: int = 0) -> int:
+        _one_partition(partition)
+
         def work(conn: sqlite3.Connection) -> int:
             conn.execute("INSERT INTO consumer_offset (group_name, next_offset) VALUES (?, ?) "
                          "ON CONFLICT (group_name) DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)",
@@ -229,7 +294,8 @@ class LocalOutbox(Outbox):
                                 (group,)).fetchone()[0]
         return self._write(work)
 
-    def committed(self, group: str) -> int:
+    def committed(self, group: str, *, partition: int = 0) -> int:
+        _one_partition(partition)
         with self._session() as conn:
             row = conn.execute("SELECT next_offset FROM consumer_offset WHERE group_name = ?", (group,)).fetchone()
         return 0 if row is None else row[0]
@@ -259,23 +325,44 @@ class OutboxView:
         return self._outbox.controls_for(parse_uuid(tenant_id), parse_uuid(conversation_id),
                                          check_conversation_seq(target_seq, column="target_seq"), kind)
 
-    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT) -> list[OutboxEntry]:
-        return self._outbox.read(from_offset, limit)
+    @property
+    def partitions(self) -> int:
+        return self._outbox.partitions
 
-    def end_offset(self) -> int:
-        return self._outbox.end_offset()
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
+        return self._outbox.read(from_offset, limit, partition=partition)
 
-    def committed(self, group: str) -> int:
-        return self._outbox.committed(group)
+    def end_offset(self, *, partition: int = 0) -> int:
+        return self._outbox.end_offset(partition=partition)
+
+    def committed(self, group: str, *, partition: int = 0) -> int:
+        return self._outbox.committed(group, partition=partition)
+
+    def lag(self, group: str) -> int:
+        return self._outbox.lag(group)
+
+    def scan(self) -> list[OutboxEntry]:
+        """Every entry of every partition (audits, verification)."""
+        return self._outbox.scan()
 
 
-OUTBOXES: dict[str, type[Outbox]] = {"local": LocalOutbox}
+def _one_partition(partition: int) -> None:
+    if partition != 0:
+        raise ValidationError(f"the local outbox has one partition (0), not {partition!r}", partition=partition)
+
+
+# name -> class, or "module:Class" imported on first use (confluent-kafka only when "kafka" is opened)
+OUTBOXES: dict[str, type[Outbox] | str] = {"local": LocalOutbox, "kafka": "lab.store.kafka_outbox:KafkaOutbox"}
 
 
 def open_outbox(name: str, **options: Any) -> Outbox:
-    """An outbox by registry name, e.g. ``open_outbox("local", path=state_dir / "outbox.sqlite")``."""
+    """An outbox by registry name, e.g. ``open_outbox("local", path=state_dir / "outbox.sqlite")``,
+    ``open_outbox("kafka", services=ServicesConfig(...), topic="outbox.msglab")``."""
     try:
         cls = OUTBOXES[name]
     except KeyError:
         raise ValidationError(f"unknown outbox {name!r} (known: {', '.join(OUTBOXES)})", name=name) from None
+    if isinstance(cls, str):
+        module, _, attr = cls.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
     return cls(**options)

@@ -260,7 +260,8 @@ class HistoryReader:
             # (up to) its last row when the LIMIT cut it
             covered = last_seq if more else bound
             low, high = (covered, anchor - 1) if name == "older" else (anchor + 1, covered)
-            hot = self._hot.bucket_range(tenant_id, conversation_id, bucket, low=low, high=high)
+            hot = self._hot.bucket_range(tenant_id, conversation_id, bucket, low=low, high=high, limit=fetch,
+                                         descending=name == "older")
             messages = merge_rows(messages, hot, descending=name == "older", limit=fetch)
         return _BucketRead(messages=messages, more=more, last_seq=last_seq)
 

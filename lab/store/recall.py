@@ -38,6 +38,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from lab.store.archiver import archive_statements
 from lab.store.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
@@ -46,6 +48,9 @@ from lab.store.model import MessageState, RetentionClass, parse_enum
 from lab.store.outbox import CONTROL_KINDS, KIND_EDIT, KIND_MESSAGE, KIND_RECALL, Outbox, OutboxEntry, OutboxRecord
 from lab.store.records import MESSAGE_RECORD_KEY, seal_payload
 from lab.store.sequence import SequenceAllocator
+
+if TYPE_CHECKING:
+    from lab.store.hot_window import HotWindow
 
 __all__ = ["EditResult", "RECOVERY_GROUP", "RecallPath", "RecallResult"]
 
@@ -86,7 +91,9 @@ class _Target:
 
 class RecallPath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator,
-                 on_change: Callable[[uuid.UUID, int], None] | None = None) -> None:
+                 on_change: Callable[[uuid.UUID, int], None] | None = None,
+                 hot: HotWindow | None = None) -> None:
+        self._hot = hot  # archiver mode's hot window: its copy gets every recall / edit too
         self.ctx = ctx
         self.outbox = outbox
         self.sequences = sequences
@@ -183,6 +190,9 @@ class RecallPath:
         self.ctx.connection.execute(stmt, (target.ttl_seconds, int(MessageState.RECALLED),
                                            entry.record.conversation_seq, target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
+        if self._hot is not None:
+            self._hot.recall(target.tenant_id, target.conversation_id, target.conversation_seq,
+                             recall_event_conversation_seq=entry.record.conversation_seq)
         self._on_change(target.tenant_id, target.message_id)
 
     # -- edit ---------------------------------------------------------------------------------
@@ -227,6 +237,10 @@ class RecallPath:
                                            tuple(payload["dek_id"]), bytes.fromhex(payload["activity_id"]),
                                            int(MessageState.EDITED), target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
+        if self._hot is not None:
+            self._hot.edit(target.tenant_id, target.conversation_id, target.conversation_seq,
+                           payload_or_ciphertext=bytes.fromhex(payload["payload_or_ciphertext"]),
+                           dek_id=tuple(payload["dek_id"]), edited_at_activity_id=bytes.fromhex(payload["activity_id"]))
         self._on_change(target.tenant_id, target.message_id)
 
     # -- recovery (S-7) -----------------------------------------------------------------------
@@ -234,13 +248,13 @@ class RecallPath:
         """Re-apply logged recall/edit events whose row update is missing; returns how many."""
         reapplied = 0
         while True:
-            entries = self.outbox.read(self.outbox.committed(RECOVERY_GROUP), _RECOVERY_BATCH)
-            if not entries:
+            batch = self.outbox.consume(RECOVERY_GROUP, _RECOVERY_BATCH)  # every partition
+            if not batch:
                 break
-            for entry in entries:
+            for entry in batch.entries:
                 if entry.record.kind in CONTROL_KINDS and self._reapply(entry):
                     reapplied += 1
-            self.outbox.commit(RECOVERY_GROUP, entries[-1].offset + 1)
+            self.outbox.commit_batch(RECOVERY_GROUP, batch)
         if reapplied:
             self.ctx.alerts.incr("recall_reapplied", reapplied)
         return reapplied

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
@@ -57,6 +57,9 @@ from lab.store.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Messa
                       encode_record, record_values)
 from lab.store.retention import parse_retention_class
 from lab.store.sequence import SequenceAllocator
+
+if TYPE_CHECKING:
+    from lab.store.hot_window import HotWindow
 
 __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "SendAck", "SendRequest", "WritePath", "record_statements",
            "validate_send"]
@@ -174,12 +177,13 @@ def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: i
 
 class WritePath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, head: HeadWriter,
-                 archiver_mode: bool = False) -> None:
+                 archiver_mode: bool = False, hot: HotWindow | None = None) -> None:
         self.ctx = ctx
         self.outbox = outbox
         self.sequences = sequences
         self.head = head
         self.archiver_mode = archiver_mode
+        self.hot = hot  # archiver mode's hot window (lab.store.hot_window.HotWindow), or None
 
     # -- the path -----------------------------------------------------------------------------
     def send(self, request: SendRequest) -> SendAck:
@@ -226,6 +230,8 @@ class WritePath:
         seq, created_at_ms = columns["conversation_seq"], columns["created_at"]
         if not self.archiver_mode:
             self._write_record(req, columns)
+        elif self.hot is not None:  # archiver mode: step 3 writes the hot window instead (§2.1 note)
+            self.hot.put(columns)
         self.ctx.faults.hit("after_record")
         if entry is None:
             entry = self.outbox.append(OutboxRecord(
@@ -238,6 +244,8 @@ class WritePath:
                 # and sealing. Its entry is what every ack names, so the row we just wrote
                 # is overwritten with it: log, row and ack agree whoever wrote last.
                 self._write_record(req, columns)
+            elif entry.duplicate and self.hot is not None:
+                self.hot.put(columns)  # the same for the hot copy: one slot per seq, the winner's columns
         self.ctx.faults.hit("after_outbox")
         self._commit(req, columns)
         self.ctx.faults.hit("after_commit")

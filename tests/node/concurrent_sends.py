@@ -59,14 +59,14 @@ def race(stores: list[Any], request: Any, threads: int, before_start: Any = None
 
 
 def process_main(config: Any, state_dir: str, node_id: int, requests: list[Any], threads: int,
-                 barrier: Any, results: Any) -> None:
+                 barrier: Any, results: Any, options: dict[str, Any] | None = None) -> None:
     """Child process: its own MessageStore on the shared keyspace and state_dir; one race per
     request, every process starting each race together (``barrier``)."""
     from lab.store import MessageStore
 
     rounds = []
     try:
-        with MessageStore.open(config, state_dir=Path(state_dir), node_id=node_id) as store:
+        with MessageStore.open(config, state_dir=Path(state_dir), node_id=node_id, **(options or {})) as store:
             for request in requests:
                 rounds.append(race([store], request, threads, before_start=barrier.wait))
             store.drain()

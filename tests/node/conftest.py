@@ -32,6 +32,41 @@ def cluster_config(lab_home: Path) -> ClusterConfig:
 
 
 @pytest.fixture(scope="session")
+def services_config():
+    """Outbox / hot-window settings: LAB_* variables over the defaults (the embedded broker
+    and Redis that `lab node start` runs beside the node)."""
+    from lab.cluster.services import load_services
+
+    return load_services(env={k: v for k, v in os.environ.items() if k.startswith("LAB_")})
+
+
+@pytest.fixture(scope="session")
+def kafka_services(services_config):
+    """The services config with the Kafka outbox, once its broker answered (else a clear failure)."""
+    from confluent_kafka.admin import AdminClient
+
+    services = services_config.replace(outbox="kafka")
+    try:
+        AdminClient(services.kafka_client_config()).list_topics(timeout=10)
+    except Exception as exc:
+        pytest.fail(f"no Kafka broker at {services.kafka_bootstrap_servers} ({exc}): run `lab node start`")
+    return services
+
+
+@pytest.fixture(scope="session")
+def redis_services(services_config):
+    """The services config with the Redis hot window, once Redis answered PING."""
+    import redis
+
+    services = services_config.replace(hot_window="redis")
+    try:
+        redis.Redis(**services.redis_client_kwargs()).ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"no Redis at {services.redis_host}:{services.redis_port} ({exc}): run `lab node start`")
+    return services
+
+
+@pytest.fixture(scope="session")
 def connection(cluster_config: ClusterConfig):
     from lab.cluster.connection import connect
 
@@ -76,13 +111,39 @@ def store_state_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def open_store(cluster_config, connection, store_keyspace, store_state_dir):
+def outbox_kind(request) -> str:
+    """The outbox of the module's stores: "local", unless the module parametrizes this fixture
+    (``indirect=True``) to run the same tests on the Kafka outbox too."""
+    return getattr(request, "param", "local")
+
+
+@pytest.fixture(scope="module")
+def store_options(request, outbox_kind, store_keyspace):
+    """``store_options(state_dir)``: the MessageStore.open options of the module's outbox. A
+    Kafka outbox gets a topic per (keyspace, state_dir), as the local one has a file per
+    state_dir: a restarted writer on the same state_dir shares the log, another does not."""
+    import hashlib
+
+    services = request.getfixturevalue("kafka_services") if outbox_kind == "kafka" else None
+
+    def _options(state_dir) -> dict:
+        if services is None:
+            return {}
+        digest = hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:10]
+        return {"outbox": "kafka", "services": services.replace(kafka_topic=f"outbox.{store_keyspace}.{digest}")}
+    return _options
+
+
+@pytest.fixture(scope="module")
+def open_store(cluster_config, connection, store_keyspace, store_state_dir, store_options):
     from lab.store import MessageStore
 
     opened = []
 
     def _open(**kw):
         kw.setdefault("state_dir", store_state_dir)
+        for key, value in store_options(kw["state_dir"]).items():
+            kw.setdefault(key, value)
         store = MessageStore.open(cluster_config.replace(keyspace=store_keyspace), connection=connection, **kw)
         opened.append(store)
         return store

@@ -34,7 +34,7 @@ def snapshot_tables(store) -> dict[str, frozenset]:
     for table in TABLE_NAMES:
         rows = store.connection.execute(f"SELECT * FROM {store.keyspace}.{table}")
         snap[table] = frozenset(tuple(_hashable(v) for v in r) for r in rows)
-    snap["outbox_end"] = frozenset([store.log.end_offset()])
+    snap["outbox_end"] = frozenset([tuple(store.log.end_offset(partition=p) for p in range(store.log.partitions))])
     return snap
 
 
@@ -69,6 +69,6 @@ def index_rows(store, tenant_id, message_id_blob: bytes) -> list:
 
 
 def outbox_messages(store, tenant_id, conversation_id) -> list:
-    return [e for e in store.log.read(0, 100_000)
+    return [e for e in store.log.scan()
             if e.record.tenant_id == tenant_id and e.record.conversation_id == conversation_id
             and e.record.kind == "message"]

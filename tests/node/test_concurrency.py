@@ -8,6 +8,9 @@
   with a fault plan that pauses instead of crashing).
 - Concurrent conversation_head updates never move latest_conversation_seq backwards: a
   poller reads the head throughout and must only ever see it grow.
+
+Every test runs with each outbox (local SQLite, Kafka-protocol log): ``outbox_kind`` is
+parametrized for the module, and the writers share the log as they share the state folder.
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from lab.store.ids import blob_to_u128, u128_to_blob
 from lab.store.model import DedupState
 from store_checks import dedup_row, index_rows, new_request, outbox_messages
 
-pytestmark = pytest.mark.node
+pytestmark = [pytest.mark.node,
+              pytest.mark.parametrize("outbox_kind", ("local", "kafka"), indirect=True, scope="module")]
 
 THREAD_ROUNDS, THREADS, THREAD_STORES = 4, 16, 4
 PROCESS_ROUNDS, PROCESSES, PROCESS_THREADS = 3, 4, 4
@@ -118,14 +122,15 @@ def test_two_resumes_of_one_send_leave_the_row_their_acks_name(store, open_store
                                          "failures": 0} for name, a in acks.items()])
 
 
-def test_processes_send_one_message(store, cluster_config, store_state_dir):
+def test_processes_send_one_message(store, cluster_config, store_state_dir, store_options):
     spawn = multiprocessing.get_context("spawn")  # the parent's driver threads must not be forked
     requests = [new_request() for _ in range(PROCESS_ROUNDS)]
     barrier = spawn.Barrier(PROCESSES, timeout=PROCESS_TIMEOUT_SECONDS)
     results = spawn.Queue()
     config = cluster_config.replace(keyspace=store.keyspace)
+    options = store_options(store_state_dir)  # the same outbox (and log) as the module's stores
     procs = [spawn.Process(target=process_main, args=(config, str(store_state_dir), 20 + i, requests,
-                                                       PROCESS_THREADS, barrier, results))
+                                                       PROCESS_THREADS, barrier, results, options))
              for i in range(PROCESSES)]
     for p in procs:
         p.start()

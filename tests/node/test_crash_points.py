@@ -13,8 +13,10 @@ and retries what the client would retry. Afterwards:
 - lost recalls: a recall (edit) whose CONTROL event is in the log is applied to its row
   with that event's coordinate, and the log holds one event (S-7).
 
-The table (point | action | messages | same ids | lost recalls) is printed at the end of the
-session and written to results/tests-<run-id>/crash_points.md.
+Every case runs with each outbox (the local SQLite file, the Kafka-protocol log on the
+embedded broker): ``outbox_kind`` is parametrized for the whole module. The table (outbox |
+point | action | messages | same ids | lost recalls) is printed at the end of the session and
+written to results/tests-<run-id>/crash_points.md.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ from lab.store.model import DedupState, MessageState
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
 
-pytestmark = pytest.mark.node
+OUTBOXES = ("local", "kafka")
+pytestmark = [pytest.mark.node,
+              pytest.mark.parametrize("outbox_kind", OUTBOXES, indirect=True, scope="module")]
 
 WRITE_POINTS = ("after_allocate", "after_reserve", "after_record", "after_outbox", "after_commit", "before_ack")
 ARCHIVER_POINTS = ("archiver_after_read", "archiver_after_write", "archiver_after_commit")
@@ -50,26 +54,27 @@ class Outcome:
     lost_recalls: str = "-"
 
 
-OUTCOMES: dict[str, Outcome] = {}
+OUTCOMES: dict[tuple[str, str], Outcome] = {}  # (outbox, point) -> outcome
 
 
 @pytest.fixture(scope="module", autouse=True)
 def crash_table(report):
     yield
-    lines = ["| crash point | action | messages | same ids | lost recalls |", "|---|---|---|---|---|"]
-    for point in CRASH_POINTS:
-        o = OUTCOMES.get(point)
-        if o is None:
-            lines.append(f"| {point} | not run | | | |")
-        else:
-            lines.append(f"| {o.point} | {o.action} | {o.messages} | {o.same_ids} | {o.lost_recalls} |")
+    lines = ["| outbox | crash point | action | messages | same ids | lost recalls |", "|---|---|---|---|---|---|"]
+    for outbox in OUTBOXES:
+        for point in CRASH_POINTS:
+            o = OUTCOMES.get((outbox, point))
+            if o is None:
+                lines.append(f"| {outbox} | {point} | not run | | | |")
+            else:
+                lines.append(f"| {outbox} | {o.point} | {o.action} | {o.messages} | {o.same_ids} | {o.lost_recalls} |")
     lines += ["", "messages: message_record rows / sends; same ids: every row and later ack carry the first "
               "attempt's message_id and conversation_seq; lost recalls: logged recall (edit) events not applied "
               "to their row (edit points count edit events)."]
     report("crash_points.md", "crash points (lab.faults), crash then recover/retry", "\n".join(lines) + "\n")
 
 
-def test_every_point_has_a_scenario():
+def test_every_point_has_a_scenario(outbox_kind):
     covered = WRITE_POINTS + ARCHIVER_POINTS + RECALL_POINTS + EDIT_POINTS + HEAD_POINTS
     assert sorted(covered) == sorted(CRASH_POINTS)
 
@@ -111,8 +116,8 @@ def check_sends(store, reader, requests, firsts, bodies=None) -> tuple[str, str]
 
 
 @pytest.mark.parametrize("point", WRITE_POINTS)
-def test_send_crash_then_retry(open_store, store, tmp_path, point):
-    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover(), retry send")
+def test_send_crash_then_retry(open_store, store, tmp_path, outbox_kind, point):
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "restart writer, recover(), retry send")
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
     req = new_request()
     with pytest.raises(CrashInjected):
@@ -132,11 +137,11 @@ def test_send_crash_then_retry(open_store, store, tmp_path, point):
     assert (outcome.messages, outcome.same_ids) == ("1/1", "yes")
 
 
-def test_head_crash_then_retry(open_store, store, tmp_path):
+def test_head_crash_then_retry(open_store, store, tmp_path, outbox_kind):
     """before_head fires on the head writer's thread after the ack: the message is committed,
     only step 7 died. The client's retry replays the ack and re-submits the head update."""
     point = "before_head"
-    outcome = OUTCOMES[point] = Outcome(point, "ack returned, head update died; retry send re-submits it")
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "ack returned, head update died; retry send re-submits it")
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
     req = new_request()
     ack = crashing.send(req)
@@ -151,8 +156,8 @@ def test_head_crash_then_retry(open_store, store, tmp_path):
 
 
 @pytest.mark.parametrize("point", ARCHIVER_POINTS)
-def test_archiver_crash_then_rerun(open_store, store, tmp_path, point):
-    outcome = OUTCOMES[point] = Outcome(point, "restart archiver, run_once() again, retry sends")
+def test_archiver_crash_then_rerun(open_store, store, tmp_path, outbox_kind, point):
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "restart archiver, run_once() again, retry sends")
     crashing = open_store(archiver_mode=True, state_dir=tmp_path, faults=FaultPlan().arm(point))
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     requests = [new_request(tenant_id=tenant, conversation_id=conversation, body=b"m%d" % i)
@@ -175,8 +180,8 @@ def _events(s, req, seq, kind):
 
 
 @pytest.mark.parametrize("point", RECALL_POINTS)
-def test_recall_crash_then_recover_and_retry(open_store, store, tmp_path, point):
-    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover(), retry recall")
+def test_recall_crash_then_recover_and_retry(open_store, store, tmp_path, outbox_kind, point):
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "restart writer, recover(), retry recall")
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
     req = new_request()
     ack = crashing.send(req)
@@ -197,8 +202,8 @@ def test_recall_crash_then_recover_and_retry(open_store, store, tmp_path, point)
 
 
 @pytest.mark.parametrize("point", EDIT_POINTS)
-def test_edit_crash_then_recover(open_store, store, tmp_path, point):
-    outcome = OUTCOMES[point] = Outcome(point, "restart writer, recover()")
+def test_edit_crash_then_recover(open_store, store, tmp_path, outbox_kind, point):
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "restart writer, recover()")
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
     req = new_request(body=b"v1")
     ack = crashing.send(req)

@@ -24,6 +24,7 @@ from lab.bench.store.seed import seed_history, seed_shapes
 from lab.bench.store.send import bench_send
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, connect
+from lab.cluster.services import ServicesConfig
 from lab.measure import Stopwatch, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment, loadavg
@@ -119,7 +120,8 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     started_at = utc_now_iso()
     timings: dict[str, float] = {}
     with connect(config) as conn:
-        env = environment(config, conn, client=CLIENT_NOTE).to_json()
+        # the benchmark's store opens with the default services (the local outbox)
+        env = environment(config, conn, client=CLIENT_NOTE, outbox=ServicesConfig().describe()).to_json()
         drop = Stopwatch()
         with scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace, \
                 tempfile.TemporaryDirectory(prefix="lab-bench-state-") as state_dir, \
