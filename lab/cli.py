@@ -530,7 +530,7 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, re
     page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios).
     --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
-    from lab.bench.outbox import OutboxBenchParams, run_outbox_bench
+    from lab.bench.store.outboxes import OutboxBenchParams, run_outbox_bench
     from lab.bench.store import BenchParams, run_bench
     from lab.results.runs import new_run_dir
 

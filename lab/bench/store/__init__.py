@@ -47,6 +47,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     report     Comparison, StoreBenchReport (store.json) and the closing note
     output     store.csv and store.png
     run        run_bench: the phases in order, on a scratch keyspace
+    outboxes   ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
 """
 from lab.bench.store.grouped import naive_point_reads
 from lab.bench.store.params import BenchParams
