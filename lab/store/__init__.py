@@ -9,8 +9,8 @@ view, archiver runs).
 
 Modules:
 
-    write side   write_path (send, §5.1), head (conversation_head, §2.4), archiver (archiver
-                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
+    write side   write_path (send, §5.1), head (conversation_head, §2.4), earliest (the E
+                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
@@ -47,6 +47,7 @@ from lab.store.schema import SchemaDifference, check_schema, create_schema
 from lab.store.seeding import Seeder
 # write side
 from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
+from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
 from lab.store.head import HeadUpdate, HeadWriter
 from lab.store.outbox import Outbox, OutboxView, open_outbox
 from lab.store.recall import EditResult, RecallPath, RecallResult
@@ -86,6 +87,7 @@ class _Parts:
     lookup: AdminLookup
     seeder: Seeder
     log: OutboxView
+    earliest: EarliestAdvancer
 
 
 class MessageStore:
@@ -139,7 +141,8 @@ class MessageStore:
             # recall / edit change bodies the LRU may hold: it must forget them
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard),
             history_reader=HistoryReader(ctx), batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log))
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log),
+            earliest=EarliestAdvancer(ctx))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
 
     # ---- common ----------------------------------------------------------------------------
@@ -247,6 +250,17 @@ class MessageStore:
         """Seq floor: the conversation's next conversation_seq becomes at least ``next_seq``
         for every writer (never lowered). For migrations, seeding holes, S-2 / S-3 tests."""
         self._parts.sequences.advance_to(tenant_id, conversation_id, next_seq)
+
+    def advance_earliest(self, tenant_id: IdLike, conversation_id: IdLike) -> EarliestAdvance | None:
+        """Move the conversation's earliest_available_conversation_seq (E) to its first row still
+        stored, once that row is older than the dedup window (lab.store.earliest); older pages
+        then end there (has_more=false) instead of on the empty-bucket stop. None without a head."""
+        return self._parts.earliest.advance(tenant_id, conversation_id)
+
+    def advance_earliest_all(self) -> AdvanceSummary:
+        """:meth:`advance_earliest` for every conversation of the keyspace (a maintenance job:
+        a full scan of conversation_head; run it e.g. daily)."""
+        return self._parts.earliest.advance_all()
 
     def archive_once(self, *, max_batches: int | None = None, group: str = ARCHIVER_GROUP) -> int:
         """Archiver mode (§2.1 note): archive what the log holds (or ``max_batches`` batches)
