@@ -34,7 +34,7 @@ boundary (``lab.cluster.connection.map_driver_errors``) and never leak to caller
     │   ├── NotFound                no such message / conversation
     │   ├── InvalidState            the message's state forbids it (editing a recalled message)
     │   ├── HeadConflict            conditional conversation_head update lost its race
-    │   ├── ReactionConflict        the reaction summary's compare-and-set kept losing its race
+    │   ├── ReactionConflict        the reaction summary kept changing under concurrent overwrites
     │   └── OutboxError             the outbox could not append or read
     ├── CryptoError                 encryption at rest
     │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
