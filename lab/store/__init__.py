@@ -10,7 +10,8 @@ view, archiver runs).
 Modules:
 
     write side   write_path (send, §5.1), head (conversation_head, §2.4), earliest (the E
-                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log),
+                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
+                 recovery, §5.3), outbox (the log),
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
@@ -228,7 +229,8 @@ class MessageStore:
         return self._parts.ctx.encryptor.rotate(tenant_id, conversation_id)
 
     def recover(self) -> int:
-        """Re-apply logged recall/edit events whose row update is missing (S-7); run at start-up."""
+        """S-7: re-emit to the log, then apply, every logged recall / edit event whose row does not
+        carry it (recall: recall_event_conversation_seq empty); returns how many. Run at start-up."""
         return self._parts.recall_path.recover()
 
     def drain(self, timeout_seconds: float | None = None) -> None:

@@ -6,9 +6,17 @@ Recall, in the order §5.3 fixes:
   2. then ``UPDATE message_record SET state=RECALLED, recall_event_conversation_seq=<event seq>``
      on the row's full key.
 A non-empty recall_event_conversation_seq therefore means "the event is in the log"; the
-reverse order could lose the event for good in the crash window. :meth:`RecallPath.recover`
-walks the log's CONTROL events and re-applies any whose row still lacks its coordinate,
-so a crash between 1 and 2 loses nothing (S-7).
+reverse order could lose the event for good in the crash window.
+
+Recovery (S-7) follows the design's condition. :meth:`RecallPath.recover` walks the log's
+CONTROL events and looks at each one's target row: a recall whose row has no
+recall_event_conversation_seq (an edit whose row does not carry its activity) is re-emitted
+to the log, then applied, in the same order as the first attempt (log first, row second).
+An empty coordinate cannot tell whether the log write landed (an unacknowledged produce
+to a remote log, or the crash window itself), so the event is appended again; appends are
+idempotent by the event's own coordinate, so the log keeps one event and fanout sees it at
+least once. A crash between 1 and 2 therefore loses nothing, and neither does a crash
+during recovery (the next one finds the row still empty).
 
 Edit has the same shape: the event (carrying the new sealed payload) is logged, then
 ``payload_or_ciphertext`` is replaced whole, ``edited_at_activity_id`` set and state=EDITED.
@@ -231,21 +239,22 @@ class RecallPath:
 
     # -- recovery (S-7) -----------------------------------------------------------------------
     def recover(self) -> int:
-        """Re-apply logged recall/edit events whose row update is missing; returns how many."""
-        reapplied = 0
+        """Re-emit and apply every logged recall / edit event whose target row does not carry
+        it (recall: recall_event_conversation_seq empty, S-7); returns how many."""
+        reemitted = 0
         while True:
             entries = self.outbox.read(self.outbox.committed(RECOVERY_GROUP), _RECOVERY_BATCH)
             if not entries:
                 break
             for entry in entries:
-                if entry.record.kind in CONTROL_KINDS and self._reapply(entry):
-                    reapplied += 1
+                if entry.record.kind in CONTROL_KINDS and self._reemit(entry):
+                    reemitted += 1
             self.outbox.commit(RECOVERY_GROUP, entries[-1].offset + 1)
-        if reapplied:
-            self.ctx.alerts.incr("recall_reapplied", reapplied)
-        return reapplied
+        if reemitted:
+            self.ctx.alerts.incr("recall_reemitted", reemitted)
+        return reemitted
 
-    def _reapply(self, entry: OutboxEntry) -> bool:
+    def _reemit(self, entry: OutboxEntry) -> bool:
         record = entry.record
         assert record.target_seq is not None
         target = self._target(record.tenant_id, record.conversation_id, record.target_seq)
@@ -253,14 +262,14 @@ class RecallPath:
             return False  # expired meanwhile: no row left to mark
         if record.kind == KIND_RECALL:
             if target.recall_event_conversation_seq is not None:
-                return False
-            self._apply_recall(target, entry)
+                return False  # the row says the event is in the log: nothing to do
+            self._apply_recall(target, self.outbox.append(record))  # re-emit (idempotent), then the row
             return True
         activity = _activity(entry)
         if target.state is MessageState.RECALLED or (
                 target.edited_at_activity_id is not None and target.edited_at_activity_id >= activity):
             return False  # a recall, or a later edit, already superseded this one
-        self._apply_edit(target, entry)
+        self._apply_edit(target, self.outbox.append(record))
         return True
 
 

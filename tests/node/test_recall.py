@@ -59,7 +59,9 @@ def test_recall_twice_is_one_event(store):
 
 
 def test_s7_crash_between_log_and_update_is_recovered(open_store, store, tmp_path):
-    """S-7: every recall dies after its log write; recovery re-emits all, 0 are lost."""
+    """S-7: every recall dies after its log write. Recovery follows the design's condition:
+    a logged recall whose row has no recall_event_conversation_seq is re-emitted to the log
+    (idempotent by its coordinate: still one event) and then applied; 0 are lost."""
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm("after_recall_log", times=None))
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     reqs = [new_request(tenant_id=tenant, conversation_id=conversation) for _ in range(5)]
@@ -73,8 +75,10 @@ def test_s7_crash_between_log_and_update_is_recovered(open_store, store, tmp_pat
         row = _row(store, req, ack.conversation_seq)
         assert row.recall_event_conversation_seq is None and row.state == MessageState.NORMAL
     restarted = open_store(state_dir=tmp_path)
+    end_before = restarted.log.end_offset()
     assert restarted.recover() == 5
-    assert restarted.alerts.recall_reapplied == 5
+    assert restarted.alerts.recall_reemitted == 5
+    assert restarted.log.end_offset() == end_before  # re-emitted, not duplicated
     lost = 0
     for req, ack in zip(reqs, acks):
         [event] = _controls(restarted, tenant, conversation, ack.conversation_seq, "recall")
