@@ -30,6 +30,16 @@ decode. So the path first archives that one message exactly as the archiver will
 created_at``) and then updates it: the row is whole from its first cell on, and the
 archiver's later INSERT of the same cells at the older timestamp undoes nothing.
 
+Recalled stays recalled (issue 12 item 7). An edit checks the state, logs, then writes: a
+recall landing in between would be overwritten by the edit's ``state = EDITED`` (a later
+write wins), and CQL offers no condition without LWT. So the rule is made to hold after the
+fact, on both sides: after its UPDATE an edit reads the row back, and if a recall coordinate
+is there it rewrites ``state = RECALLED`` with a write time above the state cell's
+(``WRITETIME(state) + 1``) and raises InvalidState; after its UPDATE a recall reads the state
+back and does the same if an edit's cell won (clocks of two writers can disagree). Readers
+never wait for that repair: a row carrying a recall coordinate decodes as RECALLED
+(lab.store.records), and recovery never re-applies an edit over a recall.
+
 TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
 without ``USING TTL`` the new state/payload cells would never expire and would keep a
 husk of the row alive after its TTL removed the rest (and pin a whole TWCS SSTable). So
@@ -191,6 +201,7 @@ class RecallPath:
         self.ctx.connection.execute(stmt, (target.ttl_seconds, int(MessageState.RECALLED),
                                            entry.record.conversation_seq, target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
+        self._keep_recalled(target)  # an edit racing this recall may have written a later state cell
         self._on_change(target.tenant_id, target.message_id)
 
     # -- edit ---------------------------------------------------------------------------------
@@ -236,6 +247,28 @@ class RecallPath:
                                            int(MessageState.EDITED), target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
         self._on_change(target.tenant_id, target.message_id)
+        if self._keep_recalled(target):
+            raise InvalidState("the message was recalled while the edit was in flight: it stays recalled",
+                               tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                               conversation_seq=target.conversation_seq, state=MessageState.RECALLED)
+
+    def _keep_recalled(self, target: _Target) -> bool:
+        """If the row carries a recall, make sure its state cell says RECALLED (rewriting it above
+        a racing edit's write time); True when the row is recalled."""
+        key = (target.tenant_id, target.conversation_id, target.bucket, target.conversation_seq)
+        row = self.ctx.connection.execute(self.ctx.prepare(
+            "SELECT state, recall_event_conversation_seq, WRITETIME(state) AS state_written FROM {ks}.message_record "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
+            key_columns=MESSAGE_RECORD_KEY), key).one()
+        if row is None or row.recall_event_conversation_seq is None:
+            return False
+        if row.state != MessageState.RECALLED:
+            self.ctx.connection.execute(self.ctx.prepare(
+                "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET state = ? WHERE tenant_id = ? "
+                "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?"),
+                (target.ttl_seconds, (row.state_written or 0) + 1, int(MessageState.RECALLED), *key))
+            self.ctx.alerts.incr("recalled_state_restored")
+        return True
 
     # -- recovery (S-7) -----------------------------------------------------------------------
     def recover(self) -> int:
