@@ -36,8 +36,11 @@ _CLUSTER_FLAGS = [
     ("--read-consistency", "read_consistency", str, "e.g. LOCAL_QUORUM"),
     ("--write-consistency", "write_consistency", str, "e.g. LOCAL_QUORUM"),
     ("--admin", "admin", str, "auto | cassandra | scylla"),
+    ("--dialect", "dialect", str, "server dialect: auto | cassandra | scylla (LAB_DIALECT)"),
+    ("--tablets", "tablets", bool, "Scylla: the lab's keyspaces use tablets (default false) (LAB_TABLETS)"),
     ("--jmx-port", "jmx_port", int, "JMX port of external Cassandra nodes"),
     ("--rest-port", "rest_port", int, "Scylla REST API port"),
+    ("--rest-addresses", "rest_addresses", str, "Scylla REST per node: NODE=HOST:PORT,... (LAB_REST_ADDRESSES)"),
 ]
 
 
@@ -236,8 +239,30 @@ def info(home: Path, config: ClusterConfig) -> None:
     with connect(config) as conn:
         admin = admin_for(config, conn)
         click.echo(json.dumps({"server": conn.server_kind(), "version": conn.server_version(),
-                               "admin": admin.name, "hosts": [str(h.address) for h in conn.hosts()],
+                               "dialect": conn.dialect.name, "admin": admin.name,
+                               "hosts": [str(h.address) for h in conn.hosts()],
                                "config": config.redacted()}, indent=2))
+
+
+def _preflight(config: ClusterConfig) -> Any:
+    from lab.cluster.preflight import run_preflight
+    from lab.constants import load_constants
+
+    return run_preflight(config, in_list_limit=load_constants().batch_read_in_list_limit)
+
+
+@main.command("preflight")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="print the checks as JSON")
+@cluster_options
+def preflight(home: Path, as_json: bool, config: ClusterConfig) -> None:
+    """Check, before a long run, what would stop it: server and version, nodes and shards,
+    tablets, LWT, REST/JMX on every node, IN-list limit, replication, auth/TLS, free disk.
+    Prints a fix for each problem; exits 1 when a check fails."""
+    report = _preflight(config)
+    click.echo(json.dumps(report.to_json(), indent=2) if as_json else report.to_text(), nl=as_json)
+    if not report.ok:
+        sys.exit(1)
 
 
 def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -269,12 +294,14 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
 @click.option("--cell-timeout", type=float, default=None, help="seconds per notebook cell (default: none)")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
+@click.option("--preflight/--no-preflight", "check_first", default=True, show_default=True,
+              help="run `lab preflight` first and stop when a check fails")
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
               show_default=True)
 @cluster_options
 def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
               propose_from: Path | None, keep_going: bool, cell_timeout: float | None, progress: bool,
-              results: Path, config: ClusterConfig) -> None:
+              check_first: bool, results: Path, config: ClusterConfig) -> None:
     """Run the headless calibration suite and print where the report is.
 
     Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
@@ -288,6 +315,12 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
         click.echo(diff.read_text())
         click.echo(f"proposal: {diff}")
         return
+    if check_first:
+        report = _preflight(config)
+        if not report.ok:
+            click.echo(report.to_text(), err=True, nl=False)
+            click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
+            sys.exit(2)
     selected = None
     if notebooks is not None:
         selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())

@@ -18,6 +18,8 @@ boundary (``lab.cluster.connection.map_driver_errors``) and never leak to caller
     │   │   ├── RequestTimeout      the server or the driver timed out
     │   │   ├── Unavailable         not enough replicas for the consistency level
     │   │   ├── InvalidRequest      the server rejected the statement (syntax, limits)
+    │   │   │   ├── InListTooLong   an IN list over the server's limit (size, limit, setting)
+    │   │   │   └── LwtUnavailable  the keyspace refuses LWT (Scylla tablets without LWT support)
     │   │   └── Overloaded          the server shed the request
     │   └── AdminError              flush/compact/metrics through nodetool or REST failed
     ├── SchemaError                 the server schema differs from the design
@@ -110,6 +112,14 @@ class Unavailable(RequestError):
 
 
 class InvalidRequest(RequestError):
+    pass
+
+
+class InListTooLong(InvalidRequest):
+    pass
+
+
+class LwtUnavailable(InvalidRequest):
     pass
 
 

@@ -221,8 +221,7 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
                   "notebooks": {name: params for name, params in suite},
                   "constants_file": str(options.constants_path)}
     with connect(config) as conn:
-        conn.execute(f"CREATE KEYSPACE IF NOT EXISTS {config.keyspace} WITH replication = "
-                     f"{json.dumps(config.replication_map()).replace(chr(34), chr(39))}")
+        conn.create_keyspace(config.keyspace)  # as the server's dialect spells it
         cal["environment"] = environment(conn, config, parameters)
         t0 = time.monotonic()
         cal["measurements"]["round_trip"] = measure_round_trip(conn, config.keyspace, parameters["round_trips"])

@@ -1,10 +1,12 @@
 """The cluster the lab measures on, whatever serves it.
 
-    config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency
-    connection   the CQL session: request accounting, driver errors -> lab errors (one boundary)
+    config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency, Scylla REST map
+    connection   the CQL session: request accounting, driver errors -> lab errors (one boundary), the dialect
+    dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)
-    tracing      rows, tombstones and SSTables a traced request touched (both servers' texts)
+    tracing      rows, tombstones and SSTables a traced request touched (parsed by the dialect)
+    preflight    `lab preflight`: what would stop a long run, with a fix for each
     reactors     the driver's I/O reactor by name
-    admin/       flush, compact, SSTable counts, disk bytes: one module per server
-    embedded/    the Apache Cassandra 5.0 node(s) the lab starts itself: jars, process, TLS, roles
+    admin/       flush, compact, SSTable counts, disk bytes per replica: one module per server
+    embedded/    the Apache Cassandra 5.0 node(s) the lab starts itself: jars, java, process, config templates, TLS
 """

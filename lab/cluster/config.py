@@ -28,6 +28,7 @@ CONSISTENCY_LEVELS = ("ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUOR
                       "EACH_QUORUM", "LOCAL_ONE")
 SERIAL_CONSISTENCY_LEVELS = ("SERIAL", "LOCAL_SERIAL")
 ADMIN_KINDS = ("auto", "cassandra", "scylla")
+DIALECT_KINDS = ("auto", "cassandra", "scylla")
 REPLICATION_CLASSES = ("SimpleStrategy", "NetworkTopologyStrategy")
 _MASK = "***"
 
@@ -54,8 +55,13 @@ class ClusterConfig:
     request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
     connect_timeout_seconds: float = DEFAULT_CONNECT_TIMEOUT_SECONDS
     admin: str = "auto"
+    dialect: str = "auto"  # how the server's CQL and traces differ (lab.cluster.dialect); auto: ask it
+    tablets: bool = False  # Scylla: the lab's keyspaces use tablets (off: vnodes, LWT on every version)
     jmx_port: int = DEFAULT_JMX_PORT
     rest_port: int = DEFAULT_SCYLLA_REST_PORT
+    # Scylla REST endpoint per node address, for installs whose API listens on 127.0.0.1
+    # (reached through a tunnel): (("10.0.0.5", "127.0.0.1:10005"), ...); default: address:rest_port
+    rest_addresses: tuple[tuple[str, str], ...] = ()
     prometheus_port: int = DEFAULT_SCYLLA_PROMETHEUS_PORT
     lab_home: Path = Path(".lab")
 
@@ -78,6 +84,15 @@ class ClusterConfig:
                                   field=name)
         if self.admin not in ADMIN_KINDS:
             raise ConfigError(f"admin must be one of {', '.join(ADMIN_KINDS)}, got {self.admin!r}", field="admin")
+        if self.dialect not in DIALECT_KINDS:
+            raise ConfigError(f"dialect must be one of {', '.join(DIALECT_KINDS)}, got {self.dialect!r}",
+                              field="dialect")
+        if not isinstance(self.tablets, bool):
+            raise ConfigError(f"tablets must be true or false, got {self.tablets!r}", field="tablets")
+        for node, endpoint in self.rest_addresses:
+            _split_endpoint(endpoint, self.rest_port)
+            if not node:
+                raise ConfigError(f"rest_addresses: empty node address for {endpoint!r}", field="rest_addresses")
         if self.replication_class not in REPLICATION_CLASSES:
             raise ConfigError(f"replication_class must be one of {', '.join(REPLICATION_CLASSES)}",
                               field="replication_class")
@@ -100,11 +115,19 @@ class ClusterConfig:
     def tls(self) -> bool:
         return self.tls_ca_file is not None
 
+    def rest_endpoint(self, node: str) -> tuple[str, int]:
+        """(host, port) of the Scylla REST API of the node at address ``node``."""
+        for address, endpoint in self.rest_addresses:
+            if address == node:
+                return _split_endpoint(endpoint, self.rest_port)
+        return node, self.rest_port
+
     def replication_map(self) -> dict[str, Any]:
         if self.replication_class == "SimpleStrategy":
             return {"class": "SimpleStrategy", "replication_factor": self.replication_factor}
-        dc = self.local_dc or "datacenter1"
-        return {"class": "NetworkTopologyStrategy", dc: self.replication_factor}
+        if self.local_dc is None:  # both servers expand this to every datacenter (CASSANDRA-14303)
+            return {"class": "NetworkTopologyStrategy", "replication_factor": self.replication_factor}
+        return {"class": "NetworkTopologyStrategy", self.local_dc: self.replication_factor}
 
     def replace(self, **changes: Any) -> ClusterConfig:
         return dataclasses.replace(self, **changes)
@@ -118,6 +141,8 @@ class ClusterConfig:
                 value = _MASK
             elif isinstance(value, Path):
                 value = str(value)
+            elif f.name == "rest_addresses":
+                value = dict(value)
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -132,7 +157,32 @@ _FIELDS = {f.name: f for f in dataclasses.fields(ClusterConfig)}
 _INT_FIELDS = {"port", "replication_factor", "jmx_port", "rest_port", "prometheus_port"}
 _FLOAT_FIELDS = {"request_timeout_seconds", "connect_timeout_seconds"}
 _PATH_FIELDS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "lab_home"}
-_BOOL_FIELDS = {"tls_verify_hostname"}
+_BOOL_FIELDS = {"tls_verify_hostname", "tablets"}
+
+
+def _split_endpoint(endpoint: str, default_port: int) -> tuple[str, int]:
+    """``host`` or ``host:port`` -> (host, port); a bad port is a ConfigError."""
+    host, sep, port = str(endpoint).strip().rpartition(":")
+    if not sep:
+        host, port = port, str(default_port)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"rest_addresses: {endpoint!r} is not host or host:port", field="rest_addresses")
+    return host, int(port)
+
+
+def _pairs(value: Any) -> tuple[tuple[str, str], ...]:
+    """``node=host:port,...`` (flags, env), a TOML table, or pairs -> ((node, endpoint), ...)."""
+    if isinstance(value, str):
+        items = []
+        for part in (p.strip() for p in value.split(",") if p.strip()):
+            node, sep, endpoint = part.partition("=")
+            if not sep:
+                raise ValueError
+            items.append((node.strip(), endpoint.strip()))
+        return tuple(items)
+    if isinstance(value, Mapping):
+        return tuple((str(k), str(v)) for k, v in value.items())
+    return tuple((str(k), str(v)) for k, v in value)
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -141,6 +191,8 @@ def _coerce(name: str, value: Any) -> Any:
             if isinstance(value, str):
                 return tuple(p.strip() for p in value.split(",") if p.strip())
             return tuple(str(p) for p in value)
+        if name == "rest_addresses":
+            return _pairs(value)
         if name in _INT_FIELDS:
             if isinstance(value, bool):
                 raise ValueError

@@ -2,7 +2,10 @@
 
 All CQL the lab sends goes through :class:`Connection`, which counts each request by table
 and kind (``lab.cluster.accounting``) and translates driver exceptions into the lab's error tree at
-this one boundary (:func:`map_driver_errors`).
+this one boundary (:func:`map_driver_errors`). The connection knows which server it reached and
+holds that server's dialect (``lab.cluster.dialect``): it recognises the server's own rejections
+(an IN list over Scylla's limit becomes :class:`InListTooLong`) and tells the driver's retry
+policy not to try such a statement on every other host.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure,
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable,
                                Session)
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
 from cassandra.cluster import QueryExhausted, TraceUnavailable, UserTypeDoesNotExist
 from cassandra.connection import (ConnectionBusy, ConnectionException, CrcException, ProtocolError)
 from cassandra.protocol import (ConfigurationException, ErrorMessage, IsBootstrappingErrorMessage,
@@ -35,6 +38,7 @@ from cassandra.query import PreparedStatement, SimpleStatement
 
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
+from lab.cluster.dialect import Dialect, dialect_named
 from lab.errors import (ClusterError, ConnectError, InvalidRequest, LabError, Overloaded, RequestError,
                      RequestTimeout, Unavailable)
 
@@ -81,8 +85,14 @@ DRIVER_ERROR_MAP: tuple[tuple[type[BaseException], type[LabError]], ...] = (
 )
 
 
-def translate(exc: BaseException, *, table: str | None = None) -> LabError:
-    """The lab error for a driver exception (keeps the original as ``__cause__``)."""
+def translate(exc: BaseException, *, table: str | None = None, dialect: Dialect | None = None) -> LabError:
+    """The lab error for a driver exception (keeps the original as ``__cause__``): the
+    dialect's more precise one when it recognises the server's text, else by class."""
+    if dialect is not None:
+        err = dialect.translate_error(exc, table=table)
+        if err is not None:
+            err.__cause__ = exc
+            return err
     for driver_cls, lab_cls in DRIVER_ERROR_MAP:
         if isinstance(exc, driver_cls):
             err = lab_cls(f"{type(exc).__name__}: {exc}", table=table, driver_error=type(exc).__name__)
@@ -97,7 +107,7 @@ def is_driver_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def map_driver_errors(table: str | None = None) -> Iterator[None]:
+def map_driver_errors(table: str | None = None, dialect: Dialect | None = None) -> Iterator[None]:
     """Translate driver exceptions raised inside the block into lab errors."""
     try:
         yield
@@ -105,8 +115,23 @@ def map_driver_errors(table: str | None = None) -> Iterator[None]:
         raise
     except Exception as exc:
         if is_driver_error(exc):
-            raise translate(exc, table=table) from exc
+            raise translate(exc, table=table, dialect=dialect) from exc
         raise
+
+
+class LabRetryPolicy(RetryPolicy):
+    """The driver's default policy, except for a server error that rejects the statement
+    itself (the dialect says so): every host would answer the same, so it is raised at once
+    instead of being retried on each host and ending as NoHostAvailable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dialect: Dialect | None = None  # set once the connection knows its server
+
+    def on_request_error(self, query: Any, consistency: Any, error: Any, retry_num: int) -> tuple[int, Any]:
+        if isinstance(error, ServerError) and self.dialect is not None and self.dialect.rejects_statement(error):
+            return self.RETHROW, None
+        return super().on_request_error(query, consistency, error, retry_num)
 
 
 @dataclass(frozen=True)
@@ -130,7 +155,11 @@ class Connection:
         self.counter = RequestCounter()
         self._prepared: dict[tuple[str, tuple[str, ...]], Stmt] = {}
         self._lock = threading.Lock()
-        self.cluster, self.session = _open(config, reactor=reactor)
+        self._kind: str | None = None
+        self.retry_policy = LabRetryPolicy()
+        self.cluster, self.session = _open(config, reactor=reactor, retry_policy=self.retry_policy)
+        self.dialect = dialect_named(config.dialect if config.dialect != "auto" else self.server_kind())
+        self.retry_policy.dialect = self.dialect
 
     # -- statements ------------------------------------------------------------
     def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
@@ -143,7 +172,7 @@ class Connection:
         info = classify(cql, key_columns=key_columns)
         if kind is not None:
             info = StatementInfo(table=info.table, kind=kind)
-        with map_driver_errors(info.table):
+        with map_driver_errors(info.table, self.dialect):
             prepared = self.session.prepare(cql)
         if info.kind == "lwt":
             prepared.serial_consistency_level = _consistency(self.config.serial_consistency)
@@ -160,7 +189,7 @@ class Connection:
         """Run one statement (prepared or text), count it, translate driver errors."""
         bound, info = self._bind(stmt, params, consistency)
         self.counter.add(info)
-        with map_driver_errors(info.table):
+        with map_driver_errors(info.table, self.dialect):
             kwargs = {"trace": trace, "timeout": timeout or self.config.request_timeout_seconds}
             if host is not None:
                 kwargs["host"] = host
@@ -179,11 +208,11 @@ class Connection:
             for stmt, params in chunk:
                 bound, info = self._bind(stmt, params, None)
                 self.counter.add(info)
-                with map_driver_errors(info.table):
+                with map_driver_errors(info.table, self.dialect):
                     futures.append((self.session.execute_async(
                         bound, timeout=self.config.request_timeout_seconds), info))
             for i, (fut, info) in enumerate(futures):
-                with map_driver_errors(info.table):
+                with map_driver_errors(info.table, self.dialect):
                     results[start + i] = fut.result()
         return results
 
@@ -191,7 +220,7 @@ class Connection:
         """Fire one statement; returns the driver's ResponseFuture (call :func:`wait`)."""
         bound, info = self._bind(stmt, params, None)
         self.counter.add(info)
-        with map_driver_errors(info.table):
+        with map_driver_errors(info.table, self.dialect):
             return self.session.execute_async(bound, timeout=self.config.request_timeout_seconds)
 
     def _bind(self, stmt: Stmt | str, params: Any, consistency: str | None) -> tuple[Any, StatementInfo]:
@@ -210,12 +239,14 @@ class Connection:
 
     # -- server ----------------------------------------------------------------
     def server_kind(self) -> str:
-        """'scylla' or 'cassandra', from the server's own tables."""
-        try:
-            self.session.execute("SELECT version FROM system.versions WHERE key = 'local'")
-            return "scylla"
-        except Exception:
-            return "cassandra"
+        """'scylla' or 'cassandra', from the server's own tables (asked once)."""
+        if self._kind is None:
+            try:  # system.versions exists on Scylla only (db/virtual_tables.cc versions_table)
+                self.session.execute("SELECT version FROM system.versions WHERE key = 'local'")
+                self._kind = "scylla"
+            except Exception:
+                self._kind = "cassandra"
+        return self._kind
 
     def server_version(self) -> str:
         with map_driver_errors("local"):
@@ -227,6 +258,42 @@ class Connection:
 
     def hosts(self) -> list[Any]:
         return list(self.cluster.metadata.all_hosts())
+
+    def shards(self, host: Any) -> int:
+        """Shards of one node: Scylla announces them when a connection opens (SCYLLA_NR_SHARDS,
+        ``transport/server.cc``); a Cassandra node is one shard."""
+        info = getattr(host, "sharding_info", None)
+        return int(info.shards_count) if info is not None else 1
+
+    def placement(self, stmt: Stmt, params: Sequence[Any]) -> list[tuple[str, int]]:
+        """(node address, shard) of every replica of the partition ``stmt`` bound to ``params``
+        addresses: the compaction groups its rows land in on a vnodes keyspace (each Scylla
+        shard flushes and compacts its own SSTables; a Cassandra node is one group). Token ->
+        replicas from the driver's token map; token -> shard with the node's announced sharding
+        (``shard_id_from_token``, the server's own algorithm)."""
+        bound = stmt.prepared.bind(params)
+        key, keyspace = bound.routing_key, bound.keyspace
+        metadata = self.cluster.metadata
+        replicas = metadata.get_replicas(keyspace, key)
+        if not replicas:  # a keyspace created a moment ago: the driver's schema events lag behind
+            with map_driver_errors(dialect=self.dialect):
+                self.cluster.refresh_keyspace_metadata(keyspace)
+            metadata.token_map.rebuild_keyspace(keyspace, build_if_absent=True)
+            replicas = metadata.get_replicas(keyspace, key)
+        if not replicas:
+            raise ClusterError(f"the driver knows no replica of a {keyspace} partition (no token map?)",
+                               keyspace=keyspace)
+        token = metadata.token_map.token_class.from_key(key)
+        out = []
+        for host in replicas:
+            info = getattr(host, "sharding_info", None)
+            out.append((str(host.address), int(info.shard_id_from_token(token.value)) if info is not None else 0))
+        return out
+
+    def create_keyspace(self, keyspace: str, replication: dict[str, Any] | None = None) -> None:
+        """Create ``keyspace`` as the server's dialect spells the lab's replication settings."""
+        replication = replication if replication is not None else self.config.replication_map()
+        self.execute(self.dialect.create_keyspace(keyspace, replication, tablets=self.config.tablets))
 
     def wait_schema_agreement(self) -> None:
         with map_driver_errors():
@@ -252,7 +319,8 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
     return ctx
 
 
-def _open(config: ClusterConfig, *, reactor: str | None = None) -> tuple[Cluster, Session]:
+def _open(config: ClusterConfig, *, reactor: str | None = None,
+          retry_policy: RetryPolicy | None = None) -> tuple[Cluster, Session]:
     """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
     from lab.cluster.reactors import reactor_class
 
@@ -265,6 +333,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None) -> tuple[Cluster
         consistency_level=_consistency(config.read_consistency),
         serial_consistency_level=_consistency(config.serial_consistency),
         request_timeout=config.request_timeout_seconds,
+        retry_policy=retry_policy or RetryPolicy(),
     )
     auth = None
     if config.username is not None:

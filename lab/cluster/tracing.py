@@ -1,29 +1,28 @@
 """Run a query with tracing and read what the server did: rows, tombstones, SSTables.
 
-Cassandra and ScyllaDB word their trace events differently; both are parsed loosely.
-Cassandra: ``Read 12 live rows and 0 tombstone cells``, ``Merged data from memtables and
-2 sstables``, ``Skipped 0/3 non-slice-intersecting sstables``. ScyllaDB: ``Page stats: 1
-partition(s), 0 static row(s) (0 live, 0 dead), 12 clustering row(s) (12 live, 0 dead) and 0
-range tombstone(s)`` and ``Reading key ... from sstable <path>``.
+The servers word their trace events differently; the connection's dialect
+(``lab.cluster.dialect``) parses its own server's texts. Cassandra: ``Read 12 live rows and 0
+tombstone cells``, ``Merged data from memtables and 2 sstables``. ScyllaDB: ``Page stats: 1
+partition(s) (1 live, 0 dead), 0 static row(s) (0 live, 0 dead), 12 clustering row(s) (12 live,
+0 dead), 0 range tombstone(s) and 60 cell(s) (60 live, 0 dead)`` and ``Reading key ... from
+sstable <path>``.
+
+Replicas write their events asynchronously (Scylla every 2 s), so :func:`traced` waits until
+the event count has stayed the same for the dialect's settle time.
 """
 from __future__ import annotations
 
-import re
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 from cassandra import ConsistencyLevel
 
-_C_READ = re.compile(r"Read (\d+) live rows? and (\d+) tombstone cells?", re.I)
-_C_MERGED = re.compile(r"Merged data from memtables and (\d+) sstables?", re.I)
-_C_SKIPPED = re.compile(r"Skipped (\d+)/(\d+) non-slice-intersecting sstables?", re.I)
-_C_PARTITION_INDEX = re.compile(r"Partition index (?:with \d+ entries )?found for sstable (\d+)", re.I)
-_S_PAGE = re.compile(r"Page stats:.*?(\d+) clustering row\(s\) \((\d+) live, (\d+) dead\)"
-                     r"(?: and (\d+) range tombstone\(s\))?", re.I)
-_S_ROWS = re.compile(r"(\d+) rows? read|querying.*?(\d+) rows", re.I)
-_S_SSTABLE = re.compile(r"from sstable[s]? ([^\s,]+)", re.I)
-_S_SSTABLE_COUNT = re.compile(r"Reading .* from (\d+) sstables?", re.I)
+from lab.cluster.dialect import Dialect
+
+TRACE_WAIT_SECONDS = 10.0
+_POLL_SECONDS = 0.3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,50 +36,37 @@ class TraceSummary:
     events: tuple[str, ...]
 
 
-def summarize(descriptions: Iterable[str], duration_us: int = 0) -> TraceSummary:
-    """Parse trace event texts of either server into a summary."""
+def summarize(descriptions: Iterable[str], *, dialect: Dialect, duration_us: int = 0) -> TraceSummary:
+    """Parse the trace event texts of ``dialect``'s server into a summary."""
     events = tuple(descriptions)
-    rows = tombs = sstables = 0
-    sstable_names: set[str] = set()
-    for text in events:
-        if m := _C_READ.search(text):
-            rows += int(m.group(1))
-            tombs += int(m.group(2))
-        elif m := _S_PAGE.search(text):
-            rows += int(m.group(2))
-            tombs += int(m.group(3)) + int(m.group(4) or 0)
-        if m := _C_MERGED.search(text):
-            sstables += int(m.group(1))
-        if m := _S_SSTABLE.search(text):
-            sstable_names.add(m.group(1))
-        elif m := _S_SSTABLE_COUNT.search(text):
-            sstables += int(m.group(1))
-    sstables += len(sstable_names)
-    return TraceSummary(rows_read=rows, tombstones_read=tombs, sstables_touched=sstables,
-                        duration_us=duration_us, events=events)
+    counts = dialect.trace_counts(events)
+    return TraceSummary(rows_read=counts.rows_read, tombstones_read=counts.tombstones_read,
+                        sstables_touched=counts.sstables_touched, duration_us=duration_us, events=events)
 
 
 def traced(connection: Any, stmt: Any, params: Sequence[Any] | None = None, *,
-           max_wait_seconds: float = 10.0) -> tuple[list[Any], TraceSummary]:
+           max_wait_seconds: float = TRACE_WAIT_SECONDS) -> tuple[list[Any], TraceSummary]:
     """Execute with tracing on; returns the rows and the parsed trace.
 
-    Trace events are written asynchronously by the replicas, so wait for the session's
-    ``duration`` and then re-read the events until their count settles.
+    Waits for the session's ``duration`` (the coordinator's record), then re-reads the events
+    until a replica's read statistics are there and their count has not changed for
+    ``connection.dialect.trace_settle_seconds`` (or ``max_wait_seconds`` passed).
     """
-    import time
-
+    dialect: Dialect = connection.dialect
     result = connection.execute(stmt, params, trace=True)
     rows = list(result)
     trace = result.get_query_trace(max_wait_sec=max_wait_seconds)
     deadline = time.monotonic() + max_wait_seconds
-    seen = -1
+    seen, changed_at = -1, time.monotonic()
     while time.monotonic() < deadline:
         events = list(trace.events or ())
-        if len(events) == seen and any(_C_READ.search(e.description) or _S_PAGE.search(e.description)
-                                       for e in events):
+        now = time.monotonic()
+        if len(events) != seen:
+            seen, changed_at = len(events), now
+        elif (now - changed_at >= dialect.trace_settle_seconds
+              and dialect.trace_counts(e.description for e in events).has_read_stats):
             break
-        seen = len(events)
-        time.sleep(0.3)
+        time.sleep(_POLL_SECONDS)
         trace.populate(max_wait=max_wait_seconds, query_cl=ConsistencyLevel.ONE)
     duration = int(trace.duration.total_seconds() * 1e6) if trace.duration else 0
-    return rows, summarize((e.description for e in trace.events or ()), duration)
+    return rows, summarize((e.description for e in trace.events or ()), dialect=dialect, duration_us=duration)

@@ -34,7 +34,9 @@ class TableSpec:
     def primary_key(self) -> tuple[str, ...]:
         return self.partition_key + tuple(c for c, _ in self.clustering)
 
-    def ddl(self, keyspace: str) -> str:
+    def ddl(self, keyspace: str, *, extra_options: tuple[str, ...] = ()) -> str:
+        """``extra_options``: server-specific option text from the connection's dialect
+        (e.g. Scylla's ``tombstone_gc`` for a scratch TWCS table)."""
         cols = ",\n    ".join(f"{n} {t}" for n, t in self.columns)
         pk = f"(({', '.join(self.partition_key)})" + "".join(f", {c}" for c, _ in self.clustering) + ")"
         opts = []
@@ -45,6 +47,7 @@ class TableSpec:
         opts.append(f"gc_grace_seconds = {self.gc_grace_seconds}")
         if self.comment:
             opts.append(f"comment = '{self.comment}'")
+        opts += extra_options
         return (f"CREATE TABLE IF NOT EXISTS {keyspace}.{self.name} (\n    {cols},\n    PRIMARY KEY {pk}\n)"
                 f" WITH " + "\n AND ".join(opts))
 
@@ -113,9 +116,8 @@ def table_specs(constants: Constants) -> dict[str, TableSpec]:
 
 
 def create_keyspace(conn: Any, keyspace: str, replication: dict[str, Any]) -> None:
-    rep = "{" + ", ".join(f"'{k}': " + (f"'{v}'" if isinstance(v, str) else str(v))
-                          for k, v in replication.items()) + "}"
-    conn.execute(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {rep}")
+    """As the connected server's dialect spells it (Scylla: NetworkTopologyStrategy, tablets off)."""
+    conn.create_keyspace(keyspace, replication)
 
 
 def recorded_bucket_width(conn: Any, keyspace: str) -> int | None:

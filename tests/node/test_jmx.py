@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lab.cluster.admin import CassandraAdmin
+from lab.cluster.admin.cassandra import CassandraAdmin
 from lab.errors import AdminError
 from lab.cluster.admin.jmx import JmxShell
 

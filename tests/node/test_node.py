@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lab.errors import NodeDied, PortInUse
-from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.process import is_ours
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
@@ -76,7 +77,7 @@ def test_stop_leaves_no_process_of_ours(tmp_path, lab_home):
     cluster = EmbeddedCluster(NodeOptions(home=home, first_address="127.0.0.8", jmx_port_base=7599))
     state = cluster.start()
     pid = state.nodes[0].pid
-    assert _is_our_jvm(pid, state.nodes[0].directory)
+    assert is_ours(pid, state.nodes[0].directory)
     with socket.create_connection(("127.0.0.8", 9042), timeout=5):
         pass
     out = subprocess.run([*LAB, "node", "stop", "--home", str(home)], capture_output=True, text=True)

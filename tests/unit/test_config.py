@@ -79,3 +79,27 @@ def test_statement_classification(cql, table, kind):
     key = ("tenant_id", "message_id") if "message_index" in cql else ()
     info = classify(cql, key_columns=key)
     assert (info.table, info.kind) == (table, kind)
+
+
+def test_scylla_settings_from_flags_env_and_toml(tmp_path):
+    cfg = load_config(env={"LAB_REST_ADDRESSES": "10.0.0.11=127.0.0.1:10001, 10.0.0.12=127.0.0.1",
+                           "LAB_TABLETS": "true", "LAB_DIALECT": "scylla"})
+    assert cfg.rest_addresses == (("10.0.0.11", "127.0.0.1:10001"), ("10.0.0.12", "127.0.0.1"))
+    assert cfg.tablets is True and cfg.dialect == "scylla"
+    assert cfg.rest_endpoint("10.0.0.11") == ("127.0.0.1", 10001)
+    assert cfg.rest_endpoint("10.0.0.12") == ("127.0.0.1", 10000)  # the default port
+    assert cfg.rest_endpoint("10.0.0.13") == ("10.0.0.13", 10000)  # default: the node's own address
+    assert cfg.redacted()["rest_addresses"] == {"10.0.0.11": "127.0.0.1:10001", "10.0.0.12": "127.0.0.1"}
+    toml = tmp_path / "lab.toml"
+    toml.write_text('[cluster]\nrest_addresses = {"10.0.0.11" = "127.0.0.1:10005"}\ntablets = false\n')
+    cfg = load_config(toml_path=toml)
+    assert cfg.rest_endpoint("10.0.0.11") == ("127.0.0.1", 10005) and cfg.tablets is False
+    assert ClusterConfig().dialect == "auto" and ClusterConfig().tablets is False
+
+
+@pytest.mark.parametrize("env", [{"LAB_REST_ADDRESSES": "10.0.0.11"}, {"LAB_REST_ADDRESSES": "10.0.0.11=h:99999"},
+                                 {"LAB_REST_ADDRESSES": "=h:1"}, {"LAB_DIALECT": "mysql"},
+                                 {"LAB_TABLETS": "maybe"}])
+def test_bad_scylla_settings_are_config_errors(env):
+    with pytest.raises(ConfigError):
+        load_config(env=env)

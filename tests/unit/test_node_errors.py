@@ -22,7 +22,7 @@ def test_maven_missing_is_explained(tmp_path, monkeypatch):
 def test_no_java_is_explained(monkeypatch):
     monkeypatch.setenv("JAVA_HOME", "/nonexistent")
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("lab.cluster.embedded.node.Path.glob", lambda self, pattern: iter(()))
+    monkeypatch.setattr("lab.cluster.embedded.java.Path.glob", lambda self, pattern: iter(()))
     with pytest.raises(JavaNotFound):
         EmbeddedCluster.find_java()
 

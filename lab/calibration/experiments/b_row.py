@@ -3,8 +3,10 @@
 Method. For each repeat (a fresh dataset: same profile, seed + repeat) the rows are written to
 message_record / message_index / client_dedup exactly as the store encodes them
 (``RecordLoader``), the keyspace is flushed and each table major-compacted to one SSTable, and
-the admin adapter's live disk bytes (every SSTable component: Data, Index, Filter,
-Statistics, ...) are divided by the rows written. Then each further compression setting is
+the admin adapter's live disk bytes of one replica (every SSTable component: Data, Index,
+Filter, Statistics, ...; summed over the nodes, divided by the copies each row has among them)
+are divided by the rows written: b_row is per replica on any cluster, and the capacity formula
+multiplies by RF once. Then each further compression setting is
 applied in place (``ALTER TABLE ... WITH compression``, and a major compaction rewrites the
 SSTable with it) and measured again: same rows, each written once. Between repeats the tables
 are truncated. The design's 600 B is compared with the mean and its Student-t interval.
@@ -12,6 +14,12 @@ are truncated. The design's 600 B is compared with the mean and its Student-t in
 Partition size: ``partition_rows`` rows (4096 in a full run) written into one seq_bucket
 partition, flushed and compacted: bytes per row of that partition times 4096, next to the
 design's 4096 x 600 B ~= 2.4 MB and the server's own partition-size histogram.
+
+On ScyllaDB every shard (and tablet) flushes and compacts its own SSTables: "compacted to one
+SSTable" is one SSTable per shard holding rows (``sstable_count`` up to nodes x shards), the one
+partition lives on one shard of each replica, and compression options are spelled by the
+connection's dialect (``sstable_compression``). The traced partition read says ``BYPASS CACHE``
+there, so it reads the SSTable, not the row cache a flush fills.
 """
 from __future__ import annotations
 
@@ -26,12 +34,8 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, mean_ci, scratch_name, scratch_store, single_partition_rows
 
 TABLES = ("message_record", "message_index", "client_dedup")
-# CQL compression options per setting name; "lz4" is Cassandra's and Scylla's default.
-COMPRESSION = {
-    "lz4": {"class": "LZ4Compressor", "chunk_length_in_kb": "16"},
-    "zstd": {"class": "ZstdCompressor", "chunk_length_in_kb": "16"},
-    "none": {"enabled": "false"},
-}
+# compression settings by name ("lz4" is both servers' default); the options are the dialect's
+COMPRESSIONS = ("lz4", "zstd", "none")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +59,7 @@ class Result:
     summary: pd.DataFrame         # compression x table: mean, CI
     partition: pd.DataFrame       # compression: partition measurements
     keyspace: str | None = None   # kept on the server (keep_keyspaces): the last repeat, last compression
+    shards_per_node: dict[str, int] | None = None  # node -> shards (Scylla; 1 on Cassandra)
 
     def b_row(self, table: str = "message_record", compression: str | None = None) -> pd.Series:
         compression = compression or self.params.compressions[0]
@@ -86,6 +91,11 @@ class Result:
         if len(self.partition):
             out["tombstone_cells_per_row"] = float(self.partition.iloc[0].tombstone_cells_per_row)
         out["design_partition_bytes"] = self.bucket_width * self.design_b_row_bytes
+        if self.shards_per_node:
+            out["nodes"] = len(self.shards_per_node)
+            out["shards_per_node"] = max(self.shards_per_node.values())
+        if len(self.per_repeat):
+            out["replicas_per_row"] = float(self.per_repeat.replicas.iloc[-1])
         return out
 
 
@@ -104,6 +114,7 @@ def _measure(lab: Lab, keyspace: str, tables: tuple[str, ...], *, flush: bool) -
         files = lab.admin.data_files(keyspace, table)
         node = stats.per_node[0] if stats.per_node else {}
         out[table] = {"live_disk_bytes": stats.live_disk_bytes, "sstable_count": stats.sstable_count,
+                      "replicas": stats.replicas, "live_disk_bytes_per_replica": stats.live_disk_bytes_per_replica,
                       "data_file_bytes": sum(f.stat().st_size for f in files) if files else None,
                       "compression_ratio": node.get("compression_ratio"),
                       "max_partition_bytes": node.get("max_partition_bytes"),
@@ -116,8 +127,8 @@ def _trace_partition(lab: Lab, keyspace: str, part: pd.DataFrame) -> tuple[int, 
     that binds None for absent columns writes one tombstone cell per null column and row."""
     from lab.cluster.tracing import traced
 
-    stmt = lab.connection.prepare(f"SELECT * FROM {keyspace}.message_record WHERE tenant_id = ? AND "
-                                  "conversation_id = ? AND seq_bucket = ?")
+    stmt = lab.connection.prepare(lab.connection.dialect.sstable_read(
+        f"SELECT * FROM {keyspace}.message_record WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"))
     first = part.iloc[0]
     rows, summary = traced(lab.connection, stmt, (uuid.UUID(str(first.tenant_id)),
                                                   uuid.UUID(str(first.conversation_id)), int(first.seq_bucket)))
@@ -126,10 +137,10 @@ def _trace_partition(lab: Lab, keyspace: str, part: pd.DataFrame) -> tuple[int, 
 
 def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...], current: dict[str, str]) -> None:
     """ALTER the tables whose compression (tracked in ``current``) differs from ``comp``."""
-    options = ", ".join(f"'{k}': '{v}'" for k, v in COMPRESSION[comp].items())
+    clause = lab.connection.dialect.compression_clause(comp)
     changed = [t for t in tables if current.get(t) != comp]
     for table in changed:
-        lab.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH compression = {{{options}}}")
+        lab.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH {clause}")
         current[table] = comp
     if changed:
         lab.connection.wait_schema_agreement()
@@ -171,7 +182,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             rows_read, tombstones = _trace_partition(lab, ks, part)
             for comp, m in measured.items():
                 rec = m["message_record"]
-                per_row = rec["live_disk_bytes"] / params.partition_rows
+                per_row = rec["live_disk_bytes_per_replica"] / params.partition_rows
                 partition_out.append({
                     "compression": comp, "rows": params.partition_rows, "live_disk_bytes": rec["live_disk_bytes"],
                     "bytes_per_row": per_row, "bytes_at_width": per_row * width,
@@ -188,8 +199,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 for table, m in per_table.items():
                     rows_out.append({"repeat": repeat, "seed": seed, "compression": comp, "table": table,
                                      "rows": len(messages), **m,
-                                     "b_row_bytes": m["live_disk_bytes"] / len(messages),
-                                     "b_row_data_file_bytes": (m["data_file_bytes"] / len(messages))
+                                     "b_row_bytes": m["live_disk_bytes_per_replica"] / len(messages),
+                                     "b_row_data_file_bytes": (m["data_file_bytes"] / m["replicas"] / len(messages))
                                      if m["data_file_bytes"] is not None else np.nan})
 
     per_repeat = pd.DataFrame(rows_out)
@@ -204,7 +215,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "design_b_row_bytes": constants.b_row_bytes if table == "message_record" else np.nan})
     return Result(params=params, design_b_row_bytes=constants.b_row_bytes, bucket_width=width,
                   per_repeat=per_repeat, summary=pd.DataFrame(summary_rows), partition=pd.DataFrame(partition_out),
-                  keyspace=ks if params.keep_keyspaces else None)
+                  keyspace=ks if params.keep_keyspaces else None, shards_per_node=lab.admin.shards_per_node())
 
 
 def conclusion(result: Result) -> str:

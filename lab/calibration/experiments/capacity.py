@@ -4,7 +4,10 @@ Pure arithmetic over ``lab.calibration.capacity``: no cluster needed. b_row come
 (``values.json`` of the b_row notebook: the value itself, or a path) and is set next to the
 design's 600 B for each traffic tier: resident bytes, nodes needed on a given disk at a target
 utilization, disk per node, partitions per node, and SSTables per node after a year of TWCS
-windows (per shard on Scylla).
+windows (per shard on Scylla: times the shards per node, from the parameter or the b_row run).
+
+b_row is bytes of ONE replica per row (the b_row notebook divides the bytes summed over the
+nodes by the copies of each row), so the §7 formula's RF factor is the only one applied here.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ class Params:
     usable_disk_bytes_per_node: float = 3.84e12
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
     messages_per_conversation_day: float = DEFAULT_MESSAGES_PER_CONVERSATION_DAY
-    shards_per_node: int = 1
+    shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
     lsm_space_amp: float | None = None        # None: appendix B
 
 
@@ -68,8 +71,18 @@ def resolve_b_row(b_row_bytes: float | None, values_path: str | Path | None) -> 
     return None, "none (design value only)"
 
 
+def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) -> int:
+    """Shards per node: the parameter, else what the b_row run's cluster reported, else 1."""
+    if shards_per_node is not None:
+        return int(shards_per_node)
+    if values_path is not None and Path(values_path).exists():
+        return int(json.loads(Path(values_path).read_text()).get("shards_per_node") or 1)
+    return 1
+
+
 def run(params: Params, *, constants: Any) -> Result:
     measured, source = resolve_b_row(params.b_row_bytes, params.b_row_values)
+    shards = resolve_shards(params.shards_per_node, params.b_row_values)
     if params.lsm_space_amp is not None:
         constants = constants.replace(lsm_space_amp=params.lsm_space_amp)
     rows = []
@@ -81,12 +94,12 @@ def run(params: Params, *, constants: Any) -> Result:
                                   usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
                                   target_utilization=params.target_utilization,
                                   messages_per_conversation_day=params.messages_per_conversation_day,
-                                  shards_per_node=params.shards_per_node)
+                                  shards_per_node=shards)
             at = project_sizing(constants=c, messages_per_day=tier, node_count=need.nodes_needed,
                                 usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
                                 target_utilization=params.target_utilization,
                                 messages_per_conversation_day=params.messages_per_conversation_day,
-                                shards_per_node=params.shards_per_node)
+                                shards_per_node=shards)
             rows.append({"source": name, **at.as_row()})
     sizing = pd.DataFrame(rows)
     sweep = np.unique(np.concatenate([np.linspace(200, 4000, 39), [constants.b_row_bytes] + ([measured] if measured else [])]))

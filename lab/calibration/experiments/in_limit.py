@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.errors import LabError
+from lab.errors import InListTooLong, LabError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
@@ -109,6 +109,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     sizes = sorted({int(k) for k in params.in_sizes if 0 < int(k) <= params.partition_rows})
     samples: list[dict[str, Any]] = []
     rejected: dict[int, str] = {}
+    limits: list[int] = []  # limits the server named in its rejections
     warnings: dict[int, list[str]] = {}
     with scratch_store(lab, scratch_name("inlimit"), constants=constants, keep=params.keep_keyspace) as store:
         base = generate(params.profile, size=min(params.partition_rows, 2000), seed=params.seed,
@@ -120,9 +121,10 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                              desc=f"partition of {params.partition_rows} rows")
         lab.admin.flush(store.keyspace, "message_record")
         lab.admin.compact(store.keyspace, "message_record")
-        stmt = store.prepare_raw(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
-                                 "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
-                                 "AND conversation_seq IN ?")
+        # BYPASS CACHE on Scylla (the dialect's): a flush fills its row cache, and this reads SSTables
+        stmt = store.prepare_raw(lab.connection.dialect.sstable_read(
+            f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq IN ?"))
         key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)
         seqs = part.conversation_seq.to_numpy()
 
@@ -144,6 +146,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     rows, ms, warn = read(k, seqs)
                 except LabError as exc:
                     rejected[k] = f"{type(exc).__name__}: {exc}"
+                    limits += [exc.limit] if isinstance(exc, InListTooLong) else []
                     continue
                 if warn:
                     warnings.setdefault(k, []).extend(warn)
@@ -158,6 +161,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 read(k, pool)
             except LabError as exc:
                 rejected[k] = f"{type(exc).__name__}: {exc}"
+                limits += [exc.limit] if isinstance(exc, InListTooLong) else []
 
     df = pd.DataFrame(samples)
     rows_out = []
@@ -171,6 +175,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     per_size = pd.DataFrame(rows_out)
     accepted = [k for k in sizes if k not in rejected]
     server_limit = max((k for k in accepted if k < min(rejected)), default=None) if rejected else None
+    if limits:  # the server said its limit (InListTooLong): that, not the largest size that passed
+        server_limit = min(limits)
     recommended = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit)
     return Result(params=params, design_in_limit=constants.batch_read_in_list_limit, per_size=per_size,
                   samples=df, rejected=rejected, server_limit=server_limit, settings=server_settings(lab),

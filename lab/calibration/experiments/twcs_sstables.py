@@ -19,6 +19,16 @@ Prediction. :func:`simulate_twcs` replays the same flushes through TWCS's rules 
 compacted to one SSTable; the newest window size-tiered: min_threshold 4, all SSTables under
 50 MB in one tier; fully expired SSTables dropped) and gives the count the window arithmetic
 predicts at every step; ``windows`` is the plain number of windows spanned.
+
+Compaction groups. Each replica flushes and compacts its own SSTables, and on ScyllaDB so does
+every shard of it (``replica/table.cc``; tablets off, the lab's default): a flush makes one
+SSTable in each (node, shard) that received rows. The prediction replays the flushes per
+compaction group (the replicas and shard of every row written, ``Connection.placement``) and
+sums the groups; the measured count is the admin adapter's, summed over nodes and shards. On a
+single Cassandra node there is one group. The expiry trigger writes one row into every group
+that holds SSTables, so each group runs its expired check. Scylla's tables default to
+``tombstone_gc = {'mode': 'repair'}``, which keeps expired data at RF >= 2 until a repair: these
+scratch tables take the dialect's ``tombstone_gc = {'mode': 'timeout'}`` so gc_grace decides.
 """
 from __future__ import annotations
 
@@ -92,6 +102,7 @@ class Result:
             out[f"{r.table}_sstables_after_expiry"] = int(r.measured_after_expiry)
             out[f"{r.table}_predicted_after_expiry"] = int(r.predicted_after_expiry)
             out[f"{r.table}_steady_state_windows"] = int(r.steady_state_windows)
+            out[f"{r.table}_compaction_groups"] = int(r.compaction_groups)
         out["all_match_prediction"] = bool((self.final.measured_before_expiry == self.final.predicted_before_expiry).all())
         out["expiry_matches_prediction"] = bool((self.final.measured_after_expiry == self.final.predicted_after_expiry).all())
         return out
@@ -140,11 +151,26 @@ def simulate_twcs(flush_windows: list[int], *, expiring: list[bool] | None = Non
     return counts
 
 
-def count_after_expiry(flush_windows: list[int], expiring: list[bool], trigger_window: int) -> int:
+def count_after_expiry(flush_windows: list[int], expiring: list[bool], trigger_window: int | None) -> int:
+    """SSTables left once the short TTL passed and a trigger flush (``trigger_window``; None:
+    no write reached this compaction group, so no compaction check ran) was compacted."""
     tables: list[_SSTable] = []
     for w, e in zip(flush_windows, expiring):
         tables = _twcs_step(tables + [_SSTable(window=w, size=1, max_expiry=0.0 if e else math.inf)])
+    if trigger_window is None:
+        return len(tables)
     return len(_twcs_step(tables + [_SSTable(window=trigger_window, size=1, max_expiry=math.inf)], now=1.0))
+
+
+def per_group(flush_windows: list[int], flush_groups: list[set], group: Any) -> list[int]:
+    """The windows of the flushes that made an SSTable in ``group`` (the ones it got rows in)."""
+    return [w for w, groups in zip(flush_windows, flush_groups) if group in groups]
+
+
+def predicted_count(flush_windows: list[int], flush_groups: list[set]) -> int:
+    """SSTables now, summed over the compaction groups that received rows."""
+    groups = set().union(*flush_groups) if flush_groups else set()
+    return sum(simulate_twcs(per_group(flush_windows, flush_groups, g))[-1] for g in groups)
 
 
 # ---- the run --------------------------------------------------------------------------------
@@ -157,7 +183,7 @@ def _create_tables(lab: Lab, ks: str, constants: Any, families: list[Family], p:
                 compaction={"class": "TimeWindowCompactionStrategy", "compaction_window_unit": fam.unit,
                             "compaction_window_size": str(w),
                             "expired_sstable_check_frequency_seconds": str(p.expired_check_seconds)})
-            lab.connection.execute(spec.ddl(ks))
+            lab.connection.execute(spec.ddl(ks, extra_options=lab.connection.dialect.expiring_table_options()))
     lab.connection.wait_schema_agreement()
 
 
@@ -210,6 +236,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             span = max(fam.windows) * fam.unit_seconds
             plan[fam.base] = {"family": fam, "tables": [fam.table(w) for w in fam.windows],
                               "flush_windows": {fam.table(w): [] for w in fam.windows}, "expiring": [],
+                              "flush_groups": [],  # per flush: the (node, shard) groups its rows reached
                               "start": (int(now_s) - (fam.intervals + 2) * fam.unit_seconds) // span * span - span}
         # Both families advance together, one simulated interval of each per step (a day of
         # message_record, an hour of client_dedup), so one keyspace flush serves all four tables.
@@ -223,6 +250,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     continue
                 short = i < fam.expire_intervals
                 rows = _interval_rows(pool, params, i)
+                groups: set = set()
                 lo = (fam_plan["start"] + i * fam.unit_seconds) * 1_000_000
                 ts = lo + np.sort(np.random.default_rng([params.seed, i]).integers(
                     0, fam.unit_seconds * 1_000_000, len(rows)))
@@ -237,13 +265,15 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                   msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
                                   ttl, int(t_us))
                     items += [(insert[t], values) for t in fam_plan["tables"]]
+                    groups.update(lab.connection.placement(insert[fam_plan["tables"][0]], values))
                 fam_plan["expiring"].append(short)
+                fam_plan["flush_groups"].append(groups)
                 stepped.append((fam_plan, int(ts.max() // 1_000_000)))
             lab.connection.execute_concurrent(items, concurrency=64)
             if any(fp["expiring"][-1] for fp, _ in stepped):
                 last_short_write = time.time()
             lab.admin.flush(ks)
-            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
+            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
             counts = _counts(lab, ks, [t for fp, _ in stepped for t in fp["tables"]])
             for fam_plan, max_s in stepped:
                 fam = fam_plan["family"]
@@ -252,7 +282,9 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     fw.append(max_s // (w * fam.unit_seconds))
                     series.append({"family": fam.base, "table": t, "window": w, "unit": fam.unit, "step": i + 1,
                                    "simulated_time_s": (i + 1) * fam.unit_seconds, "measured": counts[t],
-                                   "predicted": simulate_twcs(fw)[-1], "windows": len(set(fw))})
+                                   "predicted": predicted_count(fw, fam_plan["flush_groups"]),
+                                   "windows": len(set(fw)),
+                                   "compaction_groups": len(set().union(*fam_plan["flush_groups"]))})
 
         # expiry: wait out the short TTL, then one more write per table triggers the expired check
         if last_short_write is not None:
@@ -264,22 +296,40 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         for fam_plan in plan.values():
             fam: Family = fam_plan["family"]
             last_us = (fam_plan["start"] + fam.intervals * fam.unit_seconds - 1) * 1_000_000
-            rows = _interval_rows(pool, params, fam.intervals).iloc[:1]
-            msg = to_message(rows.to_dict("records")[0], seed=params.seed)
-            for w, t in zip(fam.windows, fam_plan["tables"]):
+            # trigger rows: the next interval's first row, then rows until every group holding
+            # SSTables got one (a single Cassandra node: the first row alone)
+            candidates = pd.concat([_interval_rows(pool, params, fam.intervals), pool.iloc[:fam.intervals * params.rows_per_interval]])
+            holding = set().union(*fam_plan["flush_groups"])
+            triggers, reached = [], set()
+            for j, row in enumerate(candidates.to_dict("records")):
+                msg = to_message(row, seed=params.seed)
                 if fam.base == "message_record":
                     values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (0, last_us)
                 else:
-                    values = (msg.tenant_id, msg.sender_id, "trigger", msg.message_id.to_bytes(16, "big"), 1, 1,
-                              msg.created_at_ms, constants.client_dedup_ttl_seconds, last_us)
-                lab.connection.execute(insert[t], values)
-                predicted_after[t] = count_after_expiry(fam_plan["flush_windows"][t], fam_plan["expiring"],
-                                                        (last_us // 1_000_000) // (w * fam.unit_seconds))
+                    values = (msg.tenant_id, msg.sender_id, "trigger" if j == 0 else f"trigger-{j}",
+                              msg.message_id.to_bytes(16, "big"), 1, 1, msg.created_at_ms,
+                              constants.client_dedup_ttl_seconds, last_us)
+                groups = set(lab.connection.placement(insert[fam_plan["tables"][0]], values))
+                if j == 0 or groups - reached:
+                    triggers.append(values)
+                    reached |= groups
+                if holding <= reached:
+                    break
+            for w, t in zip(fam.windows, fam_plan["tables"]):
+                for values in triggers:
+                    lab.connection.execute(insert[t], values)
+                trigger_window = (last_us // 1_000_000) // (w * fam.unit_seconds)
+                fw = fam_plan["flush_windows"][t]
+                predicted_after[t] = sum(
+                    count_after_expiry(per_group(fw, fam_plan["flush_groups"], g),
+                                       [e for e, gs in zip(fam_plan["expiring"], fam_plan["flush_groups"]) if g in gs],
+                                       trigger_window if g in reached else None)
+                    for g in holding | reached)
         lab.admin.flush(ks)
         deadline = time.monotonic() + params.settle_timeout_seconds
         all_tables = [t for fp in plan.values() for t in fp["tables"]]
         while True:
-            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds)
+            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
             after = _counts(lab, ks, all_tables)
             if all(after[t] <= predicted_after[t] for t in all_tables) or time.monotonic() > deadline:
                 break
@@ -295,6 +345,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     "family": fam.base, "table": t, "window": w, "unit": fam.unit, "flushes": len(fw),
                     "windows": len(set(fw)), "measured_before_expiry": last["measured"],
                     "predicted_before_expiry": last["predicted"], "measured_after_expiry": after[t],
+                    "compaction_groups": last["compaction_groups"],
                     "predicted_after_expiry": predicted_after[t],
                     "expired_windows": len({fw[i] for i, e in enumerate(fam_plan["expiring"]) if e}),
                     "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
@@ -307,7 +358,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
               "design_client_dedup_window_hours": constants.client_dedup_twcs_window_hours,
               "retention_days": constants.default_retention_days,
               "client_dedup_ttl_seconds": constants.client_dedup_ttl_seconds,
-              "record_days": params.record_days, "dedup_hours": params.dedup_hours}
+              "record_days": params.record_days, "dedup_hours": params.dedup_hours,
+              "shards_per_node": max(lab.admin.shards_per_node().values(), default=1)}
     return Result(params=params, keyspace=ks, series=pd.DataFrame(series), final=pd.DataFrame(final_rows),
                   design=design)
 

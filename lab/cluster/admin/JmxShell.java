@@ -8,7 +8,7 @@
 //   flush    <keyspace> <table,table,...|empty for all>
 //   compact  <keyspace> <table,table,...|empty for all>
 //   stats    <keyspace> <table>
-//   compactions            -> {"pending": n, "active": n}
+//   compactions [keyspace] -> {"pending": n, "active": n} (node-wide, or of one keyspace)
 // Reply: {"ok":true,...} or {"ok":false,"error":"..."}. EOF on stdin ends the process.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -73,11 +73,20 @@ public class JmxShell {
                         reply = stats(mbs, p[1], p[2]);
                         break;
                     case "compactions": {
-                        Object pending = mbs.getAttribute(new ObjectName(
-                            "org.apache.cassandra.metrics:type=Compaction,name=PendingTasks"), "Value");
+                        // with a keyspace: that keyspace's estimate and its running compactions only
+                        String ks = p.length > 1 && !p[1].isEmpty() ? p[1] : null;
+                        Object pending = mbs.getAttribute(new ObjectName(ks == null
+                            ? "org.apache.cassandra.metrics:type=Compaction,name=PendingTasks"
+                            : "org.apache.cassandra.metrics:type=Keyspace,keyspace=" + ks + ",name=PendingCompactions"),
+                            "Value");
                         Object active = mbs.getAttribute(new ObjectName(
                             "org.apache.cassandra.db:type=CompactionManager"), "Compactions");
-                        int n = active instanceof java.util.Collection ? ((java.util.Collection<?>) active).size() : 0;
+                        int n = 0;
+                        if (active instanceof java.util.Collection) {
+                            for (Object c : (java.util.Collection<?>) active) {
+                                if (ks == null || (c instanceof java.util.Map && ks.equals(((java.util.Map<?, ?>) c).get("keyspace")))) n++;
+                            }
+                        }
                         reply = "{\"ok\":true,\"pending\":" + pending + ",\"active\":" + n + "}";
                         break;
                     }

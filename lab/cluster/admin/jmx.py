@@ -2,7 +2,7 @@
 
 nodetool starts a JVM with the whole server classpath for every call (4-15 s on a busy 2-core
 machine). The TWCS experiment flushes once per simulated interval, dozens of times, so the
-Cassandra admin adapter talks to a small long-lived helper instead (``lab/node/JmxShell.java``,
+Cassandra admin adapter talks to a small long-lived helper instead (``lab/cluster/admin/JmxShell.java``,
 plain ``javax.management``, compiled once into ``<home>/jmxshell/``). It reads the same MBeans
 nodetool does, so its numbers are nodetool's numbers. The helper exits when its stdin closes,
 so it never outlives the Python process that started it.
@@ -106,9 +106,10 @@ class JmxShell:
     def stats(self, keyspace: str, table: str) -> dict[str, Any]:
         return self.request("stats", keyspace, table)
 
-    def compactions(self) -> dict[str, int]:
-        """{"pending": estimated compactions left, "active": compactions running now}."""
-        return {k: int(v) for k, v in self.request("compactions").items()}
+    def compactions(self, keyspace: str | None = None) -> dict[str, int]:
+        """{"pending": estimated compactions left, "active": compactions running now}, on the
+        whole node or in ``keyspace`` only."""
+        return {k: int(v) for k, v in self.request("compactions", keyspace or "").items()}
 
     def close(self) -> None:
         if self._proc.poll() is None:

@@ -1,5 +1,10 @@
 """The embedded Apache Cassandra 5.0 node(s) the lab starts and owns.
 
-    node       resolve the jars with Maven, write the node's config, start, wait, stop by PID
-    security   a local CA and node keystore for TLS, the lab's login role (``--secure``)
+    node         the cluster's lifecycle: start, wait for CQL, record PIDs, stop/kill/restart, nodetool
+    node_config  one node's cassandra.yaml and logback.xml, rendered from templates/
+    jars         Maven resolution of group:artifact:version into a folder (cassandra-all; reusable)
+    java         which ``java`` (JDK 11/17) and the JVM flags the server and its tools need
+    process      spawn with a log, find our processes by PID + command-line marker, stop only those
+    security     a local CA and node keystore for TLS, the lab's login role (``--secure``)
+    templates/   cassandra.yaml and its fragments, logback.xml, the Maven POM (package data)
 """

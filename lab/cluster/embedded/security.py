@@ -218,8 +218,7 @@ def create_role(connection: Any, name: str, password: str, *, keyspace: str | No
     if not exists and create_keyspaces:
         return  # the role will create it, and a keyspace's creator holds every permission on it
     if not exists:
-        replication = str(connection.config.replication_map())
-        connection.execute(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}")
+        connection.create_keyspace(keyspace)
     connection.execute(f"GRANT ALL PERMISSIONS ON KEYSPACE {keyspace} TO {name}")
 
 

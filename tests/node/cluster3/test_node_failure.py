@@ -1,8 +1,8 @@
 """Node failure on a 3-node embedded cluster, RF 3, QUORUM / SERIAL (issue 7, item 3).
 
-One cluster for the module (3-node start-up is the dominant cost), on its own loopback
-addresses and JMX ports, with the jars symlinked from the lab's home; the fixture kills it
-by its recorded PIDs even when a test fails. The load is lab.soak's mixed load (sends with
+The 3-node cluster is this folder's shared one (``conftest.py``: started once for the folder,
+on its own loopback addresses and JMX ports, killed by its recorded PIDs at the end even when a
+test fails). The load is lab.soak's mixed load (sends with
 client retries, history, batch reads, reactions, recalls) on driver threads, bounded in time
 and operations, and audited by lab.audit.
 
@@ -32,17 +32,13 @@ import uuid
 
 import pytest
 
-from lab.cluster.config import ClusterConfig
 from lab.errors import ClusterError
-from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions, _is_our_jvm
+from lab.cluster.embedded.process import is_ours
 from lab.load.soak import Soak, SoakOptions
 from lab.store import MessageStore
 
 pytestmark = [pytest.mark.node, pytest.mark.cluster3, pytest.mark.slow]
 
-FIRST_ADDRESS = "127.0.0.41"
-JMX_PORT_BASE = 7441
-HEAP = "768M"
 VICTIM = "node3"
 LOAD_SECONDS = 12.0
 KILL_AFTER_SECONDS = 4.0
@@ -57,35 +53,10 @@ SOAKS: dict[str, Soak] = {}
 
 
 @pytest.fixture(scope="module")
-def cluster3(tmp_path_factory, lab_home):
-    jars = EmbeddedCluster(NodeOptions(home=lab_home)).lib_dir
-    home = tmp_path_factory.mktemp("cluster3") / "home"
-    (home / "jars" / jars.parent.name).mkdir(parents=True)
-    (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
-    cluster = EmbeddedCluster(NodeOptions(home=home, nodes=3, first_address=FIRST_ADDRESS,
-                                         jmx_port_base=JMX_PORT_BASE, heap=HEAP))
-    try:
-        t0 = time.monotonic()
-        state = cluster.start()
-        FIGURES["cluster"] = {"nodes": [n.address for n in state.nodes], "start_seconds": round(time.monotonic() - t0, 1),
-                              "replication_factor": 3, "consistency": "QUORUM", "serial_consistency": "SERIAL"}
-        yield cluster
-    finally:
-        # a throwaway cluster: SIGKILL its recorded PIDs (a graceful stop costs ~20 s), then
-        # stop() clears the record (and would SIGTERM anything still ours)
-        state = cluster.read_state()
-        for node in state.nodes if state else ():
-            if _is_our_jvm(node.pid, node.directory):
-                cluster.kill(node.name)
-        cluster.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster_store(cluster3, tmp_path_factory):
-    config = ClusterConfig(contact_points=tuple(n.address for n in cluster3.read_state().nodes),
-                           keyspace=f"nf_{uuid.uuid4().hex[:10]}", replication_factor=3,
-                           read_consistency="QUORUM", write_consistency="QUORUM", serial_consistency="SERIAL",
-                           lab_home=cluster3.home)
+def cluster_store(cluster3, cluster3_config, cluster3_start, tmp_path_factory):
+    FIGURES["cluster"] = {**cluster3_start, "replication_factor": 3, "consistency": "QUORUM",
+                          "serial_consistency": "SERIAL"}
+    config = cluster3_config(keyspace=f"nf_{uuid.uuid4().hex[:10]}")
     store = MessageStore.open(config, state_dir=tmp_path_factory.mktemp("nf-state"), node_id=41)
     store.create_schema()
     yield store
@@ -160,13 +131,13 @@ def check(f: dict) -> None:
 
 def test_a_node_killed_during_load(cluster3, cluster_store):
     for node in cluster3.read_state().nodes:
-        assert _is_our_jvm(node.pid, node.directory), f"{node.name} is not running before the load"
+        assert is_ours(node.pid, node.directory), f"{node.name} is not running before the load"
     check(run_load(cluster3, cluster_store, "killed during load", kill_after=KILL_AFTER_SECONDS))
 
 
 def test_b_node_stopped_before_load(cluster3, cluster_store):
     victim = next(n for n in cluster3.read_state().nodes if n.name == VICTIM)
-    if _is_our_jvm(victim.pid, victim.directory):  # (a) failed before its kill
+    if is_ours(victim.pid, victim.directory):  # (a) failed before its kill
         cluster3.kill(VICTIM)
     check(run_load(cluster3, cluster_store, "stopped before load", kill_after=None))
 

@@ -1,0 +1,193 @@
+"""Cassandra 5.0 admin: a persistent JMX helper (``jmx``), nodetool as its fallback, per-node
+read/write counts from ``system_views``, and ``*-Data.db`` files on disk for local nodes.
+
+JMX endpoints: the embedded nodes the lab started (each on 127.0.0.1 at its own JMX port), else
+every contact point at ``config.jmx_port``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.admin.base import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.config import ClusterConfig
+from lab.errors import AdminError, NodeError
+
+OBSOLETE_FILES_TIMEOUT_SECONDS = 30.0
+OBSOLETE_FILES_POLL_SECONDS = 0.1
+
+
+class CassandraAdmin(ClusterAdmin):
+    """Cassandra 5.0 through nodetool (JMX) and system_views; data files when local."""
+
+    name = "cassandra"
+
+    def __init__(self, config: ClusterConfig, connection: Any) -> None:
+        super().__init__(config, connection)
+        from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+
+        self._embedded = EmbeddedCluster(NodeOptions(home=config.lab_home))
+        state = self._embedded.read_state()
+        local = {n.address: n for n in (state.nodes if state else ())}
+        # JMX endpoints: the embedded nodes we started, else each contact point at config.jmx_port
+        self._targets: list[tuple[str, str, int, Any]] = []
+        if local and set(config.contact_points) & set(local):
+            for n in local.values():
+                self._targets.append((n.address, "127.0.0.1", n.jmx_port, n))
+        else:
+            for cp in config.contact_points:
+                self._targets.append((cp, cp, config.jmx_port, None))
+        # Persistent JMX helpers (lab.jmx), one per endpoint; nodetool is the fallback.
+        self._shells: dict[tuple[str, int], Any] = {}
+        self._shell_failed: set[tuple[str, int]] = set()
+
+    def _shell(self, host: str, port: int) -> Any:
+        """The endpoint's JMX helper, or None (no JDK compiler, JMX refused): use nodetool."""
+        from lab.cluster.admin.jmx import JmxShell
+
+        key = (host, port)
+        shell = self._shells.get(key)
+        if shell is not None and shell.alive:
+            return shell
+        if key in self._shell_failed:
+            return None
+        try:
+            shell = JmxShell(host, port, work_dir=Path(self.config.lab_home) / "jmxshell",
+                             java=self._embedded.find_java())
+        except (AdminError, OSError, NodeError):
+            self._shell_failed.add(key)
+            return None
+        self._shells[key] = shell
+        return shell
+
+    def compactions_running(self, keyspace: str | None = None) -> int | None:
+        total = 0
+        for _, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is None:
+                return None
+            c = shell.compactions(keyspace)
+            total += c["pending"] + c["active"]
+        return total
+
+    def check_nodes(self) -> list[NodeCheck]:
+        checks = []
+        for address, host, port, _n in self._live_targets():
+            detail, fix = "JMX answers (JMX helper)", ""
+            ok = self._shell(host, port) is not None
+            if not ok:  # the helper needs javac; nodetool needs only the jars
+                try:
+                    self._nodetool(host, port, "version")
+                    ok, detail = True, "JMX answers (nodetool; no JMX helper)"
+                except (AdminError, NodeError, OSError) as exc:
+                    detail = f"no JMX at {host}:{port} ({str(exc)[:200]})"
+                    fix = ("Cassandra's JMX listens on 127.0.0.1 unless LOCAL_JMX=no in cassandra-env.sh: open it, "
+                           "give its port with --jmx-port, or run the lab on the node")
+            checks.append(NodeCheck(node=address, endpoint=f"{host}:{port}", ok=ok, detail=detail, fix=fix))
+        return checks
+
+    def close(self) -> None:
+        for shell in self._shells.values():
+            shell.close()
+        self._shells.clear()
+
+    def _nodetool(self, host: str, port: int, *args: str) -> str:
+        if not self._embedded.lib_dir.joinpath(".complete").exists():
+            self._embedded.resolve_jars()
+        return self._embedded.nodetool(*args, host=host, port=port)
+
+    def _live_targets(self):
+        from lab.cluster.embedded.process import is_ours
+
+        return [t for t in self._targets if t[3] is None or is_ours(t[3].pid, t[3].directory)]
+
+    def flush(self, keyspace: str, table: str | None = None) -> None:
+        for _, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is not None:
+                shell.flush(keyspace, (table,) if table else ())
+            else:
+                self._nodetool(host, port, "flush", keyspace, *([table] if table else []))
+
+    def compact(self, keyspace: str, table: str) -> None:
+        for _, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is not None:
+                shell.compact(keyspace, (table,))
+            else:
+                self._nodetool(host, port, "compact", keyspace, table)
+        self._await_obsolete_files_removed(keyspace, table)
+
+    def _await_obsolete_files_removed(self, keyspace: str, table: str,
+                                      timeout: float = OBSOLETE_FILES_TIMEOUT_SECONDS) -> None:
+        """Compacted-away SSTables are deleted asynchronously after the compaction returns;
+        wait until the files on disk match the live count, so both views agree afterwards."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            files = self.data_files(keyspace, table)
+            if files is None or len(files) <= self.table_stats(keyspace, table).sstable_count:
+                return
+            time.sleep(OBSOLETE_FILES_POLL_SECONDS)
+
+    def table_stats(self, keyspace: str, table: str) -> TableStats:
+        per_node = []
+        for address, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is not None:
+                per_node.append({"node": address, **_shell_stats(shell.stats(keyspace, table))})
+                continue
+            raw = self._nodetool(host, port, "tablestats", "-F", "json", f"{keyspace}.{table}")
+            try:
+                t = json.loads(raw[raw.index("{"):])[keyspace]["tables"][table]
+            except (ValueError, KeyError) as exc:
+                raise AdminError(f"unexpected tablestats output for {keyspace}.{table}: {raw[:300]}",
+                                 keyspace=keyspace, table=table) from exc
+            per_node.append({
+                "node": address,
+                "sstable_count": int(t["sstable_count"]),
+                "live_disk_bytes": int(t["space_used_live"]),
+                "total_disk_bytes": int(t["space_used_total"]),
+                "local_reads": int(t["local_read_count"]),
+                "local_writes": int(t["local_write_count"]),
+                "compression_ratio": float(t.get("sstable_compression_ratio") or -1),
+                "partitions_estimate": int(t.get("number_of_partitions_estimate") or 0),
+                "max_partition_bytes": int(t.get("compacted_partition_maximum_bytes") or 0),
+                "mean_partition_bytes": int(t.get("compacted_partition_mean_bytes") or 0),
+            })
+        return TableStats.from_nodes(keyspace, table, per_node,
+                                     replicas=self.replication(keyspace).replicas_among(len(per_node)))
+
+    def server_counts(self, keyspace: str, table: str) -> ServerCounts:
+        reads = writes = 0
+        session = self.connection.session
+        for host in self.connection.hosts():
+            if not host.is_up:
+                continue
+            r = session.execute("SELECT count FROM system_views.local_read_latency "
+                                "WHERE keyspace_name = %s AND table_name = %s", (keyspace, table), host=host).one()
+            w = session.execute("SELECT count FROM system_views.local_write_latency "
+                                "WHERE keyspace_name = %s AND table_name = %s", (keyspace, table), host=host).one()
+            reads += int(r[0]) if r else 0
+            writes += int(w[0]) if w else 0
+        return ServerCounts(reads=reads, writes=writes)
+
+    def data_files(self, keyspace: str, table: str) -> list[Path] | None:
+        files: list[Path] = []
+        nodes = [t[3] for t in self._live_targets() if t[3] is not None]
+        if not nodes:
+            return None
+        for n in nodes:
+            for table_dir in (Path(n.directory) / "data" / "data" / keyspace).glob(f"{table}-*"):
+                files += [p for p in table_dir.glob("*-Data.db")]
+        return sorted(files)
+
+
+def _shell_stats(raw: dict) -> dict:
+    """The JMX helper's metrics in the shape of the tablestats fields above."""
+    ints = ("sstable_count", "live_disk_bytes", "total_disk_bytes", "local_reads", "local_writes",
+            "partitions_estimate", "max_partition_bytes", "mean_partition_bytes")
+    out = {k: int(raw[k]) for k in ints}
+    out["compression_ratio"] = float(raw["compression_ratio"])
+    return out
