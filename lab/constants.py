@@ -31,6 +31,7 @@ class Constants:
     message_seq_bucket_width: int = 4096
     history_max_empty_bucket_scan: int = 8
     batch_read_in_list_limit: int = 100
+    batch_read_range_min_density: float = 0.5
     client_dedup_ttl_seconds: int = 7200
     media_thumbnail_max_bytes: int = 32768
     payload_max_bytes: int = 65536
