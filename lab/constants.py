@@ -38,6 +38,7 @@ class Constants:
     message_seq_bucket_width: int
     history_max_empty_bucket_scan: int
     batch_read_in_list_limit: int
+    batch_read_range_min_density: float
     client_dedup_ttl_seconds: int
     media_thumbnail_max_bytes: int
     payload_max_bytes: int

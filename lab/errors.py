@@ -36,7 +36,7 @@ boundary (``lab.cluster.connection.map_driver_errors``) and never leak to caller
     │   ├── NotFound                no such message / conversation
     │   ├── InvalidState            the message's state forbids it (editing a recalled message)
     │   ├── HeadConflict            conditional conversation_head update lost its race
-    │   ├── ReactionConflict        the reaction summary's compare-and-set kept losing its race
+    │   ├── ReactionConflict        the reaction summary kept changing under concurrent overwrites
     │   ├── OutboxError             the outbox could not append or read
     │   └── HotWindowError          the hot window (Redis) could not be written or read
     ├── CryptoError                 encryption at rest

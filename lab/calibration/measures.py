@@ -63,6 +63,12 @@ MEASURES: tuple[Measure, ...] = (
             what="IN size with the lowest per-row latency inside the p99 budget and the server limit",
             observe=("recommended_p99_ms", "recommended_per_row_us", "in{current}_p99_ms", "server_in_limit",
                      "p99_budget_ms")),
+    Measure(constant="batch_read_range_min_density", notebook="grouped_reads", measured="recommended_range_min_density",
+            rule="notebook", recommended="recommended_range_min_density", figure="grouped_reads",
+            what="density of a group's seqs in their span where one range read costs the server (trace time) "
+                 "as much as the IN lists it replaces, over a fully written partition",
+            observe=("density_entries", "density100_range_server_us", "density100_in_server_us",
+                     "density50_range_server_us", "density50_in_server_us")),
     Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets", measured="recommended_scan_limit",
             rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
             what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",

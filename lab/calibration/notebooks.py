@@ -32,7 +32,7 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
     "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "repeats": 3,
                       "hole_messages": 20000},
     "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
-    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3},
+    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
     "capacity": {},
 }
 

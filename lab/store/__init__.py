@@ -9,10 +9,11 @@ view, archiver runs).
 
 Modules:
 
-    write side   write_path (send, §5.1), head (conversation_head, §2.4), archiver (archiver
-                 mode, §2.1 note), recall (recall/edit and recovery, §5.3), outbox (the log:
-                 interface, registry, the local SQLite one), kafka_outbox + kafka_index (the log
-                 over the Kafka protocol), hot_window (archiver mode's Redis hot window),
+    write side   write_path (send, §5.1), head (conversation_head, §2.4), earliest (the E
+                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
+                 recovery, §5.3), outbox (the log: interface, registry, the local SQLite one),
+                 kafka_outbox + kafka_index (the log over the Kafka protocol), hot_window
+                 (archiver mode's Redis hot window),
                  sequence (conversation_seq reservation windows), seeding (rows written as the
                  paths write them, for benchmarks / experiments / tests)
     read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
@@ -50,6 +51,7 @@ from lab.store.schema import SchemaDifference, check_schema, create_schema
 from lab.store.seeding import Seeder
 # write side
 from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
+from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
 from lab.store.head import HeadUpdate, HeadWriter
 from lab.store.outbox import Outbox, OutboxView, open_outbox
 from lab.store.recall import EditResult, RecallPath, RecallResult
@@ -89,6 +91,7 @@ class _Parts:
     lookup: AdminLookup
     seeder: Seeder
     log: OutboxView
+    earliest: EarliestAdvancer
     hot: Any = None  # archiver mode's Redis hot window (lab.store.hot_window.HotWindow), or None
     services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
 
@@ -160,6 +163,7 @@ class MessageStore:
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
             history_reader=HistoryReader(ctx, hot=hot_layer), batch_reader=batch_reader, reactions=Reactions(ctx),
             lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
+            earliest=EarliestAdvancer(ctx),
             services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
 
@@ -251,7 +255,8 @@ class MessageStore:
         return self._parts.ctx.encryptor.rotate(tenant_id, conversation_id)
 
     def recover(self) -> int:
-        """Re-apply logged recall/edit events whose row update is missing (S-7); run at start-up."""
+        """S-7: re-emit to the log, then apply, every logged recall / edit event whose row does not
+        carry it (recall: recall_event_conversation_seq empty); returns how many. Run at start-up."""
         return self._parts.recall_path.recover()
 
     def drain(self, timeout_seconds: float | None = None) -> None:
@@ -273,6 +278,17 @@ class MessageStore:
         """Seq floor: the conversation's next conversation_seq becomes at least ``next_seq``
         for every writer (never lowered). For migrations, seeding holes, S-2 / S-3 tests."""
         self._parts.sequences.advance_to(tenant_id, conversation_id, next_seq)
+
+    def advance_earliest(self, tenant_id: IdLike, conversation_id: IdLike) -> EarliestAdvance | None:
+        """Move the conversation's earliest_available_conversation_seq (E) to its first row still
+        stored, once that row is older than the dedup window (lab.store.earliest); older pages
+        then end there (has_more=false) instead of on the empty-bucket stop. None without a head."""
+        return self._parts.earliest.advance(tenant_id, conversation_id)
+
+    def advance_earliest_all(self) -> AdvanceSummary:
+        """:meth:`advance_earliest` for every conversation of the keyspace (a maintenance job:
+        a full scan of conversation_head; run it e.g. daily)."""
+        return self._parts.earliest.advance_all()
 
     def archive_once(self, *, max_batches: int | None = None, group: str = ARCHIVER_GROUP) -> int:
         """Archiver mode (§2.1 note): archive what the log holds (or ``max_batches`` batches)

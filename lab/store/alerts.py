@@ -22,7 +22,8 @@ ALERT_NAMES: tuple[str, ...] = (
     "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
     "head_cas_retries",            # failover form: compare-and-set lost a race and re-read
     "archiver_expired_skipped",    # archiver: remaining TTL <= 0, the row is not written
-    "recall_reapplied",            # recover(): a logged recall/edit whose row update was missing (S-7)
+    "recall_reemitted",            # recover(): a logged recall/edit its row did not carry, re-emitted (S-7)
+    "recalled_state_restored",     # an edit's state cell won over a recall; RECALLED written back over it
     "partial_rows_skipped",        # a read met a message_record row without message_id (never written whole)
 )
 

@@ -8,8 +8,8 @@ coordinate (conversation_id, conversation_seq) and its message_id. Steps:
    given (lab.store.hot_layer: the design's hot window, committed but not archived yet);
 3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
 4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
-   group's seqs are contiguous, else ``conversation_seq IN ?`` split into lists of at most
-   ``batch_read_in_list_limit`` (Scylla's coordinator pays memory and latency for huge INs);
+   group's seqs are dense in their span, else ``conversation_seq IN ?`` split into lists of at
+   most ``batch_read_in_list_limit`` (Scylla's coordinator pays memory and latency for huge INs);
    next to it the same predicate on message_reaction_summary, which shares the partition
    key, so the summaries come from the same replicas in the same step; all of it runs
    concurrently;
@@ -18,6 +18,16 @@ coordinate (conversation_id, conversation_seq) and its message_id. Steps:
 
 A row without message_id (a few cells of a row never written whole) is not a message: it is
 skipped and counted (``partial_rows_skipped``), so one husk never fails a batch.
+
+Range vs IN (§4.3 says "range when contiguous"; issue 12 item 5). Real backlogs are almost
+never exactly contiguous: every retry burns a seq, every recall / edit event takes one, a
+writer restart leaves the rest of its window. A range over a span with holes returns only
+the rows that exist, so what a range costs beyond an IN list is the *other* live rows in the
+span, which the grouped read skips. The group is therefore read as one range when its seqs
+fill at least ``batch_read_range_min_density`` of their span, ``len / (max - min + 1)``, an
+appendix-B constant the grouped_reads notebook measures (the density from which a range
+is no slower than the IN lists it replaces); below it, IN lists. A dense 500-message backlog
+with holes is one read per bucket, as S-1 (a) asks.
 
 Never a point read of message_record per message_id, and never a read of message_index (it
 is the admin path, §2.2): the entry already carries the coordinate.
@@ -164,10 +174,11 @@ class _Group:
     bucket: int
     wanted: dict[int, int]
 
-    def predicates(self, in_list_limit: int) -> list[tuple[str, tuple[Any, ...]]]:
-        """('range', (lo, hi)) for contiguous seqs, else ('in', (chunk,)) per IN-list chunk."""
+    def predicates(self, in_list_limit: int, range_min_density: float) -> list[tuple[str, tuple[Any, ...]]]:
+        """('range', (lo, hi)) when the seqs fill at least ``range_min_density`` of their span,
+        else ('in', (chunk,)) per IN-list chunk."""
         seqs = sorted(self.wanted)
-        if seqs[-1] - seqs[0] + 1 == len(seqs):
+        if len(seqs) / (seqs[-1] - seqs[0] + 1) >= range_min_density:
             return [("range", (seqs[0], seqs[-1]))]
         return [("in", (seqs[i:i + in_list_limit],)) for i in range(0, len(seqs), in_list_limit)]
 
@@ -248,7 +259,8 @@ class BatchReader:
         owners: list[tuple[str, _Group]] = []
         for (conversation_id, bucket), wanted in groups.items():
             group = _Group(conversation_id=conversation_id, bucket=bucket, wanted=wanted)
-            for kind, args in group.predicates(self.constants.batch_read_in_list_limit):
+            for kind, args in group.predicates(self.constants.batch_read_in_list_limit,
+                                               self.constants.batch_read_range_min_density):
                 for table in ("record", "summary"):
                     statements.append((self._stmt(f"{table}_{kind}"), (tenant_id, conversation_id, bucket, *args)))
                     owners.append((table, group))

@@ -7,12 +7,16 @@ then builds a new store (a restarted writer) and checks recovery.
 
 The point names are the contract between the paths and the tests; ``arm`` refuses names
 not in :data:`CRASH_POINTS`, so a renamed point cannot make a crash test pass vacuously.
+
+``interleave(point, fn)`` runs ``fn`` at the point instead of crashing: what another writer
+does while this one is between two steps (a recall landing between an edit's state check
+and its write), so a race is a deterministic test rather than a timing accident.
 """
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from lab.errors import CrashInjected, ValidationError
 
@@ -48,6 +52,7 @@ class FaultPlan:
     def __init__(self, armed: Iterable[str] = ()) -> None:
         self._lock = threading.Lock()
         self._armed: dict[str, int | None] = {}
+        self._interleaved: dict[str, Callable[[], object]] = {}
         self.hits: Counter[str] = Counter()
         self.fired: Counter[str] = Counter()
         for point in armed:
@@ -58,6 +63,14 @@ class FaultPlan:
             raise ValidationError(f"unknown crash point {point!r}; known: {', '.join(CRASH_POINTS)}", point=point)
         with self._lock:
             self._armed[point] = times
+        return self
+
+    def interleave(self, point: str, fn: Callable[[], object]) -> FaultPlan:
+        """Run ``fn`` once, the next time a path reaches ``point`` (then carry on)."""
+        if point not in CRASH_POINTS:
+            raise ValidationError(f"unknown crash point {point!r}; known: {', '.join(CRASH_POINTS)}", point=point)
+        with self._lock:
+            self._interleaved[point] = fn
         return self
 
     def disarm(self, point: str | None = None) -> None:
@@ -72,6 +85,10 @@ class FaultPlan:
             raise ValidationError(f"unknown crash point {point!r}", point=point)
         with self._lock:
             self.hits[point] += 1
+            between = self._interleaved.pop(point, None)
+        if between is not None:
+            between()  # outside the lock: it may drive other paths that reach points too
+        with self._lock:
             if point not in self._armed:
                 return
             remaining = self._armed[point]

@@ -44,8 +44,8 @@ KEY_VERSION_BYTES = 4
 HEAD_WRITE_ATTEMPTS = 3
 HEAD_RETRY_BACKOFF_SECONDS = 0.05
 HEAD_CAS_ATTEMPTS = 8
-# What "no messages trimmed yet" reads as: the design's E bound with nothing below seq 1
-# (the earliest_available advancer is an open item, §9).
+# What "no messages trimmed yet" reads as: the design's E bound with nothing below seq 1.
+# Only lab.store.earliest (the advancer) moves it; the head writer never writes E.
 EARLIEST_AVAILABLE_DEFAULT = 1
 
 _HEAD_COLUMNS = ("latest_conversation_seq, earliest_available_conversation_seq, last_message_id, "

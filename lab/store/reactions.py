@@ -14,21 +14,27 @@ with ``reaction_key = ''`` (:data:`NO_REACTION`): an empty string is a live cell
 tombstone (only a null would be one), so the detail partition stays tombstone-free; ``''``
 is therefore reserved and rejected as a reaction key.
 
-Summary consistency. ``counts`` is never incremented: every react / unreact recomputes the
-whole map from the message's detail partition (the truth) and overwrites it with
-``summary_version + 1`` under a compare-and-set ``IF summary_version = <read version>``
-(first summary: ``IF summary_version = null``). Why this is enough for concurrent reactors
-on any number of processes: the version is read before the detail partition, and a CAS
-only applies when no other CAS landed since that version read; so the summary left by the
-last applied CAS was computed from a detail read that followed every earlier applied CAS,
-each of which followed its own reactor's detail write. Every completed reaction is in the
-final map, versions go up by exactly one per applied overwrite (monotonic, what the
-absolute-value REACTION_UPDATE of §13.6.2 needs), and a summary left stale by a crash
-between the two writes heals on the message's next reaction. The price is one Paxos round
-per reaction on this small table; the design names client_dedup as its only LWT table
-because it keeps Paxos off the *send* path (message_record, conversation_head), which this
-is not. Within one process reactors of the same message queue on a striped lock instead of
-fighting in Paxos, so CAS retries only happen between processes.
+Summary consistency, without LWT (§2.3: client_dedup is the only LWT table). ``counts`` is
+never incremented: every react / unreact recomputes the whole map from the message's detail
+partition (the truth) and overwrites it, absolute, as REACTION_UPDATE is (§13.6.2). Ordering:
+
+- a summary is written ``USING TIMESTAMP v`` with ``summary_version = v``, where
+  ``v = max(now in µs, the version read + 1)``: the version *is* the write time, so whichever
+  overwrite carries the higher version wins every cell (counts, version, updated_at), and the
+  stored version can never go backwards, whatever order concurrent writes land in;
+- after writing, the reactor reads summary and detail again and is done only when the stored
+  counts equal the detail partition's; otherwise (a concurrent reactor's older view won, or
+  its own write lost to a higher version computed before this reactor's detail write) it
+  overwrites again with a higher version.
+
+Why this converges on any number of processes: every detail write precedes its reactor's
+first check, and every summary write precedes its reactor's next check; so the last check
+of all (in real time) reads every detail write and the final summary, and it only passes
+when they agree. Within one process reactors of the same message queue on a striped lock,
+so the re-write only happens between processes. A summary left stale by a crash between the
+two writes heals on the message's next reaction. Cost per reaction: the detail write, two
+reads of each table (each pair in flight together) and one summary write, no Paxos round
+(tests/node/test_reactions.py).
 
 No collection tombstones either: replacing a non-frozen map (``SET counts = ?``) writes a
 range tombstone on every overwrite, so the map is updated with ``counts = counts + ?``
@@ -51,9 +57,10 @@ from lab.store.ids import check_bigint, check_conversation_seq, check_text_key, 
 
 NO_REACTION = ""  # the reaction_key of a withdrawn reaction: an overwrite, never a DELETE
 REACTION_KEY_MAX_BYTES = 64  # lab decision: keys are short enum strings (§2.5); bounds the map
-REACTION_CAS_MAX_ATTEMPTS = 16
-REACTION_CAS_BACKOFF_BASE_SECONDS = 0.002
-REACTION_CAS_BACKOFF_MAX_SECONDS = 0.2
+REACTION_SETTLE_MAX_ATTEMPTS = 16  # overwrites before giving up on a summary that keeps changing
+REACTION_BACKOFF_BASE_SECONDS = 0.002
+REACTION_BACKOFF_MAX_SECONDS = 0.2
+_US_PER_MS = 1000
 _LOCK_STRIPES = 64
 
 _SUMMARY_KEY = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
@@ -110,7 +117,7 @@ def count_keys(keys: Iterable[str | None]) -> dict[str, int]:
 class Reactions:
     """React, unreact, self reaction and summaries of one keyspace."""
 
-    def __init__(self, ctx: StoreContext, *, max_attempts: int = REACTION_CAS_MAX_ATTEMPTS) -> None:
+    def __init__(self, ctx: StoreContext, *, max_attempts: int = REACTION_SETTLE_MAX_ATTEMPTS) -> None:
         self.ctx = ctx
         self.connection = ctx.connection
         self.constants = ctx.constants
@@ -118,8 +125,6 @@ class Reactions:
         self._clock_ms = ctx.clock_ms
         self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
         self._stmts: dict[str, Stmt] = {}
-        self._retries_lock = threading.Lock()
-        self.cas_retries = 0  # lost compare-and-sets, across all messages (a contention gauge)
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -135,10 +140,8 @@ class Reactions:
                            "AND conversation_id = ? AND conversation_seq = ?", ()),
                 "summary": (f"SELECT conversation_seq, counts, summary_version, updated_at "
                             f"FROM {{ks}}.message_reaction_summary {summary_where}", _SUMMARY_KEY),
-                "cas_first": (f"UPDATE {{ks}}.message_reaction_summary SET counts = counts + ?, "
-                              f"summary_version = ?, updated_at = ? {summary_where} IF summary_version = null", ()),
-                "cas_next": (f"UPDATE {{ks}}.message_reaction_summary SET counts = counts + ?, "
-                             f"summary_version = ?, updated_at = ? {summary_where} IF summary_version = ?", ()),
+                "overwrite": (f"UPDATE {{ks}}.message_reaction_summary USING TIMESTAMP ? SET counts = counts + ?, "
+                              f"summary_version = ?, updated_at = ? {summary_where}", ()),
             }[name]
             stmt = self._stmts[name] = self.ctx.prepare(cql, key_columns=key)
         return stmt
@@ -194,33 +197,31 @@ class Reactions:
             return self._refresh(tenant_id, conversation_id, seq)
 
     def _refresh(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> ReactionSummary:
-        """Recompute the summary from the detail partition and CAS it in (module docstring)."""
-        bucket = self._bucket(seq)
+        """Recompute the summary from the detail partition and overwrite it until the stored
+        summary agrees with the detail partition (module docstring)."""
+        key = (tenant_id, conversation_id, self._bucket(seq), seq)
         for attempt in range(self.max_attempts):
-            # Order matters: version first, details second, CAS last (see the module docstring).
-            current = self._read_summary(tenant_id, conversation_id, seq)
-            rows = self.connection.execute(self._stmt("detail"), (tenant_id, conversation_id, seq))
+            # Both reads in flight at once: the argument above only needs each check to start
+            # after its own reactor's writes, not one read before the other.
+            summary_rows, rows = self.connection.execute_concurrent(
+                [(self._stmt("summary"), key), (self._stmt("detail"), (tenant_id, conversation_id, seq))])
+            row = summary_rows.one()
+            current = (ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq)
+                       if row is None else summary_from_row(tenant_id, conversation_id, row))
             counts = count_keys(row.reaction_key for row in rows)
-            delta = {key: 0 for key in current.counts if key not in counts} | counts
-            version = check_bigint(current.summary_version + 1, column="summary_version")
+            if dict(current.counts) == counts:
+                return current  # settled (or nothing to say: no reaction and no summary yet)
+            if attempt > 1:
+                # A concurrent reactor of another process keeps winning: jittered backoff, or
+                # reactors of one hot message overwrite each other in lockstep.
+                time.sleep(random.uniform(0, min(REACTION_BACKOFF_MAX_SECONDS,
+                                                 REACTION_BACKOFF_BASE_SECONDS * 2 ** attempt)))
             now_ms = check_bigint(self._clock_ms(), column="updated_at")
-            key = (tenant_id, conversation_id, bucket, seq)
-            if current.summary_version == 0:
-                result = self.connection.execute(self._stmt("cas_first"), (delta, version, now_ms, *key))
-            else:
-                result = self.connection.execute(self._stmt("cas_next"),
-                                                 (delta, version, now_ms, *key, current.summary_version))
-            if result.was_applied:
-                return ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq,
-                                       counts=dict(sorted(counts.items())), summary_version=version,
-                                       updated_at_ms=now_ms)
-            with self._retries_lock:
-                self.cas_retries += 1
-            # Jittered backoff: reactors of one hot message on several processes collide in lockstep otherwise.
-            time.sleep(random.uniform(0, min(REACTION_CAS_BACKOFF_MAX_SECONDS,
-                                             REACTION_CAS_BACKOFF_BASE_SECONDS * 2 ** attempt)))
+            version = check_bigint(max(now_ms * _US_PER_MS, current.summary_version + 1), column="summary_version")
+            delta = {k: 0 for k in current.counts if k not in counts} | counts
+            self.connection.execute(self._stmt("overwrite"), (version, delta, version, now_ms, *key))
         raise ReactionConflict(
-            f"reaction summary of ({tenant_id}, {conversation_id}, {seq}) lost {self.max_attempts} "
-            "compare-and-sets in a row; the detail row is written and the next reaction heals the summary",
+            f"reaction summary of ({tenant_id}, {conversation_id}, {seq}) did not settle after {self.max_attempts} "
+            "overwrites; the detail row is written and the next reaction heals the summary",
             table="message_reaction_summary", tenant_id=tenant_id, conversation_id=conversation_id,
             conversation_seq=seq, attempts=self.max_attempts)

@@ -6,9 +6,17 @@ Recall, in the order §5.3 fixes:
   2. then ``UPDATE message_record SET state=RECALLED, recall_event_conversation_seq=<event seq>``
      on the row's full key.
 A non-empty recall_event_conversation_seq therefore means "the event is in the log"; the
-reverse order could lose the event for good in the crash window. :meth:`RecallPath.recover`
-walks the log's CONTROL events and re-applies any whose row still lacks its coordinate,
-so a crash between 1 and 2 loses nothing (S-7).
+reverse order could lose the event for good in the crash window.
+
+Recovery (S-7) follows the design's condition. :meth:`RecallPath.recover` walks the log's
+CONTROL events and looks at each one's target row: a recall whose row has no
+recall_event_conversation_seq (an edit whose row does not carry its activity) is re-emitted
+to the log, then applied, in the same order as the first attempt (log first, row second).
+An empty coordinate cannot tell whether the log write landed (an unacknowledged produce
+to a remote log, or the crash window itself), so the event is appended again; appends are
+idempotent by the event's own coordinate, so the log keeps one event and fanout sees it at
+least once. A crash between 1 and 2 therefore loses nothing, and neither does a crash
+during recovery (the next one finds the row still empty).
 
 Edit has the same shape: the event (carrying the new sealed payload) is logged, then
 ``payload_or_ciphertext`` is replaced whole, ``edited_at_activity_id`` set and state=EDITED.
@@ -21,6 +29,16 @@ decode. So the path first archives that one message exactly as the archiver will
 (``lab.store.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
 created_at``) and then updates it: the row is whole from its first cell on, and the
 archiver's later INSERT of the same cells at the older timestamp undoes nothing.
+
+Recalled stays recalled (issue 12 item 7). An edit checks the state, logs, then writes: a
+recall landing in between would be overwritten by the edit's ``state = EDITED`` (a later
+write wins), and CQL offers no condition without LWT. So the rule is made to hold after the
+fact, on both sides: after its UPDATE an edit reads the row back, and if a recall coordinate
+is there it rewrites ``state = RECALLED`` with a write time above the state cell's
+(``WRITETIME(state) + 1``) and raises InvalidState; after its UPDATE a recall reads the state
+back and does the same if an edit's cell won (clocks of two writers can disagree). Readers
+never wait for that repair: a row carrying a recall coordinate decodes as RECALLED
+(lab.store.records), and recovery never re-applies an edit over a recall.
 
 TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
 without ``USING TTL`` the new state/payload cells would never expire and would keep a
@@ -193,6 +211,7 @@ class RecallPath:
         if self._hot is not None:
             self._hot.recall(target.tenant_id, target.conversation_id, target.conversation_seq,
                              recall_event_conversation_seq=entry.record.conversation_seq)
+        self._keep_recalled(target)  # an edit racing this recall may have written a later state cell
         self._on_change(target.tenant_id, target.message_id)
 
     # -- edit ---------------------------------------------------------------------------------
@@ -242,24 +261,47 @@ class RecallPath:
                            payload_or_ciphertext=bytes.fromhex(payload["payload_or_ciphertext"]),
                            dek_id=tuple(payload["dek_id"]), edited_at_activity_id=bytes.fromhex(payload["activity_id"]))
         self._on_change(target.tenant_id, target.message_id)
+        if self._keep_recalled(target):
+            raise InvalidState("the message was recalled while the edit was in flight: it stays recalled",
+                               tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                               conversation_seq=target.conversation_seq, state=MessageState.RECALLED)
+
+    def _keep_recalled(self, target: _Target) -> bool:
+        """If the row carries a recall, make sure its state cell says RECALLED (rewriting it above
+        a racing edit's write time); True when the row is recalled."""
+        key = (target.tenant_id, target.conversation_id, target.bucket, target.conversation_seq)
+        row = self.ctx.connection.execute(self.ctx.prepare(
+            "SELECT state, recall_event_conversation_seq, WRITETIME(state) AS state_written FROM {ks}.message_record "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
+            key_columns=MESSAGE_RECORD_KEY), key).one()
+        if row is None or row.recall_event_conversation_seq is None:
+            return False
+        if row.state != MessageState.RECALLED:
+            self.ctx.connection.execute(self.ctx.prepare(
+                "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET state = ? WHERE tenant_id = ? "
+                "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?"),
+                (target.ttl_seconds, (row.state_written or 0) + 1, int(MessageState.RECALLED), *key))
+            self.ctx.alerts.incr("recalled_state_restored")
+        return True
 
     # -- recovery (S-7) -----------------------------------------------------------------------
     def recover(self) -> int:
-        """Re-apply logged recall/edit events whose row update is missing; returns how many."""
-        reapplied = 0
+        """Re-emit and apply every logged recall / edit event whose target row does not carry
+        it (recall: recall_event_conversation_seq empty, S-7); returns how many."""
+        reemitted = 0
         while True:
             batch = self.outbox.consume(RECOVERY_GROUP, _RECOVERY_BATCH)  # every partition
             if not batch:
                 break
             for entry in batch.entries:
-                if entry.record.kind in CONTROL_KINDS and self._reapply(entry):
-                    reapplied += 1
+                if entry.record.kind in CONTROL_KINDS and self._reemit(entry):
+                    reemitted += 1
             self.outbox.commit_batch(RECOVERY_GROUP, batch)
-        if reapplied:
-            self.ctx.alerts.incr("recall_reapplied", reapplied)
-        return reapplied
+        if reemitted:
+            self.ctx.alerts.incr("recall_reemitted", reemitted)
+        return reemitted
 
-    def _reapply(self, entry: OutboxEntry) -> bool:
+    def _reemit(self, entry: OutboxEntry) -> bool:
         record = entry.record
         assert record.target_seq is not None
         target = self._target(record.tenant_id, record.conversation_id, record.target_seq)
@@ -267,14 +309,14 @@ class RecallPath:
             return False  # expired meanwhile: no row left to mark
         if record.kind == KIND_RECALL:
             if target.recall_event_conversation_seq is not None:
-                return False
-            self._apply_recall(target, entry)
+                return False  # the row says the event is in the log: nothing to do
+            self._apply_recall(target, self.outbox.append(record))  # re-emit (idempotent), then the row
             return True
         activity = _activity(entry)
         if target.state is MessageState.RECALLED or (
                 target.edited_at_activity_id is not None and target.edited_at_activity_id >= activity):
             return False  # a recall, or a later edit, already superseded this one
-        self._apply_edit(target, entry)
+        self._apply_edit(target, self.outbox.append(record))
         return True
 
 

@@ -228,7 +228,10 @@ def decode_row(row: Any, encryptor: Encryptor) -> Message:
         media=None if media is None else MediaMetadata.decode(media),
         reply_to_conversation_seq=_get(row, "reply_to_conversation_seq"),
         mentions=None if mentions is None else MentionTargets.decode(mentions),
-        state=parse_enum(MessageState, _get(row, "state") or 0),
+        # Recalled stays recalled: only a recall sets the coordinate (lab.store.recall), so a row
+        # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
+        state=(MessageState.RECALLED if _get(row, "recall_event_conversation_seq") is not None
+               else parse_enum(MessageState, _get(row, "state") or 0)),
         recall_event_conversation_seq=_get(row, "recall_event_conversation_seq"),
         edited_at_activity_id=_opt_u128(_get(row, "edited_at_activity_id")),
         created_at_ms=_get(row, "created_at") or 0,

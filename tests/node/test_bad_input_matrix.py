@@ -29,7 +29,7 @@ from store_checks import new_request, snapshot_tables
 pytestmark = pytest.mark.node
 
 # Calls of MessageStore that take no caller data worth a matrix (lifecycle, schema, recovery).
-NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close"}
+NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close", "advance_earliest_all"}
 # Covered by tests/test_bad_input.py (and here with the cases it lacks).
 ALSO_IN_TEST_BAD_INPUT = {"send", "recall", "edit"}
 
@@ -253,6 +253,8 @@ cases("archive_once", ValidationError, {"max_batches 0": lambda s, d: s.archive_
                                         "group empty": lambda s, d: s.archive_once(group=""),
                                         "group int": lambda s, d: s.archive_once(group=5)})
 cases("archive_lag", ValidationError, {"group empty": lambda s, d: s.archive_lag(group="")})
+cases("advance_earliest", InvalidId, {"tenant malformed": lambda s, d: s.advance_earliest("nope", d.conv),
+                                      "conversation int": lambda s, d: s.advance_earliest(d.tenant, 7)})
 cases("rotate_key", InvalidId, {"tenant malformed": lambda s, d: s.rotate_key("nope", d.conv),
                                 "conversation None": lambda s, d: s.rotate_key(d.tenant, None)})
 cases("prepare_raw", ValidationError, {"cql None": lambda s, d: s.prepare_raw(None),

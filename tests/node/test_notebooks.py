@@ -11,6 +11,7 @@ import pytest
 
 from lab.calibration.notebooks import run_notebook
 from lab.results.scratch import drop_keyspace
+from lab.constants import load_constants
 
 pytestmark = pytest.mark.node
 
@@ -145,7 +146,14 @@ def test_grouped_reads(run_dir, cluster_config):
         assert values[f"{shape}_grouped_index_reads"] == 0
         assert values[f"{shape}_naive_record_reads"] == values[f"{shape}_naive_entries"]
         assert values[f"{shape}_naive_index_reads"] == 0
-    assert values["group_500_sparse_grouped_record_reads"] == 5  # 500 odd seqs of one bucket: IN lists of 100
+    # every other seq of one bucket (density 500/999): one range from batch_read_range_min_density <= 0.5 up,
+    # else IN lists of 100
+    sparse_range = 500 / 999 >= load_constants().batch_read_range_min_density
+    assert values["group_500_sparse_grouped_record_reads"] == (1 if sparse_range else 5)
+    # the density sweep: a range is one request, IN lists one per 100 entries; a recommendation in (0, 1]
+    assert values["density100_range_rows"] == values["density_entries"] == 400
+    assert values["density50_in_requests"] == 4 and values["density100_range_rows_read"] == 400
+    assert 0 < values["recommended_range_min_density"] <= 1
     summary = pd.read_csv(run_dir / "grouped_reads" / "summary.csv")
     assert (summary.found == summary.entries).all()
 

@@ -1,5 +1,6 @@
-"""Reactions (§2.5): per-user rows, absolute summaries with a monotonic summary_version,
-unreact without DELETE or tombstones, self reactions by point read only."""
+"""Reactions (§2.5): per-user rows, absolute summaries with a monotonic summary_version and
+no LWT (issue 12 item 4: client_dedup is the only LWT table, §2.3), unreact without DELETE or
+tombstones, self reactions by point read only."""
 from __future__ import annotations
 
 import threading
@@ -27,20 +28,20 @@ def test_react_change_unreact_and_versions(store):
     alice, bob = uuid.uuid4(), uuid.uuid4()
     assert store.reaction_summary(tenant, conv, seq).summary_version == 0
     s1 = store.react(tenant, conv, seq, alice, "+1")
-    assert (dict(s1.counts), s1.summary_version) == ({"+1": 1}, 1)
+    assert dict(s1.counts) == {"+1": 1} and s1.summary_version > 0
     s2 = store.react(tenant, conv, seq, bob, "+1")
-    assert (dict(s2.counts), s2.summary_version) == ({"+1": 2}, 2)
+    assert dict(s2.counts) == {"+1": 2} and s2.summary_version > s1.summary_version
     s3 = store.react(tenant, conv, seq, alice, "heart")  # one reaction per user: replaces "+1"
-    assert (dict(s3.counts), s3.summary_version) == ({"+1": 1, "heart": 1}, 3)
+    assert dict(s3.counts) == {"+1": 1, "heart": 1} and s3.summary_version > s2.summary_version
     s4 = store.unreact(tenant, conv, seq, bob)
-    assert (dict(s4.counts), s4.summary_version, s4.total) == ({"heart": 1}, 4, 1)
+    assert (dict(s4.counts), s4.total) == ({"heart": 1}, 1) and s4.summary_version > s3.summary_version
     stored = store.reaction_summary(tenant, conv, seq)
-    assert (dict(stored.counts), stored.summary_version) == ({"heart": 1}, 4)
+    assert (dict(stored.counts), stored.summary_version) == ({"heart": 1}, s4.summary_version)
     assert store.self_reaction(tenant, conv, seq, alice) == "heart"
     assert store.self_reaction(tenant, conv, seq, bob) is None  # withdrawn
     assert store.self_reaction(tenant, conv, seq, uuid.uuid4()) is None  # never reacted
     s5 = store.unreact(tenant, conv, seq, alice)
-    assert (dict(s5.counts), s5.summary_version) == ({}, 5)
+    assert dict(s5.counts) == {} and s5.summary_version > s4.summary_version
 
 
 def test_self_reaction_is_one_point_read(store):
@@ -72,8 +73,9 @@ def test_bad_reaction_keys_write_nothing(store):
 
 
 def test_concurrent_reactors_on_two_stores_lose_nothing(store, open_store):
-    """Two stores (as two processes: separate in-process locks) race on one message;
-    every reaction lands in the final summary and each applied overwrite has its own version."""
+    """Two stores (as two processes: separate in-process locks) race on one message with
+    reacts, changes and unreacts; the summary converges to the detail partition and its
+    version only grows."""
     tenant, conv, seq = message()
     other = open_store()
     parts = [store, other]
@@ -82,9 +84,12 @@ def test_concurrent_reactors_on_two_stores_lose_nothing(store, open_store):
     lock = threading.Lock()
 
     def react(i: int) -> None:
-        summary = parts[i % 2].react(tenant, conv, seq, users[i], "+1" if i % 3 else "party")
+        summaries = [parts[i % 2].react(tenant, conv, seq, users[i], "+1" if i % 3 else "party"),
+                     parts[(i + 1) % 2].react(tenant, conv, seq, users[i], "party" if i % 3 else "+1")]
+        if i % 4 == 0:
+            summaries.append(parts[i % 2].unreact(tenant, conv, seq, users[i]))
         with lock:
-            versions.append(summary.summary_version)
+            versions.extend(s.summary_version for s in summaries)
 
     threads = [threading.Thread(target=react, args=(i,)) for i in range(len(users))]
     for t in threads:
@@ -92,9 +97,34 @@ def test_concurrent_reactors_on_two_stores_lose_nothing(store, open_store):
     for t in threads:
         t.join()
     final = store.reaction_summary(tenant, conv, seq)
-    assert dict(final.counts) == {"+1": 8, "party": 4}
-    # one applied compare-and-set per call: versions 1..12, each handed out once
-    assert sorted(versions) == list(range(1, 13)) and final.summary_version == 12
+    # users 0, 4, 8 withdrew; of the rest, i % 3 == 0 (3, 6, 9) end on "+1", the others on "party"
+    assert dict(final.counts) == {"+1": 3, "party": 6}
+    assert all(v > 0 for v in versions) and final.summary_version == max(versions)
+
+
+def test_reactions_take_no_paxos_round(store):
+    """§2.3: client_dedup is the only LWT table. React / unreact issue no conditional statement,
+    and the server holds no Paxos state for message_reaction_summary."""
+    tenant, conv, seq = message()
+    counter = store.connection.counter
+    before = counter.snapshot()
+    users = [uuid.uuid4() for _ in range(5)]
+    for user in users:
+        store.react(tenant, conv, seq, user, "+1")
+    store.unreact(tenant, conv, seq, users[0])
+    after = counter.snapshot()
+    per_table = {t: sum(after.get(t, {}).values()) - sum(before.get(t, {}).values())
+                 for t in ("message_reaction", "message_reaction_summary")}
+    lwt = sum(after.get(t, {}).get("lwt", 0) - before.get(t, {}).get("lwt", 0) for t in per_table)
+    print(f"6 reactions: {per_table} requests, {lwt} LWT")
+    assert lwt == 0
+    table_id = store.connection.execute(
+        "SELECT id FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'message_reaction_summary'",
+        (store.keyspace,)).one().id
+    paxos = list(store.connection.execute("SELECT row_key FROM system.paxos WHERE cf_id = %s ALLOW FILTERING",
+                                          (table_id,)))
+    assert paxos == []
+    assert dict(store.reaction_summary(tenant, conv, seq).counts) == {"+1": 4}
 
 
 def test_unreact_leaves_no_tombstones(store, admin):

@@ -9,7 +9,7 @@ import pytest
 from lab.constants import load_constants
 from lab.errors import BucketOverflow, ValidationError
 from lab.cluster.tracing import traced
-from seed import body_of, new_conversation
+from seed import body_of, new_conversation, set_head
 
 pytestmark = pytest.mark.node
 
@@ -222,3 +222,70 @@ def test_s6_after_send_recall_edit_and_reactions(store, admin):
         rows, trace = traced(store.connection, *store.bucket_read_statement(tenant, conv, bucket))
         assert trace.rows_read == len(rows) > 0, trace.events
         assert trace.tombstones_read == 0, trace.events
+
+
+# -- E: the earliest_available advancer (§9) ---------------------------------------------------
+
+def test_older_paging_ends_at_the_retention_edge_once_e_is_advanced(store, open_store):
+    """Issue 12 item 3. Ten old messages (ephemeral, TTL 2 s here), one per bucket 0..9 (the
+    store's seq floor leaves the holes), then five recent ones in bucket 10. Once the old ones
+    expired, an older page with E = 1 walks into the expired buckets and ends on the empty-bucket
+    stop with an alert; the advancer moves E to the first available row, and the same page ends
+    there: has_more=false, one partition read, no alert."""
+    from lab.store.retention import RetentionPolicy
+    from lab.store.model import RetentionClass
+    from store_checks import new_request
+
+    # the settle window (client_dedup_ttl_seconds) shortened to 1 s so that rows 3 s old count as settled
+    s = open_store(constants=load_constants().replace(client_dedup_ttl_seconds=1),
+                   retention=RetentionPolicy(ephemeral_ttl_seconds=2))
+    tenant, conv = uuid.uuid4(), uuid.uuid4()
+    for bucket in range(10):
+        s.advance_seq(tenant, conv, bucket * W + 1)
+        s.send(new_request(tenant_id=tenant, conversation_id=conv, retention_class=RetentionClass.EPHEMERAL_24H))
+    s.advance_seq(tenant, conv, 10 * W + 1)
+    recent = [s.send(new_request(tenant_id=tenant, conversation_id=conv)).conversation_seq for _ in range(5)]
+    s.drain()
+    import time
+    time.sleep(3)  # the ephemeral rows expire; the recent ones are 3 s old, older than the 1 s settle window
+    assert s.head(tenant, conv).earliest_available_conversation_seq == 1
+    alerts = s.alerts.empty_bucket_stops
+    before = s.history(tenant, conv, limit=50)
+    print(f"E=1: buckets {before.buckets_scanned}, empty {before.empty_buckets_scanned}, "
+          f"stopped_on_empty {before.stopped_on_empty}, alerts +{s.alerts.empty_bucket_stops - alerts}")
+    assert seqs_of(before) == recent[::-1] and before.stopped_on_empty
+
+    # a store with the default 2 h settle window does not move E past rows this young
+    young = open_store().advance_earliest(tenant, conv)
+    assert (young.settled, young.advanced, young.earliest) == (False, False, 1)
+
+    advance = s.advance_earliest(tenant, conv)
+    assert (advance.previous, advance.earliest, advance.settled, advance.complete) == (1, recent[0], True, True)
+    assert advance.buckets_scanned == 11  # buckets 0..9 expired, bucket 10 holds the first row
+    assert s.head(tenant, conv).earliest_available_conversation_seq == recent[0]
+    alerts = s.alerts.empty_bucket_stops
+    after = s.history(tenant, conv, limit=50)
+    print(f"E={recent[0]}: buckets {after.buckets_scanned}, empty {after.empty_buckets_scanned}, "
+          f"stopped_on_empty {after.stopped_on_empty}, alerts +{s.alerts.empty_bucket_stops - alerts}")
+    assert seqs_of(after) == recent[::-1]
+    assert (after.has_more, after.stopped_on_empty, after.buckets_scanned, after.empty_buckets_scanned) == \
+        (False, False, 1, 0)
+    assert s.alerts.empty_bucket_stops == alerts
+    again = s.advance_earliest(tenant, conv)  # E only moves forward; nothing more to do
+    assert (again.advanced, again.earliest, again.buckets_scanned) == (False, recent[0], 1)
+
+
+def test_the_advancer_over_every_head_and_its_bounds(store, open_store):
+    """advance_earliest_all walks conversation_head; E moves to H + 1 when nothing is left, and a
+    walk capped by max_buckets that found nothing leaves E alone (S-2-sized jumps stay cheap)."""
+    s = open_store(constants=load_constants().replace(client_dedup_ttl_seconds=1))
+    tenant, gone, jumped = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    set_head(s, tenant, gone, latest=3 * W)       # no row at all up to H (all expired): E -> H + 1
+    set_head(s, tenant, jumped, latest=1 << 62)   # 2**50 buckets: capped, E stays
+    summary = s.advance_earliest_all()
+    assert summary.conversations >= 2 and summary.advanced >= 1
+    assert s.head(tenant, gone).earliest_available_conversation_seq == 3 * W + 1
+    assert s.head(tenant, jumped).earliest_available_conversation_seq == 1
+    capped = s.advance_earliest(tenant, jumped)
+    assert (capped.complete, capped.advanced, capped.buckets_scanned) == (False, False, 1024)
+    assert s.history(tenant, gone).messages == () and s.advance_earliest(uuid.uuid4(), uuid.uuid4()) is None

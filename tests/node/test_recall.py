@@ -59,7 +59,9 @@ def test_recall_twice_is_one_event(store):
 
 
 def test_s7_crash_between_log_and_update_is_recovered(open_store, store, tmp_path):
-    """S-7: every recall dies after its log write; recovery re-emits all, 0 are lost."""
+    """S-7: every recall dies after its log write. Recovery follows the design's condition:
+    a logged recall whose row has no recall_event_conversation_seq is re-emitted to the log
+    (idempotent by its coordinate: still one event) and then applied; 0 are lost."""
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm("after_recall_log", times=None))
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     reqs = [new_request(tenant_id=tenant, conversation_id=conversation) for _ in range(5)]
@@ -73,8 +75,10 @@ def test_s7_crash_between_log_and_update_is_recovered(open_store, store, tmp_pat
         row = _row(store, req, ack.conversation_seq)
         assert row.recall_event_conversation_seq is None and row.state == MessageState.NORMAL
     restarted = open_store(state_dir=tmp_path)
+    end_before = restarted.log.end_offset()
     assert restarted.recover() == 5
-    assert restarted.alerts.recall_reapplied == 5
+    assert restarted.alerts.recall_reemitted == 5
+    assert restarted.log.end_offset() == end_before  # re-emitted, not duplicated
     lost = 0
     for req, ack in zip(reqs, acks):
         [event] = _controls(restarted, tenant, conversation, ack.conversation_seq, "recall")
@@ -165,3 +169,35 @@ def test_recall_drops_the_message_from_the_body_cache(store):
     store.recall(req.tenant_id, req.conversation_id, ack.conversation_seq, actor_id=req.sender_id)
     assert store.body_cache.get(req.tenant_id, ack.message_id) is None
     assert blob_to_u128(_row(store, req, ack.conversation_seq).message_id) == ack.message_id
+
+
+def test_a_recall_landing_inside_an_edit_keeps_the_message_recalled(open_store, store):
+    """Issue 12 item 7. The edit has checked the state (NORMAL) and logged its event; before its
+    UPDATE lands, another writer recalls the message. Recalled stays recalled: in the row's state
+    column, in history and batch reads; the edit reports the recall (InvalidState)."""
+    from lab.store import BatchEntry
+
+    req = new_request(body=b"original")
+    ack = store.send(req)
+    recaller = open_store()  # another writer of the conversation
+    plan = FaultPlan().interleave("after_edit_log", lambda: recaller.recall(
+        req.tenant_id, req.conversation_id, ack.conversation_seq, actor_id=req.sender_id))
+    editor = open_store(faults=plan)
+    try:
+        editor.edit(req.tenant_id, req.conversation_id, ack.conversation_seq, body=b"edited", actor_id=req.sender_id)
+        outcome = "edit returned"
+    except InvalidState:
+        outcome = "edit refused: InvalidState"
+    row = _row(store, req, ack.conversation_seq)
+    page = store.history(req.tenant_id, req.conversation_id)
+    store.body_cache.clear()
+    batch = store.batch_read(req.tenant_id, [BatchEntry(conversation_id=req.conversation_id,
+                                                        conversation_seq=ack.conversation_seq,
+                                                        message_id=ack.message_id)])
+    print(f"edit racing a recall: {outcome}; stored state {MessageState(row.state).name}, "
+          f"history {page.messages[0].state.name}, batch {batch.messages[ack.message_id].state.name}")
+    assert row.recall_event_conversation_seq is not None
+    assert row.state == MessageState.RECALLED
+    assert page.messages[0].state is MessageState.RECALLED and page.messages[0].recalled
+    assert batch.messages[ack.message_id].state is MessageState.RECALLED
+    assert outcome == "edit refused: InvalidState"

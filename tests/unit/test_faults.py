@@ -43,3 +43,13 @@ def test_every_point_the_paths_hit_is_declared():
     for module in (archiver, head, recall, write_path):
         used |= set(re.findall(r'faults\.hit\("(\w+)"\)', inspect.getsource(module)))
     assert used == set(CRASH_POINTS)
+
+
+def test_interleave_runs_once_at_the_point_and_does_not_crash():
+    ran = []
+    plan = FaultPlan().interleave("after_edit_log", lambda: ran.append("recall"))
+    plan.hit("after_edit_log")
+    plan.hit("after_edit_log")
+    assert ran == ["recall"] and plan.hits["after_edit_log"] == 2 and plan.fired["after_edit_log"] == 0
+    with pytest.raises(ValidationError):
+        FaultPlan().interleave("no_such_point", lambda: None)

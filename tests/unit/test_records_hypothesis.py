@@ -38,6 +38,10 @@ mentions = st.builds(MentionTargets, user_ids=st.lists(st.uuids(), max_size=5).m
 def messages(draw: st.DrawFn) -> tuple[Message, int]:
     width = draw(WIDTHS)
     seq = draw(SEQ)
+    state = draw(st.sampled_from(MessageState))
+    # a recall coordinate on the row means recalled (it decodes as RECALLED whatever the state cell
+    # says: a recall that overtook an edit), so only a recalled message carries one
+    recall_event = draw(st.none() | SEQ) if state is MessageState.RECALLED else None
     message = Message(
         tenant_id=draw(st.uuids()), conversation_id=draw(st.uuids()), seq_bucket=seq_bucket(seq, width),
         conversation_seq=seq, message_id=draw(U128), last_activity_id=draw(U128), sender_id=draw(st.uuids()),
@@ -45,7 +49,7 @@ def messages(draw: st.DrawFn) -> tuple[Message, int]:
         message_type=draw(st.sampled_from(MessageType)), custom_type=draw(st.none() | TEXT),
         body=draw(st.binary(max_size=2048)), e2ee=draw(st.booleans()), media=draw(st.none() | media),
         reply_to_conversation_seq=draw(st.none() | SEQ), mentions=draw(st.none() | mentions),
-        state=draw(st.sampled_from(MessageState)), recall_event_conversation_seq=draw(st.none() | SEQ),
+        state=state, recall_event_conversation_seq=recall_event,
         edited_at_activity_id=draw(st.none() | U128), created_at_ms=draw(BIGINT),
         retention_class=draw(st.sampled_from(RetentionClass)))
     return message, width

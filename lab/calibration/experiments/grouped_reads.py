@@ -9,6 +9,18 @@ Shapes, all joined for one tenant with the body LRU cleared before every grouped
 - ``mix_<n>``: realistic mailbox backlogs of n entries drawn from the workload: conversations
   picked by activity, the latest few messages of each.
 
+Density sweep (appendix B ``batch_read_range_min_density``, issue 12 item 5): one partition
+written full (``density_partition_rows`` consecutive seqs, every seq a live row: the worst case
+for a range, which reads every row of its span), a group of ``density_entries`` seqs spread
+over it at each density in ``densities``, read through ``store.batch_read`` by a store that
+always reads a range and one that always reads IN lists (the constant at 0 and above 1; body
+LRU off), in alternation (single-caller latency), and the same message_record requests traced: the
+server's own time (trace duration) for one range vs the IN lists, which neither the lone
+caller's parallel IN requests nor the client's decoding of the range's extra rows blur on a
+machine where client and server share two cores. The recommendation is the density where
+the fitted server cost of a range (rows of its span) meets the IN lists'
+(:func:`recommend_range_density`).
+
 Grouped = ``store.batch_read`` (one request per (conversation, bucket) group and table, groups
 concurrent). Naive = what the design forbids: one point read of message_record per message
 (and one of message_reaction_summary, to return the same data), same concurrency. Counted:
@@ -24,10 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.errors import CalibrationError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
-from lab.measure import a_over_b, latency_summary, timed
+from lab.measure import a_over_b, latency_summary, percentile, timed
 
 NAIVE_CONCURRENCY = 32
 
@@ -41,6 +54,10 @@ class Params:
     dm_count: int = 20
     dm_backlog: int = 5
     repeats: int = 5
+    density_partition_rows: int = 4000
+    density_entries: int = 400
+    densities: tuple[float, ...] = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
+    density_trace_repeats: int = 3  # traced requests per density and method (each trace waits for its events)
     seed: int = 0
     keep_keyspace: bool = False
     show_progress: bool = True
@@ -52,6 +69,8 @@ class Result:
     in_list_limit: int
     runs: pd.DataFrame       # one row per (shape, method, repeat)
     summary: pd.DataFrame    # shape x method
+    density: pd.DataFrame    # density sweep: one row per density (range vs IN p50)
+    recommended_range_min_density: float
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"in_list_limit": self.in_list_limit, "repeats": self.params.repeats}
@@ -65,6 +84,17 @@ class Result:
             out[f"{key}_p50_ms"] = float(r.p50_ms)
             out[f"{key}_reads_per_entry"] = float(r.reads_per_entry)
             out[f"{key}_us_per_entry"] = float(r.us_per_entry)
+        out["recommended_range_min_density"] = self.recommended_range_min_density
+        out["density_entries"] = self.params.density_entries
+        for r in self.density.itertuples():
+            key = f"density{int(round(100 * r.density))}"
+            out[f"{key}_range_p50_ms"] = float(r.range_p50_ms)
+            out[f"{key}_in_p50_ms"] = float(r.in_p50_ms)
+            out[f"{key}_range_rows"] = int(r.range_rows)
+            out[f"{key}_in_requests"] = int(r.in_requests)
+            out[f"{key}_range_server_us"] = float(r.range_server_us)
+            out[f"{key}_in_server_us"] = float(r.in_server_us)
+            out[f"{key}_range_rows_read"] = int(r.range_rows_read)
         s = self.summary.set_index(["shape", "method"])
         for shape in self.summary["shape"].unique():
             if (shape, "naive") in s.index and (shape, "grouped") in s.index:
@@ -109,9 +139,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         dm["row"] += (i + 1) * 100_000
         dms.append(dm)
     dm_rows = pd.concat(dms, ignore_index=True)
-    for extra in (group, dm_rows):
+    density_part = single_partition_rows(base, rows=params.density_partition_rows, first_seq=1,
+                                         conversation_id=str(uuid.uuid4()), bucket_width=width)
+    for extra in (group, dm_rows, density_part):
         extra["tenant_id"] = tenant
     group["row"] += 50_000_000
+    density_part["row"] += 70_000_000
 
     shapes: dict[str, pd.DataFrame] = {
         f"s1_group_{params.group_backlog}": group.nlargest(params.group_backlog, "conversation_seq"),
@@ -126,7 +159,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     with scratch_store(lab, scratch_name("grouped"), constants=constants, keep=params.keep_keyspace) as store:
         loader = RecordLoader(store, dedup=False)
         loader.load(messages, seed=params.seed, show_progress=params.show_progress, desc="workload")
-        loader.load(pd.concat([group, dm_rows], ignore_index=True), seed=params.seed,
+        loader.load(pd.concat([group, dm_rows, density_part], ignore_index=True), seed=params.seed,
                     show_progress=params.show_progress, desc="S-1 shapes")
         lab.admin.flush(store.keyspace)
         conn = store.connection
@@ -175,6 +208,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                  "requests": sum(delta(t) for t in set(after) | set(before)),
                                  "groups": rows.groupby(["conversation_id", "seq_bucket"]).ngroups})
                     next(bar, None)
+        density = _density_sweep(lab, store, _entries(density_part), params, constants,
+                                 tenant_id=uuid.UUID(str(tenant)))
     df = pd.DataFrame(runs)
     summary_rows = []
     for (shape, method), g in df.groupby(["shape", "method"], sort=False):
@@ -187,7 +222,95 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "reads_per_entry": first.record_reads / first.entries,
                              "us_per_entry": lat["p50_ms"] * 1000 / first.entries})
     return Result(params=params, in_list_limit=constants.batch_read_in_list_limit, runs=df,
-                  summary=pd.DataFrame(summary_rows))
+                  summary=pd.DataFrame(summary_rows), density=density,
+                  recommended_range_min_density=recommend_range_density(density))
+
+
+def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, constants: Any, *,
+                   tenant_id: uuid.UUID) -> pd.DataFrame:
+    """Range vs IN lists over one fully written partition, per density (module docstring)."""
+    from lab.cluster.tracing import traced
+    from lab.store import MessageStore
+
+    by_seq = sorted(entries, key=lambda e: e.conversation_seq)
+    n = min(params.density_entries, len(by_seq))
+    limit = constants.batch_read_in_list_limit
+    conversation_id = by_seq[0].conversation_id
+    bucket = by_seq[0].conversation_seq // constants.message_seq_bucket_width
+    # Same keyspace and state (DEKs) as ``store``; only the range threshold differs; no LRU.
+    readers = {method: MessageStore.open(lab.config.replace(keyspace=store.keyspace), state_dir=store.state_dir,
+                                         connection=lab.connection,
+                                         constants=constants.replace(batch_read_range_min_density=threshold,
+                                                                     body_lru_entries=0))
+               for method, threshold in (("range", 0.0), ("in", 2.0))}
+    # The message_record statements batch_read issues (lab.store.batch_read), traced one by one:
+    # the server's own time per request, which the client's row decoding does not blur.
+    where = ("SELECT " + ", ".join(MESSAGE_RECORD_COLUMNS) + " FROM {ks}.message_record WHERE tenant_id = ? "
+             "AND conversation_id = ? AND seq_bucket = ? AND ")
+    range_stmt = store.prepare_raw(where + "conversation_seq >= ? AND conversation_seq <= ?")
+    in_stmt = store.prepare_raw(where + "conversation_seq IN ?")
+    key = (tenant_id, conversation_id, bucket)
+
+    def server_us(method: str, seqs: list[int]) -> tuple[int, int]:
+        """(µs the server spent, rows it read) for the group's message_record requests."""
+        calls = ([(range_stmt, key + (seqs[0], seqs[-1]))] if method == "range" else
+                 [(in_stmt, key + (seqs[i:i + limit],)) for i in range(0, len(seqs), limit)])
+        traces = [traced(store.connection, stmt, values)[1] for stmt, values in calls]
+        return sum(t.duration_us for t in traces), sum(t.rows_read for t in traces)
+
+    rows: list[dict[str, Any]] = []
+    try:
+        for d in params.densities:
+            span = min(len(by_seq), max(n, round(n / d)))
+            picked = [by_seq[i * span // n] for i in range(n)]
+            seqs = [e.conversation_seq for e in picked]
+            actual = n / (seqs[-1] - seqs[0] + 1)
+            samples: dict[str, list[float]] = {"range": [], "in": []}
+            server: dict[str, list[int]] = {"range": [], "in": []}
+            reads: dict[str, int] = {}
+            scanned: dict[str, int] = {}
+            for rep in range(params.repeats + 1):  # the first pair warms up and is dropped
+                for method in (("range", "in") if rep % 2 else ("in", "range")):
+                    reader = readers[method]
+                    before = reader.connection.counter.reads("message_record")
+                    result, timing = timed(lambda: reader.batch_read(tenant_id, picked))
+                    if len(result.messages) != n:
+                        raise CalibrationError(f"density {d}: the {method} read returned {len(result.messages)} "
+                                               f"of {n} messages", notebook="grouped_reads")
+                    reads[method] = reader.connection.counter.reads("message_record") - before
+                    if rep:
+                        samples[method].append(timing.elapsed_ms)
+                    if 0 < rep <= params.density_trace_repeats:
+                        us, scanned[method] = server_us(method, seqs)
+                        server[method].append(us)
+            rows.append({"density": round(actual, 4), "entries": n, "range_rows": span,
+                         "range_server_us": percentile(server["range"], 50),
+                         "in_server_us": percentile(server["in"], 50),
+                         "range_rows_read": scanned["range"], "in_rows_read": scanned["in"],
+                         "range_p50_ms": latency_summary(samples["range"])["p50_ms"],
+                         "in_p50_ms": latency_summary(samples["in"])["p50_ms"],
+                         "range_requests": reads["range"], "in_requests": reads["in"]})
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return pd.DataFrame(rows)
+
+
+def recommend_range_density(density: pd.DataFrame) -> float:
+    """The density where one range read costs the server as much as the IN lists it replaces.
+
+    A range's server time grows with the rows of its span, ``range_us = a + b / density``
+    (least squares over the sweep); the IN lists read the same ``entries`` rows whatever the
+    density, so their time is one number (the sweep's median). Ranges are cheaper from
+    ``b / (in_us - a)`` up; the result is clamped to [the sweep's lowest density, 1] and is 1
+    (contiguous groups only) when a range costs more even at density 1."""
+    x = 1.0 / density.density.to_numpy(float)
+    slope, intercept = np.polyfit(x, density.range_server_us.to_numpy(float), 1)
+    in_us = percentile(density.in_server_us, 50)
+    if in_us <= intercept + slope or slope <= 0:
+        return 1.0 if in_us <= intercept + slope else round(float(density.density.min()), 2)
+    crossover = slope / (in_us - intercept)
+    return round(min(1.0, max(float(density.density.min()), crossover)), 2)
 
 
 def conclusion(result: Result) -> str:
@@ -205,8 +328,18 @@ def conclusion(result: Result) -> str:
     sparse = f"group_{p.group_backlog}_sparse"
     if (sparse, "grouped") in s.index:
         g = s.loc[(sparse, "grouped")]
-        lines.append(f"Without a contiguous range ({sparse}) the group costs {int(g.record_reads)} reads: IN lists "
-                     f"split at {result.in_list_limit} elements.")
+        lines.append(f"Every other message of the group ({sparse}, density 0.5) costs {int(g.record_reads)} reads "
+                     f"(a range when the density reaches batch_read_range_min_density, else IN lists split at "
+                     f"{result.in_list_limit} elements).")
+    if len(result.density):
+        d = result.density.sort_values("density", ascending=False)
+        pairs = ", ".join(f"{r.density:.2f}: {r.range_server_us / 1000:.1f} vs {r.in_server_us / 1000:.1f} ms"
+                          for r in d.itertuples())
+        lines.append(f"**Range vs IN by density** ({p.density_entries} entries over a fully written partition; "
+                     f"server time of the message_record requests from their traces, one range vs "
+                     f"{int(d.in_requests.iloc[0])} IN lists): {pairs}. A range costs the server no more from density "
+                     f"{result.recommended_range_min_density:.2f} up: recommended batch_read_range_min_density = "
+                     f"{result.recommended_range_min_density:.2f}.")
     for shape in [x for x in s.index.get_level_values(0).unique() if str(x).startswith("mix_")]:
         g, n = s.loc[(shape, "grouped")], s.loc[(shape, "naive")]
         lines.append(f"Mailbox mix {shape} ({int(g.entries)} entries over {int(g.groups)} partitions): grouped "
