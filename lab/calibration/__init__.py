@@ -3,7 +3,10 @@
     run           ``lab calibrate``: environment, round trip, the notebook suite, calibration.json
     contract      calibration.json as frozen dataclasses (CalibrationRun, NotebookRun, RoundTrip, RunError)
     notebooks     run one notebook headless (papermill); ``lab jupyter``
-    measures      which notebook value measures which constant; recommendation, confidence
+    measures      which notebook value measures which constant; recommendation, confidence (and its legend)
+    precision     precision targets stated in advance, sampling until reached or out of budget, halves
+    row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes
+    figures       the figures worth a test (b_row by mix, CPU per operation)
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     report        report.html (self-contained)
     capacity      the §7 formula and the sizing projection

@@ -27,11 +27,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 # The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
 TINY: dict[str, dict] = {
-    "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
-    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 4, "probe_sizes": [],
+    "b_row": {"rows": 200, "min_repeats": 2, "max_repeats": 2, "partition_rows": 0, "compressions": ["lz4"],
+              "fit_mixes": ["text_only", "text_long", "files_audio", "photos_small_thumbs"], "fit_rows": 120,
+              "fit_repeats": 2, "show_progress": False},
+    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "min_rounds": 4, "max_rounds": 4, "probe_sizes": [],
                  "show_progress": False},
-    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
-                      "show_progress": False},
+    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "min_rounds": 2, "max_rounds": 2, "rows_oldest": 5,
+                      "hole_messages": 2000, "show_progress": False},
     "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
                       "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
                       "short_ttl_seconds": 5, "show_progress": False},

@@ -35,3 +35,21 @@ def test_the_plan_passes_this_runs_b_row_to_capacity(tmp_path):
     suite = dict(plan(CalibrationOptions(notebooks=("b_row", "capacity")), tmp_path))
     assert suite["capacity"]["b_row_values"] == str((tmp_path / "b_row" / "values.json").resolve())
     assert suite["b_row"]["rows"] > 0  # the quick parameters
+
+
+def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
+    """papermill skips a parameters line it cannot parse (e.g. '<=' in its comment) and
+    `lab calibrate -p` then refuses that parameter as unknown."""
+    import re
+
+    import nbformat
+    import papermill as pm
+
+    from lab.calibration.notebooks import NOTEBOOKS, QUICK_PARAMETERS, notebook_path
+
+    for name in NOTEBOOKS:
+        path = notebook_path(name)
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        assigned = set(re.findall(r"^(\w+)\s*=", cell.source, re.M))
+        assert assigned == set(pm.inspect_notebook(str(path))), name
+        assert set(QUICK_PARAMETERS.get(name, {})) <= assigned, name
