@@ -10,5 +10,6 @@
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     report        report.html (self-contained)
     capacity      the §7 formula and the sizing projection
+    cpu_capacity  the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """

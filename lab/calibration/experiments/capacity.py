@@ -13,6 +13,10 @@ Your product's mix: ``my_mix`` gives the mean payload, media_metadata and thumbn
 message of a mix the lab never generated; the b_row run's row model
 (:mod:`lab.calibration.row_model`) prices it (with its interval) and the sizing gets a third
 source, ``my_mix``, beside the design's and the measured b_row.
+
+The CPU side (:mod:`lab.calibration.cpu_capacity`): with a cpu_cost run's values
+(``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
+``peak_factor``, next to the disk-bound node count, and which of the two binds.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.cpu_capacity import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
+                                          DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
 from lab.calibration.capacity import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
 
@@ -39,6 +45,11 @@ class Params:
     shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
     lsm_space_amp: float | None = None        # None: appendix B
     my_mix: dict[str, float] | None = None    # mean bytes per message: payload_bytes, media_metadata_bytes, thumbnail_bytes
+    cpu_values: str | None = None             # path of a cpu_cost run's values.json
+    operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
+    peak_factor: float = DEFAULT_PEAK_FACTOR
+    cores_per_node: int = DEFAULT_CORES_PER_NODE
+    target_cpu_utilization: float = DEFAULT_TARGET_CPU_UTILIZATION
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +62,9 @@ class Result:
     sensitivity: pd.DataFrame  # b_row sweep at the starter tier
     my_mix: dict[str, float] | None = None   # the row model's price of params.my_mix (mean, ci, prediction)
     my_mix_error: str | None = None
+    cpu: pd.DataFrame | None = None          # tier: cores, CPU- vs disk-bound nodes, which binds
+    cpu_operations: pd.DataFrame | None = None  # tier x operation: peak rate, replicas, cores
+    cpu_source: str | None = None
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
@@ -65,6 +79,18 @@ class Result:
             out[f"partitions_per_node_{key}"] = float(r.partitions_per_node)
             out[f"message_record_sstables_per_node_{key}"] = int(r.message_record_sstables_per_node)
             out[f"partition_mb_{r.source}"] = float(r.partition_bytes) / 1e6
+        if self.cpu is not None:
+            out["cpu_source"] = self.cpu_source
+            out["peak_factor"] = self.params.peak_factor
+            out["cores_per_node"] = self.params.cores_per_node
+            out["operations_per_message"] = dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+            for r in self.cpu.itertuples():
+                key = f"{int(r.messages_per_day):d}"
+                out[f"server_cores_{key}"] = float(r.server_cores)
+                out[f"nodes_cpu_{key}"] = int(r.nodes_cpu)
+                out[f"nodes_disk_{key}"] = int(r.nodes_disk) if r.nodes_disk is not None else None
+                out[f"binding_{key}"] = r.binding
+                out[f"rule_of_thumb_cores_{key}"] = float(r.rule_of_thumb_cores)
         if self.params.my_mix is not None:
             out["my_mix"] = dict(self.params.my_mix)
             out["my_mix_b_row"] = self.my_mix
@@ -134,9 +160,32 @@ def run(params: Params, *, constants: Any) -> Result:
         resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=constants.lsm_space_amp,
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
+    cpu, cpu_ops = _cpu(params, sizing, constants)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
-                  my_mix=priced, my_mix_error=priced_error)
+                  my_mix=priced, my_mix_error=priced_error, cpu=cpu, cpu_operations=cpu_ops,
+                  cpu_source=params.cpu_values if cpu is not None else None)
+
+
+def _cpu(params: Params, sizing: pd.DataFrame, constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Per tier: the CPU sizing beside the disk-bound nodes of the b_row the sizing used last
+    (measured, else the design's)."""
+    if params.cpu_values is None or not Path(params.cpu_values).exists():
+        return None, None
+    costs = costs_from_values(json.loads(Path(params.cpu_values).read_text()))
+    mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+    mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
+    source = "measured" if (sizing.source == "measured").any() else "design"
+    rows, op_rows = [], []
+    for tier in params.tiers:
+        disk = sizing[(sizing.source == source) & (sizing.messages_per_day == tier)]
+        c = cpu_sizing(messages_per_day=tier, operations_per_message=mix, peak_factor=params.peak_factor,
+                       cores_per_node=params.cores_per_node, target_cpu_utilization=params.target_cpu_utilization,
+                       replication_factor=constants.replication_factor,
+                       nodes_disk=int(disk.nodes_needed.iloc[0]) if len(disk) else None, **costs)
+        rows.append({**c.as_row(), "b_row_source": source})
+        op_rows += [{"messages_per_day": tier, "op": op, **entry} for op, entry in c.operations.items()]
+    return pd.DataFrame(rows), pd.DataFrame(op_rows)
 
 
 def conclusion(result: Result) -> str:
@@ -168,4 +217,29 @@ def conclusion(result: Result) -> str:
                      f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
                      f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of "
                      "7-day TWCS windows.")
-    return "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
+    text = "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
+    return text + cpu_lines(result)
+
+
+def cpu_lines(result: Result) -> str:
+    if result.cpu is None:
+        return ("\n\n**CPU**: no cpu_cost run given (`cpu_values`): the node counts above are disk-bound only; "
+                "run the cpu_cost notebook for the CPU side.")
+    p = result.params
+    mix = ", ".join(f"{op} {n:g}" for op, n in (p.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE).items())
+    out = [f"\n\n**CPU side** (server CPU per operation from {result.cpu_source}; per message sent: {mix}; peak "
+           f"{p.peak_factor:g}x the daily mean; {p.cores_per_node} cores per node at <= {p.target_cpu_utilization:.0%}; "
+           "writes on RF replicas, reads on a quorum):", ""]
+    for r in result.cpu.itertuples():
+        ci = (f" (95% CI {r.server_cores_low:,.1f}-{r.server_cores_high:,.1f}, nodes {r.nodes_cpu_low}-{r.nodes_cpu_high})"
+              if r.server_cores_low is not None else "")
+        out.append(f"- {r.messages_per_day:,.0f} messages/day: peak {r.peak_messages_per_second:,.0f} sends/s, "
+                   f"{r.server_cores:,.1f} server cores{ci} -> **{r.nodes_cpu} CPU-bound nodes** vs "
+                   f"**{r.nodes_disk} disk-bound**: {r.binding.upper()} binds ({r.nodes} nodes). ScyllaDB's ~12.5K "
+                   f"simple ops/s per core would give {r.rule_of_thumb_cores:,.1f} cores for the same "
+                   f"{r.peak_requests_per_second:,.0f} CQL requests/s.")
+    out.append("\nThe CPU costs were measured on the lab's machine (a JVM sharing 2 cores with its load generator "
+               "and other work): they price the operations against each other; production cores are faster and "
+               "ScyllaDB's shard-per-core engine cheaper per request, so the CPU-bound count is an upper estimate "
+               "until cpu_cost runs on production hardware.")
+    return "\n".join(out)
