@@ -31,7 +31,8 @@ def test_proc_and_jmx_read_the_same_jvm_cpu_time(admin, connection):
 
 
 def test_cpu_cost_notebook_and_its_capacity(tmp_path, cluster_config):
-    values = run_notebook("cpu_cost", {"operations": OPS, "window_seconds": 1.5, "min_rounds": 2, "max_rounds": 2,
+    values = run_notebook("cpu_cost", {"operations": OPS, "window_seconds": 1.5, "idle_seconds": 0.5, "min_rounds": 2,
+                                       "max_rounds": 2,
                                        "group_backlog": 50, "dm_count": 4, "dm_backlog": 3, "history_conversations": 3,
                                        "history_rows": 120, "page_limit": 20, "show_progress": False},
                           tmp_path, config=cluster_config)

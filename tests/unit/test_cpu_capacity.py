@@ -72,3 +72,37 @@ def test_the_capacity_notebook_sets_cpu_bound_beside_disk_bound_nodes(tmp_path):
     assert "CPU-bound nodes" in text and "disk-bound" in text and "12.5K" in text
     assert "no cpu_cost run" in capacity.conclusion(capacity.run(capacity.Params(b_row_bytes=1200.0),
                                                                  constants=Constants.appendix_b()))
+
+
+def _windows(rounds: int, *, burst_every: int, cost_s: float = 0.004, ops: int = 300, seconds: float = 5.0):
+    """A cpu_cost windows table: idle, op, idle per round; every ``burst_every``-th round another
+    client burns 0.8 cores in the idle windows and less (displaced) during the op window."""
+    import pandas as pd
+
+    rows = []
+    for r in range(rounds):
+        burst = burst_every and r % burst_every == 0
+        idle = 0.8 if burst else 0.01
+        busy = 0.3 if burst else 0.01
+        rows += [{"round": r, "seq": 0, "op": "idle", "ops": 0, "errors": 0, "wall_seconds": 2.0,
+                  "server_cpu_seconds": idle * 2.0, "loadgen_cpu_seconds": 0.0, "requests": 0,
+                  "rate_requested": 0.0, "service_p50_ms": 0.0, "corrected_p99_ms": 0.0},
+                 {"round": r, "seq": 1, "op": "send", "ops": ops, "errors": 0, "wall_seconds": seconds,
+                  "server_cpu_seconds": cost_s * ops + busy * seconds, "loadgen_cpu_seconds": 0.003 * ops,
+                  "requests": 6 * ops, "rate_requested": 60.0, "service_p50_ms": 5.0, "corrected_p99_ms": 20.0},
+                 {"round": r, "seq": 2, "op": "idle", "ops": 0, "errors": 0, "wall_seconds": 2.0,
+                  "server_cpu_seconds": idle * 2.0, "loadgen_cpu_seconds": 0.0, "requests": 0,
+                  "rate_requested": 0.0, "service_p50_ms": 0.0, "corrected_p99_ms": 0.0}]
+    return pd.DataFrame(rows)
+
+
+def test_cpu_per_op_comes_from_quiet_windows_when_there_are_enough():
+    from lab.calibration.experiments.cpu_cost import Params, summarize
+
+    params = Params(operations=("send",))
+    s = summarize(_windows(8, burst_every=3), params).iloc[0]  # rounds 0, 3, 6 bursty: 5 quiet
+    assert s.basis == "quiet windows" and s.windows_used == 5 and s.resolved
+    assert s.server_ms_per_op == pytest.approx(4.0, abs=0.01)  # the displaced client does not bias it
+    assert s.loadgen_ms_per_op == pytest.approx(3.0) and s.requests_per_op == 6
+    noisy = summarize(_windows(4, burst_every=1), params).iloc[0]  # never quiet: every window, biased low
+    assert noisy.basis.startswith("all windows") and noisy.server_ms_per_op < 4.0

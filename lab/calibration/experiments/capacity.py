@@ -65,6 +65,7 @@ class Result:
     cpu: pd.DataFrame | None = None          # tier: cores, CPU- vs disk-bound nodes, which binds
     cpu_operations: pd.DataFrame | None = None  # tier x operation: peak rate, replicas, cores
     cpu_source: str | None = None
+    cpu_unresolved: tuple[str, ...] = ()     # operations whose CPU interval reached 0 in the cpu_cost run
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
@@ -161,10 +162,14 @@ def run(params: Params, *, constants: Any) -> Result:
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
     cpu, cpu_ops = _cpu(params, sizing, constants)
+    unresolved = ()
+    if cpu is not None:
+        cpu_values = json.loads(Path(params.cpu_values).read_text())
+        unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
                   my_mix=priced, my_mix_error=priced_error, cpu=cpu, cpu_operations=cpu_ops,
-                  cpu_source=params.cpu_values if cpu is not None else None)
+                  cpu_source=params.cpu_values if cpu is not None else None, cpu_unresolved=unresolved)
 
 
 def _cpu(params: Params, sizing: pd.DataFrame, constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -238,6 +243,10 @@ def cpu_lines(result: Result) -> str:
                    f"**{r.nodes_disk} disk-bound**: {r.binding.upper()} binds ({r.nodes} nodes). ScyllaDB's ~12.5K "
                    f"simple ops/s per core would give {r.rule_of_thumb_cores:,.1f} cores for the same "
                    f"{r.peak_requests_per_second:,.0f} CQL requests/s.")
+    if result.cpu_unresolved:
+        out.append(f"\n**Not resolved**: the CPU cost of {', '.join(result.cpu_unresolved)} did not rise above the "
+                   "shared node's background in the cpu_cost run (its interval reaches 0; counted as its median, at "
+                   "least 0): the CPU-bound counts are a lower bound until a quieter run.")
     out.append("\nThe CPU costs were measured on the lab's machine (a JVM sharing 2 cores with its load generator "
                "and other work): they price the operations against each other; production cores are faster and "
                "ScyllaDB's shard-per-core engine cheaper per request, so the CPU-bound count is an upper estimate "

@@ -9,17 +9,24 @@ Operations (through the store's public API, on a seeded scratch keyspace):
     batch_s1_dm       ``store.batch_read`` of S-1's second shape: 20 direct chats x 5
     react             ``store.react`` on random messages of the group, users from a pool
 
-Method. Rounds; in each round an *idle* window (no load: what the server burns anyway, e.g.
-compactions, other clients of a shared node) and one window per operation, in shuffled order,
-each ``window_seconds`` long at the operation's fixed rate (``lab.load.pacing``: call k is
+Method. Rounds; in each round one window per operation, in shuffled order, each
+``window_seconds`` long at the operation's fixed rate, with an *idle* window (``idle_seconds``,
+no load from this run: what the server burns anyway, e.g. compactions, other clients of a
+shared node) before the first, between any two and after the last (``lab.load.pacing``: call k is
 due at start + k/rate whatever happened to earlier calls; ``workers`` threads; latency from
 the due time is the coordinated-omission-corrected one, :mod:`lab.measure.hdr`). Around each
 window: the server's cumulative CPU seconds per node (per shard on Scylla; the admin
 adapter's :meth:`cpu_readings`: the embedded JVM's ``/proc/<pid>/stat``, JMX
 ``ProcessCpuTime``, or Scylla's reactor busy time) and this process's own CPU time (the load
-generator: driver, decoding, decryption). Server CPU per operation = (window CPU - the same
-round's idle CPU rate x the window's wall time) / operations completed, its median over the
-rounds; load-generator CPU per operation = its window CPU / operations. Rounds continue from ``min_rounds`` until every
+generator: driver, decoding, decryption). Server CPU per operation = (window CPU - the mean CPU
+rate of the two idle windows around it x the window's wall time) / operations completed, its
+median over the rounds (another client's burst lands in a few windows; the median shrugs it
+off where a mean would carry it). On a shared 2-core machine the background is not only noise:
+while this run's load generator and requests take the cores, other clients get less, so "idle"
+CPU measured beside a window overstates what that client burnt during it and the difference
+comes out too low (even negative). So windows whose two idle neighbours were *quiet* (at most
+``quiet_cores``, 0.15 cores) are used when an operation has at least ``min_quiet_windows`` of
+them; otherwise every window, and the result says so (``basis``); load-generator CPU per operation = its window CPU / operations. Rounds continue from ``min_rounds`` until every
 operation's bootstrap interval (rounds resampled whole) is within ``target_rel_half_width``
 or the budget runs out.
 
@@ -55,8 +62,10 @@ from lab.measure.hdr import OpStats, latencies_us
 from lab.workload import generate, to_send_request
 
 OPERATIONS = ("send", "history_latest", "history_older", "batch_s1_group", "batch_s1_dm", "react")
-DEFAULT_RATES: dict[str, float] = {"send": 30.0, "history_latest": 50.0, "history_older": 50.0,
-                                   "batch_s1_group": 4.0, "batch_s1_dm": 10.0, "react": 30.0}
+# High enough that a window's CPU stands out of a shared node's background (0.01 cores quiet,
+# bursts of 0.2-1 core from other clients), low enough for one Python load generator.
+DEFAULT_RATES: dict[str, float] = {"send": 60.0, "history_latest": 100.0, "history_older": 100.0,
+                                   "batch_s1_group": 6.0, "batch_s1_dm": 15.0, "react": 60.0}
 IDLE = "idle"
 REACTION_KEYS = ("like", "love", "laugh", "wow")
 REACTION_USERS = 50
@@ -67,10 +76,13 @@ class Params:
     operations: tuple[str, ...] = OPERATIONS
     rates: dict[str, float] | None = None      # ops/s per operation (None: DEFAULT_RATES)
     window_seconds: float = 8.0
-    min_rounds: int = 3
-    max_rounds: int = 12
+    idle_seconds: float = 4.0                  # idle windows around every operation window
+    min_rounds: int = 5
+    max_rounds: int = 20
     target_rel_half_width: float = 0.20        # of each operation's server CPU per op (bootstrap 95% CI)
-    budget_seconds: float = 600.0
+    quiet_cores: float = 0.15                  # an idle window at or below this is quiet (no other client busy)
+    min_quiet_windows: int = 3                 # quiet windows an operation needs to be estimated from them
+    budget_seconds: float = 720.0
     workers: int = 8
     group_backlog: int = 500
     dm_count: int = 20
@@ -109,11 +121,14 @@ class Result:
                                "scylla_simple_ops_per_core_second": SCYLLA_SIMPLE_OPS_PER_CORE_SECOND}
         idle = self.windows[self.windows.op == IDLE]
         out["idle_server_cores"] = float(idle.server_cpu_seconds.sum() / idle.wall_seconds.sum()) if len(idle) else None
+        rates = (idle.server_cpu_seconds / idle.wall_seconds).to_numpy() if len(idle) else np.empty(0)
+        out["idle_server_cores_p10"] = percentile(rates, 10) if len(rates) else None
+        out["idle_server_cores_p90"] = percentile(rates, 90) if len(rates) else None
         for r in self.summary.itertuples():
             for k in ("server_ms_per_op", "server_ms_per_op_ci_low", "server_ms_per_op_ci_high", "loadgen_ms_per_op",
                       "loadgen_ms_per_op_ci_low", "loadgen_ms_per_op_ci_high", "requests_per_op",
                       "server_us_per_request", "rate_requested", "rate_achieved", "corrected_p99_ms",
-                      "service_p50_ms", "errors"):
+                      "service_p50_ms", "errors", "basis", "windows_used", "resolved"):
                 out[f"cpu_{r.op}_{k}"] = _plain(getattr(r, k))
         reads = self.summary[self.summary.requests_per_op > 0]
         if len(reads):
@@ -277,12 +292,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             drive(calls[op], rate=min(params.rate(op), 10.0), seconds=1.0, workers=params.workers)
         store.drain(30)
 
-        def window(rnd: int, op: str) -> None:
+        def window(rnd: int, seq: int, op: str) -> None:
             before_cpu, before_lg = lab.admin.cpu_readings(), time.process_time()
             before_req = _requests(store.connection.counter.snapshot())
             t0 = time.perf_counter()
             if op == IDLE:
-                time.sleep(params.window_seconds)
+                time.sleep(params.idle_seconds)
                 stats = OpStats()
             else:
                 stats, _ = drive(calls[op], rate=params.rate(op), seconds=params.window_seconds,
@@ -295,33 +310,42 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             for (node, shard), sec in delta.items():
                 per_node.append({"round": rnd, "op": op, "node": node, "shard": shard, "cpu_seconds": sec})
             s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
-            windows.append({"round": rnd, "op": op, "rate_requested": 0.0 if op == IDLE else params.rate(op),
+            windows.append({"round": rnd, "seq": seq, "op": op, "rate_requested": 0.0 if op == IDLE else params.rate(op),
                             "ops": stats.ok, "errors": sum(stats.errors.values()), "wall_seconds": wall,
                             "server_cpu_seconds": sum(delta.values()), "loadgen_cpu_seconds": after_lg - before_lg,
                             "requests": _requests(store.connection.counter.snapshot()) - before_req,
                             "service_p50_ms": (s.p50 or 0) / 1000, "corrected_p99_ms": (c.p99 or 0) / 1000})
 
         def one_round(rnd: int) -> None:
-            for op in rng.permutation([IDLE, *params.operations]):
-                window(rnd, str(op))
+            order = [str(op) for op in rng.permutation(list(params.operations))]
+            seq = 0
+            window(rnd, seq, IDLE)
+            for op in order:  # idle, op, idle, op, ..., idle: every op between two idle windows
+                window(rnd, seq + 1, op)
+                window(rnd, seq + 2, IDLE)
+                seq += 2
 
         def achieved() -> float | None:
             table = per_op(pd.DataFrame(windows))
             worst = None
             for op in params.operations:
-                m = table[table.op == op]
-                if m.empty:
+                used, _ = basis(table, op, params)
+                if used.empty:
                     return None
-                mean, low, high = _median_ci_over_rounds(m.server_ms_per_op.to_numpy())
-                rel = relative_half_width(mean, low, high)
+                rel = relative_half_width(*_median_ci_over_rounds(used.server_ms_per_op.to_numpy()))
                 if rel is None:
                     return None
                 worst = rel if worst is None else max(worst, rel)
             return worst
 
+        def enough_quiet() -> bool:
+            table = per_op(pd.DataFrame(windows))
+            return all(basis(table, op, params)[1] == "quiet windows" for op in params.operations)
+
         precision = sample_until(one_round, achieved, quantity="server CPU per operation (worst operation)",
                                  target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
-                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds))
+                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds),
+                                 accept=enough_quiet)
     win = pd.DataFrame(windows)
     return Result(params=params, windows=win, summary=summarize(win, params), precision=precision,
                   server=lab.connection.server_kind(), cpu_source=source["cpu"] or "none",
@@ -330,15 +354,18 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
 
 
 def per_op(windows: pd.DataFrame) -> pd.DataFrame:
-    """Per (round, operation): server CPU ms per op net of the round's idle rate, load-generator
-    CPU ms per op, requests per op."""
-    idle = windows[windows.op == IDLE].set_index("round")
+    """Per (round, operation): server CPU ms per op net of the idle rate around its window
+    (the idle windows just before and after it), load-generator CPU ms per op, requests per op."""
+    idle = windows[windows.op == IDLE]
+    rate_at = {(int(w.round), int(w.seq)): w.server_cpu_seconds / w.wall_seconds
+               for w in idle.itertuples() if w.wall_seconds > 0}
     rows = []
     for w in windows[windows.op != IDLE].itertuples():
-        rate = float(idle.loc[w.round, "server_cpu_seconds"] / idle.loc[w.round, "wall_seconds"]) \
-            if w.round in idle.index else 0.0
+        around = [rate_at[k] for k in ((int(w.round), int(w.seq) - 1), (int(w.round), int(w.seq) + 1)) if k in rate_at]
+        rate = float(np.mean(around)) if around else 0.0
         ops = max(int(w.ops), 1)
-        rows.append({"round": w.round, "op": w.op, "ops": int(w.ops),
+        rows.append({"round": w.round, "op": w.op, "ops": int(w.ops), "idle_cores": rate,
+                     "idle_max_cores": max(around) if around else float("nan"),
                      "server_ms_per_op": 1000 * (w.server_cpu_seconds - rate * w.wall_seconds) / ops,
                      "server_ms_per_op_gross": 1000 * w.server_cpu_seconds / ops,
                      "loadgen_ms_per_op": 1000 * w.loadgen_cpu_seconds / ops, "requests_per_op": w.requests / ops,
@@ -355,6 +382,16 @@ def _median_ci_over_rounds(xs: np.ndarray, resamples: int = 400) -> tuple[float,
     return mid, low, high
 
 
+def basis(table: pd.DataFrame, op: str, params: Params) -> tuple[pd.DataFrame, str]:
+    """The windows an operation's server CPU is estimated from: the quiet ones when there are
+    enough (module docstring), else all of them."""
+    m = table[table.op == op]
+    quiet = m[m.idle_max_cores <= params.quiet_cores]
+    if len(quiet) >= params.min_quiet_windows:
+        return quiet, "quiet windows"
+    return m, "all windows (too few quiet ones)"
+
+
 def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
     table = per_op(windows)
     rows = []
@@ -363,13 +400,16 @@ def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
         w = windows[windows.op == op]
         if m.empty:
             continue
-        s_mean, s_low, s_high = _median_ci_over_rounds(m.server_ms_per_op.to_numpy(), resamples=1000)
+        used, why = basis(table, op, params)
+        s_mean, s_low, s_high = _median_ci_over_rounds(used.server_ms_per_op.to_numpy(), resamples=1000)
         l_mean, l_low, l_high = _median_ci_over_rounds(m.loadgen_ms_per_op.to_numpy(), resamples=1000)
         req = float(m.requests_per_op.mean())
         rows.append({"op": op, "write": op in WRITE_OPERATIONS, "rounds": len(m), "ops": int(m.ops.sum()),
                      "errors": int(w.errors.sum()), "rate_requested": params.rate(op),
                      "rate_achieved": float(m.rate_achieved.mean()), "server_ms_per_op": s_mean,
                      "server_ms_per_op_ci_low": s_low, "server_ms_per_op_ci_high": s_high,
+                     "basis": why, "windows_used": len(used),
+                     "resolved": bool(s_low is not None and s_low > 0),
                      "loadgen_ms_per_op": l_mean, "loadgen_ms_per_op_ci_low": l_low,
                      "loadgen_ms_per_op_ci_high": l_high, "requests_per_op": req,
                      "server_us_per_request": 1000 * s_mean / req if req else float("nan"),
@@ -382,13 +422,18 @@ def conclusion(result: Result) -> str:
     p = result.params
     lines = [f"**CPU per operation** on {result.server} ({result.nodes} node(s), CPU from `{result.cpu_source}`), "
              f"{v['rounds']} rounds of {p.window_seconds:g}-second windows at fixed rates, net of the idle windows "
-             f"(the server burnt {v['idle_server_cores'] or 0:.2f} cores with no load from this run: a shared machine). "
+             f"(with no load from this run the server burnt {v['idle_server_cores'] or 0:.2f} cores on average, "
+             f"{v['idle_server_cores_p10'] or 0:.2f} to {v['idle_server_cores_p90'] or 0:.2f} (p10-p90) from one idle "
+             "window to the next: other work on a shared node). "
              f"Precision: {result.precision.describe()}."]
     ops = [f"- `{r.op}` at {r.rate_requested:g}/s (achieved {r.rate_achieved:.1f}/s, {r.errors} errors): "
-           f"server {r.server_ms_per_op:.2f} ms CPU per op (95% CI {r.server_ms_per_op_ci_low:.2f}-"
-           f"{r.server_ms_per_op_ci_high:.2f}), {r.requests_per_op:.1f} CQL requests, "
+           f"server {r.server_ms_per_op:.2f} ms CPU per op (95% CI {r.server_ms_per_op_ci_low:.2f} to "
+           f"{r.server_ms_per_op_ci_high:.2f}; {r.windows_used} {r.basis}), {r.requests_per_op:.1f} CQL requests, "
            f"{r.server_us_per_request:,.0f} µs per request; load generator {r.loadgen_ms_per_op:.2f} ms per op; "
-           f"corrected p99 {r.corrected_p99_ms:,.1f} ms." for r in result.summary.itertuples()]
+           f"corrected p99 {r.corrected_p99_ms:,.1f} ms."
+           + ("" if r.resolved else " **Not resolved** above the shared node's background (its interval reaches 0): "
+              "more rounds or a quieter node.")
+           for r in result.summary.itertuples()]
     text = lines[0] + "\n\n" + "\n".join(ops)
     per_core = v.get("server_requests_per_core_second")
     if per_core:
