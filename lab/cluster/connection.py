@@ -22,7 +22,7 @@ from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure,
                        RequestValidationException, Timeout, Unauthorized,
                        Unavailable as _Unavailable, UnsupportedOperation, WriteFailure)
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable,
+from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, ResultSet,
                                Session)
 from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
 from cassandra.cluster import QueryExhausted, TraceUnavailable, UserTypeDoesNotExist
@@ -39,6 +39,7 @@ from cassandra.query import PreparedStatement, SimpleStatement
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import Dialect, dialect_named
+from lab.cluster.rows import cached_named_tuple_factory
 from lab.errors import (ClusterError, ConnectError, InvalidRequest, LabError, Overloaded, RequestError,
                      RequestTimeout, Unavailable)
 
@@ -199,21 +200,61 @@ class Connection:
 
     def execute_concurrent(self, items: Sequence[tuple[Stmt, Sequence[Any]]], *,
                            concurrency: int = 32) -> list[Any]:
-        """Run statements in parallel (groups of a batch read); results in input order."""
-        futures: list[Any] = []
-        results: list[Any] = [None] * len(items)
-        for start in range(0, len(items), concurrency):
-            chunk = items[start:start + concurrency]
-            futures = []
-            for stmt, params in chunk:
-                bound, info = self._bind(stmt, params, None)
-                self.counter.add(info)
-                with map_driver_errors(info.table, self.dialect):
-                    futures.append((self.session.execute_async(
-                        bound, timeout=self.config.request_timeout_seconds), info))
-            for i, (fut, info) in enumerate(futures):
-                with map_driver_errors(info.table, self.dialect):
-                    results[start + i] = fut.result()
+        """Run statements in parallel, ``concurrency`` in flight at any time (a sliding window:
+        each completion starts the next statement); results in input order. The first error in
+        input order is raised once every started statement finished; none is started after it."""
+        n = len(items)
+        if n == 0:
+            return []
+        bound = [self._bind(stmt, params, None) for stmt, params in items]
+        results: list[Any] = [None] * n
+        errors: list[BaseException | None] = [None] * n
+        window = threading.Semaphore(max(1, concurrency))
+        lock = threading.Lock()
+        all_done = threading.Event()
+        state = {"left": n, "failed": False}
+
+        def finish(i: int, result: Any, error: BaseException | None) -> None:
+            # on the driver's I/O thread (or inline when the future completed before its callbacks)
+            results[i], errors[i] = result, error
+            with lock:
+                state["left"] -= 1
+                state["failed"] |= error is not None
+                last = state["left"] == 0
+            window.release()
+            if last:
+                all_done.set()
+
+        def ok(rows: Any, i: int, future: Any) -> None:
+            future.clear_callbacks()  # a paged result re-fires them per page, fetched by the ResultSet
+            finish(i, ResultSet(future, rows), None)
+
+        def failed(error: BaseException, i: int) -> None:
+            finish(i, None, error)
+
+        timeout = self.config.request_timeout_seconds
+        for i, (b, info) in enumerate(bound):
+            window.acquire()
+            if state["failed"]:  # stop starting work after a failure; count the unstarted as done
+                window.release()
+                with lock:
+                    state["left"] -= n - i
+                    last = state["left"] == 0
+                if last:
+                    all_done.set()
+                break
+            self.counter.add(info)
+            try:
+                future = self.session.execute_async(b, timeout=timeout)
+            except Exception as exc:
+                finish(i, None, exc)
+                continue
+            future.add_callbacks(ok, failed, callback_args=(i, future), errback_args=(i,))
+        all_done.wait()
+        for i, error in enumerate(errors):
+            if error is not None:
+                with map_driver_errors(bound[i][1].table, self.dialect):
+                    raise error
         return results
 
     def execute_async(self, stmt: Stmt, params: Sequence[Any]) -> Any:
@@ -334,6 +375,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
         serial_consistency_level=_consistency(config.serial_consistency),
         request_timeout=config.request_timeout_seconds,
         retry_policy=retry_policy or RetryPolicy(),
+        row_factory=cached_named_tuple_factory,
     )
     auth = None
     if config.username is not None:
