@@ -9,7 +9,8 @@ view, archiver runs).
 
 Modules:
 
-    write side   write_path (send, §5.1), head (conversation_head, §2.4), earliest (the E
+    write side   write_path (send, §5.1), head (the conversation_head row, §2.4), head_writer (its
+                 asynchronous monotonic writer, §5.1 step 7), earliest (the E
                  advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
                  recovery, §5.3), outbox (the log: interface, registry, the local SQLite one),
                  kafka_outbox + kafka_index (the log over the Kafka protocol), hot_window
@@ -52,7 +53,8 @@ from lab.store.seeding import Seeder
 # write side
 from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
 from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
-from lab.store.head import HeadUpdate, HeadWriter
+from lab.store.head import HeadUpdate
+from lab.store.head_writer import HeadWriter
 from lab.store.outbox import Outbox, OutboxView, open_outbox
 from lab.store.recall import EditResult, RecallPath, RecallResult
 from lab.store.sequence import SequenceAllocator

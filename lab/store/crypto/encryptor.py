@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 
 from lab.errors import DecryptError, ValidationError
-from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, Sealed, aad, check_blob, conversation_dek_key_id,
-                                     open_blob, seal_blob)
+from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, Sealed, check_blob, conversation_dek_key_id,
+                                     conversation_facts, open_blob, row_aad, seal_blob)
 from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, DekCache
 from lab.store.crypto.keystores import KeyStore
 from lab.store.ids import DekId, parse_uuid
@@ -70,10 +70,10 @@ class Encryptor:
             raise ValidationError(f"plaintext must be bytes, got {type(plaintext).__name__}")
         _check_e2ee(e2ee)
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
-        key_id = conversation_dek_key_id(tenant_id, conversation_id)
+        key_id, prefix = conversation_facts(tenant_id, conversation_id)
         entry = self._cache.current(key_id, lambda: self.keystore.current(tenant_id, conversation_id))
-        associated = aad(tenant_id, conversation_id, conversation_seq, entry.key.dek_id.key_version)
-        return Sealed(blob=seal_blob(entry.cipher, bytes(plaintext), associated), dek_id=entry.key.dek_id)
+        associated = row_aad(prefix, conversation_seq, entry.key.dek_id.key_version)
+        return Sealed(blob=seal_blob(entry.cipher, plaintext, associated), dek_id=entry.key.dek_id)
 
     def decrypt(self, blob: bytes, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                 conversation_seq: int, dek_id: DekId | tuple[str, str, int], e2ee: bool = False) -> bytes:
@@ -87,9 +87,9 @@ class Encryptor:
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         facts = {"tenant_id": tenant_id, "conversation_id": conversation_id,
                  "conversation_seq": conversation_seq, "dek_id": dek_id}
-        associated = aad(tenant_id, conversation_id, conversation_seq, dek_id.key_version)
-        if dek_id.key_scope != KEY_SCOPE_CONVERSATION \
-                or dek_id.key_id != conversation_dek_key_id(tenant_id, conversation_id):
+        key_id, prefix = conversation_facts(tenant_id, conversation_id)
+        associated = row_aad(prefix, conversation_seq, dek_id.key_version)
+        if dek_id.key_scope != KEY_SCOPE_CONVERSATION or dek_id.key_id != key_id:
             raise DecryptError("dek_id names another conversation's key: the row was moved", **facts)
         blob = check_blob(blob, facts=facts)  # before loading a key: a bad blob needs no key store call
         entry = self._cache.version(dek_id, lambda: self.keystore.get(dek_id))
