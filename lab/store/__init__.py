@@ -23,7 +23,8 @@ Modules:
                  model (enums), schema (the six tables), retention (class -> TTL)
     crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor
     plumbing     context (what every path needs), clock (the store's one clock), alerts,
-                 faults (crash points), sqlite_file (the local state files)
+                 faults (crash points), sqlite_file (the local state files, group commit),
+                 lru (bounded per-conversation memories)
 
 Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
 """
@@ -163,7 +164,8 @@ class MessageStore:
             archiver=HistoryArchiver(ctx, log),
             # recall / edit change bodies the LRU may hold: it must forget them
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
-            history_reader=HistoryReader(ctx, hot=hot_layer), batch_reader=batch_reader, reactions=Reactions(ctx),
+            history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
+            batch_reader=batch_reader, reactions=Reactions(ctx),
             lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
             earliest=EarliestAdvancer(ctx),
             services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))

@@ -47,12 +47,12 @@ from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
-from lab.errors import KeyDestroyed, ValidationError
+from lab.errors import ValidationError
 from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.reactions import ReactionSummary, summary_from_row
 from lab.store.hot_layer import HotLayer
 from lab.store.read_path import check_bucket_rows, whole_rows
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
 
@@ -185,11 +185,11 @@ class _Group:
 
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
-    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` to
-    :func:`lab.store.records.decode_row` with the store's encryptor."""
+    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (rows -> messages, None for
+    a crypto-erased one) to :func:`lab.store.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
-                 decode: Callable[[Any], Message] | None = None,
+                 decode: Callable[[list[Any]], list[Message | None]] | None = None,
                  concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
         self._hot = hot
@@ -197,7 +197,8 @@ class BatchReader:
         self.constants = ctx.constants
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
         self.concurrency = concurrency
-        self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
+        self._decode = decode if decode is not None else (
+            lambda rows: decode_rows(rows, ctx.encryptor, skip_destroyed=True))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -277,18 +278,19 @@ class BatchReader:
                 continue
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
+            ours = []
             for row in whole_rows(rows, self.ctx):
                 message_id = group.wanted.get(row.conversation_seq)
                 # a row whose message_id differs is another message at that coordinate: not ours
                 if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
                     continue
-                try:
-                    message = self._decode(row)
-                except KeyDestroyed:
-                    continue  # crypto-erased conversation: reported as missing, not a failed batch
-                decoded += 1
-                messages[message_id] = message
-                self.cache.put(message)
+                ours.append(row)
+            # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
+            for message in self._decode(ours):
+                if message is not None:
+                    decoded += 1
+                    messages[message.message_id] = message
+                    self.cache.put(message)
         for message_id, row in pending_summaries:
             if message_id in messages:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any
 
@@ -49,6 +48,7 @@ from lab.errors import ClusterError, CrashInjected, LabError, StoreError
 from lab.store.context import StoreContext
 from lab.store.head import HEAD_KEY, HeadUpdate, seal_preview
 from lab.store.ids import check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
+from lab.store.lru import Lru
 
 __all__ = ["HEAD_CACHE_ENTRIES", "HEAD_WRITE_CONCURRENCY", "HeadWriter"]
 
@@ -63,33 +63,6 @@ _NO_HEAD = 0                    # latest_conversation_seq of a conversation with
 Key = tuple[uuid.UUID, uuid.UUID]
 
 
-class _LastWritten:
-    """Thread-safe LRU: conversation -> the latest_conversation_seq this writer wrote or read."""
-
-    def __init__(self, entries: int) -> None:
-        self._entries = entries
-        self._lock = threading.Lock()
-        self._items: OrderedDict[Key, int] = OrderedDict()
-
-    def get(self, key: Key) -> int | None:
-        with self._lock:
-            seq = self._items.get(key)
-            if seq is not None:
-                self._items.move_to_end(key)
-            return seq
-
-    def put(self, key: Key, seq: int) -> None:
-        with self._lock:
-            self._items[key] = max(seq, self._items.get(key, seq))
-            self._items.move_to_end(key)
-            while len(self._items) > self._entries:
-                self._items.popitem(last=False)
-
-    def forget(self, key: Key) -> None:
-        with self._lock:
-            self._items.pop(key, None)
-
-
 class HeadWriter:
     """Applies head updates on one background thread (``submit``) or inline (``apply``)."""
 
@@ -99,7 +72,7 @@ class HeadWriter:
         self.fencing_epoch = check_bigint(fencing_epoch, column="fencing_epoch")
         self.failover = failover
         self.concurrency = concurrency
-        self._last = _LastWritten(cache_entries)
+        self._last: Lru[Key, int] = Lru(cache_entries)  # conversation -> latest seq written or read
         self._cond = threading.Condition()
         self._queue: list[tuple[HeadUpdate | None, Future]] = []  # None: a drain barrier
         self._thread: threading.Thread | None = None
@@ -244,7 +217,7 @@ class HeadWriter:
         for (update, future), (_, error) in zip(writes, self._gather(statements)):
             key = (update.tenant_id, update.conversation_id)
             if error is None:
-                self._last.put(key, update.conversation_seq)
+                self._last.put(key, update.conversation_seq, keep_max=True)
                 future.set_result("written")
             else:
                 self._last.forget(key)  # the write may or may not have landed: read it next time
@@ -289,7 +262,8 @@ class HeadWriter:
 
     def _remember_row(self, update: HeadUpdate, row: Any) -> None:
         latest = None if row is None else row.latest_conversation_seq
-        self._last.put((update.tenant_id, update.conversation_id), _NO_HEAD if latest is None else latest)
+        self._last.put((update.tenant_id, update.conversation_id), _NO_HEAD if latest is None else latest,
+                       keep_max=True)
 
     def _apply_blind(self, update: HeadUpdate) -> str:
         key = (update.tenant_id, update.conversation_id)
@@ -306,7 +280,7 @@ class HeadWriter:
         except BaseException:
             self._last.forget(key)
             raise
-        self._last.put(key, update.conversation_seq)
+        self._last.put(key, update.conversation_seq, keep_max=True)
         return "written"
 
     def _compare(self, update: HeadUpdate, latest: int | None) -> str:

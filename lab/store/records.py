@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -28,13 +28,13 @@ from cassandra.query import UNSET_VALUE
 
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
-from lab.errors import ValidationError
+from lab.errors import CryptoError, KeyDestroyed, ValidationError
 from lab.store.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
 from lab.store.media import MediaMetadata, MentionTargets
 from lab.store.model import MessageState, MessageType, RetentionClass, parse_enum
 
 __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message", "RECORD_SCHEMA_VERSION",
-           "columns_from_wire", "columns_to_wire", "decode_row", "encode_record", "open_payload",
+           "columns_from_wire", "columns_to_wire", "decode_row", "decode_rows", "encode_record", "open_payload",
            "record_values", "seal_payload"]
 
 _DEFAULTS = Constants()
@@ -114,8 +114,11 @@ def seal_payload(body: bytes, *, e2ee: bool, encryptor: Encryptor, tenant_id: uu
 def open_payload(blob: bytes, *, encryptor: Encryptor, tenant_id: uuid.UUID, conversation_id: uuid.UUID,
                  conversation_seq: int, dek_id: DekId | tuple[str, str, int]) -> tuple[bytes, bool]:
     """(body, e2ee) of a sealed envelope; CryptoError if it does not belong to this row."""
-    envelope = encryptor.decrypt(blob, tenant_id=tenant_id, conversation_id=conversation_id,
-                                 conversation_seq=conversation_seq, dek_id=dek_id)
+    return _envelope(encryptor.decrypt(blob, tenant_id=tenant_id, conversation_id=conversation_id,
+                                       conversation_seq=conversation_seq, dek_id=dek_id), conversation_seq)
+
+
+def _envelope(envelope: bytes, conversation_seq: int) -> tuple[bytes, bool]:
     if len(envelope) < ENVELOPE_FLAG_BYTES or envelope[0] not in (ENVELOPE_PLAIN, ENVELOPE_E2EE):
         raise ValidationError("payload envelope has no valid flag byte", column="payload_or_ciphertext",
                               conversation_seq=conversation_seq)
@@ -225,50 +228,100 @@ def _message(fields: dict[str, Any]) -> Message:
     return message
 
 
+Opener = Callable[[bytes, int], bytes]
+
+
 def decode_row(row: Any, encryptor: Encryptor) -> Message:
     """A :class:`Message` from a driver row of ``SELECT * FROM message_record`` (or a mapping
     with the same column names). Raises CryptoError (DecryptError / KeyDestroyed) when the
     payload cannot be opened: an erased conversation reads as an error, not as empty text."""
+    return _decode(row, encryptor, {})
+
+
+def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False) -> list[Message | None]:
+    """:func:`decode_row` of each row, the key looked up once per (conversation, dek_id) of the
+    rows instead of once per row (``Encryptor.opener``). ``skip_destroyed``: a row whose key was
+    crypto-erased decodes as None instead of raising KeyDestroyed (a batch reports it missing)."""
+    openers: dict[tuple[Any, Any, DekId], Opener] = {}
+    out: list[Message | None] = []
+    for row in rows:
+        try:
+            out.append(_decode(row, encryptor, openers))
+        except KeyDestroyed:
+            if not skip_destroyed:
+                raise
+            out.append(None)
+    return out
+
+
+def _opener(encryptor: Encryptor, openers: dict, tenant_id: Any, conversation_id: Any, dek_id: DekId) -> Opener:
+    key = (tenant_id, conversation_id, dek_id)
+    opener = openers.get(key)
+    if opener is None:
+        try:
+            opener = encryptor.opener(tenant_id=tenant_id, conversation_id=conversation_id, dek_id=dek_id)
+        except CryptoError as exc:  # every row of that key fails the same way, without asking again
+            def opener(_blob: bytes, _seq: int, exc: CryptoError = exc) -> bytes:
+                raise exc
+        openers[key] = opener
+    return opener
+
+
+# row classes whose fields are MESSAGE_RECORD_COLUMNS in order (one per connection's row-class cache,
+# lab.cluster.rows); capped, since a session with the driver's own factory makes a class per response
+_ORDERED_ROW_TYPES: set[type] = set()
+_ORDERED_ROW_TYPES_MAX = 64
+
+
+def _columns(row: Any) -> tuple[Any, ...]:
+    """The row's values in :data:`MESSAGE_RECORD_COLUMNS` order: a driver row of the store's own
+    SELECT is that tuple already (unpacked as is); any other row is looked up by name."""
+    kind = type(row)
+    if kind in _ORDERED_ROW_TYPES:
+        return row
+    if getattr(row, "_fields", None) == MESSAGE_RECORD_COLUMNS and isinstance(row, tuple):
+        if len(_ORDERED_ROW_TYPES) < _ORDERED_ROW_TYPES_MAX:
+            _ORDERED_ROW_TYPES.add(kind)
+        return row
     get = _values(row).get
-    missing = [name for name in _WHOLE_ROW_COLUMNS if get(name) is None]
-    if missing:
+    return tuple(get(name) for name in MESSAGE_RECORD_COLUMNS)
+
+
+def _decode(row: Any, encryptor: Encryptor, openers: dict) -> Message:
+    (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
+     client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
+     recall_seq, edited_at, created_at, retention_class, dek) = _columns(row)
+    if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
+            or last_activity_id is None:
+        values = dict(zip(MESSAGE_RECORD_COLUMNS, _columns(row)))
+        missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
         raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
-                              conversation_seq=get("conversation_seq"))
-    tenant_id, conversation_id = get("tenant_id"), get("conversation_id")
-    seq = get("conversation_seq")
-    dek = get("dek_id")
+                              conversation_seq=seq)
     dek_id = None if dek is None else _dek_id(tuple(dek))
     body, e2ee = b"", False
-    payload = get("payload_or_ciphertext")
     if payload is not None:
         if dek_id is None:
             raise ValidationError("row has a payload but no dek_id", column="dek_id", conversation_seq=seq)
-        body, e2ee = open_payload(payload, encryptor=encryptor, tenant_id=tenant_id,
-                                  conversation_id=conversation_id, conversation_seq=seq, dek_id=dek_id)
-    media = get("media_metadata")
-    mentions = get("mention_targets")
-    recall_seq = get("recall_event_conversation_seq")
+        body, e2ee = _envelope(_opener(encryptor, openers, tenant_id, conversation_id, dek_id)(payload, seq), seq)
     return _message({
-        "tenant_id": tenant_id, "conversation_id": conversation_id,
-        "seq_bucket": get("seq_bucket"), "conversation_seq": seq,
-        "message_id": blob_to_u128(get("message_id")),
-        "last_activity_id": blob_to_u128(get("last_activity_id")),
-        "sender_id": get("sender_id"), "sender_device_id": get("sender_device_id"),
-        "client_message_id": get("client_message_id") or "",
-        "message_type": _enum(MessageType, get("message_type")),
-        "custom_type": get("custom_type"),
-        "schema_version": get("schema_version") or RECORD_SCHEMA_VERSION,
+        "tenant_id": tenant_id, "conversation_id": conversation_id, "seq_bucket": bucket, "conversation_seq": seq,
+        "message_id": blob_to_u128(message_id), "last_activity_id": blob_to_u128(last_activity_id),
+        "sender_id": sender_id, "sender_device_id": sender_device_id,
+        "client_message_id": client_message_id or "",
+        "message_type": _enum(MessageType, message_type),
+        "custom_type": custom_type,
+        "schema_version": schema_version or RECORD_SCHEMA_VERSION,
         "body": body, "e2ee": e2ee,
         "media": None if media is None else MediaMetadata.decode(media),
-        "reply_to_conversation_seq": get("reply_to_conversation_seq"),
+        "reply_to_conversation_seq": reply_to,
         "mentions": None if mentions is None else MentionTargets.decode(mentions),
         # Recalled stays recalled: only a recall sets the coordinate (lab.store.recall), so a row
         # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
-        "state": MessageState.RECALLED if recall_seq is not None else _enum(MessageState, get("state") or 0),
+        "state": MessageState.RECALLED if recall_seq is not None else _enum(MessageState, state or 0),
         "recall_event_conversation_seq": recall_seq,
-        "edited_at_activity_id": _opt_u128(get("edited_at_activity_id")),
-        "created_at_ms": get("created_at") or 0,
-        "retention_class": _enum(RetentionClass, get("retention_class") or 0),
+        "edited_at_activity_id": _opt_u128(edited_at),
+        "created_at_ms": created_at or 0,
+        "retention_class": _enum(RetentionClass, retention_class or 0),
         "dek_id": dek_id,
     })
 

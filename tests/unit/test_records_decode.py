@@ -52,3 +52,26 @@ def test_decode_equals_the_constructor(tmp_path, case, form):
     assert hash(decoded.dek_id) == hash(expected.dek_id) and repr(decoded) == repr(expected)
     with pytest.raises(dataclasses.FrozenInstanceError):
         decoded.body = b"x"
+
+
+def test_decode_rows_opens_each_key_once_and_can_skip_an_erased_conversation(tmp_path):
+    from lab.errors import DecryptError, KeyDestroyed
+    from lab.store.records import decode_rows
+
+    enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
+    other = uuid.UUID(int=9)
+    kept = [encode_record(_message(s), enc) for s in range(1, 4)]
+    erased = [encode_record(dataclasses.replace(_message(s), conversation_id=other), enc) for s in range(1, 3)]
+    rotated = enc.rotate(T, C)
+    kept.append(encode_record(_message(4), enc))  # a second key version of the same conversation
+    rows = [Row(**c) for c in kept[:2] + erased[:1] + kept[2:] + erased[1:]]
+    assert [m.body for m in decode_rows(rows, enc)] == [decode_row(r, enc).body for r in rows]
+    assert decode_rows(rows[-2:-1], enc)[0].dek_id == rotated
+    enc.destroy(T, other)
+    with pytest.raises(KeyDestroyed):
+        decode_rows(rows, enc)
+    out = decode_rows(rows, enc, skip_destroyed=True)
+    assert [None if m is None else m.conversation_seq for m in out] == [1, 2, None, 3, 4, None]
+    moved = Row(**(kept[0] | {"conversation_seq": 2}))  # a ciphertext copied to another row
+    with pytest.raises(DecryptError):
+        decode_rows([moved], enc)
