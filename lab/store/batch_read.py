@@ -48,7 +48,7 @@ from typing import Any
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
 from lab.errors import ValidationError
-from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.reactions import ReactionSummary, summary_from_row
 from lab.store.hot_layer import HotLayer
 from lab.store.read_path import check_bucket_rows, whole_rows
@@ -117,17 +117,34 @@ class BodyCache:
                 self._items.move_to_end((tenant_id, message_id))
             return message
 
+    def get_many(self, tenant_id: uuid.UUID, message_ids: Iterable[int]) -> dict[int, Message]:
+        """The cached ones of ``message_ids`` (one lock for the whole batch)."""
+        found: dict[int, Message] = {}
+        with self._lock:
+            items = self._items
+            for message_id in message_ids:
+                message = items.get((tenant_id, message_id))
+                if message is not None:
+                    items.move_to_end((tenant_id, message_id))
+                    found[message_id] = message
+        return found
+
     def put(self, message: Message) -> None:
+        self.put_many((message,))
+
+    def put_many(self, messages: Iterable[Message]) -> None:
         if self.max_entries == 0:
             return
-        key = (message.tenant_id, message.message_id)
         with self._lock:
-            self._items[key] = message
-            self._items.move_to_end(key)
-            self._at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
-            while len(self._items) > self.max_entries:
-                _, evicted = self._items.popitem(last=False)
-                self._at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
+            items, at = self._items, self._at
+            for message in messages:
+                key = (message.tenant_id, message.message_id)
+                items[key] = message
+                items.move_to_end(key)
+                at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
+            while len(items) > self.max_entries:
+                _, evicted = items.popitem(last=False)
+                at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
 
     def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
         tenant_id = parse_uuid(tenant_id)
@@ -227,7 +244,8 @@ class BatchReader:
             # whether or not this batch happens to need its coordinate.
             conversation_id = parse_uuid(entry.conversation_id)
             seq = check_conversation_seq(entry.conversation_seq)
-            u128_to_blob(entry.message_id)  # type and range check
+            if type(entry.message_id) is not int or not 0 <= entry.message_id <= U128_MAX:
+                u128_to_blob(entry.message_id)  # raises the typed error for a non-u128
             if entry.inline_body is not None:
                 if not isinstance(entry.inline_body, (bytes, bytearray, memoryview)):
                     raise ValidationError(f"inline_body must be bytes, got {type(entry.inline_body).__name__}",
@@ -239,11 +257,7 @@ class BatchReader:
                 raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "
                                       f"{(conversation_id, seq)}", message_id=entry.message_id)
 
-        messages: dict[int, Message] = {}
-        for message_id in coordinates:
-            cached = self.cache.get(tenant_id, message_id)
-            if cached is not None:
-                messages[message_id] = cached
+        messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
         lru_hits = len(messages)
         hot_hits = 0
         if self._hot is not None:
@@ -286,11 +300,10 @@ class BatchReader:
                     continue
                 ours.append(row)
             # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
-            for message in self._decode(ours):
-                if message is not None:
-                    decoded += 1
-                    messages[message.message_id] = message
-                    self.cache.put(message)
+            fresh = [m for m in self._decode(ours) if m is not None]
+            decoded += len(fresh)
+            messages.update((m.message_id, m) for m in fresh)
+            self.cache.put_many(fresh)
         for message_id, row in pending_summaries:
             if message_id in messages:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)
