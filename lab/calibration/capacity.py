@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from lab.constants import Constants
 from lab.errors import ValidationError
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 BYTES_PER_TB = 10**12
 BYTES_PER_MB = 10**6

@@ -24,6 +24,7 @@ its recommendation is always the current value; a different measured optimum is 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,13 +163,44 @@ def _figure(folder: Path | None, stem: str | None, run_dir: Path) -> str | None:
     return None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ConstantAssessment:
+    """``constants.<name>`` of calibration.json: one appendix-B constant after a run."""
+
+    current: float | int
+    measured: float | int | None
+    recommended: float | int
+    unit: str
+    confidence: str                      # high | medium | low | none
+    evidence: str
+    figure: str | None                   # PNG path relative to the run folder
+    notebook: str | None                 # the notebook that measured or observed it
+    ci_low: float | None
+    ci_high: float | None
+    section: str
+    doc: str
+    guarded: bool
+    changed: bool                        # recommended != current
+    rule: Rule | None = None
+    suggested_for_new_tables: float | int | None = None  # guarded constants only
+    notebook_html: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConstantAssessment:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str, Any]], *, run_dir: Path,
-           run_id: str, quick: bool) -> dict[str, dict[str, Any]]:
+           run_id: str, quick: bool) -> dict[str, ConstantAssessment]:
     """``constants.<name>`` of calibration.json for every entry of the constants file.
 
     ``notebooks`` maps a notebook name to ``{"values": {...}, "dir": Path, ...}`` (the notebooks
     that succeeded). A constant no notebook measured keeps ``recommended = current``."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ConstantAssessment] = {}
     for name, entry in entries.items():
         row: dict[str, Any] = {"current": entry.value, "measured": None, "recommended": entry.value,
                                "unit": entry.unit, "confidence": "none", "evidence": NOT_MEASURED,
@@ -180,7 +212,7 @@ def assess(entries: Mapping[str, Constant], notebooks: Mapping[str, Mapping[str,
             for m in (m for m in MEASURES if m.constant == name):
                 if _from_measure(row, entry, m, notebooks.get(m.notebook), ctx):
                     break
-        out[name] = row
+        out[name] = ConstantAssessment(**row)
     return out
 
 

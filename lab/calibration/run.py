@@ -3,8 +3,9 @@
 ``run_calibration(config, CalibrationOptions(...))`` makes a fresh ``results/<run-id>/``
 (exclusive create: runs never overwrite each other) and
 
-1. records the environment (server kind and version, nodes, RF, machine, git commit, the
-   embedded node's start-up and jar-resolution times) and a write/read round trip;
+1. records the environment (:func:`lab.results.environment.environment`: server kind and
+   version, nodes, RF, machine, git commit, the embedded node's start-up and jar-resolution
+   times) and a write/read round trip in a scratch keyspace;
 2. runs the notebook suite headless through :func:`lab.calibration.notebooks.run_notebook` (papermill),
    one folder per notebook: executed ``.ipynb``, its HTML, figures, tables, ``values.json``;
 3. turns the notebooks' values into ``constants.<name>`` for every appendix-B constant
@@ -12,37 +13,40 @@
    ``environment.json`` and ``report.html`` (:mod:`lab.calibration.report`);
 4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied.
 
-``calibration.json`` is rewritten after every step, so a run that dies half-way still says
-what it measured. A failing notebook stops the suite (unless ``keep_going``): the run is
+``calibration.json`` (:class:`~lab.calibration.contract.CalibrationRun`) is rewritten after
+every step, atomically, so a run that dies half-way still says what it measured. A failing notebook stops the suite (unless ``keep_going``): the run is
 marked failed with the notebook, the cell and the error, the report is written with the
 partial results, and :class:`~lab.errors.CalibrationError` is raised.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
-import statistics
+import dataclasses
 import sys
-import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
-from lab.project import RESULTS_DIR
+from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
-from lab.results.runs import git_commit, git_dirty, machine, new_run_dir
+from lab.measure import Stopwatch, summarize_histogram, timed, utc_now_iso
+from lab.measure.hdr import OpStats, latencies_us
+from lab.project import RESULTS_DIR
+from lab.results.environment import environment
+from lab.results.jsonio import read_json, write_json
+from lab.results.runs import new_run_dir
+from lab.results.scratch import scratch_keyspace
 
 ROUND_TRIPS_QUICK = 200
 ROUND_TRIPS_FULL = 2000
 ROUND_TRIP_PAYLOAD_BYTES = 100
+ROUND_TRIP_KEYSPACE_PREFIX = "lab_round_trip"
 CALIBRATION_FILE = "calibration.json"
 ENVIRONMENT_FILE = "environment.json"
-SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +66,7 @@ class CalibrationOptions:
 @dataclass(frozen=True, kw_only=True)
 class CalibrationResult:
     run_dir: Path
-    calibration: dict[str, Any]
+    calibration: CalibrationRun
 
     @property
     def report_path(self) -> Path:
@@ -74,63 +78,36 @@ class CalibrationResult:
 
     @property
     def proposal_path(self) -> Path | None:
-        return self.run_dir / self.calibration["proposal"] if self.calibration.get("proposal") else None
+        return self.run_dir / self.calibration.proposal if self.calibration.proposal else None
 
 
 # ---- measurements of the lab itself ---------------------------------------------------------
-def measure_round_trip(conn: Any, keyspace: str, n: int) -> dict[str, float]:
-    """Write then read ``n`` small rows one at a time; latencies in microseconds."""
+def measure_round_trip(conn: Any, keyspace: str, n: int) -> RoundTrip:
+    """Write then read ``n`` small rows one at a time; latencies in microseconds (HdrHistogram)."""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.lab_round_trip (k uuid PRIMARY KEY, v blob)")
     conn.wait_schema_agreement()
     insert = conn.prepare(f"INSERT INTO {keyspace}.lab_round_trip (k, v) VALUES (?, ?)")
     select = conn.prepare(f"SELECT v FROM {keyspace}.lab_round_trip WHERE k = ?", key_columns=("k",))
     keys = [uuid.uuid4() for _ in range(n)]
-    writes, reads = [], []
+    writes, reads = OpStats(), OpStats()
+    watch = Stopwatch()
     for k in keys:
-        t0 = time.perf_counter_ns()
-        conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES))
-        writes.append((time.perf_counter_ns() - t0) / 1000)
+        _, t = timed(lambda: conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES)))
+        writes.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
     for k in keys:
-        t0 = time.perf_counter_ns()
-        row = conn.execute(select, (k,)).one()
-        reads.append((time.perf_counter_ns() - t0) / 1000)
+        row, t = timed(lambda: conn.execute(select, (k,)).one())
+        reads.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
         if row is None:
             raise CalibrationError(f"round trip lost key {k}", keyspace=keyspace)
-
-    def pct(xs: list[float], q: float) -> float:
-        return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
-
-    return {"n": n, "write_p50_us": statistics.median(writes), "write_p99_us": pct(writes, 0.99),
-            "read_p50_us": statistics.median(reads), "read_p99_us": pct(reads, 0.99)}
-
-
-def environment(conn: Any, config: ClusterConfig, parameters: dict[str, Any]) -> dict[str, Any]:
-    from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
-
-    state = EmbeddedCluster(NodeOptions(home=config.lab_home)).read_state()
-    embedded = state is not None and set(config.contact_points) & set(state.contact_points)
-    return {
-        "server": conn.server_kind(), "server_version": conn.server_version(),
-        "nodes": len(conn.hosts()), "replication_factor": config.replication_factor,
-        "embedded": bool(embedded),
-        "node_startup_seconds": state.startup_seconds if embedded else None,
-        "jar_resolution_seconds": state.resolve_seconds if embedded else None,
-        "machine": machine(), "git_commit": git_commit(), "git_dirty": git_dirty(),
-        "cluster": config.redacted(), "parameters": parameters,
-        # the notebooks' stores (experiments.common.scratch_store) open with the default services
-        "outbox": ServicesConfig().describe(),
-    }
+    w, r = summarize_histogram(writes.service), summarize_histogram(reads.service)
+    return RoundTrip(n=n, write_p50_us=w.p50, write_p99_us=w.p99, read_p50_us=r.p50, read_p99_us=r.p99,
+                     seconds=watch.seconds(2))
 
 
 # ---- the run --------------------------------------------------------------------------------
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def _write(run_dir: Path, cal: dict[str, Any]) -> None:
-    tmp = run_dir / f".{CALIBRATION_FILE}.tmp"
-    tmp.write_text(json.dumps(cal, indent=2, default=str) + "\n")
-    tmp.replace(run_dir / CALIBRATION_FILE)  # readers never see half a file
+def _write(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    write_json(run_dir / CALIBRATION_FILE, cal.to_json())  # atomic: readers never see half a file
+    return cal
 
 
 def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
@@ -181,118 +158,110 @@ def _cell_source(exc: BaseException) -> str | None:
 
 
 def _collect(run_dir: Path, name: str) -> dict[str, Any]:
-    """What a notebook left in its folder, paths relative to the run folder."""
+    """What a notebook left in its folder (NotebookRun fields), paths relative to the run folder."""
     from lab.calibration.notebooks import VALUES_FILE, read_values
 
     folder = run_dir / name
     rel = lambda p: p.relative_to(run_dir).as_posix()  # noqa: E731
     executed = folder / f"{name}.ipynb"
-    entry: dict[str, Any] = {
-        "notebook": rel(executed) if executed.exists() else None,
-        "html": rel(executed.with_suffix(".html")) if executed.with_suffix(".html").exists() else None,
-        "values_file": rel(folder / VALUES_FILE) if (folder / VALUES_FILE).exists() else None,
-        "figures": [rel(p) for p in sorted(folder.glob("*.png"))],
-        "tables": [rel(p) for p in sorted(folder.glob("*.csv"))],
-    }
     try:
-        entry["values"] = read_values(folder) if folder.is_dir() else {}
+        values = read_values(folder) if folder.is_dir() else {}
     except (OSError, ValueError):  # values.json missing and scrapbook rejected the partial notebook
-        entry["values"] = {}
+        values = {}
     conclusion = folder / "conclusion.md"
-    entry["conclusion"] = conclusion.read_text().strip() if conclusion.exists() else entry["values"].get("conclusion")
-    return entry
+    return {"notebook": rel(executed) if executed.exists() else None,
+            "html": rel(executed.with_suffix(".html")) if executed.with_suffix(".html").exists() else None,
+            "values_file": rel(folder / VALUES_FILE) if (folder / VALUES_FILE).exists() else None,
+            "figures": tuple(rel(p) for p in sorted(folder.glob("*.png"))),
+            "tables": tuple(rel(p) for p in sorted(folder.glob("*.csv"))), "values": values,
+            "conclusion": conclusion.read_text().strip() if conclusion.exists() else values.get("conclusion")}
 
 
-def _assess(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions) -> None:
+def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
     from lab.calibration.measures import assess
 
-    ok = {name: {**nb, "dir": run_dir / name} for name, nb in cal["notebooks"].items() if nb["status"] == "ok"}
-    constants = assess(read_entries(options.constants_path), ok, run_dir=run_dir, run_id=cal["run_id"],
+    ok = {name: {"values": nb.values, "dir": run_dir / name} for name, nb in cal.notebooks.items()
+          if nb.status == "ok"}
+    constants = assess(read_entries(options.constants_path), ok, run_dir=run_dir, run_id=cal.run_id,
                        quick=options.quick)
-    for c in constants.values():
-        if c.get("notebook") in cal["notebooks"]:
-            c["notebook_html"] = cal["notebooks"][c["notebook"]].get("html")
-    cal["constants"] = constants
+    constants = {n: dataclasses.replace(c, notebook_html=cal.notebooks[c.notebook].html)
+                 if c.notebook in cal.notebooks else c for n, c in constants.items()}
+    return cal.replace(constants=constants)
 
 
 def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
-                 run_dir: Path, cal: dict[str, Any]) -> None:
-    """Environment and the write/read round trip, on a connection of this process."""
+                 run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
     from lab.cluster.connection import connect
 
-    parameters = {"mode": cal["mode"], "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
+    parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
                   "notebooks": {name: params for name, params in suite},
                   "constants_file": str(options.constants_path)}
     with connect(config) as conn:
-        conn.create_keyspace(config.keyspace)  # as the server's dialect spells it
-        cal["environment"] = environment(conn, config, parameters)
-        t0 = time.monotonic()
-        cal["measurements"]["round_trip"] = measure_round_trip(conn, config.keyspace, parameters["round_trips"])
-        cal["measurements"]["round_trip"]["seconds"] = round(time.monotonic() - t0, 2)
-    (run_dir / ENVIRONMENT_FILE).write_text(json.dumps(cal["environment"], indent=2, default=str) + "\n")
+        # the notebooks' stores (experiments.common.scratch_store) open with the default services
+        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
+        with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
+            round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
+    write_json(run_dir / ENVIRONMENT_FILE, env)
+    return cal.replace(environment=env, round_trip=round_trip)
 
 
 def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: CalibrationOptions,
-             run_dir: Path, entry: dict[str, Any]) -> CalibrationError | None:
-    """One notebook through lab.notebooks.run_notebook; ``entry`` (its part of calibration.json)
-    gets status, seconds, files and values. Returns the failure, if any."""
+             run_dir: Path) -> tuple[NotebookRun, CalibrationError | None]:
+    """One notebook through lab.notebooks.run_notebook: its entry of calibration.json (status,
+    seconds, files, values) and the failure, if any."""
     from lab.calibration.notebooks import run_notebook
 
-    failure = None
-    t0 = time.monotonic()
+    failure, error = None, None
+    watch = Stopwatch()
     try:
         run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
                      **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
-        entry["status"] = "ok"
+        status = "ok"
     except CalibrationError as exc:
-        entry["status"] = "failed"
-        entry["error"] = {"notebook": name, "cell": exc.facts.get("cell"), "cell_index": exc.facts.get("cell_index"),
-                          "cell_source": _cell_source(exc), "ename": exc.facts.get("ename"),
-                          "evalue": exc.facts.get("evalue")}
-        failure = exc
-    entry["seconds"] = round(time.monotonic() - t0, 1)
-    entry.update(_collect(run_dir, name))
-    if entry["status"] == "ok" and not entry["values"]:
+        status, failure = "failed", exc
+        error = RunError(notebook=name, cell=exc.facts.get("cell"), cell_index=exc.facts.get("cell_index"),
+                         cell_source=_cell_source(exc), ename=exc.facts.get("ename"), evalue=exc.facts.get("evalue"))
+    entry = NotebookRun(status=status, parameters=dict(params), seconds=watch.seconds(1), error=error,
+                        **_collect(run_dir, name))
+    if entry.status == "ok" and not entry.values:
         # a notebook that "succeeds" without recording anything took a wrong branch
         evalue = f"{name} finished but recorded no values ({name}/values.json missing)"
-        entry["status"] = "failed"
-        entry["error"] = {"notebook": name, "cell": None, "ename": "NoValues", "evalue": evalue}
+        entry = dataclasses.replace(entry, status="failed",
+                                    error=RunError(notebook=name, cell=None, ename="NoValues", evalue=evalue))
         failure = CalibrationError(evalue, notebook=name, cell=None, ename="NoValues", evalue=evalue)
-    return failure
+    return entry, failure
 
 
 def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, options: CalibrationOptions,
-               run_dir: Path, cal: dict[str, Any]) -> CalibrationError | None:
+               run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None]:
     failure = None
     for name, params in suite:
-        cal["notebooks"][name] = {"status": "pending", "parameters": dict(params)}
-    _write(run_dir, cal)
+        cal = cal.with_notebook(name, NotebookRun(status="pending", parameters=dict(params)))
+    cal = _write(run_dir, cal)
     bar = _progress(len(suite), options.progress and bool(suite))
     try:
         for name, params in suite:
             bar.set_description(f"notebook {name}")
-            entry = cal["notebooks"][name]
-            entry["status"] = "running"
-            _write(run_dir, cal)
-            failure = _run_one(name, params, config, options, run_dir, entry) or failure
+            cal = _write(run_dir, cal.with_notebook(name, NotebookRun(status="running", parameters=dict(params))))
+            entry, failed = _run_one(name, params, config, options, run_dir)
+            failure = failed or failure
+            cal = _write(run_dir, cal.with_notebook(name, entry))
             bar.update(1)
-            bar.write(f"{name}: {entry['status']} in {entry['seconds']:.0f} s", file=sys.stderr)
-            _write(run_dir, cal)
+            bar.write(f"{name}: {entry.status} in {entry.seconds:.0f} s", file=sys.stderr)
             if failure is not None and not options.keep_going:
                 break
     finally:
         bar.close()
-        for entry in cal["notebooks"].values():
-            if entry["status"] in ("pending", "running"):
-                entry["status"] = "not run"
-    return failure
+        cal = cal.replace(notebooks={n: NotebookRun(status="not run", parameters=nb.parameters)
+                                     if nb.status in ("pending", "running") else nb
+                                     for n, nb in cal.notebooks.items()})
+    return cal, failure
 
 
-def _finish(cal: dict[str, Any], run_dir: Path, options: CalibrationOptions, t_start: float) -> None:
-    _assess(cal, run_dir, options)
-    cal["finished_at"] = _now()
-    cal["wall_seconds"] = round(time.monotonic() - t_start, 1)
-    _write(run_dir, cal)
+def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch) -> CalibrationRun:
+    cal = _assess(cal, run_dir, options)
+    return _write(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=watch.seconds(1)))
 
 
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
@@ -301,16 +270,14 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     options = options or CalibrationOptions()
     plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
     run_dir = new_run_dir(options.results)
-    t_start = time.monotonic()
-    cal: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
-                           "mode": "quick" if options.quick else "full", "status": "running", "error": None,
-                           "started_at": _now(), "finished_at": None, "wall_seconds": None, "environment": {},
-                           "measurements": {}, "notebooks": {}, "constants": {}, "proposal": None}
+    watch = Stopwatch()
+    cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
+                         started_at=utc_now_iso())
     failure: CalibrationError | None = None
     try:
         suite = plan(options, run_dir)
-        _measure_lab(config, options, suite, run_dir, cal)
-        failure = _run_suite(suite, config, options, run_dir, cal)
+        cal = _measure_lab(config, options, suite, run_dir, cal)
+        cal, failure = _run_suite(suite, config, options, run_dir, cal)
     except CalibrationError as exc:
         failure = exc
     except LabError as exc:  # no cluster, bad config: the run folder still says why
@@ -318,34 +285,28 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
                                    ename=type(exc).__name__, evalue=str(exc))
         failure.__cause__ = exc
     except KeyboardInterrupt:
-        cal["status"] = "interrupted"
-        _finish(cal, run_dir, options, t_start)
-        write_report(cal, run_dir)
+        cal = _finish(cal.replace(status="interrupted"), run_dir, options, watch)
+        write_report(cal.to_json(), run_dir)
         raise
     if failure is not None:
-        failed = next((nb["error"] for nb in cal["notebooks"].values() if nb.get("error")), None)
-        cal["status"] = "failed"
-        cal["error"] = failed or {"notebook": failure.facts.get("notebook"), "cell": failure.facts.get("cell"),
-                                  "ename": failure.facts.get("ename", type(failure).__name__),
-                                  "evalue": failure.facts.get("evalue", str(failure))}
+        failed = next((nb.error for nb in cal.notebooks.values() if nb.error is not None), None)
+        cal = cal.replace(status="failed", error=failed or RunError(
+            notebook=failure.facts.get("notebook"), cell=failure.facts.get("cell"),
+            ename=failure.facts.get("ename", type(failure).__name__), evalue=failure.facts.get("evalue", str(failure))))
     else:
-        cal["status"] = "ok"
-    _finish(cal, run_dir, options, t_start)
+        cal = cal.replace(status="ok")
+    cal = _finish(cal, run_dir, options, watch)
     if options.propose and failure is None:
         from lab.calibration.propose import propose
 
-        cal["proposal"] = propose(run_dir, constants_path=options.constants_path).path.name
-        _write(run_dir, cal)
-    write_report(cal, run_dir)
+        cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path).path.name))
+    write_report(cal.to_json(), run_dir)
     if failure is not None:
-        e = cal["error"]
-        where = (f"notebook {e.get('notebook')}" + (f", cell {e['cell']}" if e.get("cell") is not None else "")
-                 if e.get("notebook") else "before the notebooks")
-        source = f" (`{e['cell_source']}`)" if e.get("cell_source") else ""
-        raise CalibrationError(f"calibration run {run_dir.name} failed in {where}{source}: {e.get('ename')}: "
-                               f"{e.get('evalue')}; partial results in {run_dir}", run_dir=run_dir,
-                               notebook=e.get("notebook"), cell=e.get("cell"), ename=e.get("ename"),
-                               evalue=e.get("evalue")) from failure
+        e = cal.error
+        source = f" (`{e.cell_source}`)" if e.cell_source else ""
+        raise CalibrationError(f"calibration run {run_dir.name} failed in {e.where()}{source}: {e.ename}: "
+                               f"{e.evalue}; partial results in {run_dir}", run_dir=run_dir,
+                               notebook=e.notebook, cell=e.cell, ename=e.ename, evalue=e.evalue) from failure
     return CalibrationResult(run_dir=run_dir, calibration=cal)
 
 
@@ -356,10 +317,9 @@ def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH)
 
     run_dir = Path(run_dir)
     proposal = propose(run_dir, constants_path=constants_path)
-    cal = json.loads((run_dir / CALIBRATION_FILE).read_text())
-    cal["proposal"] = proposal.path.name
-    _write(run_dir, cal)
-    write_report(cal, run_dir)
+    cal = _write(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
+        proposal=proposal.path.name))
+    write_report(cal.to_json(), run_dir)
     return proposal.path
 
 

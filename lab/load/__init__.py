@@ -1,9 +1,13 @@
 """Load on the store: Locust users, open-loop pacing, audits, soak.
 
-    runner    ``lab load``: seed, run Locust headless (subprocesses), collect, audit
-    plan      a load run's plan (LAB_LOAD_PLAN), per-worker key ranges, message templates
-    pacing    open-loop schedules: per-user due times through a stage table, staircase
-    audit     the acks log and the read-back audit (lost / duplicated must be 0)
-    soak      ``lab soak``: sustained mixed load on driver threads with periodic audits
-    locust/   the Locust side: locustfile, users, shapes, the per-process runtime, profiles.toml
+    runner       ``lab load``: seed, run Locust headless (subprocesses), collect, audit
+    seed         a worker's seed conversations, sent through the store before the run
+    summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
+    cpu          the load generator's CPU while it runs
+    plan         a load run's plan (LAB_LOAD_PLAN), per-worker key ranges, message templates
+    pacing       open-loop schedules: per-user due times through a stage table, staircase
+    audit        the acks log and the read-back audit (lost / duplicated must be 0)
+    soak         ``lab soak``: sustained mixed load on driver threads with periodic audits
+    soak_report  what a soak reports: audits, operations, totals
+    locust/      the Locust side: locustfile, users, shapes, the per-process runtime, profiles.toml
 """

@@ -10,7 +10,7 @@ so neither side owns the other's logic:
   senders), derived from (run_id, worker index) so several processes, or several runs, can
   share one keyspace without touching each other's partitions.
 - :func:`message_templates`: send requests drawn from a workload profile of
-  ``datasets/profiles`` (``lab.workload``), re-addressed into a key range by :meth:`KeyRange.request`.
+  ``lab/workload/profiles`` (``lab.workload``), re-addressed into a key range by :meth:`KeyRange.request`.
 
 Time: every process anchors its schedule at the same wall-clock instant ``t0`` (seconds
 since the epoch). Calls start at ``t0``; those that start before ``t0 + warmup_seconds``
@@ -49,7 +49,7 @@ class LoadProfile:
 
     name: str
     description: str = ""
-    content: str = "chat_mix"  # a datasets/profiles/<content>.toml workload profile
+    content: str = "chat_mix"  # a lab/workload/profiles/<content>.toml workload profile
     weights: Mapping[str, int] = field(default_factory=lambda: {"sender": 1})
     retry_share: float = 0.02  # sends repeated with the same client_message_id (must replay)
 

@@ -6,8 +6,8 @@ react, unreact and recall against one MessageStore for ``duration``, and every
 ``audit_interval`` seconds the auditor reads every acknowledged send back through the
 public read path (:mod:`lab.load.audit`): each must be readable, exactly once, and every
 acknowledged recall must be on its row (S-7). The run ends with a final audit and the
-totals (operations and errors per kind, acked, lost, duplicated, recalls lost), written to
-``results/<run-id>/soak/summary.json``.
+totals (operations and errors per kind, acked, lost, duplicated, recalls lost;
+:mod:`lab.load.soak_report`), written to ``results/<run-id>/soak/summary.json``.
 
 Clients retry. A send or recall that fails on the cluster (a timeout, too few replicas, a
 node dying mid-request) is retried with the same request up to ``send_attempts`` times.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
-import json
 import random
 import threading
 import time
@@ -41,14 +40,19 @@ from typing import Any
 
 from lab.project import RESULTS_DIR
 from lab.load.audit import Ack, audit_worker
+from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.cluster.config import ClusterConfig
 from lab.errors import ClusterError, LabError, ValidationError
 from lab.store.ids import seq_bucket
 from lab.store.model import MessageState
-from lab.results.runs import git_commit, machine, new_run_dir
+from lab.measure import Stopwatch, utc_now_iso
+from lab.results.environment import environment
+from lab.results.jsonio import jsonable, write_json
+from lab.results.runs import new_run_dir
 from lab.store.write_path import SendAck, SendRequest
 
-__all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakOptions", "SoakResult", "run_soak"]
+__all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",
+           "SoakTotals", "run_soak"]
 
 SOAK_OPERATIONS = ("send", "retry", "history", "batch_read", "react", "unreact", "recall")
 DEFAULT_MIX: Mapping[str, int] = {"send": 50, "retry": 5, "history": 20, "batch_read": 10, "react": 8,
@@ -62,11 +66,12 @@ DEFAULT_SEND_ATTEMPTS = 4
 DEFAULT_RETRY_BACKOFF_SECONDS = 0.25
 DEFAULT_NODE_ID = 300
 DRAIN_TIMEOUT_SECONDS = 120.0
-HISTORY_LIMIT = 50
 BATCH_ENTRIES = 20
 BODY_MAX_BYTES = 400
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 SOAK_SUBDIR = "soak"
+SUMMARY_FILE = "summary.json"
+AUDIT_EXAMPLES = 3
 _PICK_ATTEMPTS = 5
 
 
@@ -103,15 +108,39 @@ class SoakOptions:
             raise ValidationError("max_operations must be >= 1", field="max_operations")
 
 
-@dataclass(frozen=True)
-class SoakResult:
-    run_dir: Path
-    soak_dir: Path
-    summary: dict[str, Any]
+@dataclass(frozen=True, kw_only=True)
+class SoakSummary:
+    """``soak/summary.json``: the run, its options and environment, and the totals."""
+
+    run_id: str
+    started_at: str
+    options: SoakOptions
+    environment: Mapping[str, Any]
+    state_dir: Path
+    totals: SoakTotals
 
     @property
     def ok(self) -> bool:
-        return bool(self.summary.get("ok"))
+        return self.totals.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "started_at": self.started_at, "options": jsonable(asdict(self.options)),
+                "environment": dict(self.environment), "state_dir": str(self.state_dir), **self.totals.to_json()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoakResult:
+    run_dir: Path
+    soak_dir: Path
+    summary: SoakSummary
+
+    @property
+    def summary_path(self) -> Path:
+        return self.soak_dir / SUMMARY_FILE
+
+    @property
+    def ok(self) -> bool:
+        return self.summary.ok
 
 
 @dataclass(frozen=True)
@@ -124,7 +153,7 @@ class Soak:
     """The mixed load and its auditor over one open store (which the caller closes)."""
 
     def __init__(self, store: Any, options: SoakOptions, *, tenant_id: uuid.UUID | None = None,
-                 progress: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 progress: Callable[[SoakAudit], None] | None = None) -> None:
         self.store = store
         self.options = options
         self.tenant_id = tenant_id or uuid.uuid4()
@@ -142,25 +171,25 @@ class Soak:
         self._client_ids = itertools.count()
         self._started = 0
         self._stop = threading.Event()
-        self._t0 = time.monotonic()
+        self._watch = Stopwatch()
         self.ok_ops: Counter[str] = Counter()
         self.failed_ops: Counter[str] = Counter()
         self.error_types: dict[str, Counter[str]] = {op: Counter() for op in SOAK_OPERATIONS}
         self.replayed_after_error = 0
         self.unexpected_errors = 0
         self.batch_missing = 0
-        self.audits: list[dict[str, Any]] = []
+        self.audits: list[SoakAudit] = []
 
     # ---- driving -----------------------------------------------------------------------------
     def stop(self) -> None:
         """Ask the workers to finish their current operation and stop."""
         self._stop.set()
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> SoakTotals:
         """Run for the duration (or ``max_operations``), audit periodically and at the end."""
         o = self.options
-        self._t0 = time.monotonic()
-        deadline = self._t0 + o.duration_seconds
+        self._watch = Stopwatch()
+        deadline = o.duration_seconds
         workers = [threading.Thread(target=self._worker, args=(i, deadline), name=f"soak-{i}", daemon=True)
                    for i in range(o.threads)]
         done = threading.Event()
@@ -182,7 +211,7 @@ class Soak:
         return self.totals()
 
     def _ticket(self, deadline: float) -> bool:
-        if self._stop.is_set() or time.monotonic() >= deadline:
+        if self._stop.is_set() or self._watch.seconds() >= deadline:
             return False
         with self._lock:
             if self.options.max_operations is not None and self._started >= self.options.max_operations:
@@ -258,9 +287,9 @@ class Soak:
 
     def _history(self, rng: random.Random) -> None:
         conversation, _ = rng.choice(self.conversations)
-        page = self.store.history(self.tenant_id, conversation, limit=HISTORY_LIMIT)
+        page = self.store.history(self.tenant_id, conversation)  # the store's default page size
         if page.has_more and rng.random() < 0.3:
-            self.store.history(self.tenant_id, conversation, anchor=page.next_anchor, limit=HISTORY_LIMIT)
+            self.store.history(self.tenant_id, conversation, anchor=page.next_anchor)
 
     def _batch_read(self, rng: random.Random) -> None:
         from lab.store.batch_read import BatchEntry
@@ -329,26 +358,27 @@ class Soak:
         return dict(counts)
 
     # ---- audits ------------------------------------------------------------------------------
-    def audit(self, *, final: bool = False) -> dict[str, Any]:
+    def audit(self, *, final: bool = False) -> SoakAudit:
         """Read every acked send (and recall) back; one entry of ``audits``."""
         with self._lock:
             acks, recalled = list(self._acks), dict(self._recalled)
-        t = time.monotonic()
-        row: dict[str, Any] = {"at_seconds": round(t - self._t0, 1), "final": final}
+        at_seconds = self._watch.seconds(1)
+        watch = Stopwatch()
         try:
             # every ack in the snapshot submitted its head update before it returned
             self.store.drain(DRAIN_TIMEOUT_SECONDS)
             res = audit_worker(self.store, acks)
-            row.update(acked=res.acked, replays=res.replays, lost=res.lost - res.stored_not_in_history,
-                       hidden_by_head=res.stored_not_in_history, duplicated=res.duplicates,
-                       replay_mismatches=res.replay_mismatches, recalls=len(recalled),
-                       recalls_lost=self._recalls_lost(recalled), examples=res.examples[:3])
+            audit = SoakAudit(at_seconds=at_seconds, final=final, acked=res.acked, replays=res.replays,
+                              lost=res.lost - res.stored_not_in_history, hidden_by_head=res.stored_not_in_history,
+                              duplicated=res.duplicates, replay_mismatches=res.replay_mismatches,
+                              recalls=len(recalled), recalls_lost=self._recalls_lost(recalled),
+                              examples=tuple(res.examples[:AUDIT_EXAMPLES]), seconds=watch.seconds(2))
         except (LabError, concurrent.futures.TimeoutError) as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
-        row["seconds"] = round(time.monotonic() - t, 2)
+            audit = SoakAudit(at_seconds=at_seconds, final=final, error=f"{type(exc).__name__}: {exc}"[:500],
+                              seconds=watch.seconds(2))
         with self._lock:
-            self.audits.append(row)
-        return row
+            self.audits.append(audit)
+        return audit
 
     def _recalls_lost(self, recalled: Mapping[tuple[uuid.UUID, int], int]) -> int:
         """Acked recalls whose row does not carry RECALLED and the event's coordinate."""
@@ -361,29 +391,15 @@ class Soak:
                    if key not in rows or rows[key].state is not MessageState.RECALLED
                    or rows[key].recall_event_conversation_seq != event)
 
-    def totals(self) -> dict[str, Any]:
-        final = self.audits[-1] if self.audits else {"error": "no audit ran"}
-        operations = {op: {"ok": self.ok_ops[op], "errors": self.failed_ops[op],
-                           "error_types": dict(self.error_types[op])}
+    def totals(self) -> SoakTotals:
+        operations = {op: OperationCounts(ok=self.ok_ops[op], errors=self.failed_ops[op],
+                                          error_types=dict(self.error_types[op]))
                       for op in SOAK_OPERATIONS if op in self.options.mix}
-        clean = "error" not in final and all(final.get(k) == 0 for k in
-                                             ("lost", "duplicated", "replay_mismatches", "recalls_lost"))
-        return {
-            "tenant_id": str(self.tenant_id),
-            "elapsed_seconds": round(time.monotonic() - self._t0, 1),
-            "operations": operations,
-            "operations_total": sum(self.ok_ops.values()) + sum(self.failed_ops.values()),
-            "errors_total": sum(self.failed_ops.values()),
-            "acked": final.get("acked"), "lost": final.get("lost"), "duplicated": final.get("duplicated"),
-            "hidden_by_head": final.get("hidden_by_head"), "replay_mismatches": final.get("replay_mismatches"),
-            "recalls": final.get("recalls"), "recalls_lost": final.get("recalls_lost"),
-            "sends_failed": self.failed_ops["send"], "replayed_after_error": self.replayed_after_error,
-            "batch_missing": self.batch_missing, "unexpected_errors": self.unexpected_errors,
-            "audits_run": len(self.audits), "audits_failed": sum(1 for a in self.audits if "error" in a),
-            "audits": self.audits,
-            "alerts": self.store.alerts.snapshot(),
-            "ok": clean and self.batch_missing == 0 and self.unexpected_errors == 0,
-        }
+        return SoakTotals(tenant_id=str(self.tenant_id), elapsed_seconds=self._watch.seconds(1), operations=operations,
+                          final_audit=self.audits[-1] if self.audits else None, audits=tuple(self.audits),
+                          sends_failed=self.failed_ops["send"], replayed_after_error=self.replayed_after_error,
+                          batch_missing=self.batch_missing, unexpected_errors=self.unexpected_errors,
+                          alerts=self.store.alerts.snapshot())
 
 
 def _ack(request: SendRequest, ack: SendAck, *, replayed: bool) -> Ack:
@@ -393,8 +409,9 @@ def _ack(request: SendRequest, ack: SendAck, *, replayed: bool) -> Ack:
 
 
 def run_soak(config: ClusterConfig, options: SoakOptions, *,
-             progress: Callable[[dict[str, Any]], None] | None = None) -> SoakResult:
+             progress: Callable[[SoakAudit], None] | None = None) -> SoakResult:
     """Open a store on ``config`` (schema created if missing), soak it, write summary.json."""
+    from lab.cluster.connection import connect
     from lab.store import MessageStore
 
     run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(options.results))
@@ -402,13 +419,13 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
     soak_dir.mkdir(parents=True, exist_ok=False)
     # DEKs and the outbox stay out of results/ (which may be shared); keyed by the run
     state_dir = (Path(config.lab_home) / "soak-state" / run_dir.name).resolve()
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id) as store:
-        store.create_schema()
-        totals = Soak(store, options, progress=progress).run()
-    summary = {"run_id": run_dir.name, "started_at": started_at,
-               "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
-               "cluster": config.redacted(), "machine": machine(), "git_commit": git_commit(),
-               "state_dir": str(state_dir), **totals}
-    (soak_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    started_at = utc_now_iso()
+    with connect(config) as conn:
+        env = environment(config, conn).to_json()
+        with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id, connection=conn) as store:
+            store.create_schema()
+            totals = Soak(store, options, progress=progress).run()
+    summary = SoakSummary(run_id=run_dir.name, started_at=started_at, options=options, environment=env,
+                          state_dir=state_dir, totals=totals)
+    write_json(soak_dir / SUMMARY_FILE, summary)
     return SoakResult(run_dir=run_dir, soak_dir=soak_dir, summary=summary)

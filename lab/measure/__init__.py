@@ -1,4 +1,26 @@
 """The one measurement layer: every benchmark, load run, soak, experiment and report uses it.
 
-    hdr      latencies in microseconds on HdrHistogram; CO-corrected beside service time
+    clock        the one clock: ``now_ns`` (monotonic) for durations, ``timed``, ``Stopwatch``
+    hdr          latencies in microseconds on HdrHistogram; CO-corrected beside service time
+    percentiles  the one percentile definition (nearest rank), for histograms and sample lists
+    stats        mean CI (Student t), bootstrap CI, Mann-Whitney U + Holm, ``a_over_b``
+
+One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
+:func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
+(HdrHistogram's), so the two agree to the histogram's 3 significant digits.
 """
+from lab.measure.clock import Stopwatch, Timing, now_ns, timed, utc_now_iso, wall_seconds
+from lab.measure.percentiles import (
+    SUMMARY_PERCENTILES,
+    LatencySummary,
+    latency_summary,
+    nearest_rank,
+    percentile,
+    summarize_histogram,
+    summarize_samples,
+)
+from lab.measure.stats import a_over_b, bootstrap_ci, holm, mann_whitney, mean_ci
+
+__all__ = ["SUMMARY_PERCENTILES", "LatencySummary", "Stopwatch", "Timing", "a_over_b", "bootstrap_ci", "holm",
+           "latency_summary", "mann_whitney", "mean_ci", "nearest_rank", "now_ns", "percentile",
+           "summarize_histogram", "summarize_samples", "timed", "utc_now_iso", "wall_seconds"]

@@ -30,13 +30,14 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from hdrh.histogram import HdrHistogram
 
+from lab.measure.clock import NS_PER_US
+from lab.measure.percentiles import LatencySummary, summarize_histogram
+
 LOWEST_US = 1
 HIGHEST_US = 600_000_000  # 10 minutes: above any request timeout, so nothing is clamped in practice
 SIGNIFICANT_DIGITS = 3
-SUMMARY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 KINDS = ("service", "corrected")
 LOG_FORMAT_VERSION = "1.3"
-_NS_PER_US = 1_000
 
 
 def new_histogram() -> HdrHistogram:
@@ -50,11 +51,11 @@ def clamp_us(value_us: float) -> int:
 
 def latencies_us(*, started_ns: int, ended_ns: int, due_ns: int | None = None) -> tuple[int, int | None]:
     """(service, corrected) in µs. Corrected is None in closed-loop mode (no schedule)."""
-    service = clamp_us((ended_ns - started_ns) / _NS_PER_US)
+    service = clamp_us((ended_ns - started_ns) / NS_PER_US)
     if due_ns is None:
         return service, None
     # A call issued before its due time (clock jitter) is not faster than its service time.
-    corrected = clamp_us((ended_ns - min(due_ns, started_ns)) / _NS_PER_US)
+    corrected = clamp_us((ended_ns - min(due_ns, started_ns)) / NS_PER_US)
     return service, corrected
 
 
@@ -72,6 +73,18 @@ class OpStats:
     @property
     def count(self) -> int:
         return self.ok + sum(self.errors.values())
+
+    def record(self, service_us: int, corrected_us: int | None = None, *, error: str | None = None,
+               timeout: bool = False) -> None:
+        """One call: its latencies (µs, as :func:`latencies_us` gives them) and its outcome."""
+        self.service.record_value(service_us)
+        if corrected_us is not None:
+            self.corrected.record_value(corrected_us)
+        if error is None:
+            self.ok += 1
+        else:
+            self.errors[error] = self.errors.get(error, 0) + 1
+            self.timeouts += 1 if timeout else 0
 
     def merge(self, other: OpStats) -> None:
         self.service.add(other.service)
@@ -113,14 +126,7 @@ class LatencyRecorder:
             stats = book.get(op)
             if stats is None:
                 stats = book[op] = OpStats()
-            stats.service.record_value(service)
-            if corrected is not None:
-                stats.corrected.record_value(corrected)
-            if error is None:
-                stats.ok += 1
-            else:
-                stats.errors[error] = stats.errors.get(error, 0) + 1
-                stats.timeouts += 1 if timeout else 0
+            stats.record(service, corrected, error=error, timeout=timeout)
         return service, corrected
 
     def take_interval(self) -> dict[str, OpStats]:
@@ -154,28 +160,53 @@ def merge_stats(parts: Iterable[Mapping[str, OpStats]]) -> dict[str, OpStats]:
 
 
 def percentiles_us(hist: HdrHistogram) -> dict[str, int | None]:
-    """count, p50/p90/p99/p999, max and mean in µs (None when the histogram is empty)."""
-    n = hist.get_total_count()
-    out: dict[str, int | None] = {"count": n}
-    for key, p in SUMMARY_PERCENTILES.items():
-        out[key] = hist.get_value_at_percentile(p) if n else None
-    out["max"] = hist.get_max_value() if n else None
-    out["mean"] = round(hist.get_mean_value(), 1) if n else None
-    return out
+    """count, p50/p90/p99/p999, max and mean in µs (None when the histogram is empty), as JSON."""
+    return summarize_histogram(hist).to_json()
 
 
-def summarize(stats: Mapping[str, OpStats], *, elapsed_seconds: float, fixed_rate: bool) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class OperationSummary:
+    """What a run reports of one operation: counts, rate, latencies in µs (service time, and
+    from the due time in fixed-rate mode)."""
+
+    count: int
+    ok: int
+    errors: int
+    errors_by_type: Mapping[str, int]
+    timeouts: int
+    rate_per_second: float | None
+    service_us: LatencySummary
+    corrected_us: LatencySummary | None = None
+
+    def to_json(self) -> dict:
+        out = {"count": self.count, "ok": self.ok, "errors": self.errors, "errors_by_type": dict(self.errors_by_type),
+               "timeouts": self.timeouts, "rate_per_second": self.rate_per_second,
+               "service_us": self.service_us.to_json()}
+        if self.corrected_us is not None:
+            out["corrected_us"] = self.corrected_us.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> OperationSummary:
+        corrected = data.get("corrected_us")
+        return cls(count=data["count"], ok=data["ok"], errors=data["errors"],
+                   errors_by_type=dict(data.get("errors_by_type", {})), timeouts=data.get("timeouts", 0),
+                   rate_per_second=data.get("rate_per_second"), service_us=LatencySummary.from_json(data["service_us"]),
+                   corrected_us=LatencySummary.from_json(corrected) if corrected is not None else None)
+
+
+def summarize_op(s: OpStats, *, elapsed_seconds: float, fixed_rate: bool) -> OperationSummary:
+    return OperationSummary(
+        count=s.count, ok=s.ok, errors=sum(s.errors.values()), errors_by_type=dict(sorted(s.errors.items())),
+        timeouts=s.timeouts, rate_per_second=round(s.count / elapsed_seconds, 2) if elapsed_seconds > 0 else None,
+        service_us=summarize_histogram(s.service), corrected_us=summarize_histogram(s.corrected) if fixed_rate else None)
+
+
+def summarize(stats: Mapping[str, OpStats], *, elapsed_seconds: float,
+              fixed_rate: bool) -> dict[str, OperationSummary]:
     """The per-operation summary a run writes (latencies in µs, rates in calls/s)."""
-    out = {}
-    for op, s in sorted(stats.items()):
-        entry = {"count": s.count, "ok": s.ok, "errors": sum(s.errors.values()),
-                 "errors_by_type": dict(sorted(s.errors.items())), "timeouts": s.timeouts,
-                 "rate_per_second": round(s.count / elapsed_seconds, 2) if elapsed_seconds > 0 else None,
-                 "service_us": percentiles_us(s.service)}
-        if fixed_rate:
-            entry["corrected_us"] = percentiles_us(s.corrected)
-        out[op] = entry
-    return out
+    return {op: summarize_op(s, elapsed_seconds=elapsed_seconds, fixed_rate=fixed_rate)
+            for op, s in sorted(stats.items())}
 
 
 # ---- interval logs ---------------------------------------------------------------------

@@ -1,5 +1,9 @@
-"""Run outputs under ``results/<run-id>/``: folders, environment facts, comparison of two runs.
+"""Run outputs under ``results/<run-id>/``, written the same way by every kind of run.
 
-    runs      run folders (never overwritten), machine and git facts
-    compare   ``lab compare``: two runs side by side, Mann-Whitney U on latency samples
+    runs         run folders (never overwritten)
+    environment  the one ``environment()``: machine, load average, git, cluster, server, embedded node
+    jsonio       atomic JSON writing and the one conversion of results to JSON
+    html         the result pages' helpers (esc, fmt, table, page, embedded figures)
+    scratch      scratch keyspaces: created fresh for one run, dropped at its end
+    compare      ``lab compare``: two runs side by side, Mann-Whitney U on latency samples
 """

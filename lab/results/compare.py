@@ -15,12 +15,13 @@ latency *samples* of each side, with Holm's correction over all tests of one com
 
 Percentile-only summaries (no samples) are shown side by side with "no samples" instead of
 a test. Besides the p-value the table gives the common-language effect size
-``P(A > B) = U / (n_A n_B)``: 0.5 means no shift, above 0.5 means A is slower.
+``P(A > B) = U / (n_A n_B)``: 0.5 means no shift, above 0.5 means A is slower. Percentiles,
+the p99's bootstrap interval and the tests are :mod:`lab.measure`'s, like every other figure
+of the lab.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from lab.errors import CalibrationError
-from lab.calibration.report import esc, fmt, page, table
+from lab.results.html import esc, fmt, page, table
+from lab.results.jsonio import write_json
+from lab.measure import a_over_b, bootstrap_ci, holm, mann_whitney, summarize_samples
+from lab.measure.stats import ALPHA
 
-ALPHA = 0.05
 MAX_SAMPLES_PER_SIDE = 200_000  # HDR histograms of long runs are subsampled (seeded) above this
 # columns that name what a latency sample measured (the rest of a samples table are outcomes)
 KEY_COLUMNS = ("operation", "op", "shape", "method", "in_size", "scan_limit", "run", "compression", "table", "window")
@@ -165,39 +168,12 @@ def load_run(path: Path | str) -> RunData:
                    notebook_samples=_notebook_samples(path))
 
 
-# ---- statistics ---------------------------------------------------------------------------
-def mann_whitney(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-    """Two-sided Mann-Whitney U: p-value and P(A > B) (ties count half)."""
-    if len(a) < 2 or len(b) < 2:
-        return {"test": None, "p_value": None, "p_a_gt_b": None}
-    from scipy.stats import mannwhitneyu
-
-    res = mannwhitneyu(a, b, alternative="two-sided")
-    return {"test": "mann-whitney-u", "p_value": float(res.pvalue), "p_a_gt_b": float(res.statistic) / (len(a) * len(b))}
-
-
-def holm(rows: list[dict[str, Any]], alpha: float = ALPHA) -> None:
-    """Holm-Bonferroni over ``rows`` (in place): ``p_adjusted`` and ``significant``."""
-    tested = sorted((r for r in rows if r.get("p_value") is not None), key=lambda r: r["p_value"])
-    m, running = len(tested), 0.0
-    for i, r in enumerate(tested):
-        running = max(running, min(1.0, (m - i) * r["p_value"]))
-        r["p_adjusted"] = running
-        r["significant"] = running < alpha
-
-
-def _pcts(xs: np.ndarray) -> dict[str, float | None]:
-    if len(xs) == 0:
-        return {"n": 0, "p50": None, "p99": None, "mean": None}
-    return {"n": int(len(xs)), "p50": float(np.percentile(xs, 50)), "p99": float(np.percentile(xs, 99)),
-            "mean": float(xs.mean())}
-
-
-def _ratio(a: Any, b: Any) -> float | None:
-    try:
-        return float(b) / float(a) if a not in (None, 0) and b is not None else None
-    except (TypeError, ValueError):
-        return None
+# ---- statistics: lab.measure ----------------------------------------------------------------
+def _sample_stats(xs: np.ndarray) -> dict[str, Any]:
+    """n, p50, p99 (with its bootstrap 95% interval) and mean of one side's samples."""
+    s = summarize_samples(xs)
+    low, high = bootstrap_ci(xs)
+    return {"n": s.count, "p50": s.p50, "p99": s.p99, "p99_ci_low": low, "p99_ci_high": high, "mean": s.mean}
 
 
 # ---- the comparison -----------------------------------------------------------------------
@@ -213,7 +189,7 @@ def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA
             "constant": name, "unit": x.get("unit") or y.get("unit"),
             "current_a": x.get("current"), "current_b": y.get("current"), "measured_a": ma, "measured_b": mb,
             "delta": (mb - ma) if isinstance(ma, (int, float)) and isinstance(mb, (int, float)) else None,
-            "ratio_b_over_a": _ratio(ma, mb),
+            "ratio_b_over_a": a_over_b(mb, ma),
             "recommended_a": x.get("recommended"), "recommended_b": y.get("recommended"),
             "confidence_a": x.get("confidence"), "confidence_b": y.get("confidence"),
             "ci_overlap": _overlap(x, y),
@@ -227,19 +203,17 @@ def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA
                "rate_a": sa.get("rate_per_second"), "rate_b": sb.get("rate_per_second")}
         for p in ("p50", "p99", "p999", "mean"):
             row[f"{p}_a"], row[f"{p}_b"] = pa.get(p), pb.get(p)
-        row["p99_ratio_b_over_a"] = _ratio(pa.get("p99"), pb.get("p99"))
-        xs, ys = a.load_samples.get(op), b.load_samples.get(op)
-        row.update(mann_whitney(xs, ys) if xs is not None and ys is not None
-                   else {"test": None, "p_value": None, "p_a_gt_b": None})
+        row["p99_ratio_b_over_a"] = a_over_b(pb.get("p99"), pa.get("p99"))
+        row.update(mann_whitney(a.load_samples.get(op), b.load_samples.get(op)).to_json())
         cmp.operations.append(row)
     for tbl in sorted(set(a.notebook_samples) & set(b.notebook_samples)):
         ga, gb = a.notebook_samples[tbl], b.notebook_samples[tbl]
         for key in [k for k in ga if k in gb]:
             xs, ys = ga[key], gb[key]
-            qa, qb = _pcts(xs), _pcts(ys)
+            qa, qb = _sample_stats(xs), _sample_stats(ys)
             cmp.samples.append({"table": tbl, "group": key, "unit": "ms",
                                 **{f"{k}_a": v for k, v in qa.items()}, **{f"{k}_b": v for k, v in qb.items()},
-                                "p50_ratio_b_over_a": _ratio(qa["p50"], qb["p50"]), **mann_whitney(xs, ys)})
+                                "p50_ratio_b_over_a": a_over_b(qb["p50"], qa["p50"]), **mann_whitney(xs, ys).to_json()})
     holm(cmp.operations + cmp.samples, alpha)
     return cmp
 
@@ -284,6 +258,12 @@ def _sig_cell(r: Mapping[str, Any]) -> str:
     return f"<td{cls}>{esc(_sig(r))}</td>"
 
 
+def _with_ci(r: Mapping[str, Any], side: str) -> str:
+    low, high = r.get(f"p99_ci_low_{side}"), r.get(f"p99_ci_high_{side}")
+    ci = f"<br><small>95% CI {fmt(low)}–{fmt(high)}</small>" if low is not None else ""
+    return fmt(r[f"p99_{side}"]) + ci
+
+
 def to_html(cmp: Comparison) -> str:
     a, b = esc(cmp.a.run_id), esc(cmp.b.run_id)
     crow = [[esc(r["constant"]), esc(r["unit"]), fmt(r["current_a"]), fmt(r["current_b"]), fmt(r["measured_a"]),
@@ -295,11 +275,11 @@ def to_html(cmp: Comparison) -> str:
              fmt(r["p50_a"]), fmt(r["p50_b"]), fmt(r["p99_a"]), fmt(r["p99_b"]), fmt(r["p999_a"]), fmt(r["p999_b"]),
              fmt(r["p99_ratio_b_over_a"]), _sig_cell(r)] for r in cmp.operations]
     srow = [[esc(r["table"]), esc(r["group"]), fmt(r["n_a"]), fmt(r["n_b"]), fmt(r["p50_a"]), fmt(r["p50_b"]),
-             fmt(r["p99_a"]), fmt(r["p99_b"]), fmt(r["p50_ratio_b_over_a"]), _sig_cell(r)] for r in cmp.samples]
+             _with_ci(r, "a"), _with_ci(r, "b"), fmt(r["p50_ratio_b_over_a"]), _sig_cell(r)] for r in cmp.samples]
     body = (f"<h1>Runs compared: A = {a}, B = {b}</h1>"
             f"<p><small>A: {esc(cmp.a.path)}<br>B: {esc(cmp.b.path)}<br>Significance: two-sided Mann-Whitney U on "
             "latency samples, Holm-corrected over all tests here, alpha 0.05; P(A&gt;B) = U/(n<sub>A</sub>n<sub>B</sub>) "
-            "(0.5 = no shift).</small></p><h2>Appendix B constants</h2>"
+            "(0.5 = no shift); p99 intervals: percentile bootstrap.</small></p><h2>Appendix B constants</h2>"
             + table(["constant", "unit", "current A", "current B", "measured A", "measured B", "B − A",
                      "recommended A", "recommended B", "confidence A / B", "95% CIs overlap", "differs"], crow)
             + "<h2>Load operations (service time, µs)</h2>"
@@ -318,18 +298,7 @@ def write_comparison(cmp: Comparison, results: Path) -> Comparison:
     cmp.html_path, cmp.text_path = out / "index.html", out / "comparison.txt"
     cmp.html_path.write_text(to_html(cmp))
     cmp.text_path.write_text(to_text(cmp))
-    (out / "comparison.json").write_text(json.dumps(
-        {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": "mann-whitney-u, holm", "alpha": ALPHA,
-         "constants": cmp.constants, "operations": cmp.operations, "samples": cmp.samples},
-        indent=2, default=_json_default))
+    write_json(out / "comparison.json",
+               {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": "mann-whitney-u, holm", "alpha": ALPHA,
+                "constants": cmp.constants, "operations": cmp.operations, "samples": cmp.samples})
     return cmp
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return str(value)

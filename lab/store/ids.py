@@ -30,7 +30,7 @@ from lab.constants import Constants
 from lab.errors import Bit63Violation, InvalidId, InvalidSeq, ValidationError
 from lab.store.clock import wall_clock_ms
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 U128_BLOB_BYTES = 16
 U128_MAX = (1 << 128) - 1

@@ -21,7 +21,7 @@ from lab.errors import PayloadTooLarge, ValidationError
 from lab.store.ids import parse_uuid
 from lab.store.proto import common_pb2
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 MEDIA_THUMBNAIL_MAX_BYTES = _DEFAULTS.media_thumbnail_max_bytes
 UUID_BYTES = 16

@@ -37,7 +37,7 @@ __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message
            "columns_from_wire", "columns_to_wire", "decode_row", "decode_rows", "encode_record", "open_payload",
            "record_values", "seal_payload"]
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 E = TypeVar("E", MessageType, MessageState, RetentionClass)
 # distinct dek_id values kept parsed (conversations x key versions a process reads)
 DEK_ID_CACHE_ENTRIES = 65536

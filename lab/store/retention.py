@@ -32,7 +32,7 @@ from lab.store.model import RetentionClass, parse_enum
 __all__ = ["CASSANDRA_MAX_TTL_SECONDS", "NO_TTL", "RetentionClass", "RetentionPolicy",
            "parse_retention_class"]
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 SECONDS_PER_DAY = 86_400
 NO_TTL = 0  # CQL's "USING TTL 0": the row never expires

@@ -3,7 +3,6 @@ configuration, the session's connection, scratch keyspaces, the admin adapter, s
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -76,20 +75,13 @@ def connection(cluster_config: ClusterConfig):
     conn.close()
 
 
-def _fresh_keyspace(conn, prefix: str) -> str:
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    rf = conn.config.replication_factor
-    conn.execute(f"CREATE KEYSPACE {name} WITH replication = "
-                 f"{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
-    return name
-
-
 @pytest.fixture(scope="module")
 def scratch_keyspace(connection):
     """A keyspace of its own for one test module; dropped afterwards."""
-    name = _fresh_keyspace(connection, "t")
-    yield name
-    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+    from lab.results.scratch import scratch_keyspace
+
+    with scratch_keyspace(connection, "t") as name:
+        yield name
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +99,10 @@ def admin(cluster_config, connection):
 
 @pytest.fixture(scope="module")
 def store_keyspace(connection):
-    name = _fresh_keyspace(connection, "s")
-    yield name
-    connection.execute(f"DROP KEYSPACE IF EXISTS {name}")
+    from lab.results.scratch import scratch_keyspace
+
+    with scratch_keyspace(connection, "s") as name:
+        yield name
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from lab.store.batch_read import BatchEntry
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import ValidationError
 from seed import body_of, insert_messages, new_conversation
 
@@ -198,7 +198,7 @@ def test_sparse_group_splits_in_lists_at_the_limit(store, count, expected_in_rea
 
 
 def test_in_list_limit_comes_from_the_constants(store, open_store):
-    small = open_store(constants=Constants().replace(batch_read_in_list_limit=7))
+    small = open_store(constants=load_constants().replace(batch_read_in_list_limit=7))
     tenant, conv, sent = new_conversation(store, range(1, 20 * sparse_step(store), sparse_step(store)))  # 20 sparse
     counter = store.connection.counter
     before = counter.count("message_record", "in_read")

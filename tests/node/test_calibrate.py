@@ -17,6 +17,7 @@ from lab.calibration.run import CalibrationOptions, run_calibration
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.calibration.measures import MEASURES, NOT_MEASURED
 from lab.calibration.notebooks import NOTEBOOKS
+from lab.results.jsonio import jsonable
 
 pytestmark = pytest.mark.node
 
@@ -92,6 +93,7 @@ def _scraps(notebook: Path) -> dict:
 # ---- calibration.json: the contract ------------------------------------------------------------
 def test_calibration_json_has_every_constant(run):
     cal = json.loads((run.run_dir / "calibration.json").read_text())
+    assert cal == jsonable(run.calibration)  # the file is the run's typed result
     assert cal["status"] == "ok" and cal["error"] is None and cal["mode"] == "quick"
     entries = read_entries()
     assert set(cal["constants"]) == set(entries)
@@ -107,7 +109,7 @@ def test_calibration_json_has_every_constant(run):
 
 
 def test_environment_and_round_trip(run, cluster_config):
-    env = run.calibration["environment"]
+    env = run.calibration.environment
     assert env["server"] in ("cassandra", "scylla") and env["server_version"]
     assert env["nodes"] >= 1 and env["replication_factor"] == cluster_config.replication_factor
     assert env["machine"]["cpus"] >= 1 and "git_commit" in env
@@ -115,12 +117,13 @@ def test_environment_and_round_trip(run, cluster_config):
         assert env["node_startup_seconds"] > 0 and env["jar_resolution_seconds"] is not None
     assert env["parameters"]["notebooks"]["b_row"]["rows"] == TINY["b_row"]["rows"]
     assert env["cluster"]["password"] in (None, "***")
-    rt = run.calibration["measurements"]["round_trip"]
-    assert rt["n"] > 0 and 0 < rt["write_p50_us"] <= rt["write_p99_us"] and 0 < rt["read_p50_us"] <= rt["read_p99_us"]
+    rt = run.calibration.round_trip
+    assert rt.n > 0 and 0 < rt.write_p50_us <= rt.write_p99_us and 0 < rt.read_p50_us <= rt.read_p99_us
+    assert rt.seconds > 0
 
 
 def test_every_notebook_left_its_outputs(run):
-    cal = run.calibration
+    cal = run.calibration.to_json()
     assert list(cal["notebooks"]) == list(SUITE)
     assert [n for n in NOTEBOOKS if n in SUITE] == list(SUITE)  # suite order kept
     for name, nb in cal["notebooks"].items():
@@ -133,7 +136,7 @@ def test_every_notebook_left_its_outputs(run):
 
 def test_values_match_the_notebooks_own_outputs(run):
     """calibration.json against what each notebook wrote (values.json) and glued (scrapbook)."""
-    cal = run.calibration
+    cal = run.calibration.to_json()
     for name, nb in cal["notebooks"].items():
         own = json.loads((run.run_dir / nb["values_file"]).read_text())
         assert nb["values"] == own
@@ -167,13 +170,12 @@ def test_values_match_the_notebooks_own_outputs(run):
 
 # ---- --propose -------------------------------------------------------------------------------
 def _applies(diff: Path, constants: Path, tmp: Path) -> Path:
-    """Apply ``diff`` to copies of ``constants`` and lab/constants.py laid out as in the repository
-    (lab/appendix_b.toml, lab/constants.py); returns the TOML copy."""
+    """Apply ``diff`` to a copy of ``constants`` laid out as in the repository
+    (lab/appendix_b.toml); returns the copy."""
     tree = tmp / "tree"
     (tree / "lab").mkdir(parents=True)
     target = tree / "lab" / "appendix_b.toml"
     shutil.copy(constants, target)
-    shutil.copy(ROOT / "lab" / "constants.py", tree / "lab" / "constants.py")
     check = subprocess.run(["git", "apply", "--check", "-v", str(diff.resolve())], cwd=tree, capture_output=True,
                            text=True)
     assert check.returncode == 0, check.stderr
@@ -185,7 +187,8 @@ def _applies(diff: Path, constants: Path, tmp: Path) -> Path:
 
 
 def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
-    cal = run.calibration
+    """The diff edits appendix_b.toml only (the one source of appendix B), value lines only."""
+    cal = run.calibration.to_json()
     diff = run.proposal_path
     assert diff is not None and diff.name == "appendix_b.diff"
     changed = {n: c for n, c in cal["constants"].items() if c["changed"] and not c["guarded"]}
@@ -193,13 +196,14 @@ def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
     if not changed:
         assert "No constant changes" in text and "@@" not in text
         return
+    assert re.findall(r"^\+\+\+ (\S+)", text, re.M) == ["b/lab/appendix_b.toml"]
+    edited = [line for line in text.splitlines() if line[:1] in ("+", "-") and line[:3] not in ("+++", "---")]
+    assert all(line.startswith(("+value = ", "-value = ")) for line in edited), text
     target = _applies(diff, APPENDIX_B_PATH, tmp_path)
     applied = load_constants(target)
-    defaults = (target.parent / "constants.py").read_text()
     for name, c in changed.items():
         assert getattr(applied, name) == c["recommended"]
         assert f"# {c['evidence']}" in text
-        assert re.search(rf"^    {name}: \w+ = {c['recommended']}$", defaults, re.M), name  # typed default too
 
 
 def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
@@ -214,7 +218,7 @@ def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
                         "[constants.message_seq_bucket_width]\nvalue = 1024")
     moved.write_text(text)
     proposal = propose(run.run_dir, constants_path=moved, out=tmp_path / "moved.diff")
-    b_row = run.calibration["constants"]["b_row_bytes"]
+    b_row = run.calibration.constants["b_row_bytes"].to_json()
     assert proposal.changes["b_row_bytes"] == (1, b_row["recommended"])
     assert "message_seq_bucket_width" not in proposal.changes
     assert "message_seq_bucket_width" in proposal.skipped
@@ -311,21 +315,3 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     # matplotlib's default blue (#1f77b4) only comes from the embedded figures
     blue = sum(n for n, (r, g, b) in colors if abs(r - 31) < 12 and abs(g - 119) < 12 and abs(b - 180) < 12)
     assert blue > 200
-
-
-def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
-    """A load-run folder as ``lab load`` leaves it: per-worker totals (HDR histograms) + summary.json."""
-    from lab.measure.hdr import LatencyRecorder, summarize
-
-    rec = LatencyRecorder(fixed_rate=False)
-    for op, values in latencies_us.items():
-        for v in values:
-            rec.record(op, started_ns=0, ended_ns=v * 1000)
-    load = folder / "load"
-    (load / "totals").mkdir(parents=True)
-    (load / "totals" / "worker-0.json").write_text(json.dumps({"worker": 0, "totals": rec.totals_json()}))
-    (load / "summary.json").write_text(json.dumps(
-        {"operations": summarize(rec.totals, elapsed_seconds=10.0, fixed_rate=False)}))
-    return folder
-
-

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from lab.calibration.notebooks import run_notebook
+from lab.results.scratch import drop_keyspace
 from lab.constants import load_constants
 
 pytestmark = pytest.mark.node
@@ -59,7 +60,7 @@ def test_b_row(run_dir, cluster_config, connection, admin):
         assert values["partition_bytes_at_width"] > 0 and values["design_partition_bytes"] == 4096 * 600
     finally:
         if values.get("keyspace"):
-            connection.execute(f"DROP KEYSPACE IF EXISTS {values['keyspace']}")
+            drop_keyspace(connection, values["keyspace"])
 
 
 def test_in_limit(run_dir, cluster_config):
@@ -128,7 +129,7 @@ def test_twcs_sstables(run_dir, cluster_config, connection, admin):
                 assert len(files) == count
         assert values["message_record_w7d_steady_state_windows"] == 6  # 30 days / 7 + 1
     finally:
-        connection.execute(f"DROP KEYSPACE IF EXISTS {ks}")
+        drop_keyspace(connection, ks)
 
 
 def test_grouped_reads(run_dir, cluster_config):

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import BucketOverflow, ValidationError
 from lab.cluster.tracing import traced
 from seed import body_of, new_conversation, set_head
@@ -24,7 +24,7 @@ def narrow_store(cluster_config, connection, tmp_path_factory):
 
     name = f"n_{uuid.uuid4().hex[:10]}"
     store = MessageStore.open(cluster_config.replace(keyspace=name), connection=connection,
-                              constants=Constants().replace(message_seq_bucket_width=NARROW_W),
+                              constants=load_constants().replace(message_seq_bucket_width=NARROW_W),
                               state_dir=tmp_path_factory.mktemp("narrow"))
     store.create_schema()
     yield store
@@ -226,7 +226,7 @@ def test_s4_bucket_overflow(store, open_store):
     tenant, conv, _ = new_conversation(store, range(1, 41))  # 40 rows in bucket 0 at W=4096
     assert [m.conversation_seq for m in store.read_bucket(tenant, conv, 0)] == list(range(40, 0, -1))
     # The same rows read by a store whose width was changed to 16 (the bug §4.2 guards against)
-    narrow = open_store(constants=Constants().replace(message_seq_bucket_width=NARROW_W))
+    narrow = open_store(constants=load_constants().replace(message_seq_bucket_width=NARROW_W))
     with pytest.raises(BucketOverflow) as info:
         narrow.read_bucket(tenant, conv, 0)
     assert (info.value.rows, info.value.width, info.value.seq_bucket) == (NARROW_W + 1, NARROW_W, 0)
@@ -291,7 +291,7 @@ def test_older_paging_ends_at_the_retention_edge_once_e_is_advanced(store, open_
     from store_checks import new_request
 
     # the settle window (client_dedup_ttl_seconds) shortened to 1 s so that rows 3 s old count as settled
-    s = open_store(constants=Constants().replace(client_dedup_ttl_seconds=1),
+    s = open_store(constants=load_constants().replace(client_dedup_ttl_seconds=1),
                    retention=RetentionPolicy(ephemeral_ttl_seconds=2))
     tenant, conv = uuid.uuid4(), uuid.uuid4()
     for bucket in range(10):
@@ -332,7 +332,7 @@ def test_older_paging_ends_at_the_retention_edge_once_e_is_advanced(store, open_
 def test_the_advancer_over_every_head_and_its_bounds(store, open_store):
     """advance_earliest_all walks conversation_head; E moves to H + 1 when nothing is left, and a
     walk capped by max_buckets that found nothing leaves E alone (S-2-sized jumps stay cheap)."""
-    s = open_store(constants=Constants().replace(client_dedup_ttl_seconds=1))
+    s = open_store(constants=load_constants().replace(client_dedup_ttl_seconds=1))
     tenant, gone, jumped = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     set_head(s, tenant, gone, latest=3 * W)       # no row at all up to H (all expired): E -> H + 1
     set_head(s, tenant, jumped, latest=1 << 62)   # 2**50 buckets: capped, E stays

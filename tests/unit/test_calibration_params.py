@@ -1,4 +1,5 @@
-"""`lab calibrate` refuses a misspelt notebook parameter before it makes a run folder."""
+"""`lab calibrate` refuses an unknown notebook or a misspelt notebook parameter before it makes a
+run folder (no node: the refusal comes first)."""
 from __future__ import annotations
 
 import subprocess
@@ -7,45 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibration.run import CalibrationOptions, run_calibration
+from lab.calibration.run import CalibrationOptions, plan
+from lab.errors import CalibrationError
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
-CHROMIUM = Path("/usr/bin/chromium")
-
-# The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
-TINY: dict[str, dict] = {
-    "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
-    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 4, "probe_sizes": [],
-                 "show_progress": False},
-    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
-                      "show_progress": False},
-    "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
-                      "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
-                      "short_ttl_seconds": 5, "show_progress": False},
-    "grouped_reads": {"dataset_messages": 300, "mix_sizes": [20], "group_backlog": 40, "dm_count": 3,
-                      "dm_backlog": 2, "repeats": 2, "show_progress": False},
-    "capacity": {"show_progress": False},
-}
-
-
-# The notebooks that feed appendix-B constants (b_row, in_limit, empty_buckets) plus capacity, which
-# reads this run's b_row. twcs_sstables and grouped_reads only observe (tests/test_notebooks.py runs
-# every notebook): leaving them out keeps this file near two minutes of the CI budget.
-SUITE = ("b_row", "in_limit", "empty_buckets", "capacity")
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("results")
-
-
-@pytest.fixture(scope="module")
-def run(cluster_config, results):
-    """One quick calibration (TINY parameters) of SUITE, with --propose."""
-    return run_calibration(cluster_config, CalibrationOptions(
-        quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
-        progress=False))
 
 
 def test_a_misspelt_parameter_is_refused_before_a_run_folder_exists(tmp_path):
@@ -55,3 +22,16 @@ def test_a_misspelt_parameter_is_refused_before_a_run_folder_exists(tmp_path):
     assert proc.returncode == 2
     assert "notebook capacity has no parameter tierz" in proc.stderr and "tiers" in proc.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_unknown_or_unselected_notebooks_are_refused():
+    with pytest.raises(CalibrationError, match="no_such"):
+        plan(CalibrationOptions(notebooks=("no_such",)), None)
+    with pytest.raises(CalibrationError, match="in_limit"):
+        plan(CalibrationOptions(notebooks=("capacity",), overrides={"in_limit": {"repeats": 1}}), None)
+
+
+def test_the_plan_passes_this_runs_b_row_to_capacity(tmp_path):
+    suite = dict(plan(CalibrationOptions(notebooks=("b_row", "capacity")), tmp_path))
+    assert suite["capacity"]["b_row_values"] == str((tmp_path / "b_row" / "values.json").resolve())
+    assert suite["b_row"]["rows"] > 0  # the quick parameters

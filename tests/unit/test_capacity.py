@@ -10,7 +10,7 @@ from lab.calibration.capacity import (
     tier_rows,
     twcs_windows_kept,
 )
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import ValidationError
 
 TB = 1e12
@@ -87,12 +87,12 @@ def test_sstables_per_node_scale_with_shards_and_window():
     p = project_sizing(node_count=3, shards_per_node=8)
     assert p.message_record_sstables_per_node == 54 * 8
     assert p.client_dedup_sstables_per_node == 2 * 8
-    one_day = project_sizing(node_count=3, constants=Constants().replace(message_record_twcs_window_days=1))
+    one_day = project_sizing(node_count=3, constants=load_constants().replace(message_record_twcs_window_days=1))
     assert one_day.message_record_sstables_per_node == 366
 
 
 def test_projection_uses_measured_constants():
-    measured = Constants().replace(b_row_bytes=300, lsm_space_amp=1.5)
+    measured = load_constants().replace(b_row_bytes=300, lsm_space_amp=1.5)
     p = project_sizing(constants=measured, node_count=6)
     assert p.resident_bytes == pytest.approx(2e7 * 300 * 1.5 * 3 * 365)
     assert p.partition_bytes == 4096 * 300

@@ -23,14 +23,14 @@ def b_row_values(tmp_path):
 
 @pytest.mark.parametrize("rf", [1, 2, 3, 5])
 def test_resident_bytes_has_one_rf_factor(b_row_values, rf):
-    constants = Constants().replace(replication_factor=rf)
+    constants = Constants.appendix_b().replace(replication_factor=rf)
     result = capacity.run(capacity.Params(b_row_values=b_row_values), constants=constants)
     rows = result.sizing[result.sizing.source == "measured"]
     for r in rows.itertuples():
         expected = r.messages_per_day * B_ROW * constants.lsm_space_amp * rf * constants.capacity_retention_days
         assert r.resident_bytes == pytest.approx(expected, rel=1e-12)
         assert r.b_row_bytes == B_ROW and r.replication_factor == rf
-    base = capacity.run(capacity.Params(b_row_values=b_row_values), constants=Constants().replace(replication_factor=1))
+    base = capacity.run(capacity.Params(b_row_values=b_row_values), constants=Constants.appendix_b().replace(replication_factor=1))
     ratio = rows.resident_bytes.to_numpy() / base.sizing[base.sizing.source == "measured"].resident_bytes.to_numpy()
     assert ratio == pytest.approx([rf] * len(ratio))
     assert resident_bytes(b_row_bytes=B_ROW, replication_factor=rf) == pytest.approx(
@@ -38,7 +38,7 @@ def test_resident_bytes_has_one_rf_factor(b_row_values, rf):
 
 
 def test_shards_come_from_the_b_row_run_unless_given(b_row_values):
-    constants = Constants()
+    constants = Constants.appendix_b()
     from_run = capacity.run(capacity.Params(b_row_values=b_row_values), constants=constants)
     given = capacity.run(capacity.Params(b_row_values=b_row_values, shards_per_node=1), constants=constants)
     plain = capacity.run(capacity.Params(b_row_bytes=B_ROW), constants=constants)

@@ -1,57 +1,18 @@
-"""`lab compare` tests load latencies from HDR histograms with Mann-Whitney U (no node)."""
+"""`lab compare` on load results: latencies from HDR histograms, Mann-Whitney U + Holm (no node)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from lab.calibration.run import CalibrationOptions, run_calibration
-
-ROOT = Path(__file__).resolve().parents[2]
-LAB = [sys.executable, "-m", "lab.cli"]
-CHROMIUM = Path("/usr/bin/chromium")
-
-# The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
-TINY: dict[str, dict] = {
-    "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
-    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 4, "probe_sizes": [],
-                 "show_progress": False},
-    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
-                      "show_progress": False},
-    "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
-                      "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
-                      "short_ttl_seconds": 5, "show_progress": False},
-    "grouped_reads": {"dataset_messages": 300, "mix_sizes": [20], "group_backlog": 40, "dm_count": 3,
-                      "dm_backlog": 2, "repeats": 2, "show_progress": False},
-    "capacity": {"show_progress": False},
-}
-
-
-# The notebooks that feed appendix-B constants (b_row, in_limit, empty_buckets) plus capacity, which
-# reads this run's b_row. twcs_sstables and grouped_reads only observe (tests/test_notebooks.py runs
-# every notebook): leaving them out keeps this file near two minutes of the CI budget.
-SUITE = ("b_row", "in_limit", "empty_buckets", "capacity")
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("results")
-
-
-@pytest.fixture(scope="module")
-def run(cluster_config, results):
-    """One quick calibration (TINY parameters) of SUITE, with --propose."""
-    return run_calibration(cluster_config, CalibrationOptions(
-        quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
-        progress=False))
+from lab.measure.hdr import LatencyRecorder, summarize
+from lab.results.compare import compare_runs, to_html, to_text
 
 
 def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
     """A load-run folder as ``lab load`` leaves it: per-worker totals (HDR histograms) + summary.json."""
-    from lab.measure.hdr import LatencyRecorder, summarize
-
     rec = LatencyRecorder(fixed_rate=False)
     for op, values in latencies_us.items():
         for v in values:
@@ -59,18 +20,23 @@ def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
     load = folder / "load"
     (load / "totals").mkdir(parents=True)
     (load / "totals" / "worker-0.json").write_text(json.dumps({"worker": 0, "totals": rec.totals_json()}))
-    (load / "summary.json").write_text(json.dumps(
-        {"operations": summarize(rec.totals, elapsed_seconds=10.0, fixed_rate=False)}))
+    ops = summarize(rec.totals, elapsed_seconds=10.0, fixed_rate=False)
+    (load / "summary.json").write_text(json.dumps({"operations": {op: s.to_json() for op, s in ops.items()}}))
+    return folder
+
+
+def _notebook_run(folder: Path, samples_ms: dict[int, list[float]]) -> Path:
+    """A calibration-run folder with one notebook samples table (``in_size``, ``latency_ms``)."""
+    nb = folder / "in_limit"
+    nb.mkdir(parents=True)
+    rows = ["in_size,latency_ms,ok"] + [f"{k},{v},True" for k, vs in samples_ms.items() for v in vs]
+    (nb / "samples.csv").write_text("\n".join(rows) + "\n")
+    (folder / "calibration.json").write_text(json.dumps({"run_id": folder.name, "constants": {}}))
     return folder
 
 
 def test_compare_load_operations_tests_the_latency_samples(tmp_path):
-    """The statistics of ``lab compare`` on load results (no cluster needed): a real shift is
-    significant after Holm's correction, the same distribution is not."""
-    import numpy as np
-
-    from lab.results.compare import compare_runs, to_text
-
+    """A real shift is significant after Holm's correction, the same distribution is not."""
     rng = np.random.default_rng(1)
     same = rng.lognormal(np.log(800), 0.3, 2000).astype(int).tolist()
     a = _load_run(tmp_path / "a", {"send": rng.lognormal(np.log(1000), 0.3, 2000).astype(int).tolist(),
@@ -82,5 +48,26 @@ def test_compare_load_operations_tests_the_latency_samples(tmp_path):
     assert ops["send"]["test"] == "mann-whitney-u" and ops["send"]["significant"]
     assert ops["send"]["p_a_gt_b"] < 0.3 and ops["send"]["p99_b"] > ops["send"]["p99_a"]
     assert ops["send"]["count_a"] == ops["send"]["count_b"] == 2000
+    assert ops["send"]["p99_ratio_b_over_a"] == pytest.approx(ops["send"]["p99_b"] / ops["send"]["p99_a"])
     assert not ops["history_latest"]["significant"] and ops["history_latest"]["p_a_gt_b"] == pytest.approx(0.5)
     assert "send" in to_text(cmp) and "SIGNIFICANT" in to_text(cmp)
+
+
+def test_notebook_samples_use_the_one_percentile_and_carry_a_p99_interval(tmp_path):
+    """Per group: the nearest-rank p50/p99 of the samples (lab.measure), the p99's bootstrap
+    interval around it, and the ratio B/A that its name says."""
+    from lab.measure import percentile
+
+    rng = np.random.default_rng(2)
+    xa = {k: rng.lognormal(np.log(2.0 * k), 0.2, 40).round(4).tolist() for k in (1, 10)}
+    xb = {1: xa[1][::-1], 10: (np.asarray(xa[10]) * 3).round(4).tolist()}
+    cmp = compare_runs(_notebook_run(tmp_path / "a", xa), _notebook_run(tmp_path / "b", xb))
+    rows = {r["group"]: r for r in cmp.samples}
+    assert set(rows) == {"in_size=1", "in_size=10"}
+    for k, r in ((1, rows["in_size=1"]), (10, rows["in_size=10"])):
+        assert r["p50_a"] == percentile(xa[k], 50) and r["p99_b"] == percentile(xb[k], 99)
+        assert r["n_a"] == r["n_b"] == 40
+        assert r["p99_ci_low_a"] <= r["p99_a"] <= r["p99_ci_high_a"]
+        assert r["p50_ratio_b_over_a"] == pytest.approx(r["p50_b"] / r["p50_a"])
+    assert rows["in_size=10"]["significant"] and not rows["in_size=1"]["significant"]
+    assert "95% CI" in to_html(cmp)

@@ -47,8 +47,9 @@ def test_failures_are_counted_and_kept_in_the_latency():
     assert (s.count, s.ok, s.timeouts, s.errors) == (3, 1, 1, {"RequestTimeout": 1, "Unavailable": 1})
     assert s.service.get_total_count() == 3 and s.service.get_max_value() >= 19_990_000
     summary = summarize(rec.totals, elapsed_seconds=1.5, fixed_rate=False)["read"]
-    assert summary["errors"] == 2 and summary["timeouts"] == 1 and summary["rate_per_second"] == 2.0
-    assert "corrected_us" not in summary
+    assert summary.errors == 2 and summary.timeouts == 1 and summary.rate_per_second == 2.0
+    assert summary.corrected_us is None and "corrected_us" not in summary.to_json()
+    assert summary.service_us.count == 3 and summary.service_us.max >= 19_990_000
 
 
 def test_interval_log_round_trip():

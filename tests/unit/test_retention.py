@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lab.constants import Constants
+from lab.constants import load_constants
 from lab.errors import ConfigError, InvalidId, UnknownRetentionClass, ValidationError
 from lab.store.retention import (
     CASSANDRA_MAX_TTL_SECONDS,
@@ -66,7 +66,7 @@ def test_tenant_custom_uses_the_mapping_and_fails_closed_to_no_expiry(policy):
 
 
 def test_defaults_come_from_constants():
-    policy = RetentionPolicy.from_constants(Constants().replace(default_retention_days=7, ephemeral_ttl_seconds=3600))
+    policy = RetentionPolicy.from_constants(load_constants().replace(default_retention_days=7, ephemeral_ttl_seconds=3600))
     assert policy.ttl_seconds("default", OTHER) == 7 * DAY_S
     assert policy.ttl_seconds("ephemeral_24h", OTHER) == 3600
 
@@ -184,7 +184,7 @@ default_days = 14
 
 
 def test_from_mapping_takes_missing_values_from_constants():
-    policy = RetentionPolicy.from_mapping({}, constants=Constants().replace(default_retention_days=60))
+    policy = RetentionPolicy.from_mapping({}, constants=load_constants().replace(default_retention_days=60))
     assert policy.ttl_seconds("default", TENANT) == 60 * DAY_S
 
 

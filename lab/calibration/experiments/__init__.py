@@ -10,6 +10,9 @@ returned tables and print the generated conclusion; everything worth testing liv
     twcs_sstables.ipynb      twcs_sstables   SSTable counts over simulated weeks for two windows per table
     grouped_reads.ipynb      grouped_reads   grouped vs naive batch reads (S-1 shapes and mixes)
     capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing
+
+``common`` is what they share: the notebook's output folder, the cluster session, scratch
+keyspaces and stores, bulk loading of workload rows (statistics and timers: ``lab.measure``).
 """
 
 NOTEBOOK_MODULES = {

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, mean_ci, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.measure import a_over_b, mean_ci
 
 TABLES = ("message_record", "message_index", "client_dedup")
 # compression settings by name ("lz4" is both servers' default); the options are the dialect's
@@ -79,7 +80,7 @@ class Result:
         out["b_row_bytes"] = float(main.b_row_mean_bytes)
         out["b_row_ci_low_bytes"] = float(main.b_row_ci_low_bytes)
         out["b_row_ci_high_bytes"] = float(main.b_row_ci_high_bytes)
-        out["b_row_vs_design_ratio"] = float(main.b_row_mean_bytes) / self.design_b_row_bytes
+        out["b_row_vs_design_ratio"] = a_over_b(main.b_row_mean_bytes, self.design_b_row_bytes)
         last = self.per_repeat[self.per_repeat.repeat == self.per_repeat.repeat.max()]
         for r in last.itertuples():  # the last repeat, still on disk when keep_keyspaces is set
             out[f"last_{r.table}_{r.compression}_live_disk_bytes"] = int(r.live_disk_bytes)

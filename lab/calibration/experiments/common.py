@@ -1,5 +1,5 @@
-"""What every experiment shares: its output folder, the cluster session, scratch keyspaces,
-bulk loading of workload rows, and small statistics helpers.
+"""What every experiment shares: its output folder, the cluster session, scratch keyspaces and
+bulk loading of workload rows (statistics and timers: :mod:`lab.measure`).
 
 Output layout (``results/<run-id>/<notebook>/``): ``values.json`` (every measured value, names
 carrying their unit), ``*.png`` figures, ``*.csv`` + ``*.parquet`` tables. Values are also
@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,8 @@ import pandas as pd
 from lab.cluster.config import ClusterConfig, load_config
 from lab.constants import Constants, load_constants
 from lab.project import RESULTS_DIR
+from lab.results import scratch
+from lab.results.jsonio import jsonable, write_json
 from lab.results.runs import new_run_dir
 
 VALUES_FILE = "values.json"
@@ -35,25 +35,6 @@ KEYSPACE_PREFIX = "lab"
 
 
 # ---- output -------------------------------------------------------------------------------
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating,)):
-        v = float(value)
-        return None if math.isnan(v) else v
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def _in_kernel() -> bool:
     try:
         from IPython import get_ipython
@@ -90,9 +71,9 @@ class Output:
         return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
 
     def value(self, name: str, value: Any) -> Any:
-        value = _jsonable(value)
+        value = jsonable(value)
         self.values[name] = value
-        (self.dir / VALUES_FILE).write_text(json.dumps(self.values, indent=2, sort_keys=True) + "\n")
+        write_json(self.dir / VALUES_FILE, self.values, sort_keys=True)
         if _in_kernel():
             _glue(name, value)
         return value
@@ -106,7 +87,7 @@ class Output:
         flat = df.copy()
         for col in flat.columns:  # Parquet wants one type per column
             if flat[col].dtype == object:
-                flat[col] = flat[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(_jsonable(v)))
+                flat[col] = flat[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(jsonable(v)))
         flat.to_parquet(self.dir / f"{name}.parquet", index=False)
         return self.dir / f"{name}.csv"
 
@@ -169,11 +150,11 @@ def open_lab(config: ClusterConfig) -> Iterator[Lab]:
 
 
 def scratch_name(experiment: str) -> str:
-    return f"{KEYSPACE_PREFIX}_{experiment}_{uuid.uuid4().hex[:8]}"
+    return scratch.scratch_name(f"{KEYSPACE_PREFIX}_{experiment}")
 
 
 def drop_keyspace(lab: Lab, keyspace: str) -> None:
-    lab.connection.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    scratch.drop_keyspace(lab.connection, keyspace)
 
 
 @contextlib.contextmanager
@@ -270,37 +251,6 @@ def single_partition_rows(messages: pd.DataFrame, *, rows: int, first_seq: int, 
     out["row"] = np.arange(rows, dtype=np.int64) + int(messages["row"].max()) + 1
     out["client_message_id"] = [f"{conversation_id}-{s}" for s in seqs]
     return out
-
-
-# ---- statistics ---------------------------------------------------------------------------
-def latency_summary(samples_ms: Iterable[float]) -> dict[str, float]:
-    xs = np.asarray(list(samples_ms), dtype=float)
-    if len(xs) == 0:
-        return {"n": 0, "mean_ms": math.nan, "p50_ms": math.nan, "p90_ms": math.nan, "p99_ms": math.nan,
-                "max_ms": math.nan}
-    return {"n": int(len(xs)), "mean_ms": float(xs.mean()), "p50_ms": float(np.percentile(xs, 50)),
-            "p90_ms": float(np.percentile(xs, 90)), "p99_ms": float(np.percentile(xs, 99)),
-            "max_ms": float(xs.max())}
-
-
-def mean_ci(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): Student-t interval; a single value has a zero-width interval."""
-    xs = np.asarray(list(values), dtype=float)
-    if len(xs) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(xs.mean())
-    if len(xs) < 2:
-        return mean, mean, mean
-    from scipy import stats
-
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / math.sqrt(len(xs)))
-    return mean, mean - half, mean + half
-
-
-def timed_ms(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter_ns()
-    result = fn()
-    return result, (time.perf_counter_ns() - t0) / 1e6
 
 
 def fmt_bytes(n: float) -> str:

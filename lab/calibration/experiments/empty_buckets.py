@@ -30,8 +30,8 @@ import pandas as pd
 
 from lab.store.ids import compose_message_id
 from lab.workload import generate
-from lab.calibration.experiments.common import (Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows,
-                     timed_ms)
+from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.measure import latency_summary, percentile, timed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,9 +154,9 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 for r, (tenant, conv) in conversations.items():
                     alerts_before = reader.alerts.empty_bucket_stops
                     reads_before = reader.connection.counter.reads("message_record")
-                    page, ms = timed_ms(lambda: reader.history(tenant, conv, limit=params.page_limit))
+                    page, timing = timed(lambda: reader.history(tenant, conv, limit=params.page_limit))
                     pages.append({
-                        "repeat": rep, "scan_limit": limit, "run": r, "latency_ms": ms,
+                        "repeat": rep, "scan_limit": limit, "run": r, "latency_ms": timing.elapsed_ms,
                         "requests": page.requests, "buckets_scanned": page.buckets_scanned,
                         "empty_buckets_scanned": page.empty_buckets_scanned,
                         "message_record_reads": reader.connection.counter.reads("message_record") - reads_before,
@@ -178,7 +178,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     summary = pd.DataFrame(summary_rows)
     # the cost of one empty bucket: slope of page latency over the empty buckets a page scanned
     fit = df[~df.stopped_on_empty] if (~df.stopped_on_empty).sum() > 2 else df
-    med = fit.groupby("empty_buckets_scanned").latency_ms.median()
+    med = fit.groupby("empty_buckets_scanned").latency_ms.agg(lambda xs: percentile(xs, 50))
     slope, intercept = (np.polyfit(med.index.to_numpy(float), med.to_numpy(), 1) if len(med) > 1
                         else (0.0, float(med.iloc[0]) if len(med) else 0.0))
     hole_rows = generate(params.hole_profile, size=params.hole_messages, seed=params.seed, bucket_width=width).holes

@@ -39,7 +39,8 @@ import pandas as pd
 from lab.errors import CalibrationError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
+from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.measure import a_over_b, latency_summary, percentile, timed
 
 NAIVE_CONCURRENCY = 32
 
@@ -97,7 +98,7 @@ class Result:
         s = self.summary.set_index(["shape", "method"])
         for shape in self.summary["shape"].unique():
             if (shape, "naive") in s.index and (shape, "grouped") in s.index:
-                out[f"{shape}_speedup"] = float(s.loc[(shape, "naive"), "p50_ms"] / s.loc[(shape, "grouped"), "p50_ms"])
+                out[f"{shape}_speedup"] = a_over_b(s.loc[(shape, "naive"), "p50_ms"], s.loc[(shape, "grouped"), "p50_ms"])
         return out
 
 
@@ -191,7 +192,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 fn(entries[:10])  # warm-up: statements prepared
                 for rep in range(params.repeats):
                     before = conn.counter.snapshot()
-                    found, ms = timed_ms(lambda: fn(entries))
+                    found, timing = timed(lambda: fn(entries))
                     after = conn.counter.snapshot()
 
                     def delta(table: str, kind: str | None = None) -> int:
@@ -201,7 +202,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
 
                     record_reads = sum(delta("message_record", k) for k in ("point_read", "range_read", "in_read"))
                     runs.append({"shape": name, "method": method, "repeat": rep, "entries": len(entries),
-                                 "found": found, "latency_ms": ms, "record_reads": record_reads,
+                                 "found": found, "latency_ms": timing.elapsed_ms, "record_reads": record_reads,
                                  "point_reads": delta("message_record", "point_read"),
                                  "index_reads": delta("message_index"),
                                  "requests": sum(delta(t) for t in set(after) | set(before)),
@@ -272,19 +273,19 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
                 for method in (("range", "in") if rep % 2 else ("in", "range")):
                     reader = readers[method]
                     before = reader.connection.counter.reads("message_record")
-                    result, ms = timed_ms(lambda: reader.batch_read(tenant_id, picked))
+                    result, timing = timed(lambda: reader.batch_read(tenant_id, picked))
                     if len(result.messages) != n:
                         raise CalibrationError(f"density {d}: the {method} read returned {len(result.messages)} "
                                                f"of {n} messages", notebook="grouped_reads")
                     reads[method] = reader.connection.counter.reads("message_record") - before
                     if rep:
-                        samples[method].append(ms)
+                        samples[method].append(timing.elapsed_ms)
                     if 0 < rep <= params.density_trace_repeats:
                         us, scanned[method] = server_us(method, seqs)
                         server[method].append(us)
             rows.append({"density": round(actual, 4), "entries": n, "range_rows": span,
-                         "range_server_us": float(np.median(server["range"])),
-                         "in_server_us": float(np.median(server["in"])),
+                         "range_server_us": percentile(server["range"], 50),
+                         "in_server_us": percentile(server["in"], 50),
                          "range_rows_read": scanned["range"], "in_rows_read": scanned["in"],
                          "range_p50_ms": latency_summary(samples["range"])["p50_ms"],
                          "in_p50_ms": latency_summary(samples["in"])["p50_ms"],
@@ -305,7 +306,7 @@ def recommend_range_density(density: pd.DataFrame) -> float:
     (contiguous groups only) when a range costs more even at density 1."""
     x = 1.0 / density.density.to_numpy(float)
     slope, intercept = np.polyfit(x, density.range_server_us.to_numpy(float), 1)
-    in_us = float(np.median(density.in_server_us))
+    in_us = percentile(density.in_server_us, 50)
     if in_us <= intercept + slope or slope <= 0:
         return 1.0 if in_us <= intercept + slope else round(float(density.density.min()), 2)
     crossover = slope / (in_us - intercept)

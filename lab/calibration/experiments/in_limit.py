@@ -28,7 +28,8 @@ import pandas as pd
 from lab.errors import InListTooLong, LabError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, latency_summary, progress, scratch_name, scratch_store, single_partition_rows, timed_ms
+from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.measure import latency_summary, timed
 
 _SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
                        "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")
@@ -130,9 +131,9 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
 
         def read(k: int, pool: np.ndarray) -> tuple[int, float, list[str]]:
             chosen = [int(s) for s in rng.choice(pool, size=k, replace=False)]
-            result, ms = timed_ms(lambda: store.connection.execute(stmt, key + (chosen,)))
+            result, timing = timed(lambda: store.connection.execute(stmt, key + (chosen,)))
             rows = len(list(result))
-            return rows, ms, list(getattr(result.response_future, "warnings", None) or [])
+            return rows, timing.elapsed_ms, list(getattr(result.response_future, "warnings", None) or [])
 
         for _ in range(params.warmup):
             read(min(10, len(seqs)), seqs)

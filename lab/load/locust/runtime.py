@@ -11,7 +11,6 @@ load run needs (what was acked, where, when), and writes the process's files:
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -24,7 +23,9 @@ import gevent.monkey
 
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
+from lab.measure.clock import now_ns, wall_seconds
 from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
+from lab.results.jsonio import write_json
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.cluster.reactors import LOCUST_REACTOR
 
@@ -70,7 +71,8 @@ class LoadContext:
 
     # ---- clock -------------------------------------------------------------------------
     def _ns_of_wall(self, wall: float) -> int:
-        return time.perf_counter_ns() + int((wall - time.time()) * _NS)
+        # the users time calls on lab.measure's clock: due times must be on that clock too
+        return now_ns() + int((wall - wall_seconds()) * _NS)
 
     @property
     def t0_wall(self) -> float:
@@ -215,9 +217,7 @@ class LoadContext:
             data["alerts"] = self.store.alerts.snapshot()
             data["requests"] = self.connection.counter.snapshot()
         self.totals_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.totals_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(self.totals_path)
+        write_json(self.totals_path, data, indent=None)  # the runner may read it while a worker ends
 
     def close(self) -> None:
         if self._closed:

@@ -25,7 +25,6 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
-import time
 from typing import Any
 from collections.abc import Callable
 
@@ -33,13 +32,13 @@ import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
+from lab.measure.clock import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
 
 from lab.load.locust.runtime import LoadContext, context
 
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
-HISTORY_LIMIT = 50
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 _NS = 1_000_000_000
 
@@ -63,7 +62,7 @@ class StoreUser(User):
         gevent.sleep(self.wait_time())
 
     def wait_time(self) -> float:
-        now = time.perf_counter_ns()
+        now = now_ns()
         if self._pacer is not None:
             self._due = self._pacer.next_due(now)
             if self._due is None:
@@ -81,7 +80,7 @@ class StoreUser(User):
         if self._done:
             return None
         due = self._due
-        start = time.perf_counter_ns()
+        start = now_ns()
         error: BaseException | None = None
         result = None
         try:
@@ -91,7 +90,7 @@ class StoreUser(User):
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
-        end = time.perf_counter_ns()
+        end = now_ns()
         phase = self.lab.phase_at(due if due is not None else start)
         self.last_phase = phase
         if phase == "measured":
@@ -150,8 +149,9 @@ class HistoryReaderUser(StoreUser):
                 self._session = (conv, "older", None, random.choice((1, 1, 2, 3)))
         conv, direction, anchor, pages = self._session
         op = "history_latest" if anchor is None else f"history_{direction}"
+        # the page size is the store's default, as for an application that does not choose one
         page = self.call(op, lab.store.history, lab.keys.tenant_id, conv.conversation_id, direction=direction,
-                         anchor=anchor, limit=HISTORY_LIMIT)
+                         anchor=anchor)
         if page is not None and page.has_more and page.next_anchor is not None and pages > 1:
             self._session = (conv, direction, page.next_anchor, pages - 1)
         else:

@@ -25,7 +25,7 @@ from lab.store.ids import DekId
 
 __all__ = ["CachedKey", "DEFAULT_DEK_CACHE_TTL_SECONDS", "DekCache"]
 
-_DEFAULTS = Constants()
+_DEFAULTS = Constants.appendix_b()
 
 DEFAULT_DEK_CACHE_TTL_SECONDS = _DEFAULTS.dek_cache_ttl_seconds
 # Expired entries are dropped lazily; past this size a sweep keeps memory bounded by the

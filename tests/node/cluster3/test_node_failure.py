@@ -109,14 +109,13 @@ def run_load(cluster, store, name: str, *, kill_after: float | None) -> dict:
     # with the node still down: every acked send replays its first ack, then the audit
     figures["replays"] = soak.replay_acked()
     final = soak.audit(final=True)
-    figures.update(acked=final.get("acked"), lost=final.get("lost"), duplicated=final.get("duplicated"),
-                   hidden_by_head=final.get("hidden_by_head"), replay_mismatches=final.get("replay_mismatches"),
-                   recalls=final.get("recalls"), recalls_lost=final.get("recalls_lost"),
-                   errors_total=totals["errors_total"], replayed_after_error=totals["replayed_after_error"],
-                   retried_errors=sum(n for o in totals["operations"].values()
-                                      for kind, n in o["error_types"].items() if kind.startswith("retried")),
-                   batch_missing=totals["batch_missing"], operations=totals["operations"], audits=totals["audits"],
-                   alerts=totals["alerts"], final_audit=final)
+    figures.update(acked=final.acked, lost=final.lost, duplicated=final.duplicated,
+                   hidden_by_head=final.hidden_by_head, replay_mismatches=final.replay_mismatches,
+                   recalls=final.recalls, recalls_lost=final.recalls_lost,
+                   errors_total=totals.errors_total, replayed_after_error=totals.replayed_after_error,
+                   retried_errors=totals.retried_errors, batch_missing=totals.batch_missing,
+                   operations={op: o.to_json() for op, o in totals.operations.items()},
+                   audits=[a.to_json() for a in totals.audits], alerts=totals.alerts, final_audit=final.to_json())
     print(json.dumps({k: v for k, v in figures.items() if k not in ("audits", "operations")}, default=str))
     return figures
 
@@ -152,7 +151,7 @@ def test_c_killed_node_rejoins_and_every_acked_message_is_there(cluster3, cluste
     after = {}
     for name, soak in SOAKS.items():
         audit = soak.audit(final=True)  # QUORUM reads with all three nodes up
-        after[name] = {k: audit.get(k) for k in ("acked", "lost", "duplicated", "hidden_by_head", "error")}
+        after[name] = {k: getattr(audit, k) for k in ("acked", "lost", "duplicated", "hidden_by_head", "error")}
     figures["after_rejoin"] = after
     assert set(after) == set(SCENARIOS)
     for name, audit in after.items():

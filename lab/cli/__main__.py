@@ -1,0 +1,4 @@
+"""``python -m lab.cli``: the same command as ``lab``."""
+from lab.cli import main
+
+main()

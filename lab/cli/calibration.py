@@ -1,0 +1,123 @@
+"""``lab calibrate``, ``lab compare`` and ``lab jupyter``: the notebook suite headless, two runs
+side by side, and JupyterLab on the notebooks."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cli.cluster import run_preflight_checks
+from lab.cli.options import cluster_options, home_option, results_option
+from lab.cluster.config import ClusterConfig
+
+
+def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``NOTEBOOK.KEY=VALUE`` (VALUE as JSON when it parses, else a string) -> nested dict."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, raw = item.partition("=")
+        notebook, dot, key = target.partition(".")
+        if not sep or not dot or not notebook or not key:
+            raise click.BadParameter(f"{item!r}: expected NOTEBOOK.KEY=VALUE, e.g. b_row.rows=200")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(notebook, {})[key] = value
+    return out
+
+
+@click.command("calibrate")
+@home_option
+@click.option("--quick/--full", default=True, help="quick (minutes) or full (the notebooks' own) parameters")
+@click.option("--notebooks", "notebooks", default=None, metavar="NAMES",
+              help="comma-separated subset of the suite, in suite order; 'none' = environment + round trip only")
+@click.option("-p", "--param", "params", multiple=True, metavar="NOTEBOOK.KEY=VALUE",
+              help="override one notebook parameter (VALUE is JSON, else a string); repeatable")
+@click.option("--propose", is_flag=True, help="also write appendix_b.diff (the proposed change; never applied)")
+@click.option("--propose-from", "propose_from", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, metavar="RUN_DIR", help="only write appendix_b.diff for an existing run; measure nothing")
+@click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
+@click.option("--cell-timeout", type=float, default=None, help="seconds per notebook cell (default: none)")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
+@click.option("--preflight/--no-preflight", "check_first", default=True, show_default=True,
+              help="run `lab preflight` first and stop when a check fails")
+@results_option
+@cluster_options
+def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
+              propose_from: Path | None, keep_going: bool, cell_timeout: float | None, progress: bool,
+              check_first: bool, results: Path, config: ClusterConfig) -> None:
+    """Run the headless calibration suite and print where the report is.
+
+    Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
+    (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
+    report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
+    the partial results stay in the run folder."""
+    from lab.calibration.run import CalibrationOptions, propose_from as _propose_from, run_calibration
+
+    if propose_from is not None:
+        diff = _propose_from(propose_from)
+        click.echo(diff.read_text())
+        click.echo(f"proposal: {diff}")
+        return
+    if check_first:
+        report = run_preflight_checks(config)
+        if not report.ok:
+            click.echo(report.to_text(), err=True, nl=False)
+            click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
+            sys.exit(2)
+    selected = None
+    if notebooks is not None:
+        selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
+    options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=_parse_overrides(params),
+                                 propose=propose, keep_going=keep_going, progress=progress,
+                                 cell_timeout_seconds=cell_timeout)
+    result = run_calibration(config, options)
+    cal = result.calibration
+    click.echo(f"run {result.run_dir.name}: {cal.status} in {cal.wall_seconds:.0f} s; "
+               f"measured {', '.join(cal.measured()) or 'no constant'}; "
+               f"recommended changes: {', '.join(cal.changed()) or 'none'}")
+    click.echo(f"calibration.json: {result.calibration_path}")
+    if result.proposal_path is not None:
+        click.echo(f"proposal: {result.proposal_path}")
+    click.echo(f"report: {result.report_path.resolve()}")
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.argument("run_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where compare-<a>-<b>/ goes (default: the folder holding RUN_A)")
+def compare(run_a: Path, run_b: Path, results: Path | None) -> None:
+    """Two runs side by side: constants, load operations, notebook latency samples.
+
+    Latencies are tested with a two-sided Mann-Whitney U test on samples (Holm-corrected);
+    prints the text table and writes compare-<a>-<b>/index.html."""
+    from lab.results.compare import compare_runs, to_text, write_comparison
+
+    cmp = write_comparison(compare_runs(run_a, run_b), results or run_a.resolve().parent)
+    click.echo(to_text(cmp), nl=False)
+    click.echo(f"html: {cmp.html_path.resolve()}")
+
+
+@click.command("jupyter", context_settings={"ignore_unknown_options": True})
+@home_option
+@click.option("--ip", default="127.0.0.1", show_default=True, help="address JupyterLab listens on")
+@click.option("--port", "jupyter_port", type=int, default=None, help="port (default: 8888 or the next free one)")
+@click.option("--browser/--no-browser", default=False, show_default=True, help="open a browser")
+@click.argument("jupyter_args", nargs=-1, type=click.UNPROCESSED)
+def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyter_args: tuple[str, ...]) -> None:
+    """JupyterLab on notebooks/ with the project's kernel (extra arguments go to jupyter lab).
+
+    Cluster settings reach the notebooks through LAB_* variables (or their `cluster` parameter);
+    --home is exported as LAB_HOME so they find the embedded node."""
+    from lab.calibration.notebooks import ensure_kernel, jupyter_command
+
+    ensure_kernel()
+    argv, env = jupyter_command(home=home, ip=ip, port=jupyter_port, browser=browser, extra=jupyter_args)
+    click.echo(f"JupyterLab on notebooks/ (kernel python3 = {sys.executable}); stop with Ctrl-C")
+    os.execvpe(argv[0], argv, env)  # JupyterLab replaces this process: Ctrl-C and signals reach it

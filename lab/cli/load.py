@@ -1,0 +1,114 @@
+"""``lab load`` and ``lab soak``: Locust users headless against the cluster, and a sustained
+mixed load with periodic audits; both exit 1 when the audit finds anything lost or duplicated."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from lab.cli.options import cluster_options, home_option, parse_seconds, results_option
+from lab.cluster.config import ClusterConfig
+
+
+@click.command("load")
+@home_option
+@click.option("--profile", default="chat", show_default=True, help="load profile (lab/load/profiles.toml)")
+@click.option("--rate", type=float, default=None, help="fixed rate: total store calls per second (open loop)")
+@click.option("--users", type=int, default=None, help="users (closed loop without --rate)")
+@click.option("--duration", default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
+@click.option("--warmup", default="0s", show_default=True, help="unmeasured time before it")
+@click.option("--processes", type=int, default=1, show_default=True, help="Locust worker processes (one per core)")
+@click.option("--staircase", "staircase_max", type=float, default=None,
+              help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
+@click.option("--step", "step", default="20s", show_default=True, help="length of each staircase step")
+@click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
+              help="conversations each worker seeds before the run")
+@click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
+              show_default=True, help="threads: store calls in native threads of unpatched Locust workers "
+              "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
+@click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
+@click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
+@results_option
+@cluster_options
+def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
+         processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
+         reactor: str | None, no_audit: bool, results: Path, config: ClusterConfig) -> None:
+    """Run the Locust users headless against the cluster; write results/<run-id>/load/.
+
+    Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
+    omission beside service time), or a staircase with --staircase MAX. Ends with the audit:
+    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
+    from lab.load.runner import LoadOptions, run_load
+
+    if rate is None and users is None and staircase_max is None:
+        raise click.UsageError("give --rate R, --users N or --staircase MAX")
+    options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=parse_seconds(duration),
+                          warmup_seconds=parse_seconds(warmup), processes=processes, staircase_max=staircase_max,
+                          step_seconds=parse_seconds(step), seed_size=seed_size, reactor=reactor,
+                          native_threads=driver_mode == "threads", audit=not no_audit, results=results)
+    result = run_load(config, options)
+    s = result.summary
+    click.echo(f"{s.mode} {s.profile}: {s.users} users, {s.processes} process(es); "
+               f"achieved {s.achieved_rate} calls/s" + (f" of {s.requested_rate} requested" if s.requested_rate else ""))
+    for op, o in s.operations.items():
+        lat = o.corrected_us or o.service_us
+        click.echo(f"  {op:<20} {o.count:>8} calls {o.errors:>5} errors  p50 {lat.p50} "
+                   f"p99 {lat.p99} p999 {lat.p999} max {lat.max} us")
+    for st in s.steps:
+        click.echo(f"  step {st.requested_rate:>9.1f}/s -> {st.achieved_rate:>9.1f}/s  "
+                   f"p99 {st.corrected_us.p99} us (service {st.service_us.p99} us)")
+    if s.loadgen_cpu is not None and s.loadgen_cpu.samples:
+        click.echo(f"  load generator CPU: {s.loadgen_cpu.mean_percent_of_one_core}% of one core")
+    audit = s.audit
+    if audit is not None:
+        click.echo(f"  audit: {audit.acked} acked sends, {audit.found} found, lost {audit.lost}, "
+                   f"duplicates {audit.duplicates}, replay mismatches {audit.replay_mismatches}")
+    click.echo(f"summary: {result.summary_path}")
+    if audit is not None and not audit.ok:
+        sys.exit(1)
+
+
+@click.command("soak")
+@home_option
+@click.option("--duration", default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")
+@click.option("--threads", type=int, default=8, show_default=True, help="worker threads driving the store")
+@click.option("--conversations", type=int, default=16, show_default=True, help="conversations of the soak tenant")
+@click.option("--audit-every", "audit_every", default="30s", show_default=True,
+              help="interval of the audits (every acked send readable exactly once)")
+@click.option("--max-operations", type=int, default=None, help="stop after this many operations as well")
+@click.option("--seed", type=int, default=None, help="random seed of the operation mix")
+@results_option
+@cluster_options
+def soak(home: Path, duration: str, threads: int, conversations: int, audit_every: str, max_operations: int | None,
+         seed: int | None, results: Path, config: ClusterConfig) -> None:
+    """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
+
+    Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
+    results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
+    from lab.load.soak import SoakAudit, SoakOptions, run_soak
+
+    options = SoakOptions(duration_seconds=parse_seconds(duration), threads=threads, conversations=conversations,
+                          audit_interval_seconds=parse_seconds(audit_every), max_operations=max_operations, seed=seed,
+                          results=results)
+
+    def progress(audit: SoakAudit) -> None:
+        what = "final audit" if audit.final else "audit"
+        if audit.error is not None:
+            click.echo(f"  {audit.at_seconds:>8.1f}s {what} failed: {audit.error}")
+        else:
+            click.echo(f"  {audit.at_seconds:>8.1f}s {what}: {audit.acked} acked, lost {audit.lost}, "
+                       f"duplicated {audit.duplicated}, recalls lost {audit.recalls_lost} ({audit.seconds:.1f}s)")
+
+    result = run_soak(config, options, progress=progress)
+    t = result.summary.totals
+    for op, o in t.operations.items():
+        click.echo(f"  {op:<11} {o.ok:>9} ok {o.errors:>6} errors")
+    final = t.final_audit
+    counts = (f"acked {final.acked}, lost {final.lost}, duplicated {final.duplicated}, replay mismatches "
+              f"{final.replay_mismatches}, recalls lost {final.recalls_lost}") if final else "no audit ran"
+    click.echo(f"soak {result.summary.run_id}: {t.operations_total} operations in {t.elapsed_seconds}s, "
+               f"{t.errors_total} errors; {counts}")
+    click.echo(f"summary: {result.summary_path}")
+    if not result.ok:
+        sys.exit(1)

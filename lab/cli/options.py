@@ -1,0 +1,132 @@
+"""What the ``lab`` commands share: the cluster and services flags (each builds its config
+object), ``--home``, ``--results``, durations, and the group that turns a LabError into one line.
+
+Library errors become CLI errors here and only here (:class:`LabGroup`).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cluster.config import load_config
+from lab.errors import LabError
+from lab.project import RESULTS_DIR
+
+DEFAULT_HOME = Path(".lab")
+SECONDS_PER_UNIT = {"h": 3600, "m": 60, "s": 1}
+LAB_ERROR_EXIT_CODE = 2
+
+_CLUSTER_FLAGS = [
+    ("--contact-points", "contact_points", str, "comma-separated hosts (LAB_CONTACT_POINTS)"),
+    ("--port", "port", int, "CQL port (LAB_PORT)"),
+    ("--local-dc", "local_dc", str, "local datacenter (LAB_LOCAL_DC)"),
+    ("--username", "username", str, "role name (LAB_USERNAME)"),
+    ("--password", "password", str, "password; prefer LAB_PASSWORD (never printed)"),
+    ("--tls-ca-file", "tls_ca_file", str, "CA certificate: enables TLS (LAB_TLS_CA_FILE)"),
+    ("--tls-cert-file", "tls_cert_file", str, "client certificate (LAB_TLS_CERT_FILE)"),
+    ("--tls-key-file", "tls_key_file", str, "client key (LAB_TLS_KEY_FILE)"),
+    ("--keyspace", "keyspace", str, "keyspace (LAB_KEYSPACE)"),
+    ("--replication-class", "replication_class", str, "SimpleStrategy | NetworkTopologyStrategy"),
+    ("--replication-factor", "replication_factor", int, "replication factor (LAB_REPLICATION_FACTOR)"),
+    ("--read-consistency", "read_consistency", str, "e.g. LOCAL_QUORUM"),
+    ("--write-consistency", "write_consistency", str, "e.g. LOCAL_QUORUM"),
+    ("--admin", "admin", str, "auto | cassandra | scylla"),
+    ("--dialect", "dialect", str, "server dialect: auto | cassandra | scylla (LAB_DIALECT)"),
+    ("--tablets", "tablets", bool, "Scylla: the lab's keyspaces use tablets (default false) (LAB_TABLETS)"),
+    ("--jmx-port", "jmx_port", int, "JMX port of external Cassandra nodes"),
+    ("--rest-port", "rest_port", int, "Scylla REST API port"),
+    ("--rest-addresses", "rest_addresses", str, "Scylla REST per node: NODE=HOST:PORT,... (LAB_REST_ADDRESSES)"),
+]
+
+
+def cluster_options(fn: Callable) -> Callable:
+    """Add the cluster flags and ``--config``; passes a built ``config`` to the command."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in _CLUSTER_FLAGS}
+        toml_path = kwargs.pop("config_file")
+        home = kwargs.get("home") or DEFAULT_HOME
+        env = dict(os.environ)
+        if toml_path is None and env.get("LAB_CONFIG"):
+            toml_path = env["LAB_CONFIG"]
+        flags.setdefault("lab_home", None)
+        flags["lab_home"] = str(home)
+        kwargs["config"] = load_config(flags=flags, env=env, toml_path=toml_path)
+        return fn(*args, **kwargs)
+
+    for flag, dest, typ, help_text in reversed(_CLUSTER_FLAGS):
+        wrapper = click.option(flag, dest, type=typ, default=None, help=help_text)(wrapper)
+    wrapper = click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                           help="TOML file with cluster settings (LAB_CONFIG)")(wrapper)
+    return wrapper
+
+
+_SERVICES_FLAGS = [
+    ("--outbox", "outbox", str, "local | kafka (LAB_OUTBOX)"),
+    ("--kafka-bootstrap-servers", "kafka_bootstrap_servers", str, "host:port,... (LAB_KAFKA_BOOTSTRAP_SERVERS)"),
+    ("--kafka-security-protocol", "kafka_security_protocol", str, "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"),
+    ("--hot-window", "hot_window", str, "off | redis: archiver mode's hot window (LAB_HOT_WINDOW)"),
+    ("--redis-host", "redis_host", str, "Redis of the hot window (LAB_REDIS_HOST)"),
+    ("--redis-port", "redis_port", int, "(LAB_REDIS_PORT)"),
+]
+
+
+def services_options(fn: Callable) -> Callable:
+    """Add the outbox / hot-window flags; passes a built ``services`` (lab.cluster.services) to
+    the command. Put it above ``cluster_options``: it reads the same ``--config`` file's
+    ``[services]`` table. SASL / Redis passwords come from LAB_* variables or the file only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from lab.cluster.services import load_services
+
+        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in _SERVICES_FLAGS}
+        toml_path = kwargs.get("config_file") or os.environ.get("LAB_CONFIG")
+        kwargs["services"] = load_services(flags=flags, env=dict(os.environ), toml_path=toml_path)
+        return fn(*args, **kwargs)
+
+    for flag, dest, typ, help_text in reversed(_SERVICES_FLAGS):
+        wrapper = click.option(flag, dest, type=typ, default=None, help=help_text)(wrapper)
+    return wrapper
+
+
+def home_option(fn: Callable) -> Callable:
+    return click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_HOME,
+                        show_default=True, envvar="LAB_HOME",
+                        help="folder for the jars, node data and state")(fn)
+
+
+def results_option(fn: Callable) -> Callable:
+    """``--results``: the folder run folders go in."""
+    return click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=RESULTS_DIR,
+                        show_default=True, help="folder of the run folders")(fn)
+
+
+class LabGroup(click.Group):
+    """Turns LabError into a one-line message and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LabError as exc:
+            click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(LAB_ERROR_EXIT_CODE)
+
+
+def parse_seconds(value: str) -> float:
+    """'60s', '2m', '1m30s' or a bare number of seconds."""
+    text = str(value).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise click.BadParameter(f"{value!r} is not a duration (e.g. 60s, 2m, 1m30s)")
+    return sum(float(n) * SECONDS_PER_UNIT[u] for n, u in parts)

@@ -1,0 +1,105 @@
+"""Statistics over measured samples: the confidence interval of a mean, the bootstrap, the
+significance test with its multiple-comparison correction, and ratios that say their direction.
+
+- :func:`mean_ci`: Student-t interval of a mean (repeats of a measurement: b_row per repeat);
+- :func:`bootstrap_ci`: percentile bootstrap of any statistic (a p99 has no closed-form
+  interval), seeded so a report is reproducible;
+- :func:`mann_whitney`: two-sided Mann-Whitney U on two sets of latency samples, with the
+  common-language effect size P(A > B) = U / (n_A n_B) (0.5: no shift; ties count half);
+  latencies are skewed and heavy-tailed, so a rank test, not a t-test;
+- :func:`holm`: Holm-Bonferroni over every test of one comparison (many IN sizes or
+  operations are compared at once);
+- :func:`a_over_b`: ``a / b``, or None when it is not defined.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lab.measure.percentiles import percentile
+
+ALPHA = 0.05
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 20240601
+
+
+def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(mean, low, high): Student-t interval; one value has a zero-width interval, none is NaN."""
+    xs = np.asarray(list(values), dtype=float)
+    if len(xs) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(xs.mean())
+    if len(xs) < 2:
+        return mean, mean, mean
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / math.sqrt(len(xs)))
+    return mean, mean - half, mean + half
+
+
+def bootstrap_ci(samples: Iterable[float], statistic: Callable[[np.ndarray], float] | None = None, *,
+                 confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                 seed: int = BOOTSTRAP_SEED) -> tuple[float | None, float | None]:
+    """Percentile-bootstrap interval of ``statistic`` (default: the p99 by the lab's one
+    percentile definition); (None, None) for fewer than two samples."""
+    xs = np.asarray(list(samples), dtype=float)
+    if len(xs) < 2:
+        return None, None
+    stat = statistic or (lambda a: percentile(a, 99.0))
+    rng = np.random.default_rng(seed)
+    values = [stat(xs[rng.integers(0, len(xs), len(xs))]) for _ in range(resamples)]
+    tail = (1 - confidence) / 2 * 100
+    return percentile(values, tail), percentile(values, 100 - tail)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankTest:
+    """Outcome of :func:`mann_whitney`; all None when a side has fewer than two samples."""
+
+    test: str | None
+    p_value: float | None
+    p_a_gt_b: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"test": self.test, "p_value": self.p_value, "p_a_gt_b": self.p_a_gt_b}
+
+
+NO_TEST = RankTest(test=None, p_value=None, p_a_gt_b=None)
+
+
+def mann_whitney(a: Sequence[float] | None, b: Sequence[float] | None) -> RankTest:
+    """Two-sided Mann-Whitney U: p-value and P(A > B) (ties count half)."""
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return NO_TEST
+    from scipy.stats import mannwhitneyu
+
+    res = mannwhitneyu(a, b, alternative="two-sided")
+    return RankTest(test="mann-whitney-u", p_value=float(res.pvalue),
+                    p_a_gt_b=float(res.statistic) / (len(a) * len(b)))
+
+
+def holm(rows: Iterable[MutableMapping[str, Any]], alpha: float = ALPHA) -> None:
+    """Holm-Bonferroni over ``rows`` (in place): each row with a ``p_value`` gets
+    ``p_adjusted`` and ``significant``."""
+    tested = sorted((r for r in rows if r.get("p_value") is not None), key=lambda r: r["p_value"])
+    m, running = len(tested), 0.0
+    for i, r in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * r["p_value"]))
+        r["p_adjusted"] = running
+        r["significant"] = running < alpha
+
+
+def a_over_b(a: Any, b: Any, *, digits: int | None = None) -> float | None:
+    """``a / b``; None when either is missing or not a number, or ``b`` is 0."""
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return None
+    if y == 0 or math.isnan(x) or math.isnan(y):
+        return None
+    return round(x / y, digits) if digits is not None else x / y

@@ -1,0 +1,173 @@
+"""Workload profiles: what a message population looks like (``lab/workload/profiles/<name>.toml``,
+package data; every field documented in ``datasets/README.md``).
+
+A profile gives the conversation shapes (direct chats and groups of up to 1000 members, whose
+message-weighted recipients average R_avg ~= 22, design §7), the message mix (types, body and
+thumbnail sizes, mentions, replies, the E2EE share), the retention classes and the seq holes of
+writers that crashed inside their reservation window (§6.3, S-3).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lab.constants import Constants
+from lab.errors import ConfigError, ValidationError
+from lab.store.model import RetentionClass
+
+_DEFAULTS = Constants.appendix_b()
+
+PROFILES_DIR = Path(__file__).with_name("profiles")
+SIZES = ("quick", "full")
+RETENTION_ORDER = (RetentionClass.DEFAULT, RetentionClass.EPHEMERAL_24H, RetentionClass.COMPLIANCE_HOLD,
+                   RetentionClass.TENANT_CUSTOM)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConversationShape:
+    tenants: int = 4
+    messages_per_conversation_mean: float = 40.0
+    group_share: float = 0.25
+    group_members_median: float = 24.0
+    group_members_sigma: float = 1.1
+    group_members_max: int = 1000
+    activity_sigma: float = 1.0
+    group_activity_exponent: float = 0.3
+    r_avg_target: float = 22.0
+    e2ee_direct_share: float = 0.15
+    e2ee_group_share: float = 0.02
+    devices_per_user_max: int = 3
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageMix:
+    text: float = 0.78
+    image: float = 0.12
+    video: float = 0.03
+    audio: float = 0.03
+    file: float = 0.02
+    custom: float = 0.02
+    text_bytes_median: float = 48.0
+    text_bytes_sigma: float = 1.0
+    text_bytes_max: int = 4096
+    caption_share: float = 0.25
+    caption_bytes_median: float = 30.0
+    thumbnail_bytes_median: float = 6000.0
+    thumbnail_bytes_sigma: float = 0.6
+    thumbnail_bytes_max: int = _DEFAULTS.media_thumbnail_max_bytes
+    custom_bytes_median: float = 200.0
+    mention_share: float = 0.06
+    mention_all_share: float = 0.005
+    mention_count_mean: float = 1.5
+    reply_share: float = 0.08
+    reply_distance_mean: float = 6.0
+
+    def type_weights(self) -> np.ndarray:
+        w = np.array([self.text, self.image, self.video, self.audio, self.file, self.custom], dtype=float)
+        if (w < 0).any() or w.sum() <= 0:
+            raise ConfigError("message type weights must be >= 0 and not all 0", weights=w.tolist())
+        return w / w.sum()
+
+
+@dataclass(frozen=True, kw_only=True)
+class HoleModel:
+    window: int = _DEFAULTS.seq_reservation_window
+    crash_probability: float = 0.005
+    repeat_probability: float = 0.35
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One workload profile; see ``datasets/README.md`` for every field."""
+
+    name: str
+    description: str = ""
+    sizes: Mapping[str, int] = field(default_factory=lambda: {"quick": 2000, "full": 200_000})
+    start: str = "2026-09-01T00:00:00Z"
+    days: float = 28.0
+    conversations: ConversationShape = field(default_factory=ConversationShape)
+    retention: Mapping[str, float] = field(default_factory=lambda: {"default": 1.0})
+    messages: MessageMix = field(default_factory=MessageMix)
+    holes: HoleModel = field(default_factory=HoleModel)
+    source_sha256: str = ""
+
+    @property
+    def start_ms(self) -> int:
+        return int(_dt.datetime.fromisoformat(self.start.replace("Z", "+00:00")).timestamp() * 1000)
+
+    def retention_weights(self) -> np.ndarray:
+        names = [r.name.lower() for r in RETENTION_ORDER]
+        unknown = sorted(set(self.retention) - set(names))
+        if unknown:
+            raise ConfigError(f"profile {self.name}: unknown retention classes {unknown}", profile=self.name)
+        w = np.array([float(self.retention.get(n, 0.0)) for n in names])
+        if (w < 0).any() or w.sum() <= 0:
+            raise ConfigError(f"profile {self.name}: retention weights must be >= 0 and not all 0")
+        return w / w.sum()
+
+    def size(self, size: str | int) -> int:
+        if isinstance(size, str):
+            if size not in self.sizes:
+                raise ValidationError(f"profile {self.name} has no size {size!r} (has {sorted(self.sizes)})",
+                                      size=size)
+            return int(self.sizes[size])
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+            raise ValidationError(f"size must be 'quick', 'full' or a positive int, got {size!r}", size=size)
+        return int(size)
+
+
+def _section(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}", keys=unknown)
+    return cls(**data)
+
+
+def profile_from_mapping(data: Mapping[str, Any], *, source_sha256: str = "") -> Profile:
+    data = dict(data)
+    where = f"profile {data.get('name', '?')}"
+    time_ = data.pop("time", {})
+    out = dict(
+        name=data.pop("name"), description=data.pop("description", ""),
+        sizes=dict(data.pop("sizes", {"quick": 2000, "full": 200_000})),
+        start=time_.get("start", "2026-09-01T00:00:00Z"), days=float(time_.get("days", 28)),
+        conversations=_section(ConversationShape, data.pop("conversations", {}), f"{where} [conversations]"),
+        retention=dict(data.pop("retention", {"default": 1.0})),
+        messages=_section(MessageMix, data.pop("messages", {}), f"{where} [messages]"),
+        holes=_section(HoleModel, data.pop("holes", {}), f"{where} [holes]"),
+        source_sha256=source_sha256)
+    if data:
+        raise ConfigError(f"{where}: unknown sections {', '.join(sorted(data))}")
+    profile = Profile(**out)
+    profile.messages.type_weights()
+    profile.retention_weights()
+    return profile
+
+
+def profile_names(profiles_dir: Path = PROFILES_DIR) -> list[str]:
+    return sorted(p.stem for p in Path(profiles_dir).glob("*.toml"))
+
+
+def load_profile(name_or_path: str | Path, profiles_dir: Path = PROFILES_DIR) -> Profile:
+    """A profile by name (``lab/workload/profiles/<name>.toml``) or by path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = Path(profiles_dir) / f"{name_or_path}.toml"
+    try:
+        raw = path.read_bytes()
+        data = tomllib.loads(raw.decode())
+    except FileNotFoundError:
+        raise ConfigError(f"no workload profile {name_or_path!r} (known: {', '.join(profile_names(profiles_dir))})",
+                          profile=str(name_or_path)) from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read profile {path}: {exc}", path=str(path)) from exc
+    return profile_from_mapping(data, source_sha256=hashlib.sha256(raw).hexdigest())

@@ -1,0 +1,92 @@
+"""Run results are frozen dataclasses whose to_json() is what the result files hold (no node)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lab.bench.load import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
+from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
+from lab.calibration.measures import ConstantAssessment
+from lab.load.cpu import CpuWindow
+from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
+from lab.load.summary import StepSummary
+from lab.measure import summarize_samples
+from lab.measure.hdr import LatencyRecorder, OperationSummary, summarize
+from lab.results.jsonio import jsonable
+
+LAT = summarize_samples([100, 200, 300, 4000])
+
+
+def test_results_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LAT.p99 = 1  # type: ignore[misc]
+
+
+def test_operation_summary_round_trips_through_json():
+    rec = LatencyRecorder(fixed_rate=True)
+    for i in range(100):
+        rec.record("send", started_ns=0, ended_ns=(i + 1) * 10_000, due_ns=-5_000)
+    op = summarize(rec.totals, elapsed_seconds=2.0, fixed_rate=True)["send"]
+    assert op.count == 100 and op.rate_per_second == 50.0 and op.corrected_us.p99 >= op.service_us.p99
+    assert OperationSummary.from_json(jsonable(op)) == op
+
+
+def _audit(**kw) -> SoakAudit:
+    base = dict(at_seconds=1.0, final=True, seconds=0.1, acked=10, replays=1, lost=0, hidden_by_head=0,
+                duplicated=0, replay_mismatches=0, recalls=2, recalls_lost=0)
+    return SoakAudit(**{**base, **kw})
+
+
+def _totals(final: SoakAudit | None, **kw) -> SoakTotals:
+    ops = {"send": OperationCounts(ok=10, errors=1, error_types={"Unavailable": 1, "retried Unavailable": 3})}
+    base = dict(tenant_id="t", elapsed_seconds=5.0, operations=ops, final_audit=final,
+                audits=(final,) if final else (), sends_failed=1, replayed_after_error=0, batch_missing=0,
+                unexpected_errors=0, alerts={})
+    return SoakTotals(**{**base, **kw})
+
+
+def test_a_soak_is_ok_only_when_its_last_audit_is_clean():
+    assert _totals(_audit()).ok
+    assert not _totals(_audit(lost=1)).ok and not _totals(_audit(error="Timeout: x", acked=None)).ok
+    assert not _totals(None).ok and not _totals(_audit(), batch_missing=1).ok
+    t = _totals(_audit()).to_json()
+    assert (t["operations_total"], t["errors_total"], t["acked"], t["audits_run"]) == (11, 1, 10, 1)
+    assert _totals(_audit()).retried_errors == 3
+    assert "error" not in _audit().to_json() and _audit(error="x").to_json()["error"] == "x"
+
+
+def test_load_bench_report_says_its_ratios():
+    def run(throughput: float, **kw) -> ThroughputRun:
+        return ThroughputRun(calls=int(throughput * 10), errors=0, throughput=throughput, service_us=LAT, **kw)
+
+    step = StepSummary(start_s=0, end_s=6, requested_rate=50.0, warmup=False, achieved_rate=49.5, service_us=LAT,
+                       corrected_us=LAT, loadgen_cpu=CpuWindow(samples=6, mean_percent_of_one_core=40.0))
+    report = LoadBenchReport(run_id="r", params=LoadBenchParams(), keyspace="benchload_x", environment={},
+                             plain_send=run(100.0), locust_send=run(80.0, load_dir="l1"),
+                             locust_read=run(300.0, load_dir="l2"), plain_read=run(200.0),
+                             staircase=Staircase(max_rate=100.0, load_dir="l3", audit_ok=True, steps=(step,)))
+    assert (report.ratio_send, report.ratio_read) == (0.8, 1.5)
+    data = jsonable(report)
+    assert data["ratio_send"] == 0.8 and data["staircase"]["steps"][0]["loadgen_cpu"]["samples"] == 6
+    assert "client_cpu_percent_of_one_core" in data["plain_send"] and "load_dir" in data["locust_send"]
+    assert "ratio 0.8" in report.closing_note and "40.0% of one core" in report.closing_note
+
+
+def test_calibration_run_round_trips_and_names_what_it_measured():
+    c = dict(unit="B", confidence="low", evidence="e", figure=None, notebook="b_row", ci_low=None, ci_high=None,
+             section="§7", doc="d", guarded=False)
+    run = CalibrationRun(
+        run_id="r", mode="quick", status="failed", started_at="t",
+        error=RunError(notebook="in_limit", cell=3, ename="E", evalue="v"),
+        round_trip=RoundTrip(n=2, write_p50_us=1, write_p99_us=2, read_p50_us=1, read_p99_us=2, seconds=0.1),
+        notebooks={"b_row": NotebookRun(status="ok", parameters={"rows": 1}, seconds=1.0, figures=("b_row/a.png",)),
+                   "in_limit": NotebookRun(status="pending", parameters={})},
+        constants={"b_row_bytes": ConstantAssessment(current=600, measured=412, recommended=412, changed=True, **c),
+                   "lsm_space_amp": ConstantAssessment(current=1.2, measured=None, recommended=1.2, changed=False,
+                                                       **c)})
+    assert run.measured() == ["b_row_bytes"] and run.changed() == ["b_row_bytes"]
+    assert run.error.where() == "notebook in_limit, cell 3"
+    data = jsonable(run)
+    assert data["notebooks"]["in_limit"] == {"status": "pending", "parameters": {}}
+    assert CalibrationRun.from_json(data).to_json() == run.to_json()

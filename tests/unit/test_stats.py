@@ -1,0 +1,60 @@
+"""The statistics of the measurement layer: clock, mean CI, bootstrap, Mann-Whitney + Holm, ratios."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from lab.measure import Stopwatch, a_over_b, bootstrap_ci, holm, mann_whitney, mean_ci, percentile, timed
+
+
+def test_timed_measures_on_the_monotonic_clock_and_keeps_failures():
+    result, t = timed(lambda: time.sleep(0.01) or 7)
+    assert result == 7 and t.error is None and t.elapsed_ms >= 9
+    result, t = timed(lambda: 1 / 0, errors=True)
+    assert result is None and t.error == "ZeroDivisionError" and t.elapsed_ns >= 0
+    with pytest.raises(ZeroDivisionError):
+        timed(lambda: 1 / 0)
+
+
+def test_stopwatch_stops_at_the_end_of_its_block():
+    with Stopwatch() as sw:
+        time.sleep(0.01)
+    frozen = sw.seconds()
+    time.sleep(0.01)
+    assert frozen >= 0.009 and sw.seconds() == frozen
+
+
+def test_mean_ci_is_student_t():
+    mean, low, high = mean_ci([10.0, 12.0, 14.0])
+    assert mean == 12.0 and (low, high) == pytest.approx((12 - 4.9683, 12 + 4.9683), abs=1e-3)  # t(0.975, 2) s/√n
+    assert mean_ci([5.0]) == (5.0, 5.0, 5.0) and all(math.isnan(v) for v in mean_ci([]))
+
+
+def test_bootstrap_interval_holds_the_statistic_and_is_reproducible():
+    xs = np.random.default_rng(4).lognormal(0, 0.5, 300)
+    low, high = bootstrap_ci(xs)
+    assert low <= percentile(xs, 99) <= high and bootstrap_ci(xs) == (low, high)
+    mlow, mhigh = bootstrap_ci(xs, np.mean)
+    assert mlow < xs.mean() < mhigh and mhigh - mlow < high - low
+    assert bootstrap_ci([1.0]) == (None, None)
+
+
+def test_mann_whitney_and_holm():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(10, 1, 200), rng.normal(11, 1, 200)
+    shifted, same = mann_whitney(a, b), mann_whitney(a, rng.permutation(a))
+    assert shifted.test == "mann-whitney-u" and shifted.p_value < 1e-6 and shifted.p_a_gt_b < 0.3
+    assert same.p_a_gt_b == pytest.approx(0.5) and mann_whitney([1.0], b).p_value is None
+    rows = [{"p_value": 0.01}, {"p_value": 0.04}, {"p_value": 0.03}, {"p_value": None}]
+    holm(rows)
+    assert [r.get("p_adjusted") for r in rows] == pytest.approx([0.03, 0.06, 0.06, None])
+    assert [r.get("significant") for r in rows] == [True, False, False, None]
+
+
+def test_a_over_b_says_its_direction():
+    assert a_over_b(6, 3) == 2.0 and a_over_b(1, 3, digits=3) == 0.333
+    assert a_over_b(1, 0) is None and a_over_b(None, 2) is None and a_over_b(2, None) is None
+    assert a_over_b("x", 2) is None and a_over_b(math.nan, 2) is None
