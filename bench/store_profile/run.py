@@ -10,6 +10,7 @@ collapsed stacks (``.txt``, which ``top`` turns into self / inclusive tables, wr
 store's public API:
 
 - ``send``: ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations;
+- ``send_floor``: the same statements issued raw from 8 threads (lab.bench.store.floors);
 - ``history``: the latest page (50 of 80 messages), one caller;
 - ``grouped_1x500`` / ``grouped_20x5``: ``store.batch_read`` with a cold body LRU, one caller.
 
@@ -33,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-MODES = ("send", "history", "grouped_1x500", "grouped_20x5")
+MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
 SEND_THREADS = 8
 SEND_CONVERSATIONS = 64
 HISTORY_MESSAGES, HISTORY_LIMIT = 80, 50
@@ -111,6 +112,27 @@ def work(mode: str, seconds: float, split: bool) -> None:
                 with ThreadPoolExecutor(SEND_THREADS) as pool:
                     calls = sum(pool.map(one, range(SEND_THREADS)))
                 store.drain()
+            elif mode == "send_floor":
+                from lab.bench.store import BenchParams
+                from lab.bench.store.floors import send_floor_calls
+                from lab.bench.store.recording import BenchRun
+
+                run = BenchRun(store, BenchParams(), None, lambda _m: None)
+                floor = send_floor_calls(run, int(seconds * 2000), conversations=SEND_CONVERSATIONS)
+                counter = iter(range(len(floor)))
+                lock = threading.Lock()
+
+                def one_floor(_: int) -> int:
+                    n = 0
+                    while time.monotonic() < deadline:
+                        with lock:
+                            i = next(counter)
+                        floor[i]()
+                        n += 1
+                    return n
+                deadline = time.monotonic() + seconds  # the calls were built before the clock starts
+                with ThreadPoolExecutor(SEND_THREADS) as pool:
+                    calls = sum(pool.map(one_floor, range(SEND_THREADS)))
             elif mode == "history":
                 conversation = uuid.uuid4()
                 _seed(store, tenant, conversation, HISTORY_MESSAGES)

@@ -220,7 +220,7 @@ class LocalOutbox(Outbox):
         self._clock_ms = clock_ms
         self._db = SqliteFile(path, schema=_SCHEMA, error=OutboxError, what="outbox",
                               busy_timeout_seconds=busy_timeout_seconds)
-        self._appends = GroupCommit(self._db, self._append_group)
+        self._appends = GroupCommit(self._db, self._append_group, self._append_one)
 
     def __repr__(self) -> str:
         return f"LocalOutbox({self.path!r})"
@@ -250,22 +250,24 @@ class LocalOutbox(Outbox):
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:
-        """One transaction of appends (lab.store.sqlite_file.GroupCommit). A new key's entry is
-        the record as given (its offset from the insert); a stored key is read back, first wins."""
-        out = []
-        for record, payload, appended_at_ms in items:
-            key = (str(record.tenant_id), str(record.conversation_id), record.conversation_seq)
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
-                "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, record.kind, record.target_seq, payload, appended_at_ms))
-            if cur.rowcount == 1:
-                out.append(OutboxEntry(offset=cur.lastrowid, record=record, appended_at_ms=appended_at_ms))
-                continue
-            row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
-                               "AND conversation_seq = ?", key).fetchone()
-            out.append(cls._entry(row, duplicate=True))
-        return out
+        """One transaction of appends (lab.store.sqlite_file.GroupCommit)."""
+        return [cls._append_one(conn, item) for item in items]
+
+    @classmethod
+    def _append_one(cls, conn: sqlite3.Connection, item: tuple[OutboxRecord, str, int]) -> OutboxEntry:
+        """A new key's entry is the record as given (its offset from the insert); a stored key
+        is read back: first write wins. Alone (autocommit) the insert is its own transaction."""
+        record, payload, appended_at_ms = item
+        key = (str(record.tenant_id), str(record.conversation_id), record.conversation_seq)
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
+            "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*key, record.kind, record.target_seq, payload, appended_at_ms))
+        if cur.rowcount == 1:
+            return OutboxEntry(offset=cur.lastrowid, record=record, appended_at_ms=appended_at_ms)
+        row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
+                           "AND conversation_seq = ?", key).fetchone()
+        return cls._entry(row, duplicate=True)
 
     def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:
         with self._session() as conn:

@@ -79,6 +79,12 @@ HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (whe
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+# H and E; and an older page's bucket read, params (tenant, conversation, bucket, below, from, limit).
+# Module constants: the benchmark's history_floor issues these very texts.
+BOUNDS_CQL = ("SELECT latest_conversation_seq, earliest_available_conversation_seq "
+              "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?")
+OLDER_PAGE_CQL = (f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+                  "AND conversation_seq < ? AND conversation_seq >= ? ORDER BY conversation_seq DESC LIMIT ?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,11 +172,8 @@ class HistoryReader:
         stmt = self._stmts.get(name)
         if stmt is None:
             cql = {
-                "bounds": "SELECT latest_conversation_seq, earliest_available_conversation_seq "
-                          "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?",
-                "older": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
-                         f"AND conversation_seq < ? AND conversation_seq >= ? "
-                         f"ORDER BY conversation_seq DESC LIMIT ?",
+                "bounds": BOUNDS_CQL,
+                "older": OLDER_PAGE_CQL,
                 "newer": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
                          f"AND conversation_seq > ? AND conversation_seq <= ? "
                          f"ORDER BY conversation_seq ASC LIMIT ?",

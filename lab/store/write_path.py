@@ -62,14 +62,19 @@ from lab.store.sequence import SequenceAllocator
 if TYPE_CHECKING:
     from lab.store.hot_window import HotWindow
 
-__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "SendAck", "SendRequest", "WritePath", "record_statements",
-           "validate_send"]
+__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
+           "record_statements", "validate_send"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
 # and bounds the partition key of client_dedup.
 CLIENT_MESSAGE_ID_MAX_CHARS = 128
 CUSTOM_TYPE_MAX_CHARS = 128
 _DEDUP_KEY = ("tenant_id", "sender_id", "client_message_id")
+# Step 1 and step 5 (module constants: the benchmark's send_floor issues these very texts)
+RESERVE_CQL = ("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+               "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+COMMIT_CQL = ("UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
+              "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")
 # the commit path's / archiver's upserts by "with USING TIMESTAMP" (built once: the texts are the cache keys)
 _USING = {False: "USING TTL ?", True: "USING TTL ? AND TIMESTAMP ?"}
 _RECORD_INSERT = {timed: f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE_RECORD_COLUMNS)}) "
@@ -284,9 +289,7 @@ class WritePath:
                              thumbnail_max_bytes=c.media_thumbnail_max_bytes)
 
     def _reserve(self, req: SendRequest, message_id: int, seq: int, created_at_ms: int) -> tuple[bool, Any]:
-        stmt = self.ctx.prepare(
-            "INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
-            "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+        stmt = self.ctx.prepare(RESERVE_CQL)
         row = self.ctx.connection.execute(stmt, (req.tenant_id, req.sender_id, req.client_message_id,
                                                  u128_to_blob(message_id), seq, int(DedupState.RESERVED),
                                                  created_at_ms)).one()
@@ -297,9 +300,7 @@ class WritePath:
         # COMMITTED cell never outlives the ids it vouches for.
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
         ttl = max(1, -(-(columns["created_at"] + window_ms - self.ctx.clock_ms()) // 1000))
-        stmt = self.ctx.prepare(
-            "UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
-            "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")
+        stmt = self.ctx.prepare(COMMIT_CQL)
         self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
                                            int(DedupState.COMMITTED), columns["message_id"],
                                            columns["conversation_seq"], columns["created_at"], req.tenant_id,

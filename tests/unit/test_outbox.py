@@ -98,12 +98,17 @@ def test_group_commit_shares_transactions_and_keeps_first_write_wins(tmp_path, m
     stored entry, and racing appends of one key in one group still see first-write-wins."""
     box = LocalOutbox(tmp_path / "o.sqlite")
     commits = []
-    group = box._append_group
+    group, one = box._append_group, box._append_one
 
     def counted(conn, items):
         commits.append(len(items))
         return group(conn, items)
+
+    def counted_one(conn, item):
+        commits.append(1)
+        return one(conn, item)
     monkeypatch.setattr(box._appends, "_work", counted)
+    monkeypatch.setattr(box._appends, "_one", counted_one)
     entries, errors = _race(24, lambda i: box.append(_msg(1 + i % 12, writer=i)))
     assert errors == [] and sum(commits) == 24
     by_seq: dict[int, list] = {}
@@ -122,15 +127,20 @@ def test_a_failed_group_transaction_fails_every_append_in_it(tmp_path, monkeypat
     from lab.errors import OutboxError
 
     box = LocalOutbox(tmp_path / "o.sqlite")
-    group = box._append_group
+    group, one = box._append_group, box._append_one
 
-    def failing(conn, items):
+    def failing(conn, items):  # a group transaction that fails after its inserts: rolled back
         group(conn, items)
         raise OutboxError("disk full", path=box.path)
+
+    def failing_one(conn, item):  # a lone autocommit insert fails as a whole statement
+        raise OutboxError("disk full", path=box.path)
     monkeypatch.setattr(box._appends, "_work", failing)
+    monkeypatch.setattr(box._appends, "_one", failing_one)
     _, errors = _race(8, lambda i: box.append(_msg(i + 1)))
     assert len(errors) == 8 and all(isinstance(e, OutboxError) for e in errors)
     assert all(e.path == box.path for e in errors)
     monkeypatch.setattr(box._appends, "_work", group)
+    monkeypatch.setattr(box._appends, "_one", one)
     assert box.read(0, 100) == []  # rolled back: nothing of the failed groups is stored
     assert box.append(_msg(1)).offset >= 1 and len(box.read(0, 100)) == 1

@@ -1,8 +1,12 @@
 """The at-rest cipher: AES-256-GCM blobs bound to their row by the AAD (design §6).
 
-Blob = 12-byte random nonce || ciphertext || 16-byte tag. Random nonces are safe here
-because one key only ever sees one conversation's messages, far below GCM's 2**32
-messages-per-key bound. The AAD binds the row's coordinates,
+Blob = 12-byte nonce || ciphertext || 16-byte tag. The nonce is NIST SP 800-38D's
+deterministic construction (§8.2.1): a fixed field of 8 random bytes drawn per process (again
+after a fork, and when the invocation field wraps) || a 4-byte invocation counter, so a nonce
+never repeats within a process and two processes collide only if their 64-bit fields do. Why
+not 12 fresh random bytes per seal: ``os.urandom`` is a syscall that gives up the GIL, and every
+give-up is a hand-off the send's other threads queue behind (issue 13: two per send, record and
+head preview). Readers only ever take the first 12 bytes. The AAD binds the row's coordinates,
 ``tenant_id || conversation_id || conversation_seq (8 B BE) || key_version (4 B BE)``, so a
 ciphertext copied to another row, conversation or tenant fails to decrypt. The E2EE flag
 does not enter the AAD: §6 fixes the AAD, and the flag lives beside the blob.
@@ -10,7 +14,9 @@ does not enter the AAD: §6 fixes the AAD, and the flag lives beside the blob.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -27,6 +33,8 @@ __all__ = ["AES_KEY_BYTES", "CONVERSATION_FACTS_ENTRIES", "KEY_SCOPE_CONVERSATIO
 
 AES_KEY_BYTES = 32
 NONCE_BYTES = 12
+NONCE_FIXED_BYTES = 8  # random per process; the other 4 count the seals
+NONCE_INVOCATIONS_MAX = 1 << 8 * (NONCE_BYTES - NONCE_FIXED_BYTES)
 TAG_BYTES = 16
 KEY_SCOPE_CONVERSATION = "conversation"
 # conversations whose key id and AAD prefix are kept (two short strings each); sealing and
@@ -73,8 +81,33 @@ def row_aad(prefix: bytes, conversation_seq: int, key_version: int) -> bytes:
     return aad(uuid.UUID(bytes=prefix[:16]), uuid.UUID(bytes=prefix[16:]), conversation_seq, key_version)
 
 
+class _Nonces:
+    """Unique 12-byte GCM nonces: fixed field (8 random bytes) || invocation counter (4 bytes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)  # a child must not repeat its parent's nonces
+
+    def _reseed(self) -> None:
+        self._fixed = os.urandom(NONCE_FIXED_BYTES)
+        self._counter = itertools.count()  # next() is atomic under the GIL
+
+    def next(self) -> bytes:
+        fixed, n = self._fixed, next(self._counter)
+        if n >= NONCE_INVOCATIONS_MAX:  # 2**32 seals in one process: a new fixed field
+            with self._lock:
+                if self._fixed is fixed:
+                    self._reseed()
+            return self.next()
+        return fixed + n.to_bytes(NONCE_BYTES - NONCE_FIXED_BYTES, "big")
+
+
+_NONCES = _Nonces()
+
+
 def seal_blob(cipher: AESGCM, plaintext: bytes, associated: bytes) -> bytes:
-    nonce = os.urandom(NONCE_BYTES)
+    nonce = _NONCES.next()
     return nonce + cipher.encrypt(nonce, bytes(plaintext), associated)
 
 
