@@ -284,17 +284,17 @@ class HistoryReader:
              (self._stmt("older"), (tenant_id, conversation_id, bucket, guess, FIRST_CONVERSATION_SEQ, limit))],
             concurrency=2)
         walk = _Walk(limit=limit)
-        walk.spent()  # counted here; taken back below when the read is the page's first
         bounds = self._bounds_of(tenant_id, conversation_id, head.one())
         if bounds is None:
+            walk.spent()
             return walk.page(has_more=False)
         low = max(bounds.earliest_available_conversation_seq, FIRST_CONVERSATION_SEQ)
         high = bounds.latest_conversation_seq
         upper = high + 1 if anchor is None else min(anchor, high + 1)
         width = self.constants.message_seq_bucket_width
         if upper - 1 < low or (upper - 1) // width != bucket:
+            walk.spent()
             return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk)
-        walk.buckets -= 1
         rows = list(first)
         check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                           conversation_id=conversation_id, seq_bucket=bucket)
