@@ -28,8 +28,9 @@ def bench() -> None:
 @cluster_options
 def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, results: Path, config: ClusterConfig,
                 services: Any) -> None:
-    """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
-    page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
+    """The store against its bare CQL floors: full write path vs its own statements raw
+    (send_floor) and bare LWT inserts, latest history page vs its own statements raw
+    (history_floor) and a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios).
     --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
     from lab.bench.store.outboxes import OutboxBenchParams, run_outbox_bench
