@@ -8,7 +8,10 @@ from pathlib import Path
 import click
 
 from lab.cli.options import cluster_options, home_option, parse_seconds, results_option
+from lab.cli.progress import ConsoleProgress
 from lab.cluster.config import ClusterConfig
+
+DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
 
 
 @click.command("load")
@@ -29,25 +32,38 @@ from lab.cluster.config import ClusterConfig
               "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
 @click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
 @click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
+@click.option("--run-id", default=None, metavar="ID",
+              help="name the run (results/ID/); a later load with the same ID reuses its seed, key ranges and "
+                   "history (written to results/ID/load-2, ...)")
+@click.option("--web", is_flag=True, help="Locust's web UI instead of a headless run (closed loop; Ctrl-C ends it, "
+                                          "then the summary and the audit)")
+@click.option("--web-host", default="127.0.0.1", show_default=True, help="address the web UI listens on")
+@click.option("--web-port", type=int, default=None, help="web UI port (default: 8089, or a free one)")
 @results_option
 @cluster_options
 def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
          processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
-         reactor: str | None, no_audit: bool, results: Path, config: ClusterConfig) -> None:
-    """Run the Locust users headless against the cluster; write results/<run-id>/load/.
+         reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
+         results: Path, config: ClusterConfig) -> None:
+    """Run the Locust users against the cluster (headless, or Locust's web UI); write
+    results/<run-id>/load/.
 
     Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
-    omission beside service time), or a staircase with --staircase MAX. Ends with the audit:
-    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
-    from lab.load.runner import LoadOptions, run_load
+    omission beside service time), or a staircase with --staircase MAX; --web: the UI with
+    the plan's users as its default. Ends with the audit: every acknowledged send read back
+    exactly once (lost and duplicates must be 0)."""
+    from lab.load.runner import LoadOptions, WebOptions, run_load
 
     if rate is None and users is None and staircase_max is None:
-        raise click.UsageError("give --rate R, --users N or --staircase MAX")
+        if not web:
+            raise click.UsageError("give --rate R, --users N or --staircase MAX")
+        users = DEFAULT_WEB_USERS
     options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=parse_seconds(duration),
                           warmup_seconds=parse_seconds(warmup), processes=processes, staircase_max=staircase_max,
                           step_seconds=parse_seconds(step), seed_size=seed_size, reactor=reactor,
-                          native_threads=driver_mode == "threads", audit=not no_audit, results=results)
-    result = run_load(config, options)
+                          native_threads=driver_mode == "threads", audit=not no_audit, results=results,
+                          run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
+    result = run_load(config, options, progress=ConsoleProgress())
     s = result.summary
     click.echo(f"{s.mode} {s.profile}: {s.users} users, {s.processes} process(es); "
                f"achieved {s.achieved_rate} calls/s" + (f" of {s.requested_rate} requested" if s.requested_rate else ""))
@@ -67,6 +83,9 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
     click.echo(f"summary: {result.summary_path}")
     if audit is not None and not audit.ok:
         sys.exit(1)
+    if result.interrupted:
+        click.echo("interrupted: the summary covers the part that ran", err=True)
+        sys.exit(130)
 
 
 @click.command("soak")
