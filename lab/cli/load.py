@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from lab.cli.options import cluster_options, home_option, parse_seconds, results_option
 from lab.cli.progress import ConsoleProgress
 from lab.cluster.config import ClusterConfig
 
 DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
+
+
+# what a worker takes from the master's plan, never from its own command line
+_PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "duration": "--duration",
+               "warmup": "--warmup", "processes": "--processes", "staircase_max": "--staircase", "step": "--step",
+               "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor", "run_id": "--run-id",
+               "web": "--web", "expect_workers": "--expect-workers"}
 
 
 @click.command("load")
@@ -39,21 +48,49 @@ DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
                                           "then the summary and the audit)")
 @click.option("--web-host", default="127.0.0.1", show_default=True, help="address the web UI listens on")
 @click.option("--web-port", type=int, default=None, help="web UI port (default: 8089, or a free one)")
+@click.option("--master", "as_master", is_flag=True,
+              help="distributed: run the Locust master here (no users) and wait for --expect-workers workers")
+@click.option("--expect-workers", type=int, default=None, help="with --master: workers to wait for")
+@click.option("--master-bind-host", default="127.0.0.1", show_default=True,
+              help="with --master: address the master and its coordinator listen on (an interface other machines "
+                   "reach, e.g. 10.0.0.5; 0.0.0.0 for all)")
+@click.option("--worker", "as_worker", is_flag=True,
+              help="distributed: a worker on this machine; takes its plan from the master (--master-host)")
+@click.option("--master-host", default=None, help="with --worker: the master's address")
+@click.option("--master-port", type=int, default=5557, show_default=True,
+              help="the Locust master's port; the lab's coordinator listens on the next one")
+@click.option("--join-timeout", default="10m", show_default=True,
+              help="--master: how long to wait for the workers; --worker: for the master")
 @results_option
 @cluster_options
-def load(home: Path, profile: str, rate: float | None, users: int | None, duration: str, warmup: str,
-         processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
+@click.pass_context
+def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: str,
+         warmup: str, processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
-         results: Path, config: ClusterConfig) -> None:
+         as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
+         master_host: str | None, master_port: int, join_timeout: str, results: Path, config: ClusterConfig) -> None:
     """Run the Locust users against the cluster (headless, or Locust's web UI); write
     results/<run-id>/load/.
 
     Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
     omission beside service time), or a staircase with --staircase MAX; --web: the UI with
-    the plan's users as its default. Ends with the audit: every acknowledged send read back
-    exactly once (lost and duplicates must be 0)."""
+    the plan's users as its default. Across machines: --master --expect-workers N here,
+    --worker --master-host H on each load machine (loadgen/README.md). Ends with the audit:
+    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
     from lab.load.runner import LoadOptions, WebOptions, run_load
 
+    if as_worker:
+        given = ["--master"] * as_master + [flag for name, flag in _PLAN_FLAGS.items()
+                                            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"--worker takes its plan from the master: drop {', '.join(given)}")
+        if master_host is None:
+            raise click.UsageError("--worker needs --master-host H (the master's address)")
+        _worker(config, master_host, master_port, parse_seconds(join_timeout), results, audit=not no_audit)
+        return
+    if (expect_workers is None) == as_master:
+        raise click.UsageError("--master needs --expect-workers N" if as_master
+                               else "--expect-workers goes with --master")
     if rate is None and users is None and staircase_max is None:
         if not web:
             raise click.UsageError("give --rate R, --users N or --staircase MAX")
@@ -63,7 +100,34 @@ def load(home: Path, profile: str, rate: float | None, users: int | None, durati
                           step_seconds=parse_seconds(step), seed_size=seed_size, reactor=reactor,
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results,
                           run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
-    result = run_load(config, options, progress=ConsoleProgress())
+    if as_master:
+        from lab.load.distributed import run_master
+
+        result = run_master(config, options, expect_workers=expect_workers, bind_host=master_bind_host,
+                            port=master_port, join_timeout_seconds=parse_seconds(join_timeout),
+                            progress=ConsoleProgress())
+    else:
+        result = run_load(config, options, progress=ConsoleProgress())
+    _print_summary(result)
+
+
+def _worker(config: ClusterConfig, master_host: str, master_port: int, join_timeout: float, results: Path, *,
+            audit: bool) -> None:
+    from lab.load.distributed import run_worker
+
+    r = run_worker(config, master_host=master_host, port=master_port, results=results,
+                   join_timeout_seconds=join_timeout, audit=audit, progress=ConsoleProgress())
+    a = r.audit
+    click.echo(f"worker {r.index}: {r.acks.total_new} acknowledged sends ({r.acks.seed} seed, {r.acks.measured} "
+               "measured)" + (f"; audit: {a.found} found, lost {a.lost}, duplicates {a.duplicates}, replay "
+                              f"mismatches {a.replay_mismatches}" if a is not None else "")
+               + "; results sent to the master")
+    click.echo(f"local files: {r.load_dir}")
+    if a is not None and not a.ok:
+        sys.exit(1)
+
+
+def _print_summary(result: Any) -> None:
     s = result.summary
     click.echo(f"{s.mode} {s.profile}: {s.users} users, {s.processes} process(es); "
                f"achieved {s.achieved_rate} calls/s" + (f" of {s.requested_rate} requested" if s.requested_rate else ""))

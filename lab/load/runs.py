@@ -84,12 +84,46 @@ def plan_folder(*, results: Path, lab_home: Path, run_id: str | None = None, run
                           state_root=state_base / f"{run_id}-{subdir}")
     check_run_id(run_id)
     run_dir = Path(results).resolve() / run_id
-    prior = tuple(sorted((p for p in run_dir.glob(f"{subdir}*") if (p / "acks").is_dir()), key=_load_number))
+    prior = tuple(sorted((p for p in run_dir.glob(f"{subdir}*")
+                          if re.fullmatch(rf"{re.escape(subdir)}(-\d+)?", p.name) and (p / "acks").is_dir()),
+                         key=_load_number))
     n = 1
     while (run_dir / _subdir(subdir, n)).exists():
         n += 1
     return LoadFolder(run_dir=run_dir, load_dir=run_dir / _subdir(subdir, n), key_base=run_id,
                       state_root=state_base / run_id, prior_loads=prior, named=True)
+
+
+def worker_folder(*, results: Path, lab_home: Path, run_id: str, key_base: str, subdir: str,
+                  index: int) -> LoadFolder:
+    """A distributed run's worker on its own machine: ``results/<run_id>/<subdir>-worker-<index>/``,
+    its state under ``<home>/load-state/<key_base>/``; earlier loads of the run on this machine
+    (``*-worker-<index>``) are reused as a local run's are."""
+    check_run_id(run_id)
+    run_dir = Path(results).resolve() / run_id
+    load_dir = run_dir / f"{subdir}-worker-{index}"
+    prior = tuple(sorted((p for p in run_dir.glob(f"*-worker-{index}") if p != load_dir and (p / "acks").is_dir()),
+                         key=lambda p: p.stat().st_mtime))
+    return LoadFolder(run_dir=run_dir, load_dir=load_dir, key_base=key_base,
+                      state_root=Path(lab_home).resolve() / STATE_DIR / key_base, prior_loads=prior, named=True)
+
+
+def states_kept(lab_home: Path, key_base: str) -> list[int]:
+    """Worker indexes this machine holds store state for under ``key_base`` (a reused run id)."""
+    root = Path(lab_home).resolve() / STATE_DIR / key_base
+    return sorted(int(p.name.rpartition("-")[2]) for p in root.glob("worker-*")
+                  if p.is_dir() and p.name.rpartition("-")[2].isdigit())
+
+
+def seeded_indexes(folder: LoadFolder) -> list[int]:
+    """Workers an earlier load of this run id seeded (their acks are in its folder)."""
+    out = set()
+    for load_dir in folder.prior_loads:
+        for path in (load_dir / "acks").glob("worker-*.csv"):
+            tail = path.stem.rpartition("-")[2]
+            if tail.isdigit():
+                out.add(int(tail))
+    return sorted(out)
 
 
 def _subdir(base: str, n: int) -> str:
@@ -125,8 +159,8 @@ class StateLock:
     """``<state_root>/lock`` holding this process's PID while a named run uses the state; a lock
     whose process is gone is taken over."""
 
-    def __init__(self, state_root: Path) -> None:
-        self.path = Path(state_root) / LOCK_FILE
+    def __init__(self, state_root: Path, name: str = LOCK_FILE) -> None:
+        self.path = Path(state_root) / name
 
     def __enter__(self) -> StateLock:
         import psutil
