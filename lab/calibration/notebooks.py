@@ -79,6 +79,21 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     return {}
 
 
+def ipc_kernel_manager() -> type:
+    """The kernel manager papermill starts kernels with: IPC sockets instead of loopback TCP.
+    A TCP kernel logs "Kernel is running over TCP without encryption" at every start (one line
+    per notebook on the console of ``lab calibrate``); over IPC only this user can reach it."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IpcKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+    return IpcKernelManager
+
+
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
                  config: ClusterConfig | None = None, notebooks_dir: Path = NOTEBOOKS_DIR,
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
@@ -98,7 +113,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
     try:
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
-                            execution_timeout=cell_timeout_seconds)
+                            execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager())
     except PapermillExecutionError as exc:
         raise CalibrationError(
             f"notebook {name} failed in cell {exc.exec_count} (index {exc.cell_index}): {exc.ename}: {exc.evalue}; "

@@ -10,8 +10,10 @@ import click
 from click.core import ParameterSource
 
 from lab.cli.options import cluster_options, home_option, parse_seconds, results_option
+from lab.cli.load_text import audit_line, summary_lines
 from lab.cli.progress import ConsoleProgress
 from lab.cluster.config import ClusterConfig
+from lab.results import units
 
 DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
 
@@ -118,10 +120,10 @@ def _worker(config: ClusterConfig, master_host: str, master_port: int, join_time
     r = run_worker(config, master_host=master_host, port=master_port, results=results,
                    join_timeout_seconds=join_timeout, audit=audit, progress=ConsoleProgress())
     a = r.audit
-    click.echo(f"worker {r.index}: {r.acks.total_new} acknowledged sends ({r.acks.seed} seed, {r.acks.measured} "
-               "measured)" + (f"; audit: {a.found} found, lost {a.lost}, duplicates {a.duplicates}, replay "
-                              f"mismatches {a.replay_mismatches}" if a is not None else "")
-               + "; results sent to the master")
+    click.echo(f"worker {r.index}: {units.count(r.acks.total_new)} acknowledged sends ({units.count(r.acks.seed)} "
+               f"seed, {units.count(r.acks.measured)} measured); results sent to the master")
+    if a is not None:
+        click.echo(audit_line(a))
     click.echo(f"local files: {r.load_dir}")
     if a is not None and not a.ok:
         sys.exit(1)
@@ -129,23 +131,10 @@ def _worker(config: ClusterConfig, master_host: str, master_port: int, join_time
 
 def _print_summary(result: Any) -> None:
     s = result.summary
-    click.echo(f"{s.mode} {s.profile}: {s.users} users, {s.processes} process(es); "
-               f"achieved {s.achieved_rate} calls/s" + (f" of {s.requested_rate} requested" if s.requested_rate else ""))
-    for op, o in s.operations.items():
-        lat = o.corrected_us or o.service_us
-        click.echo(f"  {op:<20} {o.count:>8} calls {o.errors:>5} errors  p50 {lat.p50} "
-                   f"p99 {lat.p99} p999 {lat.p999} max {lat.max} us")
-    for st in s.steps:
-        click.echo(f"  step {st.requested_rate:>9.1f}/s -> {st.achieved_rate:>9.1f}/s  "
-                   f"p99 {st.corrected_us.p99} us (service {st.service_us.p99} us)")
-    if s.loadgen_cpu is not None and s.loadgen_cpu.samples:
-        click.echo(f"  load generator CPU: {s.loadgen_cpu.mean_percent_of_one_core}% of one core")
-    audit = s.audit
-    if audit is not None:
-        click.echo(f"  audit: {audit.acked} acked sends, {audit.found} found, lost {audit.lost}, "
-                   f"duplicates {audit.duplicates}, replay mismatches {audit.replay_mismatches}")
+    for line in summary_lines(s):
+        click.echo(line)
     click.echo(f"summary: {result.summary_path}")
-    if audit is not None and not audit.ok:
+    if s.audit is not None and not s.audit.ok:
         sys.exit(1)
     if result.interrupted:
         click.echo("interrupted: the summary covers the part that ran", err=True)
@@ -177,21 +166,24 @@ def soak(home: Path, duration: str, threads: int, conversations: int, audit_ever
 
     def progress(audit: SoakAudit) -> None:
         what = "final audit" if audit.final else "audit"
+        at = f"{units.seconds(audit.at_seconds):>10}"
         if audit.error is not None:
-            click.echo(f"  {audit.at_seconds:>8.1f}s {what} failed: {audit.error}")
+            click.echo(f"  {at} {what} failed: {audit.error}")
         else:
-            click.echo(f"  {audit.at_seconds:>8.1f}s {what}: {audit.acked} acked, lost {audit.lost}, "
-                       f"duplicated {audit.duplicated}, recalls lost {audit.recalls_lost} ({audit.seconds:.1f}s)")
+            click.echo(f"  {at} {what}: {units.count(audit.acked)} acked, lost {units.count(audit.lost)}, "
+                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)} "
+                       f"({units.seconds(audit.seconds)})")
 
     result = run_soak(config, options, progress=progress)
     t = result.summary.totals
     for op, o in t.operations.items():
-        click.echo(f"  {op:<11} {o.ok:>9} ok {o.errors:>6} errors")
+        click.echo(f"  {op:<11} {units.count(o.ok):>9} ok {units.count(o.errors):>6} errors")
     final = t.final_audit
-    counts = (f"acked {final.acked}, lost {final.lost}, duplicated {final.duplicated}, replay mismatches "
-              f"{final.replay_mismatches}, recalls lost {final.recalls_lost}") if final else "no audit ran"
-    click.echo(f"soak {result.summary.run_id}: {t.operations_total} operations in {t.elapsed_seconds}s, "
-               f"{t.errors_total} errors; {counts}")
+    counts = (f"acked {units.count(final.acked)}, lost {units.count(final.lost)}, duplicated "
+              f"{units.count(final.duplicated)}, replay mismatches {units.count(final.replay_mismatches)}, recalls "
+              f"lost {units.count(final.recalls_lost)}") if final else "no audit ran"
+    click.echo(f"soak {result.summary.run_id}: {units.count(t.operations_total)} operations in "
+               f"{units.seconds(t.elapsed_seconds)}, {units.count(t.errors_total)} errors; {counts}")
     click.echo(f"summary: {result.summary_path}")
     if not result.ok:
         sys.exit(1)

@@ -21,6 +21,8 @@ LOG_STATUS_SECONDS = 10.0
 def status_text(s: LiveStatus) -> str:
     """One status line: phase, elapsed / total, users, calls, calls/s, errors."""
     elapsed = max(0.0, s.elapsed_seconds)
+    if s.total_seconds is not None:
+        elapsed = min(elapsed, s.total_seconds)
     when = (f"{units.seconds(elapsed)} / {units.seconds(s.total_seconds)}" if s.total_seconds is not None
             else units.seconds(elapsed))
     parts = [f"{s.phase:<9}", when]
@@ -31,6 +33,8 @@ def status_text(s: LiveStatus) -> str:
         parts.append(units.rate(s.calls_per_second, " calls/s"))
     parts.append(f"{units.count(s.errors)} errors" + (f" ({units.rate(s.errors_per_second)})"
                                                       if s.errors_per_second else ""))
+    if s.phase == "stopping":
+        parts.append("(no new calls; in-flight calls finish, the stores close)")
     return "  " + "  ".join(parts)
 
 
@@ -49,7 +53,7 @@ class ConsoleProgress(LoadProgress):
 
     def phase(self, text: str) -> None:
         self._clear()
-        click.echo(f"[{units.seconds(time.monotonic() - self._started):>9}] {text}", file=self.stream)
+        click.echo(f"[{time.monotonic() - self._started:7.1f} s] {text}", file=self.stream)
 
     def status(self, status: LiveStatus) -> None:
         text = status_text(status)

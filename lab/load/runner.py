@@ -46,7 +46,7 @@ from lab.load import runs
 from lab.load.audit import AuditResult, audit_worker, read_acks
 from lab.load.cpu import CpuMonitor
 from lab.load.pacing import Stage, stages_from_steps, staircase
-from lab.load.plan import SEED_SIZES, LoadPlan, load_profile
+from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
 from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
                                 free_port, locust_cmd)
 from lab.load.progress import NO_PROGRESS, LiveStatus, LoadProgress, read_live_totals
@@ -208,8 +208,13 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: runs.LoadFolder,
         reused[i] = runs.copy_prior_acks(folder, i)
         if folder.seeded(i):
             continue
-        progress.phase(f"seeding worker {i}: {plan.seed_size} seed")
+        shape = SEED_SHAPES[plan.seed_size]
+        progress.phase(f"seeding worker {i}: {shape.sends:,} sends through the store ({plan.seed_size} seed: a group "
+                       f"of {shape.big_group}, {shape.dms} DMs x {shape.dm_messages}, {shape.chats} chats x "
+                       f"{shape.chat_messages}) so readers find history from the first second")
+        one = Stopwatch()
         sent[i] = seed_worker(config, plan.for_worker(i))
+        progress.phase(f"seeded worker {i} in {one.seconds():.1f} s ({sent[i] / max(one.seconds(), 1e-9):,.0f} sends/s)")
     if reused and any(reused.values()):
         progress.phase(f"reusing run {folder.key_base}: {sum(reused.values())} acked sends of earlier loads "
                        f"(phase 'prior'), {len(sent)} worker(s) seeded now")
@@ -315,6 +320,7 @@ def _wait(plan: LoadPlan, procs: Processes, options: LoadOptions, progress: Load
     t0 = plan.t0 or wall_seconds()
     deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS if plan.start_gate else None
     next_status = 0.0
+    rates = _LiveRates()
     while procs.running():
         now = wall_seconds()
         if deadline is not None and now > deadline:  # a frozen load generator is a result, not a hang
@@ -322,9 +328,31 @@ def _wait(plan: LoadPlan, procs: Processes, options: LoadOptions, progress: Load
         if now >= next_status:
             live = read_live_totals(plan.load_dir) or {}
             progress.status(LiveStatus(elapsed_seconds=now - t0, total_seconds=plan.end_seconds if plan.start_gate
-                                       else None, warmup_seconds=plan.warmup_seconds, **live))
+                                       else None, warmup_seconds=plan.warmup_seconds,
+                                       **(live | rates.update(now, live))))
             next_status = now + STATUS_SECONDS
         time.sleep(POLL_SECONDS)
+
+
+class _LiveRates:
+    """calls/s and errors/s between two samples of Locust's running totals (its own per-second
+    rate is 0 on a distributed master's history rows)."""
+
+    WINDOW_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []
+
+    def update(self, now: float, live: dict[str, Any]) -> dict[str, float | None]:
+        if "calls" not in live:
+            return {}
+        self.samples.append((now, live["calls"], live["errors"]))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_SECONDS:
+            self.samples.pop(0)
+        (t_a, c_a, e_a), (t_b, c_b, e_b) = self.samples[0], self.samples[-1]
+        if t_b - t_a <= 0:
+            return {"calls_per_second": None, "errors_per_second": None}
+        return {"calls_per_second": (c_b - c_a) / (t_b - t_a), "errors_per_second": (e_b - e_a) / (t_b - t_a)}
 
 
 def wait_ready(plan: LoadPlan, procs: Processes, timeout_seconds: float,

@@ -81,8 +81,10 @@ def seconds(value: Any) -> str:
     if _missing(value):
         return MISSING
     s = float(value)
+    if abs(s) < 0.001:
+        return "0 s"
     if abs(s) < 1:
-        return f"{s:.2g} s"
+        return f"{fmt(s, 2)} s"
     if abs(s) < 60:
         return f"{s:.1f} s"
     whole = int(round(s))
