@@ -209,12 +209,12 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
                    log: Callable[[str], None] = lambda _m: None) -> LoadBenchResult:
     from lab.cluster.connection import connect
 
-    run_dir = new_run_dir(Path(results))
-    bench_dir = run_dir / BENCH_DIR
-    bench_dir.mkdir()
     state_dirs: list[Path] = []
     try:
         with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace:
+            run_dir = new_run_dir(Path(results))  # after the cluster answered: a failed connect leaves no folder
+            bench_dir = run_dir / BENCH_DIR
+            bench_dir.mkdir()
             env = environment(config, conn).to_json()
             report = _measure(config.replace(keyspace=keyspace), params, run_dir, state_dirs, log,
                               keyspace=keyspace, env=env)

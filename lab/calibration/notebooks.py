@@ -45,6 +45,60 @@ def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     return path
 
 
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+               dict: "a table (JSON object)"}
+_PLURALS = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+
+
+def _type_word(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list) and value and len({type(v) for v in value}) == 1 and type(value[0]) in _PLURALS:
+        return f"a list of {_PLURALS[type(value[0])]}"
+    return _TYPE_WORDS.get(type(value), type(value).__name__)
+
+
+def _fits(value: Any, default: Any) -> bool:
+    """Does ``value`` have the type of the parameter's ``default`` (None: any value)?"""
+    if default is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    if isinstance(default, list):
+        if not isinstance(value, list):
+            return False
+        kinds = {type(d) for d in default}
+        return len(kinds) != 1 or all(_fits(v, default[0]) for v in value)
+    return isinstance(value, type(default))
+
+
+def check_parameters(name: str, params: Mapping[str, Any], notebooks_dir: Path = NOTEBOOKS_DIR) -> None:
+    """Refuse, before anything runs, parameters the notebook's ``parameters`` cell does not declare
+    (papermill injects any name; a misspelt one would be silently ignored) and values whose type
+    is not that of the declared default (``-p b_row.rows=abc`` would fail seconds later inside
+    the notebook with a TypeError)."""
+    import ast
+
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(notebook_path(name, notebooks_dir)))
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise CalibrationError(f"notebook {name} has no parameter {', '.join(unknown)} "
+                               f"(its parameters: {', '.join(sorted(declared))})", notebook=name, parameters=unknown)
+    for key, value in params.items():
+        try:
+            default = ast.literal_eval(declared[key]["default"])
+        except (ValueError, SyntaxError):  # not a literal: nothing to type it against
+            continue
+        if not _fits(value, default):
+            raise CalibrationError(f"notebook {name}: parameter {key} takes {_type_word(default)} (its default is "
+                                   f"{declared[key]['default']}), got {json.dumps(value)} ({_type_word(value)})",
+                                   notebook=name, parameter=key, value=value, default=default)
+
+
 def cluster_parameter(config: ClusterConfig) -> dict[str, Any]:
     """The ``cluster`` parameter for a notebook: the config's fields, password left out."""
     return {k: v for k, v in config.redacted().items() if k != "password" and v is not None}

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from lab.cli.options import cluster_options, home_option, parse_seconds, results_option
+from lab.cli.options import COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option
 from lab.cli.load_text import audit_line, summary_lines
 from lab.cli.progress import ConsoleProgress
 from lab.cluster.config import ClusterConfig
@@ -28,14 +28,14 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.command("load")
 @home_option
 @click.option("--profile", default="chat", show_default=True, help="load profile (lab/load/profiles.toml)")
-@click.option("--rate", type=float, default=None, help="fixed rate: total store calls per second (open loop)")
-@click.option("--users", type=int, default=None, help="users (closed loop without --rate)")
-@click.option("--duration", default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
-@click.option("--warmup", default="0s", show_default=True, help="unmeasured time before it")
-@click.option("--processes", type=int, default=1, show_default=True, help="Locust worker processes (one per core)")
-@click.option("--staircase", "staircase_max", type=float, default=None,
+@click.option("--rate", type=POSITIVE, default=None, help="fixed rate: total store calls per second (open loop)")
+@click.option("--users", type=COUNT, default=None, help="users (closed loop without --rate)")
+@click.option("--duration", type=Duration(), default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
+@click.option("--warmup", type=Duration(zero_ok=True), default="0s", show_default=True, help="unmeasured time before it")
+@click.option("--processes", type=COUNT, default=1, show_default=True, help="Locust worker processes (one per core)")
+@click.option("--staircase", "staircase_max", type=POSITIVE, default=None,
               help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
-@click.option("--step", "step", default="20s", show_default=True, help="length of each staircase step")
+@click.option("--step", "step", type=Duration(), default="20s", show_default=True, help="length of each staircase step")
 @click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
               help="conversations each worker seeds before the run")
 @click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
@@ -49,28 +49,28 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.option("--web", is_flag=True, help="Locust's web UI instead of a headless run (closed loop; Ctrl-C ends it, "
                                           "then the summary and the audit)")
 @click.option("--web-host", default="127.0.0.1", show_default=True, help="address the web UI listens on")
-@click.option("--web-port", type=int, default=None, help="web UI port (default: 8089, or a free one)")
+@click.option("--web-port", type=PORT, default=None, help="web UI port (default: 8089, or a free one)")
 @click.option("--master", "as_master", is_flag=True,
               help="distributed: run the Locust master here (no users) and wait for --expect-workers workers")
-@click.option("--expect-workers", type=int, default=None, help="with --master: workers to wait for")
+@click.option("--expect-workers", type=COUNT, default=None, help="with --master: workers to wait for")
 @click.option("--master-bind-host", default="127.0.0.1", show_default=True,
               help="with --master: address the master and its coordinator listen on (an interface other machines "
                    "reach, e.g. 10.0.0.5; 0.0.0.0 for all)")
 @click.option("--worker", "as_worker", is_flag=True,
               help="distributed: a worker on this machine; takes its plan from the master (--master-host)")
 @click.option("--master-host", default=None, help="with --worker: the master's address")
-@click.option("--master-port", type=int, default=5557, show_default=True,
+@click.option("--master-port", type=click.IntRange(1, 65534), default=5557, show_default=True,
               help="the Locust master's port; the lab's coordinator listens on the next one")
-@click.option("--join-timeout", default="10m", show_default=True,
+@click.option("--join-timeout", type=Duration(), default="10m", show_default=True,
               help="--master: how long to wait for the workers; --worker: for the master")
 @results_option
 @cluster_options
 @click.pass_context
-def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: str,
-         warmup: str, processes: int, staircase_max: float | None, step: str, seed_size: str, driver_mode: str,
+def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
+         warmup: float, processes: int, staircase_max: float | None, step: float, seed_size: str, driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
          as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
-         master_host: str | None, master_port: int, join_timeout: str, results: Path, config: ClusterConfig) -> None:
+         master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig) -> None:
     """Run the Locust users against the cluster (headless, or Locust's web UI); write
     results/<run-id>/load/.
 
@@ -88,7 +88,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
             raise click.UsageError(f"--worker takes its plan from the master: drop {', '.join(given)}")
         if master_host is None:
             raise click.UsageError("--worker needs --master-host H (the master's address)")
-        _worker(config, master_host, master_port, parse_seconds(join_timeout), results, audit=not no_audit)
+        _worker(config, master_host, master_port, join_timeout, results, audit=not no_audit)
         return
     if (expect_workers is None) == as_master:
         raise click.UsageError("--master needs --expect-workers N" if as_master
@@ -97,16 +97,16 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
         if not web:
             raise click.UsageError("give --rate R, --users N or --staircase MAX")
         users = DEFAULT_WEB_USERS
-    options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=parse_seconds(duration),
-                          warmup_seconds=parse_seconds(warmup), processes=processes, staircase_max=staircase_max,
-                          step_seconds=parse_seconds(step), seed_size=seed_size, reactor=reactor,
+    options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=duration,
+                          warmup_seconds=warmup, processes=processes, staircase_max=staircase_max,
+                          step_seconds=step, seed_size=seed_size, reactor=reactor,
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results,
                           run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
     if as_master:
         from lab.load.distributed import run_master
 
         result = run_master(config, options, expect_workers=expect_workers, bind_host=master_bind_host,
-                            port=master_port, join_timeout_seconds=parse_seconds(join_timeout),
+                            port=master_port, join_timeout_seconds=join_timeout,
                             progress=ConsoleProgress())
     else:
         result = run_load(config, options, progress=ConsoleProgress())
@@ -143,16 +143,16 @@ def _print_summary(result: Any) -> None:
 
 @click.command("soak")
 @home_option
-@click.option("--duration", default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")
-@click.option("--threads", type=int, default=8, show_default=True, help="worker threads driving the store")
-@click.option("--conversations", type=int, default=16, show_default=True, help="conversations of the soak tenant")
-@click.option("--audit-every", "audit_every", default="30s", show_default=True,
+@click.option("--duration", type=Duration(), default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")
+@click.option("--threads", type=COUNT, default=8, show_default=True, help="worker threads driving the store")
+@click.option("--conversations", type=COUNT, default=16, show_default=True, help="conversations of the soak tenant")
+@click.option("--audit-every", "audit_every", type=Duration(), default="30s", show_default=True,
               help="interval of the audits (every acked send readable exactly once)")
-@click.option("--max-operations", type=int, default=None, help="stop after this many operations as well")
-@click.option("--seed", type=int, default=None, help="random seed of the operation mix")
+@click.option("--max-operations", type=COUNT, default=None, help="stop after this many operations as well")
+@click.option("--seed", type=SEED, default=None, help="random seed of the operation mix")
 @results_option
 @cluster_options
-def soak(home: Path, duration: str, threads: int, conversations: int, audit_every: str, max_operations: int | None,
+def soak(home: Path, duration: float, threads: int, conversations: int, audit_every: float, max_operations: int | None,
          seed: int | None, results: Path, config: ClusterConfig) -> None:
     """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
 
@@ -160,8 +160,8 @@ def soak(home: Path, duration: str, threads: int, conversations: int, audit_ever
     results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
     from lab.load.soak import SoakAudit, SoakOptions, run_soak
 
-    options = SoakOptions(duration_seconds=parse_seconds(duration), threads=threads, conversations=conversations,
-                          audit_interval_seconds=parse_seconds(audit_every), max_operations=max_operations, seed=seed,
+    options = SoakOptions(duration_seconds=duration, threads=threads, conversations=conversations,
+                          audit_interval_seconds=audit_every, max_operations=max_operations, seed=seed,
                           results=results)
 
     def progress(audit: SoakAudit) -> None:
