@@ -116,9 +116,14 @@ def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyte
 
     Cluster settings reach the notebooks through LAB_* variables (or their `cluster` parameter);
     --home is exported as LAB_HOME so they find the embedded node."""
-    from lab.calibration.notebooks import ensure_kernel, jupyter_command
+    from lab.calibration.kernel import DISPLAY_NAME, KERNEL_NAME
+    from lab.calibration.notebooks import ensure_kernel, jupyter_command, output_filter_installed
 
     ensure_kernel()
     argv, env = jupyter_command(home=home, ip=ip, port=jupyter_port, browser=browser, extra=jupyter_args)
-    click.echo(f"JupyterLab on notebooks/ (kernel python3 = {sys.executable}); stop with Ctrl-C")
+    click.echo(f"JupyterLab on notebooks/ (kernel {KERNEL_NAME!r}, \"{DISPLAY_NAME}\" = {sys.executable}); "
+               "stop with Ctrl-C")
+    if output_filter_installed() is False:
+        click.echo("warning: notebooks/ has no output filter in this clone: run `make git-filters` so outputs "
+                   "and autosaves are never committed", err=True)
     os.execvpe(argv[0], argv, env)  # JupyterLab replaces this process: Ctrl-C and signals reach it

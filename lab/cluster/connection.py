@@ -391,8 +391,9 @@ def _failure_fix(config: ClusterConfig, text: str) -> str:
     if not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
         return " (the server dropped a plain connection: does it require TLS? give --tls-ca-file)"
     if "refused" in text.lower() or "Unable to connect" in text or "timed out" in text.lower():
-        return (" (nothing answers there: is the node running? `lab node start` starts the embedded one; "
-                "else check --contact-points and --port, or LAB_CONTACT_POINTS / LAB_PORT)")
+        return (" (nothing answers there: is the node running? `lab node start` starts the embedded one; else "
+                "check the contact points and port: --contact-points / --port, LAB_CONTACT_POINTS / LAB_PORT, or "
+                "a notebook's cluster parameter)")
     return ""
 
 
