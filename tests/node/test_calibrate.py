@@ -197,8 +197,8 @@ def test_propose_diff_of_the_run_applies_cleanly(run, tmp_path):
         assert "No constant changes" in text and "@@" not in text
         return
     assert re.findall(r"^\+\+\+ (\S+)", text, re.M) == ["b/lab/appendix_b.toml"]
-    assert all(line.startswith(("+value = ", "-value = ")) for line in text.splitlines()
-               if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+    edited = [line for line in text.splitlines() if line[:1] in ("+", "-") and line[:3] not in ("+++", "---")]
+    assert all(line.startswith(("+value = ", "-value = ")) for line in edited), text
     target = _applies(diff, APPENDIX_B_PATH, tmp_path)
     applied = load_constants(target)
     for name, c in changed.items():

@@ -71,9 +71,9 @@ def test_stop_leaves_no_process_of_ours(tmp_path, lab_home):
     (home / "jars" / jars.parent.name).mkdir(parents=True)
     (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
     out = subprocess.run([*LAB, "node", "start", "--home", str(home), "--address", _running_address(lab_home),
-                          "--jmx-port", "7699"], capture_output=True, text=True)
+                          "--jmx-port", "7699", "--no-broker", "--no-redis"], capture_output=True, text=True)
     # the default address is taken by the main node: the CLI explains that
-    assert out.returncode == 2 and "PortInUse" in out.stderr
+    assert out.returncode == 2 and "PortInUse" in out.stderr and "CQL port" in out.stderr
     cluster = EmbeddedCluster(NodeOptions(home=home, first_address="127.0.0.8", jmx_port_base=7599))
     state = cluster.start()
     pid = state.nodes[0].pid

@@ -53,7 +53,7 @@ def secure(tmp_path_factory, lab_home):
     cluster = EmbeddedCluster(NodeOptions(home=home))
     try:
         out = subprocess.run([*LAB, "node", "start", "--secure", "--role", ROLE, "--home", str(home),
-                              "--address", ADDRESS, "--jmx-port", str(JMX_PORT)],
+                              "--address", ADDRESS, "--jmx-port", str(JMX_PORT), "--no-broker", "--no-redis"],
                              capture_output=True, text=True, cwd=ROOT, timeout=300,
                              env=_env(LAB_PASSWORD=PASSWORD))
         assert out.returncode == 0, out.stderr[-3000:]

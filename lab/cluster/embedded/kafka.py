@@ -173,7 +173,8 @@ class EmbeddedBroker:
         self._write_config()
         format_seconds = self.format_storage(java_bin)
         for port, what in ((self.options.port, "Kafka broker"), (self.options.controller_port, "Kafka controller")):
-            process.check_port_free(self.options.address, port, what)
+            process.check_port_free(self.options.address, port, what,
+                                     hint="another Kafka broker may be running: stop it, or start the node with --no-broker")
         log = self.directory / "logs" / "server.log"
         log.unlink(missing_ok=True)
         t0 = time.monotonic()

@@ -98,15 +98,19 @@ def kill(pid: int) -> None:
     wait_gone(pid, 10.0)
 
 
-def check_port_free(address: str, port: int, what: str) -> None:
+_DEFAULT_PORT_HINT = ("another Cassandra/Scylla may be running: stop it, or point the lab at it with "
+                      "--contact-points")
+
+
+def check_port_free(address: str, port: int, what: str, *, hint: str = _DEFAULT_PORT_HINT) -> None:
+    """Refuse to start a server whose port is taken; ``hint`` says what to do about it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((address, port))
         except OSError as exc:
-            raise PortInUse(f"{what} port {address}:{port} is already in use ({exc.strerror}); "
-                            "another Cassandra/Scylla may be running: stop it, or point the lab "
-                            "at it with --contact-points", address=address, port=port) from exc
+            raise PortInUse(f"{what} port {address}:{port} is already in use ({exc.strerror}); {hint}",
+                            address=address, port=port) from exc
 
 
 def port_open(address: str, port: int) -> bool:

@@ -118,7 +118,8 @@ class EmbeddedRedis:
         server = find_redis_server()
         for sub in ("data", "logs"):
             (self.directory / sub).mkdir(parents=True, exist_ok=True)
-        process.check_port_free(self.options.address, self.options.port, "Redis")
+        process.check_port_free(self.options.address, self.options.port, "Redis",
+                                 hint="another Redis may be running: stop it, or start the node with --no-redis")
         self._write_config()
         t0 = time.monotonic()
         proc = process.spawn([server, str(self.conf_path)], cwd=self.directory,
