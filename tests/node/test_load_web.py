@@ -112,7 +112,7 @@ def test_quitting_writes_the_summary_and_the_audit(web_run):
     assert s["audit"]["ok"] and s["audit"]["acked"] == s["acks"]["total_new"] == s["audit"]["found"]
     assert s["operations"]["send"]["errors"] == 0, "quitting stops the users before the stores close"
     assert (load_dir / "audit.json").exists() and (load_dir / "locust_stats_history.csv").exists()
-    assert "summary:" in web_run["out"] and "audit:" in web_run["out"]
+    assert "summary:" in web_run["out"] and "audit ok:" in web_run["out"]
     assert read_json(load_dir / "parameters.json")["web_url"] == web_run["url"]
 
 
