@@ -102,8 +102,10 @@ def summary_lines(s: Any) -> Iterator[str]:
         m = w.machine or {}
         if m:
             wcpu = (m.get("loadgen_cpu") or {}).get("mean_percent_of_one_core")
-            yield (f"  {w.worker} on {m.get('host')}: {units.count(w.acks)} acks, clock offset "
-                   f"{units.fmt(m.get('clock_offset_seconds'))} s, CPU {units.fmt(wcpu)}% of one core")
+            offset = m.get("clock_offset_seconds")
+            yield (f"  {w.worker} on {m.get('host')}: {units.count(w.acks)} acks"
+                   + (f", clock offset to the master {offset:+.3f} s" if offset is not None else "")
+                   + f", load generator CPU {units.fmt(wcpu)}% of one core")
     yield acks_line(s)
     if s.audit is not None:
         yield audit_line(s.audit)

@@ -127,7 +127,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
         if w.get("audit"):
             audit.merge(AuditResult.from_json(w["audit"]))
     write_json(folder.load_dir / "audit.json", audit)
-    summary = summarize_run(plan, folder.load_dir, cpu=None,
+    summary = summarize_run(plan, folder.load_dir, cpu=None, interrupted=interrupted,
                             exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
                             parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
                             | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],

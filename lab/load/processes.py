@@ -142,10 +142,13 @@ class Processes:
         return [p.poll() for p in self.procs]
 
     def stop(self, grace_seconds: float) -> None:
-        """SIGTERM to each still running (Locust shuts down cleanly), SIGKILL after the grace time."""
+        """SIGINT to each still running, SIGKILL after the grace time. SIGINT, not SIGTERM: Locust
+        installs its SIGTERM handler only after a headless shape run ends, so SIGTERM killed a
+        headless run at once (exit -15, no totals written); SIGINT is Ctrl-C, which Locust handles
+        in every mode (users stopped, quitting fired, the stores write their totals)."""
         for p in self.procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+                p.send_signal(signal.SIGINT)
         self.wait(grace_seconds)
 
     def wait(self, seconds: float) -> None:

@@ -257,7 +257,8 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
         plan, procs, cpu, interrupted = _run_locust(config, plan, options, progress, parameters)
         progress.done()
         summary = summarize_run(plan, folder.load_dir, cpu=cpu, exit_codes=procs.exit_codes(),
-                                parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
+                                parameters={k: parameters[k] for k in ("options", "environment", *seeding)},
+                                interrupted=interrupted)
         if options.audit:
             progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends")
             summary = dataclasses.replace(summary, audit=audit_run(config, plan))

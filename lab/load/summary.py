@@ -167,11 +167,12 @@ def _locust_json(load_dir: Path) -> dict[str, Any] | None:
 
 
 def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = None,
-                  exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None) -> LoadSummary:
+                  exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None,
+                  interrupted: bool = False) -> LoadSummary:
     workers = _worker_totals(load_dir)
     stats = merge_stats({op: OpStats.from_json(v) for op, v in w["totals"].items()} for w in workers)
     seconds = plan.duration_seconds
-    if seconds <= 0:  # the web UI: as long as its tests ran (the workers ran side by side)
+    if seconds <= 0 or interrupted:  # the web UI, or a run stopped early: as long as the tests ran
         seconds = max((w.get("measured_seconds") or 0.0 for w in workers), default=0.0)
     allops = OpStats()
     for s in stats.values():

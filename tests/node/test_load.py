@@ -118,3 +118,40 @@ def test_the_cli_shows_phases_a_live_status_and_human_units(cluster_config, conn
     assert not re.search(r"p50 \d{4,}|\bus$", out, re.M), out
     run_dir = next(tmp_path.iterdir())
     shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
+
+
+def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, connection, tmp_path):
+    """SIGINT to `lab load` (by PID, as Ctrl-C): Locust is stopped gracefully (not killed), the
+    summary covers the measured part that ran, the audit runs, the exit code is 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    err = tmp_path / "stderr.txt"
+    with scratch_keyspace(connection, "loadint", create=False) as keyspace:
+        with open(err, "w") as f:
+            proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "5m",
+                                     "--seed-size", "tiny", "--results", str(tmp_path / "results")],
+                                    cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=f,
+                                    text=True, env={**os.environ, "LAB_KEYSPACE": keyspace})
+        try:
+            deadline = time.monotonic() + 120
+            while "ready in" not in err.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.2)
+            time.sleep(3)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err.read_text()
+    s = read_json(next((tmp_path / "results").iterdir()) / "load" / "summary.json")
+    assert s["locust_exit_codes"] == [0] and s["workers_reporting"] == 1, s["locust_exit_codes"]
+    assert 1 < s["measured_seconds"] < 60 and s["achieved_rate"] > 0  # the part that ran, not the 5 min planned
+    assert s["audit"]["ok"] and s["audit"]["found"] == s["acks"]["total_new"] > s["acks"]["seed"]
+    assert "interrupted: the summary covers the part that ran" in err.read_text() and "summary:" in out
+    run_dir = next((tmp_path / "results").iterdir())
+    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
