@@ -2,7 +2,8 @@
 
     run           ``lab calibrate``: environment, round trip, the notebook suite, calibration.json
     contract      calibration.json as frozen dataclasses (CalibrationRun, NotebookRun, RoundTrip, RunError)
-    notebooks     run one notebook headless (papermill); ``lab jupyter``
+    notebooks     run one notebook headless (papermill), typed parameters; ``lab jupyter``
+    kernel        the project's Jupyter kernel (spec, install) and its one-line-error extension
     measures      which notebook value measures which constant; recommendation, confidence
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     report        report.html (self-contained)

@@ -100,9 +100,11 @@ def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     run_id = cal.get("run_id", run_dir.name)
     if cal.get("status") == "failed":
         e = cal.get("error") or {}
-        banner = (f"<div class='banner fail'><b>Run failed</b> in notebook <b>{esc(e.get('notebook'))}</b>, "
-                  f"cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: {esc(e.get('evalue'))}. "
-                  "Partial results are kept below.</div>")
+        where = (f"in notebook <b>{esc(e['notebook'])}</b>" + (f", cell {esc(e['cell'])}" if e.get("cell") is not None
+                                                              else "")
+                 if e.get("notebook") else "before the first notebook (environment and round trip)")
+        banner = (f"<div class='banner fail'><b>Run failed</b> {where}: <b>{esc(e.get('ename'))}</b>: "
+                  f"{esc(e.get('evalue'))}. Partial results are kept below.</div>")
     else:
         banner = (f"<div class='banner ok'>Completed in {fmt(cal.get('wall_seconds'))} s "
                   f"({esc(cal.get('mode'))} parameters).</div>")

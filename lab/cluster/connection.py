@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterator, Sequence
@@ -40,8 +41,8 @@ from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import Dialect, dialect_named
 from lab.cluster.rows import cached_named_tuple_factory
-from lab.errors import (ClusterError, ConnectError, InvalidRequest, LabError, Overloaded, RequestError,
-                     RequestTimeout, Unavailable)
+from lab.errors import (ClusterError, ConnectError, CredentialsNotUsed, InvalidRequest, LabError, Overloaded,
+                        RequestError, RequestTimeout, Unavailable)
 
 # Driver exception -> lab error. Order matters: the first isinstance match wins.
 DRIVER_ERROR_MAP: tuple[tuple[type[BaseException], type[LabError]], ...] = (
@@ -159,6 +160,12 @@ class Connection:
         self._kind: str | None = None
         self.retry_policy = LabRetryPolicy()
         self.cluster, self.session = _open(config, reactor=reactor, retry_policy=self.retry_policy)
+        self.credentials_unused = _credentials_unused(config, self.cluster)
+        if self.credentials_unused:  # not the secured setup the run was meant to test: say so
+            warnings.warn(CredentialsNotUsed(
+                f"credentials given (username {config.username!r}) but the server at {config.contact_points[0]}:"
+                f"{config.port} asked for none: it runs without an authenticator, so they were not checked",
+                username=config.username), stacklevel=3)
         self.dialect = dialect_named(config.dialect if config.dialect != "auto" else self.server_kind())
         self.retry_policy.dialect = self.dialect
 
@@ -363,10 +370,11 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
 def _open(config: ClusterConfig, *, reactor: str | None = None,
           retry_policy: RetryPolicy | None = None) -> tuple[Cluster, Session]:
     """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
-    from lab.cluster.reactors import reactor_class
+    from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 
     extra: dict[str, Any] = {}
     connection_class = reactor_class(reactor)
+    stop_libev_loop_at_exit()  # the driver's default loop made every process wait ~5 s at exit
     if connection_class is not None:
         extra["connection_class"] = connection_class
     profile = ExecutionProfile(
@@ -396,18 +404,49 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
     except Exception as exc:
         cluster.shutdown()
         where = ", ".join(f"{c}:{config.port}" for c in config.contact_points)
-        hint = ""
-        text = str(exc)
-        if "Authentication" in text or "credentials" in text.lower():
-            hint = " (authentication failed: check username/password)"
-        elif "SSL" in text or "certificate" in text.lower():
-            hint = " (TLS handshake failed: check the CA file and that the server speaks TLS)"
-        elif not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
-            hint = " (the server dropped a plain connection: does it require TLS? give the CA file)"
-        elif "refused" in text.lower() or "Unable to connect" in text:
-            hint = " (nothing answers there: is the node running? `lab node start`)"
-        raise ConnectError(f"cannot connect to {where}{hint}: {exc}", contact_points=config.contact_points) from exc
+        detail = _failure_detail(exc)
+        raise ConnectError(f"cannot connect to {where}: {detail}{_failure_fix(config, str(exc))}",
+                           contact_points=config.contact_points, port=config.port, detail=detail) from exc
     return cluster, session
+
+
+def _failure_detail(exc: BaseException) -> str:
+    """One short reason per host from the driver's NoHostAvailable ({host: error}), not its repr."""
+    errors = getattr(exc, "errors", None)
+    if not isinstance(errors, dict) or not errors:
+        return f"{type(exc).__name__}: {exc}"
+    parts = []
+    for host, err in errors.items():
+        text = str(err.strerror) if isinstance(err, OSError) and err.strerror else str(err)
+        if "Last error:" in text:  # "Tried connecting to [('127.0.0.1', 1)]. Last error: Connection refused"
+            text = text.rsplit("Last error:", 1)[1].strip()
+        text = text[:1].lower() + text[1:]
+        parts.append(f"{text} ({host})" if len(errors) > 1 else text)
+    return "; ".join(parts)
+
+
+def _failure_fix(config: ClusterConfig, text: str) -> str:
+    if "Authentication" in text or "credentials" in text.lower():
+        return " (authentication failed: check --username and LAB_PASSWORD)"
+    if "SSL" in text or "certificate" in text.lower():
+        return " (TLS handshake failed: check the CA file and that the server speaks TLS)"
+    if not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
+        return " (the server dropped a plain connection: does it require TLS? give --tls-ca-file)"
+    if "refused" in text.lower() or "Unable to connect" in text or "timed out" in text.lower():
+        return (" (nothing answers there: is the node running? `lab node start` starts the embedded one; else "
+                "check the contact points and port: --contact-points / --port, LAB_CONTACT_POINTS / LAB_PORT, or "
+                "a notebook's cluster parameter)")
+    return ""
+
+
+def _credentials_unused(config: ClusterConfig, cluster: Cluster) -> bool:
+    """Credentials given to a server that never asked for them (no authenticator): the driver
+    connects all the same and only logs it. The control connection's authenticator learns the
+    server's authenticator class from its AUTHENTICATE message; it stays None without one."""
+    if config.username is None and config.password is None:
+        return False
+    authenticator = getattr(getattr(cluster.control_connection, "_connection", None), "authenticator", None)
+    return authenticator is not None and getattr(authenticator, "server_authenticator_class", None) is None
 
 
 def connect(config: ClusterConfig, *, reactor: str | None = None) -> Connection:

@@ -2,7 +2,8 @@
 
 A page is one self-contained file: one stylesheet inlined, figures embedded as base64 PNGs, so
 it renders when opened from disk or copied elsewhere. Cells are escaped here (:func:`esc`);
-numbers are formatted one way (:func:`fmt`).
+numbers are formatted one way (:func:`fmt`, from :mod:`lab.results.units`, the lab's one
+formatting of numbers and units).
 """
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import html
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from lab.results.units import fmt
+
+__all__ = ["esc", "fmt", "page", "table", "embedded_png"]
 
 THUMB_WIDTH_PX = 320
 _CSS = """
@@ -32,20 +37,6 @@ small{color:#666}td.evidence{min-width:22em;max-width:34em;overflow-wrap:anywher
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if value != value:
-            return "—"
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
-    return str(value)
 
 
 def page(title: str, body: str) -> str:
