@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --full
 
-.PHONY: help venv setup node report test unit lint chromium redis bench lab stop wipe proto clean
+.PHONY: help venv setup git-filters node report test unit lint chromium redis bench lab stop wipe proto clean
 
 help:  ## this list
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
@@ -17,12 +17,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(BIN)/python -c "from lab.calibration.notebooks import ensure_kernel; ensure_kernel()"
 	touch $(STAMP)
 
 venv: $(STAMP)  ## the venv with the package and its dev tools
 
-setup: $(STAMP)  ## venv + packages + Cassandra and Kafka jars
+setup: $(STAMP) git-filters  ## venv + packages + Cassandra and Kafka jars + the notebooks' git filter
 	$(BIN)/lab node jars --home $(LAB_HOME)
+
+# Notebooks are committed without outputs: nbstripout as this clone's git clean filter (the
+# attribute is in .gitattributes; the filter command lives in .git/config, so each clone installs
+# it). Running cells or JupyterLab's autosave then changes nothing git sees; a no-op outside git.
+git-filters:  ## nbstripout as the git filter of notebooks/*.ipynb (outputs never committed)
+	@if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install && echo "nbstripout: installed as this clone's git filter"; fi
 
 node: setup redis  ## start (or reuse) the embedded node, Kafka broker and Redis
 	$(BIN)/lab node start --home $(LAB_HOME)
@@ -56,7 +63,7 @@ redis:  ## Debian's redis-server (the hot window); a no-op when present
 bench: node  ## store benchmark (full write path vs bare LWT, history vs bare SELECT, grouped vs naive); BENCH_ARGS=--quick for < 1 min
 	$(BIN)/lab bench store $(BENCH_ARGS) --home $(LAB_HOME)
 
-lab: node  ## JupyterLab on notebooks/ with the project's kernel
+lab: node git-filters  ## JupyterLab on notebooks/ with the project's kernel
 	$(BIN)/lab jupyter --home $(LAB_HOME)
 
 stop:  ## stop every node, broker and Redis the lab started (by recorded PID)

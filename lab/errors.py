@@ -44,6 +44,11 @@ boundary (``lab.cluster.connection.map_driver_errors``) and never leak to caller
     │   └── KeyDestroyed            the DEK was crypto-erased
     ├── CrashInjected               a fault-injection hook fired (tests of crash points)
     └── CalibrationError            a calibration run failed (names notebook and cell)
+
+Warnings (``warnings.warn``; the CLI prints them as one ``warning:`` line):
+
+    LabWarning (UserWarning)
+    └── CredentialsNotUsed          credentials given to a server without an authenticator
 """
 from __future__ import annotations
 
@@ -217,4 +222,17 @@ class CrashInjected(LabError):
 
 
 class CalibrationError(LabError):
+    pass
+
+
+class LabWarning(UserWarning):
+    """Base of the lab's warnings: something worked, but not as the user meant it to."""
+
+    def __init__(self, message: str = "", **facts: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.facts = facts
+
+
+class CredentialsNotUsed(LabWarning):
     pass

@@ -39,6 +39,7 @@ from lab.measure import LatencySummary, a_over_b, now_ns, summarize_histogram
 from lab.measure.clock import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
 from lab.project import RESULTS_DIR
+from lab.results import units
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.runs import new_run_dir
@@ -127,14 +128,17 @@ class LoadBenchReport:
     def closing_note(self) -> str:
         ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
         lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run:",
-                 f"  send: Locust {ls.throughput}/s vs plain {ps.throughput}/s -> ratio {self.ratio_send}",
-                 f"  read: Locust {lr.throughput}/s vs plain {pr.throughput}/s -> ratio {self.ratio_read}",
-                 f"staircase (send_only, fixed rate, max {self.staircase.max_rate:.1f}/s):"]
+                 f"  send: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
+                 f"{self.ratio_send}",
+                 f"  read: Locust {units.rate(lr.throughput)} vs plain {units.rate(pr.throughput)} -> ratio "
+                 f"{self.ratio_read}",
+                 f"staircase (send_only, fixed rate, max {units.rate(self.staircase.max_rate)}; p99 corrected for "
+                 "coordinated omission, then service time):"]
         for st in self.staircase.steps:
             cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
-            lines.append(f"  requested {st.requested_rate:>8.1f}/s achieved {st.achieved_rate:>8.1f}/s  "
-                         f"p99 {st.corrected_us.p99} us (service {st.service_us.p99} us)  "
-                         f"load generator CPU {cpu}% of one core")
+            lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
+                         f"p99 {units.ms(st.corrected_us.p99)} (service {units.ms(st.service_us.p99)})  "
+                         f"load generator CPU {units.fmt(cpu)}% of one core")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -209,12 +213,12 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
                    log: Callable[[str], None] = lambda _m: None) -> LoadBenchResult:
     from lab.cluster.connection import connect
 
-    run_dir = new_run_dir(Path(results))
-    bench_dir = run_dir / BENCH_DIR
-    bench_dir.mkdir()
     state_dirs: list[Path] = []
     try:
         with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace:
+            run_dir = new_run_dir(Path(results))  # after the cluster answered: a failed connect leaves no folder
+            bench_dir = run_dir / BENCH_DIR
+            bench_dir.mkdir()
             env = environment(config, conn).to_json()
             report = _measure(config.replace(keyspace=keyspace), params, run_dir, state_dirs, log,
                               keyspace=keyspace, env=env)

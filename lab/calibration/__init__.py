@@ -2,7 +2,8 @@
 
     run           ``lab calibrate``: environment, round trip, the notebook suite, calibration.json
     contract      calibration.json as frozen dataclasses (CalibrationRun, NotebookRun, RoundTrip, RunError)
-    notebooks     run one notebook headless (papermill); ``lab jupyter``
+    notebooks     run one notebook headless (papermill), typed parameters; ``lab jupyter``
+    kernel        the project's Jupyter kernel (spec, install) and its one-line-error extension
     measures      which notebook value measures which constant; recommendation, confidence (and its legend)
     precision     precision targets stated in advance, sampling until reached or out of budget, halves
     row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes

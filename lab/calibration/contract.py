@@ -40,9 +40,10 @@ class RunError:
         return cls(**{k: data.get(k) for k in known})
 
     def where(self) -> str:
+        """'in notebook b_row, cell 4', or 'before the first notebook (environment and round trip)'."""
         if not self.notebook:
-            return "before the notebooks"
-        return f"notebook {self.notebook}" + (f", cell {self.cell}" if self.cell is not None else "")
+            return "before the first notebook (environment and round trip)"
+        return f"in notebook {self.notebook}" + (f", cell {self.cell}" if self.cell is not None else "")
 
 
 @dataclass(frozen=True, kw_only=True)

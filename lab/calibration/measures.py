@@ -173,10 +173,10 @@ def confidence_of(measured: float | None, ci: tuple[float | None, float | None] 
 
 
 def _fmt(value: Any) -> str:
+    from lab.results.units import fmt  # the lab's one number formatting
+
     x = _num(value)
-    if x is None:
-        return str(value)
-    return f"{x:.0f}" if abs(x) >= 100 or x.is_integer() else f"{x:.3g}"
+    return str(value) if x is None else fmt(int(x) if x.is_integer() else x)
 
 
 def evidence_line(*, measured: Any, unit: str, ci: tuple[Any, Any] | None, notebook: str, run_id: str,

@@ -13,16 +13,17 @@ the password: the kernel inherits ``LAB_PASSWORD`` from the environment instead)
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
 from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
 NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "cpu_cost", "capacity")
-KERNEL_NAME = "python3"
 VALUES_FILE = "values.json"
 
 # Quick parameters: the whole suite in a few minutes on a busy 2-core machine: a smoke test
@@ -65,6 +66,64 @@ def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     return path
 
 
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+               dict: "a table (JSON object)"}
+_PLURALS = {int: "integers", float: "numbers", str: "strings", bool: "booleans"}
+
+
+def _type_word(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, list) and value and len({type(v) for v in value}) == 1 and type(value[0]) in _PLURALS:
+        return f"a list of {_PLURALS[type(value[0])]}"
+    return _TYPE_WORDS.get(type(value), type(value).__name__)
+
+
+def _fits(value: Any, default: Any) -> bool:
+    """Does ``value`` have the type of the parameter's ``default`` (None: any value)?"""
+    if default is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    if isinstance(default, list):
+        if not isinstance(value, list):
+            return False
+        kinds = {type(d) for d in default}
+        return len(kinds) != 1 or all(_fits(v, default[0]) for v in value)
+    return isinstance(value, type(default))
+
+
+def _declared(path: Path) -> dict[str, Any]:
+    import papermill as pm
+
+    return pm.inspect_notebook(str(path))
+
+
+def check_parameters(name: str, params: Mapping[str, Any], notebooks_dir: Path = NOTEBOOKS_DIR) -> None:
+    """Refuse, before anything runs, parameters the notebook's ``parameters`` cell does not declare
+    (papermill injects any name; a misspelt one would be silently ignored) and values whose type
+    is not that of the declared default (``-p b_row.rows=abc`` would fail seconds later inside
+    the notebook with a TypeError)."""
+    import ast
+
+    declared = _declared(notebook_path(name, notebooks_dir))
+    unknown = sorted(set(params) - set(declared))
+    if unknown:
+        raise CalibrationError(f"notebook {name} has no parameter {', '.join(unknown)} "
+                               f"(its parameters: {', '.join(sorted(declared))})", notebook=name, parameters=unknown)
+    for key, value in params.items():
+        try:
+            default = ast.literal_eval(declared[key]["default"])
+        except (ValueError, SyntaxError):  # not a literal: nothing to type it against
+            continue
+        if not _fits(value, default):
+            raise CalibrationError(f"notebook {name}: parameter {key} takes {_type_word(default)} (its default is "
+                                   f"{declared[key]['default']}), got {json.dumps(value)} ({_type_word(value)})",
+                                   notebook=name, parameter=key, value=value, default=default)
+
+
 def cluster_parameter(config: ClusterConfig) -> dict[str, Any]:
     """The ``cluster`` parameter for a notebook: the config's fields, password left out."""
     return {k: v for k, v in config.redacted().items() if k != "password" and v is not None}
@@ -99,6 +158,21 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     return {}
 
 
+def ipc_kernel_manager() -> type:
+    """The kernel manager papermill starts kernels with: IPC sockets instead of loopback TCP.
+    A TCP kernel logs "Kernel is running over TCP without encryption" at every start (one line
+    per notebook on the console of ``lab calibrate``); over IPC only this user can reach it."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IpcKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+    return IpcKernelManager
+
+
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
                  config: ClusterConfig | None = None, notebooks_dir: Path = NOTEBOOKS_DIR,
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
@@ -108,17 +182,23 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
     from papermill.exceptions import PapermillExecutionError
 
     source = notebook_path(name, notebooks_dir)
+    if kernel_name == KERNEL_NAME and sys.executable not in _KERNELS_CHECKED:
+        ensure_kernel()  # a fresh venv without `make setup` still runs the suite
     folder = Path(out_dir).resolve() / name
     folder.mkdir(parents=True, exist_ok=True)
     executed = folder / f"{name}.ipynb"
     parameters = dict(params or {})
     parameters["out_dir"] = str(folder)
+    if "show_progress" in _declared(source):
+        # headless, a progress bar is a widget saved at 0% (its later states are not in the
+        # notebook): the console shows per-notebook progress instead; -p ...show_progress=true wins
+        parameters.setdefault("show_progress", False)
     if config is not None:
         parameters["cluster"] = cluster_parameter(config)
     try:
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
-                            execution_timeout=cell_timeout_seconds)
+                            execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager())
     except PapermillExecutionError as exc:
         raise CalibrationError(
             f"notebook {name} failed in cell {exc.exec_count} (index {exc.cell_index}): {exc.ename}: {exc.evalue}; "
@@ -154,26 +234,50 @@ def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, qu
 
 
 # ---- JupyterLab ---------------------------------------------------------------------------
+_KERNELS_CHECKED: set[str] = set()
+
+
 def ensure_kernel(python: str | None = None) -> Path:
-    """Make sure the kernel named ``python3`` runs this venv's Python (``make setup`` installs it;
-    this repairs a missing or foreign spec). Returns the kernel spec folder."""
+    """Make sure both kernels run this venv's Python: the project's (``lab.calibration.kernel``,
+    what the notebooks name and papermill runs) and ``python3`` (``make setup`` installs both;
+    this repairs a missing or foreign spec). Returns the project kernel's spec folder."""
     import subprocess
     import sys
 
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
+    from lab.calibration import kernel
+
     python = python or sys.executable
+    if not kernel.installed(python):
+        kernel.install(python)
     try:
-        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        spec = KernelSpecManager().get_kernel_spec(kernel.PLAIN_KERNEL_NAME)
         argv0 = spec.argv[0] if spec.argv else ""
         # "python" is resolved by jupyter_client to the Python that launches the kernel: ours
-        if argv0 in ("python", "python3", python) and Path(spec.resource_dir).is_relative_to(sys.prefix):
-            return Path(spec.resource_dir)
+        plain_ok = argv0 in ("python", "python3", python) and Path(spec.resource_dir).is_relative_to(sys.prefix)
     except NoSuchKernel:
-        pass
-    subprocess.run([python, "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL_NAME],
-                   check=True, capture_output=True)
+        plain_ok = False
+    if not plain_ok:
+        subprocess.run([python, "-m", "ipykernel", "install", "--sys-prefix", "--name", kernel.PLAIN_KERNEL_NAME],
+                       check=True, capture_output=True)
+    _KERNELS_CHECKED.add(python)
     return Path(KernelSpecManager().get_kernel_spec(KERNEL_NAME).resource_dir)
+
+
+def output_filter_installed(project_dir: Path = PROJECT_DIR) -> bool | None:
+    """Is nbstripout this clone's git filter for notebooks (``make git-filters``)? None: not a git clone."""
+    import subprocess
+
+    try:
+        inside = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=project_dir, capture_output=True, text=True)
+        if inside.returncode != 0:
+            return None
+        clean = subprocess.run(["git", "config", "--get", "filter.nbstripout.clean"], cwd=project_dir,
+                               capture_output=True, text=True)
+    except OSError:  # no git at all
+        return None
+    return clean.returncode == 0 and "nbstripout" in clean.stdout
 
 
 def jupyter_command(*, home: Path, notebooks_dir: Path = NOTEBOOKS_DIR, ip: str = "127.0.0.1",
@@ -187,7 +291,8 @@ def jupyter_command(*, home: Path, notebooks_dir: Path = NOTEBOOKS_DIR, ip: str 
     import sys
 
     argv = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={Path(notebooks_dir).resolve()}",
-            f"--ServerApp.ip={ip}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}"]
+            f"--ServerApp.ip={ip}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
+            "--KernelManager.transport=ipc"]  # no "Kernel is running over TCP" line per kernel start
     if port is not None:
         argv.append(f"--ServerApp.port={port}")
     if not browser:

@@ -37,8 +37,9 @@ def _banner(cal: Mapping[str, Any]) -> str:
     status, mode = cal.get("status"), cal.get("mode")
     if status == "failed":
         e = cal.get("error") or {}
-        where = f"in notebook <b>{esc(e.get('notebook'))}</b>, cell {esc(e.get('cell'))}" if e.get("notebook") \
-            else "before the notebooks (environment or round trip)"
+        where = (f"in notebook <b>{esc(e['notebook'])}</b>" + (f", cell {esc(e['cell'])}" if e.get("cell") is not None
+                                                              else "")
+                 if e.get("notebook") else "before the first notebook (environment and round trip)")
         return (f"<div class='banner fail'><b>Run failed</b> {where}: <b>{esc(e.get('ename'))}</b>: "
                 f"{esc(e.get('evalue'))}. Partial results are kept below.</div>")
     minutes = full_run_expected_seconds() / 60

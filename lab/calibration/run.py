@@ -145,18 +145,10 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
 
 
 def _check_parameters(name: str, params: Mapping[str, Any], options: CalibrationOptions) -> None:
-    """papermill injects any name, and a misspelt one is silently ignored: refuse parameters the
-    notebook's ``parameters`` cell does not declare."""
-    import papermill as pm
-
+    """Undeclared parameters and values of the wrong type are refused before the run folder exists."""
     from lab.calibration import notebooks as nbs
 
-    path = nbs.notebook_path(name, options.notebooks_dir or nbs.NOTEBOOKS_DIR)
-    declared = set(pm.inspect_notebook(str(path)))
-    unknown = sorted(set(params) - declared)
-    if unknown:
-        raise CalibrationError(f"notebook {name} has no parameter {', '.join(unknown)} "
-                               f"(its parameters: {', '.join(sorted(declared))})", notebook=name, parameters=unknown)
+    nbs.check_parameters(name, params, options.notebooks_dir or nbs.NOTEBOOKS_DIR)
 
 
 def _cell_source(exc: BaseException) -> str | None:
@@ -304,11 +296,14 @@ def check_proposable(mode: str, *, allow_quick: bool, run_id: str | None = None)
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
     from lab.calibration.report import write_report
 
+    from lab.cluster.connection import connect
+
     options = options or CalibrationOptions()
     plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
     if options.propose:
         check_proposable("quick" if options.quick else "full", allow_quick=options.allow_quick)
-    run_dir = new_run_dir(options.results)
+    with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
+        run_dir = new_run_dir(options.results)
     watch = Stopwatch()
     cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
                          started_at=utc_now_iso())
@@ -344,7 +339,7 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     if failure is not None:
         e = cal.error
         source = f" (`{e.cell_source}`)" if e.cell_source else ""
-        raise CalibrationError(f"calibration run {run_dir.name} failed in {e.where()}{source}: {e.ename}: "
+        raise CalibrationError(f"calibration run {run_dir.name} failed {e.where()}{source}: {e.ename}: "
                                f"{e.evalue}; partial results in {run_dir}", run_dir=run_dir,
                                notebook=e.notebook, cell=e.cell, ename=e.ename, evalue=e.evalue) from failure
     return CalibrationResult(run_dir=run_dir, calibration=cal)

@@ -7,6 +7,8 @@ the library's config or options object, makes one library call and prints the re
     calibration  ``lab calibrate``, ``lab compare``, ``lab jupyter``
     load         ``lab load``, ``lab soak``
     bench        ``lab bench store``, ``lab bench load``
+    progress     live progress of long commands on stderr
+    load_text    the text `lab load` prints at the end (the summary in human units)
 
 Library errors become CLI errors in one place (:class:`lab.cli.options.LabGroup`): one line,
 exit code 2. Every command is documented in the README's command table (tests/unit/test_docs.py).

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from lab.cli.options import LabGroup, cluster_options, home_option, results_option, services_options
+from lab.cli.options import COUNT, LabGroup, cluster_options, home_option, results_option, services_options
 from lab.cluster.config import ClusterConfig
 
 
@@ -28,16 +28,19 @@ def bench() -> None:
 @cluster_options
 def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, results: Path, config: ClusterConfig,
                 services: Any) -> None:
-    """The store against its bare CQL floors: full write path vs bare LWT inserts, latest history
-    page vs a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
+    """The store against its bare CQL floors: full write path vs its own statements raw
+    (send_floor) and bare LWT inserts, latest history page vs its own statements raw
+    (history_floor) and a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios).
     --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
     from lab.bench.store.outboxes import OutboxBenchParams, run_outbox_bench
     from lab.bench.store import BenchParams, run_bench
+    from lab.cluster.connection import connect
     from lab.results.runs import new_run_dir
 
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    run_dir = new_run_dir(Path(results))
+    with connect(config):  # an unreachable cluster fails here, before a run folder exists
+        run_dir = new_run_dir(Path(results))
     if not outboxes_only:
         result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log)
         click.echo(result.closing_note)
@@ -51,8 +54,8 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, re
 @bench.command("load")
 @home_option
 @click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")
-@click.option("--concurrency", type=int, default=None, help="plain client threads = Locust users")
-@click.option("--processes", type=int, default=None, help="Locust worker processes")
+@click.option("--concurrency", type=COUNT, default=None, help="plain client threads = Locust users")
+@click.option("--processes", type=COUNT, default=None, help="Locust worker processes")
 @results_option
 @cluster_options
 def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,

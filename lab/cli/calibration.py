@@ -12,7 +12,7 @@ import click
 
 from lab.cli.cluster import run_preflight_checks
 from lab.calibration.notebooks import full_run_expected_seconds
-from lab.cli.options import cluster_options, home_option, results_option
+from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option
 from lab.cluster.config import ClusterConfig
 
 
@@ -52,7 +52,7 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.option("--repeat-check", is_flag=True,
               help="run the suite twice and compare: the second report says per constant whether the runs agree")
 @click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
-@click.option("--cell-timeout", type=float, default=None, help="seconds per notebook cell (default: none)")
+@click.option("--cell-timeout", type=POSITIVE, default=None, help="seconds per notebook cell (default: none)")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
 @click.option("--preflight/--no-preflight", "check_first", default=True, show_default=True,
               help="run `lab preflight` first and stop when a check fails")
@@ -68,7 +68,7 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder."""
-    from lab.calibration.run import (CalibrationOptions, check_proposable, propose_from as _propose_from,
+    from lab.calibration.run import (CalibrationOptions, check_proposable, plan, propose_from as _propose_from,
                                      run_calibration, run_repeat_check)
 
     if propose_from is not None:
@@ -78,18 +78,19 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
         return
     if propose:  # before the preflight: a refusal should not wait for it
         check_proposable("quick" if quick else "full", allow_quick=allow_quick)
-    if check_first:
-        report = run_preflight_checks(config)
-        if not report.ok:
-            click.echo(report.to_text(), err=True, nl=False)
-            click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
-            sys.exit(2)
     selected = None
     if notebooks is not None:
         selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=_parse_overrides(params),
                                  propose=propose, keep_going=keep_going, progress=progress,
                                  cell_timeout_seconds=cell_timeout, allow_quick=allow_quick)
+    plan(options, None)  # unknown notebooks, undeclared or mistyped -p values: refused before anything connects
+    if check_first:
+        report = run_preflight_checks(config)
+        if not report.ok:
+            click.echo(report.to_text(), err=True, nl=False)
+            click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
+            sys.exit(2)
     if repeat_check:
         check = run_repeat_check(config, options)
         click.echo(f"first run {check.first.run_dir.name}: {check.first.calibration.status}; second run "
@@ -134,7 +135,7 @@ def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None
 @click.command("jupyter", context_settings={"ignore_unknown_options": True})
 @home_option
 @click.option("--ip", default="127.0.0.1", show_default=True, help="address JupyterLab listens on")
-@click.option("--port", "jupyter_port", type=int, default=None, help="port (default: 8888 or the next free one)")
+@click.option("--port", "jupyter_port", type=PORT, default=None, help="port (default: 8888 or the next free one)")
 @click.option("--browser/--no-browser", default=False, show_default=True, help="open a browser")
 @click.argument("jupyter_args", nargs=-1, type=click.UNPROCESSED)
 def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyter_args: tuple[str, ...]) -> None:
@@ -142,9 +143,14 @@ def jupyter(home: Path, ip: str, jupyter_port: int | None, browser: bool, jupyte
 
     Cluster settings reach the notebooks through LAB_* variables (or their `cluster` parameter);
     --home is exported as LAB_HOME so they find the embedded node."""
-    from lab.calibration.notebooks import ensure_kernel, jupyter_command
+    from lab.calibration.kernel import DISPLAY_NAME, KERNEL_NAME
+    from lab.calibration.notebooks import ensure_kernel, jupyter_command, output_filter_installed
 
     ensure_kernel()
     argv, env = jupyter_command(home=home, ip=ip, port=jupyter_port, browser=browser, extra=jupyter_args)
-    click.echo(f"JupyterLab on notebooks/ (kernel python3 = {sys.executable}); stop with Ctrl-C")
+    click.echo(f"JupyterLab on notebooks/ (kernel {KERNEL_NAME!r}, \"{DISPLAY_NAME}\" = {sys.executable}); "
+               "stop with Ctrl-C")
+    if output_filter_installed() is False:
+        click.echo("warning: notebooks/ has no output filter in this clone: run `make git-filters` so outputs "
+                   "and autosaves are never committed", err=True)
     os.execvpe(argv[0], argv, env)  # JupyterLab replaces this process: Ctrl-C and signals reach it

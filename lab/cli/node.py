@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from lab.cli.options import LabGroup, home_option
+from lab.cli.options import COUNT, PORT, POSITIVE, LabGroup, home_option
 from lab.measure import Stopwatch
 
 
@@ -23,17 +24,23 @@ def _embedded(home: Path, **kw: Any):
     return EmbeddedCluster(NodeOptions(home=home, **kw))
 
 
+def _heap_size(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if not re.fullmatch(r"[1-9]\d*[KMGkmg]", value):
+        raise click.BadParameter(f"{value!r} is not a JVM heap size (e.g. 512M, 2G)")
+    return value
+
+
 @node.command("start")
 @home_option
 @click.option("--nodes", type=click.Choice(["1", "3"]), default="1", show_default=True)
-@click.option("--heap", default="1G", show_default=True, help="JVM heap per node")
+@click.option("--heap", default="1G", show_default=True, callback=_heap_size, help="JVM heap per node (e.g. 512M, 2G)")
 @click.option("--auth/--no-auth", default=False, help="PasswordAuthenticator (role cassandra/cassandra)")
 @click.option("--tls-keystore", type=click.Path(dir_okay=False), default=None, help="PKCS12/JKS keystore: TLS on the CQL port")
 @click.option("--tls-keystore-password", default=None, envvar="LAB_TLS_KEYSTORE_PASSWORD")
-@click.option("--timeout", type=float, default=180.0, show_default=True, help="seconds to wait for CQL")
+@click.option("--timeout", type=POSITIVE, default=180.0, show_default=True, help="seconds to wait for CQL")
 @click.option("--address", default="127.0.0.1", show_default=True, envvar="LAB_NODE_ADDRESS",
               help="first node's loopback address (.2, .3 follow)")
-@click.option("--jmx-port", type=int, default=7199, show_default=True, envvar="LAB_NODE_JMX_PORT",
+@click.option("--jmx-port", type=PORT, default=7199, show_default=True, envvar="LAB_NODE_JMX_PORT",
               help="first node's JMX port (+1 per node)")
 @click.option("--tls", "tls", is_flag=True, help="TLS on the CQL port with certificates made in <home>/tls")
 @click.option("--secure", is_flag=True,
@@ -126,7 +133,7 @@ def node_status(home: Path) -> None:
 
 @node.command("logs")
 @home_option
-@click.option("--lines", "-n", type=int, default=40, show_default=True)
+@click.option("--lines", "-n", type=COUNT, default=40, show_default=True)
 @click.option("--node", "name", default=None, help="node name (default: all)")
 def node_logs(home: Path, lines: int, name: str | None) -> None:
     """Print the tail of each node's system.log."""

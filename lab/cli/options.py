@@ -9,6 +9,7 @@ import functools
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,22 @@ from typing import Any
 import click
 
 from lab.cluster.config import load_config
-from lab.errors import LabError
+from lab.errors import LabError, LabWarning
 from lab.project import RESULTS_DIR
 
 DEFAULT_HOME = Path(".lab")
 SECONDS_PER_UNIT = {"h": 3600, "m": 60, "s": 1}
 LAB_ERROR_EXIT_CODE = 2
 
+PORT = click.IntRange(1, 65535)
+COUNT = click.IntRange(min=1)                      # users, processes, threads, lines, ...
+SEED = click.IntRange(min=0)
+POSITIVE = click.FloatRange(min=0, min_open=True)  # rates, seconds
+
+
 _CLUSTER_FLAGS = [
     ("--contact-points", "contact_points", str, "comma-separated hosts (LAB_CONTACT_POINTS)"),
-    ("--port", "port", int, "CQL port (LAB_PORT)"),
+    ("--port", "port", PORT, "CQL port (LAB_PORT)"),
     ("--local-dc", "local_dc", str, "local datacenter (LAB_LOCAL_DC)"),
     ("--username", "username", str, "role name (LAB_USERNAME)"),
     ("--password", "password", str, "password; prefer LAB_PASSWORD (never printed)"),
@@ -34,14 +41,14 @@ _CLUSTER_FLAGS = [
     ("--tls-key-file", "tls_key_file", str, "client key (LAB_TLS_KEY_FILE)"),
     ("--keyspace", "keyspace", str, "keyspace (LAB_KEYSPACE)"),
     ("--replication-class", "replication_class", str, "SimpleStrategy | NetworkTopologyStrategy"),
-    ("--replication-factor", "replication_factor", int, "replication factor (LAB_REPLICATION_FACTOR)"),
+    ("--replication-factor", "replication_factor", COUNT, "replication factor (LAB_REPLICATION_FACTOR)"),
     ("--read-consistency", "read_consistency", str, "e.g. LOCAL_QUORUM"),
     ("--write-consistency", "write_consistency", str, "e.g. LOCAL_QUORUM"),
     ("--admin", "admin", str, "auto | cassandra | scylla"),
     ("--dialect", "dialect", str, "server dialect: auto | cassandra | scylla (LAB_DIALECT)"),
     ("--tablets", "tablets", bool, "Scylla: the lab's keyspaces use tablets (default false) (LAB_TABLETS)"),
-    ("--jmx-port", "jmx_port", int, "JMX port of external Cassandra nodes"),
-    ("--rest-port", "rest_port", int, "Scylla REST API port"),
+    ("--jmx-port", "jmx_port", PORT, "JMX port of external Cassandra nodes"),
+    ("--rest-port", "rest_port", PORT, "Scylla REST API port"),
     ("--rest-addresses", "rest_addresses", str, "Scylla REST per node: NODE=HOST:PORT,... (LAB_REST_ADDRESSES)"),
 ]
 
@@ -75,7 +82,7 @@ _SERVICES_FLAGS = [
     ("--kafka-security-protocol", "kafka_security_protocol", str, "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"),
     ("--hot-window", "hot_window", str, "off | redis: archiver mode's hot window (LAB_HOT_WINDOW)"),
     ("--redis-host", "redis_host", str, "Redis of the hot window (LAB_REDIS_HOST)"),
-    ("--redis-port", "redis_port", int, "(LAB_REDIS_PORT)"),
+    ("--redis-port", "redis_port", PORT, "(LAB_REDIS_PORT)"),
 ]
 
 
@@ -111,14 +118,49 @@ def results_option(fn: Callable) -> Callable:
 
 
 class LabGroup(click.Group):
-    """Turns LabError into a one-line message and exit code 2."""
+    """Turns LabError into a one-line message and exit code 2, and a LabWarning into one
+    ``warning:`` line on stderr."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        previous = warnings.showwarning
+
+        def show(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
+            if issubclass(category, LabWarning):
+                click.echo(f"warning: {message}", err=True)
+            else:
+                previous(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
         try:
             return super().invoke(ctx)
         except LabError as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             sys.exit(LAB_ERROR_EXIT_CODE)
+        finally:
+            warnings.showwarning = previous
+
+
+class Duration(click.ParamType):
+    """'60s', '2m', '1m30s' or a bare number of seconds, in seconds; more than 0 (or at
+    least 0 with ``zero_ok``). Bad input is a usage error before anything starts."""
+
+    name = "duration"
+
+    def __init__(self, *, zero_ok: bool = False) -> None:
+        self.zero_ok = zero_ok
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            seconds = float(value)
+        else:
+            text = str(value).strip()
+            try:
+                seconds = -parse_seconds(text[1:]) if text.startswith("-") else parse_seconds(text)
+            except click.BadParameter as exc:
+                self.fail(exc.message, param, ctx)
+        if seconds < 0 or (seconds == 0 and not self.zero_ok):
+            self.fail(f"{value!r} must be {'at least 0' if self.zero_ok else 'more than 0'} seconds", param, ctx)
+        return seconds
 
 
 def parse_seconds(value: str) -> float:

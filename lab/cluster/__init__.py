@@ -2,9 +2,11 @@
 
     config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency, Scylla REST map
     services     ServicesConfig: the outbox (local / Kafka: bootstrap, TLS, SASL) and the Redis hot window
+    settings     how both are filled: flags > LAB_* > a TOML table > defaults (read, layer, coerce)
     connection   the CQL session: request accounting, driver errors -> lab errors (one boundary), the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)
+    rows         the sessions' row factory: the driver's named tuples, one class per column list
     tracing      rows, tombstones and SSTables a traced request touched (parsed by the dialect)
     preflight    `lab preflight`: what would stop a long run, with a fix for each
     reactors     the driver's I/O reactor by name

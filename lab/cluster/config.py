@@ -8,12 +8,12 @@ which is what results files record.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
+from lab.cluster.settings import as_bool, as_int, layered, read_table
 from lab.errors import ConfigError
 
 DEFAULT_CONTACT_POINTS = ("127.0.0.1",)
@@ -194,21 +194,13 @@ def _coerce(name: str, value: Any) -> Any:
         if name == "rest_addresses":
             return _pairs(value)
         if name in _INT_FIELDS:
-            if isinstance(value, bool):
-                raise ValueError
-            return int(value)
+            return as_int(value)
         if name in _FLOAT_FIELDS:
             return float(value)
         if name in _PATH_FIELDS:
             return Path(value).expanduser()
         if name in _BOOL_FIELDS:
-            if isinstance(value, bool):
-                return value
-            if str(value).lower() in ("1", "true", "yes", "on"):
-                return True
-            if str(value).lower() in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError
+            return as_bool(value)
         if name in ("read_consistency", "write_consistency", "serial_consistency"):
             return str(value).upper()
         return str(value)
@@ -218,30 +210,8 @@ def _coerce(name: str, value: Any) -> Any:
 
 def load_config(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                 toml_path: Path | str | None = None) -> ClusterConfig:
-    """Build a config from flags > ``LAB_*`` env > TOML > defaults. Unknown keys are errors."""
-    values: dict[str, Any] = {}
-    if toml_path is not None:
-        try:
-            data = tomllib.loads(Path(toml_path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {toml_path} does not exist", path=str(toml_path)) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {toml_path} is not valid TOML: {exc}", path=str(toml_path)) from None
-        data = data.get("cluster", data)
-        unknown = sorted(set(data) - set(_FIELDS))
-        if unknown:
-            raise ConfigError(f"unknown keys in {toml_path}: {', '.join(unknown)}; known: {', '.join(_FIELDS)}",
-                              path=str(toml_path))
-        values.update(data)
-    for key, raw in (env or {}).items():
-        if key.startswith("LAB_"):
-            name = key[4:].lower()
-            if name in _FIELDS:
-                values[name] = raw
-    for key, raw in (flags or {}).items():
-        if raw is None:
-            continue
-        if key not in _FIELDS:
-            raise ConfigError(f"unknown configuration key {key!r}", field=key)
-        values[key] = raw
+    """Build a config from flags > ``LAB_*`` env > TOML (``[cluster]``, or the whole file) >
+    defaults (:mod:`lab.cluster.settings`). Unknown keys are errors."""
+    file_values = read_table(toml_path, "cluster", whole_file_default=True) if toml_path is not None else {}
+    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=f"[cluster] of {toml_path}")
     return ClusterConfig(**{k: _coerce(k, v) for k, v in values.items()})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 from collections.abc import Iterator, Sequence
@@ -22,7 +23,7 @@ from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure,
                        RequestValidationException, Timeout, Unauthorized,
                        Unavailable as _Unavailable, UnsupportedOperation, WriteFailure)
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable,
+from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, ResultSet,
                                Session)
 from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
 from cassandra.cluster import QueryExhausted, TraceUnavailable, UserTypeDoesNotExist
@@ -39,8 +40,9 @@ from cassandra.query import PreparedStatement, SimpleStatement
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import Dialect, dialect_named
-from lab.errors import (ClusterError, ConnectError, InvalidRequest, LabError, Overloaded, RequestError,
-                     RequestTimeout, Unavailable)
+from lab.cluster.rows import cached_named_tuple_factory
+from lab.errors import (ClusterError, ConnectError, CredentialsNotUsed, InvalidRequest, LabError, Overloaded,
+                        RequestError, RequestTimeout, Unavailable)
 
 # Driver exception -> lab error. Order matters: the first isinstance match wins.
 DRIVER_ERROR_MAP: tuple[tuple[type[BaseException], type[LabError]], ...] = (
@@ -158,6 +160,12 @@ class Connection:
         self._kind: str | None = None
         self.retry_policy = LabRetryPolicy()
         self.cluster, self.session = _open(config, reactor=reactor, retry_policy=self.retry_policy)
+        self.credentials_unused = _credentials_unused(config, self.cluster)
+        if self.credentials_unused:  # not the secured setup the run was meant to test: say so
+            warnings.warn(CredentialsNotUsed(
+                f"credentials given (username {config.username!r}) but the server at {config.contact_points[0]}:"
+                f"{config.port} asked for none: it runs without an authenticator, so they were not checked",
+                username=config.username), stacklevel=3)
         self.dialect = dialect_named(config.dialect if config.dialect != "auto" else self.server_kind())
         self.retry_policy.dialect = self.dialect
 
@@ -199,21 +207,61 @@ class Connection:
 
     def execute_concurrent(self, items: Sequence[tuple[Stmt, Sequence[Any]]], *,
                            concurrency: int = 32) -> list[Any]:
-        """Run statements in parallel (groups of a batch read); results in input order."""
-        futures: list[Any] = []
-        results: list[Any] = [None] * len(items)
-        for start in range(0, len(items), concurrency):
-            chunk = items[start:start + concurrency]
-            futures = []
-            for stmt, params in chunk:
-                bound, info = self._bind(stmt, params, None)
-                self.counter.add(info)
-                with map_driver_errors(info.table, self.dialect):
-                    futures.append((self.session.execute_async(
-                        bound, timeout=self.config.request_timeout_seconds), info))
-            for i, (fut, info) in enumerate(futures):
-                with map_driver_errors(info.table, self.dialect):
-                    results[start + i] = fut.result()
+        """Run statements in parallel, ``concurrency`` in flight at any time (a sliding window:
+        each completion starts the next statement); results in input order. The first error in
+        input order is raised once every started statement finished; none is started after it."""
+        n = len(items)
+        if n == 0:
+            return []
+        bound = [self._bind(stmt, params, None) for stmt, params in items]
+        results: list[Any] = [None] * n
+        errors: list[BaseException | None] = [None] * n
+        window = threading.Semaphore(max(1, concurrency))
+        lock = threading.Lock()
+        all_done = threading.Event()
+        state = {"left": n, "failed": False}
+
+        def finish(i: int, result: Any, error: BaseException | None) -> None:
+            # on the driver's I/O thread (or inline when the future completed before its callbacks)
+            results[i], errors[i] = result, error
+            with lock:
+                state["left"] -= 1
+                state["failed"] |= error is not None
+                last = state["left"] == 0
+            window.release()
+            if last:
+                all_done.set()
+
+        def ok(rows: Any, i: int, future: Any) -> None:
+            future.clear_callbacks()  # a paged result re-fires them per page, fetched by the ResultSet
+            finish(i, ResultSet(future, rows), None)
+
+        def failed(error: BaseException, i: int) -> None:
+            finish(i, None, error)
+
+        timeout = self.config.request_timeout_seconds
+        for i, (b, info) in enumerate(bound):
+            window.acquire()
+            if state["failed"]:  # stop starting work after a failure; count the unstarted as done
+                window.release()
+                with lock:
+                    state["left"] -= n - i
+                    last = state["left"] == 0
+                if last:
+                    all_done.set()
+                break
+            self.counter.add(info)
+            try:
+                future = self.session.execute_async(b, timeout=timeout)
+            except Exception as exc:
+                finish(i, None, exc)
+                continue
+            future.add_callbacks(ok, failed, callback_args=(i, future), errback_args=(i,))
+        all_done.wait()
+        for i, error in enumerate(errors):
+            if error is not None:
+                with map_driver_errors(bound[i][1].table, self.dialect):
+                    raise error
         return results
 
     def execute_async(self, stmt: Stmt, params: Sequence[Any]) -> Any:
@@ -322,10 +370,11 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
 def _open(config: ClusterConfig, *, reactor: str | None = None,
           retry_policy: RetryPolicy | None = None) -> tuple[Cluster, Session]:
     """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
-    from lab.cluster.reactors import reactor_class
+    from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 
     extra: dict[str, Any] = {}
     connection_class = reactor_class(reactor)
+    stop_libev_loop_at_exit()  # the driver's default loop made every process wait ~5 s at exit
     if connection_class is not None:
         extra["connection_class"] = connection_class
     profile = ExecutionProfile(
@@ -334,6 +383,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
         serial_consistency_level=_consistency(config.serial_consistency),
         request_timeout=config.request_timeout_seconds,
         retry_policy=retry_policy or RetryPolicy(),
+        row_factory=cached_named_tuple_factory,
     )
     auth = None
     if config.username is not None:
@@ -354,18 +404,49 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
     except Exception as exc:
         cluster.shutdown()
         where = ", ".join(f"{c}:{config.port}" for c in config.contact_points)
-        hint = ""
-        text = str(exc)
-        if "Authentication" in text or "credentials" in text.lower():
-            hint = " (authentication failed: check username/password)"
-        elif "SSL" in text or "certificate" in text.lower():
-            hint = " (TLS handshake failed: check the CA file and that the server speaks TLS)"
-        elif not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
-            hint = " (the server dropped a plain connection: does it require TLS? give the CA file)"
-        elif "refused" in text.lower() or "Unable to connect" in text:
-            hint = " (nothing answers there: is the node running? `lab node start`)"
-        raise ConnectError(f"cannot connect to {where}{hint}: {exc}", contact_points=config.contact_points) from exc
+        detail = _failure_detail(exc)
+        raise ConnectError(f"cannot connect to {where}: {detail}{_failure_fix(config, str(exc))}",
+                           contact_points=config.contact_points, port=config.port, detail=detail) from exc
     return cluster, session
+
+
+def _failure_detail(exc: BaseException) -> str:
+    """One short reason per host from the driver's NoHostAvailable ({host: error}), not its repr."""
+    errors = getattr(exc, "errors", None)
+    if not isinstance(errors, dict) or not errors:
+        return f"{type(exc).__name__}: {exc}"
+    parts = []
+    for host, err in errors.items():
+        text = str(err.strerror) if isinstance(err, OSError) and err.strerror else str(err)
+        if "Last error:" in text:  # "Tried connecting to [('127.0.0.1', 1)]. Last error: Connection refused"
+            text = text.rsplit("Last error:", 1)[1].strip()
+        text = text[:1].lower() + text[1:]
+        parts.append(f"{text} ({host})" if len(errors) > 1 else text)
+    return "; ".join(parts)
+
+
+def _failure_fix(config: ClusterConfig, text: str) -> str:
+    if "Authentication" in text or "credentials" in text.lower():
+        return " (authentication failed: check --username and LAB_PASSWORD)"
+    if "SSL" in text or "certificate" in text.lower():
+        return " (TLS handshake failed: check the CA file and that the server speaks TLS)"
+    if not config.tls and ("reset by peer" in text or "ConnectionShutdown" in text):
+        return " (the server dropped a plain connection: does it require TLS? give --tls-ca-file)"
+    if "refused" in text.lower() or "Unable to connect" in text or "timed out" in text.lower():
+        return (" (nothing answers there: is the node running? `lab node start` starts the embedded one; else "
+                "check the contact points and port: --contact-points / --port, LAB_CONTACT_POINTS / LAB_PORT, or "
+                "a notebook's cluster parameter)")
+    return ""
+
+
+def _credentials_unused(config: ClusterConfig, cluster: Cluster) -> bool:
+    """Credentials given to a server that never asked for them (no authenticator): the driver
+    connects all the same and only logs it. The control connection's authenticator learns the
+    server's authenticator class from its AUTHENTICATE message; it stays None without one."""
+    if config.username is None and config.password is None:
+        return False
+    authenticator = getattr(getattr(cluster.control_connection, "_connection", None), "authenticator", None)
+    return authenticator is not None and getattr(authenticator, "server_authenticator_class", None) is None
 
 
 def connect(config: ClusterConfig, *, reactor: str | None = None) -> Connection:

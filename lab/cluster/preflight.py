@@ -219,6 +219,10 @@ def _replication(config: ClusterConfig, conn: Any, admin: Any, _limit: Any) -> l
 def _security(config: ClusterConfig, conn: Any, admin: Any, _limit: Any) -> list[Check]:
     auth = f"auth as {config.username!r}" if config.username else "no auth"
     tls = f"TLS (CA {config.tls_ca_file})" if config.tls else "no TLS"
+    if getattr(conn, "credentials_unused", False):
+        return [Check(name="auth/TLS", status="warn", value=f"{auth}, but the server asked for no credentials; {tls}",
+                      fix="the server runs without an authenticator and accepts anyone: set authenticator: "
+                          "PasswordAuthenticator on the nodes, or drop --username / LAB_USERNAME / LAB_PASSWORD")]
     return [Check(name="auth/TLS", status="ok", value=f"{auth}; {tls}")]
 
 

@@ -15,12 +15,12 @@ the lab gets.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.cluster.settings import as_bool, as_int, layered, read_table
 from lab.errors import ConfigError
 
 OUTBOX_KINDS = ("local", "kafka")
@@ -184,20 +184,13 @@ _UPPER_FIELDS = {"kafka_security_protocol", "kafka_sasl_mechanism"}
 def _coerce(name: str, value: Any) -> Any:
     try:
         if name in _INT_FIELDS:
-            if isinstance(value, bool):
-                raise ValueError
-            return int(value)
+            return as_int(value)
         if name == "request_timeout_seconds":
             return float(value)
         if name in _PATH_FIELDS:
             return Path(value).expanduser()
         if name in _BOOL_FIELDS:
-            if isinstance(value, bool):
-                return value
-            text = str(value).lower()
-            if text in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-                return text in ("1", "true", "yes", "on")
-            raise ValueError
+            return as_bool(value)
         if name in _UPPER_FIELDS:
             return str(value).upper()
         if name in ("outbox", "hot_window"):
@@ -209,28 +202,10 @@ def _coerce(name: str, value: Any) -> Any:
 
 def load_services(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                   toml_path: Path | str | None = None) -> ServicesConfig:
-    """flags > ``LAB_*`` env > the TOML file's ``[services]`` table > defaults; unknown keys are errors."""
-    values: dict[str, Any] = {}
-    if toml_path is not None:
-        try:
-            data = tomllib.loads(Path(toml_path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {toml_path} does not exist", path=str(toml_path)) from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {toml_path} is not valid TOML: {exc}", path=str(toml_path)) from None
-        table = data.get("services", {})
-        unknown = sorted(set(table) - set(_FIELDS))
-        if unknown:
-            raise ConfigError(f"unknown keys in [services] of {toml_path}: {', '.join(unknown)}; "
-                              f"known: {', '.join(_FIELDS)}", path=str(toml_path))
-        values.update(table)
-    for key, raw in (env or {}).items():
-        if key.startswith("LAB_") and key[4:].lower() in _FIELDS and key[4:].lower() != "request_timeout_seconds":
-            values[key[4:].lower()] = raw  # LAB_REQUEST_TIMEOUT_SECONDS belongs to the cluster config
-    for key, raw in (flags or {}).items():
-        if raw is None:
-            continue
-        if key not in _FIELDS:
-            raise ConfigError(f"unknown services setting {key!r}", field=key)
-        values[key] = raw
+    """flags > ``LAB_*`` env > the TOML file's ``[services]`` table > defaults
+    (:mod:`lab.cluster.settings`); unknown keys are errors. ``LAB_REQUEST_TIMEOUT_SECONDS``
+    belongs to the cluster config, not to these services."""
+    file_values = read_table(toml_path, "services") if toml_path is not None else {}
+    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=f"[services] of {toml_path}",
+                     env_exclude=("request_timeout_seconds",))
     return ServicesConfig(**{k: _coerce(k, v) for k, v in values.items()})

@@ -1,6 +1,11 @@
 """Load on the store: Locust users, open-loop pacing, audits, soak.
 
-    runner       ``lab load``: seed, run Locust headless (subprocesses), collect, audit
+    runner       ``lab load``: check, seed, run Locust (headless or its web UI), collect, audit
+    processes    the Locust processes: command lines, environment, start, stop by PID
+    distributed  ``lab load --master`` / ``--worker``: one run over several load machines
+    coordinator  the master's HTTP side channel: plan out, start gate, results and audits back
+    runs         where a load writes; ``--run-id`` reuse of an earlier load's seed and history
+    progress     phases and the live status a run reports while it runs
     seed         a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     cpu          the load generator's CPU while it runs

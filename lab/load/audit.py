@@ -117,6 +117,12 @@ class AuditResult:
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"ok": self.ok}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditResult:
+        """Back from :meth:`to_json` (a distributed run's workers send their audits to the master)."""
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
     def _example(self, text: str) -> None:
         if len(self.examples) < _EXAMPLES:
             self.examples.append(text)

@@ -1,20 +1,25 @@
-"""``lab load``: run the Locust users headless against the configured cluster, then audit.
+"""``lab load``: run the Locust users against the configured cluster, then audit.
 
-Locust runs as separate processes (importing locust monkey-patches the whole process with
-gevent, which must never happen to the caller: pytest, a notebook, the CLI). One process,
-or with ``processes > 1`` a Locust master plus that many workers on loopback (separate
-processes, not Locust's fork), each worker with its own key range (``lab.load.plan.KeyRange``)
-and store state. By default the workers are started unpatched (``LOCUST_SKIP_MONKEY_PATCH``)
-and run each store call in a native thread (``native_threads``; measured in loadgen/README.md).
+Locust runs as separate processes (``lab.load.processes``): one, or with ``processes > 1`` a
+Locust master plus that many workers on loopback (separate processes, not Locust's fork),
+each worker with its own key range (``lab.load.plan.KeyRange``) and store state. By default
+the workers are started unpatched (``LOCUST_SKIP_MONKEY_PATCH``) and run each store call in
+a native thread (``native_threads``; measured in loadgen/README.md). Across machines:
+``lab.load.distributed``.
 
 Sequence of a run:
-  1. schema (idempotent) and a seed per worker (``lab.load.seed``): a big group, 20 DMs and
-     some chats, sent through the store from this process so readers have history from the
-     first second;
-  2. Locust starts; every process anchors at the same wall-clock ``t0`` (a few seconds
-     ahead, for start-up); warmup calls are not measured; no call starts after the end;
-  3. while it runs: the load processes' CPU (psutil) once a second;
-  4. after: per-operation totals merged over the workers, HDR interval logs per step,
+  1. options checked, the cluster reached and the schema created (idempotent), all before
+     any folder exists: bad input or an unreachable cluster leave nothing behind;
+  2. a seed per worker (``lab.load.seed``): a big group, 20 DMs and some chats, sent through
+     the store from this process so readers have history from the first second (a reused
+     run id, ``lab.load.runs``, keeps its seed instead);
+  3. Locust starts. Headless: every process anchors at the same wall-clock ``t0`` (a few
+     seconds ahead, for start-up); warmup calls are not measured; no call starts after the
+     end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
+     SIGTERM), measured from each test's start after the warmup;
+  4. while it runs: the load processes' CPU (psutil) once a second, a live status
+     (``lab.load.progress``);
+  5. after: per-operation totals merged over the workers, HDR interval logs per step,
      achieved vs requested rate, Locust's own CSV/JSON (``lab.load.summary``), then the audit
      (``lab.load.audit``).
 
@@ -24,22 +29,27 @@ a command line); results hold only ``ClusterConfig.redacted()``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-import os
-import socket
-import subprocess
-import sys
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.cluster.config import ClusterConfig
-from lab.errors import LabError
+from lab.errors import ConfigError, LabError
+from lab.load import runs
 from lab.load.audit import AuditResult, audit_worker, read_acks
 from lab.load.cpu import CpuMonitor
 from lab.load.pacing import Stage, stages_from_steps, staircase
-from lab.load.plan import LoadPlan, load_profile
+from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
+from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
+                                free_port, locust_cmd)
+from lab.load.progress import NO_PROGRESS, LiveStatus, LoadProgress, read_live_totals
 from lab.load.seed import seed_worker
 from lab.load.summary import LoadSummary, summarize_run
 from lab.measure import Stopwatch
@@ -47,15 +57,17 @@ from lab.measure.clock import wall_seconds
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
 
-LOCUSTFILE = Path(__file__).with_name("locust") / "locustfile.py"
+__all__ = ["LoadError", "LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
+
 SUMMARY_FILE = "summary.json"
 DEFAULT_STARTUP_SECONDS = 120.0  # longest wait for every Locust process to report ready
 START_LEAD_SECONDS = 1.0         # t0 is published this far ahead so every process sees it in time
 DEFAULT_STOP_TIMEOUT_SECONDS = 30
 PER_USER_RATE = 1.0          # calls/s per user when --users is not given: room for 1 s latencies
+MAX_DEFAULT_USERS = 5000
 POLL_SECONDS = 0.5
+STATUS_SECONDS = 1.0
 START_GATE_POLL_SECONDS = 0.1
 _KILL_GRACE_SECONDS = 90.0
 
@@ -83,8 +95,37 @@ class LoadOptions:
     stop_timeout_seconds: int = DEFAULT_STOP_TIMEOUT_SECONDS
     audit: bool = True
     results: Path = RESULTS_DIR
+    run_id: str | None = None            # results/<run_id>/: named, reused when it exists (lab.load.runs)
     run_dir: Path | None = None          # write into this run's folder (benchmarks)
     load_subdir: str = "load"
+    web: WebOptions | None = None        # Locust's web UI instead of a headless run
+
+    def __post_init__(self) -> None:
+        """Every number in range and the modes consistent, before anything starts."""
+        def need(ok: bool, message: str, **facts: Any) -> None:
+            if not ok:
+                raise ConfigError(message, **facts)
+
+        need(self.rate is None or self.rate > 0, f"rate must be > 0 calls/s, got {self.rate}", rate=self.rate)
+        need(self.users is None or self.users >= 1, f"users must be >= 1, got {self.users}", users=self.users)
+        need(self.staircase_max is None or self.staircase_max > 0,
+             f"staircase maximum must be > 0 calls/s, got {self.staircase_max}", staircase_max=self.staircase_max)
+        need(self.processes >= 1, f"processes must be >= 1, got {self.processes}", processes=self.processes)
+        need(self.warmup_seconds >= 0, f"warmup must be >= 0 s, got {self.warmup_seconds:g}",
+             warmup_seconds=self.warmup_seconds)
+        need(self.web is not None or self.staircase_max is not None or self.duration_seconds > 0,
+             f"duration must be > 0 s, got {self.duration_seconds:g}", duration_seconds=self.duration_seconds)
+        need(self.step_seconds > 0, f"step must be > 0 s, got {self.step_seconds:g}", step_seconds=self.step_seconds)
+        need(self.interval_seconds > 0, "interval must be > 0 s", interval_seconds=self.interval_seconds)
+        need(self.startup_seconds > 0 and self.stop_timeout_seconds >= 0, "start-up and stop timeouts must be > 0")
+        need(self.seed_size in SEED_SIZES, f"seed size must be one of {', '.join(SEED_SIZES)}",
+             seed_size=self.seed_size)
+        need(not (self.rate is not None and self.staircase_max is not None), "give --rate or --staircase, not both")
+        need(self.web is None or (self.rate is None and self.staircase_max is None),
+             "the web UI runs closed loop (users call back to back, their number set in the UI): "
+             "give --users N, not --rate or --staircase", web=True)
+        if self.run_id is not None:
+            runs.check_run_id(self.run_id)
 
     def stages(self) -> tuple[Stage, ...]:
         if self.staircase_max is not None:
@@ -100,7 +141,15 @@ class LoadOptions:
         if not stages:
             raise LoadError("give --rate R (fixed rate) or --users N (closed loop)")
         top = max(s.rate for s in stages)
-        return max(8 * self.processes, min(5000, math.ceil(top / PER_USER_RATE)))
+        return max(8 * self.processes, min(MAX_DEFAULT_USERS, math.ceil(top / PER_USER_RATE)))
+
+    def measured_seconds(self) -> float:
+        """The plan's measured time (0: until stopped, the web UI)."""
+        if self.web is not None:
+            return 0.0
+        if self.staircase_max is not None:
+            return sum(s.end_s - s.start_s for s in self.stages()) - self.warmup_seconds
+        return self.duration_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +158,7 @@ class LoadResult:
     load_dir: Path
     summary: LoadSummary
     state_root: Path | None = None  # the workers' store state (DEKs): delete it with the keyspace
+    interrupted: bool = False       # a headless run stopped early (Ctrl-C): the summary covers what ran
 
     @property
     def summary_path(self) -> Path:
@@ -119,152 +169,227 @@ class LoadResult:
         return self.summary.audit
 
 
-# ---- environment for the Locust processes ---------------------------------------------------
-def config_env(config: ClusterConfig) -> dict[str, str]:
-    """``LAB_*`` variables that rebuild ``config`` in another process (password included:
-    the environment is the one channel a secret may take)."""
-    out = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if value is None:
-            continue
-        if isinstance(value, tuple):
-            value = ",".join(value)
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        out[f"LAB_{f.name.upper()}"] = str(value)
-    return out
-
-
-def _child_env(config: ClusterConfig, plan: LoadPlan, worker_index: int | None = None,
-               role: str = "standalone") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
-    env.update(config_env(config))
-    env.update(plan.to_env())
-    env["LAB_LOAD_ROLE"] = role
-    if plan.native_threads and role != "master":  # the master holds no store and needs the patch
-        env["LOCUST_SKIP_MONKEY_PATCH"] = "1"
-    if worker_index is not None:
-        env["LAB_LOAD_WORKER_INDEX"] = str(worker_index)
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # ---- the run -----------------------------------------------------------------------------------
-def _locust_cmd(plan: LoadPlan, load_dir: Path, options: LoadOptions, role: str, port: int | None,
-                index: int | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "INFO"]
-    if role == "worker":
-        return cmd + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                      "--logfile", str(load_dir / f"locust-worker-{index}.log")]
-    cmd += ["--headless", "--only-summary", "-u", str(plan.users), "-r", str(plan.users),
-            "--csv", str(load_dir / "locust"), "--csv-full-history", "--json-file", str(load_dir / "locust"),
-            "--stop-timeout", str(options.stop_timeout_seconds), "--logfile", str(load_dir / "locust.log")]
-    if role == "master":
-        cmd += ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                "--expect-workers", str(plan.workers)]
-    return cmd
+def build_plan(options: LoadOptions, folder: runs.LoadFolder, *, workers: int, start_gate: bool) -> LoadPlan:
+    return LoadPlan(run_id=folder.key_base, load_dir=folder.load_dir, state_root=folder.state_root,
+                    profile=options.profile, users=options.user_count(), workers=workers, stages=options.stages(),
+                    warmup_seconds=options.warmup_seconds, duration_seconds=options.measured_seconds(),
+                    reactor=options.reactor, native_threads=options.native_threads,
+                    node_id_base=options.node_id_base, interval_seconds=options.interval_seconds,
+                    seed_size=options.seed_size, start_gate=start_gate)
 
 
-def run_load(config: ClusterConfig, options: LoadOptions) -> LoadResult:
-    """Seed, run Locust headless, collect, audit. Returns the summary (also in summary.json)."""
+def prepare(config: ClusterConfig, options: LoadOptions,
+            progress: LoadProgress = NO_PROGRESS) -> tuple[runs.LoadFolder, dict[str, Any]]:
+    """Check the options, reach the cluster and create the schema: all before any folder is made."""
     from lab.cluster.connection import connect
     from lab.store import MessageStore
 
-    load_profile(options.profile)  # fail before anything starts on an unknown profile
-    run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(options.results))
-    load_dir = (run_dir / options.load_subdir).resolve()
-    load_dir.mkdir(parents=True, exist_ok=False)
-    state_root = (Path(config.lab_home) / "load-state" / f"{run_dir.name}-{options.load_subdir}").resolve()
-    plan = LoadPlan(run_id=f"{run_dir.name}-{options.load_subdir}", load_dir=load_dir, state_root=state_root,
-                    profile=options.profile, users=options.user_count(), workers=options.processes,
-                    stages=options.stages(), warmup_seconds=options.warmup_seconds,
-                    duration_seconds=(sum(s.end_s - s.start_s for s in options.stages()) - options.warmup_seconds
-                                      if options.staircase_max is not None else options.duration_seconds),
-                    reactor=options.reactor, native_threads=options.native_threads,
-                    node_id_base=options.node_id_base,
-                    interval_seconds=options.interval_seconds, seed_size=options.seed_size, start_gate=True)
-
+    load_profile(options.profile)  # an unknown profile fails here
+    options.user_count()
+    folder = runs.plan_folder(results=Path(options.results), lab_home=Path(config.lab_home), run_id=options.run_id,
+                              run_dir=options.run_dir, subdir=options.load_subdir)
+    progress.phase(f"connecting to {display_host(config)}: schema (created if missing), environment")
     with connect(config) as conn:
-        with MessageStore.open(config, state_dir=state_root / "setup", node_id=options.node_id_base - 1,
+        with MessageStore.open(config, state_dir=folder.state_root / "setup", node_id=options.node_id_base - 1,
                                connection=conn) as store:
             store.create_schema()
             # the workers open their stores the same way
             env = environment(config, conn, outbox=store.services.describe()).to_json()
-    seeding = Stopwatch()
-    seeded = [seed_worker(config, plan.for_worker(i)) for i in range(plan.workers)]
-
-    parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
-                  "locustfile": str(LOCUSTFILE), "seed_sends_per_worker": seeded,
-                  "seed_seconds": seeding.seconds(1)}
-    write_json(load_dir / "parameters.json", parameters)
-
-    procs: list[subprocess.Popen] = []
-    port = _free_port() if plan.workers > 1 else None
-    role = "master" if plan.workers > 1 else "standalone"
-    with open(load_dir / "locust.stdout.txt", "w") as out:
-        procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, role, port),
-                                      env=_child_env(config, plan, role=role),
-                                      stdout=out, stderr=subprocess.STDOUT, cwd=load_dir))
-        for i in range(plan.workers if plan.workers > 1 else 0):
-            procs.append(subprocess.Popen(_locust_cmd(plan, load_dir, options, "worker", port, i),
-                                          env=_child_env(config, plan, i, role="worker"), stdout=out, stderr=subprocess.STDOUT,
-                                          cwd=load_dir))
-        try:
-            t0 = _open_start_gate(plan, procs, options.startup_seconds)
-            plan = dataclasses.replace(plan, t0=t0)
-            cpu = CpuMonitor([p.pid for p in procs], load_dir / "cpu.csv", t0)
-            cpu.start()
-            deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS
-            while any(p.poll() is None for p in procs):
-                if wall_seconds() > deadline:  # a frozen load generator is a result, not a hang
-                    for p in procs:
-                        if p.poll() is None:
-                            p.kill()
-                time.sleep(POLL_SECONDS)
-        finally:
-            for p in procs:  # only our own processes, by handle
-                if p.poll() is None:
-                    p.kill()
-            if "cpu" in locals():
-                cpu.stop()
-    summary = summarize_run(plan, load_dir, cpu=cpu, exit_codes=[p.returncode for p in procs],
-                            parameters={k: parameters[k] for k in ("options", "environment", "seed_sends_per_worker",
-                                                                   "seed_seconds")})
-    if options.audit:
-        summary = dataclasses.replace(summary, audit=audit_run(config, plan))
-    write_json(load_dir / SUMMARY_FILE, summary)
-    return LoadResult(run_dir=run_dir, load_dir=load_dir, summary=summary, state_root=state_root)
+    return folder, env
 
 
-def _open_start_gate(plan: LoadPlan, procs: list[subprocess.Popen], timeout_seconds: float) -> float:
-    """Wait until every load process has opened its store, then publish t0 for all of them."""
+def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: runs.LoadFolder, progress: LoadProgress,
+                 indexes: range | list[int] | None = None) -> dict[str, Any]:
+    """Each worker's seed, or (a reused run id) the history earlier loads left."""
+    watch = Stopwatch()
+    sent, reused = {}, {}
+    for i in indexes if indexes is not None else range(plan.workers):
+        reused[i] = runs.copy_prior_acks(folder, i)
+        if folder.seeded(i):
+            continue
+        shape = SEED_SHAPES[plan.seed_size]
+        progress.phase(f"seeding worker {i}: {shape.sends:,} sends through the store ({plan.seed_size} seed: a group "
+                       f"of {shape.big_group}, {shape.dms} DMs x {shape.dm_messages}, {shape.chats} chats x "
+                       f"{shape.chat_messages}) so readers find history from the first second")
+        one = Stopwatch()
+        sent[i] = seed_worker(config, plan.for_worker(i))
+        progress.phase(f"seeded worker {i} in {one.seconds():.1f} s ({sent[i] / max(one.seconds(), 1e-9):,.0f} sends/s)")
+    if reused and any(reused.values()):
+        progress.phase(f"reusing run {folder.key_base}: {sum(reused.values())} acked sends of earlier loads "
+                       f"(phase 'prior'), {len(sent)} worker(s) seeded now")
+    return {"seed_sends_per_worker": [sent.get(i, 0) for i in sorted(reused)],
+            "prior_acks_per_worker": [reused[i] for i in sorted(reused)], "seed_seconds": watch.seconds(1)}
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends a run the way Ctrl-C does (stop Locust, then summary and audit). SIGINT is
+    set too: a shell starts background jobs with it ignored, and Python then never raises
+    KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgress | None = None) -> LoadResult:
+    """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json)."""
+    progress = progress or NO_PROGRESS
+    folder, env = prepare(config, options, progress)
+    runs.create(folder)
+    lock = runs.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
+    with lock:
+        plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
+        seeding = seed_workers(config, plan, folder, progress)
+        parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
+                      "locustfile": str(LOCUSTFILE), **seeding}
+        write_json(folder.load_dir / "parameters.json", parameters)
+        plan, procs, cpu, interrupted = _run_locust(config, plan, options, progress, parameters)
+        progress.done()
+        summary = summarize_run(plan, folder.load_dir, cpu=cpu, exit_codes=procs.exit_codes(),
+                                parameters={k: parameters[k] for k in ("options", "environment", *seeding)},
+                                interrupted=interrupted)
+        if options.audit:
+            progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends")
+            summary = dataclasses.replace(summary, audit=audit_run(config, plan))
+    write_json(folder.load_dir / SUMMARY_FILE, summary)
+    return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,
+                      interrupted=interrupted)
+
+
+def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
+                parameters: dict[str, Any]) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool]:
+    """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
+    load_dir = plan.load_dir
+    distributed = plan.workers > 1
+    port = free_port() if distributed else None
+    web_port = options.web.bound_port() if options.web is not None else None
+    role = "master" if distributed else "standalone"
+    common = dict(stop_timeout_seconds=options.stop_timeout_seconds, master_port=port, web=options.web,
+                  web_port=web_port, host=display_host(config))
+    procs = Processes(load_dir / "locust.stdout.txt")
+    cpu: CpuMonitor | None = None
+    interrupted = False
+    watch = Stopwatch()
+    progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
+                   f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
+    try:
+        with _sigterm_as_interrupt():
+            try:
+                procs.start(locust_cmd(plan, load_dir, role=role, **common),
+                            child_env(None if distributed else config, plan, role=role), load_dir)
+                for i in range(plan.workers if distributed else 0):
+                    procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
+                                child_env(config, plan, i, role="worker"), load_dir)
+                wait_ready(plan, procs, options.startup_seconds)
+                if plan.start_gate:
+                    plan = dataclasses.replace(plan, t0=publish_t0(plan))
+                    progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
+                                   + (f" ({plan.warmup_seconds:g} s warmup)" if plan.warmup_seconds else ""))
+                else:
+                    url = f"http://{options.web.host}:{web_port}"
+                    parameters["web_url"] = url
+                    write_json(load_dir / "parameters.json", parameters)
+                    progress.phase(f"web UI: {url}  (host {display_host(config)}, {plan.users} users by default); "
+                                   "Ctrl-C here ends the run: summary and audit follow")
+                cpu = CpuMonitor(procs.pids, load_dir / "cpu.csv", plan.t0 or wall_seconds())
+                cpu.start()
+                _wait(plan, procs, options, progress)
+            except KeyboardInterrupt:
+                interrupted = options.web is None
+                progress.done()
+                progress.phase("stopping Locust: in-flight calls finish")
+                procs.stop(options.stop_timeout_seconds + 10)
+    finally:
+        procs.close()  # only our own processes, by handle
+        if cpu is not None:
+            cpu.stop()
+    return plan, procs, cpu, interrupted
+
+
+def _wait(plan: LoadPlan, procs: Processes, options: LoadOptions, progress: LoadProgress) -> None:
+    t0 = plan.t0 or wall_seconds()
+    deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS if plan.start_gate else None
+    next_status = 0.0
+    rates = _LiveRates()
+    while procs.running():
+        now = wall_seconds()
+        if deadline is not None and now > deadline:  # a frozen load generator is a result, not a hang
+            procs.kill()
+        if now >= next_status:
+            live = read_live_totals(plan.load_dir) or {}
+            progress.status(LiveStatus(elapsed_seconds=now - t0, total_seconds=plan.end_seconds if plan.start_gate
+                                       else None, warmup_seconds=plan.warmup_seconds,
+                                       **(live | rates.update(now, live))))
+            next_status = now + STATUS_SECONDS
+        time.sleep(POLL_SECONDS)
+
+
+class _LiveRates:
+    """calls/s and errors/s between two samples of Locust's running totals (its own per-second
+    rate is 0 on a distributed master's history rows)."""
+
+    WINDOW_SECONDS = 5.0
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []
+
+    def update(self, now: float, live: dict[str, Any]) -> dict[str, float | None]:
+        if "calls" not in live:
+            return {}
+        self.samples.append((now, live["calls"], live["errors"]))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_SECONDS:
+            self.samples.pop(0)
+        (t_a, c_a, e_a), (t_b, c_b, e_b) = self.samples[0], self.samples[-1]
+        if t_b - t_a <= 0:
+            return {"calls_per_second": None, "errors_per_second": None}
+        return {"calls_per_second": (c_b - c_a) / (t_b - t_a), "errors_per_second": (e_b - e_a) / (t_b - t_a)}
+
+
+def wait_ready(plan: LoadPlan, procs: Processes, timeout_seconds: float,
+               indexes: range | None = None) -> None:
+    """Wait until every load process has opened its store (``ready/<worker>``)."""
     deadline = wall_seconds() + timeout_seconds
-    ready = [plan.for_worker(i).ready_path() for i in range(plan.workers)]
+    ready = [plan.for_worker(i).ready_path() for i in (indexes if indexes is not None else range(plan.workers))]
     while not all(p.exists() for p in ready):
-        if any(p.poll() is not None for p in procs):
-            raise LoadError(f"a Locust process exited during start-up; see {plan.load_dir / 'locust.stdout.txt'}")
+        if procs.exited():
+            raise LoadError(f"a Locust process exited during start-up; see {plan.load_dir / 'locust.stdout.txt'}",
+                            load_dir=str(plan.load_dir))
         if wall_seconds() > deadline:
-            raise LoadError(f"load processes not ready after {timeout_seconds:.0f} s; see {plan.load_dir}")
+            raise LoadError(f"load processes not ready after {timeout_seconds:.0f} s; see {plan.load_dir}",
+                            load_dir=str(plan.load_dir))
         time.sleep(START_GATE_POLL_SECONDS)
-    t0 = wall_seconds() + START_LEAD_SECONDS
-    tmp = plan.t0_path().with_suffix(".tmp")
-    tmp.write_text(repr(t0))
-    tmp.replace(plan.t0_path())
+
+
+def publish_t0(plan: LoadPlan, lead_seconds: float = START_LEAD_SECONDS) -> float:
+    """Publish t0, slightly ahead, for every process at once (``<load_dir>/t0``)."""
+    t0 = wall_seconds() + lead_seconds
+    write_t0(plan.load_dir, t0)
     return t0
 
 
-def audit_run(config: ClusterConfig, plan: LoadPlan) -> AuditResult:
+def write_t0(load_dir: Path, t0: float) -> None:
+    tmp = load_dir / "t0.tmp"
+    tmp.write_text(repr(t0))
+    tmp.replace(load_dir / "t0")
+
+
+def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] | None = None) -> AuditResult:
     """Read back every worker's acked sends with a store opened on that worker's state."""
     from lab.store import MessageStore
 
     total = AuditResult()
-    for i in range(plan.workers):
+    for i in indexes if indexes is not None else range(plan.workers):
         wp = plan.for_worker(i)
         path = plan.load_dir / "acks" / f"{wp.worker_name()}.csv"
         if not path.exists():
@@ -274,3 +399,4 @@ def audit_run(config: ClusterConfig, plan: LoadPlan) -> AuditResult:
             total.merge(audit_worker(store, acks))
     write_json(plan.load_dir / "audit.json", total)
     return total
+

@@ -414,13 +414,13 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
     from lab.cluster.connection import connect
     from lab.store import MessageStore
 
-    run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(options.results))
-    soak_dir = run_dir / SOAK_SUBDIR
-    soak_dir.mkdir(parents=True, exist_ok=False)
-    # DEKs and the outbox stay out of results/ (which may be shared); keyed by the run
-    state_dir = (Path(config.lab_home) / "soak-state" / run_dir.name).resolve()
-    started_at = utc_now_iso()
-    with connect(config) as conn:
+    with connect(config) as conn:  # an unreachable cluster fails here, before a run folder exists
+        run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(options.results))
+        soak_dir = run_dir / SOAK_SUBDIR
+        soak_dir.mkdir(parents=True, exist_ok=False)
+        # DEKs and the outbox stay out of results/ (which may be shared); keyed by the run
+        state_dir = (Path(config.lab_home) / "soak-state" / run_dir.name).resolve()
+        started_at = utc_now_iso()
         env = environment(config, conn).to_json()
         with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id, connection=conn) as store:
             store.create_schema()

@@ -9,6 +9,7 @@ calls per second, by :mod:`lab.measure`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +22,16 @@ from lab.measure import LatencySummary, a_over_b, summarize_histogram
 from lab.measure.hdr import OperationSummary, OpStats, merge_stats, new_histogram, read_interval_log, summarize
 
 UNITS = {"latency": "microseconds", "rate": "calls per second"}
-ACK_PHASES = ("seed", "warmup", "measured", "after")
+ACK_PHASES = ("prior", "seed", "warmup", "measured", "after")
 
 
 @dataclass(frozen=True, kw_only=True)
 class AckCounts:
-    """Acknowledged sends by phase of the run; replays (answered from client_dedup) apart."""
+    """Acknowledged sends by phase of the run; replays (answered from client_dedup) apart.
+    ``prior``: sends of earlier loads of the same run id (``lab.load.runs``); ``seed``: this
+    run's seed, sent before Locust started; neither is in the measured operations."""
 
+    prior: int = 0
     seed: int = 0
     warmup: int = 0
     measured: int = 0
@@ -36,11 +40,11 @@ class AckCounts:
 
     @property
     def total_new(self) -> int:
-        return self.seed + self.warmup + self.measured + self.after
+        return self.prior + self.seed + self.warmup + self.measured + self.after
 
     def to_json(self) -> dict[str, int]:
-        return {"seed": self.seed, "warmup": self.warmup, "measured": self.measured, "after": self.after,
-                "replayed": self.replayed, "total_new": self.total_new}
+        return {"prior": self.prior, "seed": self.seed, "warmup": self.warmup, "measured": self.measured,
+                "after": self.after, "replayed": self.replayed, "total_new": self.total_new}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,10 +58,16 @@ class WorkerReport:
     reactor: str | None = None     # the driver's connection class
     alerts: Mapping[str, Any] | None = None
     requests: Mapping[str, Any] | None = None
+    measured_seconds: float | None = None   # its tests' measured time (the web UI's run length)
+    machine: Mapping[str, Any] | None = None  # a distributed run's worker: host, address, clock offset, CPU
 
     def to_json(self) -> dict[str, Any]:
-        return {"worker": self.worker, "pid": self.pid, "acks": self.acks, "driver": self.driver,
-                "reactor": self.reactor, "alerts": self.alerts, "requests": self.requests}
+        out = {"worker": self.worker, "pid": self.pid, "acks": self.acks, "driver": self.driver,
+               "reactor": self.reactor, "alerts": self.alerts, "requests": self.requests,
+               "measured_seconds": self.measured_seconds}
+        if self.machine is not None:
+            out["machine"] = dict(self.machine)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,10 +167,13 @@ def _locust_json(load_dir: Path) -> dict[str, Any] | None:
 
 
 def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = None,
-                  exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None) -> LoadSummary:
+                  exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None,
+                  interrupted: bool = False) -> LoadSummary:
     workers = _worker_totals(load_dir)
     stats = merge_stats({op: OpStats.from_json(v) for op, v in w["totals"].items()} for w in workers)
     seconds = plan.duration_seconds
+    if seconds <= 0 or interrupted:  # the web UI, or a run stopped early: as long as the tests ran
+        seconds = max((w.get("measured_seconds") or 0.0 for w in workers), default=0.0)
     allops = OpStats()
     for s in stats.values():
         allops.merge(s)
@@ -179,10 +192,12 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         all_operations=summarize({"all": allops}, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)["all"],
         acks=ack_counts(load_dir),
         workers=tuple(WorkerReport(worker=w["worker"], pid=w["pid"], acks=w["acks"], driver=w.get("driver"),
-                                   reactor=w.get("reactor"), alerts=w.get("alerts"), requests=w.get("requests"))
+                                   reactor=w.get("reactor"), alerts=w.get("alerts"), requests=w.get("requests"),
+                                   measured_seconds=w.get("measured_seconds"), machine=w.get("machine"))
                       for w in workers),
         workers_expected=plan.workers, locust=_locust_json(load_dir), locust_exit_codes=tuple(exit_codes),
-        loadgen_cpu=cpu.window(plan.warmup_seconds, plan.end_seconds) if cpu is not None else None,
+        loadgen_cpu=(cpu.window(plan.warmup_seconds, plan.end_seconds) if plan.duration_seconds > 0
+                     else cpu.window(0.0, math.inf)) if cpu is not None else None,
         steps=tuple(step_summary(plan, load_dir, cpu)) if len(plan.stages) > 1 else (),
         parameters=dict(parameters or {}))
 

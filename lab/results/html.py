@@ -2,21 +2,25 @@
 
 A page is one self-contained file: one stylesheet inlined, figures embedded as base64 PNGs, so
 it renders when opened from disk or copied elsewhere. Cells are escaped here (:func:`esc`);
-numbers are formatted one way (:func:`fmt`: thousands separators, three significant digits,
-never ``2e+07``, the unit after the number); Markdown (the notebooks' conclusions) is rendered
-by :func:`markdown` (mistune, HTML in the source escaped). A figure (:func:`figure`) is a
-thumbnail that opens full size in a lightbox (CSS ``:target``, no script) and links to the PNG
-file itself. The layout fits a 1,280 px window: tables take the page's width and wrap.
+numbers are formatted one way (:func:`fmt`, from :mod:`lab.results.units`, the lab's one
+formatting of numbers and units: separators, never ``2e+07``, the unit after the number);
+Markdown (the notebooks' conclusions) is rendered by :func:`markdown` (mistune, HTML in the
+source escaped). A figure (:func:`figure`) is a thumbnail that opens full size in a lightbox
+(CSS ``:target``, no script) and links to the PNG file itself. The layout fits a 1,280 px
+window: tables take the page's width and wrap.
 """
 from __future__ import annotations
 
 import base64
 import html
-import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from lab.results.units import fmt
+
+__all__ = ["esc", "fmt", "page", "table", "embedded_png"]
 
 THUMB_WIDTH_PX = 320
 PAGE_MAX_WIDTH_PX = 1240
@@ -51,36 +55,6 @@ td.evidence{font-size:.9em}table.kv td{padding:1px 8px 1px 0;border:0}table.kv t
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
-
-
-def fmt(value: Any, digits: int = 3, *, unit: str | None = None, signed: bool = False) -> str:
-    """A number as a reader wants it: ``1,235``, ``0.865``, ``12.3``, ``20,000,000``; ints with
-    separators; ``unit`` after it (``1,235 B``); "—" for nothing. Never scientific notation
-    between 0.001 and 10^15."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, int):
-        text = f"{value:+,}" if signed else f"{value:,}"
-    elif isinstance(value, float):
-        if math.isinf(value):
-            text = "∞" if value > 0 else "-∞"
-        else:
-            a = abs(value)
-            sign = "+" if signed and value > 0 else ""
-            if a >= 1000 or a == 0:
-                text = f"{sign}{value:,.0f}"
-            elif a >= 1e-3:
-                decimals = max(0, digits - 1 - int(math.floor(math.log10(a))))
-                text = f"{sign}{value:.{decimals}f}"
-                if "." in text:
-                    text = text.rstrip("0").rstrip(".")
-            else:
-                text = f"{sign}{value:.{max(digits - 1, 0)}e}"
-    else:
-        return esc(value)
-    return f"{text} {unit}" if unit else text
 
 
 def page(title: str, body: str) -> str:

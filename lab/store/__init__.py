@@ -9,7 +9,8 @@ view, archiver runs).
 
 Modules:
 
-    write side   write_path (send, §5.1), head (conversation_head, §2.4), earliest (the E
+    write side   write_path (send, §5.1), head (the conversation_head row, §2.4), head_writer (its
+                 asynchronous monotonic writer, §5.1 step 7), earliest (the E
                  advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
                  recovery, §5.3), outbox (the log: interface, registry, the local SQLite one),
                  kafka_outbox + kafka_index (the log over the Kafka protocol), hot_window
@@ -22,7 +23,8 @@ Modules:
                  model (enums), schema (the six tables), retention (class -> TTL)
     crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor
     plumbing     context (what every path needs), clock (the store's one clock), alerts,
-                 faults (crash points), sqlite_file (the local state files)
+                 faults (crash points), sqlite_file (the local state files, group commit),
+                 lru (bounded per-conversation memories)
 
 Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
 """
@@ -52,7 +54,8 @@ from lab.store.seeding import Seeder
 # write side
 from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
 from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
-from lab.store.head import HeadUpdate, HeadWriter
+from lab.store.head import HeadUpdate
+from lab.store.head_writer import HeadWriter
 from lab.store.outbox import Outbox, OutboxView, open_outbox
 from lab.store.recall import EditResult, RecallPath, RecallResult
 from lab.store.sequence import SequenceAllocator
@@ -161,7 +164,8 @@ class MessageStore:
             archiver=HistoryArchiver(ctx, log),
             # recall / edit change bodies the LRU may hold: it must forget them
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
-            history_reader=HistoryReader(ctx, hot=hot_layer), batch_reader=batch_reader, reactions=Reactions(ctx),
+            history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
+            batch_reader=batch_reader, reactions=Reactions(ctx),
             lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
             earliest=EarliestAdvancer(ctx),
             services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))

@@ -47,12 +47,12 @@ from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
-from lab.errors import KeyDestroyed, ValidationError
-from lab.store.ids import blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.errors import ValidationError
+from lab.store.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.reactions import ReactionSummary, summary_from_row
 from lab.store.hot_layer import HotLayer
 from lab.store.read_path import check_bucket_rows, whole_rows
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
 
@@ -117,17 +117,34 @@ class BodyCache:
                 self._items.move_to_end((tenant_id, message_id))
             return message
 
+    def get_many(self, tenant_id: uuid.UUID, message_ids: Iterable[int]) -> dict[int, Message]:
+        """The cached ones of ``message_ids`` (one lock for the whole batch)."""
+        found: dict[int, Message] = {}
+        with self._lock:
+            items = self._items
+            for message_id in message_ids:
+                message = items.get((tenant_id, message_id))
+                if message is not None:
+                    items.move_to_end((tenant_id, message_id))
+                    found[message_id] = message
+        return found
+
     def put(self, message: Message) -> None:
+        self.put_many((message,))
+
+    def put_many(self, messages: Iterable[Message]) -> None:
         if self.max_entries == 0:
             return
-        key = (message.tenant_id, message.message_id)
         with self._lock:
-            self._items[key] = message
-            self._items.move_to_end(key)
-            self._at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
-            while len(self._items) > self.max_entries:
-                _, evicted = self._items.popitem(last=False)
-                self._at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
+            items, at = self._items, self._at
+            for message in messages:
+                key = (message.tenant_id, message.message_id)
+                items[key] = message
+                items.move_to_end(key)
+                at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
+            while len(items) > self.max_entries:
+                _, evicted = items.popitem(last=False)
+                at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
 
     def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
         tenant_id = parse_uuid(tenant_id)
@@ -185,11 +202,11 @@ class _Group:
 
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
-    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` to
-    :func:`lab.store.records.decode_row` with the store's encryptor."""
+    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (rows -> messages, None for
+    a crypto-erased one) to :func:`lab.store.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
-                 decode: Callable[[Any], Message] | None = None,
+                 decode: Callable[[list[Any]], list[Message | None]] | None = None,
                  concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
         self._hot = hot
@@ -197,7 +214,8 @@ class BatchReader:
         self.constants = ctx.constants
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
         self.concurrency = concurrency
-        self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
+        self._decode = decode if decode is not None else (
+            lambda rows: decode_rows(rows, ctx.encryptor, skip_destroyed=True))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -226,7 +244,8 @@ class BatchReader:
             # whether or not this batch happens to need its coordinate.
             conversation_id = parse_uuid(entry.conversation_id)
             seq = check_conversation_seq(entry.conversation_seq)
-            u128_to_blob(entry.message_id)  # type and range check
+            if type(entry.message_id) is not int or not 0 <= entry.message_id <= U128_MAX:
+                u128_to_blob(entry.message_id)  # raises the typed error for a non-u128
             if entry.inline_body is not None:
                 if not isinstance(entry.inline_body, (bytes, bytearray, memoryview)):
                     raise ValidationError(f"inline_body must be bytes, got {type(entry.inline_body).__name__}",
@@ -238,11 +257,7 @@ class BatchReader:
                 raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "
                                       f"{(conversation_id, seq)}", message_id=entry.message_id)
 
-        messages: dict[int, Message] = {}
-        for message_id in coordinates:
-            cached = self.cache.get(tenant_id, message_id)
-            if cached is not None:
-                messages[message_id] = cached
+        messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
         lru_hits = len(messages)
         hot_hits = 0
         if self._hot is not None:
@@ -277,18 +292,18 @@ class BatchReader:
                 continue
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
+            ours = []
             for row in whole_rows(rows, self.ctx):
                 message_id = group.wanted.get(row.conversation_seq)
                 # a row whose message_id differs is another message at that coordinate: not ours
                 if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
                     continue
-                try:
-                    message = self._decode(row)
-                except KeyDestroyed:
-                    continue  # crypto-erased conversation: reported as missing, not a failed batch
-                decoded += 1
-                messages[message_id] = message
-                self.cache.put(message)
+                ours.append(row)
+            # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
+            fresh = [m for m in self._decode(ours) if m is not None]
+            decoded += len(fresh)
+            messages.update((m.message_id, m) for m in fresh)
+            self.cache.put_many(fresh)
         for message_id, row in pending_summaries:
             if message_id in messages:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)

@@ -30,10 +30,19 @@ class StoreContext:
     alerts: Alerts
     faults: FaultPlan
     clock_ms: Clock = field(default=wall_clock_ms)  # the store's one clock (lab.store.clock)
+    # template -> prepared statement: the hot paths prepare on every call, and formatting the
+    # keyspace into the text plus the connection's locked lookup showed in the send's profile
+    _prepared: dict[tuple[str, tuple[str, ...], str | None], Stmt] = field(default_factory=dict, repr=False,
+                                                                           compare=False)
 
     def prepare(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
         """Prepare ``cql`` with ``{ks}`` replaced by the store's keyspace (cached per text)."""
-        return self.connection.prepare(cql.format(ks=self.keyspace), key_columns=key_columns, kind=kind)
+        key = (cql, key_columns, kind)
+        stmt = self._prepared.get(key)
+        if stmt is None:
+            stmt = self._prepared[key] = self.connection.prepare(cql.format(ks=self.keyspace),
+                                                                 key_columns=key_columns, kind=kind)
+        return stmt
 
     @property
     def bucket_width(self) -> int:

@@ -1,22 +1,7 @@
-"""conversation_head: the monotonic per-conversation head (design §2.4, §5.1 step 7).
+"""conversation_head: the row (design §2.4), its updates and its point read.
 
-The send path hands a :class:`HeadUpdate` to :class:`HeadWriter` after the ack; a
-background worker applies it, so a slow or failing head never delays SEND_ACK nor fanout
-(§7.4). Failures are retried and, when retries run out, counted (``head_update_failures``).
-
-Monotonic. A blind write gives no ordering guarantee, so the writer reads the head, compares
-in the application and only then writes (§2.4); an update whose conversation_seq is below
-the stored one is dropped and counted (``head_regressions_dropped``). One worker thread per
-store applies updates in submission order, so this store never races itself; two writers
-on one conversation race only in the read-to-write gap, as the design accepts.
-
-Failover form (deviation, spec README "Lab decisions"). §2.4's
-``IF fencing_epoch < ? OR (fencing_epoch = ? AND head_version < ?)`` cannot run: CQL ``IF``
-has no ``OR``. :meth:`HeadWriter.apply` in failover mode therefore reads (epoch, version),
-evaluates that predicate in the application, and writes with the compare-and-set
-``IF fencing_epoch = <read> AND head_version = <read>``; losing the race re-reads and
-retries (``head_cas_retries``). head_version is the conversation_seq of the update, which
-only grows within a writer's epoch.
+The writer that applies updates (§5.1 step 7: asynchronous, monotonic, the normal blind form and
+the failover compare-and-set) is :mod:`lab.store.head_writer`.
 
 preview_or_placeholder is sealed with the conversation DEK (§6) and the AAD of
 (tenant, conversation, latest_conversation_seq, key_version). The table has no dek_id column,
@@ -26,32 +11,27 @@ because the server cannot read its text.
 """
 from __future__ import annotations
 
-import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lab.store.context import StoreContext
 from lab.store.crypto import KEY_SCOPE_CONVERSATION, conversation_dek_key_id
-from lab.errors import ClusterError, CrashInjected, CryptoError, LabError, ValidationError
-from lab.store.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
+from lab.errors import CryptoError, ValidationError
+from lab.store.ids import DekId, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.records import open_payload, seal_payload
 
-__all__ = ["ConversationHead", "HeadUpdate", "HeadWriter", "read_head"]
+__all__ = ["ConversationHead", "HeadUpdate", "read_head", "seal_preview"]
 
 PREVIEW_MAX_BYTES = 128
 KEY_VERSION_BYTES = 4
-HEAD_WRITE_ATTEMPTS = 3
-HEAD_RETRY_BACKOFF_SECONDS = 0.05
-HEAD_CAS_ATTEMPTS = 8
 # What "no messages trimmed yet" reads as: the design's E bound with nothing below seq 1.
 # Only lab.store.earliest (the advancer) moves it; the head writer never writes E.
 EARLIEST_AVAILABLE_DEFAULT = 1
 
+HEAD_KEY = ("tenant_id", "conversation_id")
 _HEAD_COLUMNS = ("latest_conversation_seq, earliest_available_conversation_seq, last_message_id, "
                  "last_activity_id, last_sender_id, preview_or_placeholder, member_count, updated_at, "
                  "fencing_epoch, head_version")
-_KEY = ("tenant_id", "conversation_id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +76,7 @@ class HeadUpdate:
             raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
 
 
-def _seal_preview(ctx: StoreContext, update: HeadUpdate) -> bytes:
+def seal_preview(ctx: StoreContext, update: HeadUpdate) -> bytes:
     text = b"" if update.e2ee else bytes(update.preview[:PREVIEW_MAX_BYTES])
     blob, dek_id = seal_payload(text, e2ee=update.e2ee, encryptor=ctx.encryptor, tenant_id=update.tenant_id,
                                 conversation_id=update.conversation_id, conversation_seq=update.conversation_seq)
@@ -123,7 +103,7 @@ def read_head(ctx: StoreContext, tenant_id: uuid.UUID | str, conversation_id: uu
     """The stored head (one point read), or None for a conversation without one."""
     tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
     stmt = ctx.prepare(f"SELECT {_HEAD_COLUMNS} FROM {{ks}}.conversation_head WHERE tenant_id = ? AND conversation_id = ?",
-                       key_columns=_KEY)
+                       key_columns=HEAD_KEY)
     row = ctx.connection.execute(stmt, (tenant_id, conversation_id)).one()
     if row is None or row.latest_conversation_seq is None:
         return None
@@ -137,117 +117,3 @@ def read_head(ctx: StoreContext, tenant_id: uuid.UUID | str, conversation_id: uu
         last_activity_id=None if row.last_activity_id is None else blob_to_u128(row.last_activity_id),
         last_sender_id=row.last_sender_id, preview=preview, preview_e2ee=e2ee, member_count=row.member_count,
         updated_at_ms=row.updated_at, fencing_epoch=row.fencing_epoch, head_version=row.head_version)
-
-
-class HeadWriter:
-    """Applies head updates on one background thread (``submit``) or inline (``apply``)."""
-
-    def __init__(self, ctx: StoreContext, *, fencing_epoch: int = 0, failover: bool = False) -> None:
-        self.ctx = ctx
-        self.fencing_epoch = check_bigint(fencing_epoch, column="fencing_epoch")
-        self.failover = failover
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conversation-head")
-        self._closed = False
-        self._sets = ("latest_conversation_seq = ?, last_message_id = ?, last_activity_id = ?, last_sender_id = ?, "
-                      "preview_or_placeholder = ?, updated_at = ?, fencing_epoch = ?, head_version = ?")
-
-    # -- statements ---------------------------------------------------------------------------
-    def _select(self):
-        return self.ctx.prepare("SELECT latest_conversation_seq, fencing_epoch, head_version FROM {ks}.conversation_head "
-                                "WHERE tenant_id = ? AND conversation_id = ?", key_columns=_KEY)
-
-    def _values(self, update: HeadUpdate) -> tuple:
-        seq = check_conversation_seq(update.conversation_seq)
-        return (seq, u128_to_blob(update.message_id), u128_to_blob(update.last_activity_id), update.sender_id,
-                _seal_preview(self.ctx, update), self.ctx.clock_ms(), self.fencing_epoch, seq)
-
-    # -- applying -----------------------------------------------------------------------------
-    def submit(self, update: HeadUpdate) -> Future:
-        """Queue ``update``; never raises for the update's own failures (they are counted)."""
-        return self._executor.submit(self._apply_counted, update)
-
-    def _apply_counted(self, update: HeadUpdate) -> str:
-        self.ctx.faults.hit("before_head")
-        for attempt in range(HEAD_WRITE_ATTEMPTS):
-            try:
-                return self.apply(update)
-            except ClusterError:  # transient: timeouts, unavailable replicas
-                if attempt + 1 == HEAD_WRITE_ATTEMPTS:
-                    break
-                time.sleep(HEAD_RETRY_BACKOFF_SECONDS * (attempt + 1))
-            except CrashInjected:
-                raise
-            except LabError:  # e.g. the conversation's DEK was erased: retrying cannot help
-                break
-        # Nobody waits on this future: an uncounted failure would be invisible.
-        self.ctx.alerts.incr("head_update_failures")
-        return "failed"
-
-    def apply(self, update: HeadUpdate) -> str:
-        """Apply now. Returns "written", "unchanged" (same seq already there) or "dropped"."""
-        return self._apply_cas(update) if self.failover else self._apply_blind(update)
-
-    def _apply_blind(self, update: HeadUpdate) -> str:
-        key = (update.tenant_id, update.conversation_id)
-        row = self.ctx.connection.execute(self._select(), key).one()
-        verdict = self._compare(update, row)
-        if verdict != "write":
-            return verdict
-        stmt = self.ctx.prepare(f"UPDATE {{ks}}.conversation_head SET {self._sets} "
-                                "WHERE tenant_id = ? AND conversation_id = ?")
-        self.ctx.connection.execute(stmt, (*self._values(update), *key))
-        return "written"
-
-    def _compare(self, update: HeadUpdate, row) -> str:
-        latest = None if row is None else row.latest_conversation_seq
-        if latest is not None and latest > update.conversation_seq:
-            self.ctx.alerts.incr("head_regressions_dropped")
-            return "dropped"
-        if latest == update.conversation_seq:
-            return "unchanged"  # a resumed send re-submitting the same head
-        return "write"
-
-    def _apply_cas(self, update: HeadUpdate) -> str:
-        key = (update.tenant_id, update.conversation_id)
-        insert = self.ctx.prepare(
-            "INSERT INTO {ks}.conversation_head (tenant_id, conversation_id, latest_conversation_seq, last_message_id, "
-            "last_activity_id, last_sender_id, preview_or_placeholder, updated_at, fencing_epoch, head_version) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
-        cas = self.ctx.prepare(f"UPDATE {{ks}}.conversation_head SET {self._sets} WHERE tenant_id = ? AND "
-                               "conversation_id = ? IF fencing_epoch = ? AND head_version = ?")
-        for _ in range(HEAD_CAS_ATTEMPTS):
-            row = self.ctx.connection.execute(self._select(), key, consistency="SERIAL").one()
-            if row is None:
-                applied = self.ctx.connection.execute(insert, (*key, *self._values(update))).one()
-            else:
-                epoch, version = row.fencing_epoch, row.head_version
-                # §2.4's predicate, evaluated here because CQL IF has no OR. A missing epoch or
-                # version (a row written before fencing existed) loses to any fenced writer.
-                newer = (epoch is None or self.fencing_epoch > epoch
-                         or (self.fencing_epoch == epoch and (version is None or update.conversation_seq > version)))
-                if not newer:
-                    verdict = self._compare(update, row)
-                    if verdict == "write":  # same seq ahead but fenced out: still a dropped regression
-                        self.ctx.alerts.incr("head_regressions_dropped")
-                        return "dropped"
-                    return verdict
-                verdict = self._compare(update, row)
-                if verdict != "write":
-                    return verdict
-                applied = self.ctx.connection.execute(cas, (*self._values(update), *key, epoch, version)).one()
-            if applied[0]:
-                return "written"
-            self.ctx.alerts.incr("head_cas_retries")
-        self.ctx.alerts.incr("head_update_failures")
-        return "failed"
-
-    def drain(self, timeout_seconds: float | None = None) -> None:
-        """Wait until every update submitted so far has been applied (one worker: FIFO)."""
-        if self._closed:
-            return
-        self._executor.submit(lambda: None).result(timeout=timeout_seconds)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._executor.shutdown(wait=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.store.clock import Clock, wall_clock_ms
-from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
+from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, GroupCommit, SqliteFile
 from lab.errors import OutboxError, ValidationError
 from lab.store.ids import check_conversation_seq, parse_uuid
 
@@ -209,6 +209,8 @@ class LocalOutbox(Outbox):
 
     An append commits before it returns (``synchronous=FULL``), which is the local
     equivalent of acks=all: once ``append`` returned, a crash does not lose the entry.
+    Concurrent appends of one process share a transaction and its fsync (group commit,
+    :class:`~lab.store.sqlite_file.GroupCommit`); each still returns after that COMMIT.
     """
 
     def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -218,6 +220,7 @@ class LocalOutbox(Outbox):
         self._clock_ms = clock_ms
         self._db = SqliteFile(path, schema=_SCHEMA, error=OutboxError, what="outbox",
                               busy_timeout_seconds=busy_timeout_seconds)
+        self._appends = GroupCommit(self._db, self._append_group, self._append_one)
 
     def __repr__(self) -> str:
         return f"LocalOutbox({self.path!r})"
@@ -239,21 +242,32 @@ class LocalOutbox(Outbox):
     def append(self, record: OutboxRecord) -> OutboxEntry:
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
-        key = (str(record.tenant_id), str(record.conversation_id), record.conversation_seq)
         try:
             payload = json.dumps(dict(record.payload), separators=(",", ":"), sort_keys=True)
         except (TypeError, ValueError) as exc:
             raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
+        return self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
 
-        def work(conn: sqlite3.Connection) -> OutboxEntry:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
-                "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (*key, record.kind, record.target_seq, payload, self._clock_ms()))
-            row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
-                               "AND conversation_seq = ?", key).fetchone()
-            return self._entry(row, duplicate=cur.rowcount == 0)
-        return self._write(work)
+    @classmethod
+    def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:
+        """One transaction of appends (lab.store.sqlite_file.GroupCommit)."""
+        return [cls._append_one(conn, item) for item in items]
+
+    @classmethod
+    def _append_one(cls, conn: sqlite3.Connection, item: tuple[OutboxRecord, str, int]) -> OutboxEntry:
+        """A new key's entry is the record as given (its offset from the insert); a stored key
+        is read back: first write wins. Alone (autocommit) the insert is its own transaction."""
+        record, payload, appended_at_ms = item
+        key = (str(record.tenant_id), str(record.conversation_id), record.conversation_seq)
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO outbox (tenant_id, conversation_id, conversation_seq, kind, target_seq, "
+            "payload, appended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (*key, record.kind, record.target_seq, payload, appended_at_ms))
+        if cur.rowcount == 1:
+            return OutboxEntry(offset=cur.lastrowid, record=record, appended_at_ms=appended_at_ms)
+        row = conn.execute(f"SELECT {_COLUMNS} FROM outbox WHERE tenant_id = ? AND conversation_id = ? "
+                           "AND conversation_seq = ?", key).fetchone()
+        return cls._entry(row, duplicate=True)
 
     def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:
         with self._session() as conn:

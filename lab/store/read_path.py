@@ -40,6 +40,20 @@ for an anchor inside [E, H]):
   full read short, the same bucket is read on below the last row instead of moving on;
 - a :class:`~lab.store.hot_layer.HotLayer` (the design's hot window), when given, is merged
   into every bucket read over the range that read covered (lab.store.hot_layer).
+
+One round trip (issue 13). The pseudo-code reads conversation_head, then the first bucket: two
+round trips in sequence for the page every client asks for when a conversation opens. An older
+page whose first bucket can be known before H is issues that bucket's read concurrently with the
+head read: an anchored page knows it (the bucket of ``anchor - 1``), the latest page guesses the
+bucket of the H this reader last saw for the conversation or this store's head writer last
+wrote there (none known, e.g. the first page of a conversation this process never touched: the
+sequential reads as before). The read asks for the rows below the anchor (latest page: the top of
+the guessed bucket) down to seq 1 with the page's LIMIT; once the head answered, its rows are
+clamped to [E, H] and it is the walk's first read, continued below its last row if rows above H
+took places in its LIMIT. Only when H (or the anchor clamped to H + 1) lies in another bucket is
+the read spent and the walk starts there: the one follow-up. Requests and buckets are counted as
+issued (a spent read is a request and a bucket scanned, never a step of the empty run), so S-3's
+stop and S-4's check see exactly the reads the walk made.
 """
 from __future__ import annotations
 
@@ -53,16 +67,24 @@ from lab.store.context import StoreContext
 from lab.errors import BucketOverflow, ValidationError
 from lab.store.hot_layer import HotLayer, merge_rows
 from lab.store.ids import check_bigint, parse_uuid
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row
+from lab.store.lru import Lru
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 Direction = Literal["older", "newer"]
 DIRECTIONS: tuple[str, ...] = ("older", "newer")
 DEFAULT_HISTORY_LIMIT = 50
 HISTORY_LIMIT_MAX = (1 << 31) - 1  # CQL LIMIT binds a signed 32-bit int
 FIRST_CONVERSATION_SEQ = 1  # conversation_seq starts at 1; 0 is the head's "no message yet"
+HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (where their latest page starts)
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+# H and E; and an older page's bucket read, params (tenant, conversation, bucket, below, from, limit).
+# Module constants: the benchmark's history_floor issues these very texts.
+BOUNDS_CQL = ("SELECT latest_conversation_seq, earliest_available_conversation_seq "
+              "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?")
+OLDER_PAGE_CQL = (f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+                  "AND conversation_seq < ? AND conversation_seq >= ? ORDER BY conversation_seq DESC LIMIT ?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,26 +152,28 @@ def _check_limit(limit: object) -> int:
 class HistoryReader:
     """Reads history pages of one store. Statements are prepared on first use, so
     constructing a reader touches nothing (the tables may not exist yet). ``decode``
-    defaults to :func:`lab.store.records.decode_row` with the store's encryptor."""
+    (rows -> messages) defaults to :func:`lab.store.records.decode_rows` with the store's encryptor."""
 
-    def __init__(self, ctx: StoreContext, *, decode: Callable[[Any], Message] | None = None,
-                 hot: HotLayer | None = None) -> None:
+    def __init__(self, ctx: StoreContext, *, decode: Callable[[list[Any]], list[Message]] | None = None,
+                 hot: HotLayer | None = None, written_head: Callable[[uuid.UUID, uuid.UUID], int | None] | None = None,
+                 hint_entries: int = HEAD_HINT_ENTRIES) -> None:
         self.ctx = ctx
         self._hot = hot
+        # where a latest page starts: the H this reader last saw, or the head this store last wrote
+        self._seen: Lru[tuple[uuid.UUID, uuid.UUID], int] = Lru(hint_entries)
+        self._written_head = written_head or (lambda _t, _c: None)
         self.connection = ctx.connection
         self.constants = ctx.constants
-        self._decode = decode if decode is not None else (lambda row: decode_row(row, ctx.encryptor))
+        # rows -> messages, the key looked up once per read (lab.store.records.decode_rows)
+        self._decode = decode if decode is not None else (lambda rows: decode_rows(rows, ctx.encryptor))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
         if stmt is None:
             cql = {
-                "bounds": "SELECT latest_conversation_seq, earliest_available_conversation_seq "
-                          "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?",
-                "older": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
-                         f"AND conversation_seq < ? AND conversation_seq >= ? "
-                         f"ORDER BY conversation_seq DESC LIMIT ?",
+                "bounds": BOUNDS_CQL,
+                "older": OLDER_PAGE_CQL,
                 "newer": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
                          f"AND conversation_seq > ? AND conversation_seq <= ? "
                          f"ORDER BY conversation_seq ASC LIMIT ?",
@@ -163,9 +187,13 @@ class HistoryReader:
 
     def bounds(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> HistoryBounds | None:
         """H and E from conversation_head, or None when the conversation has no head yet."""
-        row = self.connection.execute(self._stmt("bounds"), (tenant_id, conversation_id)).one()
+        return self._bounds_of(tenant_id, conversation_id,
+                               self.connection.execute(self._stmt("bounds"), (tenant_id, conversation_id)).one())
+
+    def _bounds_of(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, row: Any) -> HistoryBounds | None:
         if row is None or row.latest_conversation_seq is None:
             return None
+        self._seen.put((tenant_id, conversation_id), row.latest_conversation_seq)
         return HistoryBounds(latest_conversation_seq=row.latest_conversation_seq,
                              earliest_available_conversation_seq=row.earliest_available_conversation_seq or 0)
 
@@ -182,6 +210,10 @@ class HistoryReader:
         limit = _check_limit(limit)
         if anchor is not None:
             anchor = check_bigint(anchor, column="anchor")
+        if direction == "older":
+            guess = self._first_read_guess(tenant_id, conversation_id, anchor)
+            if guess is not None:
+                return self._older_in_one_round_trip(tenant_id, conversation_id, *guess, anchor=anchor, limit=limit)
         bounds = self.bounds(tenant_id, conversation_id)
         if bounds is None:
             return _empty_page(requests=1)
@@ -196,20 +228,25 @@ class HistoryReader:
         return self._newer(tenant_id, conversation_id, lower=lower, high=high, limit=limit)
 
     def _older(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, upper: int, low: int,
-               limit: int) -> HistoryPage:
+               limit: int, walk: _Walk | None = None, first: _BucketRead | None = None) -> HistoryPage:
+        """The older walk from ``upper`` (exclusive) down to ``low``; ``first``: the first bucket's
+        read, already issued (the one-round-trip page), ``walk`` the counts so far."""
         width = self.constants.message_seq_bucket_width
+        walk = walk if walk is not None else _Walk(limit=limit)
         if upper - 1 < low:  # the anchor is at or below E: nothing older is available
-            return _empty_page(requests=1)
+            return walk.page(has_more=False)
         bucket = (upper - 1) // width
-        walk = _Walk(limit=limit)
         continued = False
         while True:
-            read = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
-            walk.take(read.messages, continued=continued)
+            if first is not None:
+                read, first = first, None
+            else:
+                read = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
+            walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq > low)
             if read.more:  # partial rows were skipped from a full read: the bucket goes on below
-                upper, continued = read.last_seq, True
+                upper, continued = min(read.last_seq, upper), True
                 continue
             continued = False
             if bucket * width <= low:  # the bucket reaches E: retention edge
@@ -219,6 +256,54 @@ class HistoryReader:
                 return walk.page(has_more=False, stopped_on_empty=True)
             bucket -= 1
             upper = (bucket + 1) * width
+
+    def _first_read_guess(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID,
+                          anchor: int | None) -> tuple[int, int] | None:
+        """(bucket, exclusive upper seq) an older page's first read can be issued with before H
+        and E are known, or None. An anchored page knows its bucket; the latest page guesses the
+        one holding the H this reader last saw or this store last wrote (none known: None)."""
+        width = self.constants.message_seq_bucket_width
+        if anchor is not None:
+            return None if anchor <= FIRST_CONVERSATION_SEQ else ((anchor - 1) // width, anchor)
+        key = (tenant_id, conversation_id)
+        hints = [h for h in (self._seen.get(key), self._written_head(tenant_id, conversation_id)) if h]
+        if not hints:
+            return None
+        bucket = max(hints) // width
+        return bucket, (bucket + 1) * width
+
+    def _older_in_one_round_trip(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, guess: int,
+                                 *, anchor: int | None, limit: int) -> HistoryPage:
+        """An older page whose first bucket read runs concurrently with the conversation_head read:
+        the rows of ``bucket`` below ``guess`` (at most ``limit``), clamped to [E, H] once the head
+        answered. When the page's first bucket turns out to be another one (H moved on since the
+        guess, or the anchor lies above H + 1 in another bucket) the read is spent (counted in
+        ``requests`` and ``buckets_scanned``, never as an empty bucket) and the walk reads as usual."""
+        head, first = self.connection.execute_concurrent(
+            [(self._stmt("bounds"), (tenant_id, conversation_id)),
+             (self._stmt("older"), (tenant_id, conversation_id, bucket, guess, FIRST_CONVERSATION_SEQ, limit))],
+            concurrency=2)
+        walk = _Walk(limit=limit)
+        bounds = self._bounds_of(tenant_id, conversation_id, head.one())
+        if bounds is None:
+            walk.spent()
+            return walk.page(has_more=False)
+        low = max(bounds.earliest_available_conversation_seq, FIRST_CONVERSATION_SEQ)
+        high = bounds.latest_conversation_seq
+        upper = high + 1 if anchor is None else min(anchor, high + 1)
+        width = self.constants.message_seq_bucket_width
+        if upper - 1 < low or (upper - 1) // width != bucket:
+            walk.spent()
+            return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk)
+        rows = list(first)
+        check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
+                          conversation_id=conversation_id, seq_bucket=bucket)
+        last_seq = rows[-1].conversation_seq if rows else None
+        # cut by its LIMIT above E: the bucket may go on below the last row (rows above H took places)
+        more = len(rows) == limit and last_seq > low
+        read = self._decoded(tenant_id, conversation_id, bucket, "older", upper, low, limit,
+                             [row for row in rows if low <= row.conversation_seq < upper], more=more, last_seq=last_seq)
+        return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk, first=read)
 
     def _newer(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, lower: int, high: int,
                limit: int) -> HistoryPage:
@@ -230,7 +315,7 @@ class HistoryReader:
         continued = False
         while True:
             read = self._read(tenant_id, conversation_id, bucket, "newer", lower, high, limit - walk.collected)
-            walk.take(read.messages, continued=continued)
+            walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq < high)
             if read.more:
@@ -250,11 +335,20 @@ class HistoryReader:
         """One bucket read: ``anchor`` exclusive, ``bound`` inclusive, at most ``fetch`` rows."""
         rows = list(self.connection.execute(self._stmt(name),
                                             (tenant_id, conversation_id, bucket, anchor, bound, fetch)))
+        return self._bucket_read(tenant_id, conversation_id, bucket, name, anchor, bound, fetch, rows)
+
+    def _bucket_read(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str,
+                     anchor: int, bound: int, fetch: int, rows: list[Any]) -> _BucketRead:
+        """What one bucket read returned (``anchor`` exclusive, ``bound`` inclusive, at most
+        ``fetch`` rows), S-4 checked, decoded, merged with the hot layer."""
         check_bucket_rows(rows, width=self.constants.message_seq_bucket_width, table="message_record",
                           tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=bucket)
-        more = len(rows) == fetch
-        last_seq = rows[-1].conversation_seq if rows else None
-        messages = [self._decode(row) for row in whole_rows(rows, self.ctx)]
+        return self._decoded(tenant_id, conversation_id, bucket, name, anchor, bound, fetch, rows,
+                             more=len(rows) == fetch, last_seq=rows[-1].conversation_seq if rows else None)
+
+    def _decoded(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str, anchor: int,
+                 bound: int, fetch: int, rows: list[Any], *, more: bool, last_seq: int | None) -> _BucketRead:
+        messages = self._decode(whole_rows(rows, self.ctx))
         if self._hot is not None:
             # the hot layer is merged over the range this read covered: all of it, or down to
             # (up to) its last row when the LIMIT cut it
@@ -280,7 +374,7 @@ class HistoryReader:
         rows = list(self.connection.execute(self._stmt("bucket"), (tenant_id, conversation_id, bucket, width + 1)))
         check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                           conversation_id=conversation_id, seq_bucket=bucket)
-        return [self._decode(row) for row in whole_rows(rows, self.ctx)]
+        return self._decode(whole_rows(rows, self.ctx))
 
     def bucket_statement(self) -> tuple[Stmt, Callable[..., tuple[Any, ...]]]:
         """The whole-partition SELECT and a binder ``(tenant, conversation, bucket) -> params``,
@@ -298,18 +392,29 @@ class _Walk:
         self.empty_run = 0
         self.buckets = 0
         self.empty_buckets = 0
+        self._bucket_messages = 0
 
     @property
     def collected(self) -> int:
         return len(self.messages)
 
-    def take(self, rows: list[Message], *, continued: bool = False) -> None:
-        """One partition read's rows; ``continued``: another read of the bucket just read
-        (which the empty-bucket run already counted)."""
+    def spent(self) -> None:
+        """A partition read that turned out not to be the walk's (a one-round-trip guess that
+        missed): a request and a bucket scanned, not a step of the empty run."""
         self.buckets += 1
+
+    def take(self, rows: list[Message], *, continued: bool = False, more: bool = False) -> None:
+        """One partition read's rows; ``continued``: another read of the bucket just read;
+        ``more``: the bucket goes on below this read (it was cut by its LIMIT). A bucket is
+        empty when its last read ends with no message from any of its reads: a full read of
+        rows the page cannot use (partial rows, rows above a lagging H) is not yet an empty one."""
+        self.buckets += 1
+        if not continued:
+            self._bucket_messages = 0
+        self._bucket_messages += len(rows)
         if rows:
             self.empty_run = 0
-        elif not continued:
+        elif not more and self._bucket_messages == 0:
             self.empty_run += 1
             self.empty_buckets += 1
         self.messages.extend(rows)

@@ -18,25 +18,29 @@ sealed (an archive run twice writes identical cells).
 """
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from cassandra.query import UNSET_VALUE
 
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
-from lab.errors import ValidationError
+from lab.errors import CryptoError, KeyDestroyed, ValidationError
 from lab.store.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
 from lab.store.media import MediaMetadata, MentionTargets
 from lab.store.model import MessageState, MessageType, RetentionClass, parse_enum
 
 __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message", "RECORD_SCHEMA_VERSION",
-           "columns_from_wire", "columns_to_wire", "decode_row", "encode_record", "open_payload",
+           "columns_from_wire", "columns_to_wire", "decode_row", "decode_rows", "encode_record", "open_payload",
            "record_values", "seal_payload"]
 
 _DEFAULTS = Constants.appendix_b()
+E = TypeVar("E", MessageType, MessageState, RetentionClass)
+# distinct dek_id values kept parsed (conversations x key versions a process reads)
+DEK_ID_CACHE_ENTRIES = 65536
 
 ENVELOPE_PLAIN = 0x00
 ENVELOPE_E2EE = 0x01
@@ -59,6 +63,7 @@ _WHOLE_ROW_COLUMNS = MESSAGE_RECORD_KEY + ("message_id", "last_activity_id")
 _U128_BLOB_COLUMNS = frozenset({"message_id", "last_activity_id", "edited_at_activity_id"})
 _RAW_BLOB_COLUMNS = frozenset({"payload_or_ciphertext", "media_metadata", "mention_targets"})
 _UUID_COLUMNS = frozenset({"tenant_id", "conversation_id", "sender_id", "sender_device_id"})
+_ENUM_BY_VALUE = {cls: {int(m): m for m in cls} for cls in (MessageType, MessageState, RetentionClass)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,8 +114,11 @@ def seal_payload(body: bytes, *, e2ee: bool, encryptor: Encryptor, tenant_id: uu
 def open_payload(blob: bytes, *, encryptor: Encryptor, tenant_id: uuid.UUID, conversation_id: uuid.UUID,
                  conversation_seq: int, dek_id: DekId | tuple[str, str, int]) -> tuple[bytes, bool]:
     """(body, e2ee) of a sealed envelope; CryptoError if it does not belong to this row."""
-    envelope = encryptor.decrypt(blob, tenant_id=tenant_id, conversation_id=conversation_id,
-                                 conversation_seq=conversation_seq, dek_id=dek_id)
+    return _envelope(encryptor.decrypt(blob, tenant_id=tenant_id, conversation_id=conversation_id,
+                                       conversation_seq=conversation_seq, dek_id=dek_id), conversation_seq)
+
+
+def _envelope(envelope: bytes, conversation_seq: int) -> tuple[bytes, bool]:
     if len(envelope) < ENVELOPE_FLAG_BYTES or envelope[0] not in (ENVELOPE_PLAIN, ENVELOPE_E2EE):
         raise ValidationError("payload envelope has no valid flag byte", column="payload_or_ciphertext",
                               conversation_seq=conversation_seq)
@@ -183,61 +191,139 @@ def record_values(columns: Mapping[str, Any]) -> tuple[Any, ...]:
 
 # --- decode -----------------------------------------------------------------------------------
 
-def _get(row: Any, name: str) -> Any:
+def _values(row: Any) -> Mapping[str, Any]:
+    """The row's columns by name, resolved once per row (not once per column): a driver row is
+    a named tuple, the hot window hands over dicts, anything else is read by attribute."""
+    if type(row) is dict:
+        return row
+    fields = getattr(row, "_fields", None)
+    if fields is not None:
+        return dict(zip(fields, row))
     if isinstance(row, Mapping):
-        return row.get(name)
-    return getattr(row, name, None)
+        return row
+    return {name: getattr(row, name, None) for name in MESSAGE_RECORD_COLUMNS}
+
+
+@functools.lru_cache(maxsize=DEK_ID_CACHE_ENTRIES)
+def _dek_id(value: tuple[Any, ...]) -> DekId:
+    # a row names its key as a (scope, key_id, version) tuple; the same few per conversation
+    return DekId.from_tuple(value)
+
+
+def _enum(enum_cls: type[E], value: Any) -> E:
+    member = _ENUM_BY_VALUE[enum_cls].get(value) if type(value) is int else None
+    return member if member is not None else parse_enum(enum_cls, value)
 
 
 def _opt_u128(value: Any) -> int | None:
     return None if value is None else blob_to_u128(value)
 
 
+def _message(fields: dict[str, Any]) -> Message:
+    """A Message from every one of its fields, without the frozen dataclass __init__ (23
+    ``object.__setattr__`` calls: 6 µs, a sixth of a row's decode; read paths build one per row).
+    ``fields`` must name each field exactly once (tests/unit/test_records_decode.py)."""
+    message = object.__new__(Message)
+    message.__dict__.update(fields)
+    return message
+
+
+Opener = Callable[[bytes, int], bytes]
+
+
 def decode_row(row: Any, encryptor: Encryptor) -> Message:
     """A :class:`Message` from a driver row of ``SELECT * FROM message_record`` (or a mapping
     with the same column names). Raises CryptoError (DecryptError / KeyDestroyed) when the
     payload cannot be opened: an erased conversation reads as an error, not as empty text."""
-    missing = [name for name in _WHOLE_ROW_COLUMNS if _get(row, name) is None]
-    if missing:
+    return _decode(row, encryptor, {})
+
+
+def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False) -> list[Message | None]:
+    """:func:`decode_row` of each row, the key looked up once per (conversation, dek_id) of the
+    rows instead of once per row (``Encryptor.opener``). ``skip_destroyed``: a row whose key was
+    crypto-erased decodes as None instead of raising KeyDestroyed (a batch reports it missing)."""
+    openers: dict[tuple[Any, Any, DekId], Opener] = {}
+    out: list[Message | None] = []
+    for row in rows:
+        try:
+            out.append(_decode(row, encryptor, openers))
+        except KeyDestroyed:
+            if not skip_destroyed:
+                raise
+            out.append(None)
+    return out
+
+
+def _opener(encryptor: Encryptor, openers: dict, tenant_id: Any, conversation_id: Any, dek_id: DekId) -> Opener:
+    key = (tenant_id, conversation_id, dek_id)
+    opener = openers.get(key)
+    if opener is None:
+        try:
+            opener = encryptor.opener(tenant_id=tenant_id, conversation_id=conversation_id, dek_id=dek_id)
+        except CryptoError as exc:  # every row of that key fails the same way, without asking again
+            def opener(_blob: bytes, _seq: int, exc: CryptoError = exc) -> bytes:
+                raise exc
+        openers[key] = opener
+    return opener
+
+
+# row classes whose fields are MESSAGE_RECORD_COLUMNS in order (one per connection's row-class cache,
+# lab.cluster.rows); capped, since a session with the driver's own factory makes a class per response
+_ORDERED_ROW_TYPES: set[type] = set()
+_ORDERED_ROW_TYPES_MAX = 64
+
+
+def _columns(row: Any) -> tuple[Any, ...]:
+    """The row's values in :data:`MESSAGE_RECORD_COLUMNS` order: a driver row of the store's own
+    SELECT is that tuple already (unpacked as is); any other row is looked up by name."""
+    kind = type(row)
+    if kind in _ORDERED_ROW_TYPES:
+        return row
+    if getattr(row, "_fields", None) == MESSAGE_RECORD_COLUMNS and isinstance(row, tuple):
+        if len(_ORDERED_ROW_TYPES) < _ORDERED_ROW_TYPES_MAX:
+            _ORDERED_ROW_TYPES.add(kind)
+        return row
+    get = _values(row).get
+    return tuple(get(name) for name in MESSAGE_RECORD_COLUMNS)
+
+
+def _decode(row: Any, encryptor: Encryptor, openers: dict) -> Message:
+    (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
+     client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
+     recall_seq, edited_at, created_at, retention_class, dek) = _columns(row)
+    if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
+            or last_activity_id is None:
+        values = dict(zip(MESSAGE_RECORD_COLUMNS, _columns(row)))
+        missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
         raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
-                              conversation_seq=_get(row, "conversation_seq"))
-    tenant_id, conversation_id = _get(row, "tenant_id"), _get(row, "conversation_id")
-    seq = _get(row, "conversation_seq")
-    dek = _get(row, "dek_id")
-    dek_id = None if dek is None else DekId.from_tuple(tuple(dek))
+                              conversation_seq=seq)
+    dek_id = None if dek is None else _dek_id(tuple(dek))
     body, e2ee = b"", False
-    payload = _get(row, "payload_or_ciphertext")
     if payload is not None:
         if dek_id is None:
             raise ValidationError("row has a payload but no dek_id", column="dek_id", conversation_seq=seq)
-        body, e2ee = open_payload(payload, encryptor=encryptor, tenant_id=tenant_id,
-                                  conversation_id=conversation_id, conversation_seq=seq, dek_id=dek_id)
-    media = _get(row, "media_metadata")
-    mentions = _get(row, "mention_targets")
-    return Message(
-        tenant_id=tenant_id, conversation_id=conversation_id,
-        seq_bucket=_get(row, "seq_bucket"), conversation_seq=seq,
-        message_id=blob_to_u128(_get(row, "message_id")),
-        last_activity_id=blob_to_u128(_get(row, "last_activity_id")),
-        sender_id=_get(row, "sender_id"), sender_device_id=_get(row, "sender_device_id"),
-        client_message_id=_get(row, "client_message_id") or "",
-        message_type=parse_enum(MessageType, _get(row, "message_type")),
-        custom_type=_get(row, "custom_type"),
-        schema_version=_get(row, "schema_version") or RECORD_SCHEMA_VERSION,
-        body=body, e2ee=e2ee,
-        media=None if media is None else MediaMetadata.decode(media),
-        reply_to_conversation_seq=_get(row, "reply_to_conversation_seq"),
-        mentions=None if mentions is None else MentionTargets.decode(mentions),
+        body, e2ee = _envelope(_opener(encryptor, openers, tenant_id, conversation_id, dek_id)(payload, seq), seq)
+    return _message({
+        "tenant_id": tenant_id, "conversation_id": conversation_id, "seq_bucket": bucket, "conversation_seq": seq,
+        "message_id": blob_to_u128(message_id), "last_activity_id": blob_to_u128(last_activity_id),
+        "sender_id": sender_id, "sender_device_id": sender_device_id,
+        "client_message_id": client_message_id or "",
+        "message_type": _enum(MessageType, message_type),
+        "custom_type": custom_type,
+        "schema_version": schema_version or RECORD_SCHEMA_VERSION,
+        "body": body, "e2ee": e2ee,
+        "media": None if media is None else MediaMetadata.decode(media),
+        "reply_to_conversation_seq": reply_to,
+        "mentions": None if mentions is None else MentionTargets.decode(mentions),
         # Recalled stays recalled: only a recall sets the coordinate (lab.store.recall), so a row
         # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
-        state=(MessageState.RECALLED if _get(row, "recall_event_conversation_seq") is not None
-               else parse_enum(MessageState, _get(row, "state") or 0)),
-        recall_event_conversation_seq=_get(row, "recall_event_conversation_seq"),
-        edited_at_activity_id=_opt_u128(_get(row, "edited_at_activity_id")),
-        created_at_ms=_get(row, "created_at") or 0,
-        retention_class=parse_enum(RetentionClass, _get(row, "retention_class") or 0),
-        dek_id=dek_id,
-    )
+        "state": MessageState.RECALLED if recall_seq is not None else _enum(MessageState, state or 0),
+        "recall_event_conversation_seq": recall_seq,
+        "edited_at_activity_id": _opt_u128(edited_at),
+        "created_at_ms": created_at or 0,
+        "retention_class": _enum(RetentionClass, retention_class or 0),
+        "dek_id": dek_id,
+    })
 
 
 # --- wire form (outbox) -----------------------------------------------------------------------

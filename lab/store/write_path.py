@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 from lab.cluster.connection import Stmt
 from lab.store.context import StoreContext
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
-from lab.store.head import HeadUpdate, HeadWriter
+from lab.store.head import HeadUpdate
+from lab.store.head_writer import HeadWriter
 from lab.store.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.media import MediaMetadata, MentionTargets
 from lab.store.model import DedupState, MessageType, RetentionClass, parse_enum
@@ -61,14 +62,26 @@ from lab.store.sequence import SequenceAllocator
 if TYPE_CHECKING:
     from lab.store.hot_window import HotWindow
 
-__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "SendAck", "SendRequest", "WritePath", "record_statements",
-           "validate_send"]
+__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
+           "record_statements", "validate_send"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
 # and bounds the partition key of client_dedup.
 CLIENT_MESSAGE_ID_MAX_CHARS = 128
 CUSTOM_TYPE_MAX_CHARS = 128
 _DEDUP_KEY = ("tenant_id", "sender_id", "client_message_id")
+# Step 1 and step 5 (module constants: the benchmark's send_floor issues these very texts)
+RESERVE_CQL = ("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+               "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+COMMIT_CQL = ("UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
+              "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")
+# the commit path's / archiver's upserts by "with USING TIMESTAMP" (built once: the texts are the cache keys)
+_USING = {False: "USING TTL ?", True: "USING TTL ? AND TIMESTAMP ?"}
+_RECORD_INSERT = {timed: f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE_RECORD_COLUMNS)}) "
+                         f"VALUES ({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) {using}"
+                  for timed, using in _USING.items()}
+_INDEX_INSERT = {timed: "INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
+                        f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}" for timed, using in _USING.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,16 +175,13 @@ def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: i
     ``timestamp_us`` (archiver) pins the write time to the message's creation, so a recall
     or edit that reached the row first (a later timestamp) wins over the late archive.
     """
-    using = "USING TTL ?" + (" AND TIMESTAMP ?" if timestamp_us is not None else "")
-    extra = (ttl_seconds,) + ((timestamp_us,) if timestamp_us is not None else ())
-    record = ctx.prepare(f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE_RECORD_COLUMNS)}) "
-                         f"VALUES ({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) {using}")
-    statements = [(record, record_values(columns) + extra)]
+    timed = timestamp_us is not None
+    extra = (ttl_seconds, timestamp_us) if timed else (ttl_seconds,)
+    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record_values(columns) + extra)]
     if index:
-        stmt = ctx.prepare("INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
-                           f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}")
-        statements.append((stmt, (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
-                                  columns["conversation_seq"], columns["seq_bucket"]) + extra))
+        statements.append((ctx.prepare(_INDEX_INSERT[timed]),
+                           (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
+                            columns["conversation_seq"], columns["seq_bucket"]) + extra))
     return statements
 
 
@@ -237,7 +247,8 @@ class WritePath:
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
                 kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
-            columns = columns_from_wire(entry.record.payload["columns"])  # first append wins
+            if entry.duplicate:  # first append wins; a fresh entry holds our own columns
+                columns = columns_from_wire(entry.record.payload["columns"])
             if entry.duplicate and not self.archiver_mode:
                 # A concurrent attempt of this same send (another thread, process or node
                 # that found our reservation) appended first, with its own last_activity_id
@@ -278,9 +289,7 @@ class WritePath:
                              thumbnail_max_bytes=c.media_thumbnail_max_bytes)
 
     def _reserve(self, req: SendRequest, message_id: int, seq: int, created_at_ms: int) -> tuple[bool, Any]:
-        stmt = self.ctx.prepare(
-            "INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
-            "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+        stmt = self.ctx.prepare(RESERVE_CQL)
         row = self.ctx.connection.execute(stmt, (req.tenant_id, req.sender_id, req.client_message_id,
                                                  u128_to_blob(message_id), seq, int(DedupState.RESERVED),
                                                  created_at_ms)).one()
@@ -291,9 +300,7 @@ class WritePath:
         # COMMITTED cell never outlives the ids it vouches for.
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
         ttl = max(1, -(-(columns["created_at"] + window_ms - self.ctx.clock_ms()) // 1000))
-        stmt = self.ctx.prepare(
-            "UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
-            "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")
+        stmt = self.ctx.prepare(COMMIT_CQL)
         self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
                                            int(DedupState.COMMITTED), columns["message_id"],
                                            columns["conversation_seq"], columns["created_at"], req.tenant_id,

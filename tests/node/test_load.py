@@ -92,3 +92,66 @@ def test_workers_own_disjoint_key_ranges(load_run):
     d: Path = load_run.load_dir
     tenants = [{a.tenant_id for a in read_acks(d / "acks" / f"worker-{i}.csv")} for i in range(2)]
     assert len(tenants[0]) == len(tenants[1]) == 1 and not tenants[0] & tenants[1]
+
+
+def test_the_cli_shows_phases_a_live_status_and_human_units(cluster_config, connection, tmp_path):
+    """`lab load` as a user runs it: phases and a live status on stderr, the summary in ms with
+    its labels on stdout (no raw µs integers)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    with scratch_keyspace(connection, "loadcli", create=False) as keyspace:
+        proc = subprocess.run([sys.executable, "-m", "lab.cli", "load", "--rate", "20", "--duration", "3s",
+                               "--warmup", "1s", "--seed-size", "tiny", "--results", str(tmp_path)],
+                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "LAB_KEYSPACE": keyspace})
+    assert proc.returncode == 0, proc.stderr
+    err, out = proc.stderr, proc.stdout
+    for phase in ("connecting to cql://", f"seeding worker 0: {SEED_SHAPES['tiny'].sends} sends", "seeded worker 0 in", "starting Locust",
+                  "ready in", "running 4 s (1 s warmup)", "audit: reading back"):
+        assert phase in err, (phase, err)
+    assert re.search(r"\d+ users\s+[\d,]+ calls", err), err
+    assert "corrected p50" in out and "coordinated omission corrected" in out and " ms" in out
+    assert "seed (before Locust started)" in out and "audit ok:" in out
+    assert not re.search(r"p50 \d{4,}|\bus$", out, re.M), out
+    run_dir = next(tmp_path.iterdir())
+    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
+
+
+def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, connection, tmp_path):
+    """SIGINT to `lab load` (by PID, as Ctrl-C): Locust is stopped gracefully (not killed), the
+    summary covers the measured part that ran, the audit runs, the exit code is 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    err = tmp_path / "stderr.txt"
+    with scratch_keyspace(connection, "loadint", create=False) as keyspace:
+        with open(err, "w") as f:
+            proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "5m",
+                                     "--seed-size", "tiny", "--results", str(tmp_path / "results")],
+                                    cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=f,
+                                    text=True, env={**os.environ, "LAB_KEYSPACE": keyspace})
+        try:
+            deadline = time.monotonic() + 120
+            while "ready in" not in err.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.2)
+            time.sleep(3)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err.read_text()
+    s = read_json(next((tmp_path / "results").iterdir()) / "load" / "summary.json")
+    assert s["locust_exit_codes"] == [0] and s["workers_reporting"] == 1, s["locust_exit_codes"]
+    assert 1 < s["measured_seconds"] < 60 and s["achieved_rate"] > 0  # the part that ran, not the 5 min planned
+    assert s["audit"]["ok"] and s["audit"]["found"] == s["acks"]["total_new"] > s["acks"]["seed"]
+    assert "interrupted: the summary covers the part that ran" in err.read_text() and "summary:" in out
+    run_dir = next((tmp_path / "results").iterdir())
+    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)

@@ -115,6 +115,60 @@ def test_bounds_at_earliest_available_and_head(narrow_store):
     assert narrow_store.history(tenant, conv, anchor=20).messages == ()
 
 
+# -- one round trip (issue 13): the head read and the page's first bucket read together ---------
+
+def test_a_warm_latest_page_is_one_round_trip_and_counts_every_read(narrow_store):
+    """Once the store saw a conversation's H, its latest page reads the head and H's bucket at
+    once. Rows above a lagging H that took places in the LIMIT cost one more read of the same
+    bucket; H moved to another bucket spends the guessed read (a request and a bucket scanned,
+    never an empty one) and the walk reads H's bucket."""
+    from seed import insert_messages
+
+    tenant, conv, _ = new_conversation(narrow_store, range(1, 31), latest=25)  # 26..30 above the head
+    cold = narrow_store.history(tenant, conv, limit=5)
+    assert seqs_of(cold) == [25, 24, 23, 22, 21]
+    assert (cold.requests, cold.buckets_scanned) == (2, 1)  # head, then bucket 1 (16..31)
+    before = record_reads(narrow_store)
+    warm = narrow_store.history(tenant, conv, limit=5)  # guessed bucket 1: 30..26 fill the LIMIT, then 25..21
+    assert seqs_of(warm) == [25, 24, 23, 22, 21] and warm.has_more and warm.next_anchor == 21
+    assert (warm.requests, warm.buckets_scanned, warm.empty_buckets_scanned) == (3, 2, 0)
+    assert record_reads(narrow_store) - before == 2
+    insert_messages(narrow_store, tenant, conv, range(31, 41))
+    set_head(narrow_store, tenant, conv, latest=40)  # H moved to bucket 2 (32..47)
+    before = record_reads(narrow_store)
+    moved = narrow_store.history(tenant, conv, limit=5)
+    assert seqs_of(moved) == [40, 39, 38, 37, 36]
+    assert (moved.requests, moved.buckets_scanned, moved.empty_buckets_scanned) == (3, 2, 0)
+    assert record_reads(narrow_store) - before == 2
+    again = narrow_store.history(tenant, conv, limit=20)  # the guess is bucket 2 now: one round trip
+    assert seqs_of(again) == list(range(40, 20, -1))
+    assert (again.requests, again.buckets_scanned) == (3, 2)  # head + bucket 2 (together) + bucket 1
+
+
+def test_anchored_older_pages_read_their_bucket_with_the_head(narrow_store):
+    tenant, conv, _ = new_conversation(narrow_store, range(1, 61), latest=60, earliest=5)
+    page = narrow_store.history(tenant, conv, anchor=40, limit=5)
+    assert seqs_of(page) == [39, 38, 37, 36, 35] and (page.requests, page.buckets_scanned) == (2, 1)
+    edge = narrow_store.history(tenant, conv, anchor=10, limit=50)  # bucket 0 read whole, clamped to E=5
+    assert seqs_of(edge) == [9, 8, 7, 6, 5] and not edge.has_more and edge.requests == 2
+    above = narrow_store.history(tenant, conv, anchor=100, limit=3)  # clamped to H + 1: another bucket
+    assert seqs_of(above) == [60, 59, 58] and (above.requests, above.buckets_scanned) == (3, 2)
+    assert narrow_store.history(tenant, conv, anchor=5).messages == ()  # at E: nothing older
+
+
+def test_the_head_a_store_wrote_places_its_first_latest_page(open_store):
+    from store_checks import new_request
+
+    s = open_store()
+    tenant, conv = uuid.uuid4(), uuid.uuid4()
+    acks = [s.send(new_request(tenant_id=tenant, conversation_id=conv)) for _ in range(3)]
+    s.drain()
+    before = record_reads(s)
+    page = s.history(tenant, conv)
+    assert seqs_of(page) == [a.conversation_seq for a in reversed(acks)]
+    assert (page.requests, page.buckets_scanned) == (2, 1) and record_reads(s) - before == 1
+
+
 def test_no_head_and_bad_input(store):
     page = store.history(uuid.uuid4(), uuid.uuid4())
     assert page.messages == () and not page.has_more and page.buckets_scanned == 0

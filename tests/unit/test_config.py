@@ -60,9 +60,15 @@ def test_nothing_listening_is_a_connect_error():
 
 
 def test_cli_reports_config_errors_without_traceback():
+    import os
+
     out = subprocess.run([sys.executable, "-m", "lab.cli", "info", "--port", "70000"],
                          capture_output=True, text=True)
-    assert out.returncode == 2
+    assert out.returncode == 2  # the flag's range, checked by the CLI
+    assert "'--port': 70000 is not in the range 1<=x<=65535" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "lab.cli", "info"], capture_output=True, text=True,
+                         env={**os.environ, "LAB_PORT": "70000"})
+    assert out.returncode == 2  # the same value from the environment: the config's own check
     assert "ConfigError" in out.stderr and "Traceback" not in out.stderr
 
 

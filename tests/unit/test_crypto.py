@@ -450,3 +450,34 @@ def test_processes_share_one_local_keystore_safely(tmp_path):
     assert {r["v1"] for r in results if r["v1"]} <= {v1.material.hex()}
     assert sorted(r["rotated"] for r in results) == list(range(2, 8))
     assert store.current(TENANT, CONV).dek_id.key_version == 7
+
+
+def test_gcm_nonces_never_repeat_across_threads_wraps_and_forks(monkeypatch):
+    """SP 800-38D deterministic nonces (lab.store.crypto.cipher): a per-process random fixed
+    field and a counter; a new fixed field when the counter wraps and in a forked child."""
+    import os
+    import threading
+
+    from lab.store.crypto import cipher
+
+    nonces = cipher._Nonces()
+    seen: list[bytes] = []
+    threads = [threading.Thread(target=lambda: seen.extend(nonces.next() for _ in range(2000))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == len(set(seen)) == 16000 and all(len(n) == cipher.NONCE_BYTES for n in seen)
+    monkeypatch.setattr(cipher, "NONCE_INVOCATIONS_MAX", 3)
+    wrapped = cipher._Nonces()
+    first = [wrapped.next() for _ in range(3)]
+    after = wrapped.next()
+    assert len({n[:cipher.NONCE_FIXED_BYTES] for n in first}) == 1 and after[:8] != first[0][:8]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its nonce goes to the parent, then it leaves without cleanup
+        os.write(write, cipher._NONCES.next())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, cipher.NONCE_BYTES)
+    assert child[:8] != cipher._NONCES.next()[:8]

@@ -39,6 +39,8 @@ def test_translate_keeps_cause_and_table():
 
 
 def test_tree_has_one_root():
+    """Errors under LabError; the lab's warnings (a separate, drawn tree) under LabWarning."""
     for _, obj in inspect.getmembers(errors, inspect.isclass):
         if obj.__module__ == errors.__name__:
-            assert issubclass(obj, errors.LabError)
+            assert issubclass(obj, errors.LabError) or issubclass(obj, errors.LabWarning), obj
+            assert obj.__name__ in errors.__doc__, obj

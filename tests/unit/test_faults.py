@@ -38,9 +38,9 @@ def test_every_point_the_paths_hit_is_declared():
     import inspect
     import re
 
-    from lab.store import archiver, head, recall, write_path
+    from lab.store import archiver, head_writer, recall, write_path
     used = set()
-    for module in (archiver, head, recall, write_path):
+    for module in (archiver, head_writer, recall, write_path):
         used |= set(re.findall(r'faults\.hit\("(\w+)"\)', inspect.getsource(module)))
     assert used == set(CRASH_POINTS)
 

@@ -6,7 +6,7 @@ import json
 from lab.cluster.config import ClusterConfig
 from lab.load.pacing import staircase
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profiles
-from lab.load.runner import LoadOptions, _child_env, _locust_cmd, config_env
+from lab.load.processes import child_env, config_env, locust_cmd
 
 MS = 1_000_000  # ns
 S = 1_000_000_000
@@ -27,11 +27,12 @@ def test_key_ranges_of_workers_are_disjoint():
 def test_password_travels_only_in_the_environment(tmp_path):
     config = ClusterConfig(username="lab", password="s3cret-pw")
     plan = LoadPlan(run_id="r", load_dir=tmp_path, state_root=tmp_path, profile="chat", users=2, workers=2)
-    opts = LoadOptions(users=2)
     for role in ("master", "worker", "standalone"):
-        assert "s3cret-pw" not in " ".join(_locust_cmd(plan, tmp_path, opts, role, 5557, 0))
+        assert "s3cret-pw" not in " ".join(locust_cmd(plan, tmp_path, role=role, stop_timeout_seconds=5,
+                                                      master_port=5557, index=0))
     assert "s3cret-pw" not in json.dumps(plan.to_json()) and "s3cret-pw" not in json.dumps(config.redacted())
-    assert _child_env(config, plan, 0, role="worker")["LAB_PASSWORD"] == "s3cret-pw"
+    assert child_env(config, plan, 0, role="worker")["LAB_PASSWORD"] == "s3cret-pw"
+    assert "LAB_PASSWORD" not in child_env(None, plan, role="master")  # the master holds no store
     assert config_env(config)["LAB_USERNAME"] == "lab"
 
 

@@ -25,9 +25,11 @@ def _artifacts(folder: Path, name: str, figure: str) -> None:
     assert ["parameters"] in tags and ["injected-parameters"] in tags
 
 
-def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path):
+def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path, capfd):
     with pytest.raises(CalibrationError) as info:
         run_notebook("capacity", {"tiers": ["not a number"]}, tmp_path)
+    # the kernel runs over IPC: no "[IPKernelApp] WARNING | Kernel is running over TCP" per notebook
+    assert "running over TCP" not in capfd.readouterr().err
     err = info.value
     assert err.notebook == "capacity" and err.cell is not None and err.ename
     assert "capacity" in str(err) and f"cell {err.cell}" in str(err)

@@ -73,3 +73,74 @@ def test_bad_records_are_refused(bad):
 def test_unknown_outbox_name(tmp_path):
     with pytest.raises(ValidationError):
         open_outbox("redpanda", path=tmp_path / "o.sqlite")
+
+
+def _race(n, work):
+    gate = threading.Barrier(n)
+    out, errors = [None] * n, []
+
+    def one(i):
+        gate.wait()
+        try:
+            out[i] = work(i)
+        except Exception as exc:  # surfaced to the test
+            errors.append(exc)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out, errors
+
+
+def test_group_commit_shares_transactions_and_keeps_first_write_wins(tmp_path, monkeypatch):
+    """Concurrent appends share COMMITs (fewer transactions than appends), every one returns a
+    stored entry, and racing appends of one key in one group still see first-write-wins."""
+    box = LocalOutbox(tmp_path / "o.sqlite")
+    commits = []
+    group, one = box._append_group, box._append_one
+
+    def counted(conn, items):
+        commits.append(len(items))
+        return group(conn, items)
+
+    def counted_one(conn, item):
+        commits.append(1)
+        return one(conn, item)
+    monkeypatch.setattr(box._appends, "_work", counted)
+    monkeypatch.setattr(box._appends, "_one", counted_one)
+    entries, errors = _race(24, lambda i: box.append(_msg(1 + i % 12, writer=i)))
+    assert errors == [] and sum(commits) == 24
+    by_seq: dict[int, list] = {}
+    for e in entries:
+        by_seq.setdefault(e.record.conversation_seq, []).append(e)
+    assert sorted(by_seq) == list(range(1, 13))
+    for seq, pair in by_seq.items():
+        assert sorted(e.duplicate for e in pair) == [False, True]
+        assert len({e.offset for e in pair}) == 1 and len({e.record.payload["writer"] for e in pair}) == 1
+        assert box.get(T, C, seq).record.payload == pair[0].record.payload
+    reopened = LocalOutbox(tmp_path / "o.sqlite")  # every returned append is on disk
+    assert len(reopened.read(0, 100)) == 12
+
+
+def test_a_failed_group_transaction_fails_every_append_in_it(tmp_path, monkeypatch):
+    from lab.errors import OutboxError
+
+    box = LocalOutbox(tmp_path / "o.sqlite")
+    group, one = box._append_group, box._append_one
+
+    def failing(conn, items):  # a group transaction that fails after its inserts: rolled back
+        group(conn, items)
+        raise OutboxError("disk full", path=box.path)
+
+    def failing_one(conn, item):  # a lone autocommit insert fails as a whole statement
+        raise OutboxError("disk full", path=box.path)
+    monkeypatch.setattr(box._appends, "_work", failing)
+    monkeypatch.setattr(box._appends, "_one", failing_one)
+    _, errors = _race(8, lambda i: box.append(_msg(i + 1)))
+    assert len(errors) == 8 and all(isinstance(e, OutboxError) for e in errors)
+    assert all(e.path == box.path for e in errors)
+    monkeypatch.setattr(box._appends, "_work", group)
+    monkeypatch.setattr(box._appends, "_one", one)
+    assert box.read(0, 100) == []  # rolled back: nothing of the failed groups is stored
+    assert box.append(_msg(1)).offset >= 1 and len(box.read(0, 100)) == 1

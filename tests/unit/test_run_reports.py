@@ -70,7 +70,8 @@ def test_load_bench_report_says_its_ratios():
     data = jsonable(report)
     assert data["ratio_send"] == 0.8 and data["staircase"]["steps"][0]["loadgen_cpu"]["samples"] == 6
     assert "client_cpu_percent_of_one_core" in data["plain_send"] and "load_dir" in data["locust_send"]
-    assert "ratio 0.8" in report.closing_note and "40.0% of one core" in report.closing_note
+    assert "ratio 0.8" in report.closing_note and "40% of one core" in report.closing_note
+    assert " ms (service " in report.closing_note and " us" not in report.closing_note
 
 
 def test_calibration_run_round_trips_and_names_what_it_measured():
@@ -86,7 +87,21 @@ def test_calibration_run_round_trips_and_names_what_it_measured():
                    "lsm_space_amp": ConstantAssessment(current=1.2, measured=None, recommended=1.2, changed=False,
                                                        **c)})
     assert run.measured() == ["b_row_bytes"] and run.changed() == ["b_row_bytes"]
-    assert run.error.where() == "notebook in_limit, cell 3"
+    assert run.error.where() == "in notebook in_limit, cell 3"
+    assert RunError(notebook=None, cell=None, ename="ConnectError", evalue="v").where() == \
+        "before the first notebook (environment and round trip)"
     data = jsonable(run)
     assert data["notebooks"]["in_limit"] == {"status": "pending", "parameters": {}}
     assert CalibrationRun.from_json(data).to_json() == run.to_json()
+
+
+def test_a_run_that_failed_before_its_notebooks_says_so_in_the_report(tmp_path):
+    from lab.calibration.report import render
+
+    html = render({"run_id": "r", "status": "failed", "error": {"notebook": None, "cell": None,
+                                                                 "ename": "RequestTimeout", "evalue": "slow"}}, tmp_path)
+    assert "Run failed</b> before the first notebook (environment and round trip): <b>RequestTimeout</b>: slow" in html
+    assert "notebook <b></b>" not in html and "cell :" not in html
+    html = render({"run_id": "r", "status": "failed", "error": {"notebook": "b_row", "cell": 4, "ename": "E",
+                                                                 "evalue": "v"}}, tmp_path)
+    assert "Run failed</b> in notebook <b>b_row</b>, cell 4: <b>E</b>: v" in html

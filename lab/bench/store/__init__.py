@@ -6,20 +6,23 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
 ``send_throughput``
     ``full_write_path`` = ``store.send`` (§5.1: allocate, seal, dedup LWT, message_record +
     message_index, outbox append (SQLite, fsync), COMMITTED, ack, conversation_head update) vs
-    ``bare_lwt_insert`` = the write path's own ``INSERT INTO client_dedup ... IF NOT EXISTS``
-    and nothing else. Concurrency: a thread pool of ``send_concurrency`` closed-loop callers
-    (``store.send`` is synchronous; the bare insert uses the same pool and the synchronous
-    ``Connection.execute`` so both sides pay the same client overhead). The two methods run in
-    interleaved blocks in ABBA order (A B, B A, A B ...) after one discarded warm-up block
-    each. A write-path block ends after ``store.drain()``: its throughput includes the
-    asynchronous head updates it caused (sustainable, not ack-only; ack-only is reported too).
+    ``send_floor`` = the same statements issued raw (lab.bench.store.floors: dedup LWT, record +
+    index together, COMMITTED, head write; values built before the run) vs ``bare_lwt_insert`` =
+    the write path's own ``INSERT INTO client_dedup ... IF NOT EXISTS`` and nothing else.
+    Concurrency: a thread pool of ``send_concurrency`` closed-loop callers (``store.send`` is
+    synchronous; the raw sides use the same pool and the synchronous ``Connection.execute`` so
+    all pay the same client overhead). The methods run in interleaved blocks, the order reversed
+    every round (A B C, C B A, ...), after one discarded warm-up block each. A write-path block
+    ends after ``store.drain()``: its throughput includes the asynchronous head updates it caused
+    (sustainable, not ack-only; ack-only is reported too).
 
 ``history_latest_page``
     ``history`` = ``store.history(tenant, conversation)`` (latest page, ``history_limit``
-    messages: conversation_head read + one bucket read + decrypt/decode) vs ``bare_select`` =
+    messages: conversation_head read + one bucket read + decrypt/decode) vs ``history_floor`` =
+    those two statements issued raw together, rows fetched, nothing decoded, vs ``bare_select`` =
     one single-partition ``SELECT <same columns> ... ORDER BY conversation_seq DESC LIMIT n``
-    on the same partition, rows fetched, nothing decoded. One caller (no queueing), the two
-    alternating call by call (order flipped every pair), warm-up pairs discarded.
+    on the same partition, rows fetched, nothing decoded. One caller (no queueing), the three
+    in turn call by call (order reversed every round), warm-up rounds discarded.
 
 ``grouped_vs_naive_<shape>`` for the two S-1 shapes (1 group x 500, 20 DMs x 5)
     ``grouped`` = ``store.batch_read`` with the body LRU cleared before each call (one request
@@ -41,6 +44,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     params     BenchParams and the CLI's quick / full presets
     recording  one side of a comparison (Method -> MethodResult), alternating calls, the run's context
     seed       rows for the read comparisons, as the commit path writes them
+    floors     send_floor and history_floor: each path's own statements, issued raw
     send       send_throughput
     history    history_latest_page
     grouped    grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)

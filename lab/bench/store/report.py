@@ -85,8 +85,10 @@ def closing_note(report: StoreBenchReport) -> str:
     env, c = report.environment, report.comparisons
     s = c["send_throughput"]
     f, b = s.methods["full_write_path"], s.methods["bare_lwt_insert"]
+    fl = s.methods.get("send_floor")
     h = c["history_latest_page"]
     hh, hb = h.methods["history"], h.methods["bare_select"]
+    hf = h.methods.get("history_floor")
     lines = [
         f"Store benchmark {report.run_id} ({report.params.mode}): {env.get('server')} "
         f"{env.get('server_version')}, {env.get('nodes')} node(s), {env['machine']['cpus']} CPUs (load average "
@@ -98,12 +100,26 @@ def closing_note(report: StoreBenchReport) -> str:
         f"{_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} µs vs {_fmt(b.latency_us.p50)}/{_fmt(b.latency_us.p99)} µs "
         f"({f.requests_per_op} vs {b.requests_per_op} CQL requests per send; ack-only "
         f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)}).",
+    ]
+    if fl is not None:
+        lines.append(
+            f"- Send vs its own statements raw (send_floor: dedup LWT, record + index together, COMMITTED, head "
+            f"write): {_fmt(f.throughput_ops_per_s)} vs {_fmt(fl.throughput_ops_per_s)} sends/s -> "
+            f"{s.ratio['full_over_floor_throughput']}x; ack p50/p99 {_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} "
+            f"vs {_fmt(fl.latency_us.p50)}/{_fmt(fl.latency_us.p99)} µs ({s.ratio['full_over_floor_p50_latency']}x / "
+            f"{s.ratio['full_over_floor_p99_latency']}x); {f.requests_per_op} vs {fl.requests_per_op} CQL requests "
+            "per send.")
+    lines.append(
         f"- Latest history page ({report.params.history_limit} messages): p50 "
         f"{_fmt(hh.latency_us.p50)} µs / p99 {_fmt(hh.latency_us.p99)} µs vs bare SELECT "
         f"{_fmt(hb.latency_us.p50)} / {_fmt(hb.latency_us.p99)} µs -> "
         f"{h.ratio['history_over_bare_p50']}x at p50, {h.ratio['history_over_bare_p99']}x at p99 "
-        f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)}).",
-    ]
+        f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)}).")
+    if hf is not None:
+        lines.append(
+            f"- Latest page vs its own statements raw (history_floor: head + bucket together, not decoded): p50 "
+            f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({h.ratio['history_over_floor_p50']}x), p99 "
+            f"{_fmt(hh.latency_us.p99)} vs {_fmt(hf.latency_us.p99)} µs ({h.ratio['history_over_floor_p99']}x).")
     for comp in c.values():
         if comp.shape is None:
             continue

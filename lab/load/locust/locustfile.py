@@ -1,5 +1,5 @@
-"""The lab's locustfile: ``lab load`` runs it headless; ``locust -f loadgen/locustfile.py`` gives
-the web UI with the same users (export LAB_LOAD_PLAN first, see loadgen/README.md).
+"""The lab's locustfile: ``lab load`` runs it headless, ``lab load --web`` with Locust's web UI
+(``locust -f loadgen/locustfile.py`` works too, given a plan in LAB_LOAD_PLAN).
 
 User weights come from the plan's load profile; only kinds with a positive weight are
 exposed to Locust. Each process opens its store while this file is imported (before Locust's runner starts),
@@ -12,7 +12,7 @@ import os
 
 import gevent
 from locust import events
-from locust.runners import MasterRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.locust import runtime
@@ -40,13 +40,26 @@ def _start(environment, **_kw) -> None:
         gevent.spawn(runtime._CONTEXT.start)
 
 
+@events.test_start.add_listener
+def _test_start(environment, **_kw) -> None:
+    if runtime._CONTEXT is not None and not isinstance(environment.runner, MasterRunner):
+        runtime._CONTEXT.test_started()
+
+
 @events.test_stop.add_listener
 def _write_totals(environment, **_kw) -> None:
     if runtime._CONTEXT is not None and runtime._CONTEXT.store is not None:
+        runtime._CONTEXT.test_stopped()
         runtime._CONTEXT.write_totals()
 
 
 @events.quitting.add_listener
 def _close(environment, **_kw) -> None:
+    # SIGTERM (how `lab load --web` ends) fires quitting while users still run: stop them first
+    # (in-flight calls finish under --stop-timeout), so no call meets a closed store
+    runner = environment.runner
+    if runner is not None and not isinstance(runner, MasterRunner) and runner.state in (STATE_SPAWNING,
+                                                                                          STATE_RUNNING):
+        runner.stop()
     if runtime._CONTEXT is not None:
         runtime._CONTEXT.close()

@@ -63,6 +63,8 @@ class LoadContext:
         self._counter = 0
         self._t0_wall = plan.t0
         self._closed = False
+        self._test_since: float | None = None  # wall clock of the running test's start (web UI: several)
+        self._measured_seconds = 0.0
         load_dir = plan.load_dir
         self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
         self.hdr_path = load_dir / "hdr" / f"{plan.worker_name()}.hlog"
@@ -77,7 +79,7 @@ class LoadContext:
     @property
     def t0_wall(self) -> float:
         while not self._t0_wall:
-            if not self.plan.start_gate:  # web UI: the run starts when the first user does
+            if not self.plan.start_gate:  # web UI: the run starts with its first test
                 self._t0_wall = time.time()
             else:
                 self._t0_wall = self.plan.published_t0() or 0.0
@@ -143,12 +145,13 @@ class LoadContext:
         """Report ready, wait for t0 (start gate), start the interval log (in a greenlet: users
         wait on :attr:`ready`)."""
         try:
-            if self.plan.start_gate:
-                self.plan.ready_path().parent.mkdir(parents=True, exist_ok=True)
-                self.plan.ready_path().write_text(str(os.getpid()))
+            self.plan.ready_path().parent.mkdir(parents=True, exist_ok=True)
+            self.plan.ready_path().write_text(str(os.getpid()))
             self.hdr_path.parent.mkdir(parents=True, exist_ok=True)
             self._hdr_file = open(self.hdr_path, "w", encoding="utf-8")
-            self._hdr = IntervalLogWriter(self._hdr_file, start_time_s=self.t0_wall,
+            # web UI: the log starts now; t0 (the phases' origin) waits for the first test
+            self._log_t0 = self.t0_wall if self.plan.start_gate else time.time()
+            self._hdr = IntervalLogWriter(self._hdr_file, start_time_s=self._log_t0,
                                           comment=f"[lab load {self.plan.run_id} {self.plan.worker_name()}]")
             gevent.spawn(self._flush_loop)
         except BaseException as exc:
@@ -156,6 +159,21 @@ class LoadContext:
             raise
         finally:
             self.ready.set()
+
+    # ---- tests (one in a headless run; the web UI may start and stop several) -----------
+    def test_started(self) -> None:
+        if self._test_since is None:
+            self._test_since = time.time()
+            if not self.plan.start_gate and not self._t0_wall:  # web UI: the first test's start is t0
+                self._t0_wall = self._test_since
+
+    def test_stopped(self) -> None:
+        """Add the test's measured stretch (after the warmup) to :attr:`measured_seconds`."""
+        if self._test_since is None or not self._t0_wall:
+            return
+        start = max(self._test_since, self._t0_wall + self.plan.warmup_seconds)
+        self._measured_seconds += max(0.0, time.time() - start)
+        self._test_since = None
 
     def wait_ready(self) -> None:
         self.ready.wait()
@@ -193,8 +211,8 @@ class LoadContext:
         while not self._closed:
             now = time.time()
             # interval edges on t0 + k * step, so the workers' logs line up
-            k = int((now - self.t0_wall) // step) + 1
-            gevent.sleep(max(0.0, self.t0_wall + k * step - now))
+            k = int((now - self._log_t0) // step) + 1
+            gevent.sleep(max(0.0, self._log_t0 + k * step - now))
             end = time.time()
             self._write_interval(begin, end)
             begin = end
@@ -208,7 +226,8 @@ class LoadContext:
 
     def write_totals(self) -> None:
         data = {"worker": self.plan.worker_name(), "pid": os.getpid(), "fixed_rate": self.plan.fixed_rate,
-                "written_at": time.time(), "totals": self.recorder.totals_json(),
+                "written_at": time.time(), "measured_seconds": round(self._measured_seconds, 3),
+                "totals": self.recorder.totals_json(),
                 "acks": getattr(getattr(self, "acks", None), "count", 0),
                 "driver": "native-threads" if self.threadpool is not None else "gevent",
                 "reactor": self.connection.cluster.connection_class.__name__
@@ -222,6 +241,7 @@ class LoadContext:
     def close(self) -> None:
         if self._closed:
             return
+        self.test_stopped()
         self._closed = True
         if hasattr(self, "_hdr_file"):
             self._write_interval(time.time(), time.time())

@@ -1,0 +1,111 @@
+"""The text ``lab load`` prints at the end: the summary's fields in human units, each number
+labelled with what it is (corrected vs service latency, seed vs measured sends)."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lab.results import units
+
+CORRECTED_NOTE = ("latency: 'corrected' counts from each call's due time (coordinated omission corrected: "
+                  "a late call's wait is included); 'service' from its actual start")
+CLOSED_LOOP_NOTE = ("latency: service time (closed loop: each user waits for its call, so no coordinated-omission "
+                    "correction applies; use --rate for latency under a fixed offered load)")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{units.count(n)} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
+def _headline(s: Any) -> str:
+    rate = f"{units.rate(s.achieved_rate, ' calls/s')} achieved"
+    if s.requested_rate:
+        rate += (f" of {units.rate(s.requested_rate, ' calls/s')} requested "
+                 f"({units.percent(s.achieved_over_requested)})")
+    window = f"measured {units.seconds(s.measured_seconds)}"
+    if s.warmup_seconds:
+        window += f" after a {units.seconds(s.warmup_seconds)} warmup"
+    return (f"{s.mode} {s.profile}: {_plural(s.users, 'user')}, {_plural(s.processes, 'process')}; "
+            f"{rate}; {window}")
+
+
+def _table(rows: list[list[str]], right: set[int]) -> Iterator[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        yield "  " + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+
+def operations_lines(s: Any) -> Iterator[str]:
+    fixed = any(o.corrected_us is not None for o in s.operations.values())
+    yield "  " + (CORRECTED_NOTE if fixed else CLOSED_LOOP_NOTE)
+    head = ["operation", "calls", "errors", "p50", "p99", "p99.9", "max"]
+    if fixed:
+        head = head[:3] + ["corrected p50", "p99", "p99.9", "max", "service p50", "p99"]
+    rows = [head]
+    for op, o in s.operations.items():
+        lat = o.corrected_us if fixed and o.corrected_us is not None else o.service_us
+        row = [op, units.count(o.count), units.count(o.errors), *(units.ms(getattr(lat, k))
+                                                                  for k in ("p50", "p99", "p999", "max"))]
+        if fixed:
+            row += [units.ms(o.service_us.p50), units.ms(o.service_us.p99)]
+        rows.append(row)
+    yield from _table(rows, right=set(range(1, len(head))))
+    errors = {t: n for o in s.operations.values() for t, n in o.errors_by_type.items()}
+    if errors:
+        yield "  errors by type: " + ", ".join(f"{t} {units.count(n)}" for t, n in sorted(errors.items()))
+
+
+def steps_lines(s: Any) -> Iterator[str]:
+    if not s.steps:
+        return
+    rows = [["step", "requested", "achieved", "corrected p99", "service p99", "load generator CPU"]]
+    for i, st in enumerate(s.steps, 1):
+        cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+        rows.append([f"{i}{' (warmup)' if st.warmup else ''}", units.rate(st.requested_rate),
+                     units.rate(st.achieved_rate), units.ms(st.corrected_us.p99), units.ms(st.service_us.p99),
+                     f"{units.fmt(cpu)}% of a core" if cpu is not None else units.MISSING])
+    yield "  staircase:"
+    yield from _table(rows, right={1, 2, 3, 4, 5})
+
+
+def acks_line(s: Any) -> str:
+    a = s.acks
+    parts = [f"{units.count(a.measured)} measured"]
+    if a.prior:
+        parts.insert(0, f"{units.count(a.prior)} prior (earlier loads of this run id)")
+    parts.insert(1 if a.prior else 0, f"{units.count(a.seed)} seed (before Locust started)")
+    if a.warmup:
+        parts.append(f"{units.count(a.warmup)} warmup")
+    if a.after:
+        parts.append(f"{units.count(a.after)} after the end")
+    replays = (f"; {units.count(a.replayed)} retr{'y' if a.replayed == 1 else 'ies'} answered from client_dedup "
+               "(replays)") if a.replayed else ""
+    return f"  acknowledged sends: {units.count(a.total_new)} = " + " + ".join(parts) + replays
+
+
+def audit_line(audit: Any) -> str:
+    verdict = "ok" if audit.ok else "FAILED"
+    return (f"  audit {verdict}: {units.count(audit.acked)} acknowledged sends read back (seed and prior included), "
+            f"{units.count(audit.found)} found; lost {units.count(audit.lost)}, duplicates "
+            f"{units.count(audit.duplicates)}, replay mismatches {units.count(audit.replay_mismatches)}")
+
+
+def summary_lines(s: Any) -> Iterator[str]:
+    yield _headline(s)
+    yield from operations_lines(s)
+    yield from steps_lines(s)
+    cpu = s.loadgen_cpu
+    if cpu is not None and cpu.samples:
+        yield (f"  load generator CPU: {units.fmt(cpu.mean_percent_of_one_core)}% of one core on average, "
+               f"{units.fmt(cpu.max_percent_of_one_core)}% at most ({cpu.cores} cores here)")
+    for w in s.workers:
+        m = w.machine or {}
+        if m:
+            wcpu = (m.get("loadgen_cpu") or {}).get("mean_percent_of_one_core")
+            offset = m.get("clock_offset_seconds")
+            yield (f"  {w.worker} on {m.get('host')}: {units.count(w.acks)} acks"
+                   + (f", clock offset to the master {offset:+.3f} s" if offset is not None else "")
+                   + f", load generator CPU {units.fmt(wcpu)}% of one core")
+    yield acks_line(s)
+    if s.audit is not None:
+        yield audit_line(s.audit)

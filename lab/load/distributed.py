@@ -1,0 +1,236 @@
+"""Load from several machines on Locust's own distributed mode.
+
+    lab load --master --expect-workers N [--master-bind-host ADDR] [--master-port 5557] <the plan's options>
+    lab load --worker --master-host ADDR [--master-port 5557]        (on each load machine)
+
+The master (:func:`run_master`) holds no store: it checks the options, reaches the cluster
+and creates the schema, then runs the Locust master (headless, or ``--web``) and the lab's
+coordinator (``lab.load.coordinator``, Locust's port + 1). Each worker (:func:`run_worker`)
+joins the coordinator, receives its index (its key range: ``lab.load.plan.KeyRange`` of
+(run, index)) and the plan, connects to the cluster with its own settings, seeds its key
+range through its own store (the DEKs stay on that machine, under its ``--home``), starts a
+Locust worker connected to the master and reports ready. When all N are ready the master
+publishes t0 (each worker converts it to its own clock from the fastest round trip). After
+the run each worker audits its own sends (only it holds their keys) and sends its files
+and its audit to the master, which writes the one ``summary.json`` of the run with every
+worker's numbers merged, as a local run does.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+import time
+from pathlib import Path
+
+from lab.cluster.config import ClusterConfig
+from lab.load import runs
+from lab.load.audit import AuditResult
+from lab.load.coordinator import PORT_OFFSET, Coordinator, CoordinatorClient, CoordinatorError
+from lab.load.cpu import CpuMonitor
+from lab.load.plan import LoadPlan
+from lab.load.processes import Processes, child_env, display_host, locust_cmd
+from lab.load.progress import NO_PROGRESS, LoadProgress
+from lab.load.runner import (SUMMARY_FILE, LoadError, LoadOptions, LoadResult, _sigterm_as_interrupt, _wait,
+                             audit_run, build_plan, prepare, seed_workers, wait_ready, write_t0)
+from lab.load.summary import AckCounts, ack_counts, summarize_run
+from lab.measure import Stopwatch
+from lab.measure.clock import wall_seconds
+from lab.project import RESULTS_DIR
+from lab.results.jsonio import jsonable, read_json, write_json
+
+DEFAULT_JOIN_TIMEOUT_SECONDS = 600.0   # the workers are started by hand on other machines
+DEFAULT_RESULTS_TIMEOUT_SECONDS = 600.0  # after the run: each worker audits, then sends its files
+REMOTE_START_LEAD_SECONDS = 2.0        # t0 ahead of now: every worker polls the coordinator in time
+WORKER_FILES = ("totals/{w}.json", "hdr/{w}.hlog", "acks/{w}.csv", "locust-{w}.log")
+
+
+def _lab_version() -> str | None:
+    from lab.results.environment import git_commit
+
+    return git_commit()
+
+
+def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int, bind_host: str = "127.0.0.1",
+               port: int = 5557, join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT_SECONDS,
+               results_timeout_seconds: float = DEFAULT_RESULTS_TIMEOUT_SECONDS,
+               progress: LoadProgress | None = None) -> LoadResult:
+    """The Locust master and the coordinator; waits for ``expect_workers`` workers, runs, collects."""
+    progress = progress or NO_PROGRESS
+    if expect_workers < 1:
+        raise LoadError(f"expect at least 1 worker, got {expect_workers}", expect_workers=expect_workers)
+    options = dataclasses.replace(options, processes=expect_workers)
+    folder, env = prepare(config, options, progress)
+    runs.create(folder)
+    plan = build_plan(options, folder, workers=expect_workers, start_gate=options.web is None)
+    parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
+                  "distributed": {"master": f"{bind_host}:{port}", "coordinator": f"{bind_host}:{port + PORT_OFFSET}",
+                                  "expect_workers": expect_workers}}
+    write_json(folder.load_dir / "parameters.json", parameters)
+    coordinator = Coordinator(plan=plan.to_json(), expected=expect_workers, load_dir=folder.load_dir, host=bind_host,
+                              port=port + PORT_OFFSET, keyspace=config.keyspace, locust_port=port,
+                              lab_version=_lab_version(), seeded_before=tuple(runs.seeded_indexes(folder))).start()
+    web_port = options.web.bound_port() if options.web is not None else None
+    procs = Processes(folder.load_dir / "locust.stdout.txt")
+    interrupted = False
+    cpu: CpuMonitor | None = None
+    try:
+        with _sigterm_as_interrupt():
+            try:
+                procs.start(locust_cmd(plan, folder.load_dir, role="master", master_host=bind_host, master_port=port,
+                                       stop_timeout_seconds=options.stop_timeout_seconds, web=options.web,
+                                       web_port=web_port, expect_workers=expect_workers, host=display_host(config)),
+                            child_env(None, plan, role="master"), folder.load_dir)
+                progress.phase(f"master at {bind_host}:{port} (coordinator :{port + PORT_OFFSET}): waiting for "
+                               f"{expect_workers} worker(s); on each load machine run: lab load --worker "
+                               f"--master-host {bind_host} --master-port {port}")
+                if not coordinator.wait_for("ready", expect_workers, join_timeout_seconds,
+                                            alive=lambda: not procs.exited()):
+                    raise LoadError(f"{coordinator.count('ready')} of {expect_workers} worker(s) ready after "
+                                    f"{join_timeout_seconds:.0f} s ({coordinator.count('joined')} joined); see "
+                                    f"{folder.load_dir / 'locust.log'}", load_dir=str(folder.load_dir))
+                hosts = ", ".join(f"{i}: {w['host']} ({w['address']})" for i, w in sorted(coordinator.workers.items()))
+                progress.phase(f"all {expect_workers} worker(s) ready: {hosts}")
+                if plan.start_gate:
+                    t0 = wall_seconds() + REMOTE_START_LEAD_SECONDS
+                    write_t0(folder.load_dir, t0)  # the master's shape reads it
+                    coordinator.publish_t0(t0)
+                    plan = dataclasses.replace(plan, t0=t0)
+                    progress.phase(f"running {plan.end_seconds:g} s on {expect_workers} worker(s)")
+                else:
+                    url = f"http://{options.web.host}:{web_port}"
+                    parameters["web_url"] = url
+                    write_json(folder.load_dir / "parameters.json", parameters)
+                    progress.phase(f"web UI: {url}  ({plan.users} users by default over {expect_workers} workers); "
+                                   "Ctrl-C here ends the run: the workers' audits and the summary follow")
+                cpu = CpuMonitor(procs.pids, folder.load_dir / "cpu.csv", plan.t0 or wall_seconds())
+                cpu.start()
+                _wait(plan, procs, options, progress)
+            except KeyboardInterrupt:
+                interrupted = options.web is None
+                progress.done()
+                progress.phase("stopping the Locust master (the workers stop with it)")
+                procs.stop(options.stop_timeout_seconds + 10)
+        progress.done()
+        joined = coordinator.count("joined")
+        progress.phase(f"waiting for the audits and files of {joined} worker(s)")
+        coordinator.wait_for("done", joined, results_timeout_seconds)
+    finally:
+        procs.close()
+        coordinator.close()
+        if cpu is not None:
+            cpu.stop()
+    workers = {i: dict(w) for i, w in coordinator.workers.items()}
+    missing = sorted(i for i, w in workers.items() if not w.get("done"))
+    audit = AuditResult()
+    for _i, w in sorted(workers.items()):
+        if w.get("audit"):
+            audit.merge(AuditResult.from_json(w["audit"]))
+    write_json(folder.load_dir / "audit.json", audit)
+    summary = summarize_run(plan, folder.load_dir, cpu=None, interrupted=interrupted,
+                            exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
+                            parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
+                            | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
+                               "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
+    summary = dataclasses.replace(summary, audit=audit if options.audit else None)
+    write_json(folder.load_dir / SUMMARY_FILE, summary)
+    if missing:
+        raise LoadError(f"worker(s) {', '.join(map(str, missing))} sent no results in {results_timeout_seconds:.0f} s; "
+                        f"the summary holds the others: {folder.load_dir / SUMMARY_FILE}", missing=missing)
+    return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary,
+                      state_root=folder.state_root, interrupted=interrupted)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkerResult:
+    index: int
+    load_dir: Path
+    acks: AckCounts
+    audit: AuditResult | None
+    state_root: Path
+
+
+def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, results: Path = RESULTS_DIR,
+               join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT_SECONDS, audit: bool = True,
+               progress: LoadProgress | None = None) -> WorkerResult:
+    """Join the master, seed this worker's key range, run a Locust worker, audit, send the results."""
+    progress = progress or NO_PROGRESS
+    client = CoordinatorClient(master_host, port + PORT_OFFSET)
+    progress.phase(f"joining the master at {master_host}:{port} (coordinator :{port + PORT_OFFSET})")
+    answer = client.join(state_for=lambda key_base: runs.states_kept(Path(config.lab_home), key_base),
+                         lab_version=_lab_version(), retry_seconds=join_timeout_seconds)
+    index = answer["index"]
+    master_plan = LoadPlan.from_json(answer["plan"])
+    if answer.get("lab_version") and answer["lab_version"] != _lab_version():
+        progress.phase(f"warning: the master runs lab {answer['lab_version']}, this machine {_lab_version()}: "
+                       "run the same commit everywhere")
+    config = config.replace(keyspace=answer["keyspace"])
+    run_id = Path(master_plan.load_dir).parent.name
+    folder = runs.worker_folder(results=Path(results), lab_home=Path(config.lab_home), run_id=run_id,
+                                key_base=master_plan.run_id, subdir=Path(master_plan.load_dir).name, index=index)
+    runs.create(folder)
+    plan = dataclasses.replace(master_plan, load_dir=folder.load_dir, state_root=folder.state_root,
+                               worker_index=index)
+    progress.phase(f"worker {index} of {master_plan.workers} in run {run_id}: {display_host(config)}")
+    procs = Processes(folder.load_dir / "locust.stdout.txt")
+    cpu = None
+    watch = Stopwatch()
+    lock = runs.StateLock(folder.state_root, name=f"lock-{plan.worker_name()}")
+    with lock:
+        seeding = seed_workers(config, plan, folder, progress, indexes=[index])
+        try:
+            with _sigterm_as_interrupt():
+                try:
+                    procs.start(locust_cmd(plan, folder.load_dir, role="worker", master_host=master_host,
+                                           master_port=answer["locust_port"], index=index, stop_timeout_seconds=0),
+                                child_env(config, plan, index, role="worker"), folder.load_dir)
+                    wait_ready(plan, procs, join_timeout_seconds, indexes=range(index, index + 1))
+                    client.post("/ready", {"index": index, "seed_sends": seeding["seed_sends_per_worker"][0],
+                                           "seconds": watch.seconds(1)})
+                    progress.phase(f"ready in {watch.seconds():.1f} s: waiting for the master's start")
+                    if plan.start_gate:
+                        t0 = client.wait_t0(join_timeout_seconds, alive=procs.running)
+                        write_t0(folder.load_dir, t0)
+                        plan = dataclasses.replace(plan, t0=t0)
+                        progress.phase(f"start at t0 (clock offset to the master {client.offset_seconds:+.3f} s, "
+                                       f"round trip {1000 * (client.rtt_seconds or 0):.1f} ms)")
+                    cpu = CpuMonitor(procs.pids, folder.load_dir / f"cpu-{plan.worker_name()}.csv",
+                                     plan.t0 or wall_seconds())
+                    cpu.start()
+                    while procs.running():  # Locust's worker ends when its master quits
+                        time.sleep(0.5)
+                except KeyboardInterrupt:
+                    progress.phase("stopping this worker")
+                    procs.stop(30)
+        finally:
+            procs.close()
+            if cpu is not None:
+                cpu.stop()
+        result_audit = None
+        if audit:
+            progress.phase("audit: reading back this worker's acknowledged sends")
+            result_audit = audit_run(config, plan, indexes=[index])
+    _add_machine(folder.load_dir / "totals" / f"{plan.worker_name()}.json", client, cpu, plan)
+    progress.phase("sending the results to the master")
+    for pattern in (*WORKER_FILES, "cpu-{w}.csv"):
+        name = pattern.format(w=plan.worker_name())
+        client.put_file(index, name, folder.load_dir / name)
+    client.post("/done", {"index": index, "audit": result_audit.to_json() if result_audit else None,
+                          "exit_code": procs.exit_codes()[0] if procs.procs else None})
+    return WorkerResult(index=index, load_dir=folder.load_dir, acks=ack_counts(folder.load_dir), audit=result_audit,
+                        state_root=folder.state_root)
+
+
+def _add_machine(totals_path: Path, client: CoordinatorClient, cpu: CpuMonitor | None, plan: LoadPlan) -> None:
+    """The worker's machine in its totals (the master's summary lists it per worker)."""
+    with contextlib.suppress(FileNotFoundError):
+        data = read_json(totals_path)
+        window = cpu.window(plan.warmup_seconds, plan.end_seconds if plan.duration_seconds > 0 else float("inf")) \
+            if cpu is not None else None
+        data["machine"] = {"host": socket.gethostname(), "clock_offset_seconds": client.offset_seconds,
+                           "round_trip_ms": round(1000 * client.rtt_seconds, 2) if client.rtt_seconds else None,
+                           "loadgen_cpu": window.to_json() if window is not None else None}
+        write_json(totals_path, data, indent=None)
+
+
+__all__ = ["run_master", "run_worker", "WorkerResult", "CoordinatorError"]

@@ -1,0 +1,77 @@
+"""decode_row builds Messages without the dataclass constructor (lab.store.records._message): the
+result must equal what the constructor builds, field for field, for every kind of row. Pure:
+a local key store in tmp_path, no node."""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import namedtuple
+
+import pytest
+
+from lab.store.crypto import Encryptor, LocalKeyStore
+from lab.store.media import MediaMetadata, MentionTargets
+from lab.store.model import MessageState, MessageType, RetentionClass
+from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, encode_record
+
+T, C, S = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
+Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
+
+
+def _message(seq, **kw):
+    fields = dict(tenant_id=T, conversation_id=C, seq_bucket=0, conversation_seq=seq, message_id=seq << 70,
+                  last_activity_id=(seq << 70) + 1, sender_id=S, sender_device_id=S, client_message_id=f"c-{seq}",
+                  message_type=MessageType.TEXT, body=b"hello %d" % seq, created_at_ms=1_700_000_000_000 + seq)
+    return Message(**(fields | kw))
+
+
+CASES = {
+    "plain": {},
+    "e2ee": {"e2ee": True, "body": b"\x01opaque"},
+    "media and mentions": {"message_type": MessageType.IMAGE, "media": MediaMetadata(object_id="o", mime="image/png",
+                                                                                     size_bytes=10, thumbnail=b"t"),
+                           "mentions": MentionTargets(user_ids=(S,), at_all=False), "reply_to_conversation_seq": 1,
+                           "custom_type": "x", "retention_class": RetentionClass.COMPLIANCE_HOLD},
+    "edited": {"state": MessageState.EDITED, "edited_at_activity_id": 99},
+    "recalled": {"state": MessageState.RECALLED, "recall_event_conversation_seq": 7},
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("form", ["named tuple", "dict", "object"])
+def test_decode_equals_the_constructor(tmp_path, case, form):
+    enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
+    message = _message(5, **CASES[case])
+    columns = encode_record(message, enc)
+    row = {"named tuple": lambda: Row(**columns), "dict": lambda: dict(columns),
+           "object": lambda: type("R", (), dict(columns))()}[form]()
+    decoded = decode_row(row, enc)
+    expected = dataclasses.replace(message, dek_id=decoded.dek_id)  # the key that sealed it
+    assert set(vars(decoded)) == {f.name for f in dataclasses.fields(Message)}
+    assert decoded == expected and type(decoded) is Message
+    assert hash(decoded.dek_id) == hash(expected.dek_id) and repr(decoded) == repr(expected)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded.body = b"x"
+
+
+def test_decode_rows_opens_each_key_once_and_can_skip_an_erased_conversation(tmp_path):
+    from lab.errors import DecryptError, KeyDestroyed
+    from lab.store.records import decode_rows
+
+    enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
+    other = uuid.UUID(int=9)
+    kept = [encode_record(_message(s), enc) for s in range(1, 4)]
+    erased = [encode_record(dataclasses.replace(_message(s), conversation_id=other), enc) for s in range(1, 3)]
+    rotated = enc.rotate(T, C)
+    kept.append(encode_record(_message(4), enc))  # a second key version of the same conversation
+    rows = [Row(**c) for c in kept[:2] + erased[:1] + kept[2:] + erased[1:]]
+    assert [m.body for m in decode_rows(rows, enc)] == [decode_row(r, enc).body for r in rows]
+    assert decode_rows(rows[-2:-1], enc)[0].dek_id == rotated
+    enc.destroy(T, other)
+    with pytest.raises(KeyDestroyed):
+        decode_rows(rows, enc)
+    out = decode_rows(rows, enc, skip_destroyed=True)
+    assert [None if m is None else m.conversation_seq for m in out] == [1, 2, None, 3, 4, None]
+    moved = Row(**(kept[0] | {"conversation_seq": 2}))  # a ciphertext copied to another row
+    with pytest.raises(DecryptError):
+        decode_rows([moved], enc)

@@ -1,0 +1,93 @@
+"""The one formatting of numbers and units (lab.results.units) and the texts built on it: the
+live status line, `lab load`'s summary (labels for corrected vs service latency, seed vs
+measured sends) and the result pages' fmt, which is the same function."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from lab.cli.load_text import acks_line, summary_lines
+from lab.cli.progress import status_text
+from lab.load.progress import LiveStatus, read_live_totals
+from lab.load.summary import AckCounts, LoadSummary
+from lab.measure.hdr import OperationSummary
+from lab.measure.percentiles import LatencySummary
+from lab.results import html, units
+
+
+@pytest.mark.parametrize("value, text", [
+    (20000000.0, "20,000,000"), (2.0e7, "20,000,000"), (1255.3, "1,255"), (12345, "12,345"), (0.01234, "0.0123"),
+    (1.5e-5, "0.000015"), (600, "600"), (0.0, "0"), (None, "—"), (float("nan"), "—"), (True, "True"),
+    ("text", "text"), (float("inf"), "∞")])
+def test_fmt_never_prints_an_exponent(value, text):
+    assert units.fmt(value) == text
+
+
+@pytest.mark.parametrize("fn, value, text", [
+    (units.si, 2.0e7, "20 M"), (units.si, 1530, "1.53 k"), (units.si, 12, "12"),
+    (units.ms, 67967, "68.0 ms"), (units.ms, 1234567, "1,235 ms"), (units.ms, 850, "0.85 ms"),
+    (units.ms, 5432, "5.43 ms"), (units.ms, None, "—"),
+    (units.seconds, 8.04, "8.0 s"), (units.seconds, 135, "2 min 15 s"), (units.seconds, 3725, "1 h 02 min"),
+    (units.seconds, 1.8e-05, "0 s"), (units.seconds, 0.35, "0.35 s"),
+    (units.rate, 93.94, "93.9/s"), (units.rate, 1234.5, "1,234/s"), (units.count, 12345, "12,345"),
+    (units.percent, 0.9912, "99.1%")])
+def test_human_units(fn, value, text):
+    assert fn(value) == text
+
+
+def test_the_result_pages_use_the_same_fmt():
+    assert html.fmt is units.fmt
+
+
+def _lat(p50: float, p99: float) -> LatencySummary:
+    return LatencySummary(count=10, p50=p50, p90=p99, p99=p99, p999=p99, max=p99 * 2, mean=p50)
+
+
+def _summary(*, fixed: bool, acks: AckCounts) -> LoadSummary:
+    op = OperationSummary(count=1234, ok=1232, errors=2, errors_by_type={"RequestTimeout": 2}, timeouts=2,
+                          rate_per_second=20.5, service_us=_lat(11000, 40000),
+                          corrected_us=_lat(67967, 1234567) if fixed else None)
+    return LoadSummary(run_id="r", profile="chat", mode="fixed-rate" if fixed else "closed-loop", users=30,
+                       processes=1, warmup_seconds=10, measured_seconds=60, requested_rate=30.0 if fixed else None,
+                       achieved_rate=29.8, achieved_over_requested=0.9933 if fixed else None, operations={"send": op},
+                       all_operations=op, acks=acks, workers=(), workers_expected=1)
+
+
+def test_fixed_rate_summary_says_which_latency_is_corrected():
+    text = "\n".join(summary_lines(_summary(fixed=True, acks=AckCounts(seed=280, warmup=26, measured=1232))))
+    assert "coordinated omission corrected" in text and "corrected p50" in text and "service p50" in text
+    assert "68.0 ms" in text and "1,235 ms" in text and "11.0 ms" in text  # corrected, then service
+    assert "29.8 calls/s achieved of 30 calls/s requested (99.3%)" in text
+    assert "measured 1 min 00 s after a 10.0 s warmup" in text and "1,234" in text
+    assert "errors by type: RequestTimeout 2" in text
+    assert not re.search(r"\b67967\b|\bus\b", text), "no raw microseconds"
+
+
+def test_closed_loop_summary_says_it_is_service_time():
+    text = "\n".join(summary_lines(_summary(fixed=False, acks=AckCounts(seed=28, measured=100))))
+    assert "service time (closed loop" in text and "corrected p50" not in text
+
+
+def test_acks_say_seed_and_prior_apart_from_measured():
+    line = acks_line(_summary(fixed=True, acks=AckCounts(prior=500, seed=0, measured=120, replayed=3)))
+    assert line == ("  acknowledged sends: 620 = 500 prior (earlier loads of this run id) + 0 seed (before Locust "
+                    "started) + 120 measured; 3 retries answered from client_dedup (replays)")
+
+
+def test_status_line():
+    s = LiveStatus(elapsed_seconds=12.3, total_seconds=60, warmup_seconds=10, users=30, calls=1234, errors=0,
+                   calls_per_second=98.14)
+    assert status_text(s) == "  measured   12.3 s / 1 min 00 s  30 users  1,234 calls  98.1 calls/s  0 errors"
+    assert status_text(LiveStatus(elapsed_seconds=70, total_seconds=60, users=3)).startswith(
+        "  stopping   1 min 00 s / 1 min 00 s")
+    assert "idle" in status_text(LiveStatus(elapsed_seconds=5, total_seconds=None, users=0))
+
+
+def test_live_totals_read_locusts_last_aggregated_row(tmp_path):
+    head = "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,Total Request Count,Total Failure Count\n"
+    rows = "".join(f"{t},4,,Aggregated,{t}.5,0.0,12,{t * 100},{t}\n1,4,store,send,1,0,1,5,0\n" for t in range(1, 400))
+    (tmp_path / "locust_stats_history.csv").write_text(head + rows)
+    assert read_live_totals(tmp_path) == {"users": 4, "calls": 39900, "errors": 399, "calls_per_second": 399.5,
+                                          "errors_per_second": 0.0}
+    assert read_live_totals(tmp_path / "missing") is None
