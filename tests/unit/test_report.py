@@ -113,4 +113,4 @@ def test_a_failed_run_before_the_notebooks_says_where(tmp_path, quick):
     cal = _run(tmp_path, quick=quick)
     cal.update(status="failed", error={"notebook": None, "cell": None, "ename": "NoHostAvailable", "evalue": "port 1"})
     html = render(cal, tmp_path)
-    assert "in before" not in html and "before the notebooks (environment or round trip)" in html
+    assert "in before" not in html and "before the first notebook (environment and round trip)" in html
