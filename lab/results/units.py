@@ -51,6 +51,8 @@ def _number(value: Any, digits: int) -> str:
         if value == 0:
             return "0"
         text = f"{value:.{digits}g}"
+        if "e" in text and abs(value) >= 1:  # more integer digits than significant ones: 121.7 at 2 is '122'
+            return f"{value:,.0f}"
         if "e" in text:  # tiny values: as many decimals as the significant digits need
             decimals = digits - 1 - math.floor(math.log10(abs(value)))
             text = f"{value:.{decimals}f}".rstrip("0")
