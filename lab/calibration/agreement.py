@@ -24,18 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.calibration.measures import number
+
 STATUSES = ("agree", "disagree", "inconclusive", "not measured in A", "not measured in B", "not measured",
             "observed only")
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
 
 
 def _g(value: float | None) -> str:
@@ -48,7 +40,7 @@ def agreement(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[
     """{"status", "detail", "delta", "delta_relative"} for constant entries ``a`` (run A) and ``b``."""
     a, b = a or {}, b or {}
     unit = a.get("unit") or b.get("unit") or ""
-    ma, mb = _num(a.get("measured")), _num(b.get("measured"))
+    ma, mb = number(a.get("measured")), number(b.get("measured"))
     out: dict[str, Any] = {"delta": None, "delta_relative": None}
     if ma is None or mb is None:
         if ma is None and mb is None:
@@ -65,18 +57,18 @@ def agreement(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[
     if a.get("inconclusive") or b.get("inconclusive"):
         which = " and ".join(side for side, c in (("A", a), ("B", b)) if c.get("inconclusive"))
         return {**out, "status": "inconclusive", "detail": f"{which} could not decide (its halves disagree); {delta}"}
-    la, ha, lb, hb = (_num(a.get("ci_low")), _num(a.get("ci_high")), _num(b.get("ci_low")), _num(b.get("ci_high")))
+    la, ha, lb, hb = (number(a.get("ci_low")), number(a.get("ci_high")), number(b.get("ci_low")), number(b.get("ci_high")))
     if a.get("rule") == "interval" and None not in (la, ha, lb, hb):
         limit = math.hypot((ha - la) / 2, (hb - lb) / 2)
         ok = abs(mb - ma) <= limit
         return {**out, "status": "agree" if ok else "disagree",
                 "detail": f"{delta}, {'within' if ok else 'beyond'} the combined 95% half-widths ±{_g(limit)} {unit}"
                 .replace("  ", " ")}
-    ra, rb = _num(a.get("recommended")), _num(b.get("recommended"))
+    ra, rb = number(a.get("recommended")), number(b.get("recommended"))
     if ra is not None and rb is not None and ra == rb:
         return {**out, "status": "agree", "detail": f"both recommend {_g(ra)} {unit}".rstrip()}
-    ia = (_num(a.get("recommended_ci_low")), _num(a.get("recommended_ci_high")))
-    ib = (_num(b.get("recommended_ci_low")), _num(b.get("recommended_ci_high")))
+    ia = (number(a.get("recommended_ci_low")), number(a.get("recommended_ci_high")))
+    ib = (number(b.get("recommended_ci_low")), number(b.get("recommended_ci_high")))
     if ra is not None and rb is not None and None not in ia + ib and ia[0] <= rb <= ia[1] and ib[0] <= ra <= ib[1]:
         return {**out, "status": "agree", "detail": f"{_g(ra)} vs {_g(rb)} {unit}: each inside the other's "
                                                     "bootstrap interval"}

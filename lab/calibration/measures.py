@@ -127,7 +127,8 @@ MEASURES: tuple[Measure, ...] = (
 )
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A finite float from a JSON value, or None (bools, text, NaN and infinities are no measurement)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -175,7 +176,7 @@ def confidence_of(measured: float | None, ci: tuple[float | None, float | None] 
 def _fmt(value: Any) -> str:
     from lab.results.units import fmt  # the lab's one number formatting
 
-    x = _num(value)
+    x = number(value)
     return str(value) if x is None else fmt(int(x) if x.is_integer() else x)
 
 
@@ -184,8 +185,8 @@ def evidence_line(*, measured: Any, unit: str, ci: tuple[Any, Any] | None, noteb
     """``measured 412 B ± 9 (95% CI 403-421; b_row notebook, run X)``: the line a reviewer reads."""
     text = f"measured {_fmt(measured)} {unit}".rstrip()
     where = f"{notebook} notebook, run {run_id}"
-    if ci and _num(ci[0]) is not None and _num(ci[1]) is not None:
-        half = (_num(ci[1]) - _num(ci[0])) / 2
+    if ci and number(ci[0]) is not None and number(ci[1]) is not None:
+        half = (number(ci[1]) - number(ci[0])) / 2
         text += f" ± {_fmt(half)} (95% CI {_fmt(ci[0])}-{_fmt(ci[1])}; {where})"
     else:
         text += f" ({where})"
@@ -279,7 +280,7 @@ def _from_statement(row: dict[str, Any], entry: Constant, notebooks: Mapping[str
     """A notebook's own ``values["appendix_b"][<constant>]`` (wins over :data:`MEASURES`)."""
     for nb_name, nb in notebooks.items():
         stated = ((nb.get("values") or {}).get("appendix_b") or {}).get(entry.name)
-        if isinstance(stated, Mapping) and _num(stated.get("measured")) is not None:
+        if isinstance(stated, Mapping) and number(stated.get("measured")) is not None:
             _apply(row, entry, stated, notebook=nb_name, folder=nb.get("dir"),
                    rule="notebook" if "recommended" in stated else "interval",
                    what=str(stated.get("evidence", "")), figure_stem=stated.get("figure"), **ctx)
@@ -301,7 +302,7 @@ def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[
                     "figure": _figure(folder, m.figure, ctx["run_dir"]),
                     "observed": observed_values(m, values, entry.value)})
         return True
-    if _num(values.get(m.measured)) is None:
+    if number(values.get(m.measured)) is None:
         if m.measured not in values:
             return False
         # it ran and decided nothing (e.g. no IN size met the p99 budget)
@@ -324,16 +325,16 @@ def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[
 
 def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, notebook: str, folder: Path | None,
            run_dir: Path, run_id: str, quick: bool, rule: Rule, what: str, figure_stem: str | None) -> None:
-    measured = _num(stated.get("measured"))
+    measured = number(stated.get("measured"))
     if measured is not None and measured.is_integer() and isinstance(entry.value, int):
         measured = int(measured)
-    lo, hi = _num(stated.get("ci_low")), _num(stated.get("ci_high"))
+    lo, hi = number(stated.get("ci_low")), number(stated.get("ci_high"))
     current = entry.value
     if rule == "interval":
         inside = lo is not None and hi is not None and lo <= float(current) <= hi
         recommended = current if inside or measured is None else round_like(measured, current)
     elif rule == "notebook":
-        rec = _num(stated.get("recommended"))
+        rec = number(stated.get("recommended"))
         recommended = current if rec is None else round_like(rec, current)
     else:
         recommended = current
@@ -357,6 +358,6 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
         "figure": _figure(folder, figure_stem, run_dir), "rule": rule,
         "changed": recommended != current, "precision": dict(precision) if precision else None,
         "halves": dict(halves) if halves else None, "inconclusive": inconclusive,
-        "recommended_ci_low": _num(stated.get("recommended_ci_low")),
-        "recommended_ci_high": _num(stated.get("recommended_ci_high")),
+        "recommended_ci_low": number(stated.get("recommended_ci_low")),
+        "recommended_ci_high": number(stated.get("recommended_ci_high")),
         "observed": dict(stated.get("observed") or {}) or None})

@@ -189,7 +189,7 @@ class _Dataset:
 
 
 def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
-    from lab.calibration.experiments.grouped_reads import _entries
+    from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
     from lab.store.head import HeadUpdate
     from lab.store.ids import compose_message_id
 
@@ -198,14 +198,8 @@ def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
     wl = generate(params.profile, size=max(sends_needed, 400), seed=params.seed, bucket_width=width).messages
     tenant = wl.tenant_id.value_counts().index[0]
     base = wl[wl.tenant_id == tenant]
-    group = single_partition_rows(base, rows=2 * params.group_backlog, first_seq=1, conversation_id=str(uuid.uuid4()),
-                                  bucket_width=width)
-    dms = []
-    for i in range(params.dm_count):
-        dm = single_partition_rows(base.iloc[i * params.dm_backlog:], rows=params.dm_backlog + 3, first_seq=1,
-                                   conversation_id=str(uuid.uuid4()), bucket_width=width)
-        dm["row"] += (i + 1) * 100_000
-        dms.append(dm)
+    group, dms = s1_conversations(base, group_backlog=params.group_backlog, dm_count=params.dm_count,
+                                  dm_backlog=params.dm_backlog, bucket_width=width)
     hist = []
     for i in range(params.history_conversations):
         h = single_partition_rows(base, rows=params.history_rows, first_seq=1, conversation_id=str(uuid.uuid4()),
