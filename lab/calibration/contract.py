@@ -110,6 +110,8 @@ class CalibrationRun:
     notebooks: Mapping[str, NotebookRun] = field(default_factory=dict)
     constants: Mapping[str, ConstantAssessment] = field(default_factory=dict)
     proposal: str | None = None                     # file name of the proposed diff
+    previous_run: str | None = None                 # run folder each constant's agreement is with
+    repeat_check: Mapping[str, Any] | None = None   # --repeat-check: the first run and the comparison
 
     def replace(self, **changes: Any) -> CalibrationRun:
         return dataclasses.replace(self, **changes)
@@ -130,7 +132,8 @@ class CalibrationRun:
                 "environment": dict(self.environment),
                 "measurements": {"round_trip": self.round_trip.to_json()} if self.round_trip else {},
                 "notebooks": {n: nb.to_json() for n, nb in self.notebooks.items()},
-                "constants": {n: c.to_json() for n, c in self.constants.items()}, "proposal": self.proposal}
+                "constants": {n: c.to_json() for n, c in self.constants.items()}, "proposal": self.proposal,
+                "previous_run": self.previous_run, "repeat_check": dict(self.repeat_check) if self.repeat_check else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CalibrationRun:
@@ -141,4 +144,5 @@ class CalibrationRun:
                    round_trip=RoundTrip(**rt) if rt else None,
                    notebooks={n: NotebookRun.from_json(nb) for n, nb in (data.get("notebooks") or {}).items()},
                    constants={n: ConstantAssessment.from_json(c) for n, c in (data.get("constants") or {}).items()},
-                   proposal=data.get("proposal"))
+                   proposal=data.get("proposal"), previous_run=data.get("previous_run"),
+                   repeat_check=data.get("repeat_check"))

@@ -21,6 +21,22 @@ evidence quotes the observed values.
 ``message_seq_bucket_width`` is guarded: it cannot change for existing tables (§27.2.4), so
 its recommendation is always the current value; a different measured optimum is recorded as
 ``suggested_for_new_tables`` only.
+
+Precision and halves. A :class:`Measure` may name the notebook's precision record
+(:class:`lab.calibration.precision.Precision`: the target stated in advance, what was
+reached, and whether the target or the time budget ended the sampling) and its halves record
+(the recommendation from each half of the run). Halves that disagree make the constant
+*inconclusive*: its recommendation is the current value and the evidence says why.
+
+Confidence (:data:`CONFIDENCE_LEGEND`, shown in every report):
+
+- ``high``: a full run reached the precision target and its halves agree;
+- ``medium``: a full run that ran out of time before its target (or has no stated target),
+  with an interval within 15 % of the value;
+- ``low``: a quick run (a smoke test of the pipeline with the shortest parameters), or a
+  wider interval;
+- ``inconclusive``: the two halves of the run recommend different values;
+- ``none``: not measured.
 """
 from __future__ import annotations
 
@@ -37,8 +53,23 @@ GUARDED_CONSTANTS = frozenset({"message_seq_bucket_width"})
 NOT_MEASURED = "not measured in this run"
 Rule = Literal["interval", "notebook", "report"]
 # relative half-width of the 95 % interval under which a measurement counts as high/medium confidence
+# (when the notebook states no precision target of its own)
 HIGH_CONFIDENCE_REL_HALF_WIDTH = 0.05
 MEDIUM_CONFIDENCE_REL_HALF_WIDTH = 0.15
+CONFIDENCE_LEVELS = ("high", "medium", "low", "inconclusive", "none")
+CONFIDENCE_LEGEND: dict[str, tuple[str, str]] = {  # level -> (what it means, how to get there)
+    "high": ("a full run reached the precision target stated in advance, and both halves of the run agree",
+             "the level to change appendix B on"),
+    "medium": ("a full run that ran out of its time budget before the target (see precision), interval "
+               "within 15% of the value",
+               "run `lab calibrate --full` again on a quieter machine, or raise the notebook's budget_seconds"),
+    "low": ("a quick run (the shortest parameters: a smoke test of the pipeline), or a wide interval",
+            "run `lab calibrate --full`"),
+    "inconclusive": ("the first and the second half of the run recommend different values: the machine's load "
+                     "changed, or the optimum is flat", "no number to change: the constant is kept; run --full "
+                     "again when the machine is quiet"),
+    "none": ("not measured in this run", "select its notebook (--notebooks)"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,17 +83,23 @@ class Measure:
     figure: str | None = None          # stem of the PNG behind it (default: the notebook's first figure)
     what: str = ""                     # how the notebook measured it, for the evidence line
     observe: tuple[str, ...] = ()      # further value keys quoted in the evidence ({current} = the value now)
+    precision: str | None = None       # key of the notebook's Precision record
+    halves: str | None = None          # key of the notebook's Halves record (recommendation per half)
+    rec_ci: tuple[str, str] | None = None  # keys of the recommendation's own (bootstrap) interval
 
 
 MEASURES: tuple[Measure, ...] = (
     Measure(constant="b_row_bytes", notebook="b_row", measured="b_row_bytes", rule="interval",
-            ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), figure="b_row",
-            what="live disk bytes / rows after flush + major compaction, message_record, default compression"),
+            ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), figure="b_row", precision="b_row_precision",
+            what="live disk bytes / rows after flush + major compaction, message_record, default compression",
+            observe=("repeats", "rows_per_repeat", "profile")),
     Measure(constant="batch_read_in_list_limit", notebook="in_limit", measured="recommended_in_limit",
             rule="notebook", recommended="recommended_in_limit", figure="in_limit",
-            what="IN size with the lowest per-row latency inside the p99 budget and the server limit",
-            observe=("recommended_p99_ms", "recommended_per_row_us", "in{current}_p99_ms", "server_in_limit",
-                     "p99_budget_ms")),
+            precision="in_limit_precision", halves="in_limit_halves",
+            rec_ci=("recommended_in_limit_ci_low", "recommended_in_limit_ci_high"),
+            what="smallest IN size within 10% of the lowest per-row latency, inside the p99 budget and the server limit",
+            observe=("recommended_p99_ms", "recommended_per_row_us", "lowest_per_row_in_size", "in{current}_p99_ms",
+                     "server_in_limit", "p99_budget_ms", "rounds")),
     Measure(constant="batch_read_range_min_density", notebook="grouped_reads", measured="recommended_range_min_density",
             rule="notebook", recommended="recommended_range_min_density", figure="grouped_reads",
             what="density of a group's seqs in their span where one range read costs the server (trace time) "
@@ -71,8 +108,10 @@ MEASURES: tuple[Measure, ...] = (
                      "density50_range_server_us", "density50_in_server_us")),
     Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets", measured="recommended_scan_limit",
             rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
+            precision="empty_buckets_precision", halves="scan_limit_halves",
             what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
-            observe=("per_empty_bucket_ms", "worst_case_page_ms_at_recommended",
+            observe=("per_empty_bucket_ms", "per_empty_bucket_ms_ci_low", "per_empty_bucket_ms_ci_high",
+                     "worst_case_page_ms_at_recommended",
                      "workload_truncated_share_at_recommended", "workload_truncated_share_at_design")),
     Measure(constant="message_record_twcs_window_days", notebook="twcs_sstables", measured=None, rule="report",
             figure="twcs_sstables", what="SSTable counts over simulated days; the window is a policy, not measured",
@@ -88,7 +127,8 @@ MEASURES: tuple[Measure, ...] = (
 )
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A finite float from a JSON value, or None (bools, text, NaN and infinities are no measurement)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -109,19 +149,26 @@ def round_like(value: float, current: float | int) -> float | int:
 
 
 def confidence_of(measured: float | None, ci: tuple[float | None, float | None] | None, *,
-                  quick: bool, stated: str | None = None) -> str:
-    """``stated`` when the notebook gives one; else from the interval's relative half-width,
-    capped at "low" in quick mode (shortest parameters: a smoke test, not a calibration)."""
+                  quick: bool, stated: str | None = None, precision: Mapping[str, Any] | None = None,
+                  halves_agree: bool | None = None) -> str:
+    """``stated`` when the notebook gives one; else :data:`CONFIDENCE_LEGEND`'s rules: halves
+    that disagree are "inconclusive"; a quick run is "low" (shortest parameters: a smoke test,
+    not a calibration); a full run is "high" when it reached its precision target, else by the
+    interval's relative half-width."""
     if stated:
         return str(stated)
     if measured is None:
         return "none"
+    if halves_agree is False:
+        return "inconclusive"
     if quick:
         return "low"
+    if precision and precision.get("status") == "reached":
+        return "high"
     if ci is None or ci[0] is None or ci[1] is None:
         return "medium"
     rel = (ci[1] - ci[0]) / 2 / abs(measured) if measured else math.inf
-    if rel <= HIGH_CONFIDENCE_REL_HALF_WIDTH:
+    if rel <= HIGH_CONFIDENCE_REL_HALF_WIDTH and not precision:
         return "high"
     return "medium" if rel <= MEDIUM_CONFIDENCE_REL_HALF_WIDTH else "low"
 
@@ -129,7 +176,7 @@ def confidence_of(measured: float | None, ci: tuple[float | None, float | None] 
 def _fmt(value: Any) -> str:
     from lab.results.units import fmt  # the lab's one number formatting
 
-    x = _num(value)
+    x = number(value)
     return str(value) if x is None else fmt(int(x) if x.is_integer() else x)
 
 
@@ -138,17 +185,22 @@ def evidence_line(*, measured: Any, unit: str, ci: tuple[Any, Any] | None, noteb
     """``measured 412 B ± 9 (95% CI 403-421; b_row notebook, run X)``: the line a reviewer reads."""
     text = f"measured {_fmt(measured)} {unit}".rstrip()
     where = f"{notebook} notebook, run {run_id}"
-    if ci and _num(ci[0]) is not None and _num(ci[1]) is not None:
-        half = (_num(ci[1]) - _num(ci[0])) / 2
+    if ci and number(ci[0]) is not None and number(ci[1]) is not None:
+        half = (number(ci[1]) - number(ci[0])) / 2
         text += f" ± {_fmt(half)} (95% CI {_fmt(ci[0])}-{_fmt(ci[1])}; {where})"
     else:
         text += f" ({where})"
     return text + (f": {what}" if what else "")
 
 
-def _observed(m: Measure, values: Mapping[str, Any], current: Any) -> str:
+def observed_values(m: Measure, values: Mapping[str, Any], current: Any) -> dict[str, Any]:
+    """The values a measure quotes as evidence, by key (``{current}`` filled in)."""
     keys = [k.format(current=current) for k in m.observe]
-    return ", ".join(f"{k}={_fmt(values[k])}" for k in keys if k in values and values[k] is not None)
+    return {k: values[k] for k in keys if k in values and values[k] is not None}
+
+
+def _observed(m: Measure, values: Mapping[str, Any], current: Any) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in observed_values(m, values, current).items())
 
 
 def _figure(folder: Path | None, stem: str | None, run_dir: Path) -> str | None:
@@ -184,6 +236,13 @@ class ConstantAssessment:
     rule: Rule | None = None
     suggested_for_new_tables: float | int | None = None  # guarded constants only
     notebook_html: str | None = None
+    precision: Mapping[str, Any] | None = None   # lab.calibration.precision.Precision.to_json()
+    halves: Mapping[str, Any] | None = None      # {"first", "second", "agree"}
+    inconclusive: bool = False                   # halves disagree: recommended = current
+    recommended_ci_low: float | None = None      # the recommendation's own interval (bootstrap)
+    recommended_ci_high: float | None = None
+    observed: Mapping[str, Any] | None = None    # the values quoted in the evidence, by key
+    agreement: Mapping[str, Any] | None = None   # with the previous run (lab.calibration.agreement)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -221,7 +280,7 @@ def _from_statement(row: dict[str, Any], entry: Constant, notebooks: Mapping[str
     """A notebook's own ``values["appendix_b"][<constant>]`` (wins over :data:`MEASURES`)."""
     for nb_name, nb in notebooks.items():
         stated = ((nb.get("values") or {}).get("appendix_b") or {}).get(entry.name)
-        if isinstance(stated, Mapping) and _num(stated.get("measured")) is not None:
+        if isinstance(stated, Mapping) and number(stated.get("measured")) is not None:
             _apply(row, entry, stated, notebook=nb_name, folder=nb.get("dir"),
                    rule="notebook" if "recommended" in stated else "interval",
                    what=str(stated.get("evidence", "")), figure_stem=stated.get("figure"), **ctx)
@@ -240,18 +299,25 @@ def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[
         if not observed:
             return False
         row.update({"notebook": m.notebook, "rule": m.rule, "evidence": f"observed in {where}: {m.what}; {observed}",
-                    "figure": _figure(folder, m.figure, ctx["run_dir"])})
+                    "figure": _figure(folder, m.figure, ctx["run_dir"]),
+                    "observed": observed_values(m, values, entry.value)})
         return True
-    if _num(values.get(m.measured)) is None:
+    if number(values.get(m.measured)) is None:
         if m.measured not in values:
             return False
         # it ran and decided nothing (e.g. no IN size met the p99 budget)
         row.update({"notebook": m.notebook, "rule": m.rule, "figure": _figure(folder, m.figure, ctx["run_dir"]),
-                    "evidence": f"{where} gave no value for {m.measured} ({m.what}); {observed or 'nothing observed'}"})
+                    "evidence": f"{where} gave no value for {m.measured} ({m.what}); {observed or 'nothing observed'}",
+                    "observed": observed_values(m, values, entry.value)})
         return True
     stated = {"measured": values[m.measured],
               "ci_low": values.get(m.ci[0]) if m.ci else None, "ci_high": values.get(m.ci[1]) if m.ci else None,
-              "recommended": values.get(m.recommended) if m.recommended else None}
+              "recommended": values.get(m.recommended) if m.recommended else None,
+              "precision": values.get(m.precision) if m.precision else None,
+              "halves": values.get(m.halves) if m.halves else None,
+              "recommended_ci_low": values.get(m.rec_ci[0]) if m.rec_ci else None,
+              "recommended_ci_high": values.get(m.rec_ci[1]) if m.rec_ci else None,
+              "observed": observed_values(m, values, entry.value)}
     _apply(row, entry, stated, notebook=m.notebook, folder=folder, rule=m.rule,
            what=m.what + (f"; {observed}" if observed else ""), figure_stem=m.figure, **ctx)
     return True
@@ -259,28 +325,39 @@ def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[
 
 def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, notebook: str, folder: Path | None,
            run_dir: Path, run_id: str, quick: bool, rule: Rule, what: str, figure_stem: str | None) -> None:
-    measured = _num(stated.get("measured"))
+    measured = number(stated.get("measured"))
     if measured is not None and measured.is_integer() and isinstance(entry.value, int):
         measured = int(measured)
-    lo, hi = _num(stated.get("ci_low")), _num(stated.get("ci_high"))
+    lo, hi = number(stated.get("ci_low")), number(stated.get("ci_high"))
     current = entry.value
     if rule == "interval":
         inside = lo is not None and hi is not None and lo <= float(current) <= hi
         recommended = current if inside or measured is None else round_like(measured, current)
     elif rule == "notebook":
-        rec = _num(stated.get("recommended"))
+        rec = number(stated.get("recommended"))
         recommended = current if rec is None else round_like(rec, current)
     else:
+        recommended = current
+    halves = stated.get("halves") if isinstance(stated.get("halves"), Mapping) else None
+    inconclusive = bool(halves) and halves.get("first") != halves.get("second")
+    if inconclusive:  # a number that changes between the halves of one run is not a recommendation
+        what += f" [inconclusive: first half {_fmt(halves.get('first'))}, second half {_fmt(halves.get('second'))}]"
         recommended = current
     if entry.name in GUARDED_CONSTANTS:
         if recommended != current:
             row["suggested_for_new_tables"] = recommended
         recommended = current
+    precision = stated.get("precision") if isinstance(stated.get("precision"), Mapping) else None
     row.update({
         "measured": measured, "ci_low": lo, "ci_high": hi, "recommended": recommended, "notebook": notebook,
         "confidence": confidence_of(measured, (lo, hi) if lo is not None else None, quick=quick,
-                                    stated=stated.get("confidence")),
+                                    stated=stated.get("confidence"), precision=precision,
+                                    halves_agree=None if not halves else not inconclusive),
         "evidence": evidence_line(measured=measured, unit=entry.unit, ci=(lo, hi) if lo is not None else None,
                                   notebook=notebook, run_id=run_id, what=what),
         "figure": _figure(folder, figure_stem, run_dir), "rule": rule,
-        "changed": recommended != current})
+        "changed": recommended != current, "precision": dict(precision) if precision else None,
+        "halves": dict(halves) if halves else None, "inconclusive": inconclusive,
+        "recommended_ci_low": number(stated.get("recommended_ci_low")),
+        "recommended_ci_high": number(stated.get("recommended_ci_high")),
+        "observed": dict(stated.get("observed") or {}) or None})

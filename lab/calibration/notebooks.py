@@ -23,19 +23,39 @@ from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
-NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "capacity")
+NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "cpu_cost", "capacity")
 VALUES_FILE = "values.json"
 
-# Small parameters: each notebook in well under a minute on an idle 2-core machine.
+# Quick parameters: the whole suite in a few minutes on a busy 2-core machine: a smoke test
+# of the pipeline with the quick precision targets (b_row +-10%), never a calibration. Full
+# runs use the notebooks' own defaults (their parameters cell): the full targets and budgets.
 QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
-    "b_row": {"rows": 700, "repeats": 3, "partition_rows": 1024},
-    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "repeats": 20},
-    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "repeats": 3,
-                      "hole_messages": 20000},
+    "b_row": {"rows": 2000, "min_repeats": 3, "max_repeats": 8, "target_rel_half_width": 0.10, "budget_seconds": 60,
+              "partition_rows": 1024, "compression_repeats": 1, "fit_rows": 500, "fit_repeats": 2},
+    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
+                 "max_rounds": 40, "target_rel_half_width": 0.30, "budget_seconds": 30},
+    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3,
+                      "max_rounds": 10, "target_rel_half_width": 0.30, "budget_seconds": 20, "hole_messages": 20000},
     "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
     "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
+    "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
+                 "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
     "capacity": {},
 }
+
+# What a full run (`lab calibrate --full`) costs here: each notebook's time budget where it
+# has one (it stops earlier when its precision target is reached) plus the fixed parts
+# (loading, the fit's mixes, the sweeps without a budget), measured on this lab's 2-core
+# machine. The report and `lab calibrate --help` quote the sum.
+FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
+    "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
+    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10,
+}
+
+
+def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
+    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds."""
+    return float(sum(FULL_RUN_EXPECTED_SECONDS.get(n, 120.0) for n in (names or NOTEBOOKS)))
 
 
 def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
@@ -207,6 +227,8 @@ def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, qu
         params.update((overrides or {}).get(name, {}))
         if name == "capacity" and "b_row" in results and "b_row_values" not in params:
             params["b_row_values"] = str(Path(out_dir).resolve() / "b_row" / VALUES_FILE)
+        if name == "capacity" and "cpu_cost" in results and "cpu_values" not in params:
+            params["cpu_values"] = str(Path(out_dir).resolve() / "cpu_cost" / VALUES_FILE)
         results[name] = run_notebook(name, params, out_dir, config=config, **options)
     return results
 

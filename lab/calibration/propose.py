@@ -66,13 +66,18 @@ def _diff(old: str, new: str, path: str) -> str:
                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out: Path | None = None) -> Proposal:
-    """Write the diff of the constants file that the run recommends."""
+def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out: Path | None = None,
+            allow_quick: bool = False) -> Proposal:
+    """Write the diff of the constants file that the run recommends (a quick run: only with
+    ``allow_quick``, and the diff's header says so)."""
+    from lab.calibration.run import check_proposable
+
     run_dir = Path(run_dir)
     cal_path = run_dir / "calibration.json"
     if not cal_path.is_file():
         raise CalibrationError(f"{cal_path} does not exist: not a calibration run folder", run_dir=str(run_dir))
     cal = CalibrationRun.from_json(read_json(cal_path))
+    check_proposable(cal.mode, allow_quick=allow_quick, run_id=cal.run_id)
     entries = read_entries(constants_path)
     changes: dict[str, tuple[Any, str]] = {}
     before: dict[str, tuple[Any, Any]] = {}
@@ -96,6 +101,12 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
     body = _diff(text, proposed_text(text, changes), REPO_RELATIVE_PATH) if changes else ""
     header = (f"Proposed appendix B change from calibration run {cal.run_id} (mode {cal.mode}).\n"
               "Review, then from the repository root: git apply --check <this file> && git apply <this file>\n")
+    if cal.mode == "quick":
+        header += ("QUICK RUN (written with --allow-quick): a smoke test's numbers, low confidence; "
+                   "do not apply without a full run.\n")
+    for name, c in sorted(cal.constants.items()):
+        if c.inconclusive:
+            header += f"Not proposed: {name}: inconclusive (the two halves of the run disagree)\n"
     for name, why in skipped.items():
         header += f"Not proposed: {name} -> {cal.constants[name].recommended}: {why}\n"
     if not changes:

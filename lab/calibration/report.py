@@ -1,56 +1,147 @@
 """HTML of a calibration run (``report.html``); the page helpers are :mod:`lab.results.html`.
 
-The page is one self-contained file: figures are embedded as base64 PNGs (so it renders when
-opened from disk, or copied elsewhere), and every figure links to its notebook's HTML by a
-path relative to the run folder.
+The page leads with decisions (:mod:`lab.calibration.decisions`): per constant one line, keep
+or change, its precision against the target stated in advance, its agreement with the
+previous run, what it changes in TB and nodes, and the production caveats beside it. Then the
+confidence legend, the capacity summary (disk- vs CPU-bound nodes), the evidence of each
+constant (a small table and its figure), every notebook's conclusion (rendered from Markdown)
+with its figures, the environment and the lab's own round trip. A quick run says it is one
+at the top, with the command and expected duration of a full run.
+
+One self-contained file: figures embedded as base64 PNGs, each a thumbnail that opens full size
+in a lightbox and links to the PNG file; the layout fits 1,280 px.
 """
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
-from lab.results.html import embedded_png, esc, fmt, page, table
+from lab.calibration.decisions import agreement_text, caveats, decision, impact, precision_text
+from lab.calibration.measures import CONFIDENCE_LEGEND
+from lab.results.html import esc, figure, fmt, key_values, markdown, page, table
 
 REPORT_FILE = "report.html"
+FULL_RUN_COMMAND = "lab calibrate --full"
 
 
-def _constants_table(cal: Mapping[str, Any], run_dir: Path) -> str:
-    """Constants the run measured or observed (with their figure) first, then the others."""
-    rows, others = [], []
-    ordered = sorted(cal.get("constants", {}).items(), key=lambda kv: kv[1].get("measured") is None)
-    for name, c in ordered:
-        label = f"<b>{esc(name)}</b><br><small title='{esc(c.get('doc'))}'>{esc(c.get('section'))}</small>"
+def _conf(c: Mapping[str, Any]) -> str:
+    conf = c.get("confidence", "none")
+    return f"<span class='conf-{esc(conf)}'>{esc(conf)}</span>"
+
+
+def _banner(cal: Mapping[str, Any]) -> str:
+    from lab.calibration.notebooks import full_run_expected_seconds
+
+    status, mode = cal.get("status"), cal.get("mode")
+    if status == "failed":
+        e = cal.get("error") or {}
+        where = (f"in notebook <b>{esc(e['notebook'])}</b>" + (f", cell {esc(e['cell'])}" if e.get("cell") is not None
+                                                              else "")
+                 if e.get("notebook") else "before the first notebook (environment and round trip)")
+        return (f"<div class='banner fail'><b>Run failed</b> {where}: <b>{esc(e.get('ename'))}</b>: "
+                f"{esc(e.get('evalue'))}. Partial results are kept below.</div>")
+    minutes = full_run_expected_seconds() / 60
+    if mode == "quick":
+        return ("<div class='banner quick'><b>Quick run: a smoke test of the pipeline, not a calibration.</b> It runs "
+                "each notebook with its shortest parameters and the quick precision targets (b_row ±10%), so every "
+                "recommendation below has <b>low</b> confidence: do not change appendix B on it (<code>--propose</code> "
+                f"refuses without <code>--allow-quick</code>). For a calibration run <code>{FULL_RUN_COMMAND}</code>: up "
+                f"to about {minutes:.0f} min on the lab's 2-core machine (each notebook samples until its precision "
+                f"target or its time budget); completed here in {fmt(cal.get('wall_seconds'))} s.</div>")
+    return (f"<div class='banner ok'>Full run: completed in {fmt((cal.get('wall_seconds') or 0) / 60, 2)} min "
+            "(each notebook sampled until its precision target or its time budget: see precision below).</div>")
+
+
+def _decisions(cal: Mapping[str, Any]) -> str:
+    env = cal.get("environment") or {}
+    rows = []
+    for name, c in _measured_first(cal):
         if c.get("notebook") is None:
-            others.append([label, f"<td class='num'>{fmt(c.get('current'))}</td>", esc(c.get("unit")),
-                           esc(c.get("doc"))])
             continue
-        measured = fmt(c.get("measured"))
-        if c.get("ci_low") is not None and c.get("ci_high") is not None:
-            measured += f"<br><small>95% CI {fmt(c['ci_low'])}–{fmt(c['ci_high'])}</small>"
-        rec_cls = "num changed" if c.get("changed") else "num"
-        rec = fmt(c.get("recommended"))
-        if c.get("guarded"):
-            rec += "<br><small class='guarded'>guarded: fixed for existing tables</small>"
-            if c.get("suggested_for_new_tables") is not None:
-                rec += f"<br><small>new tables: {fmt(c['suggested_for_new_tables'])}</small>"
-        figure = ""
-        if c.get("figure"):
-            img = embedded_png(run_dir / c["figure"], alt=f"{name}: {c['figure']}")
-            link = c.get("notebook_html") or c["figure"]
-            figure = f"<a href='{esc(link)}'>{img}</a><br><small>{esc(c['figure'])}</small>"
-        conf = c.get("confidence", "none")
-        rows.append([label, f"<td class='num'>{fmt(c.get('current'))}</td>", f"<td class='num'>{measured}</td>",
-                     f"<td class='{rec_cls}'>{rec}</td>", esc(c.get("unit")),
-                     f"<td class='conf-{esc(conf)}'>{esc(conf)}</td>",
-                     f"<td class='evidence'>{esc(c.get('evidence'))}<br>{figure}</td>"])
-    out = (table(["constant", "current", "measured", "recommended", "unit", "confidence", "evidence and figure"], rows)
-           if rows else "<p>No notebook measured a constant in this run.</p>")
+        d = decision(name, c)
+        cav = "".join(f"<div class='caveat'>{esc(x)}</div>" for x in caveats(name, c, env))
+        rows.append([f"<b>{esc(name)}</b><br><small>{esc(c.get('section'))}</small>",
+                     f"<td class='{'changed' if d.changed else ''}'>{esc(d.text)}{cav}</td>",
+                     f"{esc(precision_text(c))}<br>confidence {_conf(c)}",
+                     esc(agreement_text(c, mode=cal.get("mode"))), esc(impact(name, c))])
+    if not rows:
+        return "<p>No notebook measured a constant in this run.</p>"
+    return table(["constant", "decision (and caveats for production)", "precision", "vs the previous run",
+                  "what it changes (§7)"], rows, css="wide")
+
+
+def _legend() -> str:
+    rows = [[f"<span class='conf-{k}'>{k}</span>", esc(means), esc(how)] for k, (means, how) in CONFIDENCE_LEGEND.items()]
+    return "<h3>Confidence</h3>" + table(["level", "what it means", "how to get (beyond) it"], rows, css="wide")
+
+
+def _measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Measured constants first (in the order of lab.calibration.measures.MEASURES: b_row
+    first), then the observed ones, then the rest."""
+    from lab.calibration.measures import MEASURES
+
+    order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
+    return sorted((cal.get("constants") or {}).items(),
+                  key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
+                                  order.get(kv[0], len(order))))
+
+
+def _capacity(cal: Mapping[str, Any]) -> str:
+    values = ((cal.get("notebooks") or {}).get("capacity") or {}).get("values") or {}
+    if not values:
+        return ""
+    rows = []
+    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("resident_tb_design_")), key=int)
+    for tier in tiers:
+        disk = values.get(f"nodes_disk_{tier}", values.get(f"nodes_needed_measured_{tier}",
+                                                           values.get(f"nodes_needed_design_{tier}")))
+        rows.append([f"<td class='num'>{fmt(int(tier))}</td>",
+                     f"<td class='num'>{fmt(values.get(f'resident_tb_design_{tier}'), unit='TB')}</td>",
+                     f"<td class='num'>{fmt(values.get(f'resident_tb_measured_{tier}'), unit='TB')}</td>",
+                     f"<td class='num'>{fmt(disk)}</td>",
+                     f"<td class='num'>{fmt(values.get(f'nodes_cpu_{tier}'))}</td>",
+                     f"<td class='num'>{fmt(values.get(f'server_cores_{tier}'))}</td>",
+                     esc(values.get(f"binding_{tier}", "disk only (no CPU costs)"))])
+    if not rows:
+        return ""
+    return ("<h2>Capacity: disk- and CPU-bound nodes</h2>"
+            + table(["messages / day", "resident (design b_row)", "resident (measured b_row)", "disk-bound nodes",
+                     "CPU-bound nodes", "server cores at peak", "binds"], rows, css="wide")
+            + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations per "
+              "message, cores per node); CPU costs from the cpu_cost notebook of this run.</small></p>")
+
+
+def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
+    parts = []
+    for name, c in _measured_first(cal):
+        if c.get("notebook") is None:
+            continue
+        unit = c.get("unit")
+        pairs = [("measured", fmt(c.get("measured"), unit=unit)),
+                 ("95% interval", f"{fmt(c.get('ci_low'))} – {fmt(c.get('ci_high'), unit=unit)}"
+                  if c.get("ci_low") is not None else "—"),
+                 ("recommended", fmt(c.get("recommended"), unit=unit)
+                  + (f" (bootstrap 95%: {fmt(c['recommended_ci_low'])} – {fmt(c['recommended_ci_high'])})"
+                     if c.get("recommended_ci_low") is not None else "")),
+                 ("precision", esc(precision_text(c))), ("confidence", _conf(c))]
+        if c.get("halves"):
+            pairs.append(("halves of the run", f"{fmt(c['halves'].get('first'))} / {fmt(c['halves'].get('second'))}"))
+        pairs += [(k, fmt(v)) for k, v in (c.get("observed") or {}).items()]
+        nb = f"<a href='{esc(c['notebook_html'])}'>{esc(c.get('notebook'))} notebook</a>" if c.get("notebook_html") \
+            else esc(c.get("notebook"))
+        pairs.append(("source", nb))
+        fig = figure(run_dir / c["figure"], href=c["figure"], anchor=f"fig-{name}") if c.get("figure") else ""
+        parts.append(f"<h3 id='c-{esc(name)}'>{esc(name)}</h3><p><small>{esc(c.get('doc'))}</small></p>"
+                     f"<table class='wide'><tr><td class='evidence'>{key_values(pairs)}"
+                     f"<p><small>{esc(c.get('evidence'))}</small></p></td><td style='width:340px'>{fig}</td></tr></table>")
+    others = [[esc(n), f"<td class='num'>{fmt(c.get('current'), unit=c.get('unit'))}</td>", esc(c.get("doc"))]
+              for n, c in _measured_first(cal) if c.get("notebook") is None]
     if others:
-        out += ("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
-                + table(["constant", "current", "unit", "what it governs"], others))
-    return out
+        parts.append("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
+                     + table(["constant", "current", "what it governs"], others, css="wide"))
+    return "".join(parts)
 
 
 def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:
@@ -59,66 +150,66 @@ def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:
         links = " · ".join(f"<a href='{esc(nb[k])}'>{label}</a>" for k, label in
                            (("html", "notebook (HTML)"), ("notebook", "executed .ipynb"), ("values_file", "values.json"))
                            if nb.get(k))
-        status = esc(nb.get("status"))
-        head = f"<h3 id='nb-{esc(name)}'>{esc(name)} <small>{status}, {fmt(nb.get('seconds'))} s</small></h3>"
+        head = f"<h3 id='nb-{esc(name)}'>{esc(name)} <small>{esc(nb.get('status'))}, {fmt(nb.get('seconds'))} s</small></h3>"
         err = ""
         if nb.get("error"):
             e = nb["error"]
             err = (f"<div class='banner fail'>failed in cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: "
                    f"{esc(e.get('evalue'))}</div>")
-        conclusion = f"<pre>{esc(nb['conclusion'])}</pre>" if nb.get("conclusion") else ""
-        figs = "".join(f"<figure><a href='{esc(f)}'>{embedded_png(run_dir / f, css='full')}</a>"
-                       f"<figcaption><small>{esc(f)}</small></figcaption></figure>" for f in nb.get("figures", []))
-        params = f"<details><summary>parameters</summary><pre>{esc(json.dumps(nb.get('parameters', {}), indent=1))}</pre></details>"
-        parts.append(head + f"<p>{links}</p>" + err + conclusion + params + figs)
+        figs = "".join(figure(run_dir / f, href=f, anchor=f"nbfig-{f}") for f in nb.get("figures", []))
+        params = (f"<details><summary>parameters</summary><pre>{esc(json.dumps(nb.get('parameters', {}), indent=1))}"
+                  "</pre></details>")
+        parts.append(head + f"<p>{links}</p>" + err + markdown(nb.get("conclusion")) + params + figs)
     return "".join(parts) or "<p>No notebook ran.</p>"
 
 
 def _environment(env: Mapping[str, Any]) -> str:
     machine = env.get("machine") or {}
-    rows = [("server", f"{env.get('server')} {env.get('server_version')}"), ("nodes", env.get("nodes")),
-            ("replication factor", env.get("replication_factor")), ("embedded node", env.get("embedded")),
-            ("node start-up (JVM to CQL)", f"{fmt(env.get('node_startup_seconds'))} s"),
-            ("jar resolution", f"{fmt(env.get('jar_resolution_seconds'))} s"),
+    load = env.get("loadavg_at_start")
+    rows = [("server", f"{env.get('server')} {env.get('server_version')}"), ("nodes", fmt(env.get("nodes"))),
+            ("replication factor", fmt(env.get("replication_factor"))), ("embedded node", env.get("embedded")),
+            ("node start-up (JVM to CQL)", fmt(env.get("node_startup_seconds"), unit="s")),
+            ("jar resolution", fmt(env.get("jar_resolution_seconds"), unit="s")),
             ("outbox", (env.get("outbox") or {}).get("outbox", "local")),
             ("machine", f"{machine.get('hostname')}: {machine.get('cpus')} CPUs, "
                         f"{fmt((machine.get('memory_bytes') or 0) / 1e9)} GB, {machine.get('platform')}, "
                         f"Python {machine.get('python')}"),
+            ("load average at start / end", f"{load} / {env.get('loadavg_at_end')}"),
             ("git commit", f"{env.get('git_commit')}{' (uncommitted changes)' if env.get('git_dirty') else ''}")]
-    body = table(["", ""], [[esc(k), esc(v)] for k, v in rows])
+    body = key_values([(k, esc(v)) for k, v in rows])
     params = dict(env.get("parameters") or {})
     per_notebook = params.pop("notebooks", {}) or {}
     compact = lambda v: esc(json.dumps(v, default=str))  # noqa: E731
     body += "<h3>parameters</h3>" + table(["", ""], [[esc(k), f"<code>{compact(v)}</code>"] for k, v in params.items()]
                                          + [[f"notebook {esc(k)}", f"<code>{compact(v)}</code>"]
-                                            for k, v in per_notebook.items()])
+                                            for k, v in per_notebook.items()], css="wide")
     body += f"<h3>cluster</h3><p><code>{compact(env.get('cluster'))}</code></p>"
     return body
 
 
+def _links(cal: Mapping[str, Any]) -> str:
+    out = [f"started {esc(cal.get('started_at'))}", "machine-readable: <a href='calibration.json'>calibration.json</a>"]
+    if cal.get("proposal"):
+        out.append(f"proposed change: <a href='{esc(cal['proposal'])}'>{esc(cal['proposal'])}</a>")
+    if cal.get("previous_run"):
+        out.append(f"agreement stated with the previous run <code>{esc(Path(cal['previous_run']).name)}</code>")
+    rc = cal.get("repeat_check") or {}
+    if rc.get("comparison_html"):
+        out.append(f"repeat check: first run <code>{esc(rc.get('first_run'))}</code>, "
+                   f"<a href='{esc(Path(rc['comparison_html']).as_uri())}'>the two runs compared</a>")
+    return "<p><small>" + "; ".join(out) + "</small></p>"
+
+
 def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     run_id = cal.get("run_id", run_dir.name)
-    if cal.get("status") == "failed":
-        e = cal.get("error") or {}
-        where = (f"in notebook <b>{esc(e['notebook'])}</b>" + (f", cell {esc(e['cell'])}" if e.get("cell") is not None
-                                                              else "")
-                 if e.get("notebook") else "before the first notebook (environment and round trip)")
-        banner = (f"<div class='banner fail'><b>Run failed</b> {where}: <b>{esc(e.get('ename'))}</b>: "
-                  f"{esc(e.get('evalue'))}. Partial results are kept below.</div>")
-    else:
-        banner = (f"<div class='banner ok'>Completed in {fmt(cal.get('wall_seconds'))} s "
-                  f"({esc(cal.get('mode'))} parameters).</div>")
     rt = (cal.get("measurements") or {}).get("round_trip") or {}
     rt_rows = [[esc(k), f"<td class='num'>{fmt(v)}</td>"] for k, v in rt.items()]
-    body = (f"<h1>Calibration run {esc(run_id)}</h1>{banner}"
-            f"<p><small>started {esc(cal.get('started_at'))}; machine-readable: "
-            f"<a href='calibration.json'>calibration.json</a>"
-            + (f"; proposed change: <a href='{esc(cal['proposal'])}'>{esc(cal['proposal'])}</a>" if cal.get("proposal") else "")
-            + "</small></p>"
-            "<h2>Appendix B constants</h2>" + _constants_table(cal, run_dir)
+    body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal)}{_links(cal)}"
+            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + _capacity(cal)
+            + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
+            + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})
-            + "<h2>Write/read round trip (µs)</h2>" + table(["", "µs"], rt_rows)
-            + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir))
+            + "<h2>Write/read round trip (µs)</h2>" + table(["", "µs"], rt_rows))
     return page(f"Calibration {run_id}", body)
 
 

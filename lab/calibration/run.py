@@ -11,7 +11,13 @@
 3. turns the notebooks' values into ``constants.<name>`` for every appendix-B constant
    (:mod:`lab.calibration.measures`), and writes ``calibration.json`` (the machine-readable contract),
    ``environment.json`` and ``report.html`` (:mod:`lab.calibration.report`);
-4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied.
+4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied; a
+   quick run refuses to propose without ``allow_quick`` (its numbers are a smoke test's).
+
+Each constant carries its agreement with the previous comparable run (same results folder,
+mode, server and nodes: :mod:`lab.calibration.agreement`), or with ``previous`` when given.
+:func:`run_repeat_check` runs the suite twice and compares the two runs (``lab calibrate
+--repeat-check``): the second run's report shows, per constant, whether they agree.
 
 ``calibration.json`` (:class:`~lab.calibration.contract.CalibrationRun`) is rewritten after
 every step, atomically, so a run that dies half-way still says what it measured. A failing notebook stops the suite (unless ``keep_going``): the run is
@@ -61,6 +67,8 @@ class CalibrationOptions:
     cell_timeout_seconds: float | None = None
     constants_path: Path = APPENDIX_B_PATH
     notebooks_dir: Path | None = None
+    allow_quick: bool = False             # propose from a quick run anyway
+    previous: Path | None = None          # the run to state agreement with (None: the latest comparable one)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +120,7 @@ def _write(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
 
 def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
     """(notebook, parameters) in suite order: quick parameters (or the notebooks' own defaults
-    in full mode) updated by ``overrides``; capacity reads the b_row of this run."""
+    in full mode) updated by ``overrides``; capacity reads the b_row and CPU costs of this run."""
     from lab.calibration import notebooks as nbs
 
     names = tuple(options.notebooks) if options.notebooks is not None else nbs.NOTEBOOKS
@@ -130,6 +138,8 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
         if (name == "capacity" and run_dir is not None and "b_row" in names and "b_row_values" not in params
                 and "b_row_bytes" not in params):
             params["b_row_values"] = str((run_dir / "b_row" / nbs.VALUES_FILE).resolve())
+        if name == "capacity" and run_dir is not None and "cpu_cost" in names and "cpu_values" not in params:
+            params["cpu_values"] = str((run_dir / "cpu_cost" / nbs.VALUES_FILE).resolve())
         out.append((name, params))
     return out
 
@@ -251,9 +261,36 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
     return cal, failure
 
 
+def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
+    """Each constant's agreement with the previous run (explicit, else the latest comparable)."""
+    from lab.calibration.agreement import agreement, previous_run
+
+    previous = Path(options.previous) if options.previous is not None else previous_run(run_dir, cal.to_json())
+    if previous is None or not (previous / CALIBRATION_FILE).is_file():
+        return cal
+    before = read_json(previous / CALIBRATION_FILE).get("constants") or {}
+    constants = {n: dataclasses.replace(c, agreement={**agreement(before.get(n), c.to_json()),
+                                                      "previous_run": previous.name})
+                 for n, c in cal.constants.items()}
+    return cal.replace(constants=constants, previous_run=str(previous))
+
+
 def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch) -> CalibrationRun:
-    cal = _assess(cal, run_dir, options)
+    from lab.results.environment import loadavg
+
+    cal = _with_agreement(_assess(cal, run_dir, options), run_dir, options)
+    if cal.environment:  # a shared machine's load at the end, beside the one at the start
+        cal = cal.replace(environment={**cal.environment, "loadavg_at_end": loadavg()})
     return _write(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=watch.seconds(1)))
+
+
+def check_proposable(mode: str, *, allow_quick: bool, run_id: str | None = None) -> None:
+    """A quick run's numbers are a smoke test's: no proposal from them unless asked for."""
+    if mode == "quick" and not allow_quick:
+        raise CalibrationError(f"{'run ' + run_id + ' is' if run_id else 'this is'} a quick run: its numbers are a "
+                               "smoke test of the pipeline (low confidence), not a calibration; propose from "
+                               "`lab calibrate --full`, or add --allow-quick to write the diff anyway",
+                               mode=mode, run_id=run_id)
 
 
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
@@ -263,6 +300,8 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
 
     options = options or CalibrationOptions()
     plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
+    if options.propose:
+        check_proposable("quick" if options.quick else "full", allow_quick=options.allow_quick)
     with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
         run_dir = new_run_dir(options.results)
     watch = Stopwatch()
@@ -294,7 +333,8 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     if options.propose and failure is None:
         from lab.calibration.propose import propose
 
-        cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path).path.name))
+        cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path,
+                                                           allow_quick=options.allow_quick).path.name))
     write_report(cal.to_json(), run_dir)
     if failure is not None:
         e = cal.error
@@ -305,17 +345,49 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     return CalibrationResult(run_dir=run_dir, calibration=cal)
 
 
-def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH) -> Path:
+def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, allow_quick: bool = False) -> Path:
     """``appendix_b.diff`` for an existing run (the report is re-rendered to link it)."""
     from lab.calibration.propose import propose
     from lab.calibration.report import write_report
 
     run_dir = Path(run_dir)
-    proposal = propose(run_dir, constants_path=constants_path)
+    proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
     cal = _write(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
         proposal=proposal.path.name))
     write_report(cal.to_json(), run_dir)
     return proposal.path
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatCheck:
+    first: CalibrationResult
+    second: CalibrationResult
+    comparison_dir: Path
+
+    @property
+    def agreement(self) -> dict[str, str]:
+        """Constant -> agreement status of the two runs (measured constants only)."""
+        return {n: c.agreement["status"] for n, c in self.second.calibration.constants.items()
+                if c.agreement and c.measured is not None}
+
+
+def run_repeat_check(config: ClusterConfig, options: CalibrationOptions | None = None) -> RepeatCheck:
+    """The suite twice, back to back (the second states agreement with the first), and `lab
+    compare` of the two; the second run's report shows run-to-run agreement per constant."""
+    from lab.calibration.report import write_report
+    from lab.results.compare import compare_runs, write_comparison
+
+    options = options or CalibrationOptions()
+    first = run_calibration(config, dataclasses.replace(options, propose=False))
+    second = run_calibration(config, dataclasses.replace(options, previous=first.run_dir))
+    cmp = write_comparison(compare_runs(first.run_dir, second.run_dir), Path(options.results))
+    rel = cmp.html_path.parent.resolve()
+    cal = _write(second.run_dir, second.calibration.replace(repeat_check={
+        "first_run": first.run_dir.name, "first_run_dir": str(first.run_dir), "comparison": str(rel),
+        "comparison_html": str(cmp.html_path.resolve())}))
+    write_report(cal.to_json(), second.run_dir)
+    return RepeatCheck(first=first, second=CalibrationResult(run_dir=second.run_dir, calibration=cal),
+                       comparison_dir=rel)
 
 
 class _NoBar:

@@ -11,8 +11,12 @@ from typing import Any
 import click
 
 from lab.cli.cluster import run_preflight_checks
+from lab.calibration.notebooks import full_run_expected_seconds
 from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option
 from lab.cluster.config import ClusterConfig
+
+
+FULL_RUN_MINUTES = full_run_expected_seconds() / 60
 
 
 def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -33,7 +37,10 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 
 @click.command("calibrate")
 @home_option
-@click.option("--quick/--full", default=True, help="quick (minutes) or full (the notebooks' own) parameters")
+@click.option("--quick/--full", default=True,
+              help="quick: a smoke test of the pipeline in minutes (low confidence, nothing to propose from); full: "
+                   f"the notebooks' own parameters and precision targets, up to about {FULL_RUN_MINUTES:.0f} min on the lab's "
+                   "2-core machine (each notebook has a time budget)")
 @click.option("--notebooks", "notebooks", default=None, metavar="NAMES",
               help="comma-separated subset of the suite, in suite order; 'none' = environment + round trip only")
 @click.option("-p", "--param", "params", multiple=True, metavar="NOTEBOOK.KEY=VALUE",
@@ -41,6 +48,9 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.option("--propose", is_flag=True, help="also write appendix_b.diff (the proposed change; never applied)")
 @click.option("--propose-from", "propose_from", type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=None, metavar="RUN_DIR", help="only write appendix_b.diff for an existing run; measure nothing")
+@click.option("--allow-quick", is_flag=True, help="let --propose / --propose-from write a diff from a quick run")
+@click.option("--repeat-check", is_flag=True,
+              help="run the suite twice and compare: the second report says per constant whether the runs agree")
 @click.option("--keep-going", is_flag=True, help="run the remaining notebooks after one fails (the run still fails)")
 @click.option("--cell-timeout", type=POSITIVE, default=None, help="seconds per notebook cell (default: none)")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="progress bar on stderr")
@@ -49,27 +59,31 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @results_option
 @cluster_options
 def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
-              propose_from: Path | None, keep_going: bool, cell_timeout: float | None, progress: bool,
-              check_first: bool, results: Path, config: ClusterConfig) -> None:
+              propose_from: Path | None, allow_quick: bool, repeat_check: bool, keep_going: bool,
+              cell_timeout: float | None, progress: bool, check_first: bool, results: Path,
+              config: ClusterConfig) -> None:
     """Run the headless calibration suite and print where the report is.
 
     Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder."""
-    from lab.calibration.run import CalibrationOptions, plan, propose_from as _propose_from, run_calibration
+    from lab.calibration.run import (CalibrationOptions, check_proposable, plan, propose_from as _propose_from,
+                                     run_calibration, run_repeat_check)
 
     if propose_from is not None:
-        diff = _propose_from(propose_from)
+        diff = _propose_from(propose_from, allow_quick=allow_quick)
         click.echo(diff.read_text())
         click.echo(f"proposal: {diff}")
         return
+    if propose:  # before the preflight: a refusal should not wait for it
+        check_proposable("quick" if quick else "full", allow_quick=allow_quick)
     selected = None
     if notebooks is not None:
         selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=_parse_overrides(params),
                                  propose=propose, keep_going=keep_going, progress=progress,
-                                 cell_timeout_seconds=cell_timeout)
+                                 cell_timeout_seconds=cell_timeout, allow_quick=allow_quick)
     plan(options, None)  # unknown notebooks, undeclared or mistyped -p values: refused before anything connects
     if check_first:
         report = run_preflight_checks(config)
@@ -77,7 +91,16 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
             click.echo(report.to_text(), err=True, nl=False)
             click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
             sys.exit(2)
-    result = run_calibration(config, options)
+    if repeat_check:
+        check = run_repeat_check(config, options)
+        click.echo(f"first run {check.first.run_dir.name}: {check.first.calibration.status}; second run "
+                   f"{check.second.run_dir.name}: {check.second.calibration.status}")
+        for name, status in check.agreement.items():
+            click.echo(f"  {name}: {status}")
+        click.echo(f"comparison: {check.comparison_dir / 'index.html'}")
+        result = check.second
+    else:
+        result = run_calibration(config, options)
     cal = result.calibration
     click.echo(f"run {result.run_dir.name}: {cal.status} in {cal.wall_seconds:.0f} s; "
                f"measured {', '.join(cal.measured()) or 'no constant'}; "
@@ -93,14 +116,18 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
 @click.argument("run_b", type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--results", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="where compare-<a>-<b>/ goes (default: the folder holding RUN_A)")
-def compare(run_a: Path, run_b: Path, results: Path | None) -> None:
-    """Two runs side by side: constants, load operations, notebook latency samples.
+@click.option("--force", is_flag=True, help="compare runs that are not comparable (other mode, users, rate, profile, "
+                                            "server or nodes); every test is then marked 'not comparable'")
+def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None:
+    """Two runs side by side: constants (do the runs agree?), load operations, notebook latency samples.
 
-    Latencies are tested with a two-sided Mann-Whitney U test on samples (Holm-corrected);
-    prints the text table and writes compare-<a>-<b>/index.html."""
+    Refuses runs that are not comparable (--force overrides). A run folder is a calibration
+    run, a load run, or notebooks run from JupyterLab. Latencies are tested with a two-sided
+    Mann-Whitney U test on samples (Holm-corrected); prints the text table and writes
+    compare-<a>-<b>/index.html."""
     from lab.results.compare import compare_runs, to_text, write_comparison
 
-    cmp = write_comparison(compare_runs(run_a, run_b), results or run_a.resolve().parent)
+    cmp = write_comparison(compare_runs(run_a, run_b, force=force), results or run_a.resolve().parent)
     click.echo(to_text(cmp), nl=False)
     click.echo(f"html: {cmp.html_path.resolve()}")
 

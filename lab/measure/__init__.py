@@ -3,7 +3,9 @@
     clock        the one clock: ``now_ns`` (monotonic) for durations, ``timed``, ``Stopwatch``
     hdr          latencies in microseconds on HdrHistogram; CO-corrected beside service time
     percentiles  the one percentile definition (nearest rank), for histograms and sample lists
-    stats        mean CI (Student t), bootstrap CI, Mann-Whitney U + Holm, ``a_over_b``
+    stats        mean CI (Student t), bootstrap CI (samples or whole rounds), relative half-width,
+                 Mann-Whitney U + Holm, ``a_over_b``
+    regression   least squares with coefficient intervals and prediction intervals (``fit_linear``)
 
 One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
@@ -19,8 +21,11 @@ from lab.measure.percentiles import (
     summarize_histogram,
     summarize_samples,
 )
-from lab.measure.stats import a_over_b, bootstrap_ci, holm, mann_whitney, mean_ci
+from lab.measure.regression import LinearFit, fit_linear
+from lab.measure.stats import (a_over_b, bootstrap_ci, bootstrap_rounds, bootstrap_values, holm, interval_of,
+                                mann_whitney, mean_ci, relative_half_width)
 
-__all__ = ["SUMMARY_PERCENTILES", "LatencySummary", "Stopwatch", "Timing", "a_over_b", "bootstrap_ci", "holm",
-           "latency_summary", "mann_whitney", "mean_ci", "nearest_rank", "now_ns", "percentile",
+__all__ = ["SUMMARY_PERCENTILES", "LatencySummary", "LinearFit", "Stopwatch", "Timing", "a_over_b", "bootstrap_ci",
+           "bootstrap_rounds", "bootstrap_values", "fit_linear", "holm", "interval_of", "latency_summary",
+           "mann_whitney", "mean_ci", "nearest_rank", "now_ns", "percentile", "relative_half_width",
            "summarize_histogram", "summarize_samples", "timed", "utc_now_iso", "wall_seconds"]

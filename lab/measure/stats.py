@@ -3,7 +3,9 @@ significance test with its multiple-comparison correction, and ratios that say t
 
 - :func:`mean_ci`: Student-t interval of a mean (repeats of a measurement: b_row per repeat);
 - :func:`bootstrap_ci`: percentile bootstrap of any statistic (a p99 has no closed-form
-  interval), seeded so a report is reproducible;
+  interval), seeded so a report is reproducible; :func:`bootstrap_values` gives the resampled
+  statistics themselves and :func:`bootstrap_rounds` resamples whole rounds of an interleaved
+  experiment (a statistic of the round indices: a recommendation recomputed per resample);
 - :func:`mann_whitney`: two-sided Mann-Whitney U on two sets of latency samples, with the
   common-language effect size P(A > B) = U / (n_A n_B) (0.5: no shift; ties count half);
   latencies are skewed and heavy-tailed, so a rank test, not a t-test;
@@ -42,19 +44,55 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[fl
     return mean, mean - half, mean + half
 
 
+def bootstrap_values(samples: Iterable[float], statistic: Callable[[np.ndarray], float] | None = None, *,
+                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """``statistic`` (default: the p99 by the lab's one percentile) of ``resamples`` resamples
+    (with replacement, same size) of ``samples``; empty for fewer than two samples."""
+    xs = np.asarray(list(samples), dtype=float)
+    if len(xs) < 2:
+        return np.empty(0)
+    stat = statistic or (lambda a: percentile(a, 99.0))
+    rng = np.random.default_rng(seed)
+    return np.asarray([stat(xs[rng.integers(0, len(xs), len(xs))]) for _ in range(resamples)], dtype=float)
+
+
+def bootstrap_rounds(rounds: int, statistic: Callable[[np.ndarray], Any], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BOOTSTRAP_SEED) -> list[Any]:
+    """``statistic(indices)`` for ``resamples`` resamples of the round indices ``0..rounds-1``:
+    an interleaved experiment resampled by whole rounds (every size or operation of a round
+    was measured under the same load of a shared machine, so rounds, not samples, are the
+    independent units). ``statistic`` may return anything (a recommended size, a slope)."""
+    if rounds < 2:
+        return []
+    rng = np.random.default_rng(seed)
+    return [statistic(rng.integers(0, rounds, rounds)) for _ in range(resamples)]
+
+
+def interval_of(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """The central ``confidence`` interval of bootstrap values, by the one percentile."""
+    xs = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if len(xs) < 2:
+        return None, None
+    tail = (1 - confidence) / 2 * 100
+    return percentile(xs, tail), percentile(xs, 100 - tail)
+
+
 def bootstrap_ci(samples: Iterable[float], statistic: Callable[[np.ndarray], float] | None = None, *,
                  confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> tuple[float | None, float | None]:
     """Percentile-bootstrap interval of ``statistic`` (default: the p99 by the lab's one
     percentile definition); (None, None) for fewer than two samples."""
-    xs = np.asarray(list(samples), dtype=float)
-    if len(xs) < 2:
-        return None, None
-    stat = statistic or (lambda a: percentile(a, 99.0))
-    rng = np.random.default_rng(seed)
-    values = [stat(xs[rng.integers(0, len(xs), len(xs))]) for _ in range(resamples)]
-    tail = (1 - confidence) / 2 * 100
-    return percentile(values, tail), percentile(values, 100 - tail)
+    return interval_of(bootstrap_values(samples, statistic, resamples=resamples, seed=seed), confidence)
+
+
+def relative_half_width(mean: float | None, low: float | None, high: float | None) -> float | None:
+    """Half the interval's width over the mean's magnitude (None when undefined): the
+    precision a calibration target is stated in (b_row: <= 0.02 in a full run)."""
+    if mean is None or low is None or high is None or mean == 0:
+        return None
+    if any(isinstance(x, float) and math.isnan(x) for x in (mean, low, high)):
+        return None
+    return (float(high) - float(low)) / 2 / abs(float(mean))
 
 
 @dataclass(frozen=True, kw_only=True)

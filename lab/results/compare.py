@@ -2,16 +2,18 @@
 
 Significance test: the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the
 latency *samples* of each side, with Holm's correction over all tests of one comparison
-(many IN sizes or operations are compared at once). Samples come from
+(many IN sizes or operations are compared at once). Samples come from the load run's HDR
+histograms or the notebooks' samples tables (:mod:`lab.results.rundata` reads the folders).
 
-- a load run (``lab load``): the per-worker totals (``load/totals/*.json``, the service-time
-  histograms of the measured calls), else the HDR interval logs (``load/**/*.hlog``, every
-  ``<op>.service`` interval merged); each recorded value repeated by its count, so values
-  carry HdrHistogram's 3 significant digits; percentiles and counts from ``load/summary.json``;
-- a notebook's samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or ``latency_us``
-  column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by their key
-  columns (:data:`KEY_COLUMNS` present in the table, e.g. ``in_size``, ``scan_limit`` + ``run``,
-  ``shape`` + ``method``; everything else in the table is an outcome).
+Comparable runs only (:func:`comparability`): two load runs with a different mode (closed
+loop vs fixed rate), user count, requested rate or profile, or two runs on a different server
+or number of nodes, are refused (``force`` compares them anyway, every test marked "not
+comparable"); a quick against a full calibration, or notebooks run with other parameters, are
+compared with a warning. Constants are compared by :mod:`lab.calibration.agreement` (agree,
+disagree, inconclusive, "not measured in B", ...), with B - A in the constant's unit. A run
+folder is a calibration run (``calibration.json``), a load run (``load/summary.json``) or
+notebooks run from JupyterLab (``<notebook>/values.json`` only: their constants are assessed
+from the values the same way ``lab calibrate`` does).
 
 Percentile-only summaries (no samples) are shown side by side with "no samples" instead of
 a test. Besides the p-value the table gives the common-language effect size
@@ -21,7 +23,6 @@ of the lab.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,32 +33,20 @@ import numpy as np
 from lab.errors import CalibrationError
 from lab.results.html import esc, fmt, page, table
 from lab.results.jsonio import write_json
+from lab.results.rundata import RunData, load_run
 from lab.measure import a_over_b, bootstrap_ci, holm, mann_whitney, summarize_samples
 from lab.measure.stats import ALPHA
 
-MAX_SAMPLES_PER_SIDE = 200_000  # HDR histograms of long runs are subsampled (seeded) above this
-# columns that name what a latency sample measured (the rest of a samples table are outcomes)
-KEY_COLUMNS = ("operation", "op", "shape", "method", "in_size", "scan_limit", "run", "compression", "table", "window")
-_SEED = 20240601
-
-
-@dataclass
-class RunData:
-    path: Path
-    calibration: dict[str, Any] | None
-    load_summary: dict[str, dict[str, Any]]           # op -> summary entry
-    load_samples: dict[str, np.ndarray]               # op -> latencies (µs)
-    notebook_samples: dict[str, dict[str, np.ndarray]]  # "<notebook>/<table>" -> key -> latencies (ms)
-
-    @property
-    def run_id(self) -> str:
-        return (self.calibration or {}).get("run_id", self.path.name)
+__all__ = ["Comparison", "RunData", "compare_runs", "comparability", "load_run", "to_html", "to_text",
+           "write_comparison"]
 
 
 @dataclass
 class Comparison:
     a: RunData
     b: RunData
+    differences: list[dict[str, Any]] = field(default_factory=list)  # comparability (refuse / warn)
+    forced: bool = False
     constants: list[dict[str, Any]] = field(default_factory=list)
     operations: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
@@ -68,104 +57,62 @@ class Comparison:
     def tests(self) -> list[dict[str, Any]]:
         return [r for r in self.operations + self.samples if r.get("p_value") is not None]
 
-
-# ---- loading ------------------------------------------------------------------------------
-def _hist_samples(hist: Any, rng: np.random.Generator) -> np.ndarray:
-    values, counts = [], []
-    for it in hist.get_recorded_iterator():
-        low = hist.get_lowest_equivalent_value(it.value_iterated_to)
-        values.append((low + hist.get_highest_equivalent_value(it.value_iterated_to)) / 2)
-        counts.append(it.count_added_in_this_iter_step)
-    if not values:
-        return np.empty(0)
-    counts_arr = np.asarray(counts, dtype=np.int64)
-    total = int(counts_arr.sum())
-    if total > MAX_SAMPLES_PER_SIDE:  # keep the distribution's shape, not every value
-        counts_arr = rng.multinomial(MAX_SAMPLES_PER_SIDE, counts_arr / total)
-    return np.repeat(np.asarray(values, dtype=float), counts_arr)
+    @property
+    def comparable(self) -> bool:
+        return not any(d["severity"] == "refuse" for d in self.differences)
 
 
-def _load_dir(run: Path) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
-    from lab.measure import hdr
-
-    load = run / "load"
-    summary: dict[str, dict[str, Any]] = {}
-    samples: dict[str, np.ndarray] = {}
-    if not load.is_dir():
-        return summary, samples
-    rng = np.random.default_rng(_SEED)
-    path = load / "summary.json"
-    if path.is_file():
-        data = json.loads(path.read_text())
-        ops = data.get("operations", data) if isinstance(data, Mapping) else {}
-        for op, entry in ops.items():
-            if isinstance(entry, Mapping) and ("service_us" in entry or "service" in entry or "count" in entry):
-                summary[op] = dict(entry)
-                if isinstance(entry.get("service"), str):  # an encoded histogram (lab.hdr.OpStats.to_json)
-                    samples[op] = _hist_samples(hdr.decode(entry["service"]), rng)
-    merged: dict[str, Any] = {}
-    totals = sorted((load / "totals").glob("*.json"))
-    for path in totals:  # per-worker run totals (lab.load): exactly the measured calls
-        for op, stats in json.loads(path.read_text()).get("totals", {}).items():
-            merged.setdefault(op, hdr.new_histogram()).add(hdr.decode(stats["service"]))
-    if not totals:
-        for log in sorted(load.glob("**/*.hlog")):
-            for interval in hdr.read_interval_log(log):
-                if interval.kind == "service":
-                    merged.setdefault(interval.op, hdr.new_histogram()).add(interval.histogram)
-    for op, hist in merged.items():
-        if hist.get_total_count() == 0:
-            continue
-        samples[op] = _hist_samples(hist, rng)
-        if op not in summary:
-            summary[op] = {"service_us": hdr.percentiles_us(hist)}
-    return summary, samples
+# ---- comparability ----------------------------------------------------------------------------
+def _kind(run: RunData) -> str:
+    return "calibration" if run.calibration is not None else "load"
 
 
-def _value_column(columns: list[str]) -> str | None:
-    for name in ("latency_ms", "latency_us", "ms", "us"):
-        if name in columns:
-            return name
-    return next((c for c in columns if c.endswith("_ms") or c.endswith("_us")), None)
-
-
-def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
-    import pandas as pd
-
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for path in sorted(run.glob("*/*.csv")):
-        try:
-            df = pd.read_csv(path)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError):  # an empty table: nothing measured there
-            continue
-        value = _value_column(list(df.columns))
-        # a samples table: named so, or one latency per row in a ``latency_ms`` / ``latency_us`` column
-        if value is None or not ("samples" in path.stem or value in ("latency_ms", "latency_us")):
-            continue
-        if "ok" in df.columns:
-            df = df[df["ok"].astype(bool)]
-        keys = [c for c in KEY_COLUMNS if c in df.columns]
-        scale = 1e-3 if value.endswith("us") else 1.0
-        groups = df.groupby(keys, sort=True) if keys else [((), df)]
-        table_name = f"{path.parent.name}/{path.stem}"
-        for key, g in groups:
-            key = key if isinstance(key, tuple) else (key,)
-            label = ", ".join(f"{k}={v}" for k, v in zip(keys, key)) or "all"
-            out.setdefault(table_name, {})[label] = g[value].to_numpy(dtype=float) * scale
+def _context(run: RunData) -> dict[str, Any]:
+    """What must match between two runs, as far as each folder says (None: unknown)."""
+    cal, meta = run.calibration or {}, run.load_meta or {}
+    env = cal.get("environment") or ((meta.get("parameters") or {}).get("environment") or {})
+    out = {"kind": _kind(run), "server": env.get("server"), "nodes": env.get("nodes")}
+    if out["kind"] == "load":
+        rate = meta.get("requested_rate")
+        if rate is None and "requested_rate" in meta:  # stated: a closed loop has no rate
+            rate = "none (closed loop)"
+        out.update({"load mode": meta.get("mode"), "users": meta.get("users"), "rate": rate,
+                    "profile": meta.get("profile")})
+    else:
+        out["calibration mode"] = cal.get("mode")
+        out["notebook parameters"] = {nb: {k: v for k, v in (params or {}).items() if k not in _RUN_SPECIFIC}
+                                      for nb, params in ((env.get("parameters") or {}).get("notebooks") or {}).items()}
     return out
 
 
-def load_run(path: Path | str) -> RunData:
-    path = Path(path)
-    if not path.is_dir():
-        raise CalibrationError(f"run folder {path} does not exist", run_dir=str(path))
-    cal_path = path / "calibration.json"
-    cal = json.loads(cal_path.read_text()) if cal_path.is_file() else None
-    summary, samples = _load_dir(path)
-    if cal is None and not summary:
-        raise CalibrationError(f"{path} has neither calibration.json nor load/summary.json", run_dir=str(path))
-    return RunData(path=path, calibration=cal, load_summary=summary, load_samples=samples,
-                   notebook_samples=_notebook_samples(path))
+REFUSE = ("kind", "server", "nodes", "load mode", "users", "rate", "profile")
+# parameters naming this run's own files: they differ between any two runs
+_RUN_SPECIFIC = frozenset({"b_row_values", "cpu_values", "constants_file", "out_dir", "cluster"})
+
+
+def comparability(a: RunData, b: RunData) -> list[dict[str, Any]]:
+    """What differs between the runs' conditions: ``severity`` "refuse" (results would differ
+    for that reason alone) or "warn". Unknown on either side is not a difference."""
+    ca, cb = _context(a), _context(b)
+    out = []
+    for key in [k for k in ca if k in cb]:
+        x, y = ca[key], cb[key]
+        if x is None or y is None or x == y:
+            continue
+        if key == "notebook parameters":
+            common = sorted(set(x) & set(y))
+            changed = [n for n in common if x[n] != y[n]]
+            if changed:
+                out.append({"what": key, "a": ", ".join(changed), "b": "differ", "severity": "warn",
+                            "why": "the notebooks ran with other parameters: latencies may differ for that reason"})
+            continue
+        if key == "calibration mode" and "notebooks" in (x, y):
+            continue
+        out.append({"what": key, "a": x, "b": y, "severity": "refuse" if key in REFUSE else "warn",
+                    "why": {"calibration mode": "quick runs use the shortest parameters; full runs the notebooks' own",
+                            "kind": "a calibration run and a load run measure different things"}.get(
+                                key, f"a different {key} changes every latency by itself")})
+    return out
 
 
 # ---- statistics: lab.measure ----------------------------------------------------------------
@@ -177,23 +124,33 @@ def _sample_stats(xs: np.ndarray) -> dict[str, Any]:
 
 
 # ---- the comparison -----------------------------------------------------------------------
-def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA) -> Comparison:
+def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA, force: bool = False) -> Comparison:
+    """Compare two run folders; refuses runs that are not comparable unless ``force``."""
+    from lab.calibration.agreement import agreement
+
     a, b = load_run(path_a), load_run(path_b)
-    cmp = Comparison(a=a, b=b)
+    cmp = Comparison(a=a, b=b, differences=comparability(a, b), forced=force)
+    if not cmp.comparable and not force:
+        what = "; ".join(f"{d['what']}: {d['a']} vs {d['b']}" for d in cmp.differences if d["severity"] == "refuse")
+        raise CalibrationError(f"runs {a.run_id} and {b.run_id} are not comparable ({what}); differences would be "
+                               "the setup's, not the store's. Compare runs of the same setup, or --force",
+                               differences=cmp.differences)
     ca = (a.calibration or {}).get("constants", {})
     cb = (b.calibration or {}).get("constants", {})
     for name in list(ca) + [n for n in cb if n not in ca]:
         x, y = ca.get(name, {}), cb.get(name, {})
         ma, mb = x.get("measured"), y.get("measured")
+        agree = agreement(x, y)
         cmp.constants.append({
             "constant": name, "unit": x.get("unit") or y.get("unit"),
             "current_a": x.get("current"), "current_b": y.get("current"), "measured_a": ma, "measured_b": mb,
-            "delta": (mb - ma) if isinstance(ma, (int, float)) and isinstance(mb, (int, float)) else None,
+            "ci_a": (x.get("ci_low"), x.get("ci_high")), "ci_b": (y.get("ci_low"), y.get("ci_high")),
+            "delta": agree["delta"], "delta_relative": agree["delta_relative"],
             "ratio_b_over_a": a_over_b(mb, ma),
             "recommended_a": x.get("recommended"), "recommended_b": y.get("recommended"),
             "confidence_a": x.get("confidence"), "confidence_b": y.get("confidence"),
-            "ci_overlap": _overlap(x, y),
-            "differs": ma != mb or x.get("recommended") != y.get("recommended")})
+            "ci_overlap": _overlap(x, y), "agreement": agree["status"], "agreement_detail": agree["detail"],
+            "differs": agree["status"] in ("disagree", "inconclusive")})
     for op in sorted(set(a.load_summary) | set(b.load_summary)):
         sa, sb = a.load_summary.get(op, {}), b.load_summary.get(op, {})
         pa, pb = sa.get("service_us") or {}, sb.get("service_us") or {}
@@ -204,6 +161,7 @@ def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA
         for p in ("p50", "p99", "p999", "mean"):
             row[f"{p}_a"], row[f"{p}_b"] = pa.get(p), pb.get(p)
         row["p99_ratio_b_over_a"] = a_over_b(pb.get("p99"), pa.get("p99"))
+        row["measured_in"] = "both" if sa and sb else ("A only" if sa else "B only")
         row.update(mann_whitney(a.load_samples.get(op), b.load_samples.get(op)).to_json())
         cmp.operations.append(row)
     for tbl in sorted(set(a.notebook_samples) & set(b.notebook_samples)):
@@ -225,37 +183,58 @@ def _overlap(x: Mapping[str, Any], y: Mapping[str, Any]) -> bool | None:
 
 
 # ---- output -------------------------------------------------------------------------------
-def _sig(r: Mapping[str, Any]) -> str:
+NOT_COMPARABLE = "not comparable"
+
+
+def _sig(r: Mapping[str, Any], cmp: Comparison | None = None) -> str:
     if r.get("p_value") is None:
-        return "no samples"
+        return "no samples" if r.get("measured_in", "both") == "both" else f"measured in {r['measured_in']}"
     mark = "SIGNIFICANT" if r.get("significant") else "n.s."
+    if cmp is not None and not cmp.comparable:
+        mark += f" ({NOT_COMPARABLE})"
     return f"p={r['p_value']:.3g} (Holm {r['p_adjusted']:.3g}) P(A>B)={r['p_a_gt_b']:.2f} {mark}"
 
 
+def _warnings_text(cmp: Comparison) -> list[str]:
+    lines = []
+    for d in cmp.differences:
+        head = "NOT COMPARABLE (--force)" if d["severity"] == "refuse" else "warning"
+        lines.append(f"{head}: {d['what']} differs: A {d['a']} vs B {d['b']} ({d['why']})")
+    return lines
+
+
+def _measured(value: Any, unit: str | None) -> str:
+    return fmt(value, unit=unit) if value is not None else "not measured"
+
+
 def to_text(cmp: Comparison) -> str:
-    lines = [f"A: {cmp.a.run_id} ({cmp.a.path})", f"B: {cmp.b.run_id} ({cmp.b.path})",
+    lines = [f"A: {cmp.a.run_id} ({cmp.a.path})", f"B: {cmp.b.run_id} ({cmp.b.path})", *_warnings_text(cmp),
              "test: two-sided Mann-Whitney U on latency samples, Holm-corrected, alpha 0.05", "",
-             "constants (measured A -> B, recommended A -> B):"]
+             "constants (measured A -> B with unit; agreement of the two runs):"]
     for r in cmp.constants:
-        flag = " *" if r["differs"] else ""
-        lines.append(f"  {r['constant']:<36} {fmt(r['measured_a']):>10} -> {fmt(r['measured_b']):<10} "
-                     f"rec {fmt(r['recommended_a'])} -> {fmt(r['recommended_b'])} {r['unit'] or ''}{flag}")
+        unit = r["unit"] or ""
+        lines.append(f"  {r['constant']:<34} {_measured(r['measured_a'], unit):>14} -> "
+                     f"{_measured(r['measured_b'], unit):<14} rec {fmt(r['recommended_a'])} -> "
+                     f"{fmt(r['recommended_b'], unit=unit)}  {r['agreement']}"
+                     + (f": {r['agreement_detail']}" if r["agreement_detail"] else ""))
     if cmp.operations:
-        lines += ["", "load operations (service time, µs; p50 / p99 A -> B):"]
+        lines += ["", "load operations (service time in µs; p50 / p99 A -> B):"]
         for r in cmp.operations:
-            lines.append(f"  {r['operation']:<24} p50 {fmt(r['p50_a'])} -> {fmt(r['p50_b'])}  "
-                         f"p99 {fmt(r['p99_a'])} -> {fmt(r['p99_b'])}  n {fmt(r['count_a'])}/{fmt(r['count_b'])}  {_sig(r)}")
+            lines.append(f"  {r['operation']:<24} p50 {fmt(r['p50_a'])} -> {fmt(r['p50_b'], unit='µs')}  "
+                         f"p99 {fmt(r['p99_a'])} -> {fmt(r['p99_b'], unit='µs')}  n {fmt(r['count_a'])}/"
+                         f"{fmt(r['count_b'])}  {_sig(r, cmp)}")
     if cmp.samples:
         lines += ["", "notebook latency samples (ms; p50 / p99 A -> B):"]
         for r in cmp.samples:
-            lines.append(f"  {r['table']} [{r['group']}] p50 {fmt(r['p50_a'])} -> {fmt(r['p50_b'])}  "
-                         f"p99 {fmt(r['p99_a'])} -> {fmt(r['p99_b'])}  n {r['n_a']}/{r['n_b']}  {_sig(r)}")
+            lines.append(f"  {r['table']} [{r['group']}] p50 {fmt(r['p50_a'])} -> {fmt(r['p50_b'], unit='ms')}  "
+                         f"p99 {fmt(r['p99_a'])} -> {fmt(r['p99_b'], unit='ms')}  n {r['n_a']}/{r['n_b']}  "
+                         f"{_sig(r, cmp)}")
     return "\n".join(lines) + "\n"
 
 
-def _sig_cell(r: Mapping[str, Any]) -> str:
-    cls = " class='sig'" if r.get("significant") else ""
-    return f"<td{cls}>{esc(_sig(r))}</td>"
+def _sig_cell(r: Mapping[str, Any], cmp: Comparison) -> str:
+    cls = " class='sig'" if r.get("significant") and cmp.comparable else ""
+    return f"<td{cls}>{esc(_sig(r, cmp))}</td>"
 
 
 def _with_ci(r: Mapping[str, Any], side: str) -> str:
@@ -264,30 +243,53 @@ def _with_ci(r: Mapping[str, Any], side: str) -> str:
     return fmt(r[f"p99_{side}"]) + ci
 
 
+def _constant_cells(r: Mapping[str, Any]) -> list[str]:
+    unit = r["unit"] or ""
+
+    def measured(side: str) -> str:
+        v = r[f"measured_{side}"]
+        if v is None:
+            return "<td><small>not measured</small></td>"
+        lo, hi = r[f"ci_{side}"]
+        ci = f"<br><small>95% CI {fmt(lo)}–{fmt(hi)}</small>" if lo is not None and hi is not None else ""
+        return f"<td class='num'>{fmt(v, unit=unit)}{ci}</td>"
+
+    delta = fmt(r["delta"], unit=unit, signed=True) if r["delta"] is not None else "—"
+    if r.get("delta_relative") is not None:
+        delta += f"<br><small>{fmt(100 * r['delta_relative'], signed=True)}%</small>"
+    status = r["agreement"]
+    cls = "agree" if status == "agree" else ("disagree" if status in ("disagree", "inconclusive") else "")
+    return [esc(r["constant"]), measured("a"), measured("b"), f"<td class='num'>{delta}</td>",
+            f"<td class='num'>{fmt(r['recommended_a'], unit=unit)} → {fmt(r['recommended_b'], unit=unit)}</td>",
+            f"{esc(r['confidence_a'])} / {esc(r['confidence_b'])}",
+            f"<td class='{cls}'><b>{esc(status)}</b><br><small>{esc(r['agreement_detail'])}</small></td>"]
+
+
 def to_html(cmp: Comparison) -> str:
     a, b = esc(cmp.a.run_id), esc(cmp.b.run_id)
-    crow = [[esc(r["constant"]), esc(r["unit"]), fmt(r["current_a"]), fmt(r["current_b"]), fmt(r["measured_a"]),
-             fmt(r["measured_b"]), fmt(r["delta"]), fmt(r["recommended_a"]), fmt(r["recommended_b"]),
-             f"{esc(r['confidence_a'])} / {esc(r['confidence_b'])}", esc(r["ci_overlap"]),
-             f"<td class='{'changed' if r['differs'] else ''}'>{'yes' if r['differs'] else ''}</td>"]
-            for r in cmp.constants]
     orow = [[esc(r["operation"]), fmt(r["count_a"]), fmt(r["count_b"]), fmt(r["errors_a"]), fmt(r["errors_b"]),
              fmt(r["p50_a"]), fmt(r["p50_b"]), fmt(r["p99_a"]), fmt(r["p99_b"]), fmt(r["p999_a"]), fmt(r["p999_b"]),
-             fmt(r["p99_ratio_b_over_a"]), _sig_cell(r)] for r in cmp.operations]
+             fmt(r["p99_ratio_b_over_a"]), _sig_cell(r, cmp)] for r in cmp.operations]
     srow = [[esc(r["table"]), esc(r["group"]), fmt(r["n_a"]), fmt(r["n_b"]), fmt(r["p50_a"]), fmt(r["p50_b"]),
-             _with_ci(r, "a"), _with_ci(r, "b"), fmt(r["p50_ratio_b_over_a"]), _sig_cell(r)] for r in cmp.samples]
-    body = (f"<h1>Runs compared: A = {a}, B = {b}</h1>"
+             _with_ci(r, "a"), _with_ci(r, "b"), fmt(r["p50_ratio_b_over_a"]), _sig_cell(r, cmp)] for r in cmp.samples]
+    warnings = "".join(
+        f"<div class='banner {'fail' if d['severity'] == 'refuse' else 'warn'}'><b>"
+        f"{'Not comparable (compared with --force)' if d['severity'] == 'refuse' else 'Warning'}</b>: "
+        f"{esc(d['what'])} differs: A {esc(d['a'])} vs B {esc(d['b'])}. {esc(d['why'])}.</div>" for d in cmp.differences)
+    body = (f"<h1>Runs compared: A = {a}, B = {b}</h1>{warnings}"
             f"<p><small>A: {esc(cmp.a.path)}<br>B: {esc(cmp.b.path)}<br>Significance: two-sided Mann-Whitney U on "
             "latency samples, Holm-corrected over all tests here, alpha 0.05; P(A&gt;B) = U/(n<sub>A</sub>n<sub>B</sub>) "
-            "(0.5 = no shift); p99 intervals: percentile bootstrap.</small></p><h2>Appendix B constants</h2>"
-            + table(["constant", "unit", "current A", "current B", "measured A", "measured B", "B − A",
-                     "recommended A", "recommended B", "confidence A / B", "95% CIs overlap", "differs"], crow)
+            "(0.5 = no shift); p99 intervals: percentile bootstrap. Agreement of constants: the difference within "
+            "the two 95% half-widths combined, or the same recommendation.</small></p><h2>Appendix B constants</h2>"
+            + table(["constant", "measured A", "measured B", "B − A", "recommended A → B", "confidence A / B",
+                     "agreement"], [_constant_cells(r) for r in cmp.constants], css="wide")
             + "<h2>Load operations (service time, µs)</h2>"
-            + (table(["operation", "n A", "n B", "errors A", "errors B", "p50 A", "p50 B", "p99 A", "p99 B",
-                      "p99.9 A", "p99.9 B", "p99 B/A", "test"], orow) if orow else "<p>No load results in either run.</p>")
+            + (table(["operation", "n A", "n B", "errors A", "errors B", "p50 A (µs)", "p50 B (µs)", "p99 A (µs)",
+                      "p99 B (µs)", "p99.9 A (µs)", "p99.9 B (µs)", "p99 B/A", "test"], orow)
+               if orow else "<p>No load results in either run.</p>")
             + "<h2>Notebook latency samples (ms)</h2>"
-            + (table(["table", "group", "n A", "n B", "p50 A", "p50 B", "p99 A", "p99 B", "p50 B/A", "test"], srow)
-               if srow else "<p>No latency samples common to both runs.</p>"))
+            + (table(["table", "group", "n A", "n B", "p50 A (ms)", "p50 B (ms)", "p99 A (ms)", "p99 B (ms)", "p50 B/A",
+                      "test"], srow) if srow else "<p>No latency samples common to both runs.</p>"))
     return page(f"Compare {cmp.a.run_id} {cmp.b.run_id}", body)
 
 
@@ -300,5 +302,6 @@ def write_comparison(cmp: Comparison, results: Path) -> Comparison:
     cmp.text_path.write_text(to_text(cmp))
     write_json(out / "comparison.json",
                {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": "mann-whitney-u, holm", "alpha": ALPHA,
+                "differences": cmp.differences, "comparable": cmp.comparable, "forced": cmp.forced,
                 "constants": cmp.constants, "operations": cmp.operations, "samples": cmp.samples})
     return cmp

@@ -3,12 +3,17 @@
 A page is one self-contained file: one stylesheet inlined, figures embedded as base64 PNGs, so
 it renders when opened from disk or copied elsewhere. Cells are escaped here (:func:`esc`);
 numbers are formatted one way (:func:`fmt`, from :mod:`lab.results.units`, the lab's one
-formatting of numbers and units).
+formatting of numbers and units: separators, never ``2e+07``, the unit after the number);
+Markdown (the notebooks' conclusions) is rendered by :func:`markdown` (mistune, HTML in the
+source escaped). A figure (:func:`figure`) is a thumbnail that opens full size in a lightbox
+(CSS ``:target``, no script) and links to the PNG file itself. The layout fits a 1,280 px
+window: tables take the page's width and wrap.
 """
 from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,21 +23,34 @@ from lab.results.units import fmt
 __all__ = ["esc", "fmt", "page", "table", "embedded_png"]
 
 THUMB_WIDTH_PX = 320
+PAGE_MAX_WIDTH_PX = 1240
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
-h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.5em 0}td,th{padding:4px 10px;text-align:left;vertical-align:top}
+body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:%dpx;box-sizing:border-box}
+h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin-bottom:.3em}
+table{border-collapse:collapse;margin:.5em 0;max-width:100%%}td,th{padding:4px 8px;text-align:left;vertical-align:top}
+table.wide{width:100%%;table-layout:fixed}td{overflow-wrap:anywhere}
 tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
-.num{text-align:right;font-variant-numeric:tabular-nums}
+.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .changed{background:#fff3c4;font-weight:bold}.guarded{color:#8a5a00}
 .banner{padding:.8em 1em;margin:1em 0;border-radius:4px}
 .fail{background:#fde2e2;border:1px solid #d33}.ok{background:#e3f6e3;border:1px solid #3a3}
-.conf-high{color:#17701a}.conf-medium{color:#8a6d00}.conf-low{color:#b33}.conf-none{color:#888}
+.quick{background:#fff4d6;border:2px solid #d90}.warn{background:#fff4d6;border:1px solid #d90}
+.conf-high{color:#17701a;font-weight:bold}.conf-medium{color:#8a6d00;font-weight:bold}
+.conf-low,.conf-inconclusive{color:#b33;font-weight:bold}.conf-none{color:#888}
+.agree{color:#17701a}.disagree{color:#b33;font-weight:bold}
 .sig{font-weight:bold;color:#b33}
-img.thumb{width:%dpx;border:1px solid #ddd}img.full{max-width:100%%;border:1px solid #ddd}
+img.thumb{width:%dpx;max-width:100%%;border:1px solid #ddd;cursor:zoom-in}img.full{max-width:100%%;border:1px solid #ddd}
+figure{margin:.4em 0;display:inline-block;vertical-align:top}figcaption{font-size:.85em}
+.lightbox{display:none}
+.lightbox:target{display:flex;position:fixed;inset:0;z-index:10;background:rgba(0,0,0,.85);
+  align-items:center;justify-content:center;flex-direction:column}
+.lightbox:target img{max-width:96vw;max-height:88vh;background:#fff}
+.lightbox a{color:#fff}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;white-space:pre-wrap}
-small{color:#666}td.evidence{min-width:22em;max-width:34em;overflow-wrap:anywhere;font-size:.9em}
-""" % THUMB_WIDTH_PX
+small{color:#666}.md p{margin:.4em 0}.md ul{margin:.3em 0}
+td.evidence{font-size:.9em}table.kv td{padding:1px 8px 1px 0;border:0}table.kv tr{background:none}
+.caveat{font-size:.85em;color:#6b4b00;background:#fffaf0;border-left:3px solid #d90;padding:2px 6px;margin:3px 0}
+""" % (PAGE_MAX_WIDTH_PX, THUMB_WIDTH_PX)
 
 
 def esc(value: Any) -> str:
@@ -40,16 +58,24 @@ def esc(value: Any) -> str:
 
 
 def page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(title)}</title>"
             f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
 
 
-def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, raw: bool = True) -> str:
+def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, raw: bool = True, css: str = "") -> str:
     """``rows`` of already-escaped HTML cells (``raw``) or plain values (escaped here)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(c if raw and str(c).startswith("<td") else f"<td>{c if raw else esc(c)}</td>"
                                     for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    cls = f" class='{css}'" if css else ""
+    return f"<table{cls}><tr>{head}</tr>{body}</table>"
+
+
+def key_values(pairs: Iterable[tuple[str, str]]) -> str:
+    """A small two-column table of (label, already-escaped HTML) pairs: evidence, settings."""
+    rows = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>" for k, v in pairs)
+    return f"<table class='kv'>{rows}</table>" if rows else ""
 
 
 def embedded_png(path: Path, *, css: str = "thumb", alt: str = "") -> str:
@@ -57,3 +83,32 @@ def embedded_png(path: Path, *, css: str = "thumb", alt: str = "") -> str:
         return f"<small>missing figure {esc(path.name)}</small>"
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f"<img class='{css}' alt='{esc(alt or path.name)}' src='data:image/png;base64,{data}'>"
+
+
+def _anchor(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-")
+
+
+def figure(path: Path, *, href: str, caption: str = "", alt: str = "", anchor: str | None = None) -> str:
+    """A thumbnail that opens full size in a lightbox (``#<anchor>``; "close" or Escape-free back
+    link returns), a "full size" link to the PNG file (``href``, relative to the page), and the
+    caption. The image is embedded once and shown twice."""
+    if not path.is_file():
+        return f"<small>missing figure {esc(path.name)}</small>"
+    ident = _anchor(anchor or f"fig-{href}")
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    src = f"data:image/png;base64,{data}"
+    alt = esc(alt or path.name)
+    return (f"<figure><a href='#{ident}' title='open full size'><img class='thumb' alt='{alt}' src='{src}'></a>"
+            f"<figcaption><small>{esc(caption or href)} · <a href='{esc(href)}'>full size</a></small></figcaption>"
+            f"</figure><div class='lightbox' id='{ident}'><a href='#_' title='close'>"
+            f"<img alt='{alt}' src='{src}'></a><a href='#_'>close ✕</a></div>")
+
+
+def markdown(text: str | None) -> str:
+    """The notebooks' conclusions (Markdown) as HTML; raw HTML in them is escaped."""
+    if not text:
+        return ""
+    import mistune
+
+    return "<div class='md'>" + mistune.create_markdown(escape=True)(str(text)) + "</div>"

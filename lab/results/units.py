@@ -26,13 +26,21 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def fmt(value: Any, digits: int = 3) -> str:
+def fmt(value: Any, digits: int = 3, *, unit: str | None = None, signed: bool = False) -> str:
     """A value in a table: thousands separators from 1,000 up, ``digits`` significant digits
-    below, never an exponent (2.0e7 is '20,000,000', 1.5e-5 is '0.000015')."""
+    below, never an exponent (2.0e7 is '20,000,000', 1.5e-5 is '0.000015'); ``unit`` after the
+    number ('1,235 B'), ``signed`` puts '+' before a positive number (a difference B - A)."""
     if _missing(value):
         return MISSING
     if isinstance(value, bool):
         return str(value)
+    text = _number(value, digits)
+    if signed and isinstance(value, (int, float)) and value > 0:
+        text = "+" + text
+    return f"{text} {unit}" if unit else text
+
+
+def _number(value: Any, digits: int) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
@@ -43,6 +51,8 @@ def fmt(value: Any, digits: int = 3) -> str:
         if value == 0:
             return "0"
         text = f"{value:.{digits}g}"
+        if "e" in text and abs(value) >= 1:  # more integer digits than significant ones: 121.7 at 2 is '122'
+            return f"{value:,.0f}"
         if "e" in text:  # tiny values: as many decimals as the significant digits need
             decimals = digits - 1 - math.floor(math.log10(abs(value)))
             text = f"{value:.{decimals}f}".rstrip("0")

@@ -27,11 +27,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 # The shortest parameters each notebook accepts: this is a test of the pipeline, not a measurement.
 TINY: dict[str, dict] = {
-    "b_row": {"rows": 200, "repeats": 2, "partition_rows": 0, "compressions": ["lz4"], "show_progress": False},
-    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "repeats": 4, "probe_sizes": [],
+    "b_row": {"rows": 200, "min_repeats": 2, "max_repeats": 2, "partition_rows": 0, "compressions": ["lz4"],
+              "fit_mixes": ["text_only", "text_long", "files_audio", "photos_small_thumbs"], "fit_rows": 120,
+              "fit_repeats": 2, "show_progress": False},
+    "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "min_rounds": 4, "max_rounds": 4, "probe_sizes": [],
                  "show_progress": False},
-    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "repeats": 2, "rows_oldest": 5, "hole_messages": 2000,
-                      "show_progress": False},
+    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "min_rounds": 2, "max_rounds": 2, "rows_oldest": 5,
+                      "hole_messages": 2000, "show_progress": False},
     "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
                       "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
                       "short_ttl_seconds": 5, "show_progress": False},
@@ -54,10 +56,10 @@ def results(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def run(cluster_config, results):
-    """One quick calibration (TINY parameters) of SUITE, with --propose."""
+    """One quick calibration (TINY parameters) of SUITE, with --propose (allowed on a quick run)."""
     return run_calibration(cluster_config, CalibrationOptions(
         quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
-        progress=False))
+        allow_quick=True, progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +219,7 @@ def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
     text = text.replace("[constants.message_seq_bucket_width]\nvalue = 4096",
                         "[constants.message_seq_bucket_width]\nvalue = 1024")
     moved.write_text(text)
-    proposal = propose(run.run_dir, constants_path=moved, out=tmp_path / "moved.diff")
+    proposal = propose(run.run_dir, constants_path=moved, out=tmp_path / "moved.diff", allow_quick=True)
     b_row = run.calibration.constants["b_row_bytes"].to_json()
     assert proposal.changes["b_row_bytes"] == (1, b_row["recommended"])
     assert "message_seq_bucket_width" not in proposal.changes
@@ -230,10 +232,23 @@ def test_propose_against_a_moved_file_and_the_bucket_width_guard(run, tmp_path):
 
 
 def test_propose_from_an_existing_run_via_the_cli(run):
+    """A quick run is a smoke test: --propose-from refuses it unless --allow-quick, and then the
+    diff's header says it came from a quick run."""
     proc = subprocess.run([*LAB, "calibrate", "--propose-from", str(run.run_dir)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "quick run" in proc.stderr and "--allow-quick" in proc.stderr
+    proc = subprocess.run([*LAB, "calibrate", "--propose-from", str(run.run_dir), "--allow-quick"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert f"proposal: {run.run_dir / 'appendix_b.diff'}" in proc.stdout
+    assert "QUICK RUN (written with --allow-quick)" in (run.run_dir / "appendix_b.diff").read_text()
+
+
+def test_propose_on_a_quick_run_is_refused_before_anything_runs(tmp_path, cluster_config):
+    proc = subprocess.run([*LAB, "calibrate", "--quick", "--propose", "--notebooks", "b_row", "--results", str(tmp_path),
+                           "--home", str(cluster_config.lab_home)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "--allow-quick" in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no run folder
 
 
 # ---- failures --------------------------------------------------------------------------------
@@ -264,15 +279,16 @@ def test_compare_reports_the_differences(run, failed_run, results):
     folder = results / f"compare-{run.run_dir.name}-{other.name}"
     data = json.loads((folder / "comparison.json").read_text())
     by_name = {r["constant"]: r for r in data["constants"]}
-    assert by_name["b_row_bytes"]["differs"]  # measured in A, not in B
-    assert by_name["b_row_bytes"]["measured_b"] is None
-    assert not by_name["client_dedup_ttl_seconds"]["differs"]
+    assert by_name["b_row_bytes"]["agreement"] == "not measured in B"  # measured in A only: nothing to differ on
+    assert by_name["b_row_bytes"]["measured_b"] is None and not by_name["b_row_bytes"]["differs"]
+    assert by_name["client_dedup_ttl_seconds"]["agreement"] == "not measured"
+    assert data["comparable"] and {d["what"] for d in data["differences"]} <= {"notebook parameters"}
     in_limit = [r for r in data["samples"] if r["table"] == "in_limit/samples"]
     assert {r["group"] for r in in_limit} == {"in_size=1", "in_size=10", "in_size=100"}
     for r in in_limit:
         assert r["test"] == "mann-whitney-u" and 0 <= r["p_value"] <= 1 and 0 <= r["p_adjusted"] <= 1
         assert r["n_a"] > 0 and r["n_b"] > 0
-    assert "in_size=100" in out
+    assert "in_size=100" in out and "not measured" in out
     html = (folder / "index.html").read_text()
     assert "b_row_bytes" in html and "in_size=100" in html
 
@@ -287,31 +303,71 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
 def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
+    """Every figure decodes, the page fits a 1,280 px window (no horizontal scroll), it leads
+    with the quick-run banner and the decisions, and a figure opens full size in its lightbox."""
     from PIL import Image
 
     report = run.report_path
     html = report.read_text()
     n_imgs = html.count("<img ")
     assert n_imgs >= len(SUITE)
-    # every <img> decoded by the browser: a copy of the page that reports naturalWidth
+    # a copy of the page that reports what the browser decoded and laid out
     probe = report.with_name("report-probe.html")
     probe.write_text(html.replace("</body>", "<script>window.addEventListener('load',()=>{const i=[...document."
-                                  "images];document.body.setAttribute('data-probe',i.length+':'+i.filter(x=>x."
-                                  "complete&&x.naturalWidth>0).length);});</script></body>"))
+                                  "images];const h=[...document.querySelectorAll('h2')].map(x=>x.textContent);"
+                                  "document.body.setAttribute('data-probe',i.length+':'+i.filter(x=>x."
+                                  "complete&&x.naturalWidth>0).length);document.body.setAttribute('data-width',"
+                                  "document.documentElement.scrollWidth);document.body.setAttribute('data-h2',"
+                                  "h.join('|'));});</script></body>"))
     try:
-        dom = _chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri(), user_data=tmp_path / "ud1")
+        dom = _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
+                        user_data=tmp_path / "ud1")
     finally:
         probe.unlink()
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'data-probe="{n_imgs}:{n_imgs}"' in dom.stdout
-    # and the page itself, as a reader opens it from disk: not blank, figures painted
+    width = int(re.search(r'data-width="(\d+)"', dom.stdout).group(1))
+    assert width <= 1280, f"the page is {width} px wide in a 1,280 px window"
+    h2 = re.search(r'data-h2="([^"]*)"', dom.stdout).group(1).split("|")
+    assert h2[0] == "Decisions" and "Evidence per constant" in h2 and "Notebooks" in h2
+    assert "Quick run: a smoke test of the pipeline, not a calibration." in dom.stdout
+    # the page itself, as a reader opens it from disk: not blank
     png = tmp_path / "report.png"
     shot = _chromium(f"--screenshot={png}", "--window-size=1280,2000", report.as_uri(), user_data=tmp_path / "ud2")
     assert shot.returncode == 0 and png.is_file(), shot.stderr[-2000:]
     img = Image.open(png).convert("RGB")
     assert img.size == (1280, 2000)
-    colors = img.getcolors(maxcolors=1 << 20)
-    assert len(colors) > 50  # text, tables and plots; a blank page has one or two colours
-    # matplotlib's default blue (#1f77b4) only comes from the embedded figures
+    assert len(img.getcolors(maxcolors=1 << 20)) > 50  # text, tables and plots; a blank page has one or two colours
+    # a figure opened full size: the lightbox covers the window with the PNG (matplotlib's #1f77b4)
+    figure = run.calibration.constants["b_row_bytes"].figure
+    assert figure and "id='fig-b_row_bytes'" in html and f"href='{figure}'>full size" in html
+    zoom = tmp_path / "zoom.png"
+    shot = _chromium(f"--screenshot={zoom}", "--window-size=1280,900", report.as_uri() + "#fig-b_row_bytes",
+                     user_data=tmp_path / "ud3")
+    assert shot.returncode == 0 and zoom.is_file(), shot.stderr[-2000:]
+    colors = Image.open(zoom).convert("RGB").getcolors(maxcolors=1 << 20)
     blue = sum(n for n, (r, g, b) in colors if abs(r - 31) < 12 and abs(g - 119) < 12 and abs(b - 180) < 12)
-    assert blue > 200
+    dark = sum(n for n, (r, g, b) in colors if r < 60 and g < 60 and b < 60)  # the lightbox's backdrop
+    assert blue > 2000 and dark > 50_000
+
+
+# ---- --repeat-check --------------------------------------------------------------------------
+def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
+    params = [f"--param=b_row.{k}={json.dumps(v)}" for k, v in TINY["b_row"].items()]
+    proc = subprocess.run([*LAB, "calibrate", "--quick", "--repeat-check", "--no-progress", "--no-preflight",
+                           "--notebooks", "b_row", *params, "--results", str(tmp_path),
+                           "--home", str(cluster_config.lab_home)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = sorted(d for d in tmp_path.iterdir() if (d / "calibration.json").is_file())
+    assert len(runs) == 2
+    first, second = (json.loads((d / "calibration.json").read_text()) for d in runs)
+    assert second["repeat_check"]["first_run"] == first["run_id"] and second["previous_run"] == str(runs[0])
+    b_row = second["constants"]["b_row_bytes"]
+    assert b_row["agreement"]["previous_run"] == first["run_id"]
+    assert b_row["agreement"]["status"] in ("agree", "disagree")
+    assert f"b_row_bytes: {b_row['agreement']['status']}" in proc.stdout
+    comparison = Path(second["repeat_check"]["comparison"])
+    rows = {r["constant"]: r for r in json.loads((comparison / "comparison.json").read_text())["constants"]}
+    assert rows["b_row_bytes"]["agreement"] == b_row["agreement"]["status"]
+    report = (runs[1] / "report.html").read_text()
+    assert f"with run {first['run_id']}" in report and "the two runs compared" in report

@@ -32,8 +32,11 @@ def _artifacts(folder: Path, name: str, figure: str) -> None:
 
 
 def test_b_row(run_dir, cluster_config, connection, admin):
-    values = run_notebook("b_row", {"rows": 300, "repeats": 2, "partition_rows": 256, "keep_keyspaces": True,
-                                    "show_progress": False}, run_dir, config=cluster_config)
+    values = run_notebook("b_row", {"rows": 300, "min_repeats": 2, "max_repeats": 3, "target_rel_half_width": 0.5,
+                                    "partition_rows": 256, "compression_repeats": 2, "keep_keyspaces": True,
+                                    "fit_mixes": ["text_only", "text_long", "files_audio", "photos_small_thumbs"],
+                                    "fit_rows": 150, "fit_repeats": 2, "show_progress": False},
+                          run_dir, config=cluster_config)
     folder = run_dir / "b_row"
     try:
         _artifacts(folder, "b_row", "b_row")
@@ -58,14 +61,33 @@ def test_b_row(run_dir, cluster_config, connection, admin):
         if files is not None:
             assert sum(f.stat().st_size for f in files) == last.data_file_bytes
         assert values["partition_bytes_at_width"] > 0 and values["design_partition_bytes"] == 4096 * 600
+        # precision stated in advance: the run says whether the target or a limit stopped it
+        prec = values["b_row_precision"]
+        assert prec["target_rel_half_width"] == 0.5 and prec["status"] in ("reached", "budget", "limit")
+        assert prec["steps"] == values["repeats"] == per_repeat.repeat.nunique() >= 2
+        assert (prec["status"] == "reached") == (prec["achieved_rel_half_width"] <= 0.5)
+        # b_row for any mix: each mix measured, the fit's four coefficients with intervals, chat_mix held out
+        by_mix = values["b_row_by_mix"]
+        assert set(by_mix) == {"chat_mix", "text_only", "text_long", "files_audio", "photos_small_thumbs"}
+        assert by_mix["chat_mix"]["fitted"] is False and by_mix["text_only"]["thumbnail_bytes"] == 0
+        assert by_mix["photos_small_thumbs"]["thumbnail_bytes"] > 500
+        assert by_mix["chat_mix"]["b_row_bytes"] == pytest.approx(values["b_row_bytes"])
+        model = values["row_model"]
+        assert model["fit"]["names"] == ["overhead", "payload_bytes", "media_metadata_bytes", "thumbnail_bytes"]
+        assert model["fit"]["observations"] == 8 and model["held_out"]["profile"] == "chat_mix"
+        for name in model["fit"]["names"]:
+            assert values[f"row_model_{name}_ci_low"] <= values[f"row_model_{name}"] <= values[f"row_model_{name}_ci_high"]
+        # sealed payloads and thumbnails do not compress: about one byte on disk per byte carried
+        assert 0.8 < values["row_model_thumbnail_bytes"] < 1.3 and 0.8 < values["row_model_payload_bytes"] < 1.3
+        assert (folder / "b_row_mixes.png").stat().st_size > 5_000
     finally:
         if values.get("keyspace"):
             drop_keyspace(connection, values["keyspace"])
 
 
 def test_in_limit(run_dir, cluster_config):
-    values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "repeats": 5,
-                                       "warmup": 2, "probe_sizes": [500], "p99_budget_ms": 10_000,
+    values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "min_rounds": 5,
+                                       "max_rounds": 5, "warmup": 2, "probe_sizes": [500], "p99_budget_ms": 10_000,
                                        "show_progress": False}, run_dir, config=cluster_config)
     folder = run_dir / "in_limit"
     _artifacts(folder, "in_limit", "in_limit")
@@ -86,7 +108,8 @@ def test_in_limit(run_dir, cluster_config):
 
 
 def test_empty_buckets(run_dir, cluster_config):
-    values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "repeats": 1,
+    values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "min_rounds": 1,
+                                            "max_rounds": 1,
                                             "hole_messages": 5000, "show_progress": False}, run_dir,
                           config=cluster_config)
     folder = run_dir / "empty_buckets"

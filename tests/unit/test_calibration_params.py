@@ -31,7 +31,27 @@ def test_unknown_or_unselected_notebooks_are_refused():
         plan(CalibrationOptions(notebooks=("capacity",), overrides={"in_limit": {"repeats": 1}}), None)
 
 
-def test_the_plan_passes_this_runs_b_row_to_capacity(tmp_path):
-    suite = dict(plan(CalibrationOptions(notebooks=("b_row", "capacity")), tmp_path))
+def test_the_plan_passes_this_runs_b_row_and_cpu_costs_to_capacity(tmp_path):
+    suite = dict(plan(CalibrationOptions(notebooks=("b_row", "cpu_cost", "capacity")), tmp_path))
     assert suite["capacity"]["b_row_values"] == str((tmp_path / "b_row" / "values.json").resolve())
+    assert suite["capacity"]["cpu_values"] == str((tmp_path / "cpu_cost" / "values.json").resolve())
     assert suite["b_row"]["rows"] > 0  # the quick parameters
+    assert "cpu_values" not in dict(plan(CalibrationOptions(notebooks=("b_row", "capacity")), tmp_path))["capacity"]
+
+
+def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
+    """papermill skips a parameters line it cannot parse (e.g. '<=' in its comment) and
+    `lab calibrate -p` then refuses that parameter as unknown."""
+    import re
+
+    import nbformat
+    import papermill as pm
+
+    from lab.calibration.notebooks import NOTEBOOKS, QUICK_PARAMETERS, notebook_path
+
+    for name in NOTEBOOKS:
+        path = notebook_path(name)
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        assigned = set(re.findall(r"^(\w+)\s*=", cell.source, re.M))
+        assert assigned == set(pm.inspect_notebook(str(path))), name
+        assert set(QUICK_PARAMETERS.get(name, {})) <= assigned, name

@@ -97,7 +97,7 @@ def test_every_numeric_option_has_a_range():
     (["soak", "--audit-every", "0"], "'0' must be more than 0 seconds"),
     (["calibrate", "--cell-timeout", "-1"], "'--cell-timeout': -1.0 is not in the range x>0"),
     (["calibrate", "-p", "b_row.rows=abc"],
-     'notebook b_row: parameter rows takes an integer (its default is 2000), got "abc" (a string)'),
+     'notebook b_row: parameter rows takes an integer (its default is 10000), got "abc" (a string)'),
     (["calibrate", "-p", "in_limit.in_sizes=[1,\"x\"]"], "parameter in_sizes takes a list of integers"),
     (["calibrate", "-p", "b_row.rowz=5"], "notebook b_row has no parameter rowz"),
     (["calibrate", "-p", "rows=5"], "expected NOTEBOOK.KEY=VALUE"),

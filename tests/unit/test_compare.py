@@ -71,3 +71,135 @@ def test_notebook_samples_use_the_one_percentile_and_carry_a_p99_interval(tmp_pa
         assert r["p50_ratio_b_over_a"] == pytest.approx(r["p50_b"] / r["p50_a"])
     assert rows["in_size=10"]["significant"] and not rows["in_size=1"]["significant"]
     assert "95% CI" in to_html(cmp)
+
+
+# ---- comparability, agreement, units, notebook-only folders (issue 14 item 7, issue 16.2) ----------
+def _load_meta(folder: Path, **meta) -> Path:
+    """Add the run's conditions to load/summary.json as `lab load` writes them."""
+    path = folder / "load" / "summary.json"
+    data = json.loads(path.read_text())
+    env = meta.pop("environment", {"server": "cassandra", "nodes": 1})
+    data.update(meta, parameters={"environment": env})
+    path.write_text(json.dumps(data))
+    return folder
+
+
+def test_runs_that_are_not_comparable_are_refused_unless_forced(tmp_path):
+    from lab.errors import CalibrationError
+
+    rng = np.random.default_rng(3)
+    a = _load_meta(_load_run(tmp_path / "a", {"send": rng.integers(500, 900, 300).tolist()}),
+                   mode="closed-loop", users=8, requested_rate=None, profile="chat")
+    b = _load_meta(_load_run(tmp_path / "b", {"send": rng.integers(2000, 4000, 300).tolist()}),
+                   mode="fixed-rate", users=16, requested_rate=50.0, profile="chat")
+    with pytest.raises(CalibrationError, match="not comparable .*load mode: closed-loop vs fixed-rate") as err:
+        compare_runs(a, b)
+    assert {d["what"] for d in err.value.facts["differences"]} >= {"load mode", "users", "rate"}
+    cmp = compare_runs(a, b, force=True)
+    assert not cmp.comparable and cmp.forced
+    assert "NOT COMPARABLE (--force): load mode differs" in to_text(cmp)
+    assert "SIGNIFICANT (not comparable)" in to_text(cmp) and "Not comparable (compared with --force)" in to_html(cmp)
+    same = _load_meta(_load_run(tmp_path / "c", {"send": rng.integers(500, 900, 300).tolist()}),
+                      mode="closed-loop", users=8, requested_rate=None, profile="chat")
+    assert compare_runs(a, same).comparable
+
+
+def _calibration(folder: Path, *, mode: str, constants: dict, server: str = "cassandra",
+                 params: dict | None = None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "calibration.json").write_text(json.dumps({
+        "run_id": folder.name, "mode": mode, "status": "ok", "started_at": folder.name,
+        "environment": {"server": server, "nodes": 1, "parameters": {"notebooks": params or {}}},
+        "constants": constants}))
+    return folder
+
+
+B_ROW = {"unit": "B", "current": 600, "rule": "interval", "notebook": "b_row"}
+
+
+def test_constants_say_whether_the_runs_agree_with_units(tmp_path):
+    a = _calibration(tmp_path / "20261201T000000Z-a", mode="full", constants={
+        "b_row_bytes": {**B_ROW, "measured": 1235.0, "ci_low": 1215.0, "ci_high": 1255.0, "recommended": 1235},
+        "batch_read_in_list_limit": {"unit": "elements", "current": 100, "measured": 100, "recommended": 100,
+                                     "rule": "notebook", "notebook": "in_limit"},
+        "history_max_empty_bucket_scan": {"unit": "buckets", "current": 8, "measured": 8, "recommended": 8,
+                                          "rule": "notebook", "notebook": "empty_buckets"}})
+    b = _calibration(tmp_path / "20261201T010000Z-b", mode="full", constants={
+        "b_row_bytes": {**B_ROW, "measured": 1250.0, "ci_low": 1230.0, "ci_high": 1270.0, "recommended": 1250},
+        "batch_read_in_list_limit": {"unit": "elements", "current": 100, "measured": 300, "recommended": 300,
+                                     "rule": "notebook", "notebook": "in_limit", "inconclusive": True},
+        "history_max_empty_bucket_scan": {"unit": "buckets", "current": 8, "measured": None, "recommended": 8,
+                                          "notebook": None}})
+    cmp = compare_runs(a, b)
+    rows = {r["constant"]: r for r in cmp.constants}
+    assert rows["b_row_bytes"]["agreement"] == "agree" and rows["b_row_bytes"]["delta"] == 15.0
+    assert "B - A = +15 B (+1.2%)" in rows["b_row_bytes"]["agreement_detail"]
+    assert rows["batch_read_in_list_limit"]["agreement"] == "inconclusive"
+    assert rows["history_max_empty_bucket_scan"]["agreement"] == "not measured in B"
+    assert not rows["history_max_empty_bucket_scan"]["differs"]
+    text = to_text(cmp)
+    assert "not measured" in text and "1,235 B" in text and "1,250 B" in text and "differs" not in text
+    html = to_html(cmp)
+    assert "+15 B" in html and "not measured in B" in html
+
+
+def test_agreement_rules():
+    from lab.calibration.agreement import agreement
+
+    far = {**B_ROW, "measured": 1400.0, "ci_low": 1380.0, "ci_high": 1420.0}
+    near = {**B_ROW, "measured": 1235.0, "ci_low": 1215.0, "ci_high": 1255.0}
+    assert agreement(near, far)["status"] == "disagree"
+    rec = {"unit": "elements", "rule": "notebook", "notebook": "in_limit"}
+    x = {**rec, "measured": 50, "recommended": 50, "recommended_ci_low": 20, "recommended_ci_high": 100}
+    y = {**rec, "measured": 100, "recommended": 100, "recommended_ci_low": 50, "recommended_ci_high": 200}
+    assert agreement(x, y)["status"] == "agree" and "bootstrap interval" in agreement(x, y)["detail"]
+    assert agreement({**x, "recommended_ci_high": 60}, y)["status"] == "disagree"
+    assert agreement(None, None)["status"] == "not measured"
+    assert agreement({"notebook": "twcs_sstables"}, {"notebook": "twcs_sstables"})["status"] == "observed only"
+
+
+def test_quick_against_full_warns_and_other_servers_refuse(tmp_path):
+    from lab.errors import CalibrationError
+
+    c = {"b_row_bytes": {**B_ROW, "measured": 1235.0, "ci_low": 1100.0, "ci_high": 1370.0}}
+    a = _calibration(tmp_path / "a", mode="quick", constants=c, params={"b_row": {"rows": 2000, "b_row_values": "x"}})
+    b = _calibration(tmp_path / "b", mode="full", constants=c, params={"b_row": {"rows": 10000, "b_row_values": "y"}})
+    cmp = compare_runs(a, b)
+    assert cmp.comparable and {d["what"] for d in cmp.differences} == {"calibration mode", "notebook parameters"}
+    assert "warning: calibration mode differs: A quick vs B full" in to_text(cmp)
+    s = _calibration(tmp_path / "s", mode="quick", constants=c, server="scylla")
+    with pytest.raises(CalibrationError, match="server: cassandra vs scylla"):
+        compare_runs(a, s)
+
+
+def test_previous_run_is_the_latest_comparable_one(tmp_path):
+    from lab.calibration.agreement import previous_run
+
+    c = {}
+    old = _calibration(tmp_path / "2026A", mode="full", constants=c)
+    newer = _calibration(tmp_path / "2026B", mode="full", constants=c)
+    _calibration(tmp_path / "2026C", mode="quick", constants=c)      # another mode
+    _calibration(tmp_path / "2026D", mode="full", constants=c, server="scylla")  # another server
+    me = tmp_path / "2026E"
+    me.mkdir()
+    cal = {"mode": "full", "started_at": "2026E", "environment": {"server": "cassandra", "nodes": 1}}
+    assert previous_run(me, cal) == newer
+    assert previous_run(newer, {**cal, "started_at": "2026B"}) == old
+    assert previous_run(me, {**cal, "mode": "other"}) is None
+
+
+def test_notebook_only_run_folders_from_jupyterlab_are_compared(tmp_path):
+    for name, b_row in (("a", 1235.0), ("b", 1500.0)):
+        nb = tmp_path / name / "b_row"
+        nb.mkdir(parents=True)
+        (nb / "values.json").write_text(json.dumps({"b_row_bytes": b_row, "b_row_ci_low_bytes": b_row - 10,
+                                                    "b_row_ci_high_bytes": b_row + 10, "server": "cassandra"}))
+    cmp = compare_runs(tmp_path / "a", tmp_path / "b")
+    rows = {r["constant"]: r for r in cmp.constants}
+    assert rows["b_row_bytes"]["measured_a"] == 1235.0 and rows["b_row_bytes"]["agreement"] == "disagree"
+    assert cmp.a.calibration["notebook_only"] is True
+    (tmp_path / "empty").mkdir()
+    from lab.errors import CalibrationError
+
+    with pytest.raises(CalibrationError, match="not a run folder"):
+        compare_runs(tmp_path / "a", tmp_path / "empty")

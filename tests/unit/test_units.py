@@ -36,6 +36,14 @@ def test_human_units(fn, value, text):
     assert fn(value) == text
 
 
+@pytest.mark.parametrize("value, digits, kw, text", [
+    (121.7367, 2, {}, "122"), (99.5, 2, {}, "100"), (12.34, 2, {}, "12"), (1.9169, 2, {}, "1.9"),
+    (1234.5, 3, {"unit": "B"}, "1,234 B"), (0.5, 3, {"signed": True}, "+0.5"), (-3.0, 3, {"signed": True}, "-3"),
+    (12, 3, {"unit": "µs", "signed": True}, "+12 µs"), (None, 3, {"unit": "B"}, "—")])
+def test_fmt_digits_units_and_signs(value, digits, kw, text):
+    assert units.fmt(value, digits, **kw) == text
+
+
 def test_the_result_pages_use_the_same_fmt():
     assert html.fmt is units.fmt
 

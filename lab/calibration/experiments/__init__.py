@@ -9,7 +9,8 @@ returned tables and print the generated conclusion; everything worth testing liv
     empty_buckets.ipynb      empty_buckets   history pages over runs of empty buckets vs the scan limit
     twcs_sstables.ipynb      twcs_sstables   SSTable counts over simulated weeks for two windows per table
     grouped_reads.ipynb      grouped_reads   grouped vs naive batch reads (S-1 shapes and mixes)
-    capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing
+    cpu_cost.ipynb           cpu_cost        server and load-generator CPU per operation at fixed rates
+    capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing, CPU vs disk
 
 ``common`` is what they share: the notebook's output folder, the cluster session, scratch
 keyspaces and stores, bulk loading of workload rows (statistics and timers: ``lab.measure``).
@@ -21,5 +22,6 @@ NOTEBOOK_MODULES = {
     "empty_buckets": "lab.calibration.experiments.empty_buckets",
     "twcs_sstables": "lab.calibration.experiments.twcs_sstables",
     "grouped_reads": "lab.calibration.experiments.grouped_reads",
+    "cpu_cost": "lab.calibration.experiments.cpu_cost",
     "capacity": "lab.calibration.experiments.capacity",
 }

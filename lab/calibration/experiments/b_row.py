@@ -1,6 +1,6 @@
 """b_row: bytes on disk per message row, per table, with and without compression (design §7, §9).
 
-Method. For each repeat (a fresh dataset: same profile, seed + repeat) the rows are written to
+Method. For each repeat (a fresh dataset of ``rows`` rows: same profile, seed + repeat) the rows are written to
 message_record / message_index / client_dedup exactly as the store encodes them
 (``RecordLoader``), the keyspace is flushed and each table major-compacted to one SSTable, and
 the admin adapter's live disk bytes of one replica (every SSTable component: Data, Index,
@@ -10,6 +10,19 @@ multiplies by RF once. Then each further compression setting is
 applied in place (``ALTER TABLE ... WITH compression``, and a major compaction rewrites the
 SSTable with it) and measured again: same rows, each written once. Between repeats the tables
 are truncated. The design's 600 B is compared with the mean and its Student-t interval.
+
+Precision stated in advance (:mod:`lab.calibration.precision`): repeats continue from
+``min_repeats`` until the interval's half-width is at most ``target_rel_half_width`` of the
+mean (2 % in a full run: tens of thousands of rows per repeat, chat_mix's rows range from
+~150 B of text to 30 KiB photos), the time budget ``budget_seconds`` would be overrun by one
+more repeat, or ``max_repeats``; ``values["b_row_precision"]`` says which. Further
+compression settings are measured on the first ``compression_repeats`` repeats only.
+
+b_row for any mix (:mod:`lab.calibration.row_model`): every mix of ``fit_mixes`` (profiles
+and design mixes) is measured ``fit_repeats`` times on message_record, each repeat's
+composition (payload, media_metadata and thumbnail bytes per row) recorded, and bytes per
+row fitted as overhead + a x payload + b x media_metadata + c x thumbnail; the profile
+``held_out`` is left out of the fit and checked against its own measurement.
 
 Partition size: ``partition_rows`` rows (4096 in a full run) written into one seq_bucket
 partition, flushed and compacted: bytes per row of that partition times 4096, next to the
@@ -30,9 +43,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.errors import LabError
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
-from lab.measure import a_over_b, mean_ci
+from lab.calibration.precision import Precision, sample_until
+from lab.calibration.row_model import DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model, mix_profile
+from lab.measure import a_over_b, mean_ci, relative_half_width
 
 TABLES = ("message_record", "message_index", "client_dedup")
 # compression settings by name ("lz4" is both servers' default); the options are the dialect's
@@ -42,11 +58,19 @@ COMPRESSIONS = ("lz4", "zstd", "none")
 @dataclass(frozen=True, kw_only=True)
 class Params:
     profile: str = "chat_mix"
-    rows: int = 2000
-    repeats: int = 2
+    rows: int = 10_000                 # rows per repeat
+    min_repeats: int = 3
+    max_repeats: int = 40
+    target_rel_half_width: float = 0.02
+    budget_seconds: float = 600.0      # for the repeats of ``profile`` (the fit's mixes come after)
     seed: int = 0
     compressions: tuple[str, ...] = ("lz4", "none")
+    compression_repeats: int = 2       # repeats that also measure compressions[1:]
     partition_rows: int = 4096
+    fit_mixes: tuple[str, ...] = ("text_only", "media_heavy") + tuple(DESIGN_MIXES)
+    fit_rows: int = 4000
+    fit_repeats: int = 3
+    held_out: str | None = "chat_mix"  # a profile checked against the fit, not fitted (None: fit everything)
     keep_keyspaces: bool = False
     show_progress: bool = True
 
@@ -59,18 +83,61 @@ class Result:
     per_repeat: pd.DataFrame      # repeat x compression x table
     summary: pd.DataFrame         # compression x table: mean, CI
     partition: pd.DataFrame       # compression: partition measurements
+    precision: Precision
+    mixes: pd.DataFrame           # one row per repeat of every mix measured (composition, b_row)
+    row_model: RowModel | None    # None when the mixes cannot be fitted (too few, or dependent)
     keyspace: str | None = None   # kept on the server (keep_keyspaces): the last repeat, last compression
     shards_per_node: dict[str, int] | None = None  # node -> shards (Scylla; 1 on Cassandra)
+    row_model_error: str | None = None
+    final_compression: str | None = None  # what the kept keyspace's tables were left in
 
     def b_row(self, table: str = "message_record", compression: str | None = None) -> pd.Series:
         compression = compression or self.params.compressions[0]
         return self.summary.set_index(["table", "compression"]).loc[(table, compression)]
 
+    @property
+    def repeats(self) -> int:
+        return int(self.per_repeat.repeat.nunique()) if len(self.per_repeat) else 0
+
+    def by_mix(self) -> pd.DataFrame:
+        """Per mix: repeats, mean b_row and its interval, composition (means over repeats)."""
+        rows = []
+        for mix, g in self.mixes.groupby("mix", sort=False):
+            mean, low, high = mean_ci(g.b_row_bytes)
+            rows.append({"mix": mix, "profile": bool(g.is_profile.iloc[0]), "fitted": bool(g.fitted.iloc[0]),
+                         "repeats": len(g), "rows": int(g.rows.sum()), "b_row_mean_bytes": mean,
+                         "b_row_ci_low_bytes": max(low, 0.0), "b_row_ci_high_bytes": high,
+                         **{c: float(g[c].mean()) for c in REGRESSORS}})
+        return pd.DataFrame(rows)
+
+    def mix_values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"b_row_by_mix": {}}
+        for r in self.by_mix().itertuples():
+            out["b_row_by_mix"][r.mix] = {"profile": r.profile, "fitted": r.fitted, "repeats": r.repeats,
+                                          "rows": r.rows, "b_row_bytes": r.b_row_mean_bytes,
+                                          "ci_low_bytes": r.b_row_ci_low_bytes, "ci_high_bytes": r.b_row_ci_high_bytes,
+                                          **{c: getattr(r, c) for c in REGRESSORS}}
+            out[f"b_row_mix_{r.mix}_bytes"] = r.b_row_mean_bytes
+        if self.row_model is not None:
+            out["row_model"] = self.row_model.to_json()
+            fit = self.row_model.fit
+            for i, name in enumerate(fit.names):
+                out[f"row_model_{name}"] = fit.coefficients[i]
+                out[f"row_model_{name}_ci_low"] = fit.ci_low[i]
+                out[f"row_model_{name}_ci_high"] = fit.ci_high[i]
+            if self.row_model.held_out is not None:
+                h = self.row_model.held_out
+                out["row_model_held_out"] = h.profile
+                out["row_model_held_out_relative_error"] = h.relative_error
+                out["row_model_held_out_agrees"] = h.agrees
+        out["row_model_error"] = self.row_model_error
+        return out
+
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"design_b_row_bytes": self.design_b_row_bytes, "rows_per_repeat": self.params.rows,
-                               "repeats": self.params.repeats, "profile": self.params.profile,
+                               "repeats": self.repeats, "profile": self.params.profile,
                                "compressions": list(self.params.compressions), "keyspace": self.keyspace,
-                               "final_compression": self.params.compressions[-1]}
+                               "final_compression": self.final_compression or self.params.compressions[-1]}
         for r in self.summary.itertuples():
             key = f"{r.table}_{r.compression}"
             out[f"b_row_{key}_bytes"] = r.b_row_mean_bytes
@@ -81,6 +148,9 @@ class Result:
         out["b_row_ci_low_bytes"] = float(main.b_row_ci_low_bytes)
         out["b_row_ci_high_bytes"] = float(main.b_row_ci_high_bytes)
         out["b_row_vs_design_ratio"] = a_over_b(main.b_row_mean_bytes, self.design_b_row_bytes)
+        out["b_row_precision"] = self.precision.to_json()
+        out["rows_measured"] = int(self.repeats * self.params.rows)
+        out.update(self.mix_values())
         last = self.per_repeat[self.per_repeat.repeat == self.per_repeat.repeat.max()]
         for r in last.itertuples():  # the last repeat, still on disk when keep_keyspaces is set
             out[f"last_{r.table}_{r.compression}_live_disk_bytes"] = int(r.live_disk_bytes)
@@ -147,39 +217,81 @@ def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...]
         lab.connection.wait_schema_agreement()
 
 
+def _repeat_rows(repeat: int, seed: int, messages: pd.DataFrame, measured: dict[str, dict[str, Any]]) -> list[dict]:
+    return [{"repeat": repeat, "seed": seed, "compression": comp, "table": table, "rows": len(messages), **m,
+             "b_row_bytes": m["live_disk_bytes_per_replica"] / len(messages),
+             "b_row_data_file_bytes": (m["data_file_bytes"] / m["replicas"] / len(messages))
+             if m["data_file_bytes"] is not None else np.nan}
+            for comp, per_table in measured.items() for table, m in per_table.items()]
+
+
+def _summary(per_repeat: pd.DataFrame, design_b_row: float) -> pd.DataFrame:
+    rows = []
+    for (table, comp), g in per_repeat.groupby(["table", "compression"], sort=False):
+        mean, low, high = mean_ci(g["b_row_bytes"])
+        low = max(low, 0.0)  # a t-interval over two repeats can reach below zero; bytes cannot
+        rows.append({"table": table, "compression": comp, "repeats": len(g), "b_row_mean_bytes": mean,
+                     "b_row_ci_low_bytes": low, "b_row_ci_high_bytes": high,
+                     "b_row_std_bytes": float(g["b_row_bytes"].std(ddof=1)) if len(g) > 1 else 0.0,
+                     "compression_ratio": float(g["compression_ratio"].mean()),
+                     "design_b_row_bytes": design_b_row if table == "message_record" else np.nan})
+    return pd.DataFrame(rows)
+
+
+class _Keyspace:
+    """One scratch keyspace that loads a table of rows and measures it under each compression
+    setting (truncating what the previous load left)."""
+
+    def __init__(self, lab: Lab, store: Any, params: Params) -> None:
+        self.lab, self.store, self.params = lab, store, params
+        self.ks = store.keyspace
+        self.loaded = False
+        self.current: dict[str, str] = {}
+        self.final_compression: str | None = None
+
+    def load_and_measure(self, messages: pd.DataFrame, seed: int, desc: str, tables: tuple[str, ...], *,
+                         dedup: bool = True, compressions: tuple[str, ...] | None = None) -> dict[str, dict[str, Any]]:
+        compressions = compressions or self.params.compressions
+        first = compressions[0]
+        if self.loaded:
+            _truncate(self.lab, self.ks)
+        _set_compression(self.lab, self.ks, first, TABLES, self.current)
+        RecordLoader(self.store, dedup=dedup).load(messages, seed=seed, show_progress=self.params.show_progress,
+                                                   desc=desc)
+        self.loaded = True
+        measured = {first: _measure(self.lab, self.ks, tables, flush=True)}
+        for comp in compressions[1:]:
+            _set_compression(self.lab, self.ks, comp, tables, self.current)
+            measured[comp] = _measure(self.lab, self.ks, tables, flush=False)
+        self.final_compression = compressions[-1]
+        return measured
+
+
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
-    """One keyspace: each load is measured under the first compression setting, then the
-    table is re-compressed in place (ALTER + major compaction rewrites the SSTable) for the
-    others, so every setting measures the very same rows and each row is written once."""
+    """The main profile in one keyspace (each load measured under the first compression
+    setting, then re-compressed in place, ALTER + major compaction, for the others: every
+    setting measures the very same rows, each written once; the last repeat stays there with
+    ``keep_keyspaces``), then the fit's mixes in a second keyspace."""
     width = constants.message_seq_bucket_width
     rows_out: list[dict[str, Any]] = []
     partition_out: list[dict[str, Any]] = []
-    ks = scratch_name("brow")
+    mixes_out: list[dict[str, Any]] = []
     first = params.compressions[0]
+
+    def mix_row(mix: str, repeat: int, messages: pd.DataFrame, b_row: float, *, is_profile: bool) -> None:
+        mixes_out.append({"mix": mix, "repeat": repeat, "is_profile": is_profile,
+                          "fitted": mix != params.held_out, "b_row_bytes": b_row, **composition(messages)})
+
+    ks = scratch_name("brow")
     with scratch_store(lab, ks, constants=constants, keep=params.keep_keyspaces) as store:
-        loaded: list[bool] = []
-        current: dict[str, str] = {}
-
-        def load_and_measure(messages: pd.DataFrame, seed: int, desc: str, tables: tuple[str, ...],
-                             dedup: bool = True) -> dict[str, dict[str, Any]]:
-            if loaded:
-                _truncate(lab, ks)
-            _set_compression(lab, ks, first, TABLES, current)
-            RecordLoader(store, dedup=dedup).load(messages, seed=seed, show_progress=params.show_progress, desc=desc)
-            loaded.append(True)
-            measured = {first: _measure(lab, ks, tables, flush=True)}
-            for comp in params.compressions[1:]:
-                _set_compression(lab, ks, comp, tables, current)
-                measured[comp] = _measure(lab, ks, tables, flush=False)
-            return measured
-
+        space = _Keyspace(lab, store, params)
         if params.partition_rows > 0:
             base = generate(params.profile, size=min(params.partition_rows, max(params.rows, 100)),
                             seed=params.seed, bucket_width=width).messages
             part = single_partition_rows(base, rows=params.partition_rows, first_seq=width,
                                          conversation_id=str(uuid.uuid4()), bucket_width=width)
-            measured = load_and_measure(part, params.seed, f"partition {params.partition_rows} rows",
-                                        ("message_record",), dedup=False)
+            measured = space.load_and_measure(part, params.seed, f"partition {params.partition_rows} rows",
+                                              ("message_record",), dedup=False)
             rows_read, tombstones = _trace_partition(lab, ks, part)
             for comp, m in measured.items():
                 rec = m["message_record"]
@@ -192,40 +304,61 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     "tombstone_cells_read": tombstones,
                     "tombstone_cells_per_row": tombstones / rows_read if rows_read else float("nan")})
 
-        for repeat in range(params.repeats):  # the last repeat's rows stay on disk (cross-checks)
-            seed = params.seed + repeat
+        def repeat(i: int) -> None:  # one more repeat of the main profile
+            seed = params.seed + i
             messages = generate(params.profile, size=params.rows, seed=seed, bucket_width=width).messages
-            measured = load_and_measure(messages, seed, f"repeat {repeat + 1}/{params.repeats}", TABLES)
-            for comp, per_table in measured.items():
-                for table, m in per_table.items():
-                    rows_out.append({"repeat": repeat, "seed": seed, "compression": comp, "table": table,
-                                     "rows": len(messages), **m,
-                                     "b_row_bytes": m["live_disk_bytes_per_replica"] / len(messages),
-                                     "b_row_data_file_bytes": (m["data_file_bytes"] / m["replicas"] / len(messages))
-                                     if m["data_file_bytes"] is not None else np.nan})
+            comps = params.compressions if i < params.compression_repeats else params.compressions[:1]
+            measured = space.load_and_measure(messages, seed, f"repeat {i + 1}", TABLES, compressions=comps)
+            rows_out.extend(_repeat_rows(i, seed, messages, measured))
+            mix_row(params.profile, i, messages, measured[first]["message_record"]["live_disk_bytes_per_replica"]
+                    / len(messages), is_profile=True)
+
+        def achieved() -> float | None:
+            b = [r["b_row_bytes"] for r in rows_out if r["table"] == "message_record" and r["compression"] == first]
+            return relative_half_width(*mean_ci(b))
+
+        precision = sample_until(repeat, achieved, quantity="b_row_bytes", target=params.target_rel_half_width,
+                                 budget_seconds=params.budget_seconds, min_steps=params.min_repeats,
+                                 max_steps=params.max_repeats)
+        final_compression = space.final_compression
+    others = [m for m in dict.fromkeys(params.fit_mixes + ((params.held_out,) if params.held_out else ()))
+              if m != params.profile]
+    if others and params.fit_repeats > 0:
+        with scratch_store(lab, scratch_name("brmix"), constants=constants) as store:
+            space = _Keyspace(lab, store, params)
+            for mix in others:  # the fit's mixes: message_record only, first compression
+                profile = mix_profile(mix)
+                for r in range(params.fit_repeats):
+                    seed = params.seed + 1000 + r
+                    messages = generate(profile, size=params.fit_rows, seed=seed, bucket_width=width).messages
+                    measured = space.load_and_measure(messages, seed, f"{mix} {r + 1}/{params.fit_repeats}",
+                                                      ("message_record",), compressions=(first,))
+                    mix_row(mix, r, messages, measured[first]["message_record"]["live_disk_bytes_per_replica"]
+                            / len(messages), is_profile=mix not in DESIGN_MIXES)
 
     per_repeat = pd.DataFrame(rows_out)
-    summary_rows = []
-    for (table, comp), g in per_repeat.groupby(["table", "compression"], sort=False):
-        mean, low, high = mean_ci(g["b_row_bytes"])
-        low = max(low, 0.0)  # a t-interval over two repeats can reach below zero; bytes cannot
-        summary_rows.append({"table": table, "compression": comp, "repeats": len(g), "b_row_mean_bytes": mean,
-                             "b_row_ci_low_bytes": low, "b_row_ci_high_bytes": high,
-                             "b_row_std_bytes": float(g["b_row_bytes"].std(ddof=1)) if len(g) > 1 else 0.0,
-                             "compression_ratio": float(g["compression_ratio"].mean()),
-                             "design_b_row_bytes": constants.b_row_bytes if table == "message_record" else np.nan})
+    mixes = pd.DataFrame(mixes_out)
+    model, error = None, None
+    try:
+        model = fit_row_model(mixes, held_out=params.held_out)
+    except (ValueError, LabError) as exc:  # one mix, or mixes that cannot separate the regressors
+        error = str(exc)
     return Result(params=params, design_b_row_bytes=constants.b_row_bytes, bucket_width=width,
-                  per_repeat=per_repeat, summary=pd.DataFrame(summary_rows), partition=pd.DataFrame(partition_out),
+                  per_repeat=per_repeat, summary=_summary(per_repeat, constants.b_row_bytes),
+                  partition=pd.DataFrame(partition_out), precision=precision, mixes=mixes, row_model=model,
+                  row_model_error=error, final_compression=final_compression,
                   keyspace=ks if params.keep_keyspaces else None, shards_per_node=lab.admin.shards_per_node())
 
 
 def conclusion(result: Result) -> str:
     v = result.values()
     main = result.params.compressions[0]
-    lines = [f"**b_row (message_record, {main})**: {v['b_row_bytes']:.0f} B per row "
-             f"(95% CI {v['b_row_ci_low_bytes']:.0f}-{v['b_row_ci_high_bytes']:.0f} B over {result.params.repeats} "
-             f"repeats of {result.params.rows} `{result.params.profile}` rows), "
-             f"{v['b_row_vs_design_ratio']:.2f}x the design's {result.design_b_row_bytes:.0f} B."]
+    prec = result.precision
+    lines = [f"**b_row (message_record, {main})**: {v['b_row_bytes']:,.0f} B per row "
+             f"(95% CI {v['b_row_ci_low_bytes']:,.0f}-{v['b_row_ci_high_bytes']:,.0f} B over {result.repeats} "
+             f"repeats of {result.params.rows:,} `{result.params.profile}` rows), "
+             f"{v['b_row_vs_design_ratio']:.2f}x the design's {result.design_b_row_bytes:,.0f} B. "
+             f"Precision {prec.describe()}."]
     inside = v["b_row_ci_low_bytes"] <= result.design_b_row_bytes <= v["b_row_ci_high_bytes"]
     lines.append("The design's 600 B lies inside the interval." if inside else
                  f"The design's {result.design_b_row_bytes:.0f} B lies {'below' if v['b_row_ci_low_bytes'] > result.design_b_row_bytes else 'above'} "
@@ -252,4 +385,32 @@ def conclusion(result: Result) -> str:
         lines.append(f"One full partition ({result.bucket_width} rows) would take "
                      f"{v['partition_bytes_at_width'] / 1e6:.2f} MB on disk vs the design's "
                      f"{v['design_partition_bytes'] / 1e6:.2f} MB (measured on {result.params.partition_rows} rows).")
+    lines += mix_lines(result)
     return " ".join(lines[:2]) + "\n\n" + "\n\n".join(lines[2:])
+
+
+def mix_lines(result: Result) -> list[str]:
+    """The per-mix b_row and the fitted row model, as conclusion paragraphs."""
+    mixes = result.by_mix()
+    if mixes.empty:
+        return []
+    parts = ", ".join(f"`{r.mix}` {r.b_row_mean_bytes:,.0f} B ({r.b_row_ci_low_bytes:,.0f}-{r.b_row_ci_high_bytes:,.0f}"
+                      f"{'' if r.fitted else ', held out'})" for r in mixes.itertuples())
+    out = [f"**b_row by mix** (message_record, 95% CI): {parts}."]
+    if result.row_model is None:
+        return out + [f"No row model: {result.row_model_error}."]
+    fit = result.row_model.fit
+    terms = [f"{fit.coefficient('overhead'):,.0f} B"] + [
+        f"{fit.coefficients[i]:.3f} ({fit.ci_low[i]:.3f}-{fit.ci_high[i]:.3f}) x {name.replace('_bytes', '')} bytes"
+        for i, name in enumerate(fit.names) if name != "overhead"]
+    lo, hi = fit.ci_low[0], fit.ci_high[0]
+    out.append(f"**Bytes per row for any mix** (least squares over {fit.observations} repeats of "
+               f"{len(result.row_model.mixes)} mixes): b_row = {' + '.join(terms)} (overhead 95% CI {lo:,.0f}-{hi:,.0f} B, "
+               f"residual sd {fit.residual_sd:,.1f} B).")
+    h = result.row_model.held_out
+    if h is not None:
+        out.append(f"**Held-out check** (`{h.profile}`, not fitted): predicted {h.predicted_bytes:,.0f} B "
+                   f"({h.predicted_ci_low:,.0f}-{h.predicted_ci_high:,.0f}) vs measured {h.measured_bytes:,.0f} B "
+                   f"({h.measured_ci_low:,.0f}-{h.measured_ci_high:,.0f}): {100 * h.relative_error:+.1f}%, "
+                   f"{'within' if h.agrees else 'OUTSIDE'} the combined intervals.")
+    return out

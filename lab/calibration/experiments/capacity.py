@@ -8,6 +8,15 @@ windows (per shard on Scylla: times the shards per node, from the parameter or t
 
 b_row is bytes of ONE replica per row (the b_row notebook divides the bytes summed over the
 nodes by the copies of each row), so the §7 formula's RF factor is the only one applied here.
+
+Your product's mix: ``my_mix`` gives the mean payload, media_metadata and thumbnail bytes per
+message of a mix the lab never generated; the b_row run's row model
+(:mod:`lab.calibration.row_model`) prices it (with its interval) and the sizing gets a third
+source, ``my_mix``, beside the design's and the measured b_row.
+
+The CPU side (:mod:`lab.calibration.cpu_capacity`): with a cpu_cost run's values
+(``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
+``peak_factor``, next to the disk-bound node count, and which of the two binds.
 """
 from __future__ import annotations
 
@@ -19,6 +28,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.cpu_capacity import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
+                                          DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
 from lab.calibration.capacity import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
 
@@ -33,6 +44,12 @@ class Params:
     messages_per_conversation_day: float = DEFAULT_MESSAGES_PER_CONVERSATION_DAY
     shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
     lsm_space_amp: float | None = None        # None: appendix B
+    my_mix: dict[str, float] | None = None    # mean bytes per message: payload_bytes, media_metadata_bytes, thumbnail_bytes
+    cpu_values: str | None = None             # path of a cpu_cost run's values.json
+    operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
+    peak_factor: float = DEFAULT_PEAK_FACTOR
+    cores_per_node: int = DEFAULT_CORES_PER_NODE
+    target_cpu_utilization: float = DEFAULT_TARGET_CPU_UTILIZATION
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +60,12 @@ class Result:
     design_b_row_bytes: float
     sizing: pd.DataFrame       # tier x source
     sensitivity: pd.DataFrame  # b_row sweep at the starter tier
+    my_mix: dict[str, float] | None = None   # the row model's price of params.my_mix (mean, ci, prediction)
+    my_mix_error: str | None = None
+    cpu: pd.DataFrame | None = None          # tier: cores, CPU- vs disk-bound nodes, which binds
+    cpu_operations: pd.DataFrame | None = None  # tier x operation: peak rate, replicas, cores
+    cpu_source: str | None = None
+    cpu_unresolved: tuple[str, ...] = ()     # operations whose CPU interval reached 0 in the cpu_cost run
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
@@ -57,6 +80,23 @@ class Result:
             out[f"partitions_per_node_{key}"] = float(r.partitions_per_node)
             out[f"message_record_sstables_per_node_{key}"] = int(r.message_record_sstables_per_node)
             out[f"partition_mb_{r.source}"] = float(r.partition_bytes) / 1e6
+        if self.cpu is not None:
+            out["cpu_source"] = self.cpu_source
+            out["peak_factor"] = self.params.peak_factor
+            out["cores_per_node"] = self.params.cores_per_node
+            out["operations_per_message"] = dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+            for r in self.cpu.itertuples():
+                key = f"{int(r.messages_per_day):d}"
+                out[f"server_cores_{key}"] = float(r.server_cores)
+                out[f"nodes_cpu_{key}"] = int(r.nodes_cpu)
+                out[f"nodes_disk_{key}"] = int(r.nodes_disk) if r.nodes_disk is not None else None
+                out[f"binding_{key}"] = r.binding
+                out[f"rule_of_thumb_cores_{key}"] = float(r.rule_of_thumb_cores)
+        if self.params.my_mix is not None:
+            out["my_mix"] = dict(self.params.my_mix)
+            out["my_mix_b_row"] = self.my_mix
+            out["my_mix_b_row_bytes"] = self.my_mix["mean"] if self.my_mix else None
+            out["my_mix_error"] = self.my_mix_error
         return out
 
 
@@ -80,13 +120,27 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     return 1
 
 
+def price_mix(mix: dict[str, float], values_path: str | Path | None) -> tuple[dict[str, float] | None, str | None]:
+    """(b_row of ``mix`` by the b_row run's row model, None) or (None, why not)."""
+    from lab.calibration.row_model import RowModel
+
+    if values_path is None or not Path(values_path).exists():
+        return None, "no b_row run (b_row_values) to take the row model from"
+    model = json.loads(Path(values_path).read_text()).get("row_model")
+    if not model:
+        return None, f"the b_row run {values_path} has no row model (its fit_mixes were not measured)"
+    return RowModel.from_json(model).predict(mix), None
+
+
 def run(params: Params, *, constants: Any) -> Result:
     measured, source = resolve_b_row(params.b_row_bytes, params.b_row_values)
     shards = resolve_shards(params.shards_per_node, params.b_row_values)
+    priced, priced_error = price_mix(params.my_mix, params.b_row_values) if params.my_mix is not None else (None, None)
     if params.lsm_space_amp is not None:
         constants = constants.replace(lsm_space_amp=params.lsm_space_amp)
     rows = []
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
+    sources += [("my_mix", priced["mean"])] if priced else []
     for name, b_row in sources:
         c = constants.replace(b_row_bytes=b_row)
         for tier in params.tiers:
@@ -107,14 +161,42 @@ def run(params: Params, *, constants: Any) -> Result:
         resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=constants.lsm_space_amp,
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
+    cpu, cpu_ops = _cpu(params, sizing, constants)
+    unresolved = ()
+    if cpu is not None:
+        cpu_values = json.loads(Path(params.cpu_values).read_text())
+        unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
-                  design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity)
+                  design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
+                  my_mix=priced, my_mix_error=priced_error, cpu=cpu, cpu_operations=cpu_ops,
+                  cpu_source=params.cpu_values if cpu is not None else None, cpu_unresolved=unresolved)
+
+
+def _cpu(params: Params, sizing: pd.DataFrame, constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Per tier: the CPU sizing beside the disk-bound nodes of the b_row the sizing used last
+    (measured, else the design's)."""
+    if params.cpu_values is None or not Path(params.cpu_values).exists():
+        return None, None
+    costs = costs_from_values(json.loads(Path(params.cpu_values).read_text()))
+    mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+    mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
+    source = "measured" if (sizing.source == "measured").any() else "design"
+    rows, op_rows = [], []
+    for tier in params.tiers:
+        disk = sizing[(sizing.source == source) & (sizing.messages_per_day == tier)]
+        c = cpu_sizing(messages_per_day=tier, operations_per_message=mix, peak_factor=params.peak_factor,
+                       cores_per_node=params.cores_per_node, target_cpu_utilization=params.target_cpu_utilization,
+                       replication_factor=constants.replication_factor,
+                       nodes_disk=int(disk.nodes_needed.iloc[0]) if len(disk) else None, **costs)
+        rows.append({**c.as_row(), "b_row_source": source})
+        op_rows += [{"messages_per_day": tier, "op": op, **entry} for op, entry in c.operations.items()]
+    return pd.DataFrame(rows), pd.DataFrame(op_rows)
 
 
 def conclusion(result: Result) -> str:
     s = result.sizing
     design = s[s.source == "design"].iloc[0]
-    lines = [f"**Design starter tier** ({design.messages_per_day:.0e} messages/day, b_row {result.design_b_row_bytes:.0f} B, "
+    lines = [f"**Design starter tier** ({design.messages_per_day:,.0f} messages/day, b_row {result.design_b_row_bytes:,.0f} B, "
              f"space amp {design.lsm_space_amp}, RF {design.replication_factor}, {design.retention_days:.0f} days): "
              f"{design.resident_tb:.1f} TB resident (the design's 15.8 TB)."]
     if result.b_row_measured_bytes:
@@ -124,11 +206,49 @@ def conclusion(result: Result) -> str:
                      f"partition {m.partition_bytes / 1e6:.2f} MB vs {design.partition_bytes / 1e6:.2f} MB.")
     else:
         lines.append("No measured b_row was given: run the b_row notebook first (or pass `b_row_bytes`).")
+    if result.params.my_mix is not None:
+        if result.my_mix:
+            mine = s[s.source == "my_mix"].iloc[0]
+            mx = result.my_mix
+            lines[-1] += (f" **Your mix** ({', '.join(f'{k} {v:,.0f}' for k, v in result.params.my_mix.items())} per "
+                          f"message): b_row {mx['mean']:,.0f} B (95% CI {mx['ci_low']:,.0f}-{mx['ci_high']:,.0f}) by the "
+                          f"row model, {mine.resident_tb:.1f} TB at the starter tier.")
+        else:
+            lines[-1] += f" Your mix could not be priced: {result.my_mix_error}."
     use = "measured" if result.b_row_measured_bytes else "design"
     for r in s[s.source == use].itertuples():
-        lines.append(f"- {r.messages_per_day:.0e} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** "
+        lines.append(f"- {r.messages_per_day:,.0f} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** "
                      f"({r.disk_bytes_per_node / 1e12:.2f} TB each on {result.params.usable_disk_bytes_per_node / 1e12:.2f} TB "
                      f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
                      f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of "
                      "7-day TWCS windows.")
-    return "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
+    text = "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
+    return text + cpu_lines(result)
+
+
+def cpu_lines(result: Result) -> str:
+    if result.cpu is None:
+        return ("\n\n**CPU**: no cpu_cost run given (`cpu_values`): the node counts above are disk-bound only; "
+                "run the cpu_cost notebook for the CPU side.")
+    p = result.params
+    mix = ", ".join(f"{op} {n:g}" for op, n in (p.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE).items())
+    out = [f"\n\n**CPU side** (server CPU per operation from {result.cpu_source}; per message sent: {mix}; peak "
+           f"{p.peak_factor:g}x the daily mean; {p.cores_per_node} cores per node at <= {p.target_cpu_utilization:.0%}; "
+           "writes on RF replicas, reads on a quorum):", ""]
+    for r in result.cpu.itertuples():
+        ci = (f" (95% CI {r.server_cores_low:,.1f}-{r.server_cores_high:,.1f}, nodes {r.nodes_cpu_low}-{r.nodes_cpu_high})"
+              if r.server_cores_low is not None else "")
+        out.append(f"- {r.messages_per_day:,.0f} messages/day: peak {r.peak_messages_per_second:,.0f} sends/s, "
+                   f"{r.server_cores:,.1f} server cores{ci} -> **{r.nodes_cpu} CPU-bound nodes** vs "
+                   f"**{r.nodes_disk} disk-bound**: {r.binding.upper()} binds ({r.nodes} nodes). ScyllaDB's ~12.5K "
+                   f"simple ops/s per core would give {r.rule_of_thumb_cores:,.1f} cores for the same "
+                   f"{r.peak_requests_per_second:,.0f} CQL requests/s.")
+    if result.cpu_unresolved:
+        out.append(f"\n**Not resolved**: the CPU cost of {', '.join(result.cpu_unresolved)} did not rise above the "
+                   "shared node's background in the cpu_cost run (its interval reaches 0; counted as its median, at "
+                   "least 0): the CPU-bound counts are a lower bound until a quieter run.")
+    out.append("\nThe CPU costs were measured on the lab's machine (a JVM sharing 2 cores with its load generator "
+               "and other work): they price the operations against each other; production cores are faster and "
+               "ScyllaDB's shard-per-core engine cheaper per request, so the CPU-bound count is an upper estimate "
+               "until cpu_cost runs on production hardware.")
+    return "\n".join(out)

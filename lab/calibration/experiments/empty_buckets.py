@@ -15,6 +15,12 @@ unreachable by paging. A page whose hole is shorter pays one read per empty buck
 recommendation weighs both with the workload's own holes: the smallest constant that leaves
 at most ``target_truncated_share`` of the holes of ``hole_profile`` (crashed reservation
 windows, ``lab.workload``) unscannable, and its worst-case page cost.
+
+Precision (:mod:`lab.calibration.precision`): rounds (every scan limit x run length once)
+continue from ``min_rounds`` until the bootstrap interval of the cost of one empty bucket
+(rounds resampled whole) is within ``target_rel_half_width``, or the time budget runs out.
+The recommendation is computed again on each half of the workload's holes; if the halves
+disagree the result is *inconclusive* and the constant is kept.
 """
 from __future__ import annotations
 
@@ -31,14 +37,18 @@ import pandas as pd
 from lab.store.ids import compose_message_id
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
-from lab.measure import latency_summary, percentile, timed
+from lab.calibration.precision import Halves, Precision, sample_until
+from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 
 
 @dataclass(frozen=True, kw_only=True)
 class Params:
     runs: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8, 9, 10, 12, 16, 20, 24, 30)
     scan_limits: tuple[int, ...] = (4, 8, 16, 32)
-    repeats: int = 5
+    min_rounds: int = 5                # rounds always run: every scan limit x run length once each
+    max_rounds: int = 60
+    target_rel_half_width: float = 0.10  # of the cost of one empty bucket (bootstrap 95% CI over rounds)
+    budget_seconds: float = 240.0
     rows_newest: int = 5
     rows_oldest: int = 40
     page_limit: int = 20
@@ -62,6 +72,14 @@ class Result:
     recommended: int           # max(required, design)
     per_empty_bucket_ms: float
     base_page_ms: float
+    per_empty_bucket_interval: tuple[float | None, float | None] = (None, None)
+    precision: Precision | None = None
+    halves: Halves | None = None            # the recommendation from each half of the workload's holes
+    cost_halves: tuple[float, float] | None = None  # per-empty-bucket ms from each half of the rounds
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.halves is not None and not self.halves.agree
 
     def truncated_share(self, limit: int) -> float:
         if self.holes.empty:
@@ -76,6 +94,13 @@ class Result:
             "workload_required_scan_limit": self.required,
             "workload_truncated_share_at_required": self.truncated_share(self.required),
             "per_empty_bucket_ms": self.per_empty_bucket_ms, "base_page_ms": self.base_page_ms,
+            "per_empty_bucket_ms_ci_low": self.per_empty_bucket_interval[0],
+            "per_empty_bucket_ms_ci_high": self.per_empty_bucket_interval[1],
+            "empty_buckets_precision": self.precision.to_json() if self.precision else None,
+            "scan_limit_halves": self.halves.to_json() if self.halves else None,
+            "scan_limit_inconclusive": self.inconclusive,
+            "per_empty_bucket_ms_halves": list(self.cost_halves) if self.cost_halves else None,
+            "rounds": int(self.pages["repeat"].nunique()) if len(self.pages) else 0,
             "runs": list(self.params.runs), "scan_limits": list(self.params.scan_limits),
             "workload_holes": int(len(self.holes)),
             "workload_empty_buckets_max": int(self.holes.empty_buckets.max()) if len(self.holes) else 0,
@@ -117,6 +142,23 @@ def _conversation(base: pd.DataFrame, run: int, p: Params, width: int) -> pd.Dat
     return pd.concat([old, new], ignore_index=True)
 
 
+def page_cost(pages: pd.DataFrame) -> tuple[float, float]:
+    """(ms per empty bucket, base page ms): the slope and intercept of the median page latency
+    over the empty buckets a page scanned (pages that crossed their hole; all if too few)."""
+    fit = pages[~pages.stopped_on_empty] if (~pages.stopped_on_empty).sum() > 2 else pages
+    med = fit.groupby("empty_buckets_scanned").latency_ms.agg(lambda xs: percentile(xs, 50))
+    if len(med) < 2:
+        return 0.0, float(med.iloc[0]) if len(med) else 0.0
+    slope, intercept = np.polyfit(med.index.to_numpy(float), med.to_numpy(), 1)
+    return float(slope), float(intercept)
+
+
+def _by_rounds(pages: pd.DataFrame, rounds: np.ndarray | list[int]) -> pd.DataFrame:
+    """The pages of the given rounds (with repetition: a bootstrap resample)."""
+    groups = dict(tuple(pages.groupby("repeat")))
+    return pd.concat([groups[int(r)] for r in rounds if int(r) in groups], ignore_index=True)
+
+
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     from lab.store.head import HeadUpdate
     from lab.store import MessageStore
@@ -146,10 +188,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             readers[limit] = stack.enter_context(MessageStore.open(
                 lab.config.replace(keyspace=store.keyspace), constants=constants.replace(history_max_empty_bucket_scan=limit),
                 state_dir=state, connection=lab.connection))
-        total = params.repeats * len(params.runs) * len(readers)
-        bar = progress(range(total), total=total, desc="history pages", enabled=params.show_progress)
-        it = iter(bar)
-        for rep in range(params.repeats):
+        def one_round(rep: int) -> None:
             for limit, reader in readers.items():
                 for r, (tenant, conv) in conversations.items():
                     alerts_before = reader.alerts.empty_bucket_stops
@@ -163,7 +202,16 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                         "messages": len(page.messages), "has_more": page.has_more,
                         "stopped_on_empty": page.stopped_on_empty,
                         "alerts": reader.alerts.empty_bucket_stops - alerts_before})
-                    next(it, None)
+
+        def achieved() -> float | None:
+            df = pd.DataFrame(pages)
+            n = int(df.repeat.nunique())
+            low, high = interval_of(bootstrap_rounds(n, lambda idx: page_cost(_by_rounds(df, idx))[0], resamples=300))
+            return relative_half_width(page_cost(df)[0], low, high)
+
+        precision = sample_until(one_round, achieved, quantity="ms per empty bucket",
+                                 target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
+                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds))
     df = pd.DataFrame(pages)
     summary_rows = []
     for (limit, r), g in df.groupby(["scan_limit", "run"]):
@@ -176,19 +224,25 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "stopped_on_empty": bool(first.stopped_on_empty), "alerts": int(g.alerts.sum()),
                              "consistent": bool(g.requests.nunique() == 1 and g.messages.nunique() == 1)})
     summary = pd.DataFrame(summary_rows)
-    # the cost of one empty bucket: slope of page latency over the empty buckets a page scanned
-    fit = df[~df.stopped_on_empty] if (~df.stopped_on_empty).sum() > 2 else df
-    med = fit.groupby("empty_buckets_scanned").latency_ms.agg(lambda xs: percentile(xs, 50))
-    slope, intercept = (np.polyfit(med.index.to_numpy(float), med.to_numpy(), 1) if len(med) > 1
-                        else (0.0, float(med.iloc[0]) if len(med) else 0.0))
+    slope, intercept = page_cost(df)
+    n_rounds = int(df.repeat.nunique())
+    slope_ci = interval_of(bootstrap_rounds(n_rounds, lambda idx: page_cost(_by_rounds(df, idx))[0]))
+    cost_halves = ((page_cost(_by_rounds(df, range(n_rounds // 2)))[0],
+                    page_cost(_by_rounds(df, range(n_rounds // 2, n_rounds)))[0]) if n_rounds >= 2 else None)
     hole_rows = generate(params.hole_profile, size=params.hole_messages, seed=params.seed, bucket_width=width).holes
     required = recommend_limit(hole_rows, params.target_truncated_share)
     # Only ever raise the limit from a workload sample: lowering a safety stop on the evidence
     # of one synthetic population would truncate histories that population did not produce.
-    recommended = max(required, constants.history_max_empty_bucket_scan)
-    return Result(params=params, design_scan_limit=constants.history_max_empty_bucket_scan, pages=df,
+    design = constants.history_max_empty_bucket_scan
+    recommended = max(required, design)
+    mid = len(hole_rows) // 2
+    split = Halves(first=max(recommend_limit(hole_rows.iloc[:mid], params.target_truncated_share), design),
+                   second=max(recommend_limit(hole_rows.iloc[mid:], params.target_truncated_share), design)) \
+        if len(hole_rows) >= 2 else None
+    return Result(params=params, design_scan_limit=design, pages=df,
                   summary=summary, holes=hole_rows, required=required, recommended=recommended,
-                  per_empty_bucket_ms=float(max(slope, 0.0)), base_page_ms=float(intercept))
+                  per_empty_bucket_ms=float(max(slope, 0.0)), base_page_ms=float(intercept),
+                  per_empty_bucket_interval=slope_ci, precision=precision, halves=split, cost_halves=cost_halves)
 
 
 def conclusion(result: Result) -> str:
@@ -202,14 +256,21 @@ def conclusion(result: Result) -> str:
              f"`empty_bucket_stops` alert per page, never scanning further (S-3: the 1 -> 100000 jump, 24 empty "
              f"buckets, costs {v.get('run24_requests', 'n/a')} requests)." if first_stop is not None else
              f"**Termination**: no page stopped on empty buckets for runs up to {max(p.runs)} at the design's {d}."]
-    lines.append(f"**Cost**: each empty bucket adds {v['per_empty_bucket_ms']:.2f} ms to a page "
+    lo, hi = result.per_empty_bucket_interval
+    ci = f" (bootstrap 95% CI {lo:.2f}-{hi:.2f} ms over {v['rounds']} rounds)" if lo is not None else ""
+    lines.append(f"**Cost**: each empty bucket adds {v['per_empty_bucket_ms']:.2f} ms to a page{ci} "
                  f"(base {v['base_page_ms']:.2f} ms), so the worst page at {d} costs about "
-                 f"{v['worst_case_page_ms_at_design']:.1f} ms.")
+                 f"{v['worst_case_page_ms_at_design']:.1f} ms."
+                 + (f" Precision: {result.precision.describe()}." if result.precision else ""))
     lines.append(f"**Workload** (`{p.hole_profile}`, {p.hole_messages} messages): {v['workload_holes']} holes from "
                  f"crashed reservation windows, the longest {v['workload_empty_buckets_max']} empty buckets; "
                  f"{100 * v['workload_truncated_share_at_design']:.3f}% of holes are longer than {d}.")
     need, rec = result.required, result.recommended
-    if rec == d:
+    if result.inconclusive:
+        lines.append(f"**Inconclusive**: the two halves of the workload's holes need {result.halves.first} and "
+                     f"{result.halves.second}: keep history_max_empty_bucket_scan = {d} and measure a larger hole "
+                     "sample (`hole_messages`).")
+    elif rec == d:
         lines.append(f"**Recommendation: keep history_max_empty_bucket_scan = {d}.** The workload needs {need} "
                      f"(the smallest value leaving at most {100 * p.target_truncated_share:g}% of its holes "
                      f"unscannable); {d} covers it with margin for heavier crash patterns, at a worst page of about "

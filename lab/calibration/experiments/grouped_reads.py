@@ -122,6 +122,22 @@ def _mix(messages: pd.DataFrame, tenant: str, n: int, rng: np.random.Generator) 
     return pd.concat(picked, ignore_index=True)
 
 
+def s1_conversations(base: pd.DataFrame, *, group_backlog: int, dm_count: int, dm_backlog: int,
+                     bucket_width: int) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
+    """S-1's two shapes as rows to load: one group with twice ``group_backlog`` messages and
+    ``dm_count`` direct conversations of ``dm_backlog`` (+3) messages each, every one its own
+    partition, their ``row`` numbers kept apart (the cpu_cost notebook seeds the same shapes)."""
+    group = single_partition_rows(base, rows=2 * group_backlog, first_seq=1, conversation_id=str(uuid.uuid4()),
+                                  bucket_width=bucket_width)
+    dms = []
+    for i in range(dm_count):
+        dm = single_partition_rows(base.iloc[i * dm_backlog:], rows=dm_backlog + 3, first_seq=1,
+                                   conversation_id=str(uuid.uuid4()), bucket_width=bucket_width)
+        dm["row"] += (i + 1) * 100_000
+        dms.append(dm)
+    return group, dms
+
+
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     width = constants.message_seq_bucket_width
     rng = np.random.default_rng([params.seed, 9])
@@ -129,15 +145,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     messages = wl.messages
     tenant = messages.tenant_id.value_counts().index[0]
     base = messages[messages.tenant_id == tenant]
-    group_conv = str(uuid.uuid4())
-    group = single_partition_rows(base, rows=2 * params.group_backlog, first_seq=1, conversation_id=group_conv,
-                                  bucket_width=width)
-    dms = []
-    for i in range(params.dm_count):
-        dm = single_partition_rows(base.iloc[i * params.dm_backlog:], rows=params.dm_backlog + 3, first_seq=1,
-                                   conversation_id=str(uuid.uuid4()), bucket_width=width)
-        dm["row"] += (i + 1) * 100_000
-        dms.append(dm)
+    group, dms = s1_conversations(base, group_backlog=params.group_backlog, dm_count=params.dm_count,
+                                  dm_backlog=params.dm_backlog, bucket_width=width)
     dm_rows = pd.concat(dms, ignore_index=True)
     density_part = single_partition_rows(base, rows=params.density_partition_rows, first_seq=1,
                                          conversation_id=str(uuid.uuid4()), bucket_width=width)

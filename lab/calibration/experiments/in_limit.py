@@ -13,7 +13,19 @@ sweep records it and stops using that size, and larger ``probe_sizes`` are tried
 Cassandra 5.0 has guardrails for IN lists, off by default; their settings are read back.
 
 Recommendation: among the sizes that succeeded, within the server limit and with p99 <=
-``p99_budget_ms``, the one with the lowest per-row cost.
+``p99_budget_ms``, the smallest whose per-row cost is within ``per_row_tolerance`` (10 %) of
+the lowest. Per-row cost falls with the list size and flattens (the request's fixed cost is
+amortised); past the knee a longer list buys a few percent per row and costs p99 and
+coordinator memory, and the lowest point of a flat curve moves with every run (300 on one
+run, 50 on the next, on the same machine). ``lowest_per_row_in_size`` is reported beside it.
+
+Precision (:mod:`lab.calibration.precision`): rounds continue from ``min_rounds`` until the
+bootstrap interval (rounds resampled whole: every size of a round shares its moment of a
+shared machine's load) of the per-row cost at the recommended size is within
+``target_rel_half_width`` and the recommendation from the first half of the rounds equals
+the second half's, or the time budget runs out. Halves that disagree make the result
+*inconclusive*: reported, and the constant is not changed on it. The bootstrap also gives
+the recommendation's own 95 % interval (in IN sizes).
 """
 from __future__ import annotations
 
@@ -28,8 +40,10 @@ import pandas as pd
 from lab.errors import InListTooLong, LabError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
-from lab.measure import latency_summary, timed
+from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.precision import Halves, Precision, halves, sample_until
+from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
+from lab.measure.percentiles import nearest_rank
 
 _SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
                        "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")
@@ -41,7 +55,11 @@ class Params:
     profile: str = "chat_mix"
     partition_rows: int = 1024
     in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
-    repeats: int = 30
+    min_rounds: int = 30               # each round reads every size once, in shuffled order
+    max_rounds: int = 300
+    target_rel_half_width: float = 0.10  # of the per-row cost at the recommended size (bootstrap 95% CI)
+    budget_seconds: float = 300.0
+    per_row_tolerance: float = 0.10    # the smallest size within 10% of the lowest per-row cost
     warmup: int = 20
     p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
@@ -60,15 +78,34 @@ class Result:
     server_limit: int | None
     settings: dict[str, Any]
     recommended: int | None
+    precision: Precision | None = None
+    halves: Halves | None = None
+    recommended_interval: tuple[int | None, int | None] = (None, None)   # bootstrap 95%, in IN sizes
+    recommended_share: float | None = None    # resamples giving the same recommendation
+    per_row_interval: tuple[float | None, float | None] = (None, None)  # µs, at the recommended size
+    lowest_per_row: int | None = None
     warnings: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.halves is not None and not self.halves.agree
 
     def values(self) -> dict[str, Any]:
         ps = self.per_size.set_index("in_size")
         out = {"recommended_in_limit": self.recommended, "design_in_limit": self.design_in_limit,
                "server_in_limit": self.server_limit, "p99_budget_ms": self.params.p99_budget_ms,
-               "partition_rows": self.params.partition_rows, "repeats": self.params.repeats,
+               "partition_rows": self.params.partition_rows, "min_rounds": self.params.min_rounds,
                "in_sizes": list(self.params.in_sizes), "rejected_sizes": sorted(self.rejected),
-               "server_settings": self.settings}
+               "server_settings": self.settings, "rounds": int(self.samples["round"].nunique()) if len(self.samples) else 0,
+               "per_row_tolerance": self.params.per_row_tolerance, "lowest_per_row_in_size": self.lowest_per_row,
+               "in_limit_precision": self.precision.to_json() if self.precision else None,
+               "in_limit_halves": self.halves.to_json() if self.halves else None,
+               "in_limit_inconclusive": self.inconclusive,
+               "recommended_in_limit_ci_low": self.recommended_interval[0],
+               "recommended_in_limit_ci_high": self.recommended_interval[1],
+               "recommended_in_limit_bootstrap_share": self.recommended_share,
+               "recommended_per_row_us_ci_low": self.per_row_interval[0],
+               "recommended_per_row_us_ci_high": self.per_row_interval[1]}
         for k in ps.index:
             out[f"in{k}_p50_ms"] = float(ps.loc[k, "p50_ms"])
             out[f"in{k}_p99_ms"] = float(ps.loc[k, "p99_ms"])
@@ -95,13 +132,48 @@ def server_settings(lab: Lab) -> dict[str, Any]:
     return out
 
 
-def recommend(per_size: pd.DataFrame, *, p99_budget_ms: float, server_limit: int | None) -> int | None:
+def recommend(per_size: pd.DataFrame, *, p99_budget_ms: float, server_limit: int | None,
+              tolerance: float = 0.10) -> int | None:
+    """The smallest size within ``tolerance`` of the lowest per-row cost, among sizes that
+    succeeded, met the p99 budget and stay within the server limit (None: no such size)."""
     ok = per_size[(per_size.ok) & (per_size.p99_ms <= p99_budget_ms)]
     if server_limit is not None:
         ok = ok[ok.in_size <= server_limit]
     if ok.empty:
         return None
-    return int(ok.sort_values(["per_row_us", "in_size"]).iloc[0].in_size)
+    best = float(ok.per_row_us.min())
+    return int(ok[ok.per_row_us <= best * (1 + tolerance)].in_size.min())
+
+
+def _round_matrix(samples: pd.DataFrame, sizes: list[int]) -> np.ndarray:
+    """Latency (ms) per round x size (NaN where a size was not read or its read failed)."""
+    rounds = int(samples["round"].max()) + 1 if len(samples) else 0
+    out = np.full((rounds, len(sizes)), np.nan)
+    col = {k: i for i, k in enumerate(sizes)}
+    good = samples[samples.ok] if len(samples) else samples
+    for r in good.itertuples():
+        if r.in_size in col:
+            out[int(r.round), col[int(r.in_size)]] = r.latency_ms
+    return out
+
+
+def _stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and p99 (the lab's nearest rank) per size over the rows of ``matrix`` (NaN ignored)."""
+    means = np.nanmean(matrix, axis=0) if len(matrix) else np.full(matrix.shape[1], np.nan)
+    p99 = np.full(matrix.shape[1], np.nan)
+    for j in range(matrix.shape[1]):
+        col = np.sort(matrix[:, j][~np.isnan(matrix[:, j])])
+        if len(col):
+            p99[j] = col[nearest_rank(99.0, len(col)) - 1]
+    return means, p99
+
+
+def _recommend_rows(matrix: np.ndarray, sizes: list[int], params: Params, server_limit: int | None) -> int | None:
+    means, p99 = _stats(matrix)
+    frame = pd.DataFrame({"in_size": sizes, "per_row_us": means * 1000 / np.asarray(sizes, float), "p99_ms": p99,
+                          "ok": ~np.isnan(means)})
+    return recommend(frame, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
+                     tolerance=params.per_row_tolerance)
 
 
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
@@ -137,8 +209,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
 
         for _ in range(params.warmup):
             read(min(10, len(seqs)), seqs)
-        for rep in progress(range(params.repeats), total=params.repeats, desc="IN sweep",
-                            enabled=params.show_progress):
+
+        def one_round(rep: int) -> None:
             for k in rng.permutation(sizes):
                 k = int(k)
                 if k in rejected:
@@ -147,11 +219,36 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     rows, ms, warn = read(k, seqs)
                 except LabError as exc:
                     rejected[k] = f"{type(exc).__name__}: {exc}"
-                    limits += [exc.limit] if isinstance(exc, InListTooLong) else []
+                    limits.extend([exc.limit] if isinstance(exc, InListTooLong) else [])
                     continue
                 if warn:
                     warnings.setdefault(k, []).extend(warn)
                 samples.append({"round": rep, "in_size": k, "latency_ms": ms, "rows": rows, "ok": rows == k})
+
+        def current() -> tuple[np.ndarray, int | None]:
+            return _round_matrix(pd.DataFrame(samples), sizes), (min(limits) if limits else None)
+
+        def achieved() -> float | None:
+            """Relative half-width of the bootstrap interval of the per-row cost at the current
+            recommendation."""
+            m, limit = current()
+            rec = _recommend_rows(m, sizes, params, limit)
+            if rec is None:
+                return None
+            j = sizes.index(rec)
+            boot = bootstrap_rounds(len(m), lambda idx: float(np.nanmean(m[idx, j])) * 1000 / rec, resamples=400)
+            low, high = interval_of(boot)
+            return relative_half_width(float(np.nanmean(m[:, j])) * 1000 / rec, low, high)
+
+        def halves_agree() -> bool:
+            m, limit = current()
+            split = halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, limit))
+            return split is None or split.agree
+
+        precision = sample_until(one_round, achieved, quantity="per-row cost at the recommended IN size",
+                                 target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
+                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds),
+                                 accept=halves_agree)
         # beyond the sweep: does the server refuse larger lists at all? (values need not exist)
         for k in sorted(int(p) for p in params.probe_sizes):
             if k <= max(sizes, default=0) or any(r <= k for r in rejected):
@@ -178,10 +275,24 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     server_limit = max((k for k in accepted if k < min(rejected)), default=None) if rejected else None
     if limits:  # the server said its limit (InListTooLong): that, not the largest size that passed
         server_limit = min(limits)
-    recommended = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit)
+    recommended = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
+                            tolerance=params.per_row_tolerance)
+    lowest = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit, tolerance=0.0)
+    m = _round_matrix(df, sizes)
+    boot = bootstrap_rounds(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit))
+    picked = [b for b in boot if b is not None]
+    rec_interval = interval_of(picked) if picked else (None, None)
+    share = sum(1 for b in boot if b == recommended) / len(boot) if boot else None
+    per_row_ci: tuple[float | None, float | None] = (None, None)
+    if recommended is not None:
+        j = sizes.index(recommended)
+        per_row_ci = interval_of(bootstrap_rounds(len(m), lambda idx: float(np.nanmean(m[idx, j])) * 1000 / recommended))
     return Result(params=params, design_in_limit=constants.batch_read_in_list_limit, per_size=per_size,
                   samples=df, rejected=rejected, server_limit=server_limit, settings=server_settings(lab),
-                  recommended=recommended, warnings=warnings)
+                  recommended=recommended, warnings=warnings, precision=precision,
+                  halves=halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit)),
+                  recommended_interval=tuple(int(x) if x is not None else None for x in rec_interval),
+                  recommended_share=share, per_row_interval=per_row_ci, lowest_per_row=lowest)
 
 
 def conclusion(result: Result) -> str:
@@ -201,9 +312,19 @@ def conclusion(result: Result) -> str:
                      "keep the design's 100 and re-measure on production hardware.")
     else:
         k = result.recommended
-        lines.append(f"**Recommended IN limit: {k}** — the lowest per-row cost ({v['recommended_per_row_us']:.0f} µs/row, "
-                     f"p99 {v['recommended_p99_ms']:.2f} ms) among sizes with p99 <= {p.p99_budget_ms:g} ms "
-                     f"(single reads cost {v.get('in1_per_row_us', float('nan')):.0f} µs/row).")
+        lo, hi = result.recommended_interval
+        tol = 100 * p.per_row_tolerance
+        head = (f"**Inconclusive** (the first half of the rounds gives {result.halves.first}, the second "
+                f"{result.halves.second}): keep {result.design_in_limit}; the full sample's choice would be {k}"
+                if result.inconclusive else f"**Recommended IN limit: {k}**")
+        lines.append(f"{head} — the smallest size within {tol:g}% of the lowest per-row cost "
+                     f"({v['recommended_per_row_us']:.0f} µs/row, p99 {v['recommended_p99_ms']:.2f} ms; lowest at "
+                     f"{result.lowest_per_row}) among sizes with p99 <= {p.p99_budget_ms:g} ms "
+                     f"(single reads cost {v.get('in1_per_row_us', float('nan')):.0f} µs/row). Bootstrap over "
+                     f"{v['rounds']} interleaved rounds: 95% interval {lo}-{hi}, {100 * (result.recommended_share or 0):.0f}% "
+                     f"of resamples choose {k}.")
+        if result.precision is not None:
+            lines.append(f"Precision of the per-row cost at {k}: {result.precision.describe()}.")
         d = result.design_in_limit
         if f"in{d}_p99_ms" in v:
             lines.append(f"At the design's {d}: p50 {v[f'in{d}_p50_ms']:.2f} ms, p99 {v[f'in{d}_p99_ms']:.2f} ms, "

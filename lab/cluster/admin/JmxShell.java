@@ -9,6 +9,7 @@
 //   compact  <keyspace> <table,table,...|empty for all>
 //   stats    <keyspace> <table>
 //   compactions [keyspace] -> {"pending": n, "active": n} (node-wide, or of one keyspace)
+//   cpu      -> {"process_cpu_ns": n} (the server JVM's CPU time, all threads)
 // Reply: {"ok":true,...} or {"ok":false,"error":"..."}. EOF on stdin ends the process.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -90,6 +91,10 @@ public class JmxShell {
                         reply = "{\"ok\":true,\"pending\":" + pending + ",\"active\":" + n + "}";
                         break;
                     }
+                    case "cpu":
+                        reply = "{\"ok\":true,\"process_cpu_ns\":" + mbs.getAttribute(
+                            new ObjectName("java.lang:type=OperatingSystem"), "ProcessCpuTime") + "}";
+                        break;
                     default:
                         reply = "{\"ok\":false,\"error\":" + quote("unknown command " + p[0]) + "}";
                 }

@@ -4,6 +4,7 @@
     cassandra  CassandraAdmin: the JMX helper / nodetool over JMX, system_views, data files on disk
     scylla     ScyllaAdmin: Scylla's REST API (:10000) and Prometheus endpoint (:9180)
     jmx        JmxShell: the persistent JMX client behind CassandraAdmin (JmxShell.java)
+    cpu        server CPU time per node / shard: /proc of the embedded JVM, JMX ProcessCpuTime, Scylla's reactors
 
 An adapter is picked by name from :data:`ADMINS` (nothing is imported until chosen) or
 automatically from the server the lab is connected to (:func:`admin_for`).

@@ -178,5 +178,10 @@ class ClusterAdmin(ABC):
                 return False
             time.sleep(poll)
 
+    def cpu_readings(self) -> list[Any]:
+        """Cumulative server CPU seconds per node (per shard on Scylla):
+        :class:`lab.cluster.admin.cpu.CpuReading`. Adapters that cannot tell raise AdminError."""
+        raise AdminError(f"the {self.name} admin adapter cannot read server CPU time")
+
     def close(self) -> None:
         """Release helper processes the adapter started (none by default)."""

@@ -173,6 +173,23 @@ class CassandraAdmin(ClusterAdmin):
             writes += int(w[0]) if w else 0
         return ServerCounts(reads=reads, writes=writes)
 
+    def cpu_readings(self) -> list[Any]:
+        """The JVM's CPU time per node: ``/proc/<pid>/stat`` of an embedded node the lab
+        started (its recorded PID), else JMX ``ProcessCpuTime`` through the JMX helper."""
+        from lab.cluster.admin.cpu import NS_PER_SECOND, CpuReading, proc_cpu_seconds
+
+        out = []
+        for address, host, port, node in self._live_targets():
+            if node is not None:
+                out.append(CpuReading(node=address, cpu_seconds=proc_cpu_seconds(node.pid), source="proc"))
+                continue
+            shell = self._shell(host, port)
+            if shell is None:
+                raise AdminError(f"no JMX helper for {host}:{port}: cannot read the server's CPU time (a JDK with "
+                                 "javac is needed, and JMX reachable)", host=host, port=port)
+            out.append(CpuReading(node=address, cpu_seconds=shell.process_cpu_ns() / NS_PER_SECOND, source="jmx"))
+        return out
+
     def data_files(self, keyspace: str, table: str) -> list[Path] | None:
         files: list[Path] = []
         nodes = [t[3] for t in self._live_targets() if t[3] is not None]

@@ -111,6 +111,10 @@ class JmxShell:
         whole node or in ``keyspace`` only."""
         return {k: int(v) for k, v in self.request("compactions", keyspace or "").items()}
 
+    def process_cpu_ns(self) -> int:
+        """The server JVM's CPU time (``java.lang:type=OperatingSystem`` ProcessCpuTime), ns."""
+        return int(self.request("cpu")["process_cpu_ns"])
+
     def close(self) -> None:
         if self._proc.poll() is None:
             try:

@@ -165,6 +165,12 @@ class ScyllaAdmin(ClusterAdmin):
                                         detail=str(exc).replace(fix, "").strip(), fix=fix))
         return checks
 
+    def cpu_readings(self) -> list[Any]:
+        """Each shard's reactor busy time (``scylla_reactor_cpu_busy_ms``) on every node."""
+        from lab.cluster.admin.cpu import reactor_readings
+
+        return [r for h in self._hosts() for r in reactor_readings(h, self.prometheus(h))]
+
     def prometheus(self, host: str | None = None) -> dict[str, float]:
         """Scylla's Prometheus metrics as ``{'name{labels}': value}`` (for tombstone reads etc.)."""
         host = host or self._hosts()[0]

@@ -1,0 +1,140 @@
+"""One decision per constant, the line a report leads with: what to do with appendix B, how
+precisely it was measured, whether the previous run agrees, what it changes in TB and nodes,
+and the caveats of a production reading.
+
+Pure functions of calibration.json (``constants.<name>`` entries and the environment), so a
+test pins them without a node:
+
+    decision(c)          keep 600 B / change 600 -> 1,235 B / keep (inconclusive) / keep (a policy)
+    precision_text(c)    ±1.8% (target ±2%: reached) / ±6% (target ±2%: time budget ran out)
+    agreement_text(c)    agrees with run X / disagrees (B - A = ...) / no previous full run here
+    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row only)
+    caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lab.results.html import fmt
+
+# the capacity figures a changed constant moves (§7); the other constants have no term there
+CAPACITY_CONSTANTS = frozenset({"b_row_bytes", "lsm_space_amp", "replication_factor", "capacity_retention_days"})
+IMPACT_DISK_BYTES_PER_NODE = 3.84e12      # the capacity notebook's default disk
+SCYLLA_IN_LIMIT = 100                     # max_clustering_key_restrictions_per_query default (db/config.cc)
+SHARED_MACHINE_CPUS = 4                   # at or below: the lab's shared VMs, not a production node
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    constant: str
+    action: str          # keep | change | keep (inconclusive) | keep (policy) | keep (guarded)
+    text: str            # the line a reviewer reads
+    changed: bool
+
+
+def _unit(c: Mapping[str, Any]) -> str:
+    return str(c.get("unit") or "")
+
+
+def decision(name: str, c: Mapping[str, Any]) -> Decision:
+    unit, cur, rec = _unit(c), c.get("current"), c.get("recommended")
+    if c.get("inconclusive"):
+        h = c.get("halves") or {}
+        return Decision(constant=name, action="keep (inconclusive)", changed=False,
+                        text=f"keep {fmt(cur, unit=unit)}: inconclusive (first half of the run {fmt(h.get('first'))}, "
+                             f"second half {fmt(h.get('second'))})")
+    if c.get("guarded"):
+        new = c.get("suggested_for_new_tables")
+        extra = f"; new tables could use {fmt(new, unit=unit)}" if new is not None else ""
+        return Decision(constant=name, action="keep (guarded)", changed=False,
+                        text=f"keep {fmt(cur, unit=unit)}: guarded, fixed for existing tables{extra}")
+    if c.get("measured") is None:
+        return Decision(constant=name, action="keep (policy)", changed=False,
+                        text=f"keep {fmt(cur, unit=unit)}: a policy, observed not measured")
+    if c.get("changed"):
+        return Decision(constant=name, action="change", changed=True,
+                        text=f"change {fmt(cur)} → {fmt(rec, unit=unit)} (measured {fmt(c.get('measured'), unit=unit)})")
+    why = ("inside the measured interval" if c.get("rule") == "interval" else "the measurement recommends it")
+    return Decision(constant=name, action="keep", changed=False,
+                    text=f"keep {fmt(cur, unit=unit)} ({why}; measured {fmt(c.get('measured'), unit=unit)})")
+
+
+def precision_text(c: Mapping[str, Any]) -> str:
+    p = c.get("precision")
+    if p:
+        got = p.get("achieved_rel_half_width")
+        got = "n/a" if got is None else f"±{fmt(100 * got, 2)}%"
+        why = {"reached": "reached", "budget": "time budget ran out", "limit": "step limit"}.get(p.get("status"), "?")
+        return f"{got} (target ±{fmt(100 * p.get('target_rel_half_width', 0), 2)}%: {why}, {p.get('steps')} steps)"
+    lo, hi, m = c.get("ci_low"), c.get("ci_high"), c.get("measured")
+    if None not in (lo, hi, m) and m:
+        return f"±{fmt(100 * (hi - lo) / 2 / abs(m), 2)}% (no target stated)"
+    return "no interval"
+
+
+def agreement_text(c: Mapping[str, Any], *, mode: str | None = None) -> str:
+    a = c.get("agreement")
+    if not a:
+        return f"no previous {mode + ' ' if mode else ''}run here to compare with"
+    return f"{a['status']} with run {a.get('previous_run', '?')}" + (f": {a['detail']}" if a.get("detail") else "")
+
+
+def _sizing(b_row: float, constants: Any) -> Any:
+    from lab.calibration.capacity import project_sizing
+
+    return project_sizing(constants=constants.replace(b_row_bytes=float(b_row)),
+                          usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
+
+
+def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
+    """What the recommendation changes in §7's resident TB and nodes (the starter tier of
+    appendix B, 3.84 TB disks at 50 %)."""
+    if name not in CAPACITY_CONSTANTS:
+        return "none on TB or nodes (no term of §7)"
+    if name != "b_row_bytes" or c.get("measured") is None:
+        return "—"
+    from lab.constants import Constants
+
+    constants = constants or Constants.appendix_b()
+    now, then = _sizing(c["current"], constants), _sizing(c["recommended"], constants)
+    tier = f"at {fmt(constants.capacity_messages_per_day / 1e6)} M messages/day"
+    if not c.get("changed"):
+        return f"none: {fmt(now.resident_tb)} TB resident, {now.nodes_needed} nodes {tier}"
+    return (f"resident {fmt(now.resident_tb)} → {fmt(then.resident_tb)} TB, nodes {now.nodes_needed} → "
+            f"{then.nodes_needed} {tier} (3.84 TB disks at 50%)")
+
+
+def caveats(name: str, c: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
+    """What a production reading of this recommendation must keep in mind."""
+    if c.get("notebook") is None:
+        return []
+    out = []
+    server, version, nodes = env.get("server"), env.get("server_version"), env.get("nodes")
+    if server and server != "scylla":
+        out.append(f"measured on {server} {version or ''} ({nodes} node{'s' if nodes != 1 else ''}); production is "
+                   "ScyllaDB: confirm there".replace("  ", " "))
+    machine = env.get("machine") or {}
+    cpus = machine.get("cpus")
+    load = (env.get("loadavg_at_start") or [None])[0]
+    latency_based = name in ("batch_read_in_list_limit", "history_max_empty_bucket_scan", "batch_read_range_min_density")
+    if latency_based and cpus and (cpus <= SHARED_MACHINE_CPUS or (load is not None and load > cpus / 2)):
+        out.append(f"latencies from a {cpus}-core machine shared with the load generator"
+                   + (f" (load average {fmt(load)} at the start)" if load is not None else "")
+                   + ": their noise is in the intervals, production hardware changes the absolute values")
+    if name == "batch_read_in_list_limit":
+        rec = c.get("recommended")
+        if isinstance(rec, (int, float)) and rec > SCYLLA_IN_LIMIT:
+            out.append(f"ScyllaDB rejects IN lists over {SCYLLA_IN_LIMIT} by default "
+                       "(max_clustering_key_restrictions_per_query): raise that setting on every node first")
+        else:
+            out.append(f"ScyllaDB's default limit is {SCYLLA_IN_LIMIT} (max_clustering_key_restrictions_per_query)")
+    if name == "b_row_bytes":
+        observed = c.get("observed") or {}
+        profile = observed.get("profile", "chat_mix")
+        out.append(f"per replica, for the `{profile}` mix with lz4: another mix is priced by the row model "
+                   "(capacity notebook, my_mix); Scylla's SSTable format and compression differ")
+    if c.get("guarded"):
+        out.append("immutable for existing tables (§27.2.4)")
+    return out

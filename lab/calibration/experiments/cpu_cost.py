@@ -1,0 +1,440 @@
+"""CPU cost per operation under fixed-rate load: the server's, and the load generator's apart.
+
+Operations (through the store's public API, on a seeded scratch keyspace):
+
+    send              ``store.send``: dedup reserve (LWT), record + index, outbox, COMMITTED, head
+    history_latest    ``store.history`` of a conversation, anchor None (the latest page)
+    history_older     ``store.history`` from an anchor several pages back (an older page)
+    batch_s1_group    ``store.batch_read`` of S-1's first shape: one group, a backlog of 500
+    batch_s1_dm       ``store.batch_read`` of S-1's second shape: 20 direct chats x 5
+    react             ``store.react`` on random messages of the group, users from a pool
+
+Method. Rounds; in each round one window per operation, in shuffled order, each
+``window_seconds`` long at the operation's fixed rate, with an *idle* window (``idle_seconds``,
+no load from this run: what the server burns anyway, e.g. compactions, other clients of a
+shared node) before the first, between any two and after the last (``lab.load.pacing``: call k is
+due at start + k/rate whatever happened to earlier calls; ``workers`` threads; latency from
+the due time is the coordinated-omission-corrected one, :mod:`lab.measure.hdr`). Around each
+window: the server's cumulative CPU seconds per node (per shard on Scylla; the admin
+adapter's :meth:`cpu_readings`: the embedded JVM's ``/proc/<pid>/stat``, JMX
+``ProcessCpuTime``, or Scylla's reactor busy time) and this process's own CPU time (the load
+generator: driver, decoding, decryption). Server CPU per operation = (window CPU - the mean CPU
+rate of the two idle windows around it x the window's wall time) / operations completed, its
+median over the rounds (another client's burst lands in a few windows; the median shrugs it
+off where a mean would carry it). On a shared 2-core machine the background is not only noise:
+while this run's load generator and requests take the cores, other clients get less, so "idle"
+CPU measured beside a window overstates what that client burnt during it and the difference
+comes out too low (even negative). So windows whose two idle neighbours were *quiet* (at most
+``quiet_cores``, 0.15 cores) are used when an operation has at least ``min_quiet_windows`` of
+them; otherwise every window, and the result says so (``basis``); load-generator CPU per operation = its window CPU / operations. Rounds continue from ``min_rounds`` until every
+operation's bootstrap interval (rounds resampled whole) is within ``target_rel_half_width``
+or the budget runs out.
+
+On a shared 2-core machine the server, the load generator and other engineers' work share the
+cores: absolute costs are this machine's; the idle windows take out the steady background,
+the intervals show what they cannot. CQL requests per operation come from the request
+accounting, so the server's cost per request can be set beside ScyllaDB's sizing rule of
+about 12.5K simple operations per second per physical core.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.cpu_capacity import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
+from lab.calibration.precision import Precision, sample_until
+from lab.cluster.admin.cpu import cpu_seconds_between
+from lab.errors import ValidationError
+from lab.load.pacing import FixedRateSchedule
+from lab.measure import bootstrap_rounds, interval_of, now_ns, percentile, relative_half_width, summarize_histogram
+from lab.measure.hdr import OpStats, latencies_us
+from lab.workload import generate, to_send_request
+
+OPERATIONS = ("send", "history_latest", "history_older", "batch_s1_group", "batch_s1_dm", "react")
+# High enough that a window's CPU stands out of a shared node's background (0.01 cores quiet,
+# bursts of 0.2-1 core from other clients), low enough for one Python load generator.
+DEFAULT_RATES: dict[str, float] = {"send": 60.0, "history_latest": 100.0, "history_older": 100.0,
+                                   "batch_s1_group": 6.0, "batch_s1_dm": 15.0, "react": 60.0}
+IDLE = "idle"
+REACTION_KEYS = ("like", "love", "laugh", "wow")
+REACTION_USERS = 50
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params:
+    operations: tuple[str, ...] = OPERATIONS
+    rates: dict[str, float] | None = None      # ops/s per operation (None: DEFAULT_RATES)
+    window_seconds: float = 8.0
+    idle_seconds: float = 4.0                  # idle windows around every operation window
+    min_rounds: int = 5
+    max_rounds: int = 20
+    target_rel_half_width: float = 0.20        # of each operation's server CPU per op (bootstrap 95% CI)
+    quiet_cores: float = 0.15                  # an idle window at or below this is quiet (no other client busy)
+    min_quiet_windows: int = 3                 # quiet windows an operation needs to be estimated from them
+    budget_seconds: float = 720.0
+    workers: int = 8
+    group_backlog: int = 500
+    dm_count: int = 20
+    dm_backlog: int = 5
+    history_conversations: int = 10
+    history_rows: int = 400                    # rows per history conversation (several pages)
+    page_limit: int = 50
+    profile: str = "chat_mix"
+    seed: int = 0
+    keep_keyspace: bool = False
+    show_progress: bool = True
+
+    def rate(self, op: str) -> float:
+        return float((self.rates or {}).get(op, DEFAULT_RATES[op]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    params: Params
+    windows: pd.DataFrame          # one row per (round, operation or idle) window
+    summary: pd.DataFrame          # one row per operation
+    precision: Precision
+    server: str
+    cpu_source: str                # proc | jmx | prometheus
+    nodes: int
+    loadgen_cores: int
+    measured_replication_factor: int = 1     # copies of each row in the scratch keyspace (scales to production)
+    per_node: pd.DataFrame = field(default_factory=pd.DataFrame)  # round x op x node/shard: CPU seconds
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"operations": list(self.params.operations), "window_seconds": self.params.window_seconds,
+                               "rounds": int(self.windows["round"].nunique()) if len(self.windows) else 0,
+                               "server": self.server, "cpu_source": self.cpu_source, "nodes": self.nodes,
+                               "loadgen_cores": self.loadgen_cores, "cpu_precision": self.precision.to_json(),
+                               "measured_replication_factor": self.measured_replication_factor,
+                               "scylla_simple_ops_per_core_second": SCYLLA_SIMPLE_OPS_PER_CORE_SECOND}
+        idle = self.windows[self.windows.op == IDLE]
+        out["idle_server_cores"] = float(idle.server_cpu_seconds.sum() / idle.wall_seconds.sum()) if len(idle) else None
+        rates = (idle.server_cpu_seconds / idle.wall_seconds).to_numpy() if len(idle) else np.empty(0)
+        out["idle_server_cores_p10"] = percentile(rates, 10) if len(rates) else None
+        out["idle_server_cores_p90"] = percentile(rates, 90) if len(rates) else None
+        for r in self.summary.itertuples():
+            for k in ("server_ms_per_op", "server_ms_per_op_ci_low", "server_ms_per_op_ci_high", "loadgen_ms_per_op",
+                      "loadgen_ms_per_op_ci_low", "loadgen_ms_per_op_ci_high", "requests_per_op",
+                      "server_us_per_request", "rate_requested", "rate_achieved", "corrected_p99_ms",
+                      "service_p50_ms", "errors", "basis", "windows_used", "resolved"):
+                out[f"cpu_{r.op}_{k}"] = _plain(getattr(r, k))
+        reads = self.summary[self.summary.requests_per_op > 0]
+        if len(reads):
+            # the server's CPU per CQL request over every operation, weighted by requests
+            total_ms = float((reads.server_ms_per_op * reads.ops).sum())
+            total_requests = float((reads.requests_per_op * reads.ops).sum())
+            us = 1000 * total_ms / total_requests if total_requests else None
+            out["server_us_per_request"] = us
+            out["server_requests_per_core_second"] = 1e6 / us if us and us > 0 else None
+        return out
+
+
+def _plain(v: Any) -> Any:
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) else (float(v) if isinstance(v, (float, np.floating)) else v)
+
+
+# ---- the fixed-rate driver --------------------------------------------------------------------
+def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: int) -> tuple[OpStats, float]:
+    """Issue ``call(k)`` at ``rate``/s for ``seconds`` from ``workers`` threads (call k due at
+    start + k/rate, whatever earlier calls did); returns the latencies (service and corrected,
+    µs) and the wall seconds until the last call ended."""
+    stats, lock = OpStats(), threading.Lock()
+    n = max(1, int(round(rate * seconds)))
+    schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns() + 5_000_000)
+
+    def one(k: int, due: int) -> None:
+        started = now_ns()
+        error = None
+        try:
+            call(k)
+        except Exception as exc:  # a failed call is recorded with its latency, never dropped
+            error = type(exc).__name__
+        service, corrected = latencies_us(started_ns=started, ended_ns=now_ns(), due_ns=due)
+        with lock:
+            stats.record(service, corrected, error=error)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for k in range(n):
+            due = schedule.due_ns(k)
+            wait = (due - now_ns()) / 1e9
+            if wait > 0:
+                time.sleep(wait)
+            pool.submit(one, k, due)
+    return stats, time.perf_counter() - t0
+
+
+# ---- seeding ------------------------------------------------------------------------------------
+@dataclass
+class _Dataset:
+    tenant: uuid.UUID
+    group: list[Any]                 # BatchEntry of the group backlog (newest first)
+    dms: list[Any]                   # BatchEntry of the DM shape
+    history: list[tuple[uuid.UUID, int]]   # (conversation, an anchor several pages back)
+    group_conversation: uuid.UUID
+    group_seqs: np.ndarray
+    sends: pd.DataFrame
+
+
+def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
+    from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
+    from lab.store.head import HeadUpdate
+    from lab.store.ids import compose_message_id
+
+    width = constants.message_seq_bucket_width
+    sends_needed = int(params.rate("send") * params.window_seconds * params.max_rounds) + 10
+    wl = generate(params.profile, size=max(sends_needed, 400), seed=params.seed, bucket_width=width).messages
+    tenant = wl.tenant_id.value_counts().index[0]
+    base = wl[wl.tenant_id == tenant]
+    group, dms = s1_conversations(base, group_backlog=params.group_backlog, dm_count=params.dm_count,
+                                  dm_backlog=params.dm_backlog, bucket_width=width)
+    hist = []
+    for i in range(params.history_conversations):
+        h = single_partition_rows(base, rows=params.history_rows, first_seq=1, conversation_id=str(uuid.uuid4()),
+                                  bucket_width=width)
+        h["row"] += 30_000_000 + i * 10_000
+        hist.append(h)
+    group["row"] += 50_000_000
+    rows = pd.concat([group, *dms, *hist], ignore_index=True)
+    rows["tenant_id"] = tenant
+    RecordLoader(store, dedup=False).load(rows, seed=params.seed, show_progress=params.show_progress, desc="seed")
+    for conv_rows in [group, *dms, *hist]:  # heads: the latest page starts at H
+        last = conv_rows.iloc[-1]
+        mid = compose_message_id(time_ms=int(last.created_at_ms), node_id=1, counter=int(last.row))
+        store.apply_head(HeadUpdate(tenant_id=uuid.UUID(str(tenant)), conversation_id=uuid.UUID(str(last.conversation_id)),
+                                    conversation_seq=int(last.conversation_seq), message_id=mid, last_activity_id=mid,
+                                    sender_id=uuid.UUID(str(last.sender_id))))
+    dm_rows = pd.concat(dms, ignore_index=True)
+    dm_rows["tenant_id"] = tenant
+    group["tenant_id"] = tenant
+    anchor = max(1, params.history_rows - 4 * params.page_limit)
+    return _Dataset(tenant=uuid.UUID(str(tenant)),
+                    group=_entries(group.nlargest(params.group_backlog, "conversation_seq")),
+                    dms=_entries(dm_rows.sort_values("conversation_seq", ascending=False)
+                                 .groupby("conversation_id").head(params.dm_backlog)),
+                    history=[(uuid.UUID(str(h.conversation_id.iloc[0])), anchor) for h in hist],
+                    group_conversation=uuid.UUID(str(group.conversation_id.iloc[0])),
+                    group_seqs=group.conversation_seq.to_numpy(), sends=wl[wl.tenant_id == tenant].reset_index(drop=True))
+
+
+def _calls(store: Any, data: _Dataset, params: Params) -> dict[str, Callable[[int], Any]]:
+    rng = np.random.default_rng([params.seed, 16])
+    users = [uuid.UUID(int=int(u)) for u in rng.integers(1, 2**62, REACTION_USERS)]
+    sends = data.sends.to_dict("records")
+    counter = iter(range(10**9))
+    lock = threading.Lock()
+
+    def send(k: int) -> Any:
+        with lock:
+            i = next(counter)
+        row = dict(sends[i % len(sends)])
+        row["client_message_id"] = f"cpu-{params.seed}-{i}"  # every call a new message, never a replay
+        return store.send(to_send_request(row, seed=params.seed))
+
+    def react(k: int) -> Any:
+        seq = int(data.group_seqs[int(rng.integers(0, len(data.group_seqs)))])
+        return store.react(data.tenant, data.group_conversation, seq, users[int(rng.integers(0, len(users)))],
+                           REACTION_KEYS[k % len(REACTION_KEYS)])
+
+    def batch(entries: list[Any]) -> Callable[[int], Any]:
+        def read(k: int) -> Any:
+            store.body_cache.clear()  # S-1: bodies from message_record, not the LRU
+            return store.batch_read(data.tenant, entries)
+        return read
+
+    return {"send": send, "react": react, "batch_s1_group": batch(data.group), "batch_s1_dm": batch(data.dms),
+            "history_latest": lambda k: store.history(data.tenant, data.history[k % len(data.history)][0],
+                                                      limit=params.page_limit),
+            "history_older": lambda k: store.history(data.tenant, data.history[k % len(data.history)][0],
+                                                     anchor=data.history[k % len(data.history)][1],
+                                                     limit=params.page_limit)}
+
+
+# ---- the run ----------------------------------------------------------------------------------
+def _requests(counter_snapshot: dict[str, dict[str, int]]) -> int:
+    return sum(v for kinds in counter_snapshot.values() for v in kinds.values())
+
+
+def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+    unknown = sorted(set(params.operations) - set(OPERATIONS))
+    if unknown:
+        raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(OPERATIONS)}", operations=unknown)
+    rng = np.random.default_rng([params.seed, 61])
+    windows: list[dict[str, Any]] = []
+    per_node: list[dict[str, Any]] = []
+    source = {"cpu": None}
+    with scratch_store(lab, scratch_name("cpu"), constants=constants, keep=params.keep_keyspace) as store:
+        data = _seed(store, params, constants)
+        copies = lab.admin.replication(store.keyspace).copies
+        lab.admin.flush(store.keyspace)
+        with contextlib.suppress(Exception):
+            lab.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
+        calls = _calls(store, data, params)
+        for op in params.operations:  # warm-up: statements prepared, caches and JIT warm
+            drive(calls[op], rate=min(params.rate(op), 10.0), seconds=1.0, workers=params.workers)
+        store.drain(30)
+
+        def window(rnd: int, seq: int, op: str) -> None:
+            before_cpu, before_lg = lab.admin.cpu_readings(), time.process_time()
+            before_req = _requests(store.connection.counter.snapshot())
+            t0 = time.perf_counter()
+            if op == IDLE:
+                time.sleep(params.idle_seconds)
+                stats = OpStats()
+            else:
+                stats, _ = drive(calls[op], rate=params.rate(op), seconds=params.window_seconds,
+                                 workers=params.workers)
+                store.drain(30)  # send's asynchronous head update belongs to its window
+            wall = time.perf_counter() - t0
+            after_cpu, after_lg = lab.admin.cpu_readings(), time.process_time()
+            delta = cpu_seconds_between(before_cpu, after_cpu)
+            source["cpu"] = after_cpu[0].source if after_cpu else None
+            for (node, shard), sec in delta.items():
+                per_node.append({"round": rnd, "op": op, "node": node, "shard": shard, "cpu_seconds": sec})
+            s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
+            windows.append({"round": rnd, "seq": seq, "op": op, "rate_requested": 0.0 if op == IDLE else params.rate(op),
+                            "ops": stats.ok, "errors": sum(stats.errors.values()), "wall_seconds": wall,
+                            "server_cpu_seconds": sum(delta.values()), "loadgen_cpu_seconds": after_lg - before_lg,
+                            "requests": _requests(store.connection.counter.snapshot()) - before_req,
+                            "service_p50_ms": (s.p50 or 0) / 1000, "corrected_p99_ms": (c.p99 or 0) / 1000})
+
+        def one_round(rnd: int) -> None:
+            order = [str(op) for op in rng.permutation(list(params.operations))]
+            seq = 0
+            window(rnd, seq, IDLE)
+            for op in order:  # idle, op, idle, op, ..., idle: every op between two idle windows
+                window(rnd, seq + 1, op)
+                window(rnd, seq + 2, IDLE)
+                seq += 2
+
+        def achieved() -> float | None:
+            table = per_op(pd.DataFrame(windows))
+            worst = None
+            for op in params.operations:
+                used, _ = basis(table, op, params)
+                if used.empty:
+                    return None
+                rel = relative_half_width(*_median_ci_over_rounds(used.server_ms_per_op.to_numpy()))
+                if rel is None:
+                    return None
+                worst = rel if worst is None else max(worst, rel)
+            return worst
+
+        def enough_quiet() -> bool:
+            table = per_op(pd.DataFrame(windows))
+            return all(basis(table, op, params)[1] == "quiet windows" for op in params.operations)
+
+        precision = sample_until(one_round, achieved, quantity="server CPU per operation (worst operation)",
+                                 target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
+                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds),
+                                 accept=enough_quiet)
+    win = pd.DataFrame(windows)
+    return Result(params=params, windows=win, summary=summarize(win, params), precision=precision,
+                  server=lab.connection.server_kind(), cpu_source=source["cpu"] or "none",
+                  nodes=len({r["node"] for r in per_node}), loadgen_cores=os.cpu_count() or 1,
+                  measured_replication_factor=copies, per_node=pd.DataFrame(per_node))
+
+
+def per_op(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per (round, operation): server CPU ms per op net of the idle rate around its window
+    (the idle windows just before and after it), load-generator CPU ms per op, requests per op."""
+    idle = windows[windows.op == IDLE]
+    rate_at = {(int(w.round), int(w.seq)): w.server_cpu_seconds / w.wall_seconds
+               for w in idle.itertuples() if w.wall_seconds > 0}
+    rows = []
+    for w in windows[windows.op != IDLE].itertuples():
+        around = [rate_at[k] for k in ((int(w.round), int(w.seq) - 1), (int(w.round), int(w.seq) + 1)) if k in rate_at]
+        rate = float(np.mean(around)) if around else 0.0
+        ops = max(int(w.ops), 1)
+        rows.append({"round": w.round, "op": w.op, "ops": int(w.ops), "idle_cores": rate,
+                     "idle_max_cores": max(around) if around else float("nan"),
+                     "server_ms_per_op": 1000 * (w.server_cpu_seconds - rate * w.wall_seconds) / ops,
+                     "server_ms_per_op_gross": 1000 * w.server_cpu_seconds / ops,
+                     "loadgen_ms_per_op": 1000 * w.loadgen_cpu_seconds / ops, "requests_per_op": w.requests / ops,
+                     "rate_achieved": w.ops / w.wall_seconds if w.wall_seconds else 0.0})
+    return pd.DataFrame(rows)
+
+
+def _median_ci_over_rounds(xs: np.ndarray, resamples: int = 400) -> tuple[float, float | None, float | None]:
+    """The median over rounds (the lab's one percentile) and its bootstrap interval: a burst of
+    someone else's load lands in one window of one round, and the median shrugs it off where
+    the mean would carry it."""
+    mid = percentile(xs, 50) if len(xs) else float("nan")
+    low, high = interval_of(bootstrap_rounds(len(xs), lambda idx: percentile(xs[idx], 50), resamples=resamples))
+    return mid, low, high
+
+
+def basis(table: pd.DataFrame, op: str, params: Params) -> tuple[pd.DataFrame, str]:
+    """The windows an operation's server CPU is estimated from: the quiet ones when there are
+    enough (module docstring), else all of them."""
+    m = table[table.op == op]
+    quiet = m[m.idle_max_cores <= params.quiet_cores]
+    if len(quiet) >= params.min_quiet_windows:
+        return quiet, "quiet windows"
+    return m, "all windows (too few quiet ones)"
+
+
+def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
+    table = per_op(windows)
+    rows = []
+    for op in params.operations:
+        m = table[table.op == op]
+        w = windows[windows.op == op]
+        if m.empty:
+            continue
+        used, why = basis(table, op, params)
+        s_mean, s_low, s_high = _median_ci_over_rounds(used.server_ms_per_op.to_numpy(), resamples=1000)
+        l_mean, l_low, l_high = _median_ci_over_rounds(m.loadgen_ms_per_op.to_numpy(), resamples=1000)
+        req = float(m.requests_per_op.mean())
+        rows.append({"op": op, "write": op in WRITE_OPERATIONS, "rounds": len(m), "ops": int(m.ops.sum()),
+                     "errors": int(w.errors.sum()), "rate_requested": params.rate(op),
+                     "rate_achieved": float(m.rate_achieved.mean()), "server_ms_per_op": s_mean,
+                     "server_ms_per_op_ci_low": s_low, "server_ms_per_op_ci_high": s_high,
+                     "basis": why, "windows_used": len(used),
+                     "resolved": bool(s_low is not None and s_low > 0),
+                     "loadgen_ms_per_op": l_mean, "loadgen_ms_per_op_ci_low": l_low,
+                     "loadgen_ms_per_op_ci_high": l_high, "requests_per_op": req,
+                     "server_us_per_request": 1000 * s_mean / req if req else float("nan"),
+                     "service_p50_ms": float(w.service_p50_ms.median()), "corrected_p99_ms": float(w.corrected_p99_ms.max())})
+    return pd.DataFrame(rows)
+
+
+def conclusion(result: Result) -> str:
+    v = result.values()
+    p = result.params
+    lines = [f"**CPU per operation** on {result.server} ({result.nodes} node(s), CPU from `{result.cpu_source}`), "
+             f"{v['rounds']} rounds of {p.window_seconds:g}-second windows at fixed rates, net of the idle windows "
+             f"(with no load from this run the server burnt {v['idle_server_cores'] or 0:.2f} cores on average, "
+             f"{v['idle_server_cores_p10'] or 0:.2f} to {v['idle_server_cores_p90'] or 0:.2f} (p10-p90) from one idle "
+             "window to the next: other work on a shared node). "
+             f"Precision: {result.precision.describe()}."]
+    ops = [f"- `{r.op}` at {r.rate_requested:g}/s (achieved {r.rate_achieved:.1f}/s, {r.errors} errors): "
+           f"server {r.server_ms_per_op:.2f} ms CPU per op (95% CI {r.server_ms_per_op_ci_low:.2f} to "
+           f"{r.server_ms_per_op_ci_high:.2f}; {r.windows_used} {r.basis}), {r.requests_per_op:.1f} CQL requests, "
+           f"{r.server_us_per_request:,.0f} µs per request; load generator {r.loadgen_ms_per_op:.2f} ms per op; "
+           f"corrected p99 {r.corrected_p99_ms:,.1f} ms."
+           + ("" if r.resolved else " **Not resolved** above the shared node's background (its interval reaches 0): "
+              "more rounds or a quieter node.")
+           for r in result.summary.itertuples()]
+    text = lines[0] + "\n\n" + "\n".join(ops)
+    per_core = v.get("server_requests_per_core_second")
+    if per_core:
+        text += (f"\n\nOver all operations the server spent {v['server_us_per_request']:,.0f} µs of CPU per CQL request: "
+                 f"{per_core:,.0f} requests per core-second, against ScyllaDB's sizing rule of about "
+                 f"{SCYLLA_SIMPLE_OPS_PER_CORE_SECOND:,} simple operations per second per physical core "
+                 f"({per_core / SCYLLA_SIMPLE_OPS_PER_CORE_SECOND:.2f}x). This is a JVM on a shared 2-core VM beside "
+                 "its own load generator, and the lab's requests are not all simple (LWT, multi-row ranges): compare "
+                 "ratios between operations, not the absolute against the published figure.")
+    return text

@@ -1,0 +1,143 @@
+"""Precision stated in advance: each measured constant has a target, and a run says whether it got there.
+
+A notebook that measures a constant samples in steps (b_row: one more repeat of ``rows``
+rows; IN limit and empty buckets: one more batch of interleaved rounds) and, after each step,
+compares the 95 % interval with its target. It stops when the target is reached, when the
+next step would not fit in its time budget, or at its step limit, and says which
+(:class:`Precision`, ``values["<constant>_precision"]``):
+
+    reached   the interval's relative half-width is at or below the target
+    budget    the time budget ran out first (the interval is what it is: see achieved)
+    limit     the step limit (max repeats / rounds) came first
+
+Targets (:data:`TARGETS`): b_row's 95 % interval half-width <= 2 % of the mean in a full run,
+<= 10 % in a quick one; the IN limit's and the empty-bucket cost's bootstrap intervals over
+interleaved rounds <= 10 % / 30 %. A recommendation that comes out differently from the first
+and the second half of the rounds is *inconclusive* (:func:`halves`): reported, never a number
+to put in appendix B, whatever the full-sample interval says.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lab.measure import Stopwatch
+
+STATUSES = ("reached", "budget", "limit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Relative 95 % half-width to reach, per mode."""
+
+    full: float
+    quick: float
+
+    def for_mode(self, quick: bool) -> float:
+        return self.quick if quick else self.full
+
+
+TARGETS: Mapping[str, Target] = {
+    "b_row_bytes": Target(full=0.02, quick=0.10),
+    "batch_read_in_list_limit": Target(full=0.10, quick=0.30),       # per-row cost at the recommended size
+    "history_max_empty_bucket_scan": Target(full=0.10, quick=0.30),  # the cost of one empty bucket
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    """How precisely one quantity was measured, against the target stated before the run."""
+
+    quantity: str                    # what the interval is of (e.g. "b_row_bytes", "per_row_us at IN 50")
+    target_rel_half_width: float
+    achieved_rel_half_width: float | None
+    status: str                      # reached | budget | limit
+    steps: int                       # repeats or rounds measured
+    seconds: float
+    budget_seconds: float
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"precision status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def reached(self) -> bool:
+        return self.status == "reached"
+
+    def describe(self) -> str:
+        got = "n/a" if self.achieved_rel_half_width is None else f"±{100 * self.achieved_rel_half_width:.1f}%"
+        why = {"reached": "target reached", "budget": f"time budget of {self.budget_seconds:.0f} s ran out",
+               "limit": "step limit reached"}[self.status]
+        return f"{got} (target ±{100 * self.target_rel_half_width:g}%; {why} after {self.steps} steps, " \
+               f"{self.seconds:.0f} s)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "reached": self.reached, "text": self.describe()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Precision | None:
+        if not data:
+            return None
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def sample_until(step: Callable[[int], None], achieved: Callable[[], float | None], *, quantity: str,
+                 target: float, budget_seconds: float, min_steps: int, max_steps: int,
+                 accept: Callable[[], bool] | None = None) -> Precision:
+    """Call ``step(i)`` for i = 0, 1, ... until ``achieved()`` (relative half-width after the
+    steps so far) is at most ``target`` and ``accept()`` holds (e.g. the halves agree; checked
+    from ``min_steps`` on), the next step would overrun ``budget_seconds`` (judged by the mean
+    step time so far), or ``max_steps``.
+
+    ``min_steps`` always run, whatever the budget: an interval needs them."""
+    if min_steps < 1 or max_steps < min_steps:
+        raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
+    watch = Stopwatch()
+    steps, status, rel = 0, "limit", None
+    while steps < max_steps:
+        step(steps)
+        steps += 1
+        if steps < min_steps:
+            continue
+        rel = achieved()
+        if rel is not None and rel <= target and (accept is None or accept()):
+            status = "reached"
+            break
+        elapsed = watch.seconds()
+        if steps < max_steps and elapsed + elapsed / steps > budget_seconds:
+            status = "budget"
+            break
+    if rel is None and steps >= min_steps:
+        rel = achieved()
+    return Precision(quantity=quantity, target_rel_half_width=target, achieved_rel_half_width=rel, status=status,
+                     steps=steps, seconds=round(watch.seconds(), 1), budget_seconds=budget_seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Halves:
+    """A recommendation from the first and the second half of the rounds, and whether they agree."""
+
+    first: Any
+    second: Any
+
+    @property
+    def agree(self) -> bool:
+        return self.first == self.second
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first": self.first, "second": self.second, "agree": self.agree}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Halves | None:
+        return None if not data else cls(first=data.get("first"), second=data.get("second"))
+
+
+def halves(rounds: int, recommend: Callable[[list[int]], Any]) -> Halves | None:
+    """``recommend`` over rounds ``[0, n/2)`` and ``[n/2, n)`` (None for fewer than 2 rounds)."""
+    if rounds < 2:
+        return None
+    mid = rounds // 2
+    return Halves(first=recommend(list(range(mid))), second=recommend(list(range(mid, rounds))))

@@ -1,0 +1,168 @@
+"""b_row for any message mix: bytes per row as a linear function of what a row carries.
+
+    b_row = overhead + a x payload bytes + b x media_metadata bytes + c x thumbnail bytes
+
+(means per row over the mix). ``payload bytes`` is the message body as the client sends it
+(the store seals 1 flag byte + body with AES-GCM: a constant per row, in the overhead);
+``media_metadata bytes`` is the Protobuf-encoded MediaMetadata *without* its thumbnail
+(object id, MIME type, sizes, blurhash, checksum: 0 for text rows); ``thumbnail bytes`` the
+inlined thumbnail (<= 32 KiB, §5.2). Sealed payloads and JPEG-like thumbnails do not
+compress, so the per-byte coefficients are close to 1 and the overhead holds the keys,
+column names, clustering and timestamps that compression shares between rows.
+
+The b_row notebook measures several mixes (the workload profiles plus the design mixes of
+:data:`DESIGN_MIXES`, which vary the three regressors independently: text only, long text,
+audio and files (metadata without thumbnails), photos with small and with large thumbnails),
+each repeat one observation: its composition (:func:`composition`) and its measured bytes
+per row. :func:`fit_row_model` fits the line by least squares (:func:`lab.measure.fit_linear`)
+on every mix but one held-out profile and checks the fit against that profile's own
+measurement (:class:`HeldOut`). The capacity notebook prices a mix the lab never generated
+with :meth:`RowModel.predict`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from lab.errors import ValidationError
+from lab.measure import LinearFit, fit_linear, mean_ci
+
+REGRESSORS = ("payload_bytes", "media_metadata_bytes", "thumbnail_bytes")
+COEFFICIENTS = ("overhead",) + REGRESSORS
+
+# name -> (base profile, [messages] overrides): mixes the profiles alone cannot separate
+# (in every profile, metadata and thumbnails come together on image/video rows).
+DESIGN_MIXES: Mapping[str, tuple[str, Mapping[str, float]]] = {
+    "text_long": ("text_only", {"text_bytes_median": 600.0}),
+    "files_audio": ("chat_mix", {"text": 0.0, "image": 0.0, "video": 0.0, "audio": 0.5, "file": 0.5, "custom": 0.0,
+                                 "caption_share": 0.0}),
+    "photos_small_thumbs": ("chat_mix", {"text": 0.0, "image": 1.0, "video": 0.0, "audio": 0.0, "file": 0.0,
+                                         "custom": 0.0, "caption_share": 0.0, "thumbnail_bytes_median": 1500.0}),
+    "photos_large_thumbs": ("chat_mix", {"text": 0.0, "image": 1.0, "video": 0.0, "audio": 0.0, "file": 0.0,
+                                         "custom": 0.0, "caption_share": 0.0, "thumbnail_bytes_median": 20000.0}),
+}
+
+
+def mix_profile(name: str) -> Any:
+    """The workload profile named ``name`` (``lab/workload/profiles``) or a design mix."""
+    from lab.workload import load_profile
+
+    if name not in DESIGN_MIXES:
+        return load_profile(name)
+    base, overrides = DESIGN_MIXES[name]
+    profile = load_profile(base)
+    return dataclasses.replace(profile, name=name, description=f"design mix over {base}: {dict(overrides)}",
+                               messages=dataclasses.replace(profile.messages, **overrides))
+
+
+def composition(messages: pd.DataFrame) -> dict[str, float]:
+    """Mean payload, media_metadata (without thumbnail) and thumbnail bytes per row of a
+    workload table, from the rows as the store receives them (``lab.workload`` materialisation:
+    E2EE rows carry no media metadata, text rows none)."""
+    from lab.workload import media_for
+
+    n = len(messages)
+    if n == 0:
+        raise ValidationError("composition of an empty table")
+    meta = thumb = media_rows = 0
+    for row in messages.to_dict("records"):
+        media = media_for(row)
+        if media is None:
+            continue
+        media_rows += 1
+        thumb += len(media.thumbnail)
+        meta += len(dataclasses.replace(media, thumbnail=b"").encode())
+    return {"payload_bytes": float(messages["body_bytes"].sum()) / n, "media_metadata_bytes": meta / n,
+            "thumbnail_bytes": thumb / n, "media_share": media_rows / n, "rows": n}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut:
+    """The fit's prediction for a profile it did not see, against that profile's measurement."""
+
+    profile: str
+    measured_bytes: float
+    measured_ci_low: float
+    measured_ci_high: float
+    predicted_bytes: float
+    predicted_ci_low: float
+    predicted_ci_high: float
+    composition: Mapping[str, float]
+
+    @property
+    def error_bytes(self) -> float:
+        return self.predicted_bytes - self.measured_bytes
+
+    @property
+    def relative_error(self) -> float:
+        return self.error_bytes / self.measured_bytes if self.measured_bytes else math.nan
+
+    @property
+    def agrees(self) -> bool:
+        """The two intervals' half-widths combined cover the difference (independent estimates)."""
+        half = math.hypot((self.measured_ci_high - self.measured_ci_low) / 2,
+                          (self.predicted_ci_high - self.predicted_ci_low) / 2)
+        return abs(self.error_bytes) <= half
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "composition": dict(self.composition), "error_bytes": self.error_bytes,
+                "relative_error": self.relative_error, "agrees": self.agrees}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowModel:
+    fit: LinearFit
+    mixes: tuple[str, ...]            # the mixes fitted
+    held_out: HeldOut | None
+
+    def predict(self, mix: Mapping[str, float]) -> dict[str, float]:
+        """b_row (B) of a mix given as mean bytes per row of each regressor (missing: 0),
+        with its 95 % confidence interval and the prediction interval of one measurement."""
+        unknown = sorted(set(mix) - set(REGRESSORS))
+        if unknown:
+            raise ValidationError(f"unknown mix keys {', '.join(unknown)}; a mix gives mean bytes per row of "
+                                  f"{', '.join(REGRESSORS)}", keys=unknown)
+        x = {"overhead": 1.0}
+        for name in REGRESSORS:
+            value = mix.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isinf(value):
+                raise ValidationError(f"mix {name} must be a number of bytes >= 0, got {value!r}", field=name,
+                                      value=value)
+            x[name] = float(value)
+        return self.fit.predict(x)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fit": self.fit.to_json(), "mixes": list(self.mixes),
+                "held_out": self.held_out.to_json() if self.held_out else None}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RowModel:
+        h = data.get("held_out")
+        held = HeldOut(**{k: h[k] for k in (f.name for f in dataclasses.fields(HeldOut))}) if h else None
+        return cls(fit=LinearFit.from_json(data["fit"]), mixes=tuple(data.get("mixes", ())), held_out=held)
+
+
+def fit_row_model(observations: pd.DataFrame, *, held_out: str | None) -> RowModel:
+    """Fit on one row per measured repeat (columns ``mix``, the :data:`REGRESSORS` and
+    ``b_row_bytes``), every mix except ``held_out``; check the fit on the held-out mix."""
+    missing = sorted({"mix", "b_row_bytes", *REGRESSORS} - set(observations.columns))
+    if missing:
+        raise ValidationError(f"observations lack columns {', '.join(missing)}", columns=missing)
+    train = observations[observations["mix"] != held_out]
+    X = [[1.0, *(float(r[c]) for c in REGRESSORS)] for r in train.to_dict("records")]
+    fit = fit_linear(X, train["b_row_bytes"].to_numpy(float), COEFFICIENTS)
+    check = None
+    test = observations[observations["mix"] == held_out] if held_out else observations.iloc[0:0]
+    if len(test):
+        mean, low, high = mean_ci(test["b_row_bytes"])
+        comp = {c: float(test[c].mean()) for c in REGRESSORS}
+        pred = fit.predict({"overhead": 1.0, **comp})
+        check = HeldOut(profile=str(held_out), measured_bytes=mean, measured_ci_low=low, measured_ci_high=high,
+                        predicted_bytes=pred["mean"], predicted_ci_low=pred["ci_low"],
+                        predicted_ci_high=pred["ci_high"], composition=comp)
+    return RowModel(fit=fit, mixes=tuple(dict.fromkeys(train["mix"])), held_out=check)

@@ -1,0 +1,106 @@
+"""Precision stated in advance: sampling stops on the target, the budget or the step limit and
+says which; halves that disagree make a recommendation inconclusive (lab.calibration.precision,
+lab.calibration.measures)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab.calibration.experiments.in_limit import recommend
+from lab.calibration.measures import CONFIDENCE_LEGEND, CONFIDENCE_LEVELS, assess, confidence_of
+from lab.calibration.precision import TARGETS, Halves, Precision, halves, sample_until
+from lab.constants import read_entries
+from lab.measure import mean_ci, relative_half_width
+
+
+def _sampler(values):
+    seen = []
+    return seen, (lambda i: seen.append(values[i])), (lambda: relative_half_width(*mean_ci(seen)))
+
+
+def test_sampling_stops_when_the_target_is_reached():
+    seen, step, achieved = _sampler([100, 101, 99, 100, 100, 100, 100])
+    p = sample_until(step, achieved, quantity="x", target=0.02, budget_seconds=60, min_steps=3, max_steps=7)
+    assert p.status == "reached" and p.reached and p.steps == len(seen) == 4  # 3: ±2.5%, 4: ±1.3%
+    assert p.achieved_rel_half_width <= 0.02
+    assert "target reached" in p.describe() and "±2%" in p.describe()
+
+
+def test_sampling_says_when_the_step_limit_or_the_budget_ended_it():
+    rng = np.random.default_rng(1)
+    noisy = list(rng.normal(100, 40, 50))
+    _, step, achieved = _sampler(noisy)
+    p = sample_until(step, achieved, quantity="x", target=0.001, budget_seconds=60, min_steps=2, max_steps=5)
+    assert p.status == "limit" and p.steps == 5 and p.achieved_rel_half_width > 0.001
+
+    def slow(i):
+        time.sleep(0.05)
+    p = sample_until(slow, lambda: 1.0, quantity="x", target=0.1, budget_seconds=0.12, min_steps=2, max_steps=50)
+    assert p.status == "budget" and 2 <= p.steps < 50 and "budget" in p.describe()
+    # min_steps run whatever the budget
+    p = sample_until(slow, lambda: 1.0, quantity="x", target=0.1, budget_seconds=0.0, min_steps=3, max_steps=50)
+    assert p.steps == 3 and p.status == "budget"
+
+
+def test_the_target_needs_the_acceptance_too():
+    calls = []
+    p = sample_until(lambda i: calls.append(i), lambda: 0.0, quantity="x", target=0.1, budget_seconds=60,
+                     min_steps=1, max_steps=4, accept=lambda: len(calls) >= 3)
+    assert p.status == "reached" and p.steps == 3
+
+
+def test_precision_round_trips_and_rejects_an_unknown_status():
+    p = Precision(quantity="b_row_bytes", target_rel_half_width=0.02, achieved_rel_half_width=0.015,
+                  status="reached", steps=6, seconds=120.0, budget_seconds=600)
+    assert Precision.from_json(p.to_json()) == p and p.to_json()["reached"] is True
+    with pytest.raises(ValueError):
+        Precision(quantity="x", target_rel_half_width=0.1, achieved_rel_half_width=None, status="done", steps=1,
+                  seconds=1, budget_seconds=1)
+    assert TARGETS["b_row_bytes"].for_mode(quick=False) == 0.02 and TARGETS["b_row_bytes"].for_mode(quick=True) == 0.10
+
+
+def test_halves_split_the_rounds_in_two():
+    h = halves(10, lambda rounds: 1 if max(rounds) < 5 else 2)
+    assert h == Halves(first=1, second=2) and not h.agree and h.to_json()["agree"] is False
+    assert halves(1, lambda r: 0) is None
+    assert halves(4, lambda r: len(r)).agree
+
+
+def test_in_limit_recommends_the_knee_not_the_flat_minimum():
+    per_size = pd.DataFrame({"in_size": [1, 10, 50, 100, 300], "per_row_us": [2000.0, 220.0, 60.0, 52.0, 50.0],
+                             "p99_ms": [2, 5, 8, 12, 30], "ok": [True] * 5})
+    assert recommend(per_size, p99_budget_ms=50, server_limit=None, tolerance=0.10) == 100
+    assert recommend(per_size, p99_budget_ms=50, server_limit=None, tolerance=0.0) == 300
+    assert recommend(per_size, p99_budget_ms=20, server_limit=None, tolerance=0.0) == 100  # p99 budget
+    assert recommend(per_size, p99_budget_ms=50, server_limit=50, tolerance=0.10) == 50    # server limit
+    assert recommend(per_size, p99_budget_ms=1, server_limit=None) is None
+
+
+def test_confidence_follows_the_legend():
+    assert set(CONFIDENCE_LEGEND) == set(CONFIDENCE_LEVELS)
+    reached, budget = {"status": "reached"}, {"status": "budget"}
+    assert confidence_of(100, (99, 101), quick=True, precision=reached) == "low"           # quick: a smoke test
+    assert confidence_of(100, (99, 101), quick=False, precision=reached) == "high"
+    assert confidence_of(100, (95, 105), quick=False, precision=budget) == "medium"
+    assert confidence_of(100, (50, 150), quick=False, precision=budget) == "low"
+    assert confidence_of(100, (99, 101), quick=False, precision=reached, halves_agree=False) == "inconclusive"
+    assert confidence_of(None, None, quick=False) == "none"
+
+
+def test_halves_that_disagree_keep_the_constant(tmp_path: Path):
+    values = {"recommended_in_limit": 300, "in_limit_halves": {"first": 300, "second": 50, "agree": False},
+              "in_limit_precision": {"status": "reached", "target_rel_half_width": 0.1}}
+    c = assess(read_entries(), {"in_limit": {"values": values, "dir": tmp_path}}, run_dir=tmp_path, run_id="r",
+               quick=False)["batch_read_in_list_limit"]
+    assert c.inconclusive and c.confidence == "inconclusive" and not c.changed
+    assert c.recommended == c.current == 100 and c.measured == 300
+    assert "inconclusive: first half 300, second half 50" in c.evidence
+    values["in_limit_halves"] = {"first": 300, "second": 300, "agree": True}
+    c = assess(read_entries(), {"in_limit": {"values": values, "dir": tmp_path}}, run_dir=tmp_path, run_id="r",
+               quick=False)["batch_read_in_list_limit"]
+    assert not c.inconclusive and c.confidence == "high" and c.recommended == 300 and c.changed
+    assert c.precision["status"] == "reached" and c.halves["agree"] is True
