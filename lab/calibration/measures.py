@@ -102,6 +102,8 @@ MEASURES: tuple[Measure, ...] = (
                      "server_in_limit", "p99_budget_ms", "rounds")),
     Measure(constant="batch_read_range_min_density", notebook="grouped_reads", measured="recommended_range_min_density",
             rule="notebook", recommended="recommended_range_min_density", figure="grouped_reads",
+            halves="range_density_halves",
+            rec_ci=("recommended_range_min_density_ci_low", "recommended_range_min_density_ci_high"),
             what="density of a group's seqs in their span where one range read costs the server (trace time) "
                  "as much as the IN lists it replaces, over a fully written partition",
             observe=("density_entries", "density100_range_server_us", "density100_in_server_us",
@@ -339,7 +341,7 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
     else:
         recommended = current
     halves = stated.get("halves") if isinstance(stated.get("halves"), Mapping) else None
-    inconclusive = bool(halves) and halves.get("first") != halves.get("second")
+    inconclusive = bool(halves) and not halves.get("agree", halves.get("first") == halves.get("second"))
     if inconclusive:  # a number that changes between the halves of one run is not a recommendation
         what += f" [inconclusive: first half {_fmt(halves.get('first'))}, second half {_fmt(halves.get('second'))}]"
         recommended = current

@@ -122,22 +122,28 @@ class Halves:
 
     first: Any
     second: Any
+    tolerance: float = 0.0  # a continuous recommendation (a density) agrees within this much
 
     @property
     def agree(self) -> bool:
-        return self.first == self.second
+        if self.first == self.second:
+            return True
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (self.first, self.second))
+        return numbers and abs(self.first - self.second) <= self.tolerance
 
     def to_json(self) -> dict[str, Any]:
-        return {"first": self.first, "second": self.second, "agree": self.agree}
+        return {"first": self.first, "second": self.second, "tolerance": self.tolerance, "agree": self.agree}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Halves | None:
-        return None if not data else cls(first=data.get("first"), second=data.get("second"))
+        if not data:
+            return None
+        return cls(first=data.get("first"), second=data.get("second"), tolerance=float(data.get("tolerance") or 0.0))
 
 
-def halves(rounds: int, recommend: Callable[[list[int]], Any]) -> Halves | None:
+def halves(rounds: int, recommend: Callable[[list[int]], Any], *, tolerance: float = 0.0) -> Halves | None:
     """``recommend`` over rounds ``[0, n/2)`` and ``[n/2, n)`` (None for fewer than 2 rounds)."""
     if rounds < 2:
         return None
     mid = rounds // 2
-    return Halves(first=recommend(list(range(mid))), second=recommend(list(range(mid, rounds))))
+    return Halves(first=recommend(list(range(mid))), second=recommend(list(range(mid, rounds))), tolerance=tolerance)

@@ -156,7 +156,7 @@ def test_twcs_sstables(run_dir, cluster_config, connection, admin):
 
 
 def test_grouped_reads(run_dir, cluster_config):
-    values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1,
+    values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1, "density_trace_repeats": 2,
                                             "show_progress": False}, run_dir, config=cluster_config)
     _artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
     # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
@@ -177,6 +177,14 @@ def test_grouped_reads(run_dir, cluster_config):
     assert values["density100_range_rows"] == values["density_entries"] == 400
     assert values["density50_in_requests"] == 4 and values["density100_range_rows_read"] == 400
     assert 0 < values["recommended_range_min_density"] <= 1
+    # its interval (bootstrap over whole trace rounds) and the recommendation of each half of the rounds
+    rounds = values["density_trace_rounds"]
+    traces = pd.read_csv(run_dir / "grouped_reads" / "density_traces.csv")
+    assert rounds >= 2 and (traces.groupby("density").trace.nunique() == rounds).all()
+    low, high = values["recommended_range_min_density_ci_low"], values["recommended_range_min_density_ci_high"]
+    assert 0 < low <= high <= 1
+    h = values["range_density_halves"]
+    assert 0 < h["first"] <= 1 and 0 < h["second"] <= 1 and h["agree"] == (abs(h["first"] - h["second"]) <= 0.1)
     summary = pd.read_csv(run_dir / "grouped_reads" / "summary.csv")
     assert (summary.found == summary.entries).all()
 

@@ -104,3 +104,48 @@ def test_halves_that_disagree_keep_the_constant(tmp_path: Path):
                quick=False)["batch_read_in_list_limit"]
     assert not c.inconclusive and c.confidence == "high" and c.recommended == 300 and c.changed
     assert c.precision["status"] == "reached" and c.halves["agree"] is True
+
+
+def test_halves_of_a_continuous_recommendation_agree_within_their_tolerance():
+    assert Halves(first=0.44, second=0.47, tolerance=0.1).agree
+    assert not Halves(first=0.44, second=0.58, tolerance=0.1).agree
+    assert not Halves(first=0.44, second=0.47).agree                     # no tolerance: equality
+    assert Halves.from_json(Halves(first=0.4, second=0.45, tolerance=0.1).to_json()).agree
+    assert not Halves(first=None, second=0.4, tolerance=1.0).agree
+
+
+def _sweep(range_us_by_round: list[list[float]], in_us: float = 5000.0):
+    """A density sweep with traces: range server time a + b / density (per round), IN flat."""
+    densities = [1.0, 0.75, 0.5, 0.3, 0.2, 0.1]
+    traces = pd.DataFrame([{"density": d, "trace": r, "range_server_us": us[i], "in_server_us": in_us}
+                           for r, us in enumerate(range_us_by_round) for i, d in enumerate(densities)])
+    med = traces.groupby("density", as_index=False).median()
+    density = med[["density", "range_server_us", "in_server_us"]].assign(range_rows=0)
+    return density, traces
+
+
+def test_the_range_density_threshold_per_trace_round():
+    from lab.calibration.experiments.grouped_reads import density_of_rounds, recommend_range_density
+
+    cheap = [1000 + 2000 / d for d in (1.0, 0.75, 0.5, 0.3, 0.2, 0.1)]    # crossover 2000 / 4000 = 0.5
+    dear = [1000 + 3200 / d for d in (1.0, 0.75, 0.5, 0.3, 0.2, 0.1)]     # crossover 0.8
+    density, traces = _sweep([cheap, cheap, dear, dear])
+    assert recommend_range_density(density_of_rounds(density, traces, [0, 1])) == 0.5
+    assert recommend_range_density(density_of_rounds(density, traces, [2, 3])) == 0.8
+    assert recommend_range_density(density_of_rounds(density, traces, [0, 0])) == 0.5  # a resample repeats rounds
+    split = halves(4, lambda idx: recommend_range_density(density_of_rounds(density, traces, idx)), tolerance=0.1)
+    assert (split.first, split.second) == (0.5, 0.8) and not split.agree
+
+
+def test_a_density_threshold_whose_halves_disagree_is_kept(tmp_path: Path):
+    values = {"recommended_range_min_density": 0.8, "recommended_range_min_density_ci_low": 0.45,
+              "recommended_range_min_density_ci_high": 0.85,
+              "range_density_halves": {"first": 0.5, "second": 0.8, "tolerance": 0.1, "agree": False}}
+    c = assess(read_entries(), {"grouped_reads": {"values": values, "dir": tmp_path}}, run_dir=tmp_path,
+               run_id="r", quick=False)["batch_read_range_min_density"]
+    assert c.inconclusive and c.confidence == "inconclusive" and c.recommended == c.current
+    assert (c.recommended_ci_low, c.recommended_ci_high) == (0.45, 0.85)
+    values["range_density_halves"] = {"first": 0.5, "second": 0.55, "tolerance": 0.1, "agree": True}
+    c = assess(read_entries(), {"grouped_reads": {"values": values, "dir": tmp_path}}, run_dir=tmp_path,
+               run_id="r", quick=False)["batch_read_range_min_density"]
+    assert not c.inconclusive and c.recommended == 0.8 and c.confidence == "medium"

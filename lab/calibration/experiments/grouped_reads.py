@@ -40,7 +40,12 @@ from lab.errors import CalibrationError
 from lab.store.records import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
-from lab.measure import a_over_b, latency_summary, percentile, timed
+from lab.calibration.precision import Halves, halves
+from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
+
+# Two halves of the trace rounds "agree" on the density threshold when they are this close: the
+# threshold is configured to a tenth, and a flat crossover moves by a few hundredths between rounds.
+RANGE_DENSITY_HALVES_TOLERANCE = 0.1
 
 NAIVE_CONCURRENCY = 32
 
@@ -57,7 +62,7 @@ class Params:
     density_partition_rows: int = 4000
     density_entries: int = 400
     densities: tuple[float, ...] = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
-    density_trace_repeats: int = 3  # traced requests per density and method (each trace waits for its events)
+    density_trace_repeats: int = 6  # traced requests per density and method (each trace waits for its events)
     seed: int = 0
     keep_keyspace: bool = False
     show_progress: bool = True
@@ -71,6 +76,9 @@ class Result:
     summary: pd.DataFrame    # shape x method
     density: pd.DataFrame    # density sweep: one row per density (range vs IN p50)
     recommended_range_min_density: float
+    density_traces: pd.DataFrame | None = None  # one row per (density, trace): server µs of range and IN
+    range_density_ci: tuple[float | None, float | None] = (None, None)  # bootstrap over whole trace rounds
+    range_density_halves: Halves | None = None  # first vs second half of the trace rounds
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"in_list_limit": self.in_list_limit, "repeats": self.params.repeats}
@@ -85,6 +93,10 @@ class Result:
             out[f"{key}_reads_per_entry"] = float(r.reads_per_entry)
             out[f"{key}_us_per_entry"] = float(r.us_per_entry)
         out["recommended_range_min_density"] = self.recommended_range_min_density
+        out["recommended_range_min_density_ci_low"], out["recommended_range_min_density_ci_high"] = \
+            self.range_density_ci
+        out["range_density_halves"] = self.range_density_halves.to_json() if self.range_density_halves else None
+        out["density_trace_rounds"] = self.params.density_trace_repeats
         out["density_entries"] = self.params.density_entries
         for r in self.density.itertuples():
             key = f"density{int(round(100 * r.density))}"
@@ -217,8 +229,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                  "requests": sum(delta(t) for t in set(after) | set(before)),
                                  "groups": rows.groupby(["conversation_id", "seq_bucket"]).ngroups})
                     next(bar, None)
-        density = _density_sweep(lab, store, _entries(density_part), params, constants,
-                                 tenant_id=uuid.UUID(str(tenant)))
+        density, traces = _density_sweep(lab, store, _entries(density_part), params, constants,
+                                         tenant_id=uuid.UUID(str(tenant)))
     df = pd.DataFrame(runs)
     summary_rows = []
     for (shape, method), g in df.groupby(["shape", "method"], sort=False):
@@ -230,14 +242,33 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "index_reads": int(first.index_reads), "requests": int(first.requests), **lat,
                              "reads_per_entry": first.record_reads / first.entries,
                              "us_per_entry": lat["p50_ms"] * 1000 / first.entries})
+    rounds = int(traces.trace.nunique()) if len(traces) else 0
+
+    def over(idx: Any) -> float:  # the recommendation from the trace rounds ``idx`` only
+        return recommend_range_density(density_of_rounds(density, traces, idx))
+
     return Result(params=params, in_list_limit=constants.batch_read_in_list_limit, runs=df,
                   summary=pd.DataFrame(summary_rows), density=density,
-                  recommended_range_min_density=recommend_range_density(density))
+                  recommended_range_min_density=recommend_range_density(density), density_traces=traces,
+                  range_density_ci=interval_of(bootstrap_rounds(rounds, over)) if rounds >= 2 else (None, None),
+                  range_density_halves=halves(rounds, over, tolerance=RANGE_DENSITY_HALVES_TOLERANCE))
+
+
+def density_of_rounds(density: pd.DataFrame, traces: pd.DataFrame, rounds: Any) -> pd.DataFrame:
+    """The sweep with its server times re-taken (median) over the trace rounds ``rounds`` only
+    (a bootstrap resample repeats some): the input of :func:`recommend_range_density`."""
+    picked = pd.concat([traces[traces.trace == r] for r in rounds], ignore_index=True)
+    med = picked.groupby("density").agg(range_server_us=("range_server_us", lambda v: percentile(v, 50)),
+                                        in_server_us=("in_server_us", lambda v: percentile(v, 50)))
+    out = density.drop(columns=["range_server_us", "in_server_us"]).set_index("density")
+    return out.join(med, how="inner").reset_index()
 
 
 def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, constants: Any, *,
-                   tenant_id: uuid.UUID) -> pd.DataFrame:
-    """Range vs IN lists over one fully written partition, per density (module docstring)."""
+                   tenant_id: uuid.UUID) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Range vs IN lists over one fully written partition, per density (module docstring):
+    one row per density, and one per (density, trace round) with the traced server times (the
+    trace rounds are the units the recommendation's interval and halves resample)."""
     from lab.cluster.tracing import traced
     from lab.store import MessageStore
 
@@ -268,6 +299,7 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
         return sum(t.duration_us for t in traces), sum(t.rows_read for t in traces)
 
     rows: list[dict[str, Any]] = []
+    trace_rows: list[dict[str, Any]] = []
     try:
         for d in params.densities:
             span = min(len(by_seq), max(n, round(n / d)))
@@ -289,9 +321,10 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
                     reads[method] = reader.connection.counter.reads("message_record") - before
                     if rep:
                         samples[method].append(timing.elapsed_ms)
-                    if 0 < rep <= params.density_trace_repeats:
-                        us, scanned[method] = server_us(method, seqs)
-                        server[method].append(us)
+            for t in range(params.density_trace_repeats):  # trace rounds: both methods, order alternating
+                for method in (("range", "in") if t % 2 else ("in", "range")):
+                    us, scanned[method] = server_us(method, seqs)
+                    server[method].append(us)
             rows.append({"density": round(actual, 4), "entries": n, "range_rows": span,
                          "range_server_us": percentile(server["range"], 50),
                          "in_server_us": percentile(server["in"], 50),
@@ -299,10 +332,12 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
                          "range_p50_ms": latency_summary(samples["range"])["p50_ms"],
                          "in_p50_ms": latency_summary(samples["in"])["p50_ms"],
                          "range_requests": reads["range"], "in_requests": reads["in"]})
+            trace_rows += [{"density": round(actual, 4), "trace": i, "range_server_us": r, "in_server_us": v}
+                           for i, (r, v) in enumerate(zip(server["range"], server["in"]))]
     finally:
         for reader in readers.values():
             reader.close()
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), pd.DataFrame(trace_rows, columns=["density", "trace", "range_server_us", "in_server_us"])
 
 
 def recommend_range_density(density: pd.DataFrame) -> float:
@@ -320,6 +355,17 @@ def recommend_range_density(density: pd.DataFrame) -> float:
         return 1.0 if in_us <= intercept + slope else round(float(density.density.min()), 2)
     crossover = slope / (in_us - intercept)
     return round(min(1.0, max(float(density.density.min()), crossover)), 2)
+
+
+def _density_precision(result: Result) -> str:
+    """' (95% CI 0.40-0.52 over 6 trace rounds; halves 0.44 / 0.47: agree)' or ''."""
+    low, high = result.range_density_ci
+    h = result.range_density_halves
+    if low is None or h is None:
+        return " (one trace round: no interval)"
+    verdict = "agree" if h.agree else f"**inconclusive** (more than {h.tolerance:g} apart: the constant is kept)"
+    return (f" (95% CI {low:.2f}-{high:.2f} over {result.params.density_trace_repeats} trace rounds, bootstrap by "
+            f"round; halves {h.first:.2f} / {h.second:.2f}: {verdict})")
 
 
 def conclusion(result: Result) -> str:
@@ -348,7 +394,7 @@ def conclusion(result: Result) -> str:
                      f"server time of the message_record requests from their traces, one range vs "
                      f"{int(d.in_requests.iloc[0])} IN lists): {pairs}. A range costs the server no more from density "
                      f"{result.recommended_range_min_density:.2f} up: recommended batch_read_range_min_density = "
-                     f"{result.recommended_range_min_density:.2f}.")
+                     f"{result.recommended_range_min_density:.2f}{_density_precision(result)}.")
     for shape in [x for x in s.index.get_level_values(0).unique() if str(x).startswith("mix_")]:
         g, n = s.loc[(shape, "grouped")], s.loc[(shape, "naive")]
         lines.append(f"Mailbox mix {shape} ({int(g.entries)} entries over {int(g.groups)} partitions): grouped "
