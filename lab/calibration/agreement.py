@@ -6,6 +6,7 @@ Statuses:
     agree               measured with intervals: the difference is within the two half-widths
                         combined (independent 95 % intervals: |a - b| <= sqrt(h_a^2 + h_b^2));
                         a recommendation: the same value, or each inside the other's interval
+                        (when only one run has an interval: the other's value inside it)
     disagree            otherwise (the detail gives the difference, with its unit)
     inconclusive        either run could not decide (its halves disagree)
     not measured in A   (or B): one run has no number, so there is nothing to agree on
@@ -72,6 +73,12 @@ def agreement(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[
     if ra is not None and rb is not None and None not in ia + ib and ia[0] <= rb <= ia[1] and ib[0] <= ra <= ib[1]:
         return {**out, "status": "agree", "detail": f"{_g(ra)} vs {_g(rb)} {unit}: each inside the other's "
                                                     "bootstrap interval"}
+    for side, value, (lo, hi), other, bare in (("B", ra, ib, "A", ia), ("A", rb, ia, "B", ib)):
+        # one run has no interval (an older run of a notebook that had none): its value inside the other's
+        if value is not None and None in bare and None not in (lo, hi) and lo <= value <= hi:
+            return {**out, "status": "agree", "detail": f"{_g(ra)} vs {_g(rb)} {unit}: {other}'s {_g(value)} (no "
+                                                        f"interval) inside {side}'s bootstrap interval "
+                                                        f"{_g(lo)}-{_g(hi)}"}
     if ra is not None and rb is not None:
         return {**out, "status": "disagree", "detail": f"recommend {_g(ra)} vs {_g(rb)} {unit}; {delta}"}
     return {**out, "status": "agree" if ma == mb else "disagree", "detail": delta}

@@ -154,6 +154,12 @@ def test_agreement_rules():
     y = {**rec, "measured": 100, "recommended": 100, "recommended_ci_low": 50, "recommended_ci_high": 200}
     assert agreement(x, y)["status"] == "agree" and "bootstrap interval" in agreement(x, y)["detail"]
     assert agreement({**x, "recommended_ci_high": 60}, y)["status"] == "disagree"
+    # a run without an interval (an older run) against one with: its value inside the other's interval
+    bare = {**rec, "measured": 0.44, "recommended": 0.44}
+    with_ci = {**rec, "measured": 0.41, "recommended": 0.41, "recommended_ci_low": 0.39, "recommended_ci_high": 0.52}
+    assert agreement(bare, with_ci)["status"] == "agree" and "A's 0.44 (no interval)" in agreement(bare, with_ci)["detail"]
+    assert agreement(with_ci, bare)["status"] == "agree"
+    assert agreement({**bare, "measured": 0.58, "recommended": 0.58}, with_ci)["status"] == "disagree"
     assert agreement(None, None)["status"] == "not measured"
     assert agreement({"notebook": "twcs_sstables"}, {"notebook": "twcs_sstables"})["status"] == "observed only"
 
