@@ -75,8 +75,13 @@ class StoreUser(User):
             return IDLE_SECONDS
         return max(0, t0 - now) / _NS
 
-    def call(self, op: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run one store call, record it (failures included), return its result or None."""
+    def call(self, op: str, fn: Callable[..., Any], *args: Any,
+             on_result: Callable[[Any, str], None] | None = None, **kwargs: Any) -> Any:
+        """Run one store call, record it (failures included), return its result or None.
+
+        ``on_result(result, phase)`` runs before the call is counted anywhere: a user stopped
+        while Locust's request event runs (quitting the web UI kills user greenlets) must not
+        leave a send counted ok whose ack was never recorded for the audit."""
         if self._done:
             return None
         due = self._due
@@ -93,6 +98,8 @@ class StoreUser(User):
         end = now_ns()
         phase = self.lab.phase_at(due if due is not None else start)
         self.last_phase = phase
+        if on_result is not None and error is None and result is not None:
+            on_result(result, phase)
         if phase == "measured":
             self.lab.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
                                      error=type(error).__name__ if error else None,
@@ -117,17 +124,14 @@ class SenderUser(StoreUser):
         lab = self.lab
         if lab.sent and random.random() < lab.profile.retry_share:
             request, _first = random.choice(lab.sent[-200:])
-            ack = self.call("send_retry", lab.store.send, request)
-            if ack is not None:
-                lab.record_ack(request, ack, self.last_phase)
+            self.call("send_retry", lab.store.send, request,
+                      on_result=lambda ack, phase: lab.record_ack(request, ack, phase))
             return
         conv = self.conversation({"chat": 0.8, "big_group": 0.1, "dm": 0.1})
         request = lab.keys.request(lab.template(), conversation_id=conv.conversation_id,
                                    sender_id=random.choice(conv.senders),
                                    client_message_id=lab.next_client_message_id())
-        ack = self.call("send", lab.store.send, request)
-        if ack is not None:
-            lab.record_ack(request, ack, self.last_phase)
+        self.call("send", lab.store.send, request, on_result=lambda ack, phase: lab.record_ack(request, ack, phase))
 
 
 class HistoryReaderUser(StoreUser):
