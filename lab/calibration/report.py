@@ -14,6 +14,7 @@ in a lightbox and links to the PNG file; the layout fits 1,280 px.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,11 @@ def _banner(cal: Mapping[str, Any]) -> str:
             "(each notebook sampled until its precision target or its time budget: see precision below).</div>")
 
 
+def _code_spans(escaped: str) -> str:
+    """`name` in an already-escaped caveat as <code>name</code> (caveats name options and mixes)."""
+    return re.sub(r"`([^`<>]+)`", r"<code>\1</code>", escaped)
+
+
 def _decisions(cal: Mapping[str, Any]) -> str:
     env = cal.get("environment") or {}
     rows = []
@@ -61,7 +67,7 @@ def _decisions(cal: Mapping[str, Any]) -> str:
         if c.get("notebook") is None:
             continue
         d = decision(name, c)
-        cav = "".join(f"<div class='caveat'>{esc(x)}</div>" for x in caveats(name, c, env))
+        cav = "".join(f"<div class='caveat'>{_code_spans(esc(x))}</div>" for x in caveats(name, c, env))
         rows.append([f"<b>{esc(name)}</b><br><small>{esc(c.get('section'))}</small>",
                      f"<td class='{'changed' if d.changed else ''}'>{esc(d.text)}{cav}</td>",
                      f"{esc(precision_text(c))}<br>confidence {_conf(c)}",

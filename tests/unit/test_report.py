@@ -86,7 +86,10 @@ def test_caveats_sit_beside_the_recommendation(tmp_path):
     small = _run(tmp_path, quick=False, in_limit=50)
     c = caveats("batch_read_in_list_limit", small["constants"]["batch_read_in_list_limit"], env)
     assert any("default limit is 100" in x for x in c)
-    assert "raise that setting on every node first" in render(cal, tmp_path)
+    page = render(cal, tmp_path)
+    assert "raise that setting on every node first" in page
+    caveat_divs = re.findall(r"<div class='caveat'>(.*?)</div>", page)
+    assert caveat_divs and not any("`" in d for d in caveat_divs), "names in caveats are code, not backticks"
 
 
 def test_conclusions_are_markdown_figures_open_full_size_numbers_are_readable(tmp_path):
