@@ -2,7 +2,7 @@
 
 Every error the library raises derives from :class:`LabError`; the CLI turns them into
 messages and exit codes in one place (``lab.cli``). Driver exceptions are translated at one
-boundary (``lab.cluster.connection.map_driver_errors``) and never leak to callers.
+boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to callers.
 
     LabError
     ├── ConfigError                 bad cluster configuration (flags, env, TOML)

@@ -3,7 +3,8 @@
     config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency, Scylla REST map
     services     ServicesConfig: the outbox (local / Kafka: bootstrap, TLS, SASL) and the Redis hot window
     settings     how both are filled: flags > LAB_* > a TOML table > defaults (read, layer, coerce)
-    connection   the CQL session: request accounting, driver errors -> lab errors (one boundary), the dialect
+    connection   the CQL session: request accounting, the dialect
+    driver_errors  driver exceptions -> lab errors (the one boundary), the retry policy that heeds the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)
     rows         the sessions' row factory: the driver's named tuples, one class per column list

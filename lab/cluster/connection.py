@@ -1,11 +1,10 @@
-"""The lab's CQL session: connecting from a ClusterConfig, request accounting, error mapping.
+"""The lab's CQL session: connecting from a ClusterConfig, request accounting.
 
 All CQL the lab sends goes through :class:`Connection`, which counts each request by table
-and kind (``lab.cluster.accounting``) and translates driver exceptions into the lab's error tree at
-this one boundary (:func:`map_driver_errors`). The connection knows which server it reached and
-holds that server's dialect (``lab.cluster.dialect``): it recognises the server's own rejections
-(an IN list over Scylla's limit becomes :class:`InListTooLong`) and tells the driver's retry
-policy not to try such a statement on every other host.
+and kind (``lab.cluster.accounting``) and translates driver exceptions into the lab's error tree
+at one boundary (``lab.cluster.driver_errors``). The connection knows which server it reached and
+holds that server's dialect (``lab.cluster.dialect``), which the error mapping and the retry
+policy consult for the server's own rejections.
 """
 from __future__ import annotations
 
@@ -15,126 +14,21 @@ import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from cassandra import (AlreadyExists, AuthenticationFailed, CoordinationFailure, ConsistencyLevel,
-                       DriverException, FunctionFailure, InvalidRequest as _InvalidRequest,
-                       OperationTimedOut, ReadFailure, RequestExecutionException,
-                       RequestValidationException, Timeout, Unauthorized,
-                       Unavailable as _Unavailable, UnsupportedOperation, WriteFailure)
+from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, ResultSet,
+from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResultSet,
                                Session)
 from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
-from cassandra.cluster import QueryExhausted, TraceUnavailable, UserTypeDoesNotExist
-from cassandra.connection import (ConnectionBusy, ConnectionException, CrcException, ProtocolError)
-from cassandra.protocol import (ConfigurationException, ErrorMessage, IsBootstrappingErrorMessage,
-                                OverloadedErrorMessage, ReadTimeoutErrorMessage, ServerError,
-                                SyntaxException, UnavailableErrorMessage, WriteTimeoutErrorMessage)
-from cassandra.protocol import RequestValidationException as _ValidationMessage
-from cassandra.cluster import NoConnectionsAvailable
-from cassandra import DependencyException
-from cassandra.protocol import InternalError, NotSupportedError
 from cassandra.query import PreparedStatement, SimpleStatement
 
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
-from lab.cluster.dialect import Dialect, dialect_named
+from lab.cluster.dialect import dialect_named
+from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
 from lab.cluster.rows import cached_named_tuple_factory
-from lab.errors import (ClusterError, ConnectError, CredentialsNotUsed, InvalidRequest, LabError, Overloaded,
-                        RequestError, RequestTimeout, Unavailable)
-
-# Driver exception -> lab error. Order matters: the first isinstance match wins.
-DRIVER_ERROR_MAP: tuple[tuple[type[BaseException], type[LabError]], ...] = (
-    (NoHostAvailable, ConnectError),
-    (AuthenticationFailed, ConnectError),
-    (OperationTimedOut, RequestTimeout),
-    (Timeout, RequestTimeout),  # ReadTimeout, WriteTimeout, CDCWriteFailure-free timeouts
-    (_Unavailable, Unavailable),
-    (OverloadedErrorMessage, Overloaded),
-    (IsBootstrappingErrorMessage, Unavailable),
-    (AlreadyExists, InvalidRequest),
-    (SyntaxException, InvalidRequest),
-    (ConfigurationException, InvalidRequest),
-    (_InvalidRequest, InvalidRequest),
-    (Unauthorized, RequestError),
-    (RequestValidationException, InvalidRequest),
-    (ReadFailure, RequestError),
-    (WriteFailure, RequestError),
-    (CoordinationFailure, RequestError),
-    (FunctionFailure, RequestError),
-    (ServerError, RequestError),
-    (RequestExecutionException, RequestError),
-    (ReadTimeoutErrorMessage, RequestTimeout),
-    (WriteTimeoutErrorMessage, RequestTimeout),
-    (UnavailableErrorMessage, Unavailable),
-    (_ValidationMessage, InvalidRequest),
-    (UserTypeDoesNotExist, InvalidRequest),
-    (ErrorMessage, RequestError),  # any other error reply of the server
-    (NoConnectionsAvailable, ConnectError),
-    (ConnectionBusy, ConnectError),
-    (ConnectionException, ConnectError),
-    (ProtocolError, ConnectError),
-    (CrcException, ConnectError),
-    (QueryExhausted, RequestError),
-    (TraceUnavailable, RequestError),
-    (UnsupportedOperation, ClusterError),
-    (DependencyException, ClusterError),
-    (InternalError, ClusterError),
-    (NotSupportedError, ClusterError),
-    (DriverException, ClusterError),
-    (Exception, ClusterError),  # anything else raised from inside the driver
-)
-
-
-def translate(exc: BaseException, *, table: str | None = None, dialect: Dialect | None = None) -> LabError:
-    """The lab error for a driver exception (keeps the original as ``__cause__``): the
-    dialect's more precise one when it recognises the server's text, else by class."""
-    if dialect is not None:
-        err = dialect.translate_error(exc, table=table)
-        if err is not None:
-            err.__cause__ = exc
-            return err
-    for driver_cls, lab_cls in DRIVER_ERROR_MAP:
-        if isinstance(exc, driver_cls):
-            err = lab_cls(f"{type(exc).__name__}: {exc}", table=table, driver_error=type(exc).__name__)
-            err.__cause__ = exc
-            return err
-    raise TypeError(f"not a driver exception: {exc!r}")
-
-
-def is_driver_error(exc: BaseException) -> bool:
-    specific = tuple(c for c, _ in DRIVER_ERROR_MAP if c is not Exception)
-    return isinstance(exc, specific) or type(exc).__module__.startswith("cassandra")
-
-
-@contextlib.contextmanager
-def map_driver_errors(table: str | None = None, dialect: Dialect | None = None) -> Iterator[None]:
-    """Translate driver exceptions raised inside the block into lab errors."""
-    try:
-        yield
-    except LabError:
-        raise
-    except Exception as exc:
-        if is_driver_error(exc):
-            raise translate(exc, table=table, dialect=dialect) from exc
-        raise
-
-
-class LabRetryPolicy(RetryPolicy):
-    """The driver's default policy, except for a server error that rejects the statement
-    itself (the dialect says so): every host would answer the same, so it is raised at once
-    instead of being retried on each host and ending as NoHostAvailable."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dialect: Dialect | None = None  # set once the connection knows its server
-
-    def on_request_error(self, query: Any, consistency: Any, error: Any, retry_num: int) -> tuple[int, Any]:
-        if isinstance(error, ServerError) and self.dialect is not None and self.dialect.rejects_statement(error):
-            return self.RETHROW, None
-        return super().on_request_error(query, consistency, error, retry_num)
-
+from lab.errors import ClusterError, ConnectError, CredentialsNotUsed
 
 @dataclass(frozen=True)
 class Stmt:

@@ -43,7 +43,7 @@ import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from lab.cluster.connection import map_driver_errors
+from lab.cluster.driver_errors import map_driver_errors
 from lab.errors import ClusterError, CrashInjected, LabError, StoreError
 from lab.store.context import StoreContext
 from lab.store.head import HEAD_KEY, HeadUpdate, seal_preview

@@ -9,7 +9,7 @@ import cassandra.connection
 import cassandra.protocol
 
 from lab import errors
-from lab.cluster.connection import DRIVER_ERROR_MAP, translate
+from lab.cluster.driver_errors import DRIVER_ERROR_MAP, translate
 
 
 def _driver_exception_classes():

@@ -19,7 +19,7 @@ from cassandra.protocol import ServerError
 
 from lab.cluster.admin.scylla import REST_CALLS, ScyllaAdmin, http_transport
 from lab.cluster.config import ClusterConfig
-from lab.cluster.connection import LabRetryPolicy, translate
+from lab.cluster.driver_errors import LabRetryPolicy, translate
 from lab.cluster.dialect import dialect_named
 from lab.cluster.preflight import _TABLETS_SETTINGS
 from lab.errors import AdminError, InListTooLong, LwtUnavailable, RequestError
