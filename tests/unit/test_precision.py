@@ -125,15 +125,16 @@ def _sweep(range_us_by_round: list[list[float]], in_us: float = 5000.0):
 
 
 def test_the_range_density_threshold_per_trace_round():
-    from lab.calibration.experiments.grouped_reads import density_of_rounds, recommend_range_density
+    from lab.calibration.experiments.grouped_reads import rounds_recommender
 
     cheap = [1000 + 2000 / d for d in (1.0, 0.75, 0.5, 0.3, 0.2, 0.1)]    # crossover 2000 / 4000 = 0.5
     dear = [1000 + 3200 / d for d in (1.0, 0.75, 0.5, 0.3, 0.2, 0.1)]     # crossover 0.8
     density, traces = _sweep([cheap, cheap, dear, dear])
-    assert recommend_range_density(density_of_rounds(density, traces, [0, 1])) == 0.5
-    assert recommend_range_density(density_of_rounds(density, traces, [2, 3])) == 0.8
-    assert recommend_range_density(density_of_rounds(density, traces, [0, 0])) == 0.5  # a resample repeats rounds
-    split = halves(4, lambda idx: recommend_range_density(density_of_rounds(density, traces, idx)), tolerance=0.1)
+    over = rounds_recommender(density, traces)
+    assert over([0, 1]) == 0.5
+    assert over([2, 3]) == 0.8
+    assert over([0, 0]) == 0.5  # a resample repeats rounds
+    split = halves(4, over, tolerance=0.1)
     assert (split.first, split.second) == (0.5, 0.8) and not split.agree
 
 

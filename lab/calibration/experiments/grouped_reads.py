@@ -32,6 +32,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -243,10 +244,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                              "reads_per_entry": first.record_reads / first.entries,
                              "us_per_entry": lat["p50_ms"] * 1000 / first.entries})
     rounds = int(traces.trace.nunique()) if len(traces) else 0
-
-    def over(idx: Any) -> float:  # the recommendation from the trace rounds ``idx`` only
-        return recommend_range_density(density_of_rounds(density, traces, idx))
-
+    over = rounds_recommender(density, traces)
     return Result(params=params, in_list_limit=constants.batch_read_in_list_limit, runs=df,
                   summary=pd.DataFrame(summary_rows), density=density,
                   recommended_range_min_density=recommend_range_density(density), density_traces=traces,
@@ -254,14 +252,22 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                   range_density_halves=halves(rounds, over, tolerance=RANGE_DENSITY_HALVES_TOLERANCE))
 
 
-def density_of_rounds(density: pd.DataFrame, traces: pd.DataFrame, rounds: Any) -> pd.DataFrame:
-    """The sweep with its server times re-taken (median) over the trace rounds ``rounds`` only
-    (a bootstrap resample repeats some): the input of :func:`recommend_range_density`."""
-    picked = pd.concat([traces[traces.trace == r] for r in rounds], ignore_index=True)
-    med = picked.groupby("density").agg(range_server_us=("range_server_us", lambda v: percentile(v, 50)),
-                                        in_server_us=("in_server_us", lambda v: percentile(v, 50)))
-    out = density.drop(columns=["range_server_us", "in_server_us"]).set_index("density")
-    return out.join(med, how="inner").reset_index()
+def rounds_recommender(density: pd.DataFrame, traces: pd.DataFrame) -> Callable[[Any], float]:
+    """``over(rounds)``: the recommendation with the sweep's server times re-taken (median) over
+    the trace rounds ``rounds`` only (a bootstrap resample repeats some). The traces are laid
+    out once as round x density matrices: a bootstrap asks a thousand times."""
+    ranges = traces.pivot(index="trace", columns="density", values="range_server_us")
+    ins = traces.pivot(index="trace", columns="density", values="in_server_us")
+    base = density.drop(columns=["range_server_us", "in_server_us"]).set_index("density").loc[ranges.columns]
+    range_m, in_m = ranges.to_numpy(float), ins.to_numpy(float)
+
+    def over(rounds: Any) -> float:
+        idx = list(rounds)
+        sweep = base.assign(range_server_us=[percentile(col, 50) for col in range_m[idx].T],
+                            in_server_us=[percentile(col, 50) for col in in_m[idx].T])
+        return recommend_range_density(sweep.reset_index())
+
+    return over
 
 
 def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, constants: Any, *,
@@ -358,7 +364,7 @@ def recommend_range_density(density: pd.DataFrame) -> float:
 
 
 def _density_precision(result: Result) -> str:
-    """' (95% CI 0.40-0.52 over 6 trace rounds; halves 0.44 / 0.47: agree)' or ''."""
+    """' (95% CI 0.40-0.52 over 6 trace rounds, ...; halves 0.44 / 0.47: agree)', or what is missing."""
     low, high = result.range_density_ci
     h = result.range_density_halves
     if low is None or h is None:

@@ -58,7 +58,6 @@ class StoreUser(User):
                                 phase=random.random()) if plan.fixed_rate else None
         self._due: int | None = None
         self._done = False
-        self.last_phase = "warmup"
         gevent.sleep(self.wait_time())
 
     def wait_time(self) -> float:
@@ -97,7 +96,6 @@ class StoreUser(User):
             error = exc
         end = now_ns()
         phase = self.lab.phase_at(due if due is not None else start)
-        self.last_phase = phase
         if on_result is not None and error is None and result is not None:
             on_result(result, phase)
         if phase == "measured":
