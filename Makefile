@@ -54,7 +54,7 @@ chromium:  ## Debian's Chromium (renders report.html in a test); a no-op when pr
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 # Redis for archiver mode's hot window: Debian's redis-server, installed like Chromium; the lab
-# starts its own on 127.0.0.1:16379 (lab.cluster.embedded.redis), never the package's service.
+# starts its own on 127.0.0.1:16379 (lab.cluster.embedded.redis_server), never the package's service.
 redis:  ## Debian's redis-server (the hot window); a no-op when present
 	@command -v redis-server >/dev/null || { \
 	  apt-get update -q && \

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats, percentiles_us  # noqa: E402
 from lab.load.pacing import FixedRateSchedule  # noqa: E402
-from lab.results.runs import new_run_dir  # noqa: E402
+from lab.results.run_folders import new_run_dir  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"

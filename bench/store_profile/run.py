@@ -10,7 +10,7 @@ collapsed stacks (``.txt``, which ``top`` turns into self / inclusive tables, wr
 store's public API:
 
 - ``send``: ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations;
-- ``send_floor``: the same statements issued raw from 8 threads (lab.bench.store.floors);
+- ``send_floor``: the same statements issued raw from 8 threads (lab.bench.store_paths.floors);
 - ``history``: the latest page (50 of 80 messages), one caller;
 - ``grouped_1x500`` / ``grouped_20x5``: ``store.batch_read`` with a cold body LRU, one caller.
 
@@ -113,9 +113,9 @@ def work(mode: str, seconds: float, split: bool) -> None:
                     calls = sum(pool.map(one, range(SEND_THREADS)))
                 store.drain()
             elif mode == "send_floor":
-                from lab.bench.store import BenchParams
-                from lab.bench.store.floors import send_floor_calls
-                from lab.bench.store.recording import BenchRun
+                from lab.bench.store_paths import BenchParams
+                from lab.bench.store_paths.floors import send_floor_calls
+                from lab.bench.store_paths.recording import BenchRun
 
                 run = BenchRun(store, BenchParams(), None, lambda _m: None)
                 floor = send_floor_calls(run, int(seconds * 2000), conversations=SEND_CONVERSATIONS)

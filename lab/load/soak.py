@@ -48,7 +48,7 @@ from lab.store.model import MessageState
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.store.write_path import SendAck, SendRequest
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from lab.bench.store import BenchParams, run_bench
+from lab.bench.store_paths import BenchParams, run_bench
 
 pytestmark = pytest.mark.node
 

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
+from lab.cluster.embedded.kafka_broker import BrokerOptions, EmbeddedBroker
 from lab.errors import LabError
 from lab.store.ids import blob_to_u128
 from lab.store.model import DedupState

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from lab.bench.store.recording import BenchRun, body
+from lab.bench.store_paths.recording import BenchRun, body
 from lab.store.clock import wall_clock_ms
 from lab.store.head_writer import HEAD_WRITE_CQL
 from lab.store.ids import seq_bucket, u128_to_blob

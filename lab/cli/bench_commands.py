@@ -33,10 +33,10 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, re
     (history_floor) and a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios).
     --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json)."""
-    from lab.bench.store.outboxes import OutboxBenchParams, run_outbox_bench
-    from lab.bench.store import BenchParams, run_bench
+    from lab.bench.store_paths.outboxes import OutboxBenchParams, run_outbox_bench
+    from lab.bench.store_paths import BenchParams, run_bench
     from lab.cluster.connection import connect
-    from lab.results.runs import new_run_dir
+    from lab.results.run_folders import new_run_dir
 
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731
     with connect(config):  # an unreachable cluster fails here, before a run folder exists
@@ -62,7 +62,7 @@ def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int 
                config: ClusterConfig) -> None:
     """`lab load` against a plain driver client issuing the same store calls (max send and read
     throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json."""
-    from lab.bench.load import LoadBenchParams, run_load_bench
+    from lab.bench.load_generator import LoadBenchParams, run_load_bench
 
     params = LoadBenchParams.preset(quick=quick)
     changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 
-from lab.bench.store.recording import BenchRun, body
+from lab.bench.store_paths.recording import BenchRun, body
 from lab.store import BatchEntry, SendAck
 from lab.store.clock import wall_clock_ms
 from lab.store.head import HeadUpdate
