@@ -43,8 +43,8 @@ test: node chromium  ## the whole test suite against the real node
 unit: $(STAMP)  ## tests/unit only: no node, no JDK (seconds)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff over lab/ and tests/
-	$(BIN)/ruff check lab tests loadgen
+lint: $(STAMP)  ## ruff over every Python file in the repo
+	$(BIN)/ruff check .
 
 # Headless Chromium renders report.html in tests/test_calibrate.py. Debian's package, installed
 # once (we run as root on the lab machines); a no-op when /usr/bin/chromium exists.
