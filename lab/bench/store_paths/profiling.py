@@ -82,12 +82,14 @@ class ProfileParams:
 
 @dataclass(frozen=True, kw_only=True)
 class ProfileResult:
-    """The files of one profile run and each workload's own line (calls, calls/s, requests)."""
+    """The files of one profile run, each workload's own line (calls, calls/s, requests) and the
+    scratch keyspaces the workload processes measured in (each dropped at its end)."""
 
     out_dir: Path
     params: ProfileParams
     files: tuple[Path, ...] = ()
     workloads: dict[str, str] = field(default_factory=dict)
+    keyspaces: tuple[str, ...] = ()
 
     @property
     def closing_note(self) -> str:
@@ -128,6 +130,7 @@ def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
     env = child_env(config)
     files: list[Path] = []
     workloads: dict[str, str] = {}
+    keyspaces: list[str] = []
     for mode in params.modes:
         for suffix, view in VIEWS:
             flags = ["--gil"] if view == "gil" else (["--idle"] if params.idle else [])
@@ -145,14 +148,16 @@ def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
                                      f"{(done.stderr or done.stdout).strip()[-400:]}", mode=mode)
                 files.append(path)
                 if report.exists():
-                    workloads[mode] = report.read_text().strip()
+                    keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
+                    keyspaces.append(keyspace)
                     report.unlink()
             top_path = out / f"{mode}{suffix}.top.md"
             top_path.write_text(top(out / f"{mode}{suffix}.txt"))
             files.append(top_path)
     if (out / "grouped_split.txt").exists():
         files.append(out / "grouped_split.txt")
-    return ProfileResult(out_dir=out, params=params, files=tuple(files), workloads=workloads)
+    return ProfileResult(out_dir=out, params=params, files=tuple(files), workloads=workloads,
+                         keyspaces=tuple(keyspaces))
 
 
 def top(path: Path, n: int = TOP_FRAMES) -> str:
@@ -201,7 +206,7 @@ def _scratch_store(config: ClusterConfig) -> Iterator[Any]:
             tempfile.TemporaryDirectory(prefix="lab-profile-") as state_dir, \
             MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn) as store:
         store.create_schema()
-        yield store
+        yield store, keyspace
 
 
 def _until(seconds: float) -> Callable[[], bool]:
@@ -228,13 +233,14 @@ def _threads(call: Callable[[int], None], seconds: float) -> int:
         return sum(pool.map(one, range(SEND_THREADS)))
 
 
-def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None) -> str:
-    """Run one workload for ``seconds`` on a scratch keyspace; its one-line report."""
+def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None) -> tuple[str, str]:
+    """Run one workload for ``seconds`` on a scratch keyspace (dropped at the end): (its
+    keyspace, its one-line report)."""
     from lab.bench.store_paths.floors import send_floor_calls
     from lab.bench.store_paths.seeded_rows import seed_conversation
     from lab.store import BatchEntry, SendRequest
 
-    with _scratch_store(config) as store:
+    with _scratch_store(config) as (store, keyspace):
         run = BenchRun(store, BenchParams(), None, lambda _m: None)
         tenant = uuid.uuid4()
         calls = 0
@@ -277,8 +283,8 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
                 if got != len(entries):
                     raise BenchError(f"batch_read returned {got} of {len(entries)} messages")
                 calls += 1
-        return (f"{mode}: {calls} calls in {seconds:g} s ({calls / seconds:.1f}/s); "
-                f"requests {store.connection.counter.snapshot()}")
+        return keyspace, (f"{mode}: {calls} calls in {seconds:g} s ({calls / seconds:.1f}/s); "
+                          f"requests {store.connection.counter.snapshot()}")
 
 
 def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int = SPLIT_ROUNDS) -> str:
@@ -337,9 +343,9 @@ def _child(argv: list[str] | None = None) -> None:
     ap.add_argument("--split", type=Path, default=None)
     ap.add_argument("--report", type=Path, default=None)
     a = ap.parse_args(argv)
-    line = work(load_config(env=os.environ), a.mode, a.seconds, split_path=a.split)
+    keyspace, line = work(load_config(env=os.environ), a.mode, a.seconds, split_path=a.split)
     if a.report is not None:
-        a.report.write_text(line + "\n")
+        a.report.write_text(f"{keyspace}\n{line}\n")
     print(line)
 
 
