@@ -1,30 +1,23 @@
 """The MessageStore façade: the public API of docs/store-api.md.
 
 Thin by design. :meth:`MessageStore.open` is the one place that builds the parts
-(connection, key store, outbox, sequence allocator, one :class:`~lab.store.context.StoreContext`
+(connection, key store, outbox, sequence allocator, one :class:`~lab.store.plumbing.context.StoreContext`
 and the path objects over it); they stay private, and every public call delegates to the
 module that owns the concept. Nothing outside ``lab/store/`` reaches into them: benchmarks,
 experiments and tests use the public methods below (seeding, baseline statements, the log
 view, archiver runs).
 
-Modules:
+Packages (each ``__init__`` says what lives in it):
 
-    write side   write_path (send, §5.1), head (the conversation_head row, §2.4), head_writer (its
-                 asynchronous monotonic writer, §5.1 step 7), earliest (the E
-                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
-                 recovery, §5.3), outbox (the log: interface, registry, the local SQLite one),
-                 kafka_outbox + kafka_index (the log over the Kafka protocol), hot_window
-                 (archiver mode's Redis hot window),
-                 sequence (conversation_seq reservation windows), seeding (rows written as the
-                 paths write them, for benchmarks / experiments / tests)
-    read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
-                 lookup via message_index), hot_layer (the seam where a hot window merges in)
-    rows         records (Message, encode/decode), ids (§1 encodings), media (protobuf),
-                 model (enums), schema (the six tables), retention (class -> TTL)
-    crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor
-    plumbing     context (what every path needs), clock (the store's one clock), alerts,
-                 faults (crash points), sqlite_file (the local state files, group commit),
-                 lru (bounded per-conversation memories)
+    write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
+               earliest (the E advancer, §9), archiver (§2.1 note), seeding
+    read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
+    outbox/    the commit log (§5.1 step 4): interface, records, registry, view; sqlite_log (the
+               local SQLite log), kafka_log + kafka_index (the log over the Kafka protocol)
+    hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
+    rows/      records, ids, media, model (enums), schema, retention, proto/
+    crypto/    encryption at rest (§6): cipher, key stores, DEK cache, encryptor
+    plumbing/  context, wall_clock (the store's one clock), alerts, faults, sqlite_file, lru
 
 Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
 """
@@ -41,31 +34,31 @@ from lab.cluster.connection import Connection, Stmt, connect
 from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
-from lab.store.alerts import Alerts
-from lab.store.clock import wall_clock_ms
-from lab.store.context import StoreContext
+from lab.store.plumbing.alerts import Alerts
+from lab.store.plumbing.wall_clock import wall_clock_ms
+from lab.store.plumbing.context import StoreContext
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.faults import FaultPlan
-from lab.store.ids import DekId, IdLike, MessageIdGenerator, check_bigint, parse_uuid
-from lab.store.records import Message, decode_row
-from lab.store.retention import RetentionPolicy
-from lab.store.schema import SchemaDifference, check_schema, create_schema
-from lab.store.seeding import Seeder
+from lab.store.plumbing.faults import FaultPlan
+from lab.store.rows.ids import DekId, IdLike, MessageIdGenerator, check_bigint, parse_uuid
+from lab.store.rows.records import Message, decode_row
+from lab.store.rows.retention import RetentionPolicy
+from lab.store.rows.schema import SchemaDifference, check_schema, create_schema
+from lab.store.write.seeding import Seeder
 # write side
-from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
-from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
-from lab.store.head import HeadUpdate
-from lab.store.head_writer import HeadWriter
+from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
+from lab.store.write.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
+from lab.store.write.head import HeadUpdate
+from lab.store.write.head_writer import HeadWriter
 from lab.store.outbox import Outbox, OutboxView, open_outbox
-from lab.store.recall import EditResult, RecallPath, RecallResult
-from lab.store.sequence import SequenceAllocator
-from lab.store.write_path import SendAck, SendRequest, WritePath
+from lab.store.write.recall import EditResult, RecallPath, RecallResult
+from lab.store.write.sequence import SequenceAllocator
+from lab.store.write.send import SendAck, SendRequest, WritePath
 # read side
-from lab.store.batch_read import BatchEntry, BatchReader, BatchResult, BodyCache
-from lab.store.head import ConversationHead, read_head
-from lab.store.lookup import AdminLookup
-from lab.store.reactions import Reactions, ReactionSummary
-from lab.store.read_path import DEFAULT_HISTORY_LIMIT, Direction, HistoryPage, HistoryReader
+from lab.store.read.batch import BatchEntry, BatchReader, BatchResult, BodyCache
+from lab.store.write.head import ConversationHead, read_head
+from lab.store.read.lookup import AdminLookup
+from lab.store.read.reactions import Reactions, ReactionSummary
+from lab.store.read.history import DEFAULT_HISTORY_LIMIT, Direction, HistoryPage, HistoryReader
 
 __all__ = ["ARCHIVER_GROUP", "BatchEntry", "BatchResult", "ConversationHead", "DEFAULT_STATE_DIR", "EditResult",
            "HeadUpdate", "HistoryPage", "Message", "MessageStore", "ReactionSummary", "RecallResult", "SendAck",
@@ -95,7 +88,7 @@ class _Parts:
     seeder: Seeder
     log: OutboxView
     earliest: EarliestAdvancer
-    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot_window.HotWindow), or None
+    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None
     services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
 
 
@@ -129,7 +122,7 @@ class MessageStore:
         ``services`` (:class:`lab.cluster.services.ServicesConfig`) picks the outbox (``outbox``,
         when given, overrides its name) and says where the Kafka outbox's broker and the hot
         window's Redis are; in archiver mode with ``hot_window="redis"`` the commit path writes
-        the hot window and history / batch reads merge it (lab.store.hot_window)."""
+        the hot window and history / batch reads merge it (lab.store.hot.redis_window)."""
         if not isinstance(config, ClusterConfig):
             raise ValidationError("config must be a lab.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
@@ -148,7 +141,7 @@ class MessageStore:
         log = open_outbox(outbox, path=state_dir / OUTBOX_FILE, **services.outbox_options(outbox, config.keyspace))
         hot = hot_layer = None
         if archiver_mode and services.hot_window == "redis":
-            from lab.store.hot_window import HotWindow, HotWindowLayer
+            from lab.store.hot.redis_window import HotWindow, HotWindowLayer
 
             hot = HotWindow.open(services, namespace=config.keyspace, window_days=constants.history_hot_window_days)
             hot_layer = HotWindowLayer(hot, decode=lambda row: decode_row(row, ctx.encryptor),
@@ -285,7 +278,7 @@ class MessageStore:
 
     def advance_earliest(self, tenant_id: IdLike, conversation_id: IdLike) -> EarliestAdvance | None:
         """Move the conversation's earliest_available_conversation_seq (E) to its first row still
-        stored, once that row is older than the dedup window (lab.store.earliest); older pages
+        stored, once that row is older than the dedup window (lab.store.write.earliest); older pages
         then end there (has_more=false) instead of on the empty-bucket stop. None without a head."""
         return self._parts.earliest.advance(tenant_id, conversation_id)
 
@@ -311,7 +304,7 @@ class MessageStore:
 
     @property
     def seeding(self) -> Seeder:
-        """Rows written as the store's paths write them, without send (lab.store.seeding)."""
+        """Rows written as the store's paths write them, without send (lab.store.write.seeding)."""
         return self._parts.seeder
 
     # ---- read side (read_path, batch_read, reactions, lookup) -----------------------------

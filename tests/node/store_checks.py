@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import uuid
 
-from lab.store.ids import seq_bucket
-from lab.store.schema import TABLE_NAMES
-from lab.store.write_path import SendRequest
+from lab.store.rows.ids import seq_bucket
+from lab.store.rows.schema import TABLE_NAMES
+from lab.store.write.send import SendRequest
 
 
 def new_request(*, client_message_id: str | None = None, body: bytes = b"hello", **kw) -> SendRequest:

@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import pytest
 
-from lab.store.batch_read import BatchEntry
+from lab.store.read.batch import BatchEntry
 from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidRequest, InvalidSeq, KeyDestroyed, LabError,
                         NotFound, UnknownEnum, UnknownRetentionClass, ValidationError)
-from lab.store.ids import BIT63, U128_MAX
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import MessageState
+from lab.store.rows.ids import BIT63, U128_MAX
+from lab.store.rows.media import MediaMetadata, MentionTargets
+from lab.store.rows.model import MessageState
 from lab.store import HeadUpdate, MessageStore
 from store_checks import new_request, snapshot_tables
 

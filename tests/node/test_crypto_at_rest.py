@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from lab.store.batch_read import BatchEntry
+from lab.store.read.batch import BatchEntry
 from lab.errors import DecryptError, KeyDestroyed
-from lab.store.ids import seq_bucket
-from lab.store.model import RetentionClass
+from lab.store.rows.ids import seq_bucket
+from lab.store.rows.model import RetentionClass
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node

@@ -7,10 +7,10 @@ import uuid
 import pytest
 
 from lab.errors import CrashInjected, DecryptError, InvalidState
-from lab.store.faults import FaultPlan
-from lab.store.ids import blob_to_u128
-from lab.store.model import MessageState, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store.plumbing.faults import FaultPlan
+from lab.store.rows.ids import blob_to_u128
+from lab.store.rows.model import MessageState, RetentionClass
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS
 from store_checks import new_request, record_row
 
 pytestmark = pytest.mark.node

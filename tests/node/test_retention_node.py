@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from lab.store.model import RetentionClass
-from lab.store.retention import RetentionPolicy
+from lab.store.rows.model import RetentionClass
+from lab.store.rows.retention import RetentionPolicy
 from store_checks import new_request, record_row, record_rows
 
 pytestmark = pytest.mark.node

@@ -4,8 +4,8 @@
     What one ``store.send`` must send, from the same thread pool, in the write path's order: the
     dedup reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently,
     the COMMITTED update, the conversation_head blind write. The very statement texts the store
-    prepares (``lab.store.write_path.RESERVE_CQL`` / ``COMMIT_CQL``, the commit path's upserts
-    through ``store.seeding.statements``, ``lab.store.head_writer.HEAD_WRITE_CQL``), so they are the
+    prepares (``lab.store.write.send.RESERVE_CQL`` / ``COMMIT_CQL``, the commit path's upserts
+    through ``store.seeding.statements``, ``lab.store.write.head_writer.HEAD_WRITE_CQL``), so they are the
     same prepared statements; the values of every call are built before the run (rows sealed by the
     store's encoder, a sealed-size preview), so the floor pays no encoding, sealing, validation,
     outbox or head bookkeeping: that difference is what the ratio measures. The floor writes the
@@ -13,7 +13,7 @@
     conversation and batch, as its design allows.
 
 ``history_floor``
-    The latest page's two statements (``lab.store.read_path.BOUNDS_CQL``, ``OLDER_PAGE_CQL``) on
+    The latest page's two statements (``lab.store.read.history.BOUNDS_CQL``, ``OLDER_PAGE_CQL``) on
     the page's bucket, issued together as the store issues them in the common case, rows fetched
     and not decoded.
 """
@@ -23,13 +23,13 @@ import uuid
 from collections.abc import Callable
 
 from lab.bench.store.recording import BenchRun, body
-from lab.store.clock import wall_clock_ms
-from lab.store.head_writer import HEAD_WRITE_CQL
-from lab.store.ids import seq_bucket, u128_to_blob
-from lab.store.model import DedupState, MessageType, RetentionClass
-from lab.store.read_path import BOUNDS_CQL, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL
-from lab.store.records import Message
-from lab.store.write_path import COMMIT_CQL, RESERVE_CQL
+from lab.store.plumbing.wall_clock import wall_clock_ms
+from lab.store.write.head_writer import HEAD_WRITE_CQL
+from lab.store.rows.ids import seq_bucket, u128_to_blob
+from lab.store.rows.model import DedupState, MessageType, RetentionClass
+from lab.store.read.history import BOUNDS_CQL, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL
+from lab.store.rows.records import Message
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL
 
 __all__ = ["history_floor", "send_floor_calls"]
 

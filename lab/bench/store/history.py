@@ -14,8 +14,8 @@ from lab.bench.store.recording import BenchRun, Method, alternate
 from lab.bench.store.report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
 from lab.store import SendAck
-from lab.store.ids import seq_bucket
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store.rows.ids import seq_bucket
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS
 
 
 def bench_history(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:

@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from lab.store import DEFAULT_HISTORY_LIMIT
-from lab.store.batch_read import DEFAULT_BATCH_CONCURRENCY
+from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,11 +12,11 @@ import uuid
 
 from lab.bench.store.recording import BenchRun, body
 from lab.store import BatchEntry, SendAck
-from lab.store.clock import wall_clock_ms
-from lab.store.head import HeadUpdate
-from lab.store.ids import seq_bucket
-from lab.store.model import MessageType, RetentionClass
-from lab.store.records import Message
+from lab.store.plumbing.wall_clock import wall_clock_ms
+from lab.store.write.head import HeadUpdate
+from lab.store.rows.ids import seq_bucket
+from lab.store.rows.model import MessageType, RetentionClass
+from lab.store.rows.records import Message
 
 SEED_CONCURRENCY = 64  # plain upserts in flight while seeding the read comparisons
 

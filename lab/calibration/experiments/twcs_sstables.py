@@ -43,8 +43,8 @@ import pandas as pd
 
 from lab.calibration.capacity import twcs_windows_kept
 from lab.store.crypto import Encryptor, InMemoryKeyStore
-from lab.store.records import MESSAGE_RECORD_COLUMNS, encode_record, record_values
-from lab.store.schema import create_keyspace, table_specs
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, encode_record, record_values
+from lab.store.rows.schema import create_keyspace, table_specs
 from lab.workload import generate, to_message
 from lab.calibration.experiments.common import Lab, drop_keyspace, progress, scratch_name
 

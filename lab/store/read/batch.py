@@ -5,7 +5,7 @@ coordinate (conversation_id, conversation_seq) and its message_id. Steps:
 
 1. inline entries (ADR-0005: they carry their body) are skipped;
 2. the node's body LRU (by message_id) answers what it can, then the hot layer when one is
-   given (lab.store.hot_layer: the design's hot window, committed but not archived yet);
+   given (lab.store.hot: the design's hot window, committed but not archived yet);
 3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
 4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
    group's seqs are dense in their span, else ``conversation_seq IN ?`` split into lists of at
@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
-from lab.store.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
-from lab.store.reactions import ReactionSummary, summary_from_row
-from lab.store.hot_layer import HotLayer
-from lab.store.read_path import check_bucket_rows, whole_rows
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
+from lab.store.rows.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.read.reactions import ReactionSummary, summary_from_row
+from lab.store.hot import HotLayer
+from lab.store.read.history import check_bucket_rows, whole_rows
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
 
@@ -203,7 +203,7 @@ class _Group:
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
     cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (rows -> messages, None for
-    a crypto-erased one) to :func:`lab.store.records.decode_rows` with the store's encryptor."""
+    a crypto-erased one) to :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
                  decode: Callable[[list[Any]], list[Message | None]] | None = None,

@@ -18,7 +18,7 @@ to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
 
 Recall and edit change the hot copy as they change message_record (read, modify, compare-and-
 swap in one script, retried on a race): recalled stays recalled, an older edit never replaces a
-newer one. :class:`HotWindowLayer` is this window behind lab.store.hot_layer's seam: history
+newer one. :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
 merges it into each bucket read (message_record's row wins on the same seq), batch reads ask it
 before message_record (so its copy must carry every recall and edit, which it does).
 
@@ -36,10 +36,10 @@ from typing import Any
 import redis
 
 from lab.errors import HotWindowError, ValidationError
-from lab.store.hot_layer import HotLayer
-from lab.store.ids import check_conversation_seq, parse_uuid
-from lab.store.model import MessageState
-from lab.store.records import Message, columns_from_wire, columns_to_wire
+from lab.store.hot import HotLayer
+from lab.store.rows.ids import check_conversation_seq, parse_uuid
+from lab.store.rows.model import MessageState
+from lab.store.rows.records import Message, columns_from_wire, columns_to_wire
 
 __all__ = ["HotWindow", "HotWindowLayer"]
 

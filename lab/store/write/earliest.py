@@ -35,11 +35,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from lab.store.clock import MS_PER_SECOND
-from lab.store.context import StoreContext
-from lab.store.head import EARLIEST_AVAILABLE_DEFAULT
-from lab.store.ids import IdLike, check_bigint, parse_uuid, seq_bucket
-from lab.store.read_path import FIRST_CONVERSATION_SEQ
+from lab.store.plumbing.wall_clock import MS_PER_SECOND
+from lab.store.plumbing.context import StoreContext
+from lab.store.write.head import EARLIEST_AVAILABLE_DEFAULT
+from lab.store.rows.ids import IdLike, check_bigint, parse_uuid, seq_bucket
+from lab.store.read.history import FIRST_CONVERSATION_SEQ
 
 __all__ = ["AdvanceSummary", "DEFAULT_MAX_BUCKETS", "EarliestAdvance", "EarliestAdvancer"]
 
@@ -116,7 +116,7 @@ class EarliestAdvancer:
         earliest = head.earliest_available_conversation_seq
         previous = EARLIEST_AVAILABLE_DEFAULT if earliest is None else earliest
         settled_before_ms = ctx.clock_ms() - ctx.constants.client_dedup_ttl_seconds * MS_PER_SECOND
-        # Any row counts, even one without message_id (lab.store.read_path skips those): stopping
+        # Any row counts, even one without message_id (lab.store.read.history skips those): stopping
         # at it leaves E lower than it could be, which costs a page a read, never a message.
         probe = ctx.prepare("SELECT conversation_seq, created_at FROM {ks}.message_record WHERE tenant_id = ? "
                             "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq >= ? "

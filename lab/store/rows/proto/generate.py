@@ -1,7 +1,7 @@
 """Regenerate the committed Protobuf code from ``common.proto``.
 
-    python -m lab.store.proto.generate              # rewrites lab/store/proto/common_pb2.py in place
-    python -m lab.store.proto.generate --out DIR    # writes DIR/common_pb2.py instead
+    python -m lab.store.rows.proto.generate              # rewrites lab/store/rows/proto/common_pb2.py in place
+    python -m lab.store.rows.proto.generate --out DIR    # writes DIR/common_pb2.py instead
 
 The generated module is committed so that the runtime needs ``protobuf`` only, not
 ``grpcio-tools`` (a dev dependency). ``tests/test_proto.py`` regenerates into a temporary
@@ -46,8 +46,8 @@ def generator_version(pb2_path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.store.proto.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=PROTO_DIR, help="output directory (default: lab/store/proto)")
+    parser = argparse.ArgumentParser(prog="python -m lab.store.rows.proto.generate", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=PROTO_DIR, help="output directory (default: lab/store/rows/proto)")
     args = parser.parse_args(argv)
     for path in generate(args.out):
         print(path)

@@ -5,19 +5,19 @@ modules (write path, read path, archiver, recall, ...), so those modules never i
 façade and each can be tested on its own. CQL names its keyspace explicitly (``{ks}`` in
 the templates given to :meth:`StoreContext.prepare`) because one connection may serve
 several keyspaces (the tests use one per module). ``clock_ms`` is the store's one clock: every
-path reads "now" from it (lab.store.clock).
+path reads "now" from it (lab.store.plumbing.wall_clock).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lab.store.alerts import Alerts
-from lab.store.clock import Clock, wall_clock_ms
+from lab.store.plumbing.alerts import Alerts
+from lab.store.plumbing.wall_clock import Clock, wall_clock_ms
 from lab.cluster.connection import Connection, Stmt
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
-from lab.store.faults import FaultPlan
-from lab.store.retention import RetentionPolicy
+from lab.store.plumbing.faults import FaultPlan
+from lab.store.rows.retention import RetentionPolicy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,7 +29,7 @@ class StoreContext:
     retention: RetentionPolicy
     alerts: Alerts
     faults: FaultPlan
-    clock_ms: Clock = field(default=wall_clock_ms)  # the store's one clock (lab.store.clock)
+    clock_ms: Clock = field(default=wall_clock_ms)  # the store's one clock (lab.store.plumbing.wall_clock)
     # template -> prepared statement: the hot paths prepare on every call, and formatting the
     # keyspace into the text plus the connection's locked lookup showed in the send's profile
     _prepared: dict[tuple[str, tuple[str, ...], str | None], Stmt] = field(default_factory=dict, repr=False,

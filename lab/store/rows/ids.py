@@ -28,7 +28,7 @@ import blake3
 
 from lab.constants import Constants
 from lab.errors import Bit63Violation, InvalidId, InvalidSeq, ValidationError
-from lab.store.clock import wall_clock_ms
+from lab.store.plumbing.wall_clock import wall_clock_ms
 
 _DEFAULTS = Constants.appendix_b()
 

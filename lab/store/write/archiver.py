@@ -13,20 +13,20 @@ the outbox and writes message_record and message_index in batches:
 - the consumer-group offset is committed only after the batch is written (at-least-once).
 
 CONTROL events (recall/edit) are not rows of their own: they are skipped here, and their
-effect on the target row is applied by lab.store.recall. A recall / edit of a message not
+effect on the target row is applied by lab.store.write.recall. A recall / edit of a message not
 archived yet first archives that one message with :func:`archive_statements` (the same
 whole-row upserts, created_at timestamp) and only then updates it, so message_record never
 holds a row of a few cells (issue 12 item 1).
 """
 from __future__ import annotations
 
-from lab.store.clock import US_PER_MS
+from lab.store.plumbing.wall_clock import US_PER_MS
 from lab.errors import ValidationError
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.cluster.connection import Stmt
 from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry
-from lab.store.records import columns_from_wire
-from lab.store.write_path import record_statements
+from lab.store.rows.records import columns_from_wire
+from lab.store.write.send import record_statements
 
 __all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver", "archive_statements"]
 
@@ -38,7 +38,7 @@ def archive_statements(ctx: StoreContext, entry: OutboxEntry, *, now_ms: int) ->
     """The whole-row upserts that archive one logged message, or None when it has expired.
 
     Remaining TTL and ``USING TIMESTAMP created_at``: every cell of the archived row is older
-    than any recall / edit cell, so archiving (now, again, or early from lab.store.recall)
+    than any recall / edit cell, so archiving (now, again, or early from lab.store.write.recall)
     never undoes one, and the row it leaves is whole whatever was applied first.
     """
     columns = columns_from_wire(entry.record.payload["columns"])

@@ -24,9 +24,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
+from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from lab.errors import Bit63Violation, InvalidSeq, StoreError, ValidationError
-from lab.store.ids import BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, parse_uuid
+from lab.store.rows.ids import BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, parse_uuid
 
 __all__ = ["Allocation", "SequenceAllocator"]
 

@@ -1,12 +1,12 @@
 """conversation_head: the row (design §2.4), its updates and its point read.
 
 The writer that applies updates (§5.1 step 7: asynchronous, monotonic, the normal blind form and
-the failover compare-and-set) is :mod:`lab.store.head_writer`.
+the failover compare-and-set) is :mod:`lab.store.write.head_writer`.
 
 preview_or_placeholder is sealed with the conversation DEK (§6) and the AAD of
 (tenant, conversation, latest_conversation_seq, key_version). The table has no dek_id column,
 so the blob is ``key_version (4 bytes BE) || sealed envelope``; the envelope is the one
-of :mod:`lab.store.records` (flag byte || preview), and an E2EE message gets an empty placeholder
+of :mod:`lab.store.rows.records` (flag byte || preview), and an E2EE message gets an empty placeholder
 because the server cannot read its text.
 """
 from __future__ import annotations
@@ -14,18 +14,18 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.store.crypto import KEY_SCOPE_CONVERSATION, conversation_dek_key_id
 from lab.errors import CryptoError, ValidationError
-from lab.store.ids import DekId, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
-from lab.store.records import open_payload, seal_payload
+from lab.store.rows.ids import DekId, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
+from lab.store.rows.records import open_payload, seal_payload
 
 __all__ = ["ConversationHead", "HeadUpdate", "read_head", "seal_preview"]
 
 PREVIEW_MAX_BYTES = 128
 KEY_VERSION_BYTES = 4
 # What "no messages trimmed yet" reads as: the design's E bound with nothing below seq 1.
-# Only lab.store.earliest (the advancer) moves it; the head writer never writes E.
+# Only lab.store.write.earliest (the advancer) moves it; the head writer never writes E.
 EARLIEST_AVAILABLE_DEFAULT = 1
 
 HEAD_KEY = ("tenant_id", "conversation_id")

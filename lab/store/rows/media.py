@@ -18,8 +18,8 @@ from google.protobuf.message import DecodeError, EncodeError
 
 from lab.constants import Constants
 from lab.errors import PayloadTooLarge, ValidationError
-from lab.store.ids import parse_uuid
-from lab.store.proto import common_pb2
+from lab.store.rows.ids import parse_uuid
+from lab.store.rows.proto import common_pb2
 
 _DEFAULTS = Constants.appendix_b()
 

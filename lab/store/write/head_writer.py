@@ -1,6 +1,6 @@
 """The conversation_head writer (design §2.4, §5.1 step 7).
 
-The send path hands a :class:`~lab.store.head.HeadUpdate` to :class:`HeadWriter` after the ack;
+The send path hands a :class:`~lab.store.write.head.HeadUpdate` to :class:`HeadWriter` after the ack;
 a background worker applies it, so a slow or failing head never delays SEND_ACK nor fanout
 (§7.4). Failures are retried and, when retries run out, counted (``head_update_failures``).
 
@@ -45,10 +45,10 @@ from typing import Any
 
 from lab.cluster.driver_errors import map_driver_errors
 from lab.errors import ClusterError, CrashInjected, LabError, StoreError
-from lab.store.context import StoreContext
-from lab.store.head import HEAD_KEY, HeadUpdate, seal_preview
-from lab.store.ids import check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
-from lab.store.lru import Lru
+from lab.store.plumbing.context import StoreContext
+from lab.store.write.head import HEAD_KEY, HeadUpdate, seal_preview
+from lab.store.rows.ids import check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
+from lab.store.plumbing.lru import Lru
 
 __all__ = ["HEAD_CACHE_ENTRIES", "HEAD_WRITE_CONCURRENCY", "HEAD_WRITE_CQL", "HeadWriter"]
 

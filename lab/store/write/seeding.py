@@ -4,9 +4,9 @@ tests, which need thousands of rows, or shapes (holes, old created_at, chosen se
 send path cannot make quickly.
 
 What a seeded row shares with a sent one: it is sealed by the store's record encoder with the
-store's DEKs (``lab.store.records.encode_record``: same envelope, AAD, bit-63 guards) and
+store's DEKs (``lab.store.rows.records.encode_record``: same envelope, AAD, bit-63 guards) and
 written by the statements the commit path and the archiver use
-(``lab.store.write_path.record_statements``: message_record + message_index, per-row
+(``lab.store.write.send.record_statements``: message_record + message_index, per-row
 ``USING TTL``, UNSET instead of null so no tombstone cells). By default the TTL is the
 *remaining* period of the message's retention class from its created_at, as the archiver
 writes it (an already-expired message is skipped, as the archiver skips it).
@@ -23,12 +23,12 @@ from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.errors import ValidationError
-from lab.store.context import StoreContext
-from lab.store.ids import IdLike, parse_uuid
-from lab.store.model import DedupState
-from lab.store.records import Message, encode_record
-from lab.store.sequence import Allocation, SequenceAllocator
-from lab.store.write_path import record_statements
+from lab.store.plumbing.context import StoreContext
+from lab.store.rows.ids import IdLike, parse_uuid
+from lab.store.rows.model import DedupState
+from lab.store.rows.records import Message, encode_record
+from lab.store.write.sequence import Allocation, SequenceAllocator
+from lab.store.write.send import record_statements
 
 __all__ = ["SEED_CONCURRENCY", "Seeder"]
 
@@ -36,7 +36,7 @@ SEED_CONCURRENCY = 64  # plain upserts in flight while seeding
 
 
 class Seeder:
-    """Writes pre-built :class:`~lab.store.records.Message` rows into one store's tables."""
+    """Writes pre-built :class:`~lab.store.rows.records.Message` rows into one store's tables."""
 
     def __init__(self, ctx: StoreContext, sequences: SequenceAllocator) -> None:
         self._ctx = ctx
@@ -57,7 +57,7 @@ class Seeder:
         message_index too; ``dedup`` adds the client_dedup row in state COMMITTED.
         """
         if not isinstance(message, Message):
-            raise ValidationError(f"seeding takes lab.store.records.Message rows, got {type(message).__name__}",
+            raise ValidationError(f"seeding takes lab.store.rows.records.Message rows, got {type(message).__name__}",
                                   field="message")
         ctx = self._ctx
         if ttl_seconds is None:

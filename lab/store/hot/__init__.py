@@ -11,8 +11,9 @@ and the batch reader is read beside message_record:
 - batch read: after the body LRU, the hot layer answers what it holds; the rest is grouped
   and read from message_record as before (S-1 counts only message_record requests).
 
-The lab's implementation with a real Redis belongs to the issue on the design's real parts;
-until it exists the readers run without one (``hot=None``) and read message_record only.
+The lab's hot window is Redis (``redis_window``: :class:`HotWindow`, and :class:`HotWindowLayer`
+behind this seam), opened by the store in archiver mode with ``hot_window="redis"``; without it
+the readers run with ``hot=None`` and read message_record only.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import abc
 import uuid
 from collections.abc import Iterable, Mapping
 
-from lab.store.records import Message
+from lab.store.rows.records import Message
 
 __all__ = ["HotLayer", "merge_rows"]
 

@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.errors import ReactionConflict, ValidationError
-from lab.store.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
+from lab.store.rows.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
 
 NO_REACTION = ""  # the reaction_key of a withdrawn reaction: an overwrite, never a DELETE
 REACTION_KEY_MAX_BYTES = 64  # lab decision: keys are short enum strings (§2.5); bounds the map

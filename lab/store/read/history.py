@@ -38,8 +38,8 @@ for an anchor inside [E, H]):
   but an older writer or cells outliving their row by a TTL rounding can leave one) is not a
   message: it is skipped and counted (``partial_rows_skipped``), and when skipping it leaves a
   full read short, the same bucket is read on below the last row instead of moving on;
-- a :class:`~lab.store.hot_layer.HotLayer` (the design's hot window), when given, is merged
-  into every bucket read over the range that read covered (lab.store.hot_layer).
+- a :class:`~lab.store.hot.HotLayer` (the design's hot window), when given, is merged
+  into every bucket read over the range that read covered (lab.store.hot).
 
 One round trip (issue 13). The pseudo-code reads conversation_head, then the first bucket: two
 round trips in sequence for the page every client asks for when a conversation opens. An older
@@ -63,12 +63,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from lab.cluster.connection import Stmt
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.errors import BucketOverflow, ValidationError
-from lab.store.hot_layer import HotLayer, merge_rows
-from lab.store.ids import check_bigint, parse_uuid
-from lab.store.lru import Lru
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
+from lab.store.hot import HotLayer, merge_rows
+from lab.store.rows.ids import check_bigint, parse_uuid
+from lab.store.plumbing.lru import Lru
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 Direction = Literal["older", "newer"]
 DIRECTIONS: tuple[str, ...] = ("older", "newer")
@@ -152,7 +152,7 @@ def _check_limit(limit: object) -> int:
 class HistoryReader:
     """Reads history pages of one store. Statements are prepared on first use, so
     constructing a reader touches nothing (the tables may not exist yet). ``decode``
-    (rows -> messages) defaults to :func:`lab.store.records.decode_rows` with the store's encryptor."""
+    (rows -> messages) defaults to :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, decode: Callable[[list[Any]], list[Message]] | None = None,
                  hot: HotLayer | None = None, written_head: Callable[[uuid.UUID, uuid.UUID], int | None] | None = None,
@@ -164,7 +164,7 @@ class HistoryReader:
         self._written_head = written_head or (lambda _t, _c: None)
         self.connection = ctx.connection
         self.constants = ctx.constants
-        # rows -> messages, the key looked up once per read (lab.store.records.decode_rows)
+        # rows -> messages, the key looked up once per read (lab.store.rows.records.decode_rows)
         self._decode = decode if decode is not None else (lambda rows: decode_rows(rows, ctx.encryptor))
         self._stmts: dict[str, Stmt] = {}
 

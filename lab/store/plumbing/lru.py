@@ -1,5 +1,5 @@
 """A small thread-safe LRU map for the store's per-conversation memories: the head a writer last
-wrote (lab.store.head_writer) and the H a reader last saw (lab.store.read_path). Bounded, so a
+wrote (lab.store.write.head_writer) and the H a reader last saw (lab.store.read.history). Bounded, so a
 process that touches millions of conversations keeps only the recent ones; a forgotten entry
 only costs the read it saved."""
 from __future__ import annotations

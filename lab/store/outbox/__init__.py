@@ -22,10 +22,13 @@ Semantics the store relies on, which an implementation must keep:
 - ``get`` (by key) and ``controls_for`` (CONTROL events of one target) serve the store's
   recovery paths: a retried send replays its first ack, a retried recall finds its event.
   A Redpanda deployment serves them from a compacted topic or the hot window;
-  lab.store.kafka_outbox serves them from an index it builds by tailing the partitions.
+  lab.store.outbox.kafka_log serves them from an index it builds by tailing the partitions.
 
 Implementations are registered by name in :data:`OUTBOXES`; a name may map to
 ``"module:Class"`` so that an implementation's client library is imported only when used.
+
+    kafka_log    KafkaOutbox, the log over the Kafka protocol ("kafka")
+    kafka_index  the index it builds by tailing the partitions (get, controls_for)
 """
 from __future__ import annotations
 
@@ -40,10 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.store.clock import Clock, wall_clock_ms
-from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, GroupCommit, SqliteFile
+from lab.store.plumbing.wall_clock import Clock, wall_clock_ms
+from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, GroupCommit, SqliteFile
 from lab.errors import OutboxError, ValidationError
-from lab.store.ids import check_conversation_seq, parse_uuid
+from lab.store.rows.ids import check_conversation_seq, parse_uuid
 
 __all__ = ["CONTROL_KINDS", "LocalOutbox", "OUTBOXES", "Outbox", "OutboxBatch", "OutboxEntry", "OutboxRecord",
            "OutboxView",
@@ -210,7 +213,7 @@ class LocalOutbox(Outbox):
     An append commits before it returns (``synchronous=FULL``), which is the local
     equivalent of acks=all: once ``append`` returned, a crash does not lose the entry.
     Concurrent appends of one process share a transaction and its fsync (group commit,
-    :class:`~lab.store.sqlite_file.GroupCommit`); each still returns after that COMMIT.
+    :class:`~lab.store.plumbing.sqlite_file.GroupCommit`); each still returns after that COMMIT.
     """
 
     def __init__(self, path: Path | str, *, busy_timeout_seconds: float = SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -250,7 +253,7 @@ class LocalOutbox(Outbox):
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:
-        """One transaction of appends (lab.store.sqlite_file.GroupCommit)."""
+        """One transaction of appends (lab.store.plumbing.sqlite_file.GroupCommit)."""
         return [cls._append_one(conn, item) for item in items]
 
     @classmethod
@@ -366,7 +369,7 @@ def _one_partition(partition: int) -> None:
 
 
 # name -> class, or "module:Class" imported on first use (confluent-kafka only when "kafka" is opened)
-OUTBOXES: dict[str, type[Outbox] | str] = {"local": LocalOutbox, "kafka": "lab.store.kafka_outbox:KafkaOutbox"}
+OUTBOXES: dict[str, type[Outbox] | str] = {"local": LocalOutbox, "kafka": "lab.store.outbox.kafka_log:KafkaOutbox"}
 
 
 def open_outbox(name: str, **options: Any) -> Outbox:

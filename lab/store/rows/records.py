@@ -29,9 +29,9 @@ from cassandra.query import UNSET_VALUE
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
 from lab.errors import CryptoError, KeyDestroyed, ValidationError
-from lab.store.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import MessageState, MessageType, RetentionClass, parse_enum
+from lab.store.rows.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
+from lab.store.rows.media import MediaMetadata, MentionTargets
+from lab.store.rows.model import MessageState, MessageType, RetentionClass, parse_enum
 
 __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message", "RECORD_SCHEMA_VERSION",
            "columns_from_wire", "columns_to_wire", "decode_row", "decode_rows", "encode_record", "open_payload",
@@ -315,7 +315,7 @@ def _decode(row: Any, encryptor: Encryptor, openers: dict) -> Message:
         "media": None if media is None else MediaMetadata.decode(media),
         "reply_to_conversation_seq": reply_to,
         "mentions": None if mentions is None else MentionTargets.decode(mentions),
-        # Recalled stays recalled: only a recall sets the coordinate (lab.store.recall), so a row
+        # Recalled stays recalled: only a recall sets the coordinate (lab.store.write.recall), so a row
         # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
         "state": MessageState.RECALLED if recall_seq is not None else _enum(MessageState, state or 0),
         "recall_event_conversation_seq": recall_seq,

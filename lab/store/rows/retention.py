@@ -26,8 +26,8 @@ from pathlib import Path
 
 from lab.constants import Constants
 from lab.errors import ConfigError, ValidationError
-from lab.store.ids import parse_uuid
-from lab.store.model import RetentionClass, parse_enum
+from lab.store.rows.ids import parse_uuid
+from lab.store.rows.model import RetentionClass, parse_enum
 
 __all__ = ["CASSANDRA_MAX_TTL_SECONDS", "NO_TTL", "RetentionClass", "RetentionPolicy",
            "parse_retention_class"]

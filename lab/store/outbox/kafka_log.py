@@ -19,7 +19,7 @@ How each semantic of :mod:`lab.store.outbox` is kept:
   second record with the same key. The first record of a key *in log order* is the entry;
   ``append`` waits until its own offset is indexed (below) and returns the first one, with
   ``duplicate=True`` when that is not its own. Readers and consumers skip the later copies;
-- ``get`` and ``controls_for``: served from an index (lab.store.kafka_index) this process builds by tailing every
+- ``get`` and ``controls_for``: served from an index (lab.store.outbox.kafka_index) this process builds by tailing every
   partition from its start (a consumer with no group, in a thread): key -> first (partition,
   offset), and every CONTROL entry by target. Before answering, the index catches up to the
   partition's high watermark (one ListOffsets request), so an append acknowledged anywhere
@@ -53,8 +53,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
-from lab.store.ids import check_conversation_seq
-from lab.store.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
+from lab.store.rows.ids import check_conversation_seq
+from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
                                    encode_value, kafka_error, next_messages, parse_key, partition_of, record_key)
 from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
 

@@ -1,4 +1,4 @@
-"""The Kafka outbox's record codec and its index (lab.store.kafka_outbox).
+"""The Kafka outbox's record codec and its index (lab.store.outbox.kafka_log).
 
 A record: key ``tenant/conversation/conversation_seq``, header ``kind``, value the record as
 JSON; its partition is :func:`partition_of` its conversation. :class:`PartitionIndex` tails

@@ -26,7 +26,7 @@ decrypts only in that row. No history of versions is kept (§5.3).
 Archiver mode. The target may be committed but not archived yet (its row is only in the log).
 An UPDATE there would create a row of a few cells, no message_id, which no reader can
 decode. So the path first archives that one message exactly as the archiver will
-(``lab.store.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
+(``lab.store.write.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
 created_at``) and then updates it: the row is whole from its first cell on, and the
 archiver's later INSERT of the same cells at the older timestamp undoes nothing.
 
@@ -38,7 +38,7 @@ is there it rewrites ``state = RECALLED`` with a write time above the state cell
 (``WRITETIME(state) + 1``) and raises InvalidState; after its UPDATE a recall reads the state
 back and does the same if an edit's cell won (clocks of two writers can disagree). Readers
 never wait for that repair: a row carrying a recall coordinate decodes as RECALLED
-(lab.store.records), and recovery never re-applies an edit over a recall.
+(lab.store.rows.records), and recovery never re-applies an edit over a recall.
 
 TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
 without ``USING TTL`` the new state/payload cells would never expire and would keep a
@@ -58,17 +58,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lab.store.archiver import archive_statements
-from lab.store.context import StoreContext
+from lab.store.write.archiver import archive_statements
+from lab.store.plumbing.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
-from lab.store.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
-from lab.store.model import MessageState, RetentionClass, parse_enum
+from lab.store.rows.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.rows.model import MessageState, RetentionClass, parse_enum
 from lab.store.outbox import CONTROL_KINDS, KIND_EDIT, KIND_MESSAGE, KIND_RECALL, Outbox, OutboxEntry, OutboxRecord
-from lab.store.records import MESSAGE_RECORD_KEY, seal_payload
-from lab.store.sequence import SequenceAllocator
+from lab.store.rows.records import MESSAGE_RECORD_KEY, seal_payload
+from lab.store.write.sequence import SequenceAllocator
 
 if TYPE_CHECKING:
-    from lab.store.hot_window import HotWindow
+    from lab.store.hot.redis_window import HotWindow
 
 __all__ = ["EditResult", "RECOVERY_GROUP", "RecallPath", "RecallResult"]
 

@@ -36,7 +36,7 @@ class DedupState(enum.IntEnum):
 
 
 class RetentionClass(enum.IntEnum):
-    """§2.1's set; the policy that turns it into a TTL lives in :mod:`lab.store.retention`.
+    """§2.1's set; the policy that turns it into a TTL lives in :mod:`lab.store.rows.retention`.
 
     Defined here with the other tinyint enums so row types can use it without importing
     the policy module.

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lab.cluster.connection import Stmt
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.errors import NotFound
-from lab.store.ids import blob_to_u128, parse_uuid, u128_to_blob
-from lab.store.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row
+from lab.store.rows.ids import blob_to_u128, parse_uuid, u128_to_blob
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row
 
 _INDEX_KEY = ("tenant_id", "message_id")
 

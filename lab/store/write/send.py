@@ -46,21 +46,21 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
-from lab.store.context import StoreContext
+from lab.store.plumbing.context import StoreContext
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
-from lab.store.head import HeadUpdate
-from lab.store.head_writer import HeadWriter
-from lab.store.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import DedupState, MessageType, RetentionClass, parse_enum
+from lab.store.write.head import HeadUpdate
+from lab.store.write.head_writer import HeadWriter
+from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.rows.media import MediaMetadata, MentionTargets
+from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
 from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry, OutboxRecord
-from lab.store.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, columns_from_wire, columns_to_wire,
+from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, columns_from_wire, columns_to_wire,
                       encode_record, record_values)
-from lab.store.retention import parse_retention_class
-from lab.store.sequence import SequenceAllocator
+from lab.store.rows.retention import parse_retention_class
+from lab.store.write.sequence import SequenceAllocator
 
 if TYPE_CHECKING:
-    from lab.store.hot_window import HotWindow
+    from lab.store.hot.redis_window import HotWindow
 
 __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
            "record_statements", "validate_send"]
@@ -193,7 +193,7 @@ class WritePath:
         self.sequences = sequences
         self.head = head
         self.archiver_mode = archiver_mode
-        self.hot = hot  # archiver mode's hot window (lab.store.hot_window.HotWindow), or None
+        self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
 
     # -- the path -----------------------------------------------------------------------------
     def send(self, request: SendRequest) -> SendAck:
