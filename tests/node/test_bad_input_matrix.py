@@ -17,13 +17,9 @@ from collections.abc import Callable
 
 import pytest
 
-from lab.store.read.batch import BatchEntry
 from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidRequest, InvalidSeq, KeyDestroyed, LabError,
                         NotFound, UnknownEnum, UnknownRetentionClass, ValidationError)
-from lab.store.rows.ids import BIT63, U128_MAX
-from lab.store.rows.media import MediaMetadata, MentionTargets
-from lab.store.rows.model import MessageState
-from lab.store import HeadUpdate, MessageStore
+from lab.store import BIT63, BatchEntry, HeadUpdate, MediaMetadata, MentionTargets, MessageState, MessageStore, U128_MAX
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node

@@ -26,10 +26,8 @@ from dataclasses import dataclass
 import pytest
 
 from lab.errors import CrashInjected
-from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
-from lab.store.rows.ids import blob_to_u128, u128_to_blob
-from lab.store.rows.model import DedupState, MessageState
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS
+from lab.store import (CRASH_POINTS, DedupState, FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState, blob_to_u128,
+                       u128_to_blob)
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
 
 OUTBOXES = ("local", "kafka")

@@ -9,9 +9,7 @@ import uuid
 import pytest
 
 from lab.errors import HotWindowError
-from lab.store.hot.redis_window import HotWindow
-from lab.store.rows.ids import u128_to_blob
-from lab.store.rows.model import MessageState
+from lab.store import HotWindow, MessageState, u128_to_blob
 
 pytestmark = pytest.mark.node
 DAY_SECONDS = 86_400

@@ -11,7 +11,7 @@ import pytest
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
 from lab.store.outbox.kafka_log import KafkaOutbox, partition_of
-from lab.store.outbox import OUTBOXES, OutboxRecord, open_outbox
+from lab.store import OUTBOXES, OutboxRecord, open_outbox
 
 pytestmark = pytest.mark.node
 

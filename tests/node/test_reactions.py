@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ValidationError
-from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES
+from lab.store import NO_REACTION, REACTION_KEY_MAX_BYTES
 from lab.cluster.tracing import traced
 
 pytestmark = pytest.mark.node

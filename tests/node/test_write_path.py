@@ -8,12 +8,8 @@ import uuid
 import pytest
 
 from lab.errors import Bit63Violation, CrashInjected
-from lab.store.plumbing.faults import FaultPlan
-from lab.store.write.head import HeadUpdate
-from lab.store.rows.ids import BIT63, blob_to_u128, u128_to_blob
-from lab.store.rows.media import MediaMetadata, MentionTargets
-from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.rows.retention import RetentionPolicy
+from lab.store import (BIT63, DedupState, FaultPlan, HeadUpdate, MediaMetadata, MentionTargets, MessageState,
+                       MessageType, RetentionClass, RetentionPolicy, blob_to_u128, u128_to_blob)
 from store_checks import (dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows,
                           snapshot_tables)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from lab.errors import CrashInjected, ValidationError
-from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
+from lab.store import CRASH_POINTS, FaultPlan
 
 
 def test_armed_point_fires_then_disarms():

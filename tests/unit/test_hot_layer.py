@@ -4,8 +4,7 @@ from __future__ import annotations
 import uuid
 
 from lab.store.hot import merge_rows
-from lab.store.rows.model import MessageType
-from lab.store.rows.records import Message
+from lab.store import Message, MessageType
 
 T, C = uuid.uuid4(), uuid.uuid4()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from lab.store.hot.redis_window import _member, _parse
-from lab.store.rows.ids import u128_to_blob
+from lab.store import u128_to_blob
 
 T, C = uuid.uuid4(), uuid.uuid4()
 

@@ -10,8 +10,7 @@ from collections import namedtuple
 import pytest
 
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.rows.media import MediaMetadata, MentionTargets
-from lab.store.rows.model import MessageState, MessageType, RetentionClass
+from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, encode_record
 
 T, C, S = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)

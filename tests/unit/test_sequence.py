@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from lab.errors import Bit63Violation
-from lab.store.rows.ids import BIT63, MessageIdGenerator
+from lab.store import BIT63, MessageIdGenerator
 from lab.store.write.sequence import SequenceAllocator
 
 WINDOW = 16

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import CalibrationError
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, halves
@@ -116,8 +116,7 @@ class Result:
 
 
 def _entries(rows: pd.DataFrame) -> list[Any]:
-    from lab.store.read.batch import BatchEntry
-    from lab.store.rows.ids import compose_message_id
+    from lab.store import BatchEntry, compose_message_id
 
     return [BatchEntry(conversation_id=uuid.UUID(str(r.conversation_id)), conversation_seq=int(r.conversation_seq),
                        message_id=compose_message_id(time_ms=int(r.created_at_ms), node_id=1, counter=int(r.row)))
