@@ -148,7 +148,7 @@ class MessageStore:
         window's Redis are; in archiver mode with ``hot_window="redis"`` the commit path writes
         the hot window and history / batch reads merge it (lab.store.hot.redis_window)."""
         if not isinstance(config, ClusterConfig):
-            raise ValidationError("config must be a lab.config.ClusterConfig", field="config")
+            raise ValidationError("config must be a lab.cluster.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,8 @@ from store_checks import new_request, snapshot_tables
 pytestmark = pytest.mark.node
 
 # Calls of MessageStore that take no caller data worth a matrix (lifecycle, schema, recovery).
-NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close", "advance_earliest_all"}
+NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close", "advance_earliest_all",
+                  "baseline_statements"}
 # Covered by tests/test_bad_input.py (and here with the cases it lacks).
 ALSO_IN_TEST_BAD_INPUT = {"send", "recall", "edit"}
 

@@ -58,7 +58,7 @@ def _serialize(message) -> bytes:
 
 @dataclass(frozen=True, kw_only=True)
 class MediaMetadata:
-    """Mirrors ``lab.common.MediaMetadata``; ``size_bytes`` is the proto's ``bytes`` field
+    """Mirrors the proto message ``lab.common.MediaMetadata``; ``size_bytes`` is the proto's ``bytes`` field
     (renamed so the builtin type stays usable in this class and the unit is in the name)."""
 
     object_id: str = ""
@@ -107,7 +107,7 @@ class MediaMetadata:
 
 @dataclass(frozen=True, kw_only=True)
 class MentionTargets:
-    """Mirrors ``lab.common.MentionTargets``; user ids are UUIDs, 16 raw bytes on the wire."""
+    """Mirrors the proto message ``lab.common.MentionTargets``; user ids are UUIDs, 16 raw bytes on the wire."""
 
     user_ids: tuple[uuid.UUID, ...] = ()
     at_all: bool = False

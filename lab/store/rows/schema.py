@@ -209,9 +209,3 @@ def check_schema(conn: Any, keyspace: str, constants: Constants) -> list[SchemaD
             diffs.append(SchemaDifference(table=spec.name, what="comment", expected=spec.comment, actual=t.comment))
     return diffs
 
-
-def assert_schema(conn: Any, keyspace: str, constants: Constants) -> None:
-    diffs = check_schema(conn, keyspace, constants)
-    if diffs:
-        raise SchemaError(f"{keyspace}: schema differs from the design:\n  " + "\n  ".join(map(str, diffs)),
-                          keyspace=keyspace, differences=diffs)

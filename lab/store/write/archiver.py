@@ -5,7 +5,7 @@ the outbox and writes message_record and message_index in batches:
 
 - plain INSERTs (no LWT): the primary key makes a replay land on the same row, so running
   a batch twice, or after a crash before the offset commit, stores the same rows;
-- the *remaining* TTL, created_at + period - now (lab.retention), so a late archive expires
+- the *remaining* TTL, created_at + period - now (lab.store.rows.retention), so a late archive expires
   when the message would have; an already-expired message is skipped and counted
   (``archiver_expired_skipped``) because ``USING TTL 0`` would keep it forever;
 - write time pinned to the message's created_at (``USING TIMESTAMP``): a recall or edit

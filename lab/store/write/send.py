@@ -1,14 +1,14 @@
-"""The send path, design §5.1, with crash points between every step (lab.faults).
+"""The send path, design §5.1, with crash points between every step (lab.store.plumbing.faults).
 
     0  validate every input (typed ValidationError, nothing written yet)
-    2  allocate conversation_seq / message_id / last_activity_id   (lab.sequence)
-       seal the payload                                          (lab.records)
+    2  allocate conversation_seq / message_id / last_activity_id   (lab.store.write.sequence)
+       seal the payload                                            (lab.store.rows.records)
     1  client_dedup reserve: INSERT ... IF NOT EXISTS, state=RESERVED, carrying the ids
     3  message_record + message_index, USING TTL of the retention class   (skipped in archiver mode)
-    4  outbox append                                             (lab.outbox)
+    4  outbox append                                               (lab.store.outbox)
     5  client_dedup state=COMMITTED
     6  SEND_ACK
-    7  conversation_head update on a background thread           (lab.head)
+    7  conversation_head update on a background thread             (lab.store.write.head_writer)
 
 Why step 2 runs before step 1 (a choice the design leaves open; it lists 1 then 2). A retry
 must return the FIRST ack, whatever instant the first attempt died at, so the reservation
@@ -32,7 +32,7 @@ A retry whose reservation exists:
 - Attempts racing (two resumes, or a resume beside a first attempt still in flight, from
   threads or processes sharing the outbox): the first outbox append wins and every ack names its
   columns; an attempt whose append turned out to be a duplicate rewrites the row with
-  them, so its own earlier row write cannot outlive the winner's (tests/test_concurrency.py).
+  them, so its own earlier row write cannot outlive the winner's (tests/node/test_concurrency.py).
 
 Retention: the record's TTL is the *remaining* period from the message's created_at
 (equal to the full period on a first attempt), so a resumed send never outlives its class;
@@ -121,7 +121,7 @@ def _check_text(name: str, value: object, *, max_chars: int, error: type[Validat
         raise error(f"{name} must be a str, got {type(value).__name__}", field=name, value=value)
     if not value or len(value) > max_chars:
         raise error(f"{name} must have 1..{max_chars} characters, got {len(value)}", field=name, value=value)
-    if key:  # a key (client_message_id): UTF-8 and no control characters (lab.ids.check_text_key)
+    if key:  # a key (client_message_id): UTF-8 and no control characters (lab.store.rows.ids.check_text_key)
         return check_text_key(value, field=name, error=error)
     try:
         value.encode("utf-8")  # CQL text is UTF-8; lone surrogates would fail at bind time
@@ -153,10 +153,10 @@ def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max
         _check_text("custom_type", request.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
     if request.media is not None:
         if not isinstance(request.media, MediaMetadata):
-            raise ValidationError("media must be a lab.media.MediaMetadata", field="media")
+            raise ValidationError("media must be a lab.store.MediaMetadata", field="media")
         request.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
     if request.mentions is not None and not isinstance(request.mentions, MentionTargets):
-        raise ValidationError("mentions must be a lab.media.MentionTargets", field="mentions")
+        raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
     reply_to = request.reply_to_conversation_seq
     if reply_to is not None:
         reply_to = check_conversation_seq(reply_to, column="reply_to_conversation_seq")

@@ -12,7 +12,7 @@ Invariants: the first value of a conversation is 1; values only grow, across res
 processes; every value passes the bit-63 guard (S-2) *before* it is handed out, so an
 exhausted sequence raises :class:`~lab.errors.Bit63Violation` ahead of any write.
 
-``allocate`` also mints message_id and last_activity_id (lab.ids.MessageIdGenerator) in the
+``allocate`` also mints message_id and last_activity_id (lab.store.rows.ids.MessageIdGenerator) in the
 same critical section, so within one writer message_id order follows conversation_seq order.
 """
 from __future__ import annotations

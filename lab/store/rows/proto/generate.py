@@ -4,7 +4,7 @@
     python -m lab.store.rows.proto.generate --out DIR    # writes DIR/common_pb2.py instead
 
 The generated module is committed so that the runtime needs ``protobuf`` only, not
-``grpcio-tools`` (a dev dependency). ``tests/test_proto.py`` regenerates into a temporary
+``grpcio-tools`` (a dev dependency). ``tests/unit/test_proto.py`` regenerates into a temporary
 directory and compares bytes, so a ``.proto`` edit without regeneration, or a generator
 upgrade, fails the tests instead of drifting; it also checks the installed protobuf runtime
 is at least the generator's version, which generated code requires.
