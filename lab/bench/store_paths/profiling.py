@@ -291,7 +291,7 @@ def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int
     """Wall time of one grouped batch against the CQL it issues: ``batch_read`` vs the same
     statements executed raw (``store.prepare_raw`` + ``execute_concurrent``, rows fetched and not
     decoded), the record statements alone, and the naive point reads; p50 and min per side."""
-    from lab.store.records import MESSAGE_RECORD_COLUMNS
+    from lab.store import MESSAGE_RECORD_COLUMNS
 
     width = store.constants.message_seq_bucket_width
     groups = collections.defaultdict(list)
