@@ -143,14 +143,14 @@ def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
                        "--report", str(report), *(["--split", str(out / "grouped_split.txt")] if split else [])]
                 log(f"profile {mode} ({view}, {fmt})")
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                if done.returncode != 0:
-                    raise BenchError(f"py-spy record of {mode!r} failed (exit {done.returncode}): "
-                                     f"{(done.stderr or done.stdout).strip()[-400:]}", mode=mode)
+                # py-spy exits 0 whatever its child did: the workload's report says it finished
+                if done.returncode != 0 or not report.exists():
+                    raise BenchError(f"profiling {mode!r} ({view}, {fmt}) failed (py-spy exit {done.returncode}): "
+                                     f"{(done.stderr or done.stdout).strip()[-800:]}", mode=mode)
                 files.append(path)
-                if report.exists():
-                    keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
-                    keyspaces.append(keyspace)
-                    report.unlink()
+                keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
+                keyspaces.append(keyspace)
+                report.unlink()
             top_path = out / f"{mode}{suffix}.top.md"
             top_path.write_text(top(out / f"{mode}{suffix}.txt"))
             files.append(top_path)
