@@ -44,7 +44,7 @@ from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerat
                                 compose_message_id, parse_uuid, seq_bucket, split_message_id, u128_to_blob)
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
 from lab.store.rows.retention import NO_TTL, RetentionPolicy
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
 from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
@@ -66,7 +66,7 @@ from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reacti
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
            "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
            "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
-           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditResult", "FaultPlan",
+           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EncodedRecord", "EditResult", "FaultPlan",
            "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "MediaMetadata",
            "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "MessageIdGenerator",
            "MessageState", "MessageStore", "MessageType", "NO_REACTION", "NO_TTL", "open_outbox", "Outbox",

@@ -54,8 +54,7 @@ from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
 from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry, OutboxRecord
-from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, columns_from_wire, columns_to_wire,
-                      encode_record, record_values)
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, encode_record
 from lab.store.rows.retention import parse_retention_class
 from lab.store.write.sequence import SequenceAllocator
 
@@ -167,7 +166,7 @@ def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max
                    retention_class=parse_retention_class(request.retention_class))
 
 
-def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: int, *,
+def record_statements(ctx: StoreContext, record: EncodedRecord, ttl_seconds: int, *,
                       timestamp_us: int | None = None, index: bool = True) -> list[tuple[Stmt, tuple]]:
     """The message_record + message_index upserts of one message (commit path, archiver,
     seeding; ``index=False`` leaves message_index out).
@@ -177,11 +176,9 @@ def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: i
     """
     timed = timestamp_us is not None
     extra = (ttl_seconds, timestamp_us) if timed else (ttl_seconds,)
-    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record_values(columns) + extra)]
+    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record.values() + extra)]
     if index:
-        statements.append((ctx.prepare(_INDEX_INSERT[timed]),
-                           (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
-                            columns["conversation_seq"], columns["seq_bucket"]) + extra))
+        statements.append((ctx.prepare(_INDEX_INSERT[timed]), record.index_values() + extra))
     return statements
 
 
@@ -203,13 +200,13 @@ class WritePath:
         alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
-        columns = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
-                               last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
+        record = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
+                              last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
         self.ctx.faults.hit("after_allocate")
         applied, existing = self._reserve(req, alloc.message_id, alloc.conversation_seq, created_at_ms)
         if applied:
             self.ctx.faults.hit("after_reserve")
-            return self._finish(req, columns, entry=None, replayed=False)
+            return self._finish(req, record, entry=None, replayed=False)
         return self._retry(req, existing)
 
     def _retry(self, req: SendRequest, existing: Any) -> SendAck:
@@ -228,55 +225,55 @@ class WritePath:
         if entry is None:
             entry = self._check_slot_free(req, seq, message_id)
         if entry is None:
-            columns = self._encode(req, message_id=message_id, seq=seq,
-                                   last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
+            record = self._encode(req, message_id=message_id, seq=seq,
+                                  last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
         else:
-            columns = columns_from_wire(entry.record.payload["columns"])
-        return self._finish(req, columns, entry=entry, replayed=True)
+            record = _logged_record(entry)
+        return self._finish(req, record, entry=entry, replayed=True)
 
-    def _finish(self, req: SendRequest, columns: dict[str, Any], *, entry: OutboxEntry | None,
+    def _finish(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
                 replayed: bool) -> SendAck:
-        """Steps 3-7 with the ids in ``columns``; each write is an idempotent upsert."""
-        seq, created_at_ms = columns["conversation_seq"], columns["created_at"]
+        """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert."""
+        seq, created_at_ms = record.conversation_seq, record.created_at
         if not self.archiver_mode:
-            self._write_record(req, columns)
+            self._write_record(req, record)
         elif self.hot is not None:  # archiver mode: step 3 writes the hot window instead (§2.1 note)
-            self.hot.put(columns)
+            self.hot.put(record)
         self.ctx.faults.hit("after_record")
         if entry is None:
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
-                kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
-            if entry.duplicate:  # first append wins; a fresh entry holds our own columns
-                columns = columns_from_wire(entry.record.payload["columns"])
+                kind=KIND_MESSAGE, payload={"columns": record.to_wire()}))
+            if entry.duplicate:  # first append wins; a fresh entry holds our own record
+                record = _logged_record(entry)
             if entry.duplicate and not self.archiver_mode:
                 # A concurrent attempt of this same send (another thread, process or node
                 # that found our reservation) appended first, with its own last_activity_id
                 # and sealing. Its entry is what every ack names, so the row we just wrote
                 # is overwritten with it: log, row and ack agree whoever wrote last.
-                self._write_record(req, columns)
+                self._write_record(req, record)
             elif entry.duplicate and self.hot is not None:
-                self.hot.put(columns)  # the same for the hot copy: one slot per seq, the winner's columns
+                self.hot.put(record)  # the same for the hot copy: one slot per seq, the winner's record
         self.ctx.faults.hit("after_outbox")
-        self._commit(req, columns)
+        self._commit(req, record)
         self.ctx.faults.hit("after_commit")
-        ack = SendAck(message_id=blob_to_u128(columns["message_id"]), conversation_seq=seq,
-                      last_activity_id=blob_to_u128(columns["last_activity_id"]), created_at_ms=created_at_ms,
+        ack = SendAck(message_id=blob_to_u128(record.message_id), conversation_seq=seq,
+                      last_activity_id=blob_to_u128(record.last_activity_id), created_at_ms=created_at_ms,
                       replayed=replayed)
         self.ctx.faults.hit("before_ack")
         self._submit_head(req, ack)
         return ack
 
     # -- steps --------------------------------------------------------------------------------
-    def _write_record(self, req: SendRequest, columns: dict[str, Any]) -> None:
+    def _write_record(self, req: SendRequest, record: EncodedRecord) -> None:
         """Step 3: message_record + message_index with the remaining TTL of the class."""
         ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
+                                                       created_at_ms=record.created_at, now_ms=self.ctx.clock_ms())
         if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
-            self.ctx.connection.execute_concurrent(record_statements(self.ctx, columns, ttl))
+            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl))
 
     def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
-                created_at_ms: int) -> dict[str, Any]:
+                created_at_ms: int) -> EncodedRecord:
         c = self.ctx.constants
         message = Message(
             tenant_id=req.tenant_id, conversation_id=req.conversation_id,
@@ -295,15 +292,15 @@ class WritePath:
                                                  created_at_ms)).one()
         return bool(row[0]), row  # not applied: the row carries the existing reservation's columns
 
-    def _commit(self, req: SendRequest, columns: dict[str, Any]) -> None:
+    def _commit(self, req: SendRequest, record: EncodedRecord) -> None:
         # Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
         # COMMITTED cell never outlives the ids it vouches for.
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
-        ttl = max(1, -(-(columns["created_at"] + window_ms - self.ctx.clock_ms()) // 1000))
+        ttl = max(1, -(-(record.created_at + window_ms - self.ctx.clock_ms()) // 1000))
         stmt = self.ctx.prepare(COMMIT_CQL)
         self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
-                                           int(DedupState.COMMITTED), columns["message_id"],
-                                           columns["conversation_seq"], columns["created_at"], req.tenant_id,
+                                           int(DedupState.COMMITTED), record.message_id,
+                                           record.conversation_seq, record.created_at, req.tenant_id,
                                            req.sender_id, req.client_message_id))
 
     def _submit_head(self, req: SendRequest, ack: SendAck) -> None:
@@ -349,3 +346,8 @@ class WritePath:
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
         return entry
+
+
+def _logged_record(entry: OutboxEntry) -> EncodedRecord:
+    """The sealed record a logged message carries (what every ack of it names)."""
+    return EncodedRecord.from_wire(entry.record.payload["columns"])
