@@ -34,7 +34,8 @@ from lab.cluster.connection import Connection, Stmt, connect
 from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
-from lab.store.outbox import OUTBOXES, Outbox, OutboxEntry, OutboxRecord, OutboxView, open_outbox
+from lab.store.outbox import (OUTBOXES, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord, OutboxView,
+                              RecallEvent, open_outbox)
 from lab.store.plumbing.alerts import ALERT_NAMES, Alerts
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
@@ -61,19 +62,19 @@ from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CON
 from lab.store.read.lookup import AdminLookup
 from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary
 
-# Everything a caller outside lab/store/ may import (HotWindow on first use: it needs redis);
-# the modules behind it are private.
+# What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
            "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
            "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
-           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EncodedRecord", "EditResult", "FaultPlan",
-           "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "MediaMetadata",
-           "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "MessageIdGenerator",
-           "MessageState", "MessageStore", "MessageType", "NO_REACTION", "NO_TTL", "open_outbox", "Outbox",
-           "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid", "REACTION_KEY_MAX_BYTES",
-           "ReactionSummary", "RecallResult", "RetentionClass", "RetentionPolicy", "SchemaDifference", "Seeder",
-           "SendAck", "SendRequest", "seq_bucket", "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs",
-           "TableSpec", "U128_MAX", "u128_to_blob", "validate_send", "wall_clock_ms"]
+           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
+           "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
+           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY",
+           "MessageIdGenerator", "MessagePayload", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
+           "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
+           "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
+           "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
+           "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs", "TableSpec", "U128_MAX", "u128_to_blob",
+           "validate_send", "wall_clock_ms"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"

@@ -53,7 +53,7 @@ from lab.store.write.head_writer import HeadWriter
 from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
-from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry, OutboxRecord
+from lab.store.outbox import MessagePayload, Outbox, OutboxEntry, OutboxRecord
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, encode_record
 from lab.store.rows.retention import parse_retention_class
 from lab.store.write.sequence import SequenceAllocator
@@ -213,7 +213,7 @@ class WritePath:
         message_id = blob_to_u128(existing.message_id)
         seq, created_at_ms = existing.conversation_seq, existing.created_at
         entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
-        if entry is not None and entry.record.payload["columns"]["message_id"] != u128_to_blob(message_id).hex():
+        if entry is not None and not _holds(entry, message_id):
             entry = None  # that seq of *this* conversation is another message: see the checks below
         if existing.state == DedupState.COMMITTED:
             last_activity_id = self._committed_activity_id(req, seq, message_id, entry)
@@ -243,7 +243,7 @@ class WritePath:
         if entry is None:
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
-                kind=KIND_MESSAGE, payload={"columns": record.to_wire()}))
+                payload=MessagePayload(record=record)))
             if entry.duplicate:  # first append wins; a fresh entry holds our own record
                 record = _logged_record(entry)
             if entry.duplicate and not self.archiver_mode:
@@ -322,7 +322,7 @@ class WritePath:
 
     def _committed_activity_id(self, req: SendRequest, seq: int, message_id: int, entry: OutboxEntry | None) -> int:
         if entry is not None:
-            return blob_to_u128(bytes.fromhex(entry.record.payload["columns"]["last_activity_id"]))
+            return blob_to_u128(_logged_record(entry).last_activity_id)
         stored = self._record_ids(req, seq)
         if stored is not None and stored[0] == message_id:
             return stored[1]
@@ -342,12 +342,22 @@ class WritePath:
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
         entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
-        if entry is not None and entry.record.payload["columns"]["message_id"] != u128_to_blob(message_id).hex():
+        if entry is not None and not _holds(entry, message_id):
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
         return entry
 
 
+def _holds(entry: OutboxEntry, message_id: int) -> bool:
+    """Whether a log entry is the message ``message_id`` (not another message, not a CONTROL event)."""
+    payload = entry.record.payload
+    return isinstance(payload, MessagePayload) and payload.record.message_id == u128_to_blob(message_id)
+
+
 def _logged_record(entry: OutboxEntry) -> EncodedRecord:
     """The sealed record a logged message carries (what every ack of it names)."""
-    return EncodedRecord.from_wire(entry.record.payload["columns"])
+    payload = entry.record.payload
+    if not isinstance(payload, MessagePayload):  # a CONTROL event holds that key: not this message
+        raise InvalidId("the log holds a CONTROL event at this message's coordinate", kind=entry.record.kind,
+                        conversation_seq=entry.record.conversation_seq)
+    return payload.record
