@@ -54,7 +54,7 @@ from lab.store.write.head import ConversationHead, HeadUpdate, read_head
 from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
 from lab.store.write.recall import EditResult, RecallPath, RecallResult
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
-from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath, validate_send
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath
 from lab.store.write.sequence import Allocation, SequenceAllocator
 from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
 from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL,
@@ -74,7 +74,7 @@ __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GR
            "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
            "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
            "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs", "TableSpec", "U128_MAX", "u128_to_blob",
-           "validate_send", "wall_clock_ms"]
+           "wall_clock_ms"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"

@@ -1,6 +1,7 @@
 """The send path, design §5.1, with crash points between every step (lab.store.plumbing.faults).
 
-    0  validate every input (typed ValidationError, nothing written yet)
+    0  the request checked itself when built (SendRequest), the store's size limits here
+       (typed ValidationError, nothing written yet)
     2  allocate conversation_seq / message_id / last_activity_id   (lab.store.write.sequence)
        seal the payload                                            (lab.store.rows.records)
     1  client_dedup reserve: INSERT ... IF NOT EXISTS, state=RESERVED, carrying the ids
@@ -41,8 +42,9 @@ admin index does not keep pointing at expired rows forever.
 """
 from __future__ import annotations
 
+import functools
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
 __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
-           "record_statements", "validate_send"]
+           "record_statements"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
 # and bounds the partition key of client_dedup.
@@ -83,37 +85,6 @@ _INDEX_INSERT = {timed: "INSERT INTO {ks}.message_index (tenant_id, message_id, 
                         f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}" for timed, using in _USING.items()}
 
 
-@dataclass(frozen=True, kw_only=True)
-class SendRequest:
-    """What a client sends. Ids may be UUIDs or their strings, enums members/ints/names;
-    :func:`validate_send` normalises and checks everything before the store writes."""
-
-    tenant_id: uuid.UUID
-    conversation_id: uuid.UUID
-    sender_id: uuid.UUID
-    sender_device_id: uuid.UUID
-    client_message_id: str
-    body: bytes = field(default=b"", repr=False)
-    message_type: MessageType = MessageType.TEXT
-    media: MediaMetadata | None = None
-    mentions: MentionTargets | None = None
-    reply_to_conversation_seq: int | None = None
-    retention_class: RetentionClass = RetentionClass.DEFAULT
-    e2ee: bool = False
-    custom_type: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SendAck:
-    """SEND_ACK: the message is COMMITTED (§11.2), not that anyone received it."""
-
-    message_id: int
-    conversation_seq: int
-    last_activity_id: int
-    created_at_ms: int
-    replayed: bool = False
-
-
 def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError],
                 key: bool = False) -> str:
     if not isinstance(value, str):
@@ -129,41 +100,73 @@ def _check_text(name: str, value: object, *, max_chars: int, error: type[Validat
     return value
 
 
-def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max_bytes: int) -> SendRequest:
-    """A normalised copy of ``request``, or a typed ValidationError. Writes nothing."""
-    if not isinstance(request, SendRequest):
-        raise ValidationError(f"send takes a SendRequest, got {type(request).__name__}", field="request")
-    ids = {name: parse_uuid(getattr(request, name))
-           for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id")}
-    client_message_id = _check_text("client_message_id", request.client_message_id,
-                                    max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True)
-    body = request.body
-    if not isinstance(body, (bytes, bytearray, memoryview)):
-        raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
-    body = bytes(body)
-    if len(body) > payload_max_bytes:
-        raise PayloadTooLarge(f"body is {len(body)} B, over the {payload_max_bytes} B limit",
-                              field="body", size=len(body), limit=payload_max_bytes)
-    message_type = parse_enum(MessageType, request.message_type)
-    if message_type is MessageType.CONTROL:  # CONTROL events are the store's own (recall/edit)
-        raise UnknownEnum("message_type CONTROL is reserved for recall/edit events", enum="MessageType",
-                          value=request.message_type)
-    if request.custom_type is not None:
-        _check_text("custom_type", request.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
-    if request.media is not None:
-        if not isinstance(request.media, MediaMetadata):
+@dataclass(frozen=True, kw_only=True)
+class SendRequest:
+    """What a client sends, checked and normalised when it is built: ids may be UUIDs or their
+    strings, enums members, ints or names; anything else is a typed ValidationError (InvalidId,
+    UnknownEnum, Bit63Violation, ...) before the store sees it, so a bad request never reaches
+    a write. The size limits are the store's own (its constants): :meth:`check_limits`, which
+    ``send`` calls first."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    sender_id: uuid.UUID
+    sender_device_id: uuid.UUID
+    client_message_id: str
+    body: bytes = field(default=b"", repr=False)
+    message_type: MessageType = MessageType.TEXT
+    media: MediaMetadata | None = None
+    mentions: MentionTargets | None = None
+    reply_to_conversation_seq: int | None = None
+    retention_class: RetentionClass = RetentionClass.DEFAULT
+    e2ee: bool = False
+    custom_type: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = functools.partial(object.__setattr__, self)
+        for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id"):
+            set_(name, parse_uuid(getattr(self, name)))
+        set_("client_message_id", _check_text("client_message_id", self.client_message_id,
+                                              max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True))
+        if not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"body must be bytes, got {type(self.body).__name__}", field="body")
+        set_("body", bytes(self.body))
+        message_type = parse_enum(MessageType, self.message_type)
+        if message_type is MessageType.CONTROL:  # CONTROL events are the store's own (recall/edit)
+            raise UnknownEnum("message_type CONTROL is reserved for recall/edit events", enum="MessageType",
+                              value=self.message_type)
+        set_("message_type", message_type)
+        if self.custom_type is not None:
+            _check_text("custom_type", self.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
+        if self.media is not None and not isinstance(self.media, MediaMetadata):
             raise ValidationError("media must be a lab.store.MediaMetadata", field="media")
-        request.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
-    if request.mentions is not None and not isinstance(request.mentions, MentionTargets):
-        raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
-    reply_to = request.reply_to_conversation_seq
-    if reply_to is not None:
-        reply_to = check_conversation_seq(reply_to, column="reply_to_conversation_seq")
-    if not isinstance(request.e2ee, bool):
-        raise ValidationError(f"e2ee must be a bool, got {request.e2ee!r}", field="e2ee")
-    return replace(request, **ids, client_message_id=client_message_id, body=body, message_type=message_type,
-                   reply_to_conversation_seq=reply_to,
-                   retention_class=parse_retention_class(request.retention_class))
+        if self.mentions is not None and not isinstance(self.mentions, MentionTargets):
+            raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
+        if self.reply_to_conversation_seq is not None:
+            set_("reply_to_conversation_seq",
+                 check_conversation_seq(self.reply_to_conversation_seq, column="reply_to_conversation_seq"))
+        if not isinstance(self.e2ee, bool):
+            raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
+        set_("retention_class", parse_retention_class(self.retention_class))
+
+    def check_limits(self, *, payload_max_bytes: int, thumbnail_max_bytes: int) -> None:
+        """PayloadTooLarge when the body or the media thumbnail is over a store's limits."""
+        if len(self.body) > payload_max_bytes:
+            raise PayloadTooLarge(f"body is {len(self.body)} B, over the {payload_max_bytes} B limit",
+                                  field="body", size=len(self.body), limit=payload_max_bytes)
+        if self.media is not None:
+            self.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendAck:
+    """SEND_ACK: the message is COMMITTED (§11.2), not that anyone received it."""
+
+    message_id: int
+    conversation_seq: int
+    last_activity_id: int
+    created_at_ms: int
+    replayed: bool = False
 
 
 def record_statements(ctx: StoreContext, record: EncodedRecord, ttl_seconds: int, *,
@@ -193,10 +196,11 @@ class WritePath:
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
 
     # -- the path -----------------------------------------------------------------------------
-    def send(self, request: SendRequest) -> SendAck:
+    def send(self, req: SendRequest) -> SendAck:
+        if not isinstance(req, SendRequest):
+            raise ValidationError(f"send takes a SendRequest, got {type(req).__name__}", field="request")
         c = self.ctx.constants
-        req = validate_send(request, payload_max_bytes=c.payload_max_bytes,
-                            thumbnail_max_bytes=c.media_thumbnail_max_bytes)
+        req.check_limits(payload_max_bytes=c.payload_max_bytes, thumbnail_max_bytes=c.media_thumbnail_max_bytes)
         alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
