@@ -134,32 +134,33 @@ def encode_record(message: Message, encryptor: Encryptor, *,
     payload, dek_id = seal_payload(message.body, e2ee=message.e2ee, encryptor=encryptor,
                                    tenant_id=message.tenant_id, conversation_id=message.conversation_id,
                                    conversation_seq=seq)
-    return EncodedRecord(
-        tenant_id=message.tenant_id,
-        conversation_id=message.conversation_id,
-        seq_bucket=check_bigint(bucket, column="seq_bucket"),
-        conversation_seq=seq,
-        message_id=u128_to_blob(message.message_id),
-        last_activity_id=u128_to_blob(message.last_activity_id),
-        sender_id=message.sender_id,
-        sender_device_id=message.sender_device_id,
-        client_message_id=message.client_message_id,
-        message_type=int(message.message_type),
-        custom_type=message.custom_type,
-        schema_version=int(message.schema_version),
-        payload_or_ciphertext=payload,
-        media_metadata=None if message.media is None else message.media.encode(thumbnail_max_bytes=thumbnail_max_bytes),
-        reply_to_conversation_seq=_opt_bigint(message.reply_to_conversation_seq, "reply_to_conversation_seq"),
-        mention_targets=None if message.mentions is None else message.mentions.encode(),
-        state=int(message.state),
-        recall_event_conversation_seq=_opt_bigint(message.recall_event_conversation_seq,
+    return EncodedRecord.of({
+        "tenant_id": message.tenant_id,
+        "conversation_id": message.conversation_id,
+        "seq_bucket": check_bigint(bucket, column="seq_bucket"),
+        "conversation_seq": seq,
+        "message_id": u128_to_blob(message.message_id),
+        "last_activity_id": u128_to_blob(message.last_activity_id),
+        "sender_id": message.sender_id,
+        "sender_device_id": message.sender_device_id,
+        "client_message_id": message.client_message_id,
+        "message_type": int(message.message_type),
+        "custom_type": message.custom_type,
+        "schema_version": int(message.schema_version),
+        "payload_or_ciphertext": payload,
+        "media_metadata": None if message.media is None
+        else message.media.encode(thumbnail_max_bytes=thumbnail_max_bytes),
+        "reply_to_conversation_seq": _opt_bigint(message.reply_to_conversation_seq, "reply_to_conversation_seq"),
+        "mention_targets": None if message.mentions is None else message.mentions.encode(),
+        "state": int(message.state),
+        "recall_event_conversation_seq": _opt_bigint(message.recall_event_conversation_seq,
                                                   "recall_event_conversation_seq"),
-        edited_at_activity_id=None if message.edited_at_activity_id is None
+        "edited_at_activity_id": None if message.edited_at_activity_id is None
         else u128_to_blob(message.edited_at_activity_id),
-        created_at=check_bigint(message.created_at_ms, column="created_at"),
-        retention_class=int(message.retention_class),
-        dek_id=dek_id.as_tuple(),
-    )
+        "created_at": check_bigint(message.created_at_ms, column="created_at"),
+        "retention_class": int(message.retention_class),
+        "dek_id": dek_id.as_tuple(),
+    })
 
 
 # --- decode -----------------------------------------------------------------------------------
