@@ -242,7 +242,7 @@ class MessageStore:
     def check_schema(self) -> list[SchemaDifference]:
         return check_schema(self.connection, self.keyspace, self.constants)
 
-    # ---- write side (write_path, head, archiver, recall) ----------------------------------
+    # ---- write side (write/: send, head, archiver, recall) -------------------------------
     def send(self, request: SendRequest) -> SendAck:
         """§5.1: dedup reserve, allocate, record (+index), outbox, COMMITTED, ack; head async.
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
@@ -332,7 +332,7 @@ class MessageStore:
         """Rows written as the store's paths write them, without send (lab.store.write.seeding)."""
         return self._parts.seeder
 
-    # ---- read side (read_path, batch_read, reactions, lookup) -----------------------------
+    # ---- read side (read/: history, batch, reactions, lookup) ----------------------------
     @property
     def body_cache(self) -> BodyCache:
         """This node's body LRU (§4.3). Recall / edit / erasure must discard what they change."""
