@@ -61,7 +61,7 @@ def test_a_mixed_batch_decodes_as_its_rows_do_one_by_one(enc, seed):
     for seq in range(1, 41):
         if seq == 20:
             enc.rotate(T, CONVERSATIONS[0])  # rows of two key versions in one batch
-        columns = _fresh_uuids(encode_record(_message(rng.choice(CONVERSATIONS), seq, rng), enc))
+        columns = _fresh_uuids(vars(encode_record(_message(rng.choice(CONVERSATIONS), seq, rng), enc)))
         rows.append(Row(**columns) if rng.random() < 0.8 else dict(columns))
     rng.shuffle(rows)
     batch = decode_rows(rows, enc)
@@ -71,7 +71,7 @@ def test_a_mixed_batch_decodes_as_its_rows_do_one_by_one(enc, seed):
 
 
 def test_the_batch_raises_what_the_row_raises(enc):
-    good = [encode_record(_message(CONVERSATIONS[0], s, random.Random(s)), enc) for s in range(1, 4)]
+    good = [vars(encode_record(_message(CONVERSATIONS[0], s, random.Random(s)), enc)) for s in range(1, 4)]
     moved = Row(**(good[0] | {"conversation_seq": 9}))               # a ciphertext copied to another row
     tampered = Row(**(good[1] | {"payload_or_ciphertext": good[1]["payload_or_ciphertext"][:-1] + b"\0"}))
     other_key = Row(**(good[2] | {"conversation_id": CONVERSATIONS[1]}))   # dek_id of another conversation
@@ -88,7 +88,7 @@ def test_the_batch_raises_what_the_row_raises(enc):
 
 def test_an_erased_conversation_in_a_batch(enc):
     rng = random.Random(1)
-    rows = [Row(**encode_record(_message(CONVERSATIONS[i % 2], i + 1, rng), enc)) for i in range(6)]
+    rows = [Row(**vars(encode_record(_message(CONVERSATIONS[i % 2], i + 1, rng), enc))) for i in range(6)]
     enc.destroy(T, CONVERSATIONS[1])
     with pytest.raises(KeyDestroyed):
         decode_rows(rows, enc)
@@ -99,7 +99,7 @@ def test_an_erased_conversation_in_a_batch(enc):
 
 def test_a_recall_coordinate_wins_over_a_racing_state_cell(enc):
     """A row carrying the recall coordinate reads RECALLED whatever its state cell says."""
-    columns = encode_record(dataclasses.replace(_message(CONVERSATIONS[0], 3, random.Random(0)),
-                                                recall_event_conversation_seq=99, state=MessageState.EDITED), enc)
+    columns = vars(encode_record(dataclasses.replace(_message(CONVERSATIONS[0], 3, random.Random(0)),
+                                                     recall_event_conversation_seq=99, state=MessageState.EDITED), enc))
     [m] = decode_rows([Row(**columns)], enc)
     assert m.state is MessageState.RECALLED and m == decode_row(Row(**columns), enc)
