@@ -9,6 +9,7 @@
     worker_seed  a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     loadgen_cpu  the load generator's CPU while it runs
+    operation_cpu  loader CPU per call of each operation (the calling thread's measured, the rest shared)
     plan         a load run's plan (LAB_LOAD_PLAN), per-worker key ranges, message templates
     pacing       open-loop schedules: per-user due times through a stage table, staircase
     audit        the acks log and the read-back audit (lost / duplicated must be 0)
