@@ -2,6 +2,7 @@
 
     runner       ``lab load``: check, seed, run Locust (headless or its web UI), collect, audit
     processes    the Locust processes: command lines, environment, start, stop by PID
+    locust_run   one Locust run, written once: start, gate, watch (live status, deadline), stop on Ctrl-C/SIGTERM
     distributed  ``lab load --master`` / ``--worker``: one run over several load machines
     coordinator  the master's HTTP side channel: plan out, start gate, results and audits back
     load_folders where a load writes; ``--run-id`` reuse of an earlier load's seed and history
