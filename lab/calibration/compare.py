@@ -6,8 +6,8 @@ time and for the service time; a notebook's rounds, per group of its samples tab
 raw per-request samples (they are autocorrelated: a rank test on them called two identical
 runs different), with Holm's correction over every test of one comparison. Each test says its
 direction and size in words ("B slower by 25%") with B/A's 95% interval. Samples and interval
-logs are read by :mod:`lab.results.rundata`; the text, page and JSON are
-:mod:`lab.results.compare_page`'s.
+logs are read by :mod:`lab.calibration.rundata`; the text, page and JSON are
+:mod:`lab.calibration.compare_page`'s.
 
 Comparable runs only (:func:`comparability`): two load runs with a different mode (closed
 loop vs fixed rate), user count, requested rate or profile, or two runs on a different server
@@ -29,8 +29,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from lab.errors import CalibrationError
-from lab.results.compare_page import to_html, to_text, write_comparison
-from lab.results.rundata import RunData, load_run
+from lab.calibration.compare_page import to_html, to_text, write_comparison
+from lab.calibration.rundata import RunData, load_run
 from lab.measure import a_over_b, bootstrap_ci, holm, interval_test, summarize_samples, window_medians
 from lab.measure.significance import IntervalTest, verdict
 from lab.measure.stats import ALPHA
