@@ -202,6 +202,8 @@ def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA
                                 "test": _test(f"{tbl} [{key}]", ga[key], gb[key], made)})
     holm([row for row, _ in made], alpha)
     for row, result in made:
+        row.setdefault("p_adjusted", None)  # no test made: one shape for every row of comparison.json
+        row.setdefault("significant", None)
         row["verdict"] = verdict(result, significant=row.get("significant"), p_adjusted=row.get("p_adjusted"))
     return cmp
 
