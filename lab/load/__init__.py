@@ -13,6 +13,7 @@
     loader_sizing  loader CPU per call -> processes and machines a rate needs; ``--processes auto``
     metrics_endpoint  the live counts in Prometheus' text format (``--metrics-port``)
     staircase_figure  a staircase's latency against its rate (``staircase.png``)
+    thread_driver  a fixed rate from a thread pool in the caller's process (the notebooks' load), judged the same way
     seed         a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     cpu          the load generator's CPU while it runs
