@@ -31,9 +31,11 @@ from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.plan import LoadPlan
 from lab.load.processes import Processes, child_env, display_host, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
+from lab.load.run_monitor import RunMonitor, finish_summary
 from lab.load.runner import (SUMMARY_FILE, LoadError, LoadOptions, LoadResult, _sigterm_as_interrupt, _wait,
-                             audit_run, build_plan, prepare, seed_workers, wait_ready, write_t0)
-from lab.load.summary import AckCounts, ack_counts, summarize_run
+                             audit_run, build_plan, prepare, seed_workers, start_metrics, wait_ready, write_t0)
+from lab.load.loader_sizing import driver_name
+from lab.load.summary import AckCounts, ack_counts
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
@@ -43,6 +45,8 @@ DEFAULT_JOIN_TIMEOUT_SECONDS = 600.0   # the workers are started by hand on othe
 DEFAULT_RESULTS_TIMEOUT_SECONDS = 600.0  # after the run: each worker audits, then sends its files
 REMOTE_START_LEAD_SECONDS = 2.0        # t0 ahead of now: every worker polls the coordinator in time
 WORKER_FILES = ("totals/{w}.json", "hdr/{w}.hlog", "acks/{w}.csv", "locust-{w}.log")
+LIVE_FILE = "totals/{w}.json"            # forwarded once a second while the run lasts: the master's live counts
+FORWARD_SECONDS = 1.0
 
 
 def _lab_version() -> str | None:
@@ -60,6 +64,19 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
     if expect_workers < 1:
         raise LoadError(f"expect at least 1 worker, got {expect_workers}", expect_workers=expect_workers)
     options = dataclasses.replace(options, processes=expect_workers)
+    metrics = start_metrics(options)  # a taken port fails here, before any folder exists
+    try:
+        return _master(config, options, expect_workers=expect_workers, bind_host=bind_host, port=port,
+                       join_timeout_seconds=join_timeout_seconds, results_timeout_seconds=results_timeout_seconds,
+                       progress=progress, metrics=metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int, bind_host: str, port: int,
+            join_timeout_seconds: float, results_timeout_seconds: float, progress: LoadProgress,
+            metrics: object) -> LoadResult:
     folder, env = prepare(config, options, progress)
     load_folders.create(folder)
     plan = build_plan(options, folder, workers=expect_workers, start_gate=options.web is None)
@@ -74,6 +91,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
     procs = Processes(folder.load_dir / "locust.stdout.txt")
     interrupted = False
     cpu: CpuMonitor | None = None
+    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options))
     try:
         with _sigterm_as_interrupt():
             try:
@@ -91,11 +109,14 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
                                     f"{folder.load_dir / 'locust.log'}", load_dir=str(folder.load_dir))
                 hosts = ", ".join(f"{i}: {w['host']} ({w['address']})" for i, w in sorted(coordinator.workers.items()))
                 progress.phase(f"all {expect_workers} worker(s) ready: {hosts}")
+                if metrics is not None:
+                    progress.phase(f"metrics: {metrics.url} (Prometheus text format, every worker's counts)")
                 if plan.start_gate:
                     t0 = wall_seconds() + REMOTE_START_LEAD_SECONDS
                     write_t0(folder.load_dir, t0)  # the master's shape reads it
                     coordinator.publish_t0(t0)
                     plan = dataclasses.replace(plan, t0=t0)
+                    monitor.plan = plan
                     progress.phase(f"running {plan.end_seconds:g} s on {expect_workers} worker(s)")
                 else:
                     url = f"http://{options.web.host}:{web_port}"
@@ -105,7 +126,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
                                    "Ctrl-C here ends the run: the workers' audits and the summary follow")
                 cpu = CpuMonitor(procs.pids, folder.load_dir / "cpu.csv", plan.t0 or wall_seconds())
                 cpu.start()
-                _wait(plan, procs, options, progress)
+                _wait(plan, procs, options, monitor)
             except KeyboardInterrupt:
                 interrupted = options.web is None
                 progress.done()
@@ -127,11 +148,12 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
         if w.get("audit"):
             audit.merge(AuditResult.from_json(w["audit"]))
     write_json(folder.load_dir / "audit.json", audit)
-    summary = summarize_run(plan, folder.load_dir, cpu=None, interrupted=interrupted,
-                            exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
-                            parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
-                            | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
-                               "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
+    summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
+                             web=options.web is not None,
+                             exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
+                             parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
+                             | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
+                                "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
     summary = dataclasses.replace(summary, audit=audit if options.audit else None)
     write_json(folder.load_dir / SUMMARY_FILE, summary)
     if missing:
@@ -197,8 +219,10 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
                     cpu = CpuMonitor(procs.pids, folder.load_dir / f"cpu-{plan.worker_name()}.csv",
                                      plan.t0 or wall_seconds())
                     cpu.start()
+                    live = folder.load_dir / LIVE_FILE.format(w=plan.worker_name())
                     while procs.running():  # Locust's worker ends when its master quits
-                        time.sleep(0.5)
+                        _forward(client, index, live, LIVE_FILE.format(w=plan.worker_name()))
+                        time.sleep(FORWARD_SECONDS)
                 except KeyboardInterrupt:
                     progress.phase("stopping this worker")
                     procs.stop(30)
@@ -219,6 +243,13 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
                           "exit_code": procs.exit_codes()[0] if procs.procs else None})
     return WorkerResult(index=index, load_dir=folder.load_dir, acks=ack_counts(folder.load_dir), audit=result_audit,
                         state_root=folder.state_root)
+
+
+def _forward(client: CoordinatorClient, index: int, path: Path, name: str) -> None:
+    """This worker's latest snapshot to the master (its live status, metrics and verdict read it)."""
+    if path.exists():
+        with contextlib.suppress(CoordinatorError, OSError):
+            client.put_file(index, name, path)
 
 
 def _add_machine(totals_path: Path, client: CoordinatorClient, cpu: CpuMonitor | None, plan: LoadPlan) -> None:

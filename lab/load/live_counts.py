@@ -23,8 +23,7 @@ them through :func:`read_counts`, so the live status line, the Prometheus endpoi
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from typing import Any
 from lab.measure.hdr import OpStats, merge_stats
 
 TOTALS_DIR = "totals"
+EDGE_SECONDS = 0.25  # timeline points are taken on interval edges, give or take the event loop's delay
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,14 +99,14 @@ class ProcessSnapshot:
     def cpu_percent(self, start_s: float, end_s: float) -> float | None:
         """Mean CPU of this process over [start_s, end_s] (seconds after t0), % of one core;
         None when its timeline does not cover at least one interval of it."""
-        pts = [p for p in self.timeline if start_s - 1e-6 <= p.t <= end_s + 1e-6]
+        pts = [p for p in self.timeline if start_s - EDGE_SECONDS <= p.t <= end_s + EDGE_SECONDS]
         if len(pts) < 2 or pts[-1].t - pts[0].t <= 0:
             return None
         return 100.0 * (pts[-1].cpu_seconds - pts[0].cpu_seconds) / (pts[-1].t - pts[0].t)
 
     def cpu_percent_max(self, start_s: float, end_s: float) -> float | None:
         """The highest one-interval CPU of the process inside [start_s, end_s], % of one core."""
-        pts = [p for p in self.timeline if start_s - 1e-6 <= p.t <= end_s + 1e-6]
+        pts = [p for p in self.timeline if start_s - EDGE_SECONDS <= p.t <= end_s + EDGE_SECONDS]
         rates = [100.0 * (b.cpu_seconds - a.cpu_seconds) / (b.t - a.t) for a, b in zip(pts, pts[1:]) if b.t > a.t]
         return max(rates) if rates else None
 
@@ -186,10 +186,23 @@ class LiveCounts:
         for p in self.processes:
             pct = p.cpu_percent(start_s, end_s)
             if pct is not None:
-                pts = [q for q in p.timeline if start_s - 1e-6 <= q.t <= end_s + 1e-6]
+                pts = [q for q in p.timeline if start_s - EDGE_SECONDS <= q.t <= end_s + EDGE_SECONDS]
                 total += pts[-1].cpu_seconds - pts[0].cpu_seconds
                 any_ = True
         return total if any_ else None
+
+    def cpu_total(self, start_s: float, end_s: float) -> tuple[int, float | None, float | None]:
+        """All load processes together over the stretch, in % of one core: (intervals, mean, the
+        highest one-interval total)."""
+        per: dict[float, float] = {}
+        for p in self.processes:
+            pts = [q for q in p.timeline if start_s - EDGE_SECONDS <= q.t <= end_s + EDGE_SECONDS]
+            for a, b in zip(pts, pts[1:]):
+                if b.t > a.t:
+                    key = round(b.t)
+                    per[key] = per.get(key, 0.0) + 100.0 * (b.cpu_seconds - a.cpu_seconds) / (b.t - a.t)
+        means = [m for m in (p.cpu_percent(start_s, end_s) for p in self.processes) if m is not None]
+        return len(per), (sum(means) if means else None), (max(per.values()) if per else None)
 
     def window(self, start_s: float, end_s: float) -> tuple[int, float | None, list[tuple[float, float]]]:
         """Calls finished in [start_s, end_s] (from the timelines), the loader CPU seconds
@@ -197,7 +210,7 @@ class LiveCounts:
         minus mean service latency in ms of the calls that interval finished)."""
         calls, lag = 0, {}
         for p in self.processes:
-            pts = [q for q in p.timeline if start_s - 1e-6 <= q.t <= end_s + 1e-6]
+            pts = [q for q in p.timeline if start_s - EDGE_SECONDS <= q.t <= end_s + EDGE_SECONDS]
             if len(pts) >= 2:
                 calls += pts[-1].calls - pts[0].calls
             for a, b in zip(pts, pts[1:]):
@@ -223,10 +236,3 @@ def read_counts(load_dir: Path | str, *, final_only: bool = False) -> LiveCounts
     snaps = [read_snapshot(p) for p in sorted((Path(load_dir) / TOTALS_DIR).glob("*.json"))]
     return LiveCounts(processes=tuple(s for s in snaps if s is not None and (s.final or not final_only)))
 
-
-def merge_counts(parts: Iterable[LiveCounts]) -> LiveCounts:
-    return LiveCounts(processes=tuple(p for part in parts for p in part.processes))
-
-
-def finite(v: float | None) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v

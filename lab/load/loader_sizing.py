@@ -17,6 +17,7 @@ says before the measured window what the rate needs.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -160,3 +161,29 @@ class SizingBook:
         data[f"{cost.profile}/{cost.driver}"] = cost.to_json()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.path, data)
+
+
+def driver_name(options: Any) -> str:
+    return "threads" if options.native_threads else "gevent"
+
+
+def resolve_processes(options: Any, home: Path, progress: Any = None) -> Any:
+    """``LoadOptions`` with ``processes=None`` (``--processes auto``) resolved: what the rate needs
+    by the loader cost learned for the profile, at most the usable cores; every usable core when
+    nothing is learned yet."""
+    if options.processes is not None:
+        return options
+    phase = progress.phase if progress is not None else (lambda _text: None)
+    cost = SizingBook(home).get(options.profile, driver_name(options))
+    top = max((s.rate for s in options.stages()), default=None)
+    limit = options.limits.max_loader_cpu_percent_of_core
+    n = auto_processes(top, cost, max_cpu_percent_of_core=limit)
+    if top is None:
+        phase("--processes auto: 1 process (closed loop: the verdict's CPU check says when one is not enough)")
+    elif cost is None:
+        phase(f"--processes auto: {n} (every usable core): no loader cost learned yet for profile "
+              f"{options.profile}; measured during this run's warmup")
+    else:
+        phase(f"--processes auto, learned from run {cost.run_id}: "
+              + size(top, cost, processes=n, max_cpu_percent_of_core=limit).advice())
+    return dataclasses.replace(options, processes=n)

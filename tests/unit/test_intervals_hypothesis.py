@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from lab.measure import bootstrap_ci, bootstrap_rounds, interval_of, mean_ci, percentile
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
-REPLICATES = 300
-SETTINGS = settings(max_examples=8, deadline=None, derandomize=True,
+REPLICATES = 200
+SETTINGS = settings(max_examples=4, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -40,33 +40,34 @@ def test_the_t_interval_of_a_normal_mean_covers_95_percent(mu, sigma, n, seed):
     assert low_band <= hits / REPLICATES <= high_band, (hits, n)
 
 
-@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(scale=st.floats(0.1, 1000.0), n=st.integers(12, 40), seed=st.integers(0, 2**32 - 1))
 def test_the_round_bootstrap_of_a_median_covers_about_95_percent(scale, n, seed):
     """cpu_cost's interval: the median over rounds, rounds resampled whole (exponential
     rounds: skewed, like a CPU cost with bursts of someone else's load)."""
     rng = np.random.default_rng(seed)
     truth = scale * math.log(2)
-    hits, reps = 0, 120
+    hits, reps = 0, 80
     for i in range(reps):
         xs = rng.exponential(scale, n)
-        low, high = interval_of(bootstrap_rounds(n, lambda idx: percentile(xs[idx], 50), resamples=300, seed=i))
+        low, high = interval_of(bootstrap_rounds(n, lambda idx: percentile(xs[idx], 50), resamples=200, seed=i))
         hits += low <= truth <= high
     assert 0.85 <= hits / reps <= 1.0, (hits, n)
 
 
-@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(mu=st.floats(-10, 10), n=st.integers(20, 60), seed=st.integers(0, 2**32 - 1))
 def test_the_sample_bootstrap_of_a_mean_covers_about_95_percent(mu, n, seed):
     rng = np.random.default_rng(seed)
-    hits, reps = 0, 120
+    hits, reps = 0, 80
     for i in range(reps):
         xs = rng.normal(mu, 1.0, n)
-        low, high = bootstrap_ci(xs, np.mean, resamples=300, seed=i)
+        low, high = bootstrap_ci(xs, np.mean, resamples=200, seed=i)
         hits += low <= mu <= high
     assert 0.85 <= hits / reps <= 1.0, (hits, n)
 
 
+@settings(deadline=None, max_examples=30)
 @given(n=st.integers(0, MIN_INTERVAL_ROUNDS - 1), seed=st.integers(0, 1000))
 def test_no_interval_from_fewer_than_five_rounds(n, seed):
     xs = np.random.default_rng(seed).normal(0, 1, n)
@@ -76,6 +77,7 @@ def test_no_interval_from_fewer_than_five_rounds(n, seed):
     assert bootstrap_ci(xs, np.mean) == (None, None)
 
 
+@settings(deadline=None, max_examples=10)
 @given(n=st.integers(MIN_INTERVAL_ROUNDS, 30), seed=st.integers(0, 1000))
 def test_an_interval_holds_its_estimate_strictly_inside_when_the_rounds_differ(n, seed):
     """The cpu_cost bug: the median of 2 rounds was the lower one and its bootstrap low the
@@ -83,5 +85,5 @@ def test_an_interval_holds_its_estimate_strictly_inside_when_the_rounds_differ(n
     interval spans values on both sides."""
     xs = np.random.default_rng(seed).normal(10, 1, n)
     est = percentile(xs, 50)
-    low, high = interval_of(bootstrap_rounds(n, lambda idx: percentile(xs[idx], 50)))
+    low, high = interval_of(bootstrap_rounds(n, lambda idx: percentile(xs[idx], 50), resamples=300))
     assert low < high and low <= est <= high

@@ -20,7 +20,7 @@ def stats(ok: int, *, errors: int = 0, outcomes: int = 0, us: int = 1000) -> OpS
 
 
 def timeline(cpu_per_second: float, calls_per_second: int, lag_ms: float, seconds: int = 10):
-    return tuple(TimelinePoint(t=float(t), cpu_seconds=cpu_per_second * t, calls=calls_per_second * t,
+    return tuple(TimelinePoint(t=float(t), cpu_seconds=round(cpu_per_second * t, 4), calls=calls_per_second * t,
                                service_us=1000.0 * calls_per_second * t,
                                corrected_us=(1000.0 + 1000 * lag_ms) * calls_per_second * t)
                  for t in range(seconds + 1))
@@ -37,6 +37,7 @@ def test_a_snapshot_round_trips_through_its_file(tmp_path):
     s = snap("worker-0", ok=50, seconds=10, errors=2, outcomes=3)
     s = ProcessSnapshot(**{**s.__dict__, "late": {"send": stats(4)}, "warmup_calls": 7, "in_flight": 2,
                            "extra": {"acks": 50, "driver": "native-threads"}})
+    (tmp_path / "totals").mkdir()
     write_json(tmp_path / "totals" / "worker-0.json", s.to_json())
     (back,) = read_counts(tmp_path).processes
     assert back.calls == 55 and back.late["send"].count == 4 and back.warmup_calls == 7

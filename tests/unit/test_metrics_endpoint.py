@@ -51,7 +51,7 @@ def test_the_endpoint_serves_the_latest_state_over_http():
     assert fams["lab_load_loader_bound"].samples[0].value == 0
     lat = {(s.labels.get("operation"), s.labels.get("latency"), s.labels.get("quantile"), s.name): s.value
            for s in fams["lab_load_latency_seconds"].samples}
-    assert lat[("send", "service", "0.5", "lab_load_latency_seconds")] == pytest.approx(0.002, rel=0.01)
+    assert lat[("send", "service", "0.5", "lab_load_latency_seconds")] == pytest.approx(0.003, rel=0.01)
     assert lat[("send", "corrected", "0.99", "lab_load_latency_seconds")] == pytest.approx(0.0405, rel=0.01)
     assert lat[("send", "service", None, "lab_load_latency_seconds_count")] == 5
 
