@@ -41,7 +41,9 @@ class Processes(click.ParamType):
 # what a worker takes from the master's plan, never from its own command line
 _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "duration": "--duration",
                "warmup": "--warmup", "processes": "--processes", "max_loader_cpu": "--max-loader-cpu",
-               "metrics_port": "--metrics-port", "staircase_max": "--staircase", "step": "--step", "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor", "run_id": "--run-id",
+               "metrics_port": "--metrics-port", "metrics_host": "--metrics-host", "staircase_max": "--staircase",
+               "step": "--step", "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor",
+               "run_id": "--run-id",
                "web": "--web", "expect_workers": "--expect-workers"}
 
 
@@ -65,6 +67,8 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.option("--metrics-port", type=PORT, default=None,
               help="serve the live counts in Prometheus' text format at http://127.0.0.1:PORT/metrics (off by "
                    "default; 9470 is the lab's usual port)")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="address the metrics endpoint listens on (0.0.0.0 for a Prometheus on another machine)")
 @click.option("--staircase", "staircase_max", type=POSITIVE, default=None,
               help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
 @click.option("--step", "step", type=Duration(), default="20s", show_default=True, help="length of each staircase step")
@@ -100,7 +104,8 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.pass_context
 def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
          warmup: float | None, processes: int | None, max_loader_cpu: float, allow_loader_bound: bool,
-         metrics_port: int | None, staircase_max: float | None, step: float, seed_size: str, driver_mode: str,
+         metrics_port: int | None, metrics_host: str, staircase_max: float | None, step: float, seed_size: str,
+         driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
          as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
          master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig) -> None:
@@ -136,6 +141,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
     options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=duration,
                           warmup_seconds=warmup, processes=processes, staircase_max=staircase_max,
                           limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu), metrics_port=metrics_port,
+                          metrics_host=metrics_host,
                           step_seconds=step, seed_size=seed_size, reactor=reactor,
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results,
                           run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)

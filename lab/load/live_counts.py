@@ -45,7 +45,8 @@ class TimelinePoint:
     corrected_us: float    # sum of their corrected latencies (= service in a closed loop)
 
     def to_json(self) -> list[float]:
-        return [round(self.t, 3), round(self.cpu_seconds, 4), self.calls, round(self.service_us), round(self.corrected_us)]
+        return [round(self.t, 3), round(self.cpu_seconds, 4), self.calls, round(self.service_us),
+                round(self.corrected_us)]
 
     @classmethod
     def from_json(cls, row: Sequence[float]) -> TimelinePoint:

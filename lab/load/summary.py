@@ -205,7 +205,8 @@ def requested_over(plan: LoadPlan, start_s: float, end_s: float) -> float | None
     """The plan's mean rate over [start_s, end_s] (seconds after t0); None in a closed loop."""
     if not plan.fixed_rate or end_s <= start_s:
         return None
-    return sum(max(0.0, min(s.end_s, end_s) - max(s.start_s, start_s)) * s.rate for s in plan.stages) / (end_s - start_s)
+    calls = sum(max(0.0, min(s.end_s, end_s) - max(s.start_s, start_s)) * s.rate for s in plan.stages)
+    return calls / (end_s - start_s)
 
 
 def cpu_window(counts: LiveCounts, start_s: float, end_s: float) -> CpuWindow | None:
@@ -263,7 +264,8 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
                 f"the staircase stopped at step {stopped_at_step}: the store's capacity was not reached")))
     return LoadSummary(
         run_id=plan.run_id, profile=plan.profile, mode="fixed-rate" if plan.fixed_rate else "closed-loop",
-        users=plan.users, processes=plan.workers, warmup_seconds=plan.warmup_seconds, measured_seconds=round(seconds, 3),
+        users=plan.users, processes=plan.workers, warmup_seconds=plan.warmup_seconds,
+        measured_seconds=round(seconds, 3),
         requested_rate=round(requested, 2) if requested else None,
         achieved_rate=round(achieved, 2) if achieved is not None else None,
         achieved_over_requested=a_over_b(achieved, requested, digits=4) if requested else None,
