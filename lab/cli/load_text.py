@@ -64,6 +64,17 @@ def operations_lines(s: Any) -> Iterator[str]:
                + ", ".join(f"{k} {units.count(n)}" for k, n in sorted(outcomes.items())))
 
 
+def operation_cpu_lines(s: Any) -> Iterator[str]:
+    """Loader CPU per call and calls/s per loader core, per operation (lab.load.operation_cpu)."""
+    costs = {op: c for op, c in s.operation_cpu.items() if c.loader_cpu_ms_per_call is not None}
+    if not costs:
+        return
+    yield ("  loader CPU per call (the calling thread's measured, the process's other CPU apportioned) and calls/s "
+           "one loader core sustains:")
+    yield "    " + ", ".join(f"{op} {units.fmt(c.loader_cpu_ms_per_call)} ms ({units.rate(c.calls_per_loader_core_second)})"
+                             for op, c in costs.items())
+
+
 def steps_lines(s: Any) -> Iterator[str]:
     if not s.steps:
         return
@@ -146,6 +157,7 @@ def summary_lines(s: Any) -> Iterator[str]:
         per_call = (f"; {units.fmt(s.loader_cpu_ms_per_call)} ms of loader CPU per call"
                     if s.loader_cpu_ms_per_call else "")
         yield f"  load generator CPU over the measured window, % of each process's core: {per}{per_call}"
+    yield from operation_cpu_lines(s)
     for w in s.workers:
         m = w.machine or {}
         if m:

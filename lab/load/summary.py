@@ -22,6 +22,7 @@ from typing import Any
 from lab.load.audit import AuditResult, read_acks
 from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
 from lab.load.live_counts import LiveCounts, read_counts
+from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
 from lab.load.verdict import Limits, Verdict, judge, lag_trend
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
@@ -131,6 +132,8 @@ class LoadSummary:
     loader_cpu_ms_per_call: float | None = None        # the load processes' CPU over the window / its calls
     staircase_stopped_at_step: int | None = None       # 1-based: the first loader-bound step (a staircase stops)
     sizing: Mapping[str, Any] | None = None            # what the rate needs of the loader (lab.load.loader_sizing)
+    operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
+    services: Mapping[str, Any] = field(default_factory=dict)  # the outbox and hot window the stores used
 
     @property
     def workers_reporting(self) -> int:
@@ -169,6 +172,10 @@ class LoadSummary:
         out["loader_cpu_ms_per_call"] = self.loader_cpu_ms_per_call
         if self.sizing is not None:
             out["sizing"] = dict(self.sizing)
+        if self.operation_cpu:
+            out["operation_cpu"] = {"note": APPORTIONED_NOTE, **{op: c.to_json() for op, c in self.operation_cpu.items()}}
+        if self.services:
+            out["services"] = dict(self.services)
         return out
 
 
@@ -283,7 +290,23 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         in_flight_at_end=summarize({"late": late_all}, elapsed_seconds=0, fixed_rate=plan.fixed_rate)["late"],
         in_flight_by_operation={op: s.count for op, s in sorted(late.items())}, warmup_calls=counts.warmup_calls,
         loader_cpu_ms_per_call=round(1000 * cpu_seconds / allops.count, 4) if cpu_seconds and allops.count else None,
-        staircase_stopped_at_step=stopped_at_step)
+        staircase_stopped_at_step=stopped_at_step,
+        operation_cpu=operation_cpu(counts, stats, cpu_seconds))
+
+
+def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_seconds: float | None,
+                  ) -> dict[str, OperationCpu]:
+    """Loader CPU per operation over the measured window (lab.load.operation_cpu), when every worker
+    timed its calls' threads (native-thread workers; a gevent worker cannot); the processes' CPU
+    over the window comes from their timelines, as the verdict's does."""
+    caller = [p.extra.get("caller_cpu_seconds") for p in counts.processes]
+    if not caller or any(c is None for c in caller):
+        return {}
+    summed: dict[str, float] = {}
+    for c in caller:
+        for op, value in c.items():
+            summed[op] = summed.get(op, 0.0) + value
+    return apportion({op: s.count for op, s in stats.items()}, summed, process_cpu_seconds)
 
 
 def step_summary(plan: LoadPlan, load_dir: Path, counts: LiveCounts, *, limits: Limits | None = None,

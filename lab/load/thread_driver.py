@@ -18,7 +18,7 @@ import numpy as np
 
 from lab.load.pacing import FixedRateSchedule
 from lab.load.verdict import LagTrend, Limits, judge
-from lab.measure import now_ns
+from lab.measure import Stopwatch, now_ns
 from lab.measure.hdr import OpStats, latencies_us
 
 
@@ -41,7 +41,7 @@ def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: i
         with lock:
             stats.record(service, corrected, error=error)
 
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for k in range(n):
             due = schedule.due_ns(k)
@@ -49,7 +49,7 @@ def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: i
             if wait > 0:
                 time.sleep(wait)
             pool.submit(one, k, due)
-    return stats, time.perf_counter() - t0
+    return stats, watch.seconds()
 
 
 def loader_bound(window: Any, limits: Limits | None = None) -> bool:

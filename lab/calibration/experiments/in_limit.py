@@ -45,6 +45,7 @@ from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
 from lab.measure.process_cpu import CpuMeter
 from lab.measure.percentiles import nearest_rank
+from lab.results.jsonio import flatten
 
 _SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
                        "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")
@@ -118,10 +119,7 @@ class Result:
                "recommended_per_row_us_ci_high": self.per_row_interval[1],
                "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
                "loader_bound_rounds": self.loader_bound_rounds, "loader_bound": self.loader_bound}
-        for k in ps.index:
-            out[f"in{k}_p50_ms"] = float(ps.loc[k, "p50_ms"])
-            out[f"in{k}_p99_ms"] = float(ps.loc[k, "p99_ms"])
-            out[f"in{k}_per_row_us"] = float(ps.loc[k, "per_row_us"])
+        out |= flatten(self.per_size, "in{in_size}_{value}", {"p50_ms": float, "p99_ms": float, "per_row_us": float})
         if self.recommended is not None:
             out["recommended_p99_ms"] = float(ps.loc[self.recommended, "p99_ms"])
             out["recommended_per_row_us"] = float(ps.loc[self.recommended, "per_row_us"])

@@ -64,6 +64,9 @@ class LoadContext:
         self.sent: list[tuple[Any, Any]] = []  # recent (request, ack) pairs senders may retry
         self._counter = 0
         self._t0_wall = plan.t0
+        self._t0_ns: int | None = None  # t0 on lab.measure's clock, converted once t0 is known
+        self._t0_ns_of = 0.0
+        self.caller_cpu_ns: dict[str, int] = {}  # measured calls' CPU in the threads that ran them, per operation
         self._closed = False
         self._test_since: float | None = None  # wall clock of the running test's start (web UI: several)
         self._measured_seconds = 0.0
@@ -75,6 +78,7 @@ class LoadContext:
         self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
         self.hdr_path = load_dir / "hdr" / f"{plan.worker_name()}.hlog"
         self.totals_path = load_dir / "totals" / f"{plan.worker_name()}.json"
+        self._by_kind: dict[str, list[Conversation]] | None = None
         self._register_conversations()
 
     # ---- clock -------------------------------------------------------------------------
@@ -95,7 +99,10 @@ class LoadContext:
 
     @property
     def t0_ns(self) -> int:
-        return self._ns_of_wall(self.t0_wall)
+        # every call asks (its phase, the users' pacing): converted once, not per call
+        if self._t0_ns is None or self._t0_ns_of != self._t0_wall:
+            self._t0_ns, self._t0_ns_of = self._ns_of_wall(self.t0_wall), self._t0_wall
+        return self._t0_ns
 
     @property
     def end_ns(self) -> int | None:
@@ -245,7 +252,13 @@ class LoadContext:
         return random.choice(self.templates)
 
     def of_kind(self, kind: str) -> list[Conversation]:
-        return [c for c in self.conversations.values() if c.kind == kind]
+        """This process's conversations of one kind (kept per kind: users ask on every call)."""
+        by_kind = self._by_kind
+        if by_kind is None:
+            by_kind = self._by_kind = {}
+            for c in self.conversations.values():
+                by_kind.setdefault(c.kind, []).append(c)
+        return by_kind.get(kind, [])
 
     def record_ack(self, request: Any, ack: Any, phase: str) -> None:
         conv = self.conversations.get(request.conversation_id)
@@ -286,15 +299,19 @@ class LoadContext:
     def _tick(self, now: float) -> None:
         """A timeline point: this process's CPU (all threads) and measured calls at ``now``."""
         r = self.recorder
-        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(), calls=r.calls,
-                                            service_us=r.service_sum_us, corrected_us=r.corrected_sum_us))
+        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(),
+                                            calls=r.calls, service_us=r.service_sum_us,
+                                            corrected_us=r.corrected_sum_us))
 
     def snapshot(self, *, final: bool = False) -> ProcessSnapshot:
         """What this process has counted as of now (``lab.load.live_counts``: the one source)."""
         now = time.time()
         extra = {"fixed_rate": self.plan.fixed_rate, "acks": getattr(getattr(self, "acks", None), "count", 0),
                  "driver": "native-threads" if self.threadpool is not None else "gevent",
-                 "reactor": self.connection.cluster.connection_class.__name__ if self.connection is not None else None}
+                 "reactor": self.connection.cluster.connection_class.__name__ if self.connection is not None else None,
+                 # lab.load.operation_cpu: the native threads' CPU of the measured calls (not measured on gevent)
+                 "caller_cpu_seconds": {op: ns / _NS for op, ns in sorted(self.caller_cpu_ns.items())}
+                 if self.threadpool is not None else None}
         if self.store is not None:
             extra["alerts"] = self.store.alerts.snapshot()
             extra["requests"] = self.connection.counter.snapshot()

@@ -25,6 +25,7 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
+from time import thread_time_ns
 from typing import Any
 from collections.abc import Callable
 
@@ -42,6 +43,7 @@ from lab.load.locust.runtime import LoadContext, context
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 _NS = 1_000_000_000
+_PICK_ATTEMPTS = 4
 
 
 class StoreUser(User):
@@ -89,13 +91,14 @@ class StoreUser(User):
             return None
         due = self._due
         ctx = self.context
+        cpu = [0]
         start = now_ns()
         error: BaseException | None = None
         result = None
         ctx.in_flight += 1
         try:
-            if ctx.threadpool is not None:  # a native thread runs it; this greenlet waits
-                result = ctx.threadpool.apply(fn, args, kwargs)
+            if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
+                result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))
             else:
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
@@ -109,6 +112,8 @@ class StoreUser(User):
             on_result(result, phase)
         ctx.finish_call(op, due=due, start=start, end=end, error=error, outcome=outcome,
                         timeout=isinstance(error, RequestTimeout))
+        if phase == "measured":
+            ctx.caller_cpu_ns[op] = ctx.caller_cpu_ns.get(op, 0) + cpu[0]
         if outcome is not None:
             self.environment.events.request.fire(request_type=OUTCOME_REQUEST_TYPE, name=locust_name(op, outcome),
                                                  response_time=(end - start) / 1e6, response_length=0, exception=None,
@@ -120,10 +125,25 @@ class StoreUser(User):
 
     # helpers for subclasses: choosing, not storing
     def conversation(self, weights: dict[str, float]) -> Any:
-        kinds = [k for k in weights if self.context.of_kind(k)]
+        of_kind = self.context.of_kind
+        kinds = [k for k in weights if of_kind(k)]
         kind = random.choices(kinds, [weights[k] for k in kinds])[0]
-        convs = [c for c in self.context.of_kind(kind) if c.messages] or self.context.of_kind(kind)
-        return random.choice(convs)
+        pool = of_kind(kind)
+        for _ in range(_PICK_ATTEMPTS):  # a conversation with history, without listing them all per call
+            conv = random.choice(pool)
+            if conv.messages:
+                return conv
+        return random.choice([c for c in pool if c.messages] or pool)
+
+
+def _timed_cpu(cpu: list[int], fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` in the thread pool's native thread, its CPU there in ``cpu[0]``
+    (lab.load.operation_cpu: the caller's part of a call's loader CPU)."""
+    t = thread_time_ns()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        cpu[0] = thread_time_ns() - t
 
 
 class SenderUser(StoreUser):
