@@ -9,9 +9,10 @@ direction and size in words ("B slower by 25%") with B/A's 95% interval. Samples
 logs are read by :mod:`lab.calibration.rundata`; the text, page and JSON are
 :mod:`lab.calibration.compare_page`'s.
 
-Comparable runs only (:func:`comparability`): two load runs with a different mode (closed
-loop vs fixed rate), user count, requested rate or profile, or two runs on a different server
-or number of nodes, are refused (``force`` compares them anyway, every test marked "not
+Comparable runs only (:func:`comparability`): a loader-bound load run (``lab.load.verdict``:
+its latencies are the load generator's), two load runs with a different mode (closed loop vs
+fixed rate), user count, requested rate or profile, or two runs on a different server or
+number of nodes, are refused (``force`` compares them anyway, every test marked "not
 comparable"); a quick against a full calibration, notebooks run with other parameters, or a
 run compared with itself, are compared with a warning. Constants are compared by
 :mod:`lab.calibration.agreement` (agree, disagree, inconclusive, "not measured in B", ...),
@@ -122,6 +123,14 @@ def comparability(a: RunData, b: RunData) -> list[dict[str, Any]]:
                     "why": {"calibration mode": "quick runs use the shortest parameters; full runs the notebooks' own",
                             "kind": "a calibration run and a load run measure different things"}.get(
                                 key, f"a different {key} changes every latency by itself")})
+    bound = {side: (run.load_meta.get("verdict") or {}).get("verdict") for side, run in (("A", a), ("B", b))}
+    if "loader-bound" in bound.values():
+        which = " and ".join(f"{side} ({run.run_id})" for side, run in (("A", a), ("B", b))
+                             if bound[side] == "loader-bound")
+        out.append({"what": "verdict", "a": bound["A"] or "none", "b": bound["B"] or "none", "severity": "refuse",
+                    "verdict": True,
+                    "why": f"{which} loader-bound: its latencies are the load generator's, not the store's "
+                           "(summary.json's verdict says why); rerun with more --processes or a lower rate"})
     return out
 
 

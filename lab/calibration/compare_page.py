@@ -65,6 +65,8 @@ def warning_lines(cmp: Any) -> list[str]:
         head = "NOT COMPARABLE (--force)" if d["severity"] == "refuse" else "warning"
         if d["what"] == "run":
             lines.append(f"warning: A and B are the same run ({d['a']}): {d['why']}")
+        elif d.get("verdict"):
+            lines.append(f"{head}: {d['why']}")
         else:
             lines.append(f"{head}: {d['what']} differs: A {d['a']} vs B {d['b']} ({d['why']})")
     return lines
@@ -245,6 +247,7 @@ def to_html(cmp: Any) -> str:
         f"<div class='banner {'fail' if d['severity'] == 'refuse' else 'warn'}'><b>"
         f"{'Not comparable (compared with --force)' if d['severity'] == 'refuse' else 'Warning'}</b>: "
         + (f"A and B are the same run ({esc(d['a'])}): {esc(d['why'])}.</div>" if d["what"] == "run" else
+           f"{esc(d['why'])}.</div>" if d.get("verdict") else
            f"{esc(d['what'])} differs: A {esc(d['a'])} vs B {esc(d['b'])}. {esc(d['why'])}.</div>")
         for d in cmp.differences)
     found = any(t.get("significant") for t in cmp.tests)

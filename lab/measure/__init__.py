@@ -9,6 +9,7 @@
     significance the one test of two runs: per-interval medians, Welch t corrected for
                  autocorrelation (``interval_test``)
     regression   least squares with coefficient intervals and prediction intervals (``fit_linear``)
+    process_cpu  this process's CPU over a window (``CpuMeter``): is the client what limits a measurement?
 
 One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
