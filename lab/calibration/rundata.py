@@ -74,7 +74,7 @@ def _load_dir(run: Path) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarra
         for op, entry in ops.items():
             if isinstance(entry, Mapping) and ("service_us" in entry or "service" in entry or "count" in entry):
                 summary[op] = dict(entry)
-                if isinstance(entry.get("service"), str):  # an encoded histogram (lab.hdr.OpStats.to_json)
+                if isinstance(entry.get("service"), str):  # an encoded histogram (lab.measure.hdr.OpStats.to_json)
                     samples[op] = _hist_samples(hdr.decode(entry["service"]), rng)
     merged: dict[str, Any] = {}
     totals = sorted((load / "totals").glob("*.json"))
