@@ -11,7 +11,8 @@ to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
 - same score, same member is an upsert (§18.1.2b: a replayed write lands on the same slot):
   writing a message removes any other member of its seq first (a resumed send may carry a
   new sealing of the same message; one slot per seq, like message_record's primary key).
-  Scores are doubles, exact up to 2^53; the member's seq prefix keeps larger seqs exact;
+  Scores are doubles, exact up to 2^53; the member's seq prefix keeps larger seqs exact (reads
+  filter on it and fetch on past members a rounded score let in, up to 2^63 - 1);
 - expiry: every write sets the key's TTL to the window and drops, from the oldest end, members
   created before now - window (seq order is creation order within a conversation, up to the
   interleaving of writers' reservation windows); reads skip any older member that is left.
@@ -185,14 +186,25 @@ class HotWindow:
     # ---- reads ----------------------------------------------------------------------------
     def _members(self, key: str, low: int, high: int, *, newest_first: bool = False,
                  limit: int | None = None) -> list[bytes]:
-        """Members with low <= seq <= high (exact, whatever the double scores round to)."""
-        fetch = None if limit is None else limit + 2  # rounding above 2^53 may admit a neighbour
-        if newest_first:
-            got = self._call(self.client.zrevrangebyscore, key, high, low, start=0 if fetch else None, num=fetch)
-        else:
-            got = self._call(self.client.zrangebyscore, key, low, high, start=0 if fetch else None, num=fetch)
-        out = [m for m in got if low <= int(m[:_SEQ_DIGITS]) <= high]
-        return out if limit is None else out[:limit]
+        """Members with low <= seq <= high (exact, whatever the double scores round to).
+
+        Scores are exact up to 2**53 only: near 2**63 every seq within 1024 of another shares its
+        score (members of one score sort by member, the zero-padded seq: still seq order). So a
+        range by score may return members outside [low, high] first; they are filtered out, and
+        with a ``limit`` the next members are fetched until the limit is met or the range ends."""
+        fetch = None if limit is None else limit + 2
+        out: list[bytes] = []
+        start = 0
+        while True:
+            if newest_first:
+                got = self._call(self.client.zrevrangebyscore, key, high, low,
+                                 start=start if fetch else None, num=fetch)
+            else:
+                got = self._call(self.client.zrangebyscore, key, low, high, start=start if fetch else None, num=fetch)
+            out += [m for m in got if low <= int(m[:_SEQ_DIGITS]) <= high]
+            if limit is None or len(out) >= limit or len(got) < fetch:
+                return out if limit is None else out[:limit]
+            start, fetch = start + len(got), fetch * 2
 
     def range(self, tenant_id: Any, conversation_id: Any, *, low: int, high: int, newest_first: bool,
               limit: int, now_ms: int | None = None) -> list[EncodedRecord]:
