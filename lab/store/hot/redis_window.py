@@ -18,8 +18,11 @@ to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
   interleaving of writers' reservation windows); reads skip any older member that is left.
 
 Recall and edit change the hot copy as they change message_record (read, modify, compare-and-
-swap in one script, retried on a race): recalled stays recalled, an older edit never replaces a
-newer one. :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
+swap in one script, retried on a race): recalled stays recalled, an older edit (lower activity id)
+never replaces a newer one. (message_record keeps the edit with the highest write time,
+lab.store.write.recall; the two orders agree for the edits of one writer, whose allocator hands out
+activity ids and write times together; two writers' edits of one message within the same
+millisecond may stand differently here until the archive.) :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
 merges it into each bucket read (message_record's row wins on the same seq), batch reads ask it
 before message_record (so its copy must carry every recall and edit, which it does).
 
@@ -146,6 +149,13 @@ class HotWindow:
         self._call(self._put, keys=[key], args=[_padded(record.conversation_seq), _member(record),
                                                 self.window_seconds * 1000, cutoff, self.trim_per_write])
         return True
+
+    def swap(self, old: EncodedRecord, new: EncodedRecord) -> bool:
+        """Replace the copy ``old`` of a message by ``new``, only if the window still holds exactly
+        ``old`` (a racing attempt of the same send, whose copy nobody has recalled or edited since)."""
+        key = self.key(old.tenant_id, old.conversation_id)
+        return bool(self._call(self._swap, keys=[key], args=[_padded(old.conversation_seq), _member(old),
+                                                             _member(new)]))
 
     def _update(self, tenant_id: Any, conversation_id: Any, seq: int,
                 change: Callable[[EncodedRecord], EncodedRecord | None]) -> bool:

@@ -7,4 +7,5 @@
     faults       crash points (FaultPlan) for the crash tests
     sqlite_file  the local SQLite state files (WAL, busy timeout, group commit)
     lru          bounded per-conversation memories
+    writer_marks which writers of a state folder did not close (a crash: recover() at the next open)
 """
