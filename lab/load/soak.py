@@ -47,7 +47,7 @@ from lab.errors import ClusterError, InvalidState, LabError, ValidationError
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.store import SendAck, SendRequest
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",

@@ -1,11 +1,9 @@
 """Run outputs under ``results/<run-id>/``, written the same way by every kind of run.
 
-    runs         run folders (never overwritten)
+    run_folders  run folders (never overwritten)
     environment  the one ``environment()``: machine, load average, git, cluster, server, embedded node
     jsonio       atomic JSON writing and the one conversion of results to JSON
     units        the one formatting of numbers and units (fmt, si, ms, seconds, rate, count, percent)
     html         the result pages' helpers (esc, fmt, table, page, embedded figures)
     scratch      scratch keyspaces: created fresh for one run, dropped at its end
-    rundata      what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
-    compare      ``lab compare``: two runs side by side (if comparable), constants' agreement, Mann-Whitney U
 """
