@@ -62,16 +62,16 @@ def race(stores: list[Any], op: str, target: tuple[Any, Any, int], actor: Any, t
     return out
 
 
-def process_main(config: Any, state_dir: str, node_id: int, op: str, targets: list[tuple[Any, Any, int]],
+def process_main(config: Any, state_dir: str, node_id: int, races: list[tuple[str, tuple[Any, Any, int]]],
                  actor: Any, threads: int, barrier: Any, results: Any, options: dict[str, Any] | None = None) -> None:
     """Child process: its own MessageStore on the shared keyspace and state_dir; one race per
-    target, every process starting each race together (``barrier``)."""
+    ``(op, target)`` of ``races``, every process starting each race together (``barrier``)."""
     from lab.store import MessageStore
 
     rounds = []
     try:
         with MessageStore.open(config, state_dir=Path(state_dir), node_id=node_id, **(options or {})) as store:
-            for target in targets:
+            for op, target in races:
                 rounds.append(race([store], op, target, actor, threads, before_start=barrier.wait))
         results.put((node_id, rounds, None))
     except Exception as exc:

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.node,
               pytest.mark.parametrize("outbox_kind", ("local", "kafka"), indirect=True, scope="module")]
 
 ROUNDS, THREADS = 4, 6
-PROCESS_ROUNDS, PROCESSES, PROCESS_THREADS = 2, 3, 3
+PROCESS_ROUNDS, PROCESSES, PROCESS_THREADS = 2, 3, 3  # rounds: per operation
 PROCESS_TIMEOUT_SECONDS = 240
 ALL = ", ".join(MESSAGE_RECORD_COLUMNS)
 
@@ -88,16 +88,19 @@ def test_racing_edits_leave_one_whole_version_recovery_agrees_with(open_store, t
         assert record_row(stores[0], *target, ALL) == before
 
 
-@pytest.mark.parametrize("op", ["recall", "edit"])
-def test_racing_processes(open_store, tmp_path, cluster_config, store_options, op):
+def test_racing_processes(open_store, tmp_path, cluster_config, store_options):
+    """Recalls and edits raced by separate processes: one set of processes for both operations
+    (each process spawns an interpreter, imports the lab and connects: most of the test's time),
+    every process starting each race together."""
     first = open_store(state_dir=tmp_path, node_id=60)
     first.create_schema()
-    targets, actor = sent_targets(first, PROCESS_ROUNDS)
+    targets, actor = sent_targets(first, 2 * PROCESS_ROUNDS)
+    races = [("recall" if i % 2 == 0 else "edit", target) for i, target in enumerate(targets)]
     spawn = multiprocessing.get_context("spawn")  # the parent's driver threads must not be forked
     barrier = spawn.Barrier(PROCESSES, timeout=PROCESS_TIMEOUT_SECONDS)
     results = spawn.Queue()
     config = cluster_config.replace(keyspace=first.keyspace)
-    procs = [spawn.Process(target=process_main, args=(config, str(tmp_path), 61 + i, op, targets, actor,
+    procs = [spawn.Process(target=process_main, args=(config, str(tmp_path), 61 + i, races, actor,
                                                        PROCESS_THREADS, barrier, results, store_options(tmp_path)))
              for i in range(PROCESSES)]
     for p in procs:
@@ -111,7 +114,7 @@ def test_racing_processes(open_store, tmp_path, cluster_config, store_options, o
                 p.kill()
     failed = [(node, err) for node, _, err in reports if err]
     assert not failed, failed
-    check = check_recall if op == "recall" else check_edits
-    for i, target in enumerate(targets):
+    for i, (op, target) in enumerate(races):
+        check = check_recall if op == "recall" else check_edits
         check(first, target, [r for _, rounds, _ in reports for r in rounds[i]])
     assert first.recover() == 0
