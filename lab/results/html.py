@@ -20,7 +20,7 @@ from typing import Any
 
 from lab.results.units import fmt
 
-__all__ = ["esc", "fmt", "page", "table", "embedded_png"]
+__all__ = ["esc", "fmt", "page", "name_cell", "table", "embedded_png"]
 
 THUMB_WIDTH_PX = 320
 PAGE_MAX_WIDTH_PX = 1240
@@ -28,7 +28,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:%dpx;box-sizing:border-box}
 h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin-bottom:.3em}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%%}td,th{padding:4px 8px;text-align:left;vertical-align:top}
-table.wide{width:100%%;table-layout:fixed}td{overflow-wrap:anywhere}
+table.wide{width:100%%;table-layout:fixed}td{overflow-wrap:anywhere}td.name{overflow-wrap:normal}
 tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
 .num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .changed{background:#fff3c4;font-weight:bold}.guarded{color:#8a5a00}
@@ -61,6 +61,12 @@ def page(title: str, body: str) -> str:
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(title)}</title>"
             f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def name_cell(name: Any) -> str:
+    """A table cell for an identifier (operation, constant, notebook table): it may wrap after an
+    underscore, never mid-word ("backfill_s1_grou p" in a narrow column)."""
+    return f"<td class='name'>{esc(name).replace('_', '_<wbr>')}</td>"
 
 
 def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, raw: bool = True, css: str = "") -> str:

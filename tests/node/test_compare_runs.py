@@ -133,8 +133,9 @@ def test_a_run_compared_with_itself_is_a_warning(two_runs, tmp_path):
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
 def test_the_comparison_page_reads_at_1280_px(slowed, tmp_path):
-    """No horizontal scroll; every number on one line (no number broken mid-digit); one unit
-    per table, said in its heading; no empty section."""
+    """No horizontal scroll; every number on one line (no number broken mid-digit), every name
+    broken at an underscore if at all (not "backfill_s1_grou p"); one unit per table, said in its
+    heading; no empty section."""
     proc, folder = slowed
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = folder / "index.html"
@@ -142,7 +143,7 @@ def test_the_comparison_page_reads_at_1280_px(slowed, tmp_path):
     probe = page.with_name("probe.html")
     probe.write_text(html.replace("</body>", """<script>window.addEventListener('load',()=>{
       const broken=[];
-      for (const td of document.querySelectorAll('td.num')) {
+      for (const td of document.querySelectorAll('td.num, td.name, td:first-child')) {
         const walker=document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
         for (let n=walker.nextNode(); n; n=walker.nextNode()) {
           const r=document.createRange(); r.selectNodeContents(n);
@@ -164,7 +165,7 @@ def test_the_comparison_page_reads_at_1280_px(slowed, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = proc.stdout
     assert int(re.search(r'data-width="(\d+)"', dom).group(1)) <= 1280
-    assert re.search(r'data-broken="([^"]*)"', dom).group(1) == "", "numbers wrapped mid-number"
+    assert re.search(r'data-broken="([^"]*)"', dom).group(1) == "", "numbers or names wrapped mid-word"
     assert re.search(r'data-empty="([^"]*)"', dom).group(1) == "", "a section heading with nothing under it"
     h2 = re.search(r'data-h2="([^"]*)"', dom).group(1).split("|")
     assert not any("constants" in h.lower() for h in h2)  # a load run has none: no header for them
