@@ -146,8 +146,9 @@ def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupt
                           started=summary.calls_started,
                           cpu_seconds=(summary.loader_cpu_ms_per_call or 0.0) * calls / 1000)
     book = SizingBook(home)
-    # only a steady measured window teaches the book; else the advice uses the warmup's or the book's figure
-    cost = learned or monitor.warmup_cost or book.get(plan.profile, monitor.driver)
+    # only a steady measured window teaches the book; else the advice uses the book's (steady windows of earlier
+    # runs), or this warmup's (calls it started: an underestimate when they pile up in flight)
+    cost = learned or book.get(plan.profile, monitor.driver) or monitor.warmup_cost
     sizing: dict[str, Any] = {"processes": plan.workers, "usable_cores": usable_cores(),
                               "max_loader_cpu_percent_of_core": limit, "cost": cost.to_json() if cost else None}
     if not steady_window(finished=calls, started=summary.calls_started) and calls:
