@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from lab.calibration.precision import Halves
-from lab.measure import mean_ci
+from lab.measure import LinearFit, fit_linear, mean_ci
 
 DAY_S = 86_400
 MAIN_TABLE = "message_record"   # the table §7 sizes
@@ -146,6 +146,33 @@ def halves_of(series: pd.DataFrame, start_day: int, *, tolerance: float, table: 
     first = float(g[g.sim_day < mid].amp.mean())
     second = float(g[g.sim_day >= mid].amp.mean())
     return Halves(first=round(first, 4), second=round(second, 4), tolerance=round(tolerance * (first + second) / 2, 4))
+
+
+def head_row_fit(series: pd.DataFrame) -> LinearFit | None:
+    """conversation_head's live bytes (one copy: nodes summed / copies) against the conversations
+    written, over every step and replicate: ``per_conversation`` is what one more head row
+    costs, ``sstable`` the fixed components of the one SSTable (Statistics alone is ~5 KB on
+    Cassandra 5.0, more than a few hundred head rows at the lab's volumes). None when the
+    steps cannot separate the two."""
+    h = series[(series.table == "conversation_head") & (series.conversations > 0)]
+    g = h.groupby(REPLICATE + ["step"]).agg(live=("live_bytes", "sum"), copies=("copies", "first"),
+                                           conversations=("conversations", "first")).reset_index()
+    try:
+        return fit_linear([[1.0, float(c)] for c in g.conversations], (g.live / g.copies).to_numpy(),
+                          ("sstable", "per_conversation"))
+    except ValueError:
+        return None
+
+
+def head_values(fit: LinearFit | None) -> dict[str, float | None]:
+    """The head fit as values.json keys (the model check's conversation_head input)."""
+    if fit is None:
+        return {"conversation_head_bytes_per_conversation": None, "conversation_head_sstable_bytes": None}
+    i, k = fit.names.index("per_conversation"), fit.names.index("sstable")
+    return {"conversation_head_bytes_per_conversation": fit.coefficients[i],
+            "conversation_head_bytes_per_conversation_ci_low": fit.ci_low[i],
+            "conversation_head_bytes_per_conversation_ci_high": fit.ci_high[i],
+            "conversation_head_sstable_bytes": fit.coefficients[k]}
 
 
 # ---- the mixes and the arrivals ---------------------------------------------------------------

@@ -48,17 +48,15 @@ import numpy as np
 import pandas as pd
 
 from lab.calibration.amplification import (DAY_S, MAIN_TABLE, PROFILE, SCENARIOS, TimeScale, arrivals, halves_of,
-                                           per_replicate, retention_mix, scenario_profile, steady_start_day,
-                                           summarize_tables)
+                                           head_row_fit, head_values, per_replicate, retention_mix, scenario_profile,
+                                           steady_start_day, summarize_tables)
 from lab.calibration.experiments.common import Lab, progress, scratch_name, scratch_store
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.errors import ValidationError
-from lab.cluster.admin.disk import PeakSampler, disk_bytes
-from lab.measure import mean_ci, relative_half_width
+from lab.cluster.admin.disk import PeakSampler, settled_disk_bytes
+from lab.measure import LinearFit, mean_ci, relative_half_width
 
 TABLES = ("message_record", "message_index", "conversation_head")
-SETTLE_READ_SECONDS = 5.0
-SETTLE_READ_POLL_SECONDS = 0.2
 EXPIRED_CHECK_SIM_SECONDS = 600        # TWCS's expired_sstable_check_frequency_seconds default
 TOMBSTONE_INTERVAL_SIM_SECONDS = DAY_S  # tombstone_compaction_interval default
 
@@ -97,7 +95,7 @@ class Result:
     steady_start_day: int
     days: int
     late_steps: int
-    head_bytes_per_conversation: float | None
+    head: LinearFit | None    # conversation_head live bytes of one copy = sstable + per_conversation x conversations
     keyspaces: tuple[tuple[str, str], ...] = ()   # (main, twin) of the last batch, kept on the server
 
     @property
@@ -112,7 +110,7 @@ class Result:
                                "rows_per_day": self.params.rows_per_day, "scenarios": list(self.params.scenarios),
                                "replicates": int(len(reps[["scenario", "batch", "replicate"]].drop_duplicates()))
                                if len(reps) else 0,
-                               "conversation_head_bytes_per_conversation": self.head_bytes_per_conversation,
+                               **head_values(self.head),
                                "keyspaces": [list(k) for k in self.keyspaces]}
         for r in self.summary.itertuples():
             for k in ("steady", "steady_ci_low", "steady_ci_high", "peak", "peak_ci_low", "peak_ci_high"):
@@ -198,21 +196,7 @@ def _replicate(lab: Lab, stack: Any, p: Params, constants: Any, scale: TimeScale
     ttl = np.array([main.retention.ttl_seconds(int(c), uuid.UUID(str(t)))
                     for c, t in zip(rows.retention_class, rows.tenant_id)], dtype=np.int64)
     return {"main": main, "twin": twin, "rows": rows, "ttl": ttl, "next": 0, "seed": seed, "conversations": set(),
-            "scenario": scenario}
-
-
-def _settled_disk(lab: Lab, ks: str, table: str, timeout: float = SETTLE_READ_SECONDS) -> Any:
-    """The table's bytes on disk once two reads in a row agree (a compaction scheduled just
-    after the flush, or obsolete files being deleted, move it for a moment)."""
-    read = disk_bytes(lab.admin, ks, table)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(SETTLE_READ_POLL_SECONDS)
-        again = disk_bytes(lab.admin, ks, table)
-        if dict(again.per_node) == dict(read.per_node):
-            return again
-        read = again
-    return read
+            "scenario": scenario, "copies": lab.admin.replication(twin.keyspace).copies or 1}
 
 
 def _measure(lab: Lab, reps: list[dict], base: dict[str, Any]) -> list[dict[str, Any]]:
@@ -222,21 +206,21 @@ def _measure(lab: Lab, reps: list[dict], base: dict[str, Any]) -> list[dict[str,
     out = []
     for r, rep in enumerate(reps):
         for table in TABLES:
-            disk = _settled_disk(lab, rep["main"].keyspace, table)
+            disk = settled_disk_bytes(lab.admin, rep["main"].keyspace, table)
             counts = {str(n["node"]): int(n["sstable_count"])
                       for n in lab.admin.table_stats(rep["main"].keyspace, table).per_node}
             lab.admin.compact(rep["twin"].keyspace, table)
             live = {str(n["node"]): int(n["live_disk_bytes"])
                     for n in lab.admin.table_stats(rep["twin"].keyspace, table).per_node}
-            out += [{**base, "scenario": rep["scenario"], "replicate": r, "table": table, "node": node, "disk_bytes": b,
+            out += [{**base, "scenario": rep["scenario"], "replicate": r, "table": table,
+                     "conversations": len(rep["conversations"]), "copies": rep["copies"], "node": node, "disk_bytes": b,
                      "live_bytes": live.get(node, 0), "sstables": counts.get(node), "rows_written": rep["next"],
                      "source": disk.source} for node, b in disk.per_node.items()]
     return out
 
 
 def _batch(lab: Lab, p: Params, constants: Any, batch: int, days: int, scale: TimeScale,
-           scenarios: list[str], series: list[dict[str, Any]], late: list[int], heads: list[float],
-           kept: list[tuple[str, str]]) -> None:
+           scenarios: list[str], series: list[dict[str, Any]], late: list[int], kept: list[tuple[str, str]]) -> None:
     """One batch of replicates through the whole simulated period (module docstring)."""
     import contextlib
 
@@ -277,11 +261,6 @@ def _batch(lab: Lab, p: Params, constants: Any, batch: int, days: int, scale: Ti
                     bar.update(int(day) - bar.n)
             if hasattr(bar, "close"):
                 bar.close()
-        for rep in reps:  # conversation_head: live bytes of one copy per conversation written (model_check's input)
-            copies = lab.admin.replication(rep["twin"].keyspace).copies or 1
-            live = lab.admin.table_stats(rep["twin"].keyspace, "conversation_head").live_disk_bytes
-            if rep["conversations"] and rep["scenario"] == PROFILE:
-                heads.append(live / copies / len(rep["conversations"]))
         kept[:] = [(rep["main"].keyspace, rep["twin"].keyspace) for rep in reps]
 
 
@@ -333,7 +312,6 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     days = params.days if params.days is not None else start + params.steady_days
     series: list[dict[str, Any]] = []
     late: list[int] = []
-    heads: list[float] = []
     kept: list[tuple[str, str]] = []
 
     def achieved() -> float | None:
@@ -341,8 +319,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         main = reps[(reps.table == MAIN_TABLE) & (reps.scenario == PROFILE)].steady
         return relative_half_width(*mean_ci(main)) if len(main) >= 2 else None
 
-    precision = sample_until(lambda b: _batch(lab, params, constants, b, days, scale, scenarios, series, late, heads,
-                                              kept), achieved,
+    precision = sample_until(lambda b: _batch(lab, params, constants, b, days, scale, scenarios, series, late, kept), achieved,
                              quantity="lsm_space_amp (message_record, steady state)",
                              target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
                              min_steps=1, max_steps=max(1, params.max_batches))
@@ -360,7 +337,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
               if len(frame) else None for sc in scenarios}
     return Result(params=params, series=frame, summary=summarize_tables(reps, frame), per_replicate=reps,
                   precision=precision, halves=halves, design=design, steady_start_day=start, days=days,
-                  late_steps=len(late), head_bytes_per_conversation=float(np.mean(heads)) if heads else None,
+                  late_steps=len(late), head=head_row_fit(frame[frame.scenario == PROFILE]) if len(frame) else None,
                   keyspaces=tuple(kept) if params.keep_keyspaces else ())
 
 

@@ -20,12 +20,15 @@ a reading taken once compactions settled never sees.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SKIPPED_FOLDERS = frozenset({"snapshots", "backups"})
+SETTLE_SECONDS = 5.0
+SETTLE_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +82,21 @@ def disk_bytes(admin: Any, keyspace: str, table: str) -> DiskBytes:
     stats = admin.table_stats(keyspace, table)
     return DiskBytes(keyspace=keyspace, table=table, source="admin",
                      per_node={str(p["node"]): int(p["total_disk_bytes"]) for p in stats.per_node})
+
+
+def settled_disk_bytes(admin: Any, keyspace: str, table: str, *, timeout: float = SETTLE_SECONDS) -> DiskBytes:
+    """The table's bytes on disk once two reads in a row agree (a compaction scheduled just
+    after a flush, or obsolete files being deleted, move it for a moment); the last read when
+    ``timeout`` passes first."""
+    read = disk_bytes(admin, keyspace, table)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_POLL_SECONDS)
+        again = disk_bytes(admin, keyspace, table)
+        if dict(again.per_node) == dict(read.per_node):
+            return again
+        read = again
+    return read
 
 
 class PeakSampler:
