@@ -72,8 +72,8 @@ stop:  ## stop every node, broker and Redis the lab started (by recorded PID)
 wipe: stop  ## delete the node data folders
 	-$(BIN)/lab node wipe --home $(LAB_HOME)
 
-proto: $(STAMP)  ## regenerate lab/store/proto/common_pb2.py
-	$(BIN)/python -m lab.store.proto.generate
+proto: $(STAMP)  ## regenerate lab/store/rows/proto/common_pb2.py
+	$(BIN)/python -m lab.store.rows.proto.generate
 
 clean: stop  ## remove the venv and the lab home
 	rm -rf $(VENV) $(LAB_HOME)

@@ -60,11 +60,7 @@ def _store(tmp: str):
 
 def _seed(store, tenant, conversation, n: int) -> list:
     """``n`` messages written as the commit path writes them (store.seeding), head set."""
-    from lab.store import HeadUpdate
-    from lab.store.batch_read import BatchEntry
-    from lab.store.ids import seq_bucket
-    from lab.store.model import MessageType
-    from lab.store.records import Message
+    from lab.store import BatchEntry, HeadUpdate, Message, MessageType, seq_bucket
 
     sender, now = uuid.uuid4(), time.time_ns() // 1_000_000
     messages = []
@@ -162,7 +158,7 @@ def _split(store, tenant, entries, rounds: int = 30) -> None:
     """Wall clock of one grouped batch against the CQL it issues: the batch_read call vs the same
     statements executed raw (store.prepare_raw + connection.execute_concurrent, rows fetched and
     not decoded), so the difference is the lab's own client work."""
-    from lab.store.records import MESSAGE_RECORD_COLUMNS
+    from lab.store import MESSAGE_RECORD_COLUMNS
 
     width = store.constants.message_seq_bucket_width
     groups = collections.defaultdict(list)

@@ -20,7 +20,7 @@ import pandas as pd
 from lab.constants import Constants
 from lab.errors import ValidationError
 from lab.measure import percentile
-from lab.store.model import MessageType, RetentionClass
+from lab.store import MessageType, RetentionClass
 from lab.workload.profiles import RETENTION_ORDER, HoleModel, Profile, load_profile
 
 _DEFAULTS = Constants.appendix_b()

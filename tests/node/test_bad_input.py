@@ -11,9 +11,7 @@ import pytest
 
 from lab.errors import (Bit63Violation, InvalidId, InvalidSeq, NotFound, PayloadTooLarge, UnknownEnum,
                         UnknownRetentionClass, ValidationError)
-from lab.store.ids import BIT63
-from lab.store.media import MediaMetadata
-from lab.store.model import MessageType
+from lab.store import BIT63, MediaMetadata, MessageType
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node

@@ -21,8 +21,7 @@ import pytest
 
 from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
 from lab.errors import LabError
-from lab.store.ids import blob_to_u128
-from lab.store.model import DedupState
+from lab.store import DedupState, blob_to_u128
 from store_checks import dedup_row, new_request
 
 pytestmark = pytest.mark.node

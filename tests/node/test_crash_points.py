@@ -1,6 +1,6 @@
 """Every crash point of lab.faults on the real node (issue 7, item 1; design §5.1, §5.3, S-7).
 
-One case per point in ``lab.store.faults.CRASH_POINTS`` (the parametrization is that dict, so a
+One case per point in ``lab.store.plumbing.faults.CRASH_POINTS`` (the parametrization is that dict, so a
 new point gets a case or fails ``test_every_point_has_a_scenario``). A case arms the point on
 a store, lets it die there (:class:`~lab.errors.CrashInjected`: what was written stays,
 nothing after it happens), then a restarted writer on the same state_dir runs ``recover()``
@@ -26,10 +26,8 @@ from dataclasses import dataclass
 import pytest
 
 from lab.errors import CrashInjected
-from lab.store.faults import CRASH_POINTS, FaultPlan
-from lab.store.ids import blob_to_u128, u128_to_blob
-from lab.store.model import DedupState, MessageState
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import (CRASH_POINTS, DedupState, FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState, blob_to_u128,
+                       u128_to_blob)
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
 
 OUTBOXES = ("local", "kafka")

@@ -1,4 +1,4 @@
-"""The Redis hot window (lab.store.hot_window) on the embedded Redis: sorted set per
+"""The Redis hot window (lab.store.hot.redis_window) on the embedded Redis: sorted set per
 conversation scored by seq, same-score same-member upsert (§18.1.2b), expiry after the window,
 recall/edit on the hot copy."""
 from __future__ import annotations
@@ -9,9 +9,7 @@ import uuid
 import pytest
 
 from lab.errors import HotWindowError
-from lab.store.hot_window import HotWindow
-from lab.store.ids import u128_to_blob
-from lab.store.model import MessageState
+from lab.store import HotWindow, MessageState, u128_to_blob
 
 pytestmark = pytest.mark.node
 DAY_SECONDS = 86_400

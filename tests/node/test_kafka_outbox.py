@@ -1,4 +1,4 @@
-"""The Kafka-protocol outbox (lab.store.kafka_outbox) on the embedded broker: every semantic
+"""The Kafka-protocol outbox (lab.store.outbox.kafka_log) on the embedded broker: every semantic
 of lab.store.outbox's docstring, across instances that stand for separate writers."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
-from lab.store.kafka_outbox import KafkaOutbox, partition_of
-from lab.store.outbox import OUTBOXES, OutboxRecord, open_outbox
+from lab.store.outbox.kafka_log import KafkaOutbox, partition_of
+from lab.store import OUTBOXES, OutboxRecord, open_outbox
 
 pytestmark = pytest.mark.node
 

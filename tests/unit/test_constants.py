@@ -33,7 +33,7 @@ def test_every_constant_comes_from_the_file_with_its_type():
 def test_module_defaults_are_the_files_values():
     """The modules that take appendix B as default arguments read it from the file."""
     from lab.calibration import capacity
-    from lab.store import ids, media, retention
+    from lab.store.rows import ids, media, retention
 
     c = Constants.appendix_b()
     assert ids.DEFAULT_SEQ_BUCKET_WIDTH == c.message_seq_bucket_width

@@ -1,11 +1,11 @@
-"""The hot window's member encoding (lab.store.hot_window): the seq prefix keeps seqs beyond a
+"""The hot window's member encoding (lab.store.hot.redis_window): the seq prefix keeps seqs beyond a
 double's 2^53 exact, the columns round-trip byte for byte."""
 from __future__ import annotations
 
 import uuid
 
-from lab.store.hot_window import _member, _parse
-from lab.store.ids import u128_to_blob
+from lab.store.hot.redis_window import _member, _parse
+from lab.store import u128_to_blob
 
 T, C = uuid.uuid4(), uuid.uuid4()
 

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from lab.errors import ValidationError
-from lab.store.outbox import LocalOutbox, OutboxRecord, open_outbox
+from lab.store import OutboxRecord, open_outbox
+from lab.store.outbox.sqlite_log import LocalOutbox
 
 T, C = uuid.UUID(int=1), uuid.UUID(int=2)
 

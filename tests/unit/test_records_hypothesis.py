@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from lab.constants import Constants
 from lab.errors import CryptoError
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.ids import BIT63, U128_MAX, seq_bucket
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import MessageState, MessageType, RetentionClass
-from lab.store.records import (MESSAGE_RECORD_COLUMNS, Message, columns_from_wire, columns_to_wire, decode_row,
+from lab.store import (BIT63, MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass, U128_MAX,
+                       seq_bucket)
+from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, Message, columns_from_wire, columns_to_wire, decode_row,
                                encode_record)
 
 C = Constants.appendix_b()

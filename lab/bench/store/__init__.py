@@ -30,7 +30,7 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
     ``naive_point_reads`` = THE BASELINE THE DESIGN FORBIDS (§4.3): one point read of
     message_record per message_id. It exists only in this package, as :func:`naive_point_reads`.
     Both use the driver's async execution with the batch reader's concurrency
-    (``lab.store.batch_read.DEFAULT_BATCH_CONCURRENCY`` requests in flight). The naive side reads no
+    (``lab.store.read.batch.DEFAULT_BATCH_CONCURRENCY`` requests in flight). The naive side reads no
     reaction summaries, so the comparison favours it. Alternating per call, warm-up discarded.
 
 The read comparisons run on rows seeded as the commit path writes them (the store's seeding

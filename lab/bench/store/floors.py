@@ -3,19 +3,19 @@
 ``send_floor``
     What one ``store.send`` must send, from the same thread pool, in the write path's order: the
     dedup reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently,
-    the COMMITTED update, the conversation_head blind write. The very statement texts the store
-    prepares (``lab.store.write_path.RESERVE_CQL`` / ``COMMIT_CQL``, the commit path's upserts
-    through ``store.seeding.statements``, ``lab.store.head_writer.HEAD_WRITE_CQL``), so they are the
-    same prepared statements; the values of every call are built before the run (rows sealed by the
-    store's encoder, a sealed-size preview), so the floor pays no encoding, sealing, validation,
-    outbox or head bookkeeping: that difference is what the ratio measures. The floor writes the
+    the COMMITTED update, the conversation_head blind write. The very statements the store
+    prepares (``store.baseline_statements()``: ``reserve``, ``commit``, ``head_write``; the commit
+    path's upserts through ``store.seeding.statements``); the values of every call are built
+    before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor pays
+    no encoding, sealing, validation, outbox or head bookkeeping: that difference is what the
+    ratio measures. The floor writes the
     head inline, one per send; the store writes it after the ack and only the newest per
     conversation and batch, as its design allows.
 
 ``history_floor``
-    The latest page's two statements (``lab.store.read_path.BOUNDS_CQL``, ``OLDER_PAGE_CQL``) on
-    the page's bucket, issued together as the store issues them in the common case, rows fetched
-    and not decoded.
+    The latest page's two statements (``store.baseline_statements()``: ``history_bounds``,
+    ``history_older``) on the page's bucket, issued together as the store issues them in the
+    common case, rows fetched and not decoded.
 """
 from __future__ import annotations
 
@@ -23,17 +23,11 @@ import uuid
 from collections.abc import Callable
 
 from lab.bench.store.recording import BenchRun, body
-from lab.store.clock import wall_clock_ms
-from lab.store.head_writer import HEAD_WRITE_CQL
-from lab.store.ids import seq_bucket, u128_to_blob
-from lab.store.model import DedupState, MessageType, RetentionClass
-from lab.store.read_path import BOUNDS_CQL, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL
-from lab.store.records import Message
-from lab.store.write_path import COMMIT_CQL, RESERVE_CQL
+from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, RetentionClass, seq_bucket,
+                       u128_to_blob, wall_clock_ms)
 
 __all__ = ["history_floor", "send_floor_calls"]
 
-HEAD_KEY = ("tenant_id", "conversation_id")
 # preview_or_placeholder as the head writer stores it: 4-byte key version || sealed envelope of
 # the first 128 bytes (12 B nonce, 1 B flag, 16 B tag)
 _PREVIEW_OVERHEAD_BYTES = 4 + 12 + 1 + 16
@@ -45,8 +39,8 @@ def send_floor_calls(run: BenchRun, n: int, *, conversations: int) -> list[Calla
     own (their own sequence windows), each a new client_message_id of its conversation's sender."""
     p, store = run.params, run.store
     conn = store.connection
-    reserve, commit = store.prepare_raw(RESERVE_CQL), store.prepare_raw(COMMIT_CQL)
-    head = store.prepare_raw(HEAD_WRITE_CQL)
+    statements = store.baseline_statements()
+    reserve, commit, head = statements.reserve, statements.commit, statements.head_write
     width = store.constants.message_seq_bucket_width
     dedup_ttl = store.constants.client_dedup_ttl_seconds
     tenant = uuid.uuid4()
@@ -88,8 +82,8 @@ def history_floor(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, buc
     """One call of the latest page's floor: head and bucket read together, rows fetched; returns
     the bucket rows it got."""
     store = run.store
-    bounds = store.prepare_raw(BOUNDS_CQL, key_columns=HEAD_KEY)
-    page = store.prepare_raw(OLDER_PAGE_CQL)
+    statements = store.baseline_statements()
+    bounds, page = statements.history_bounds, statements.history_older
     width = store.constants.message_seq_bucket_width
     items = [(bounds, (tenant, conversation)),
              (page, (tenant, conversation, bucket, (bucket + 1) * width, FIRST_CONVERSATION_SEQ, limit))]

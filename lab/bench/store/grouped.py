@@ -17,10 +17,8 @@ from lab.bench.store.recording import BenchRun, Method, MethodResult, alternate
 from lab.bench.store.report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
 from lab.measure.clock import NS_PER_SECOND
-from lab.store import BatchEntry, MessageStore
-from lab.store.batch_read import DEFAULT_BATCH_CONCURRENCY
-from lab.store.ids import seq_bucket
-from lab.store.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY
+from lab.store import (BatchEntry, DEFAULT_BATCH_CONCURRENCY, MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, MessageStore,
+                       seq_bucket)
 
 READ_KINDS = ("point_read", "range_read", "in_read")
 

@@ -13,9 +13,7 @@ from lab.bench.store.floors import history_floor
 from lab.bench.store.recording import BenchRun, Method, alternate
 from lab.bench.store.report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
-from lab.store import SendAck
-from lab.store.ids import seq_bucket
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS, SendAck, seq_bucket
 
 
 def bench_history(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:

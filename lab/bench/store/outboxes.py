@@ -45,8 +45,7 @@ from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.runs import new_run_dir
 from lab.results.scratch import scratch_keyspace
-from lab.store import MessageStore, SendRequest
-from lab.store.clock import wall_clock_ms
+from lab.store import MessageStore, SendRequest, wall_clock_ms
 
 __all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_outbox_bench"]
 
@@ -239,8 +238,7 @@ def _primitive(name: str, n: int, fn: Callable[[int], Any]) -> MethodResult:
 def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path,
                 params: OutboxBenchParams, with_hot: bool) -> dict[str, MethodResult]:
     """The outbox append and the hot-window write alone, one caller, on instances of their own."""
-    from lab.store.hot_window import HotWindow
-    from lab.store.outbox import OutboxRecord, open_outbox
+    from lab.store import HotWindow, OutboxRecord, open_outbox
 
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     pad = {"columns": {"pad": "x" * params.body_bytes}}
@@ -266,7 +264,7 @@ def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, 
 
 
 def _hot_window_reachable(services: ServicesConfig, keyspace: str) -> bool:
-    from lab.store.hot_window import HotWindow
+    from lab.store import HotWindow
 
     try:
         HotWindow.open(services, namespace=keyspace, window_days=1).close()

@@ -4,8 +4,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from lab.store import DEFAULT_HISTORY_LIMIT
-from lab.store.batch_read import DEFAULT_BATCH_CONCURRENCY
+from lab.store import DEFAULT_BATCH_CONCURRENCY, DEFAULT_HISTORY_LIMIT
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,8 +21,7 @@ from lab.bench.store.params import BenchParams
 from lab.measure import LatencySummary, Timing, summarize_histogram, timed
 from lab.measure.clock import NS_PER_SECOND
 from lab.measure.hdr import OpStats, encode, latencies_us
-from lab.store import MessageStore, SendRequest
-from lab.store.model import MessageType
+from lab.store import MessageStore, MessageType, SendRequest
 
 Log = Callable[[str], None]
 Requests = Mapping[str, Mapping[str, int]]  # table -> request kind -> count

@@ -16,9 +16,7 @@ from lab.bench.store.recording import BenchRun, Method, body
 from lab.bench.store.report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b, now_ns, timed
 from lab.measure.clock import NS_PER_SECOND
-from lab.store.clock import wall_clock_ms
-from lab.store.ids import u128_to_blob
-from lab.store.model import DedupState
+from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 
 def bench_send(run: BenchRun) -> Comparison:

@@ -190,8 +190,7 @@ class _Dataset:
 
 def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
     from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
-    from lab.store.head import HeadUpdate
-    from lab.store.ids import compose_message_id
+    from lab.store import HeadUpdate, compose_message_id
 
     width = constants.message_seq_bucket_width
     sends_needed = int(params.rate("send") * params.window_seconds * params.max_rounds) + 10

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store.ids import compose_message_id
+from lab.store import compose_message_id
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, sample_until
@@ -160,8 +160,7 @@ def _by_rounds(pages: pd.DataFrame, rounds: np.ndarray | list[int]) -> pd.DataFr
 
 
 def run(lab: Lab, params: Params, *, constants: Any) -> Result:
-    from lab.store.head import HeadUpdate
-    from lab.store import MessageStore
+    from lab.store import HeadUpdate, MessageStore
 
     width = constants.message_seq_bucket_width
     base = generate(params.profile, size=max(200, params.rows_oldest + params.rows_newest + 10),

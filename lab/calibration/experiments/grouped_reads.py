@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import CalibrationError
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, halves
@@ -116,8 +116,7 @@ class Result:
 
 
 def _entries(rows: pd.DataFrame) -> list[Any]:
-    from lab.store.batch_read import BatchEntry
-    from lab.store.ids import compose_message_id
+    from lab.store import BatchEntry, compose_message_id
 
     return [BatchEntry(conversation_id=uuid.UUID(str(r.conversation_id)), conversation_seq=int(r.conversation_seq),
                        message_id=compose_message_id(time_ms=int(r.created_at_ms), node_id=1, counter=int(r.row)))
@@ -289,7 +288,7 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
                                          constants=constants.replace(batch_read_range_min_density=threshold,
                                                                      body_lru_entries=0))
                for method, threshold in (("range", 0.0), ("in", 2.0))}
-    # The message_record statements batch_read issues (lab.store.batch_read), traced one by one:
+    # The message_record statements batch_read issues (lab.store.read.batch), traced one by one:
     # the server's own time per request, which the client's row decoding does not blur.
     where = ("SELECT " + ", ".join(MESSAGE_RECORD_COLUMNS) + " FROM {ks}.message_record WHERE tenant_id = ? "
              "AND conversation_id = ? AND seq_bucket = ? AND ")

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import InListTooLong, LabError
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, halves, sample_until

@@ -42,11 +42,9 @@ import numpy as np
 import pandas as pd
 
 from lab.calibration.capacity import twcs_windows_kept
-from lab.store.crypto import Encryptor, InMemoryKeyStore
-from lab.store.records import MESSAGE_RECORD_COLUMNS, encode_record, record_values
-from lab.store.schema import create_keyspace, table_specs
+from lab.store import table_specs
 from lab.workload import generate, to_message
-from lab.calibration.experiments.common import Lab, drop_keyspace, progress, scratch_name
+from lab.calibration.experiments.common import Lab, progress, scratch_name, scratch_store
 
 DAY_S = 86_400
 HOUR_S = 3_600
@@ -209,11 +207,11 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 intervals=params.dedup_hours, expire_intervals=params.expire_hours),
     ]
     ks = scratch_name("twcs")
-    create_keyspace(lab.connection, ks, lab.config.replication_map())
-    encryptor = Encryptor(InMemoryKeyStore())
     series: list[dict[str, Any]] = []
     final_rows: list[dict[str, Any]] = []
-    try:
+    # a store on the scratch keyspace seals the rows (store.seeding.record_values), as it seals its own
+    with scratch_store(lab, ks, constants=constants, keep=params.keep_keyspace) as store:
+        seal = store.seeding.record_values
         _create_tables(lab, ks, constants, families, params)
         insert = {}
         for fam in families:
@@ -221,8 +219,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 t = fam.table(w)
                 if fam.base == "message_record":
                     insert[t] = lab.connection.prepare(
-                        f"INSERT INTO {ks}.{t} ({', '.join(MESSAGE_RECORD_COLUMNS)}) VALUES "
-                        f"({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) USING TTL ? AND TIMESTAMP ?")
+                        f"INSERT INTO {ks}.{t} ({', '.join(store.seeding.record_columns)}) VALUES "
+                        f"({', '.join('?' * len(store.seeding.record_columns))}) USING TTL ? AND TIMESTAMP ?")
                 else:
                     insert[t] = lab.connection.prepare(
                         f"INSERT INTO {ks}.{t} (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
@@ -259,7 +257,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     ttl = params.short_ttl_seconds if short else (
                         0 if fam.base == "message_record" else constants.client_dedup_ttl_seconds)
                     if fam.base == "message_record":
-                        values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (ttl, int(t_us))
+                        values = seal(msg) + (ttl, int(t_us))
                     else:
                         values = (msg.tenant_id, msg.sender_id, f"{msg.client_message_id}-{i}",
                                   msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
@@ -304,7 +302,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             for j, row in enumerate(candidates.to_dict("records")):
                 msg = to_message(row, seed=params.seed)
                 if fam.base == "message_record":
-                    values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (0, last_us)
+                    values = seal(msg) + (0, last_us)
                 else:
                     values = (msg.tenant_id, msg.sender_id, "trigger" if j == 0 else f"trigger-{j}",
                               msg.message_id.to_bytes(16, "big"), 1, 1, msg.created_at_ms,
@@ -351,9 +349,6 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
                     "steady_state_windows_365d": twcs_windows_kept(365 * DAY_S, w * fam.unit_seconds)
                     if fam.base == "message_record" else None})
-    finally:
-        if not params.keep_keyspace:
-            drop_keyspace(lab, ks)
     design = {"design_message_record_window_days": constants.message_record_twcs_window_days,
               "design_client_dedup_window_hours": constants.client_dedup_twcs_window_hours,
               "retention_days": constants.default_retention_days,
