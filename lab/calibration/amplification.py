@@ -191,7 +191,7 @@ def scenario_profile(profile_name: str, retention: dict[str, float] | None, scen
 
 
 def ttl_days(retention_class: str, constants: Any) -> float:
-    from lab.store.retention import RetentionPolicy
+    from lab.store import RetentionPolicy
 
     policy = RetentionPolicy(default_days=constants.default_retention_days,
                              ephemeral_ttl_seconds=constants.ephemeral_ttl_seconds)

@@ -181,7 +181,7 @@ def _nodes_of(testbed: Lab, stmts: dict[str, Any], table: str, key: tuple) -> tu
 
 def _disk_part(testbed: Lab, p: Params, constants: Any, inputs: Inputs) -> tuple[list[Check], pd.DataFrame]:
     """N sends of the check mix through the full write path, flushed; bytes per node and table."""
-    from lab.store.ids import seq_bucket, u128_to_blob
+    from lab.store import seq_bucket, u128_to_blob
     from lab.workload import generate, to_send_request
 
     width = constants.message_seq_bucket_width
@@ -211,8 +211,8 @@ def _disk_part(testbed: Lab, p: Params, constants: Any, inputs: Inputs) -> tuple
         rows["conversation"] = [f"{r.tenant_id}/{r.conversation_id}" for r in requests]
         testbed.admin.flush(store.keyspace)
         testbed.admin.wait_for_compactions(timeout=120, keyspace=store.keyspace)
-        measured = {(node, t): b for t in PARTITION_KEYS
-                    for node, b in settled_disk_bytes(testbed.admin, store.keyspace, t).per_node.items()}
+        reads = settled_disk_bytes(testbed.admin, [(store.keyspace, t) for t in PARTITION_KEYS])
+        measured = {(node, t): b for (_ks, t), read in reads.items() for node, b in read.per_node.items()}
     predicted = predict_disk(inputs, rows)
     checks = disk_checks(predicted, measured)
     table = pd.DataFrame([c.row() for c in checks if c.table is not None])

@@ -144,7 +144,7 @@ def _alter_for_time(lab: Lab, ks: str, constants: Any, scale: TimeScale, *, twin
     a twin's (``twin_of``: its main keyspace) are size-tiered with gc_grace 0 (major-compacted
     every step: the live bytes) and the main table's bloom filter (LCS defaults to a 0.1 false
     positive chance, the others to 0.01: the Filter component would differ by that alone)."""
-    from lab.store.schema import table_specs
+    from lab.store import table_specs
 
     specs = table_specs(constants)
     extra = "" if twin_of else " AND ".join(("",) + tuple(lab.connection.dialect.expiring_table_options()))
@@ -200,22 +200,23 @@ def _replicate(lab: Lab, stack: Any, p: Params, constants: Any, scale: TimeScale
 
 
 def _measure(lab: Lab, reps: list[dict], base: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per replicate, table and node: the main keyspace's bytes on disk and SSTables, and the
-    twin's live bytes after its major compaction (the admin adapter's live SSTable bytes: all
-    components of the one SSTable, what b_row divides)."""
+    """Per replicate, table and node: the main keyspace's bytes on disk (settled) and SSTables,
+    and the twin's live bytes after its major compaction (the admin adapter's live SSTable
+    bytes: all components of the one SSTable, what b_row divides)."""
+    disk = settled_disk_bytes(lab.admin, [(rep["main"].keyspace, t) for rep in reps for t in TABLES])
     out = []
     for r, rep in enumerate(reps):
         for table in TABLES:
-            disk = settled_disk_bytes(lab.admin, rep["main"].keyspace, table)
             counts = {str(n["node"]): int(n["sstable_count"])
                       for n in lab.admin.table_stats(rep["main"].keyspace, table).per_node}
             lab.admin.compact(rep["twin"].keyspace, table)
             live = {str(n["node"]): int(n["live_disk_bytes"])
                     for n in lab.admin.table_stats(rep["twin"].keyspace, table).per_node}
+            read = disk[(rep["main"].keyspace, table)]
             out += [{**base, "scenario": rep["scenario"], "replicate": r, "table": table,
-                     "conversations": len(rep["conversations"]), "copies": rep["copies"], "node": node, "disk_bytes": b,
-                     "live_bytes": live.get(node, 0), "sstables": counts.get(node), "rows_written": rep["next"],
-                     "source": disk.source} for node, b in disk.per_node.items()]
+                     "conversations": len(rep["conversations"]), "copies": rep["copies"], "node": node,
+                     "disk_bytes": b, "live_bytes": live.get(node, 0), "sstables": counts.get(node),
+                     "rows_written": rep["next"], "source": read.source} for node, b in read.per_node.items()]
     return out
 
 

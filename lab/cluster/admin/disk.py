@@ -28,7 +28,7 @@ from typing import Any
 
 SKIPPED_FOLDERS = frozenset({"snapshots", "backups"})
 SETTLE_SECONDS = 5.0
-SETTLE_POLL_SECONDS = 0.2
+SETTLE_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,16 +84,17 @@ def disk_bytes(admin: Any, keyspace: str, table: str) -> DiskBytes:
                      per_node={str(p["node"]): int(p["total_disk_bytes"]) for p in stats.per_node})
 
 
-def settled_disk_bytes(admin: Any, keyspace: str, table: str, *, timeout: float = SETTLE_SECONDS) -> DiskBytes:
-    """The table's bytes on disk once two reads in a row agree (a compaction scheduled just
-    after a flush, or obsolete files being deleted, move it for a moment); the last read when
-    ``timeout`` passes first."""
-    read = disk_bytes(admin, keyspace, table)
+def settled_disk_bytes(admin: Any, targets: list[tuple[str, str]], *,
+                       timeout: float = SETTLE_SECONDS) -> dict[tuple[str, str], DiskBytes]:
+    """Bytes on disk of every (keyspace, table) of ``targets``, once two reads in a row agree for
+    all of them (a compaction scheduled just after a flush, or obsolete files being deleted, move
+    them for a moment); the last reads when ``timeout`` passes first."""
+    read = {t: disk_bytes(admin, *t) for t in targets}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_SECONDS)
-        again = disk_bytes(admin, keyspace, table)
-        if dict(again.per_node) == dict(read.per_node):
+        again = {t: disk_bytes(admin, *t) for t in targets}
+        if all(dict(again[t].per_node) == dict(read[t].per_node) for t in targets):
             return again
         read = again
     return read
