@@ -34,7 +34,8 @@ from lab.cluster.connection import Connection, Stmt, connect
 from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
-from lab.store.outbox import OUTBOXES, Outbox, OutboxEntry, OutboxRecord, OutboxView, open_outbox
+from lab.store.outbox import (OUTBOXES, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord, OutboxView,
+                              RecallEvent, open_outbox)
 from lab.store.plumbing.alerts import ALERT_NAMES, Alerts
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
@@ -44,7 +45,7 @@ from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerat
                                 compose_message_id, parse_uuid, seq_bucket, split_message_id, u128_to_blob)
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, decode_row
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
 from lab.store.rows.retention import NO_TTL, RetentionPolicy
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
 from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
@@ -53,7 +54,7 @@ from lab.store.write.head import ConversationHead, HeadUpdate, read_head
 from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
 from lab.store.write.recall import EditResult, RecallPath, RecallResult
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
-from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath, validate_send
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath
 from lab.store.write.sequence import Allocation, SequenceAllocator
 from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
 from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL,
@@ -61,19 +62,19 @@ from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CON
 from lab.store.read.lookup import AdminLookup
 from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary
 
-# Everything a caller outside lab/store/ may import (HotWindow on first use: it needs redis);
-# the modules behind it are private.
+# What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
            "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
            "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
-           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditResult", "FaultPlan",
-           "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "MediaMetadata",
-           "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "MessageIdGenerator",
-           "MessageState", "MessageStore", "MessageType", "NO_REACTION", "NO_TTL", "open_outbox", "Outbox",
-           "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid", "REACTION_KEY_MAX_BYTES",
-           "ReactionSummary", "RecallResult", "RetentionClass", "RetentionPolicy", "SchemaDifference", "Seeder",
-           "SendAck", "SendRequest", "seq_bucket", "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs",
-           "TableSpec", "U128_MAX", "u128_to_blob", "validate_send", "wall_clock_ms"]
+           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
+           "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
+           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY",
+           "MessageIdGenerator", "MessagePayload", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
+           "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
+           "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
+           "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
+           "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs", "TableSpec", "U128_MAX", "u128_to_blob",
+           "wall_clock_ms"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"
@@ -241,7 +242,7 @@ class MessageStore:
     def check_schema(self) -> list[SchemaDifference]:
         return check_schema(self.connection, self.keyspace, self.constants)
 
-    # ---- write side (write_path, head, archiver, recall) ----------------------------------
+    # ---- write side (write/: send, head, archiver, recall) -------------------------------
     def send(self, request: SendRequest) -> SendAck:
         """§5.1: dedup reserve, allocate, record (+index), outbox, COMMITTED, ack; head async.
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
@@ -331,7 +332,7 @@ class MessageStore:
         """Rows written as the store's paths write them, without send (lab.store.write.seeding)."""
         return self._parts.seeder
 
-    # ---- read side (read_path, batch_read, reactions, lookup) -----------------------------
+    # ---- read side (read/: history, batch, reactions, lookup) ----------------------------
     @property
     def body_cache(self) -> BodyCache:
         """This node's body LRU (§4.3). Recall / edit / erasure must discard what they change."""

@@ -126,7 +126,7 @@ def test_killing_the_broker_loses_no_acked_message(own_broker, open_store, store
     log: dict[str, int] = {}
     for entry in s.log.scan():
         if entry.record.tenant_id == load.tenant and entry.record.kind == "message":
-            cmid = entry.record.payload["columns"]["client_message_id"]
+            cmid = entry.record.payload.record.client_message_id
             log[cmid] = log.get(cmid, 0) + 1
     lost = [c for c in acked if c not in rows or c not in log]
     duplicated = [c for c in acked if len(rows.get(c, ())) > 1 or log.get(c, 0) > 1]

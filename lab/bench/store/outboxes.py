@@ -45,7 +45,7 @@ from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.runs import new_run_dir
 from lab.results.scratch import scratch_keyspace
-from lab.store import MessageStore, SendRequest, wall_clock_ms
+from lab.store import EncodedRecord, MessageStore, MessageType, SendRequest, wall_clock_ms
 
 __all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_outbox_bench"]
 
@@ -238,24 +238,30 @@ def _primitive(name: str, n: int, fn: Callable[[int], Any]) -> MethodResult:
 def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path,
                 params: OutboxBenchParams, with_hot: bool) -> dict[str, MethodResult]:
     """The outbox append and the hot-window write alone, one caller, on instances of their own."""
-    from lab.store import HotWindow, OutboxRecord, open_outbox
+    from lab.store import HotWindow, MessagePayload, OutboxRecord, open_outbox
 
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    pad = {"columns": {"pad": "x" * params.body_bytes}}
+    # what the commit path logs and writes to the hot window: a whole record with a body of body_bytes
+    record = EncodedRecord(
+        tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=1, message_id=bytes(16),
+        last_activity_id=bytes(16), sender_id=tenant, sender_device_id=tenant, client_message_id="primitive",
+        message_type=int(MessageType.TEXT), schema_version=1, state=0, payload_or_ciphertext=b"x" * params.body_bytes,
+        dek_id=("conversation", "primitive", 1), retention_class=0, created_at=wall_clock_ms())
+
+    def at(i: int) -> EncodedRecord:
+        return record.replace(conversation_seq=i + 1, message_id=(i + 1).to_bytes(16, "big"))
+
     out: dict[str, MethodResult] = {}
     for name, options in (("local", {"path": state_dir / "primitive-outbox.sqlite"}),
                           ("kafka", {"services": kafka, "topic": f"{kafka.kafka_topic}.primitive"})):
         with open_outbox(name, **options) as box:
             out[f"{name}_append"] = _primitive(f"{name}_append", params.primitive_ops, lambda i: box.append(
-                OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=i + 1, kind="message",
-                             payload=pad)))
+                OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=i + 1,
+                             payload=MessagePayload(record=at(i)))))
     if with_hot:
         hot = HotWindow.open(services, namespace=keyspace, window_days=PRIMITIVE_HOT_WINDOW_DAYS)
-        now = wall_clock_ms()
         try:
-            out["hot_window_put"] = _primitive("hot_window_put", params.primitive_ops, lambda i: hot.put({
-                "tenant_id": tenant, "conversation_id": conversation, "conversation_seq": i + 1, "created_at": now,
-                "payload_or_ciphertext": b"x" * params.body_bytes, "message_id": (i + 1).to_bytes(16, "big")}))
+            out["hot_window_put"] = _primitive("hot_window_put", params.primitive_ops, lambda i: hot.put(at(i)))
             for key in hot.client.scan_iter(f"{keyspace}:*"):
                 hot.client.delete(key)
         finally:

@@ -39,7 +39,8 @@ from lab.errors import HotWindowError, ValidationError
 from lab.store.hot import HotLayer
 from lab.store.rows.ids import check_conversation_seq, parse_uuid
 from lab.store.rows.model import MessageState
-from lab.store.rows.records import Message, columns_from_wire, columns_to_wire
+from lab.store.rows.encoded import EncodedRecord
+from lab.store.rows.records import Message
 
 __all__ = ["HotWindow", "HotWindowLayer"]
 
@@ -79,14 +80,14 @@ def _padded(seq: int) -> str:
     return f"{seq:0{_SEQ_DIGITS}d}"
 
 
-def _member(columns: Mapping[str, Any]) -> bytes:
-    wire = json.dumps(columns_to_wire(columns), separators=(",", ":"), sort_keys=True)
-    return f"{_padded(columns['conversation_seq'])}|{columns['created_at']:0{_TIME_DIGITS}d}|{wire}".encode()
+def _member(record: EncodedRecord) -> bytes:
+    wire = json.dumps(record.to_wire(), separators=(",", ":"), sort_keys=True)
+    return f"{_padded(record.conversation_seq)}|{record.created_at:0{_TIME_DIGITS}d}|{wire}".encode()
 
 
-def _parse(member: bytes) -> tuple[int, int, dict[str, Any]]:
+def _parse(member: bytes) -> tuple[int, int, EncodedRecord]:
     seq, created, wire = member.split(b"|", 2)
-    return int(seq), int(created), columns_from_wire(json.loads(wire))
+    return int(seq), int(created), EncodedRecord.from_wire(json.loads(wire))
 
 
 class HotWindow:
@@ -132,20 +133,22 @@ class HotWindow:
         return (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - self.window_seconds * 1000
 
     # ---- writes ---------------------------------------------------------------------------
-    def put(self, columns: Mapping[str, Any], *, now_ms: int | None = None) -> bool:
-        """Write one message (encoded, bind-ready columns). Returns False, writing nothing,
-        when it is older than the window already (a very late resume)."""
+    def put(self, record: EncodedRecord, *, now_ms: int | None = None) -> bool:
+        """Write one message (its encoded record). Returns False, writing nothing, when it is
+        older than the window already (a very late resume)."""
+        if not isinstance(record, EncodedRecord):
+            raise ValidationError(f"the hot window stores EncodedRecords, got {type(record).__name__}", field="record")
         cutoff = self._cutoff_ms(now_ms)
-        if columns["created_at"] < cutoff:
+        if record.created_at < cutoff:
             return False
-        key = self.key(columns["tenant_id"], columns["conversation_id"])
-        self._call(self._put, keys=[key], args=[_padded(columns["conversation_seq"]), _member(columns),
+        key = self.key(record.tenant_id, record.conversation_id)
+        self._call(self._put, keys=[key], args=[_padded(record.conversation_seq), _member(record),
                                                 self.window_seconds * 1000, cutoff, self.trim_per_write])
         return True
 
     def _update(self, tenant_id: Any, conversation_id: Any, seq: int,
-                change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
-        """Read-modify-swap one member; ``change`` returns the new columns or None (no change).
+                change: Callable[[EncodedRecord], EncodedRecord | None]) -> bool:
+        """Read-modify-swap one member; ``change`` returns the new record or None (no change).
         Returns True when the message is in the window (changed or left as it was)."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         key = self.key(tenant_id, conversation_id)
@@ -161,22 +164,22 @@ class HotWindow:
                              namespace=self.namespace, conversation_seq=seq)
 
     def recall(self, tenant_id: Any, conversation_id: Any, seq: int, *, recall_event_conversation_seq: int) -> bool:
-        def change(cols: dict[str, Any]) -> dict[str, Any] | None:
-            if cols["recall_event_conversation_seq"] is not None:
+        def change(record: EncodedRecord) -> EncodedRecord | None:
+            if record.recall_event_conversation_seq is not None:
                 return None
-            return {**cols, "state": int(MessageState.RECALLED),
-                    "recall_event_conversation_seq": recall_event_conversation_seq}
+            return record.replace(state=int(MessageState.RECALLED),
+                                  recall_event_conversation_seq=recall_event_conversation_seq)
         return self._update(tenant_id, conversation_id, seq, change)
 
     def edit(self, tenant_id: Any, conversation_id: Any, seq: int, *, payload_or_ciphertext: bytes,
              dek_id: tuple, edited_at_activity_id: bytes) -> bool:
-        def change(cols: dict[str, Any]) -> dict[str, Any] | None:
-            previous = cols["edited_at_activity_id"]
-            if cols["state"] == int(MessageState.RECALLED) or (previous is not None
-                                                                 and previous >= edited_at_activity_id):
+        def change(record: EncodedRecord) -> EncodedRecord | None:
+            previous = record.edited_at_activity_id
+            if record.state == int(MessageState.RECALLED) or (previous is not None
+                                                              and previous >= edited_at_activity_id):
                 return None  # recalled stays recalled; an older edit never replaces a newer one
-            return {**cols, "payload_or_ciphertext": payload_or_ciphertext, "dek_id": tuple(dek_id),
-                    "edited_at_activity_id": edited_at_activity_id, "state": int(MessageState.EDITED)}
+            return record.replace(payload_or_ciphertext=payload_or_ciphertext, dek_id=tuple(dek_id),
+                                  edited_at_activity_id=edited_at_activity_id, state=int(MessageState.EDITED))
         return self._update(tenant_id, conversation_id, seq, change)
 
     # ---- reads ----------------------------------------------------------------------------
@@ -192,8 +195,8 @@ class HotWindow:
         return out if limit is None else out[:limit]
 
     def range(self, tenant_id: Any, conversation_id: Any, *, low: int, high: int, newest_first: bool,
-              limit: int, now_ms: int | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` messages with ``low <= seq <= high`` (bind-ready columns), newest
+              limit: int, now_ms: int | None = None) -> list[EncodedRecord]:
+        """Up to ``limit`` messages with ``low <= seq <= high`` (encoded records), newest
         first or oldest first; members older than the window are skipped."""
         if high < low or limit <= 0:
             return []
@@ -203,7 +206,7 @@ class HotWindow:
         return [cols for _, created, cols in rows if created >= cutoff]
 
     def at(self, tenant_id: Any, conversation_id: Any, seqs: Iterable[int], *,
-           now_ms: int | None = None) -> dict[int, dict[str, Any]]:
+           now_ms: int | None = None) -> dict[int, EncodedRecord]:
         """The messages at these seqs that the window holds, by seq (one request for a dense set)."""
         wanted = sorted({check_conversation_seq(s) for s in seqs})
         if not wanted:
@@ -236,7 +239,7 @@ class HotWindow:
 class HotWindowLayer(HotLayer):
     """The Redis hot window as the read paths' hot layer: decoded with the store's encryptor."""
 
-    def __init__(self, window: HotWindow, *, decode: Callable[[Mapping[str, Any]], Message],
+    def __init__(self, window: HotWindow, *, decode: Callable[[EncodedRecord], Message],
                  bucket_width: int) -> None:
         self.window = window
         self._decode = decode

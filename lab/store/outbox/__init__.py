@@ -38,13 +38,14 @@ import importlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from lab.errors import ValidationError
-from lab.store.rows.ids import check_conversation_seq, parse_uuid
+from lab.store.rows.encoded import EncodedRecord
+from lab.store.rows.ids import blob_to_u128, check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
 
-__all__ = ["CONTROL_KINDS", "OUTBOXES", "Outbox", "OutboxBatch", "OutboxEntry", "OutboxRecord", "OutboxView",
-           "RECORD_KINDS", "open_outbox"]
+__all__ = ["CONTROL_KINDS", "ControlEvent", "EditEvent", "MessagePayload", "OUTBOXES", "Outbox", "OutboxBatch",
+           "OutboxEntry", "OutboxPayload", "OutboxRecord", "OutboxView", "RECORD_KINDS", "RecallEvent", "open_outbox"]
 
 KIND_MESSAGE = "message"
 KIND_RECALL = "recall"
@@ -54,28 +55,147 @@ RECORD_KINDS = (KIND_MESSAGE, *CONTROL_KINDS)
 DEFAULT_READ_LIMIT = 1000
 
 
+# ---- what a record carries: a message, or a CONTROL event (typed; the log stores their wire form) ----
+@dataclass(frozen=True, kw_only=True)
+class MessagePayload:
+    """A committed message: the row exactly as the commit path sealed it (the archiver writes it)."""
+
+    kind: ClassVar[str] = KIND_MESSAGE
+    record: EncodedRecord
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, EncodedRecord):
+            raise ValidationError(f"a message payload carries an EncodedRecord, got {type(self.record).__name__}",
+                                  field="record")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"columns": self.record.to_wire()}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> MessagePayload:
+        return cls(record=EncodedRecord.from_wire(data["columns"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecallEvent:
+    """A recall (§5.3): who, its activity id (u128) and when."""
+
+    kind: ClassVar[str] = KIND_RECALL
+    actor_id: uuid.UUID
+    activity_id: int
+    created_at_ms: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actor_id", parse_uuid(self.actor_id))
+        u128_to_blob(self.activity_id)
+        check_bigint(self.created_at_ms, column="created_at")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"actor_id": str(self.actor_id), "activity_id": u128_to_blob(self.activity_id).hex(),
+                "created_at": self.created_at_ms}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> RecallEvent:
+        return cls(**_control_fields(data))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditEvent:
+    """An edit (§5.3): as a recall, plus the new payload sealed for the target row and its key."""
+
+    kind: ClassVar[str] = KIND_EDIT
+    actor_id: uuid.UUID
+    activity_id: int
+    created_at_ms: int
+    payload_or_ciphertext: bytes = field(repr=False)
+    dek_id: tuple[str, str, int]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "actor_id", parse_uuid(self.actor_id))
+        u128_to_blob(self.activity_id)
+        check_bigint(self.created_at_ms, column="created_at")
+        if not isinstance(self.payload_or_ciphertext, bytes):
+            raise ValidationError("an edit carries its sealed payload as bytes", field="payload_or_ciphertext")
+        object.__setattr__(self, "dek_id", tuple(self.dek_id))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"actor_id": str(self.actor_id), "activity_id": u128_to_blob(self.activity_id).hex(),
+                "created_at": self.created_at_ms, "payload_or_ciphertext": self.payload_or_ciphertext.hex(),
+                "dek_id": list(self.dek_id)}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> EditEvent:
+        return cls(**_control_fields(data), payload_or_ciphertext=bytes.fromhex(data["payload_or_ciphertext"]),
+                   dek_id=tuple(data["dek_id"]))
+
+
+ControlEvent = RecallEvent | EditEvent
+OutboxPayload = MessagePayload | RecallEvent | EditEvent
+_PAYLOADS: dict[str, type[MessagePayload] | type[RecallEvent] | type[EditEvent]] = {
+    KIND_MESSAGE: MessagePayload, KIND_RECALL: RecallEvent, KIND_EDIT: EditEvent}
+
+
+def _control_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {"actor_id": data["actor_id"], "activity_id": blob_to_u128(bytes.fromhex(data["activity_id"])),
+            "created_at_ms": data["created_at"]}
+
+
+def payload_from_wire(kind: str, data: Mapping[str, Any]) -> OutboxPayload:
+    """The typed payload of a record of ``kind`` from its wire form; a typed ValidationError
+    (nothing half-read) for anything else."""
+    cls = _PAYLOADS.get(kind)
+    if cls is None:
+        raise ValidationError(f"unknown outbox record kind {kind!r}", kind=kind)
+    try:
+        return cls.from_wire(data)
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValidationError(f"not the wire form of a {kind} payload: {exc!r}", kind=kind) from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class OutboxRecord:
-    """One log record. ``payload`` is JSON-ready (the message's encoded columns, or the
-    CONTROL event's fields); ``target_seq`` is the message a CONTROL event acts on."""
+    """One log record: a message (:class:`MessagePayload`) or a CONTROL event (:class:`RecallEvent`,
+    :class:`EditEvent`) at its own coordinate; ``kind`` follows from the payload and
+    ``target_seq`` is the message a CONTROL event acts on."""
 
     tenant_id: uuid.UUID
     conversation_id: uuid.UUID
     conversation_seq: int
-    kind: str
-    payload: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    payload: OutboxPayload = field(repr=False)
     target_seq: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tenant_id", parse_uuid(self.tenant_id))
         object.__setattr__(self, "conversation_id", parse_uuid(self.conversation_id))
         check_conversation_seq(self.conversation_seq)
-        if self.kind not in RECORD_KINDS:
-            raise ValidationError(f"unknown outbox record kind {self.kind!r}", kind=self.kind)
+        if not isinstance(self.payload, (MessagePayload, RecallEvent, EditEvent)):
+            raise ValidationError(f"an outbox record carries a MessagePayload, RecallEvent or EditEvent, got "
+                                  f"{type(self.payload).__name__}", field="payload")
         if (self.kind in CONTROL_KINDS) != (self.target_seq is not None):
             raise ValidationError("CONTROL records (and only they) carry a target_seq", kind=self.kind)
         if self.target_seq is not None:
             check_conversation_seq(self.target_seq, column="target_seq")
+
+    @property
+    def kind(self) -> str:
+        return self.payload.kind
+
+    def to_wire(self) -> dict[str, Any]:
+        """JSON-ready: the coordinates, kind, target_seq and the payload's wire form."""
+        return {"tenant_id": str(self.tenant_id), "conversation_id": str(self.conversation_id),
+                "conversation_seq": self.conversation_seq, "kind": self.kind, "target_seq": self.target_seq,
+                "payload": self.payload.to_wire()}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> OutboxRecord:
+        try:
+            return cls(tenant_id=data["tenant_id"], conversation_id=data["conversation_id"],
+                       conversation_seq=data["conversation_seq"], target_seq=data["target_seq"],
+                       payload=payload_from_wire(data["kind"], data["payload"]))
+        except KeyError as exc:
+            raise ValidationError(f"outbox record lacks {exc}", field=str(exc)) from None
 
 
 @dataclass(frozen=True, kw_only=True)

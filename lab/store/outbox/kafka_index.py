@@ -39,13 +39,9 @@ def record_key(record: OutboxRecord) -> RecordKey:
 
 
 def encode_value(record: OutboxRecord, appended_at_ms: int) -> bytes:
-    try:
-        return json.dumps({"tenant_id": str(record.tenant_id), "conversation_id": str(record.conversation_id),
-                           "conversation_seq": record.conversation_seq, "kind": record.kind,
-                           "target_seq": record.target_seq, "payload": dict(record.payload),
-                           "appended_at_ms": appended_at_ms}, separators=(",", ":"), sort_keys=True).encode()
-    except (TypeError, ValueError) as exc:
-        raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
+    """The record's wire form (:meth:`OutboxRecord.to_wire`) and its append time, as JSON."""
+    return json.dumps({**record.to_wire(), "appended_at_ms": appended_at_ms}, separators=(",", ":"),
+                      sort_keys=True).encode()
 
 
 def parse_key(raw: bytes) -> RecordKey:
@@ -56,10 +52,7 @@ def parse_key(raw: bytes) -> RecordKey:
 def decode_entry(value: bytes, *, partition: int, offset: int, duplicate: bool = False) -> OutboxEntry:
     data = json.loads(value)
     return OutboxEntry(offset=offset, partition=partition, appended_at_ms=data["appended_at_ms"], duplicate=duplicate,
-                       record=OutboxRecord(tenant_id=uuid.UUID(data["tenant_id"]),
-                                           conversation_id=uuid.UUID(data["conversation_id"]),
-                                           conversation_seq=data["conversation_seq"], kind=data["kind"],
-                                           target_seq=data["target_seq"], payload=data["payload"]))
+                       record=OutboxRecord.from_wire(data))
 
 
 def next_messages(consumer: Consumer, limit: int) -> list[Any]:

@@ -188,7 +188,7 @@ class KafkaOutbox(Outbox):
         offset = report["offset"]
         self._index.wait(partition, offset + 1, self._timeout)
         first = self._index.first[record_key(record)]
-        # the record as stored: the payload was JSON-checked by _encode, ids are parsed already
+        # the record as stored: a typed record round-trips its wire form, ids are parsed already
         own = OutboxEntry(offset=offset, partition=partition, appended_at_ms=appended_at_ms, record=record)
         self._remember(own)
         if first == (partition, offset):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import OutboxError, ValidationError
-from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxEntry, OutboxRecord
+from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxEntry, OutboxRecord, payload_from_wire
 from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, GroupCommit, SqliteFile
 from lab.store.plumbing.wall_clock import Clock, wall_clock_ms
 
@@ -73,16 +73,13 @@ class LocalOutbox(Outbox):
         offset, tenant, conversation, seq, kind, target, payload, appended = row
         return OutboxEntry(offset=offset, appended_at_ms=appended, duplicate=duplicate,
                            record=OutboxRecord(tenant_id=uuid.UUID(tenant), conversation_id=uuid.UUID(conversation),
-                                               conversation_seq=seq, kind=kind, target_seq=target,
-                                               payload=json.loads(payload)))
+                                               conversation_seq=seq, target_seq=target,
+                                               payload=payload_from_wire(kind, json.loads(payload))))
 
     def append(self, record: OutboxRecord) -> OutboxEntry:
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
-        try:
-            payload = json.dumps(dict(record.payload), separators=(",", ":"), sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise OutboxError(f"outbox payload is not JSON-ready: {exc}") from exc
+        payload = json.dumps(record.payload.to_wire(), separators=(",", ":"), sort_keys=True)
         return self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
 
     @classmethod

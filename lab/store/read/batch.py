@@ -51,7 +51,7 @@ from lab.errors import ValidationError
 from lab.store.rows.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer
-from lab.store.read.history import check_bucket_rows, whole_rows
+from lab.store.read.bucket import check_bucket_rows, whole_rows
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot

@@ -60,17 +60,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
-from lab.errors import BucketOverflow, ValidationError
+from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
+from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, whole_rows
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
 
-Direction = Literal["older", "newer"]
 DIRECTIONS: tuple[str, ...] = ("older", "newer")
 DEFAULT_HISTORY_LIMIT = 50
 HISTORY_LIMIT_MAX = (1 << 31) - 1  # CQL LIMIT binds a signed 32-bit int
@@ -112,33 +112,6 @@ class HistoryBounds:
 
     latest_conversation_seq: int
     earliest_available_conversation_seq: int
-
-
-def check_bucket_rows(rows: list[Any], *, width: int, table: str, tenant_id: uuid.UUID,
-                      conversation_id: uuid.UUID, seq_bucket: int) -> list[Any]:
-    """§4.2 / S-4: one partition can never hold more than W rows; more is a bucketing bug
-    (W changed after tables exist, float division in seq_bucket ...), never data to page."""
-    if len(rows) > width:
-        raise BucketOverflow(
-            f"{table} partition ({tenant_id}, {conversation_id}, seq_bucket={seq_bucket}) returned "
-            f"{len(rows)} rows, over the bucket width {width}: the bucketing is broken",
-            table=table, tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=seq_bucket,
-            rows=len(rows), width=width)
-    return rows
-
-
-def whole_rows(rows: list[Any], ctx: StoreContext) -> list[Any]:
-    """``rows`` without the partial ones (no message_id), each of which is counted."""
-    whole = [row for row in rows if row.message_id is not None]
-    if len(whole) != len(rows):
-        ctx.alerts.incr("partial_rows_skipped", len(rows) - len(whole))
-    return whole
-
-
-class _BucketRead(NamedTuple):
-    messages: list[Message]
-    more: bool              # the read hit its LIMIT: the partition may hold more past last_seq
-    last_seq: int | None    # conversation_seq of the last row the read returned (partial rows too)
 
 
 def _check_limit(limit: object) -> int:
@@ -228,7 +201,7 @@ class HistoryReader:
         return self._newer(tenant_id, conversation_id, lower=lower, high=high, limit=limit)
 
     def _older(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, upper: int, low: int,
-               limit: int, walk: _Walk | None = None, first: _BucketRead | None = None) -> HistoryPage:
+               limit: int, walk: _Walk | None = None, first: BucketRead | None = None) -> HistoryPage:
         """The older walk from ``upper`` (exclusive) down to ``low``; ``first``: the first bucket's
         read, already issued (the one-round-trip page), ``walk`` the counts so far."""
         width = self.constants.message_seq_bucket_width
@@ -241,7 +214,8 @@ class HistoryReader:
             if first is not None:
                 read, first = first, None
             else:
-                read = self._read(tenant_id, conversation_id, bucket, "older", upper, low, limit - walk.collected)
+                read = self._read(BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
+                                              direction="older", anchor=upper, bound=low, fetch=limit - walk.collected))
             walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq > low)
@@ -279,9 +253,10 @@ class HistoryReader:
         answered. When the page's first bucket turns out to be another one (H moved on since the
         guess, or the anchor lies above H + 1 in another bucket) the read is spent (counted in
         ``requests`` and ``buckets_scanned``, never as an empty bucket) and the walk reads as usual."""
+        issued = BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket, direction="older",
+                             anchor=guess, bound=FIRST_CONVERSATION_SEQ, fetch=limit)
         head, first = self.connection.execute_concurrent(
-            [(self._stmt("bounds"), (tenant_id, conversation_id)),
-             (self._stmt("older"), (tenant_id, conversation_id, bucket, guess, FIRST_CONVERSATION_SEQ, limit))],
+            [(self._stmt("bounds"), (tenant_id, conversation_id)), (self._stmt("older"), issued.params())],
             concurrency=2)
         walk = _Walk(limit=limit)
         bounds = self._bounds_of(tenant_id, conversation_id, head.one())
@@ -301,8 +276,10 @@ class HistoryReader:
         last_seq = rows[-1].conversation_seq if rows else None
         # cut by its LIMIT above E: the bucket may go on below the last row (rows above H took places)
         more = len(rows) == limit and last_seq > low
-        read = self._decoded(tenant_id, conversation_id, bucket, "older", upper, low, limit,
-                             [row for row in rows if low <= row.conversation_seq < upper], more=more, last_seq=last_seq)
+        page_query = BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
+                                 direction="older", anchor=upper, bound=low, fetch=limit)
+        read = self._decoded(page_query, [row for row in rows if low <= row.conversation_seq < upper], more=more,
+                             last_seq=last_seq)
         return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk, first=read)
 
     def _newer(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, lower: int, high: int,
@@ -314,7 +291,8 @@ class HistoryReader:
         walk = _Walk(limit=limit)
         continued = False
         while True:
-            read = self._read(tenant_id, conversation_id, bucket, "newer", lower, high, limit - walk.collected)
+            read = self._read(BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
+                                          direction="newer", anchor=lower, bound=high, fetch=limit - walk.collected))
             walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq < high)
@@ -330,34 +308,22 @@ class HistoryReader:
             bucket += 1
             lower = bucket * width - 1
 
-    def _read(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str,
-              anchor: int, bound: int, fetch: int) -> _BucketRead:
-        """One bucket read: ``anchor`` exclusive, ``bound`` inclusive, at most ``fetch`` rows."""
-        rows = list(self.connection.execute(self._stmt(name),
-                                            (tenant_id, conversation_id, bucket, anchor, bound, fetch)))
-        return self._bucket_read(tenant_id, conversation_id, bucket, name, anchor, bound, fetch, rows)
-
-    def _bucket_read(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str,
-                     anchor: int, bound: int, fetch: int, rows: list[Any]) -> _BucketRead:
-        """What one bucket read returned (``anchor`` exclusive, ``bound`` inclusive, at most
-        ``fetch`` rows), S-4 checked, decoded, merged with the hot layer."""
+    def _read(self, q: BucketQuery) -> BucketRead:
+        """One bucket read, S-4 checked, decoded, merged with the hot layer."""
+        rows = list(self.connection.execute(self._stmt(q.direction), q.params()))
         check_bucket_rows(rows, width=self.constants.message_seq_bucket_width, table="message_record",
-                          tenant_id=tenant_id, conversation_id=conversation_id, seq_bucket=bucket)
-        return self._decoded(tenant_id, conversation_id, bucket, name, anchor, bound, fetch, rows,
-                             more=len(rows) == fetch, last_seq=rows[-1].conversation_seq if rows else None)
+                          tenant_id=q.tenant_id, conversation_id=q.conversation_id, seq_bucket=q.bucket)
+        return self._decoded(q, rows, more=len(rows) == q.fetch, last_seq=rows[-1].conversation_seq if rows else None)
 
-    def _decoded(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, name: str, anchor: int,
-                 bound: int, fetch: int, rows: list[Any], *, more: bool, last_seq: int | None) -> _BucketRead:
+    def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> BucketRead:
         messages = self._decode(whole_rows(rows, self.ctx))
         if self._hot is not None:
-            # the hot layer is merged over the range this read covered: all of it, or down to
-            # (up to) its last row when the LIMIT cut it
-            covered = last_seq if more else bound
-            low, high = (covered, anchor - 1) if name == "older" else (anchor + 1, covered)
-            hot = self._hot.bucket_range(tenant_id, conversation_id, bucket, low=low, high=high, limit=fetch,
-                                         descending=name == "older")
-            messages = merge_rows(messages, hot, descending=name == "older", limit=fetch)
-        return _BucketRead(messages=messages, more=more, last_seq=last_seq)
+            # the hot layer is merged over the range this read covered
+            low, high = q.covered(last_seq, more=more)
+            hot = self._hot.bucket_range(q.tenant_id, q.conversation_id, q.bucket, low=low, high=high, limit=q.fetch,
+                                         descending=q.descending)
+            messages = merge_rows(messages, hot, descending=q.descending, limit=q.fetch)
+        return BucketRead(messages=messages, more=more, last_seq=last_seq)
 
     # -- whole partitions ------------------------------------------------------------------------
 

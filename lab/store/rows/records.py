@@ -11,10 +11,10 @@ copied to another row fails to decrypt. E2EE bodies are the client's ciphertext:
 and opened like any payload, never interpreted.
 
 Both write paths (commit, archiver) and every read path go through :func:`encode_record`
-and :func:`decode_row`; :data:`MESSAGE_RECORD_COLUMNS` is the one column order used by
-INSERT and SELECT. :func:`columns_to_wire` / :func:`columns_from_wire` carry encoded
-columns through the outbox as JSON, so the archiver writes the very bytes the commit path
-sealed (an archive run twice writes identical cells).
+(a Message -> its :class:`~lab.store.rows.encoded.EncodedRecord`) and :func:`decode_row`;
+:data:`MESSAGE_RECORD_COLUMNS` is the one column order used by INSERT and SELECT. The
+encoded record's wire form (``to_wire`` / ``from_wire``) carries it through the outbox, so the
+archiver writes the very bytes the commit path sealed (an archive run twice writes identical cells).
 """
 from __future__ import annotations
 
@@ -24,18 +24,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cassandra.query import UNSET_VALUE
-
 from lab.constants import Constants
 from lab.store.crypto import Encryptor
 from lab.errors import CryptoError, KeyDestroyed, ValidationError
+from lab.store.rows.encoded import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord
 from lab.store.rows.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import MessageState, MessageType, RetentionClass, parse_enum
 
-__all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "Message", "RECORD_SCHEMA_VERSION",
-           "columns_from_wire", "columns_to_wire", "decode_row", "decode_rows", "encode_record", "open_payload",
-           "record_values", "seal_payload"]
+__all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "EncodedRecord", "Message",
+           "RECORD_SCHEMA_VERSION", "decode_row", "decode_rows", "encode_record", "open_payload", "seal_payload"]
 
 _DEFAULTS = Constants.appendix_b()
 E = TypeVar("E", MessageType, MessageState, RetentionClass)
@@ -49,20 +47,8 @@ ENVELOPE_FLAG_BYTES = 1
 # and anything older they know.
 RECORD_SCHEMA_VERSION = 1
 
-MESSAGE_RECORD_COLUMNS: tuple[str, ...] = (
-    "tenant_id", "conversation_id", "seq_bucket", "conversation_seq", "message_id", "last_activity_id",
-    "sender_id", "sender_device_id", "client_message_id", "message_type", "custom_type", "schema_version",
-    "payload_or_ciphertext", "media_metadata", "reply_to_conversation_seq", "mention_targets", "state",
-    "recall_event_conversation_seq", "edited_at_activity_id", "created_at", "retention_class", "dek_id",
-)
-MESSAGE_RECORD_KEY: tuple[str, ...] = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
-
 # What every row the store writes has; a row without them is not a message (decode refuses it).
 _WHOLE_ROW_COLUMNS = MESSAGE_RECORD_KEY + ("message_id", "last_activity_id")
-# Columns stored as u128 blobs / UUIDs: the wire (JSON) form needs to know which is which.
-_U128_BLOB_COLUMNS = frozenset({"message_id", "last_activity_id", "edited_at_activity_id"})
-_RAW_BLOB_COLUMNS = frozenset({"payload_or_ciphertext", "media_metadata", "mention_targets"})
-_UUID_COLUMNS = frozenset({"tenant_id", "conversation_id", "sender_id", "sender_device_id"})
 _ENUM_BY_VALUE = {cls: {int(m): m for m in cls} for cls in (MessageType, MessageState, RetentionClass)}
 
 
@@ -133,8 +119,8 @@ def _opt_bigint(value: int | None, column: str) -> int | None:
 
 def encode_record(message: Message, encryptor: Encryptor, *,
                   bucket_width: int = _DEFAULTS.message_seq_bucket_width,
-                  thumbnail_max_bytes: int = _DEFAULTS.media_thumbnail_max_bytes) -> dict[str, Any]:
-    """Column values of ``message`` keyed and ordered as :data:`MESSAGE_RECORD_COLUMNS`.
+                  thumbnail_max_bytes: int = _DEFAULTS.media_thumbnail_max_bytes) -> EncodedRecord:
+    """The row of ``message`` as the store binds it (:class:`EncodedRecord`).
 
     Seals the body with the conversation's current DEK (``message.dek_id`` is ignored: the
     key that sealed it is what the row must name). Every bigint passes the bit-63 guard here,
@@ -148,7 +134,7 @@ def encode_record(message: Message, encryptor: Encryptor, *,
     payload, dek_id = seal_payload(message.body, e2ee=message.e2ee, encryptor=encryptor,
                                    tenant_id=message.tenant_id, conversation_id=message.conversation_id,
                                    conversation_seq=seq)
-    columns: dict[str, Any] = {
+    return EncodedRecord.of({
         "tenant_id": message.tenant_id,
         "conversation_id": message.conversation_id,
         "seq_bucket": check_bigint(bucket, column="seq_bucket"),
@@ -162,31 +148,19 @@ def encode_record(message: Message, encryptor: Encryptor, *,
         "custom_type": message.custom_type,
         "schema_version": int(message.schema_version),
         "payload_or_ciphertext": payload,
-        "media_metadata": None if message.media is None else message.media.encode(
-            thumbnail_max_bytes=thumbnail_max_bytes),
+        "media_metadata": None if message.media is None
+        else message.media.encode(thumbnail_max_bytes=thumbnail_max_bytes),
         "reply_to_conversation_seq": _opt_bigint(message.reply_to_conversation_seq, "reply_to_conversation_seq"),
         "mention_targets": None if message.mentions is None else message.mentions.encode(),
         "state": int(message.state),
         "recall_event_conversation_seq": _opt_bigint(message.recall_event_conversation_seq,
-                                                     "recall_event_conversation_seq"),
+                                                  "recall_event_conversation_seq"),
         "edited_at_activity_id": None if message.edited_at_activity_id is None
         else u128_to_blob(message.edited_at_activity_id),
         "created_at": check_bigint(message.created_at_ms, column="created_at"),
         "retention_class": int(message.retention_class),
         "dek_id": dek_id.as_tuple(),
-    }
-    return columns
-
-
-def record_values(columns: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Bind values in :data:`MESSAGE_RECORD_COLUMNS` order (for the prepared INSERT).
-
-    An absent value binds as UNSET, not null: a bound null is written as a tombstone cell,
-    and a dozen optional columns per row would make every history read scan tombstones
-    (S-6 demands zero). UNSET leaves the cell alone, which for an upsert of the same
-    message is the same row.
-    """
-    return tuple(UNSET_VALUE if columns[name] is None else columns[name] for name in MESSAGE_RECORD_COLUMNS)
+    })
 
 
 # --- decode -----------------------------------------------------------------------------------
@@ -279,6 +253,8 @@ def _columns(row: Any) -> tuple[Any, ...]:
     kind = type(row)
     if kind in _ORDERED_ROW_TYPES:
         return row
+    if kind is EncodedRecord:  # the hot window's copies
+        return row.columns()
     if getattr(row, "_fields", None) == MESSAGE_RECORD_COLUMNS and isinstance(row, tuple):
         if len(_ORDERED_ROW_TYPES) < _ORDERED_ROW_TYPES_MAX:
             _ORDERED_ROW_TYPES.add(kind)
@@ -324,44 +300,3 @@ def _decode(row: Any, encryptor: Encryptor, openers: dict) -> Message:
         "retention_class": _enum(RetentionClass, retention_class or 0),
         "dek_id": dek_id,
     })
-
-
-# --- wire form (outbox) -----------------------------------------------------------------------
-
-def columns_to_wire(columns: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON-ready form of encoded columns: blobs as hex, UUIDs as str, dek_id as a list."""
-    out: dict[str, Any] = {}
-    for name in MESSAGE_RECORD_COLUMNS:
-        value = columns.get(name)
-        if value is None:
-            out[name] = None
-        elif name in _U128_BLOB_COLUMNS or name in _RAW_BLOB_COLUMNS:
-            out[name] = bytes(value).hex()
-        elif name in _UUID_COLUMNS:
-            out[name] = str(value)
-        elif name == "dek_id":
-            out[name] = list(value)
-        else:
-            out[name] = value
-    return out
-
-
-def columns_from_wire(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Inverse of :func:`columns_to_wire`: values ready to bind."""
-    missing = [name for name in MESSAGE_RECORD_COLUMNS if name not in data]
-    if missing:
-        raise ValidationError(f"outbox record lacks columns: {', '.join(missing)}", columns=missing)
-    out: dict[str, Any] = {}
-    for name in MESSAGE_RECORD_COLUMNS:
-        value = data[name]
-        if value is None:
-            out[name] = None
-        elif name in _U128_BLOB_COLUMNS or name in _RAW_BLOB_COLUMNS:
-            out[name] = bytes.fromhex(value)
-        elif name in _UUID_COLUMNS:
-            out[name] = uuid.UUID(value)
-        elif name == "dek_id":
-            out[name] = tuple(value)
-        else:
-            out[name] = value
-    return out

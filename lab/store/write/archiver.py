@@ -24,8 +24,7 @@ from lab.store.plumbing.wall_clock import US_PER_MS
 from lab.errors import ValidationError
 from lab.store.plumbing.context import StoreContext
 from lab.cluster.connection import Stmt
-from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry
-from lab.store.rows.records import columns_from_wire
+from lab.store.outbox import KIND_MESSAGE, MessagePayload, Outbox, OutboxEntry
 from lab.store.write.send import record_statements
 
 __all__ = ["ARCHIVER_GROUP", "DEFAULT_ARCHIVE_BATCH", "HistoryArchiver", "archive_statements"]
@@ -41,12 +40,16 @@ def archive_statements(ctx: StoreContext, entry: OutboxEntry, *, now_ms: int) ->
     than any recall / edit cell, so archiving (now, again, or early from lab.store.write.recall)
     never undoes one, and the row it leaves is whole whatever was applied first.
     """
-    columns = columns_from_wire(entry.record.payload["columns"])
-    ttl = ctx.retention.remaining_ttl_seconds(columns["retention_class"], columns["tenant_id"],
-                                              created_at_ms=columns["created_at"], now_ms=now_ms)
+    payload = entry.record.payload
+    if not isinstance(payload, MessagePayload):
+        raise ValidationError(f"only a logged message is archived, not a {entry.record.kind} event",
+                              kind=entry.record.kind)
+    record = payload.record
+    ttl = ctx.retention.remaining_ttl_seconds(record.retention_class, record.tenant_id,
+                                              created_at_ms=record.created_at, now_ms=now_ms)
     if ttl is None:
         return None
-    return record_statements(ctx, columns, ttl, timestamp_us=columns["created_at"] * US_PER_MS)
+    return record_statements(ctx, record, ttl, timestamp_us=record.created_at * US_PER_MS)
 
 
 class HistoryArchiver:

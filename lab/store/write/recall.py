@@ -63,7 +63,8 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
 from lab.store.rows.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.rows.model import MessageState, RetentionClass, parse_enum
-from lab.store.outbox import CONTROL_KINDS, KIND_EDIT, KIND_MESSAGE, KIND_RECALL, Outbox, OutboxEntry, OutboxRecord
+from lab.store.outbox import (CONTROL_KINDS, KIND_RECALL, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord,
+                              RecallEvent)
 from lab.store.rows.records import MESSAGE_RECORD_KEY, seal_payload
 from lab.store.write.sequence import SequenceAllocator
 
@@ -137,17 +138,17 @@ class RecallPath:
         # Archiver mode: committed but not archived yet (no row, or only the cells an earlier
         # recall/edit wrote). The log has the message, with what the TTL needs.
         entry = self.outbox.get(tenant_id, conversation_id, seq)
-        if entry is None or entry.record.kind != KIND_MESSAGE:
+        if entry is None or not isinstance(entry.record.payload, MessagePayload):
             return None
-        columns = entry.record.payload["columns"]
-        ttl = self.ctx.retention.remaining_ttl_seconds(RetentionClass(columns["retention_class"]), tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
+        logged = entry.record.payload.record
+        ttl = self.ctx.retention.remaining_ttl_seconds(RetentionClass(logged.retention_class), tenant_id,
+                                                       created_at_ms=logged.created_at, now_ms=self.ctx.clock_ms())
         if ttl is None:
             return None  # expired before it was archived: nothing left to recall
         changed = changed or dict(state=MessageState.NORMAL, recall_event_conversation_seq=None,
                                   edited_at_activity_id=None)
-        return _Target(**common, **changed, message_id=blob_to_u128(bytes.fromhex(columns["message_id"])),
-                       ttl_seconds=ttl, unarchived=entry)
+        return _Target(**common, **changed, message_id=blob_to_u128(logged.message_id), ttl_seconds=ttl,
+                       unarchived=entry)
 
     def _ensure_whole(self, target: _Target) -> None:
         """Archive a not-yet-archived target first, so the UPDATE after it lands on a whole row."""
@@ -190,9 +191,9 @@ class RecallPath:
             alloc = self.sequences.allocate(tenant_id, conversation_id)
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
-                kind=KIND_RECALL, target_seq=seq,
-                payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                         "created_at": self.ctx.clock_ms()}))
+                target_seq=seq,
+                payload=RecallEvent(actor_id=actor_id, activity_id=alloc.last_activity_id,
+                                    created_at_ms=self.ctx.clock_ms())))
             replayed = False
         self.ctx.faults.hit("after_recall_log")
         self._apply_recall(target, entry)
@@ -236,9 +237,9 @@ class RecallPath:
         alloc = self.sequences.allocate(tenant_id, conversation_id)
         entry = self.outbox.append(OutboxRecord(
             tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
-            kind=KIND_EDIT, target_seq=seq,
-            payload={"actor_id": str(actor_id), "activity_id": u128_to_blob(alloc.last_activity_id).hex(),
-                     "created_at": self.ctx.clock_ms(), "payload_or_ciphertext": blob.hex(), "dek_id": list(dek_id.as_tuple())}))
+            target_seq=seq,
+            payload=EditEvent(actor_id=actor_id, activity_id=alloc.last_activity_id, created_at_ms=self.ctx.clock_ms(),
+                              payload_or_ciphertext=blob, dek_id=dek_id.as_tuple())))
         self.ctx.faults.hit("after_edit_log")
         self._apply_edit(target, entry)
         self.ctx.faults.hit("after_edit_update")
@@ -247,19 +248,20 @@ class RecallPath:
 
     def _apply_edit(self, target: _Target, entry: OutboxEntry) -> None:
         self._ensure_whole(target)
-        payload = entry.record.payload
+        event = entry.record.payload
+        assert isinstance(event, EditEvent)
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? SET payload_or_ciphertext = ?, dek_id = ?, "
             "edited_at_activity_id = ?, state = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
-        self.ctx.connection.execute(stmt, (target.ttl_seconds, bytes.fromhex(payload["payload_or_ciphertext"]),
-                                           tuple(payload["dek_id"]), bytes.fromhex(payload["activity_id"]),
+        activity = u128_to_blob(event.activity_id)
+        self.ctx.connection.execute(stmt, (target.ttl_seconds, event.payload_or_ciphertext, event.dek_id, activity,
                                            int(MessageState.EDITED), target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
         if self._hot is not None:
             self._hot.edit(target.tenant_id, target.conversation_id, target.conversation_seq,
-                           payload_or_ciphertext=bytes.fromhex(payload["payload_or_ciphertext"]),
-                           dek_id=tuple(payload["dek_id"]), edited_at_activity_id=bytes.fromhex(payload["activity_id"]))
+                           payload_or_ciphertext=event.payload_or_ciphertext, dek_id=event.dek_id,
+                           edited_at_activity_id=activity)
         self._on_change(target.tenant_id, target.message_id)
         if self._keep_recalled(target):
             raise InvalidState("the message was recalled while the edit was in flight: it stays recalled",
@@ -321,4 +323,6 @@ class RecallPath:
 
 
 def _activity(entry: OutboxEntry) -> int:
-    return blob_to_u128(bytes.fromhex(entry.record.payload["activity_id"]))
+    event = entry.record.payload
+    assert isinstance(event, (RecallEvent, EditEvent))
+    return event.activity_id

@@ -33,7 +33,7 @@ from lab.errors import ValidationError
 from lab.store.plumbing.context import StoreContext
 from lab.store.rows.ids import IdLike, parse_uuid, seq_bucket
 from lab.store.rows.model import DedupState, MessageType, RetentionClass
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, encode_record, record_values
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, EncodedRecord, Message, encode_record
 from lab.store.write.head import HeadUpdate
 from lab.store.write.head_writer import HeadWriter
 from lab.store.write.send import SendAck, record_statements
@@ -70,9 +70,9 @@ class Seeder:
     def record_values(self, message: Message) -> tuple[Any, ...]:
         """The message sealed as the store seals it, as bind values in :attr:`record_columns`
         order: for an experiment writing message_record rows into tables of its own."""
-        return record_values(self._columns(message))
+        return self._encode(message).values()
 
-    def _columns(self, message: Message) -> dict[str, Any]:
+    def _encode(self, message: Message) -> EncodedRecord:
         if not isinstance(message, Message):
             raise ValidationError(f"seeding takes lab.store.Message rows, got {type(message).__name__}",
                                   field="message")
@@ -105,14 +105,14 @@ class Seeder:
             ttl_seconds = ctx.retention.ttl_seconds(message.retention_class, message.tenant_id)
         if timestamp_us == STAMP_NOW:
             timestamp_us = time.time_ns() // 1000
-        columns = self._columns(message)
-        items = record_statements(ctx, columns, ttl_seconds, timestamp_us=timestamp_us, index=index)
+        record = self._encode(message)
+        items = record_statements(ctx, record, ttl_seconds, timestamp_us=timestamp_us, index=index)
         if dedup:
             using = "" if timestamp_us is None else " USING TIMESTAMP ?"
             stmt = ctx.prepare("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, "
                                f"conversation_seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?){using}")
-            values = (columns["tenant_id"], columns["sender_id"], columns["client_message_id"], columns["message_id"],
-                      columns["conversation_seq"], int(DedupState.COMMITTED), columns["created_at"])
+            values = (record.tenant_id, record.sender_id, record.client_message_id, record.message_id,
+                      record.conversation_seq, int(DedupState.COMMITTED), record.created_at)
             items.append((stmt, values + (() if timestamp_us is None else (timestamp_us,))))
         return items
 

@@ -1,6 +1,7 @@
 """The send path, design §5.1, with crash points between every step (lab.store.plumbing.faults).
 
-    0  validate every input (typed ValidationError, nothing written yet)
+    0  the request checked itself when built (SendRequest), the store's size limits here
+       (typed ValidationError, nothing written yet)
     2  allocate conversation_seq / message_id / last_activity_id   (lab.store.write.sequence)
        seal the payload                                            (lab.store.rows.records)
     1  client_dedup reserve: INSERT ... IF NOT EXISTS, state=RESERVED, carrying the ids
@@ -41,8 +42,9 @@ admin index does not keep pointing at expired rows forever.
 """
 from __future__ import annotations
 
+import functools
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
@@ -53,9 +55,8 @@ from lab.store.write.head_writer import HeadWriter
 from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
-from lab.store.outbox import KIND_MESSAGE, Outbox, OutboxEntry, OutboxRecord
-from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, Message, columns_from_wire, columns_to_wire,
-                      encode_record, record_values)
+from lab.store.outbox import MessagePayload, Outbox, OutboxEntry, OutboxRecord
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, encode_record
 from lab.store.rows.retention import parse_retention_class
 from lab.store.write.sequence import SequenceAllocator
 
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
 __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
-           "record_statements", "validate_send"]
+           "record_statements"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
 # and bounds the partition key of client_dedup.
@@ -84,37 +85,6 @@ _INDEX_INSERT = {timed: "INSERT INTO {ks}.message_index (tenant_id, message_id, 
                         f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}" for timed, using in _USING.items()}
 
 
-@dataclass(frozen=True, kw_only=True)
-class SendRequest:
-    """What a client sends. Ids may be UUIDs or their strings, enums members/ints/names;
-    :func:`validate_send` normalises and checks everything before the store writes."""
-
-    tenant_id: uuid.UUID
-    conversation_id: uuid.UUID
-    sender_id: uuid.UUID
-    sender_device_id: uuid.UUID
-    client_message_id: str
-    body: bytes = field(default=b"", repr=False)
-    message_type: MessageType = MessageType.TEXT
-    media: MediaMetadata | None = None
-    mentions: MentionTargets | None = None
-    reply_to_conversation_seq: int | None = None
-    retention_class: RetentionClass = RetentionClass.DEFAULT
-    e2ee: bool = False
-    custom_type: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class SendAck:
-    """SEND_ACK: the message is COMMITTED (§11.2), not that anyone received it."""
-
-    message_id: int
-    conversation_seq: int
-    last_activity_id: int
-    created_at_ms: int
-    replayed: bool = False
-
-
 def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError],
                 key: bool = False) -> str:
     if not isinstance(value, str):
@@ -130,44 +100,76 @@ def _check_text(name: str, value: object, *, max_chars: int, error: type[Validat
     return value
 
 
-def validate_send(request: SendRequest, *, payload_max_bytes: int, thumbnail_max_bytes: int) -> SendRequest:
-    """A normalised copy of ``request``, or a typed ValidationError. Writes nothing."""
-    if not isinstance(request, SendRequest):
-        raise ValidationError(f"send takes a SendRequest, got {type(request).__name__}", field="request")
-    ids = {name: parse_uuid(getattr(request, name))
-           for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id")}
-    client_message_id = _check_text("client_message_id", request.client_message_id,
-                                    max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True)
-    body = request.body
-    if not isinstance(body, (bytes, bytearray, memoryview)):
-        raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
-    body = bytes(body)
-    if len(body) > payload_max_bytes:
-        raise PayloadTooLarge(f"body is {len(body)} B, over the {payload_max_bytes} B limit",
-                              field="body", size=len(body), limit=payload_max_bytes)
-    message_type = parse_enum(MessageType, request.message_type)
-    if message_type is MessageType.CONTROL:  # CONTROL events are the store's own (recall/edit)
-        raise UnknownEnum("message_type CONTROL is reserved for recall/edit events", enum="MessageType",
-                          value=request.message_type)
-    if request.custom_type is not None:
-        _check_text("custom_type", request.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
-    if request.media is not None:
-        if not isinstance(request.media, MediaMetadata):
+@dataclass(frozen=True, kw_only=True)
+class SendRequest:
+    """What a client sends, checked and normalised when it is built: ids may be UUIDs or their
+    strings, enums members, ints or names; anything else is a typed ValidationError (InvalidId,
+    UnknownEnum, Bit63Violation, ...) before the store sees it, so a bad request never reaches
+    a write. The size limits are the store's own (its constants): :meth:`check_limits`, which
+    ``send`` calls first."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    sender_id: uuid.UUID
+    sender_device_id: uuid.UUID
+    client_message_id: str
+    body: bytes = field(default=b"", repr=False)
+    message_type: MessageType = MessageType.TEXT
+    media: MediaMetadata | None = None
+    mentions: MentionTargets | None = None
+    reply_to_conversation_seq: int | None = None
+    retention_class: RetentionClass = RetentionClass.DEFAULT
+    e2ee: bool = False
+    custom_type: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = functools.partial(object.__setattr__, self)
+        for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id"):
+            set_(name, parse_uuid(getattr(self, name)))
+        set_("client_message_id", _check_text("client_message_id", self.client_message_id,
+                                              max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True))
+        if not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"body must be bytes, got {type(self.body).__name__}", field="body")
+        set_("body", bytes(self.body))
+        message_type = parse_enum(MessageType, self.message_type)
+        if message_type is MessageType.CONTROL:  # CONTROL events are the store's own (recall/edit)
+            raise UnknownEnum("message_type CONTROL is reserved for recall/edit events", enum="MessageType",
+                              value=self.message_type)
+        set_("message_type", message_type)
+        if self.custom_type is not None:
+            _check_text("custom_type", self.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
+        if self.media is not None and not isinstance(self.media, MediaMetadata):
             raise ValidationError("media must be a lab.store.MediaMetadata", field="media")
-        request.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
-    if request.mentions is not None and not isinstance(request.mentions, MentionTargets):
-        raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
-    reply_to = request.reply_to_conversation_seq
-    if reply_to is not None:
-        reply_to = check_conversation_seq(reply_to, column="reply_to_conversation_seq")
-    if not isinstance(request.e2ee, bool):
-        raise ValidationError(f"e2ee must be a bool, got {request.e2ee!r}", field="e2ee")
-    return replace(request, **ids, client_message_id=client_message_id, body=body, message_type=message_type,
-                   reply_to_conversation_seq=reply_to,
-                   retention_class=parse_retention_class(request.retention_class))
+        if self.mentions is not None and not isinstance(self.mentions, MentionTargets):
+            raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
+        if self.reply_to_conversation_seq is not None:
+            set_("reply_to_conversation_seq",
+                 check_conversation_seq(self.reply_to_conversation_seq, column="reply_to_conversation_seq"))
+        if not isinstance(self.e2ee, bool):
+            raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
+        set_("retention_class", parse_retention_class(self.retention_class))
+
+    def check_limits(self, *, payload_max_bytes: int, thumbnail_max_bytes: int) -> None:
+        """PayloadTooLarge when the body or the media thumbnail is over a store's limits."""
+        if len(self.body) > payload_max_bytes:
+            raise PayloadTooLarge(f"body is {len(self.body)} B, over the {payload_max_bytes} B limit",
+                                  field="body", size=len(self.body), limit=payload_max_bytes)
+        if self.media is not None:
+            self.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
 
 
-def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: int, *,
+@dataclass(frozen=True, kw_only=True)
+class SendAck:
+    """SEND_ACK: the message is COMMITTED (§11.2), not that anyone received it."""
+
+    message_id: int
+    conversation_seq: int
+    last_activity_id: int
+    created_at_ms: int
+    replayed: bool = False
+
+
+def record_statements(ctx: StoreContext, record: EncodedRecord, ttl_seconds: int, *,
                       timestamp_us: int | None = None, index: bool = True) -> list[tuple[Stmt, tuple]]:
     """The message_record + message_index upserts of one message (commit path, archiver,
     seeding; ``index=False`` leaves message_index out).
@@ -177,11 +179,9 @@ def record_statements(ctx: StoreContext, columns: dict[str, Any], ttl_seconds: i
     """
     timed = timestamp_us is not None
     extra = (ttl_seconds, timestamp_us) if timed else (ttl_seconds,)
-    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record_values(columns) + extra)]
+    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record.values() + extra)]
     if index:
-        statements.append((ctx.prepare(_INDEX_INSERT[timed]),
-                           (columns["tenant_id"], columns["message_id"], columns["conversation_id"],
-                            columns["conversation_seq"], columns["seq_bucket"]) + extra))
+        statements.append((ctx.prepare(_INDEX_INSERT[timed]), record.index_values() + extra))
     return statements
 
 
@@ -196,27 +196,28 @@ class WritePath:
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
 
     # -- the path -----------------------------------------------------------------------------
-    def send(self, request: SendRequest) -> SendAck:
+    def send(self, req: SendRequest) -> SendAck:
+        if not isinstance(req, SendRequest):
+            raise ValidationError(f"send takes a SendRequest, got {type(req).__name__}", field="request")
         c = self.ctx.constants
-        req = validate_send(request, payload_max_bytes=c.payload_max_bytes,
-                            thumbnail_max_bytes=c.media_thumbnail_max_bytes)
+        req.check_limits(payload_max_bytes=c.payload_max_bytes, thumbnail_max_bytes=c.media_thumbnail_max_bytes)
         alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
-        columns = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
-                               last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
+        record = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
+                              last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
         self.ctx.faults.hit("after_allocate")
         applied, existing = self._reserve(req, alloc.message_id, alloc.conversation_seq, created_at_ms)
         if applied:
             self.ctx.faults.hit("after_reserve")
-            return self._finish(req, columns, entry=None, replayed=False)
+            return self._finish(req, record, entry=None, replayed=False)
         return self._retry(req, existing)
 
     def _retry(self, req: SendRequest, existing: Any) -> SendAck:
         message_id = blob_to_u128(existing.message_id)
         seq, created_at_ms = existing.conversation_seq, existing.created_at
         entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
-        if entry is not None and entry.record.payload["columns"]["message_id"] != u128_to_blob(message_id).hex():
+        if entry is not None and not _holds(entry, message_id):
             entry = None  # that seq of *this* conversation is another message: see the checks below
         if existing.state == DedupState.COMMITTED:
             last_activity_id = self._committed_activity_id(req, seq, message_id, entry)
@@ -228,55 +229,55 @@ class WritePath:
         if entry is None:
             entry = self._check_slot_free(req, seq, message_id)
         if entry is None:
-            columns = self._encode(req, message_id=message_id, seq=seq,
-                                   last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
+            record = self._encode(req, message_id=message_id, seq=seq,
+                                  last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
         else:
-            columns = columns_from_wire(entry.record.payload["columns"])
-        return self._finish(req, columns, entry=entry, replayed=True)
+            record = _logged_record(entry)
+        return self._finish(req, record, entry=entry, replayed=True)
 
-    def _finish(self, req: SendRequest, columns: dict[str, Any], *, entry: OutboxEntry | None,
+    def _finish(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
                 replayed: bool) -> SendAck:
-        """Steps 3-7 with the ids in ``columns``; each write is an idempotent upsert."""
-        seq, created_at_ms = columns["conversation_seq"], columns["created_at"]
+        """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert."""
+        seq, created_at_ms = record.conversation_seq, record.created_at
         if not self.archiver_mode:
-            self._write_record(req, columns)
+            self._write_record(req, record)
         elif self.hot is not None:  # archiver mode: step 3 writes the hot window instead (§2.1 note)
-            self.hot.put(columns)
+            self.hot.put(record)
         self.ctx.faults.hit("after_record")
         if entry is None:
             entry = self.outbox.append(OutboxRecord(
                 tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
-                kind=KIND_MESSAGE, payload={"columns": columns_to_wire(columns)}))
-            if entry.duplicate:  # first append wins; a fresh entry holds our own columns
-                columns = columns_from_wire(entry.record.payload["columns"])
+                payload=MessagePayload(record=record)))
+            if entry.duplicate:  # first append wins; a fresh entry holds our own record
+                record = _logged_record(entry)
             if entry.duplicate and not self.archiver_mode:
                 # A concurrent attempt of this same send (another thread, process or node
                 # that found our reservation) appended first, with its own last_activity_id
                 # and sealing. Its entry is what every ack names, so the row we just wrote
                 # is overwritten with it: log, row and ack agree whoever wrote last.
-                self._write_record(req, columns)
+                self._write_record(req, record)
             elif entry.duplicate and self.hot is not None:
-                self.hot.put(columns)  # the same for the hot copy: one slot per seq, the winner's columns
+                self.hot.put(record)  # the same for the hot copy: one slot per seq, the winner's record
         self.ctx.faults.hit("after_outbox")
-        self._commit(req, columns)
+        self._commit(req, record)
         self.ctx.faults.hit("after_commit")
-        ack = SendAck(message_id=blob_to_u128(columns["message_id"]), conversation_seq=seq,
-                      last_activity_id=blob_to_u128(columns["last_activity_id"]), created_at_ms=created_at_ms,
+        ack = SendAck(message_id=blob_to_u128(record.message_id), conversation_seq=seq,
+                      last_activity_id=blob_to_u128(record.last_activity_id), created_at_ms=created_at_ms,
                       replayed=replayed)
         self.ctx.faults.hit("before_ack")
         self._submit_head(req, ack)
         return ack
 
     # -- steps --------------------------------------------------------------------------------
-    def _write_record(self, req: SendRequest, columns: dict[str, Any]) -> None:
+    def _write_record(self, req: SendRequest, record: EncodedRecord) -> None:
         """Step 3: message_record + message_index with the remaining TTL of the class."""
         ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
-                                                       created_at_ms=columns["created_at"], now_ms=self.ctx.clock_ms())
+                                                       created_at_ms=record.created_at, now_ms=self.ctx.clock_ms())
         if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
-            self.ctx.connection.execute_concurrent(record_statements(self.ctx, columns, ttl))
+            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl))
 
     def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
-                created_at_ms: int) -> dict[str, Any]:
+                created_at_ms: int) -> EncodedRecord:
         c = self.ctx.constants
         message = Message(
             tenant_id=req.tenant_id, conversation_id=req.conversation_id,
@@ -295,15 +296,15 @@ class WritePath:
                                                  created_at_ms)).one()
         return bool(row[0]), row  # not applied: the row carries the existing reservation's columns
 
-    def _commit(self, req: SendRequest, columns: dict[str, Any]) -> None:
+    def _commit(self, req: SendRequest, record: EncodedRecord) -> None:
         # Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
         # COMMITTED cell never outlives the ids it vouches for.
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
-        ttl = max(1, -(-(columns["created_at"] + window_ms - self.ctx.clock_ms()) // 1000))
+        ttl = max(1, -(-(record.created_at + window_ms - self.ctx.clock_ms()) // 1000))
         stmt = self.ctx.prepare(COMMIT_CQL)
         self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
-                                           int(DedupState.COMMITTED), columns["message_id"],
-                                           columns["conversation_seq"], columns["created_at"], req.tenant_id,
+                                           int(DedupState.COMMITTED), record.message_id,
+                                           record.conversation_seq, record.created_at, req.tenant_id,
                                            req.sender_id, req.client_message_id))
 
     def _submit_head(self, req: SendRequest, ack: SendAck) -> None:
@@ -325,7 +326,7 @@ class WritePath:
 
     def _committed_activity_id(self, req: SendRequest, seq: int, message_id: int, entry: OutboxEntry | None) -> int:
         if entry is not None:
-            return blob_to_u128(bytes.fromhex(entry.record.payload["columns"]["last_activity_id"]))
+            return blob_to_u128(_logged_record(entry).last_activity_id)
         stored = self._record_ids(req, seq)
         if stored is not None and stored[0] == message_id:
             return stored[1]
@@ -345,7 +346,22 @@ class WritePath:
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
         entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
-        if entry is not None and entry.record.payload["columns"]["message_id"] != u128_to_blob(message_id).hex():
+        if entry is not None and not _holds(entry, message_id):
             raise InvalidId("client_message_id is reserved for another conversation's message",
                             field="client_message_id", value=req.client_message_id, conversation_seq=seq)
         return entry
+
+
+def _holds(entry: OutboxEntry, message_id: int) -> bool:
+    """Whether a log entry is the message ``message_id`` (not another message, not a CONTROL event)."""
+    payload = entry.record.payload
+    return isinstance(payload, MessagePayload) and payload.record.message_id == u128_to_blob(message_id)
+
+
+def _logged_record(entry: OutboxEntry) -> EncodedRecord:
+    """The sealed record a logged message carries (what every ack of it names)."""
+    payload = entry.record.payload
+    if not isinstance(payload, MessagePayload):  # a CONTROL event holds that key: not this message
+        raise InvalidId("the log holds a CONTROL event at this message's coordinate", kind=entry.record.kind,
+                        conversation_seq=entry.record.conversation_seq)
+    return payload.record
