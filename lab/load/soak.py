@@ -46,7 +46,7 @@ from lab.errors import ClusterError, LabError, ValidationError
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.store import MessageState, SendAck, SendRequest, seq_bucket
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",

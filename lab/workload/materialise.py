@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from lab.store import MessageType, RetentionClass
-from lab.workload.generate import MEDIA_TYPES, entity_uuid
+from lab.workload.synthesis import MEDIA_TYPES, entity_uuid
 
 BLURHASH_CHARS = 28
 CHECKSUM_BYTES = 32

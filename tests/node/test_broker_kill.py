@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
+from lab.cluster.embedded.kafka_broker import BrokerOptions, EmbeddedBroker
 from lab.errors import LabError
 from lab.store import DedupState, blob_to_u128
 from store_checks import dedup_row, new_request

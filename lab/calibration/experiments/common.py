@@ -23,7 +23,7 @@ from lab.constants import Constants, load_constants
 from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 
 VALUES_FILE = "values.json"
 DEFAULT_LOAD_CONCURRENCY = 64
@@ -119,7 +119,7 @@ def constants_from(path: str | None = None, **overrides: Any) -> Constants:
 
 
 @dataclass
-class Lab:
+class Testbed:
     """A connection, the admin adapter matching the server, and the config they came from."""
 
     config: ClusterConfig
@@ -132,32 +132,32 @@ class Lab:
 
 
 @contextlib.contextmanager
-def open_lab(config: ClusterConfig) -> Iterator[Lab]:
+def open_testbed(config: ClusterConfig) -> Iterator[Testbed]:
     from lab.cluster.admin import admin_for
     from lab.cluster.connection import connect
 
     conn = connect(config)
     try:
-        lab = Lab(config=config, connection=conn, admin=admin_for(config, conn))
+        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn))
     except BaseException:
         conn.close()
         raise
     try:
-        yield lab
+        yield testbed
     finally:
-        lab.close()
+        testbed.close()
 
 
 def scratch_name(experiment: str) -> str:
     return scratch.scratch_name(f"{KEYSPACE_PREFIX}_{experiment}")
 
 
-def drop_keyspace(lab: Lab, keyspace: str) -> None:
-    scratch.drop_keyspace(lab.connection, keyspace)
+def drop_keyspace(testbed: Testbed, keyspace: str) -> None:
+    scratch.drop_keyspace(testbed.connection, keyspace)
 
 
 @contextlib.contextmanager
-def scratch_store(lab: Lab, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
+def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
                   state_dir: Path | None = None) -> Iterator[Any]:
     """A MessageStore on a fresh keyspace with the six tables; dropped afterwards unless ``keep``."""
     from lab.store import MessageStore
@@ -165,15 +165,15 @@ def scratch_store(lab: Lab, keyspace: str, *, constants: Constants | None = None
     with contextlib.ExitStack() as stack:
         if state_dir is None:
             state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-store-")))
-        store = MessageStore.open(lab.config.replace(keyspace=keyspace), constants=constants,
-                                  state_dir=state_dir, connection=lab.connection)
+        store = MessageStore.open(testbed.config.replace(keyspace=keyspace), constants=constants,
+                                  state_dir=state_dir, connection=testbed.connection)
         stack.callback(store.close)
         try:
             store.create_schema()
             yield store
         finally:
             if not keep:
-                drop_keyspace(lab, keyspace)
+                drop_keyspace(testbed, keyspace)
 
 
 # ---- loading ------------------------------------------------------------------------------

@@ -242,7 +242,7 @@ def _opener(encryptor: Encryptor, openers: dict, tenant_id: Any, conversation_id
 
 
 # row classes whose fields are MESSAGE_RECORD_COLUMNS in order (one per connection's row-class cache,
-# lab.cluster.rows); capped, since a session with the driver's own factory makes a class per response
+# lab.cluster.row_factory); capped, since a session with the driver's own factory makes a class per response
 _ORDERED_ROW_TYPES: set[type] = set()
 _ORDERED_ROW_TYPES_MAX = 64
 

@@ -27,7 +27,7 @@ flight), one write per conversation and batch, so one conversation's writes neve
 Under load the head thus keeps up with any number of senders with fewer writes than sends;
 alone, an update is applied at once, as before.
 
-Failover form (deviation, spec README "Lab decisions"). §2.4's
+Failover form (deviation, spec README "Testbed decisions"). §2.4's
 ``IF fencing_epoch < ? OR (fencing_epoch = ? AND head_version < ?)`` cannot run: CQL ``IF``
 has no ``OR``. :meth:`HeadWriter.apply` in failover mode therefore reads (epoch, version) with
 SERIAL consistency every time, evaluates that predicate in the application, and writes with the

@@ -1,5 +1,5 @@
 """conversation_seq allocation with reservation windows, plus the ids allocated beside it
-(design §5.1 step 2, §6.3 reference; spec README "Lab decisions").
+(design §5.1 step 2, §6.3 reference; spec README "Testbed decisions").
 
 A writer does not touch durable state per message: it reserves a window of
 ``seq_reservation_window`` (4096) values at once, durably, and hands them out from memory.

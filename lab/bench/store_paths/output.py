@@ -7,7 +7,7 @@ import csv
 from collections.abc import Mapping
 from pathlib import Path
 
-from lab.bench.store.report import Comparison, StoreBenchReport
+from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
 
 CSV_COLUMNS = ("comparison", "method", "count", "ok", "errors", "warmup_discarded", "elapsed_seconds",
                "throughput_ops_per_s", "p50_us", "p90_us", "p99_us", "p999_us", "max_us", "mean_us",

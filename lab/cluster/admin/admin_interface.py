@@ -180,7 +180,7 @@ class ClusterAdmin(ABC):
 
     def cpu_readings(self) -> list[Any]:
         """Cumulative server CPU seconds per node (per shard on Scylla):
-        :class:`lab.cluster.admin.cpu.CpuReading`. Adapters that cannot tell raise AdminError."""
+        :class:`lab.cluster.admin.server_cpu.CpuReading`. Adapters that cannot tell raise AdminError."""
         raise AdminError(f"the {self.name} admin adapter cannot read server CPU time")
 
     def close(self) -> None:

@@ -167,7 +167,7 @@ def node_stop(home: Path, all_homes: bool) -> None:
 @home_option
 def node_jars(home: Path) -> None:
     """Resolve cassandra-all and kafka_2.13 with their dependencies with Maven (once; reused after)."""
-    from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
+    from lab.cluster.embedded.kafka_broker import BrokerOptions, EmbeddedBroker
 
     cluster = _embedded(home)
     seconds = cluster.resolve_jars()

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 from lab.cli.options import COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option
 from lab.cli.load_text import audit_line, summary_lines
-from lab.cli.progress import ConsoleProgress
+from lab.cli.status_line import ConsoleProgress
 from lab.cluster.config import ClusterConfig
 from lab.results import units
 

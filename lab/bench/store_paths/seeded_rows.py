@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from lab.bench.store.recording import BenchRun, body
+from lab.bench.store_paths.recording import BenchRun, body
 from lab.store import BatchEntry, SendAck
 
 

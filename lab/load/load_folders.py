@@ -24,7 +24,7 @@ from pathlib import Path
 
 from lab.errors import ConfigError
 from lab.load.audit import Ack, AckLog, read_acks
-from lab.results.runs import new_run_id
+from lab.results.run_folders import new_run_id
 
 LOAD_SUBDIR = "load"
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")

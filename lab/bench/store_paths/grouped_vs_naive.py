@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from lab.bench.store.recording import BenchRun, Method, MethodResult, alternate
-from lab.bench.store.report import RATIO_DIGITS, Comparison
+from lab.bench.store_paths.recording import BenchRun, Method, MethodResult, alternate
+from lab.bench.store_paths.bench_report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
-from lab.measure.clock import NS_PER_SECOND
+from lab.measure.timing import NS_PER_SECOND
 from lab.store import (BatchEntry, DEFAULT_BATCH_CONCURRENCY, MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, MessageStore,
                        seq_bucket)
 

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.bench.store.grouped import bench_grouped
-from lab.bench.store.history import bench_history
-from lab.bench.store.output import write_chart, write_csv
-from lab.bench.store.params import BenchParams
-from lab.bench.store.recording import BenchRun, Log
-from lab.bench.store.report import Comparison, StoreBenchReport
-from lab.bench.store.seed import seed_history, seed_shapes
-from lab.bench.store.send import bench_send
+from lab.bench.store_paths.grouped_vs_naive import bench_grouped
+from lab.bench.store_paths.history_page import bench_history
+from lab.bench.store_paths.output import write_chart, write_csv
+from lab.bench.store_paths.params import BenchParams
+from lab.bench.store_paths.recording import BenchRun, Log
+from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
+from lab.bench.store_paths.seeded_rows import seed_history, seed_shapes
+from lab.bench.store_paths.send_throughput import bench_send
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, connect
 from lab.cluster.services import ServicesConfig
@@ -29,7 +29,7 @@ from lab.measure import Stopwatch, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment, loadavg
 from lab.results.jsonio import write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 from lab.store import MessageStore
 

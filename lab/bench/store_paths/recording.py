@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from lab.bench.store.params import BenchParams
+from lab.bench.store_paths.params import BenchParams
 from lab.measure import LatencySummary, Timing, summarize_histogram, timed
-from lab.measure.clock import NS_PER_SECOND
+from lab.measure.timing import NS_PER_SECOND
 from lab.measure.hdr import OpStats, encode, latencies_us
 from lab.store import MessageStore, MessageType, SendRequest
 

@@ -30,19 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
-from lab.load.cpu import CpuWindow
+from lab.load.loadgen_cpu import CpuWindow
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
-from lab.load.seed import seed_worker
+from lab.load.worker_seed import seed_worker
 from lab.load.summary import StepSummary
 from lab.measure import LatencySummary, a_over_b, now_ns, summarize_histogram
-from lab.measure.clock import NS_PER_SECOND
+from lab.measure.timing import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
 from lab.project import RESULTS_DIR
 from lab.results import units
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 
 BENCH_DIR = "bench"

@@ -20,7 +20,7 @@ alternates the methods send by send (``serial_ops`` each, order flipped every ro
 latency without queueing, where a difference between two methods is the price of what
 differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
 the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller.
-Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store.recording`,
+Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
 :mod:`lab.measure`).
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.bench.store.recording import Log, Method, MethodResult
-from lab.bench.store.report import RATIO_DIGITS
+from lab.bench.store_paths.recording import Log, Method, MethodResult
+from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
@@ -43,7 +43,7 @@ from lab.measure import Stopwatch, a_over_b, now_ns, timed
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 from lab.store import EncodedRecord, MessageStore, MessageType, SendRequest, wall_clock_ms
 

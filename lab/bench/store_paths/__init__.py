@@ -6,7 +6,7 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
 ``send_throughput``
     ``full_write_path`` = ``store.send`` (§5.1: allocate, seal, dedup LWT, message_record +
     message_index, outbox append (SQLite, fsync), COMMITTED, ack, conversation_head update) vs
-    ``send_floor`` = the same statements issued raw (lab.bench.store.floors: dedup LWT, record +
+    ``send_floor`` = the same statements issued raw (lab.bench.store_paths.floors: dedup LWT, record +
     index together, COMMITTED, head write; values built before the run) vs ``bare_lwt_insert`` =
     the write path's own ``INSERT INTO client_dedup ... IF NOT EXISTS`` and nothing else.
     Concurrency: a thread pool of ``send_concurrency`` closed-loop callers (``store.send`` is
@@ -41,21 +41,22 @@ Latencies are per call, in µs, from HdrHistograms (:mod:`lab.measure.hdr`). Req
 the connection's request accounting (:mod:`lab.cluster.accounting`) over the measured calls only.
 Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`) and drops it at the end.
 
-    params     BenchParams and the CLI's quick / full presets
-    recording  one side of a comparison (Method -> MethodResult), alternating calls, the run's context
-    seed       rows for the read comparisons, as the commit path writes them
-    floors     send_floor and history_floor: each path's own statements, issued raw
-    send       send_throughput
-    history    history_latest_page
-    grouped    grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)
-    report     Comparison, StoreBenchReport (store.json) and the closing note
-    output     store.csv and store.png
-    run        run_bench: the phases in order, on a scratch keyspace
-    outboxes   ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
+    params            BenchParams and the CLI's quick / full presets
+    recording         one side of a comparison (Method -> MethodResult), alternating calls, the run's context
+    seeded_rows       rows for the read comparisons, as the commit path writes them
+    floors            send_floor and history_floor: each path's own statements, issued raw
+    send_throughput   send_throughput
+    history_page      history_latest_page
+    grouped_vs_naive  grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)
+    bench_report      Comparison, StoreBenchReport (store.json) and the closing note
+    output            store.csv and store.png
+    full_run          run_bench: the phases in order, on a scratch keyspace
+    outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
+    profiling         ``--profile``: the store's hot paths under py-spy (flame graphs, top-frame tables)
 """
-from lab.bench.store.grouped import naive_point_reads
-from lab.bench.store.params import BenchParams
-from lab.bench.store.report import Comparison, StoreBenchReport
-from lab.bench.store.run import BenchResult, run_bench
+from lab.bench.store_paths.grouped_vs_naive import naive_point_reads
+from lab.bench.store_paths.params import BenchParams
+from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
+from lab.bench.store_paths.full_run import BenchResult, run_bench
 
 __all__ = ["BenchParams", "BenchResult", "Comparison", "StoreBenchReport", "naive_point_reads", "run_bench"]

@@ -1,6 +1,6 @@
 """``history_latest_page``: ``store.history`` (latest page: conversation_head read + one bucket
 read + decrypt/decode) against its own two statements issued raw together (``history_floor``,
-lab.bench.store.floors) and against one bare single-partition SELECT of the same columns and LIMIT.
+lab.bench.store_paths.floors) and against one bare single-partition SELECT of the same columns and LIMIT.
 
 One caller (no queueing); the three take turns call by call, the order reversed every round,
 warm-up rounds discarded; throughput = calls / own summed latency.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import uuid
 
-from lab.bench.store.floors import history_floor
-from lab.bench.store.recording import BenchRun, Method, alternate
-from lab.bench.store.report import RATIO_DIGITS, Comparison
+from lab.bench.store_paths.floors import history_floor
+from lab.bench.store_paths.recording import BenchRun, Method, alternate
+from lab.bench.store_paths.bench_report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
 from lab.store import MESSAGE_RECORD_COLUMNS, SendAck, seq_bucket
 

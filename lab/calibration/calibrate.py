@@ -9,7 +9,7 @@
 2. runs the notebook suite headless through :func:`lab.calibration.notebooks.run_notebook` (papermill),
    one folder per notebook: executed ``.ipynb``, its HTML, figures, tables, ``values.json``;
 3. turns the notebooks' values into ``constants.<name>`` for every appendix-B constant
-   (:mod:`lab.calibration.measures`), and writes ``calibration.json`` (the machine-readable contract),
+   (:mod:`lab.calibration.recommendations`), and writes ``calibration.json`` (the machine-readable contract),
    ``environment.json`` and ``report.html`` (:mod:`lab.calibration.report`);
 4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied; a
    quick run refuses to propose without ``allow_quick`` (its numbers are a smoke test's).
@@ -44,7 +44,7 @@ from lab.measure.hdr import OpStats, latencies_us
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import read_json, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 
 ROUND_TRIPS_QUICK = 200
@@ -180,7 +180,7 @@ def _collect(run_dir: Path, name: str) -> dict[str, Any]:
 
 
 def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
-    from lab.calibration.measures import assess
+    from lab.calibration.recommendations import assess
 
     ok = {name: {"values": nb.values, "dir": run_dir / name} for name, nb in cal.notebooks.items()
           if nb.status == "ok"}

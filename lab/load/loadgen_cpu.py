@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.measure.clock import wall_seconds
+from lab.measure.timing import wall_seconds
 
 CPU_SAMPLE_SECONDS = 1.0
 STOP_JOIN_SECONDS = 5.0

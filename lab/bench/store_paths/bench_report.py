@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.bench.store.params import BenchParams
-from lab.bench.store.recording import MethodResult
+from lab.bench.store_paths.params import BenchParams
+from lab.bench.store_paths.recording import MethodResult
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
 LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from lab.bench.store.recording import BenchRun, body
+from lab.bench.store_paths.recording import BenchRun, body
 from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, RetentionClass, seq_bucket,
                        u128_to_blob, wall_clock_ms)
 

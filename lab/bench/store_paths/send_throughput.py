@@ -1,5 +1,5 @@
 """``send_throughput``: the full write path (``store.send``) against its own statements issued raw
-(``send_floor``, lab.bench.store.floors) and against the bare dedup LWT alone.
+(``send_floor``, lab.bench.store_paths.floors) and against the bare dedup LWT alone.
 
 All three on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
 all pay the same client overhead; interleaved blocks, the order reversed every round (A B C,
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-from lab.bench.store.floors import send_floor_calls
-from lab.bench.store.recording import BenchRun, Method, body
-from lab.bench.store.report import RATIO_DIGITS, Comparison
+from lab.bench.store_paths.floors import send_floor_calls
+from lab.bench.store_paths.recording import BenchRun, Method, body
+from lab.bench.store_paths.bench_report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b, now_ns, timed
-from lab.measure.clock import NS_PER_SECOND
+from lab.measure.timing import NS_PER_SECOND
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from lab.cli.cluster import run_preflight_checks
+from lab.cli.cluster_commands import run_preflight_checks
 from lab.calibration.notebooks import full_run_expected_seconds
 from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option
 from lab.cluster.config import ClusterConfig
@@ -68,7 +68,7 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder."""
-    from lab.calibration.run import (CalibrationOptions, check_proposable, plan, propose_from as _propose_from,
+    from lab.calibration.calibrate import (CalibrationOptions, check_proposable, plan, propose_from as _propose_from,
                                      run_calibration, run_repeat_check)
 
     if propose_from is not None:
