@@ -7,12 +7,15 @@
     recommendations  which notebook value measures which constant; recommendation, confidence (and its legend)
     precision     precision targets stated in advance, sampling until reached or out of budget, halves
     row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes
-    figures       the figures worth a test (b_row by mix, CPU per operation)
+    figures       the figures worth a test (b_row by mix, CPU per operation, space amplification, model check)
     agreement     do two runs agree on a constant (the rule of `lab compare`, the report, --repeat-check)
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     decisions     one decision per constant: keep/change, precision, agreement, TB and nodes, caveats
     report        report.html (self-contained): decisions first, then the evidence
+    capacity_section  the report's capacity section: nodes per tier, their inputs' sources, the model check
     disk_sizing   the §7 formula (disk): resident bytes, partitions, disk-bound nodes, the sizing projection
     cpu_sizing    the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
+    amplification lsm_space_amp's definitions: bytes on disk, live bytes, compressed time, steady state, peak
+    predictions   the capacity model's predictions for a run it did not see, and how each is judged (model check)
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """

@@ -12,7 +12,7 @@ runs something new on any cluster and asks them what it should cost:
                             per row (message_index, client_dedup); one SSTable's fixed components +
                             conversations x bytes per head row (conversation_head: a few hundred
                             head rows weigh less than the ~5 KB of an SSTable's Statistics)
-    CPU (per node)          the CPU-bound arithmetic of :func:`lab.calibration.cpu_capacity.cpu_sizing`
+    CPU (per node)          the CPU-bound arithmetic of :func:`lab.calibration.cpu_sizing.cpu_sizing`
                             for the operations completed in a window, spread evenly over the nodes
     SSTables (per node)     the window arithmetic over the flushes that reached each node
 
@@ -55,7 +55,7 @@ class Inputs:
     per_row_bytes: Mapping[str, tuple[float, float | None, float | None]]  # table -> (mean, ci_low, ci_high)
     head_bytes_per_conversation: float | None
     head_sstable_bytes: float | None                   # the fixed components of the head's one SSTable
-    cpu_costs: Mapping[str, Any] | None                # lab.calibration.cpu_capacity.costs_from_values
+    cpu_costs: Mapping[str, Any] | None                # lab.calibration.cpu_sizing.costs_from_values
     cpu_server: str | None = None
 
     def missing(self) -> list[str]:
@@ -80,7 +80,7 @@ class Inputs:
 def inputs_from_values(*, b_row: Mapping[str, Any] | None, cpu_cost: Mapping[str, Any] | None,
                        space_amp: Mapping[str, Any] | None, source: str) -> Inputs:
     """The inputs from the notebooks' ``values.json`` (any of them may be None)."""
-    from lab.calibration.cpu_capacity import costs_from_values
+    from lab.calibration.cpu_sizing import costs_from_values
 
     b_row = b_row or {}
     comp = (b_row.get("compressions") or ["lz4"])[0]
@@ -275,7 +275,7 @@ def predict_cpu(inputs: Inputs, counts: Mapping[str, int], wall_seconds: float, 
     ``wall_seconds``, by the capacity model's CPU arithmetic (:func:`cpu_sizing` at a peak factor
     of 1: rate x CPU per op x replicas, writes on RF replicas, reads on a quorum, scaled from the
     replication cpu_cost measured at). ``per_op``: each operation's share."""
-    from lab.calibration.cpu_capacity import cpu_sizing
+    from lab.calibration.cpu_sizing import cpu_sizing
 
     total = sum(counts.values())
     costs = dict(inputs.cpu_costs or {})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.calibration.experiments import space_amp
-from lab.calibration.experiments.common import open_lab, scratch_name, scratch_store
+from lab.calibration.experiments.common import open_testbed, scratch_name, scratch_store
 from lab.cluster.admin.disk import disk_bytes
 from lab.constants import load_constants
 from lab.results.scratch import drop_keyspace
@@ -22,10 +22,10 @@ PARAMS = space_amp.Params(profile="text_only", retention={"ephemeral_24h": 0.5, 
                           target_rel_half_width=0.5, keep_keyspaces=True, show_progress=False)
 
 
-def _files_of(connection, lab, keyspace: str, table: str) -> dict[str, int]:
+def _files_of(testbed, keyspace: str, table: str) -> dict[str, int]:
     """Each node's table folder summed by hand: os.walk over the node's data folder."""
     out = {}
-    for address, folders in lab.admin.table_directories(keyspace, table).items():
+    for address, folders in testbed.admin.table_directories(keyspace, table).items():
         total = 0
         for folder in folders:
             for name in os.listdir(folder):
@@ -38,40 +38,40 @@ def _files_of(connection, lab, keyspace: str, table: str) -> dict[str, int]:
 
 def test_disk_bytes_are_every_file_of_the_table_on_each_node(cluster_config):
     constants = load_constants()
-    with open_lab(cluster_config) as lab, scratch_store(lab, scratch_name("disk"), constants=constants) as store:
+    with open_testbed(cluster_config) as testbed, scratch_store(testbed, scratch_name("disk"), constants=constants) as store:
         ks = store.keyspace
-        if lab.admin.table_directories(ks, "message_record") is None:
+        if testbed.admin.table_directories(ks, "message_record") is None:
             pytest.skip("the nodes' data folders are not local")
         messages = generate("chat_mix", size=300, seed=3).messages
         items = [s for row in messages.to_dict("records") for s in
                  store.seeding.statements(to_message(row, seed=3), ttl_seconds=0)]
-        lab.connection.execute_concurrent(items, concurrency=32)
-        lab.admin.flush(ks)
-        one = disk_bytes(lab.admin, ks, "message_record")
-        stats = lab.admin.table_stats(ks, "message_record")
+        testbed.connection.execute_concurrent(items, concurrency=32)
+        testbed.admin.flush(ks)
+        one = disk_bytes(testbed.admin, ks, "message_record")
+        stats = testbed.admin.table_stats(ks, "message_record")
         assert one.source == "files" and one.total > 300 * 100
-        assert dict(one.per_node) == _files_of(lab.connection, lab, ks, "message_record")
+        assert dict(one.per_node) == _files_of(testbed, ks, "message_record")
         # the node's own account agrees: every component of every SSTable
         assert one.per_node == {str(n["node"]): int(n["total_disk_bytes"]) for n in stats.per_node}
-        data = sum(f.stat().st_size for f in lab.admin.data_files(ks, "message_record"))
+        data = sum(f.stat().st_size for f in testbed.admin.data_files(ks, "message_record"))
         assert one.total > data  # Index, Filter, Statistics, ... on top of Data.db
         # the same rows written again make a second SSTable of the same size: twice the bytes on disk
-        lab.connection.execute_concurrent(items, concurrency=32)
-        lab.admin.flush(ks)
-        two = disk_bytes(lab.admin, ks, "message_record")
-        assert lab.admin.table_stats(ks, "message_record").sstable_count == 2 * len(one.per_node)
+        testbed.connection.execute_concurrent(items, concurrency=32)
+        testbed.admin.flush(ks)
+        two = disk_bytes(testbed.admin, ks, "message_record")
+        assert testbed.admin.table_stats(ks, "message_record").sstable_count == 2 * len(one.per_node)
         assert two.total == pytest.approx(2 * one.total, rel=0.02)
 
 
 @pytest.fixture(scope="module")
 def result(cluster_config):
-    with open_lab(cluster_config) as lab:
-        r = space_amp.run(lab, PARAMS, constants=load_constants())
+    with open_testbed(cluster_config) as testbed:
+        r = space_amp.run(testbed, PARAMS, constants=load_constants())
     yield r
-    with open_lab(cluster_config) as lab:
+    with open_testbed(cluster_config) as testbed:
         for pair in r.keyspaces:
             for ks in pair:
-                drop_keyspace(lab.connection, ks)
+                drop_keyspace(testbed.connection, ks)
 
 
 def test_space_amp_reads_the_node_files_against_a_compacted_twin(cluster_config, result):
@@ -82,18 +82,18 @@ def test_space_amp_reads_the_node_files_against_a_compacted_twin(cluster_config,
     assert s.groupby(["replicate", "table"]).sim_day.apply(lambda d: d.is_monotonic_increasing).all()
     assert (s.peak_bytes >= s.disk_bytes).all() and (s.source == "files").all()
     last = s[s.step == s.step.max()]
-    with open_lab(cluster_config) as lab:
+    with open_testbed(cluster_config) as testbed:
         for r, (main, twin) in enumerate(result.keyspaces):
             for table in space_amp.TABLES:
                 recorded = last[(last.replicate == r) & (last.table == table)].set_index("node")
                 # bytes on disk: the node's files, still as recorded (nothing wrote since)
-                assert recorded.disk_bytes.to_dict() == _files_of(lab.connection, lab, main, table)
+                assert recorded.disk_bytes.to_dict() == _files_of(testbed, main, table)
                 # live bytes: the twin's one SSTable, as the admin adapter and the files say
-                twin_stats = lab.admin.table_stats(twin, table)
+                twin_stats = testbed.admin.table_stats(twin, table)
                 assert twin_stats.sstable_count == len(recorded)
                 assert recorded.live_bytes.to_dict() == {str(n["node"]): int(n["live_disk_bytes"])
                                                          for n in twin_stats.per_node}
-                assert recorded.live_bytes.to_dict() == _files_of(lab.connection, lab, twin, table)
+                assert recorded.live_bytes.to_dict() == _files_of(testbed, twin, table)
 
 
 def test_expired_rows_sharing_a_window_with_rows_that_never_expire_stay_on_disk(result):

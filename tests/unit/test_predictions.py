@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lab.calibration.cpu_capacity import cpu_sizing
+from lab.calibration.cpu_sizing import cpu_sizing
 from lab.calibration.predictions import (Check, Inputs, cpu_diagnosis, disk_checks, inputs_from_values,
                                          operation_sequence, predict_cpu, predict_disk, predict_sstables)
 from lab.calibration.row_model import RowModel

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.experiments.common import Lab, scratch_name, scratch_store
+from lab.calibration.experiments.common import Testbed, scratch_name, scratch_store
 from lab.calibration.predictions import operation_sequence
 from lab.errors import ValidationError
 
@@ -74,12 +74,12 @@ class MixedLoad:
                 "ops_by_kind": dict(sum((Counter(c) for c in self.counts), Counter()))}
 
 
-def run_mixed_load(testbed: Lab, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
+def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
                    idle_seconds: float, workers: int = 8, seed: int = 0, keep: bool = False,
                    show_progress: bool = False) -> MixedLoad:
     """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module docstring)."""
     from lab.calibration.experiments import cpu_cost
-    from lab.cluster.admin.cpu import cpu_seconds_between
+    from lab.cluster.admin.server_cpu import cpu_seconds_between
 
     unknown = sorted(set(rates) - set(cpu_cost.OPERATIONS))
     if unknown:

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.experiments.common import Lab, progress, scratch_name, scratch_store
+from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
 from lab.calibration.predictions import (Check, Inputs, TARGETS, cpu_diagnosis, disk_checks, inputs_from_run,
                                          inputs_from_values, predict_cpu, predict_disk,
                                          predict_sstables, row_composition)
@@ -175,11 +175,11 @@ def sends_of(p: Params, inputs: Inputs) -> int:
     return int(p.sends or inputs.rows_per_repeat or DEFAULT_SENDS)
 
 
-def _nodes_of(testbed: Lab, stmts: dict[str, Any], table: str, key: tuple) -> tuple[str, ...]:
+def _nodes_of(testbed: Testbed, stmts: dict[str, Any], table: str, key: tuple) -> tuple[str, ...]:
     return tuple(sorted({node for node, _shard in testbed.connection.placement(stmts[table], key)}))
 
 
-def _disk_part(testbed: Lab, p: Params, constants: Any, inputs: Inputs) -> tuple[list[Check], pd.DataFrame]:
+def _disk_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs) -> tuple[list[Check], pd.DataFrame]:
     """N sends of the check mix through the full write path, flushed; bytes per node and table."""
     from lab.store import seq_bucket, u128_to_blob
     from lab.workload import generate, to_send_request
@@ -219,7 +219,7 @@ def _disk_part(testbed: Lab, p: Params, constants: Any, inputs: Inputs) -> tuple
     return checks, table
 
 
-def _cpu_part(testbed: Lab, p: Params, constants: Any, inputs: Inputs
+def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
               ) -> tuple[list[Check], pd.DataFrame, pd.DataFrame, dict[str, Any], int]:
     """The mixed load's CPU per node against the prediction from the operations it completed."""
     from lab.calibration.experiments.mixed_load import run_mixed_load
@@ -264,7 +264,7 @@ def _scaled_sum(values: pd.Series, k: float) -> float | None:
     return None if values.isna().any() else float(values.sum()) * k
 
 
-def _diagnose(testbed: Lab, p: Params, constants: Any, predicted_per_op: dict[str, float],
+def _diagnose(testbed: Testbed, p: Params, constants: Any, predicted_per_op: dict[str, float],
               counts: dict[str, int]) -> pd.DataFrame:
     """Each operation's cost measured here in single-operation windows (the cpu_cost
     experiment on this cluster), set against what the calibration's cost predicted for it."""
@@ -284,7 +284,7 @@ def _table_of(stmt: Any) -> str:
     return stmt.cql.split("INTO", 1)[1].split("(", 1)[0].strip().split(".")[-1]
 
 
-def _sstable_part(testbed: Lab, p: Params, constants: Any) -> tuple[list[Check], pd.DataFrame]:
+def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Check], pd.DataFrame]:
     """Simulated days of the check mix, a flush per day: SSTables per node against the window arithmetic."""
     from lab.workload import generate, to_message
 
@@ -339,7 +339,7 @@ def _sstable_part(testbed: Lab, p: Params, constants: Any) -> tuple[list[Check],
 PARTS = ("disk", "cpu", "sstables")
 
 
-def run(testbed: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     unknown = sorted(set(params.parts) - set(PARTS))
     if unknown:
         raise ValidationError(f"unknown parts {', '.join(unknown)}; known: {', '.join(PARTS)}", parts=unknown)

@@ -50,7 +50,7 @@ import pandas as pd
 from lab.calibration.amplification import (DAY_S, MAIN_TABLE, PROFILE, SCENARIOS, TimeScale, arrivals, halves_of,
                                            head_row_fit, head_values, per_replicate, retention_mix, scenario_profile,
                                            steady_start_day, summarize_tables)
-from lab.calibration.experiments.common import Lab, progress, scratch_name, scratch_store
+from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.errors import ValidationError
 from lab.cluster.admin.disk import PeakSampler, settled_disk_bytes
@@ -69,7 +69,7 @@ class Params:
     flush_every_days: int = 1
     steady_days: int = 14              # simulated days of the steady interval (2 TWCS windows)
     days: int | None = None            # None: steady_start_day + steady_days
-    replicates: int = 3                # (main, twin) keyspace pairs per batch, side by side
+    replicates: int = 5                # (main, twin) keyspace pairs per scenario and batch, side by side
     max_batches: int = 2
     target_rel_half_width: float = 0.05
     stationarity_tolerance: float = 0.05   # halves of the steady interval agree within this share of the mean
@@ -139,40 +139,35 @@ def _plain(v: Any) -> Any:
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def _alter_for_time(lab: Lab, ks: str, constants: Any, scale: TimeScale, *, twin_of: str | None = None) -> None:
+def _tables(testbed: Testbed, constants: Any, scale: TimeScale, *, twin_of: str | None = None) -> list[tuple]:
     """The main keyspace's tables keep the design's strategies with wall-clock settings scaled;
     a twin's (``twin_of``: its main keyspace) are size-tiered with gc_grace 0 (major-compacted
     every step: the live bytes) and the main table's bloom filter (LCS defaults to a 0.1 false
     positive chance, the others to 0.01: the Filter component would differ by that alone)."""
+    import dataclasses
+
     from lab.store import table_specs
 
     specs = table_specs(constants)
-    extra = "" if twin_of else " AND ".join(("",) + tuple(lab.connection.dialect.expiring_table_options()))
+    out = []
     for table in TABLES:
+        spec = specs[table]
         if twin_of:
-            row = lab.connection.execute("SELECT bloom_filter_fp_chance FROM system_schema.tables WHERE keyspace_name = %s "
-                                         "AND table_name = %s", (twin_of, table)).one()
-            compaction = {"class": "SizeTieredCompactionStrategy"}
-            settings = f"gc_grace_seconds = 0 AND bloom_filter_fp_chance = {float(row[0])}"
-        else:
-            compaction = {**specs[table].compaction,
-                          "tombstone_compaction_interval": str(scale.wall(TOMBSTONE_INTERVAL_SIM_SECONDS))}
-            if compaction["class"] == "TimeWindowCompactionStrategy":
-                compaction["expired_sstable_check_frequency_seconds"] = str(scale.wall(EXPIRED_CHECK_SIM_SECONDS))
-            settings = f"gc_grace_seconds = {scale.wall(specs[table].gc_grace_seconds)}"
-        options = ", ".join(f"'{k}': '{v}'" for k, v in compaction.items())
-        lab.connection.execute(f"ALTER TABLE {ks}.{table} WITH {settings} AND compaction = {{{options}}}" + extra)
-    lab.connection.wait_schema_agreement()
-
-
-def _max_ttl_days(store: Any, rows: pd.DataFrame) -> float:
-    ttls = [store.retention.ttl_seconds(int(c), uuid.UUID(str(t)))
-            for c, t in rows[["retention_class", "tenant_id"]].drop_duplicates().itertuples(index=False)]
-    finite = [t for t in ttls if t > 0]
-    return max(finite) / DAY_S if finite else 0.0
+            row = testbed.connection.execute("SELECT bloom_filter_fp_chance FROM system_schema.tables WHERE "
+                                             "keyspace_name = %s AND table_name = %s", (twin_of, table)).one()
+            out.append((dataclasses.replace(spec, compaction={"class": "SizeTieredCompactionStrategy"},
+                                            gc_grace_seconds=0), (f"bloom_filter_fp_chance = {float(row[0])}",)))
+            continue
+        compaction = {**spec.compaction, "tombstone_compaction_interval": str(scale.wall(TOMBSTONE_INTERVAL_SIM_SECONDS))}
+        if compaction["class"] == "TimeWindowCompactionStrategy":
+            compaction["expired_sstable_check_frequency_seconds"] = str(scale.wall(EXPIRED_CHECK_SIM_SECONDS))
+        out.append((dataclasses.replace(spec, compaction=compaction, gc_grace_seconds=scale.wall(spec.gc_grace_seconds)),
+                    tuple(testbed.connection.dialect.expiring_table_options())))
+    return out
 
 
 def _head(message: Any) -> Any:
+    """The head update ``send`` submits for a message (preview = its body)."""
     from lab.store import HeadUpdate
 
     return HeadUpdate(tenant_id=message.tenant_id, conversation_id=message.conversation_id,
@@ -181,37 +176,37 @@ def _head(message: Any) -> Any:
                       preview=message.body, e2ee=message.e2ee)
 
 
-def _replicate(lab: Lab, stack: Any, p: Params, constants: Any, scale: TimeScale, seed: int, days: int,
+def _replicate(testbed: Testbed, stack: Any, p: Params, constants: Any, scale: TimeScale, seed: int, days: int,
                scenario: str) -> dict:
     """A (main, twin) keyspace pair and its rows (the scenario's retention mix), in arrival order
     with their simulated TTLs."""
     from lab.workload import generate
 
-    main = stack.enter_context(scratch_store(lab, scratch_name("amp"), constants=constants, keep=p.keep_keyspaces))
-    twin = stack.enter_context(scratch_store(lab, scratch_name("ampl"), constants=constants, keep=p.keep_keyspaces))
-    _alter_for_time(lab, main.keyspace, constants, scale)
-    _alter_for_time(lab, twin.keyspace, constants, scale, twin_of=main.keyspace)
+    main = stack.enter_context(scratch_store(testbed, scratch_name("amp"), constants=constants, keep=p.keep_keyspaces,
+                                             tables=_tables(testbed, constants, scale)))
+    twin = stack.enter_context(scratch_store(testbed, scratch_name("ampl"), constants=constants, keep=p.keep_keyspaces,
+                                             tables=_tables(testbed, constants, scale, twin_of=main.keyspace)))
     rows = arrivals(generate(scenario_profile(p.profile, p.retention, scenario, constants), size=p.rows_per_day * days, seed=seed,
                               bucket_width=constants.message_seq_bucket_width).messages, days)
     ttl = np.array([main.retention.ttl_seconds(int(c), uuid.UUID(str(t)))
                     for c, t in zip(rows.retention_class, rows.tenant_id)], dtype=np.int64)
     return {"main": main, "twin": twin, "rows": rows, "ttl": ttl, "next": 0, "seed": seed, "conversations": set(),
-            "scenario": scenario, "copies": lab.admin.replication(twin.keyspace).copies or 1}
+            "scenario": scenario, "copies": testbed.admin.replication(twin.keyspace).copies or 1}
 
 
-def _measure(lab: Lab, reps: list[dict], base: dict[str, Any]) -> list[dict[str, Any]]:
+def _measure(testbed: Testbed, reps: list[dict], base: dict[str, Any]) -> list[dict[str, Any]]:
     """Per replicate, table and node: the main keyspace's bytes on disk (settled) and SSTables,
     and the twin's live bytes after its major compaction (the admin adapter's live SSTable
     bytes: all components of the one SSTable, what b_row divides)."""
-    disk = settled_disk_bytes(lab.admin, [(rep["main"].keyspace, t) for rep in reps for t in TABLES])
+    disk = settled_disk_bytes(testbed.admin, [(rep["main"].keyspace, t) for rep in reps for t in TABLES])
     out = []
     for r, rep in enumerate(reps):
         for table in TABLES:
             counts = {str(n["node"]): int(n["sstable_count"])
-                      for n in lab.admin.table_stats(rep["main"].keyspace, table).per_node}
-            lab.admin.compact(rep["twin"].keyspace, table)
+                      for n in testbed.admin.table_stats(rep["main"].keyspace, table).per_node}
+            testbed.admin.compact(rep["twin"].keyspace, table)
             live = {str(n["node"]): int(n["live_disk_bytes"])
-                    for n in lab.admin.table_stats(rep["twin"].keyspace, table).per_node}
+                    for n in testbed.admin.table_stats(rep["twin"].keyspace, table).per_node}
             read = disk[(rep["main"].keyspace, table)]
             out += [{**base, "scenario": rep["scenario"], "replicate": r, "table": table,
                      "conversations": len(rep["conversations"]), "copies": rep["copies"], "node": node,
@@ -220,20 +215,20 @@ def _measure(lab: Lab, reps: list[dict], base: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def _batch(lab: Lab, p: Params, constants: Any, batch: int, days: int, scale: TimeScale,
+def _batch(testbed: Testbed, p: Params, constants: Any, batch: int, days: int, scale: TimeScale,
            scenarios: list[str], series: list[dict[str, Any]], late: list[int], kept: list[tuple[str, str]]) -> None:
     """One batch of replicates through the whole simulated period (module docstring)."""
     import contextlib
 
     window_s = constants.message_record_twcs_window_days * DAY_S
     with contextlib.ExitStack() as stack:
-        reps = [_replicate(lab, stack, p, constants, scale, p.seed + 100 * batch + r, days, scenario)
+        reps = [_replicate(testbed, stack, p, constants, scale, p.seed + 100 * batch + r, days, scenario)
                 for scenario in scenarios for r in range(p.replicates)]
         # simulated time starts a few windows back, aligned to a window (timestamps stay in the past)
         start_s = (int(time.time()) - (days + 2) * DAY_S) // window_s * window_s - window_s
         targets = [(r, rep["main"].keyspace, t) for r, rep in enumerate(reps) for t in TABLES]
         bar = progress(range(days), total=days, desc=f"batch {batch + 1}: simulated days", enabled=p.show_progress)
-        with PeakSampler(lab.admin, targets, poll_seconds=p.poll_seconds) as sampler:
+        with PeakSampler(testbed.admin, targets, poll_seconds=p.poll_seconds) as sampler:
             t0, step, day = time.monotonic(), 0, 0.0
             while day < days:
                 end_day = min((math.floor(day / p.flush_every_days) + 1) * p.flush_every_days, days)
@@ -246,13 +241,13 @@ def _batch(lab: Lab, p: Params, constants: Any, batch: int, days: int, scale: Ti
                 day = min((began - t0) / p.seconds_per_day, float(days))
                 step += 1
                 for rep in reps:
-                    _write_arrivals(lab, rep, now_s=day * DAY_S, start_s=start_s, scale=scale)
+                    _write_arrivals(testbed, rep, now_s=day * DAY_S, start_s=start_s, scale=scale)
                 for rep in reps:
-                    lab.admin.flush(rep["main"].keyspace)
-                    lab.admin.flush(rep["twin"].keyspace)
+                    testbed.admin.flush(rep["main"].keyspace)
+                    testbed.admin.flush(rep["twin"].keyspace)
                 for rep in reps:
-                    lab.admin.wait_for_compactions(timeout=p.settle_timeout_seconds, keyspace=rep["main"].keyspace)
-                rows = _measure(lab, reps, {"batch": batch, "step": step, "sim_day": day})
+                    testbed.admin.wait_for_compactions(timeout=p.settle_timeout_seconds, keyspace=rep["main"].keyspace)
+                rows = _measure(testbed, reps, {"batch": batch, "step": step, "sim_day": day})
                 peaks = sampler.take()
                 for row in rows:
                     row["step_seconds"] = time.monotonic() - began
@@ -265,7 +260,7 @@ def _batch(lab: Lab, p: Params, constants: Any, batch: int, days: int, scale: Ti
         kept[:] = [(rep["main"].keyspace, rep["twin"].keyspace) for rep in reps]
 
 
-def _write_arrivals(lab: Lab, rep: dict[str, Any], *, now_s: float, start_s: int, scale: TimeScale) -> None:
+def _write_arrivals(testbed: Testbed, rep: dict[str, Any], *, now_s: float, start_s: int, scale: TimeScale) -> None:
     """Write the rows that arrived up to simulated ``now_s`` to both keyspaces (same TTL, same
     write timestamp), then the newest head of every conversation they touched."""
     from lab.workload import to_message
@@ -287,7 +282,7 @@ def _write_arrivals(lab: Lab, rep: dict[str, Any], *, now_s: float, start_s: int
     rep["next"] = end
     rep["conversations"].update(heads)
     if items:
-        lab.connection.execute_concurrent(items, concurrency=64)
+        testbed.connection.execute_concurrent(items, concurrency=64)
     for message in heads.values():
         for store in (rep["main"], rep["twin"]):
             store.submit_head(_head(message))
@@ -295,8 +290,8 @@ def _write_arrivals(lab: Lab, rep: dict[str, Any], *, now_s: float, start_s: int
         store.drain(30)
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
-    from lab.calibration.capacity import twcs_windows_kept
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
+    from lab.calibration.disk_sizing import twcs_windows_kept
 
     unknown = sorted(set(params.scenarios) - set(SCENARIOS))
     if unknown or PROFILE not in params.scenarios:
@@ -320,7 +315,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         main = reps[(reps.table == MAIN_TABLE) & (reps.scenario == PROFILE)].steady
         return relative_half_width(*mean_ci(main)) if len(main) >= 2 else None
 
-    precision = sample_until(lambda b: _batch(lab, params, constants, b, days, scale, scenarios, series, late, kept), achieved,
+    precision = sample_until(lambda b: _batch(testbed, params, constants, b, days, scale, scenarios, series, late, kept), achieved,
                              quantity="lsm_space_amp (message_record, steady state)",
                              target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
                              min_steps=1, max_steps=max(1, params.max_batches))

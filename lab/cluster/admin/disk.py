@@ -64,18 +64,9 @@ def directory_bytes(folders: list[Path]) -> int:
     return total
 
 
-def table_directories(admin: Any, keyspace: str, table: str) -> dict[str, list[Path]] | None:
-    """Node -> the table's folders on that node, for nodes whose data folder is local; None
-    when the adapter reaches no local node (a remote cluster, ScyllaDB)."""
-    folders = getattr(admin, "table_directories", None)
-    if folders is not None:
-        return folders(keyspace, table)
-    return None
-
-
 def disk_bytes(admin: Any, keyspace: str, table: str) -> DiskBytes:
     """The table's bytes on disk per node (module docstring)."""
-    folders = table_directories(admin, keyspace, table)
+    folders = admin.table_directories(keyspace, table)
     if folders:
         return DiskBytes(keyspace=keyspace, table=table, source="files",
                          per_node={node: directory_bytes(dirs) for node, dirs in folders.items()})
