@@ -36,12 +36,27 @@ import pandas as pd
 
 from lab.calibration.row_model import REGRESSORS, RowModel
 
+# a mix no b_row run measures: more photos with larger thumbnails, longer text and captions than
+# chat_mix, no E2EE change (name -> base profile, [messages] overrides, as row_model.DESIGN_MIXES)
+CHECK_MIXES: dict[str, tuple[str, dict[str, float]]] = {
+    "check_mix": ("chat_mix", {"text": 0.55, "image": 0.25, "video": 0.05, "audio": 0.05, "file": 0.05, "custom": 0.05,
+                               "text_bytes_median": 150.0, "caption_share": 0.5, "thumbnail_bytes_median": 9000.0}),
+}
 TARGETS: Mapping[str, float] = {"disk": 0.05, "cpu": 0.20, "sstables": 0.0}
 DISK_TABLES = ("message_record", "message_index", "client_dedup", "conversation_head")
 PER_ROW_TABLES = ("message_index", "client_dedup")
-NOTEBOOK_INPUTS = {"b_row": "row model, message_index and client_dedup bytes per row",
-                   "space_amp": "conversation_head bytes per conversation",
-                   "cpu_cost": "server CPU per operation"}
+
+
+def check_profile(name: str) -> Any:
+    """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
+    from lab.workload import load_profile
+
+    if name not in CHECK_MIXES:
+        return load_profile(name)
+    base, overrides = CHECK_MIXES[name]
+    profile = load_profile(base)
+    return dataclasses.replace(profile, name=name, description=f"model-check mix over {base}: {overrides}",
+                               messages=dataclasses.replace(profile.messages, **overrides))
 
 
 @dataclass(frozen=True, kw_only=True)

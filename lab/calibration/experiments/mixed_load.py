@@ -76,8 +76,9 @@ class MixedLoad:
 
 def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
                    idle_seconds: float, workers: int = 8, seed: int = 0, keep: bool = False,
-                   show_progress: bool = False) -> MixedLoad:
-    """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module docstring)."""
+                   show_progress: bool = False, dataset: dict[str, int] | None = None) -> MixedLoad:
+    """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
+    docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...)."""
     from lab.calibration.experiments import cpu_cost
     from lab.cluster.admin.server_cpu import cpu_seconds_between
 
@@ -89,7 +90,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
     sequence = operation_sequence(active)
     total_rate = sum(active.values())
     cp = cpu_cost.Params(rates=dict(active), window_seconds=window_seconds, max_rounds=rounds + 1, seed=seed,
-                         show_progress=show_progress)
+                         show_progress=show_progress, **(dataset or {}))
     counts: Counter[str] = Counter()
     lock = threading.Lock()
     rows: list[dict[str, Any]] = []

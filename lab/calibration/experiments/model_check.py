@@ -42,21 +42,16 @@ import numpy as np
 import pandas as pd
 
 from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
-from lab.calibration.predictions import (Check, Inputs, TARGETS, cpu_diagnosis, disk_checks, inputs_from_run,
+from lab.calibration.predictions import (Check, Inputs, TARGETS, check_profile, cpu_diagnosis, disk_checks, inputs_from_run,
                                          inputs_from_values, predict_cpu, predict_disk,
                                          predict_sstables, row_composition)
 from lab.cluster.admin.disk import settled_disk_bytes
 from lab.errors import ValidationError
 
-# a mix no b_row run measures: more photos with larger thumbnails, longer text and captions than
-# chat_mix, no E2EE change (name -> base profile, [messages] overrides, as row_model.DESIGN_MIXES)
-CHECK_MIXES: dict[str, tuple[str, dict[str, float]]] = {
-    "check_mix": ("chat_mix", {"text": 0.55, "image": 0.25, "video": 0.05, "audio": 0.05, "file": 0.05, "custom": 0.05,
-                               "text_bytes_median": 150.0, "caption_share": 0.5, "thumbnail_bytes_median": 9000.0}),
-}
 DEFAULT_CPU_RATES = {"send": 15.0, "history_latest": 25.0, "history_older": 5.0, "batch_s1_dm": 2.0,
                      "batch_s1_group": 0.5, "react": 6.0}
 DEFAULT_SENDS = 2000
+SSTABLE_QUIET_SECONDS = 2.0
 PREDICTED_SSTABLE_TABLES = ("message_record", "client_dedup")
 LCS_TABLES = ("message_index", "conversation_head")
 PARTITION_KEYS = {"message_record": ("tenant_id", "conversation_id", "seq_bucket"),
@@ -79,6 +74,7 @@ class Params:
     cpu_window_seconds: float = 10.0
     cpu_idle_seconds: float = 4.0
     cpu_rounds: int = 5
+    cpu_dataset: dict[str, int] | None = None   # cpu_cost.Params fields of the read dataset (group_backlog, ...)
     diagnose_rounds: int = 2
     sstable_days: int = 16
     sstable_rows_per_day: int = 30
@@ -140,18 +136,6 @@ class Result:
                                                      if x.quantity == quantity and x.met is not None)
         out["checks"] = [c.row() for c in self.checks]
         return out
-
-
-def check_profile(name: str) -> Any:
-    """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
-    from lab.workload import load_profile
-
-    if name not in CHECK_MIXES:
-        return load_profile(name)
-    base, overrides = CHECK_MIXES[name]
-    profile = load_profile(base)
-    return dataclasses.replace(profile, name=name, description=f"model-check mix over {base}: {overrides}",
-                               messages=dataclasses.replace(profile.messages, **overrides))
 
 
 def resolve_inputs(p: Params) -> Inputs:
@@ -227,7 +211,7 @@ def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
 
     load = run_mixed_load(testbed, constants=constants, rates=p.rates(), rounds=p.cpu_rounds,
                           window_seconds=p.cpu_window_seconds, idle_seconds=p.cpu_idle_seconds, seed=p.seed,
-                          keep=p.keep_keyspaces, show_progress=p.show_progress)
+                          keep=p.keep_keyspaces, show_progress=p.show_progress, dataset=p.cpu_dataset)
     rounds = load.rounds()
     nodes = sorted(rounds.node.unique())
     predicted_rows, per_op = [], Counter()
@@ -320,6 +304,10 @@ def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Che
             testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
             for table in windows:
                 flushes[table].append(newest[table])
+        # settled: no compaction running and the files unchanged for a moment (one scheduled just
+        # after the last flush would otherwise be missed), then the adapter's counts
+        settled_disk_bytes(testbed.admin, [(store.keyspace, t) for t in PREDICTED_SSTABLE_TABLES + LCS_TABLES],
+                           quiet=SSTABLE_QUIET_SECONDS)
         measured = {t: {str(x["node"]): int(x["sstable_count"]) for x in testbed.admin.table_stats(store.keyspace, t).per_node}
                     for t in PREDICTED_SSTABLE_TABLES + LCS_TABLES}
     checks, rows = [], []

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 SKIPPED_FOLDERS = frozenset({"snapshots", "backups"})
-SETTLE_SECONDS = 5.0
+SETTLE_SECONDS = 30.0
+SETTLE_QUIET_SECONDS = 0.5
 SETTLE_POLL_SECONDS = 0.1
 
 
@@ -75,17 +76,23 @@ def disk_bytes(admin: Any, keyspace: str, table: str) -> DiskBytes:
                      per_node={str(p["node"]): int(p["total_disk_bytes"]) for p in stats.per_node})
 
 
-def settled_disk_bytes(admin: Any, targets: list[tuple[str, str]], *,
-                       timeout: float = SETTLE_SECONDS) -> dict[tuple[str, str], DiskBytes]:
-    """Bytes on disk of every (keyspace, table) of ``targets``, once two reads in a row agree for
-    all of them (a compaction scheduled just after a flush, or obsolete files being deleted, move
-    them for a moment); the last reads when ``timeout`` passes first."""
-    read = {t: disk_bytes(admin, *t) for t in targets}
+def settled_disk_bytes(admin: Any, targets: list[tuple[str, str]], *, timeout: float = SETTLE_SECONDS,
+                       quiet: float = SETTLE_QUIET_SECONDS) -> dict[tuple[str, str], DiskBytes]:
+    """Bytes on disk of every (keyspace, table) of ``targets`` once no compaction runs in their
+    keyspaces and the reads stayed the same for ``quiet`` seconds (a compaction is scheduled a
+    moment after the flush that calls for it, and obsolete files are deleted a moment after it
+    ends); the last reads when ``timeout`` passes first."""
+    keyspaces = sorted({ks for ks, _ in targets})
     deadline = time.monotonic() + timeout
+    read = {t: disk_bytes(admin, *t) for t in targets}
+    since = time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(SETTLE_POLL_SECONDS)
         again = {t: disk_bytes(admin, *t) for t in targets}
-        if all(dict(again[t].per_node) == dict(read[t].per_node) for t in targets):
+        busy = any(admin.compactions_running(ks) for ks in keyspaces)
+        if busy or any(dict(again[t].per_node) != dict(read[t].per_node) for t in targets):
+            since = time.monotonic()
+        elif time.monotonic() - since >= quiet:
             return again
         read = again
     return read
