@@ -55,6 +55,17 @@ def operations_lines(s: Any) -> Iterator[str]:
         yield "  errors by type: " + ", ".join(f"{t} {units.count(n)}" for t, n in sorted(errors.items()))
 
 
+def operation_cpu_lines(s: Any) -> Iterator[str]:
+    """Loader CPU per call and calls/s per loader core, per operation (lab.load.operation_cpu)."""
+    costs = {op: c for op, c in s.operation_cpu.items() if c.loader_cpu_ms_per_call is not None}
+    if not costs:
+        return
+    yield ("  loader CPU per call (the calling thread's measured, the process's other CPU apportioned) and calls/s "
+           "one loader core sustains:")
+    yield "    " + ", ".join(f"{op} {units.fmt(c.loader_cpu_ms_per_call)} ms ({units.rate(c.calls_per_loader_core_second)})"
+                             for op, c in costs.items())
+
+
 def steps_lines(s: Any) -> Iterator[str]:
     if not s.steps:
         return
@@ -98,6 +109,7 @@ def summary_lines(s: Any) -> Iterator[str]:
     if cpu is not None and cpu.samples:
         yield (f"  load generator CPU: {units.fmt(cpu.mean_percent_of_one_core)}% of one core on average, "
                f"{units.fmt(cpu.max_percent_of_one_core)}% at most ({cpu.cores} cores here)")
+    yield from operation_cpu_lines(s)
     for w in s.workers:
         m = w.machine or {}
         if m:

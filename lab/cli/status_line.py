@@ -14,6 +14,7 @@ import click
 
 from lab.load.progress import LiveStatus, LoadProgress
 from lab.results import units
+from lab.measure import Stopwatch
 
 LOG_STATUS_SECONDS = 10.0
 
@@ -44,7 +45,7 @@ class ConsoleProgress(LoadProgress):
         self.tty = self.stream.isatty()
         self._line = False
         self._last_log = 0.0
-        self._started = time.monotonic()
+        self._watch = Stopwatch()  # the run's elapsed time in each phase line
 
     def _clear(self) -> None:
         if self._line:
@@ -53,7 +54,7 @@ class ConsoleProgress(LoadProgress):
 
     def phase(self, text: str) -> None:
         self._clear()
-        click.echo(f"[{time.monotonic() - self._started:7.1f} s] {text}", file=self.stream)
+        click.echo(f"[{self._watch.seconds():7.1f} s] {text}", file=self.stream)
 
     def status(self, status: LiveStatus) -> None:
         text = status_text(status)

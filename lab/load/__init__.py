@@ -2,6 +2,7 @@
 
     runner       ``lab load``: check, seed, run Locust (headless or its web UI), collect, audit
     processes    the Locust processes: command lines, environment, start, stop by PID
+    locust_run   one Locust run, written once: start, gate, watch (live status, deadline), stop on Ctrl-C/SIGTERM
     distributed  ``lab load --master`` / ``--worker``: one run over several load machines
     coordinator  the master's HTTP side channel: plan out, start gate, results and audits back
     load_folders where a load writes; ``--run-id`` reuse of an earlier load's seed and history
@@ -9,6 +10,7 @@
     worker_seed  a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     loadgen_cpu  the load generator's CPU while it runs
+    operation_cpu  loader CPU per call of each operation (the calling thread's measured, the rest shared)
     plan         a load run's plan (LAB_LOAD_PLAN), per-worker key ranges, message templates
     pacing       open-loop schedules: per-user due times through a stage table, staircase
     audit        the acks log and the read-back audit (lost / duplicated must be 0)

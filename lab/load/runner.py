@@ -32,24 +32,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
-from lab.errors import ConfigError, LabError
+from lab.errors import ConfigError, LoadError
 from lab.load import load_folders
 from lab.load.audit import AuditResult, audit_worker, read_acks
 from lab.load.loadgen_cpu import CpuMonitor
+from lab.load.locust_run import drive, wait_until_done
 from lab.load.pacing import Stage, stages_from_steps, staircase
 from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
 from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
                                 free_port, locust_cmd)
-from lab.load.progress import NO_PROGRESS, LiveStatus, LoadProgress, read_live_totals
+from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary, summarize_run
 from lab.measure import Stopwatch
@@ -58,7 +56,7 @@ from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
 
-__all__ = ["LoadError", "LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
+__all__ = ["LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
 
 SUMMARY_FILE = "summary.json"
 DEFAULT_STARTUP_SECONDS = 120.0  # longest wait for every Locust process to report ready
@@ -66,14 +64,7 @@ START_LEAD_SECONDS = 1.0         # t0 is published this far ahead so every proce
 DEFAULT_STOP_TIMEOUT_SECONDS = 30
 PER_USER_RATE = 1.0          # calls/s per user when --users is not given: room for 1 s latencies
 MAX_DEFAULT_USERS = 5000
-POLL_SECONDS = 0.5
-STATUS_SECONDS = 1.0
 START_GATE_POLL_SECONDS = 0.1
-_KILL_GRACE_SECONDS = 90.0
-
-
-class LoadError(LabError):
-    """The load run could not start or its processes failed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,26 +213,6 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
             "prior_acks_per_worker": [reused[i] for i in sorted(reused)], "seed_seconds": watch.seconds(1)}
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a run the way Ctrl-C does (stop Locust, then summary and audit). SIGINT is
-    set too: a shell starts background jobs with it ignored, and Python then never raises
-    KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(_sig: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgress | None = None) -> LoadResult:
     """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json)."""
     progress = progress or NO_PROGRESS
@@ -278,82 +249,39 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
     common = dict(stop_timeout_seconds=options.stop_timeout_seconds, master_port=port, web=options.web,
                   web_port=web_port, host=display_host(config))
     procs = Processes(load_dir / "locust.stdout.txt")
-    cpu: CpuMonitor | None = None
-    interrupted = False
     watch = Stopwatch()
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
+
+    def start(plan: LoadPlan) -> LoadPlan:
+        procs.start(locust_cmd(plan, load_dir, role=role, **common),
+                    child_env(None if distributed else config, plan, role=role), load_dir)
+        for i in range(plan.workers if distributed else 0):
+            procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
+                        child_env(config, plan, i, role="worker"), load_dir)
+        wait_ready(plan, procs, options.startup_seconds)
+        if plan.start_gate:
+            plan = dataclasses.replace(plan, t0=publish_t0(plan))
+            progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
+                           + (f" ({plan.warmup_seconds:g} s warmup)" if plan.warmup_seconds else ""))
+        else:
+            url = f"http://{options.web.host}:{web_port}"
+            parameters["web_url"] = url
+            write_json(load_dir / "parameters.json", parameters)
+            progress.phase(f"web UI: {url}  (host {display_host(config)}, {plan.users} users by default); "
+                           "Ctrl-C here ends the run: summary and audit follow")
+        return plan
+
     try:
-        with _sigterm_as_interrupt():
-            try:
-                procs.start(locust_cmd(plan, load_dir, role=role, **common),
-                            child_env(None if distributed else config, plan, role=role), load_dir)
-                for i in range(plan.workers if distributed else 0):
-                    procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
-                                child_env(config, plan, i, role="worker"), load_dir)
-                wait_ready(plan, procs, options.startup_seconds)
-                if plan.start_gate:
-                    plan = dataclasses.replace(plan, t0=publish_t0(plan))
-                    progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
-                                   + (f" ({plan.warmup_seconds:g} s warmup)" if plan.warmup_seconds else ""))
-                else:
-                    url = f"http://{options.web.host}:{web_port}"
-                    parameters["web_url"] = url
-                    write_json(load_dir / "parameters.json", parameters)
-                    progress.phase(f"web UI: {url}  (host {display_host(config)}, {plan.users} users by default); "
-                                   "Ctrl-C here ends the run: summary and audit follow")
-                cpu = CpuMonitor(procs.pids, load_dir / "cpu.csv", plan.t0 or wall_seconds())
-                cpu.start()
-                _wait(plan, procs, options, progress)
-            except KeyboardInterrupt:
-                interrupted = options.web is None
-                progress.done()
-                progress.phase("stopping Locust: in-flight calls finish")
-                procs.stop(options.stop_timeout_seconds + 10)
+        end = drive(plan, procs, progress, start=start, cpu_csv=load_dir / "cpu.csv",
+                    watch=lambda plan: wait_until_done(plan, procs, progress,
+                                                       stop_timeout_seconds=options.stop_timeout_seconds),
+                    stopping="stopping Locust: in-flight calls finish",
+                    stop_grace_seconds=options.stop_timeout_seconds + 10)
     finally:
         procs.close()  # only our own processes, by handle
-        if cpu is not None:
-            cpu.stop()
-    return plan, procs, cpu, interrupted
-
-
-def _wait(plan: LoadPlan, procs: Processes, options: LoadOptions, progress: LoadProgress) -> None:
-    t0 = plan.t0 or wall_seconds()
-    deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS if plan.start_gate else None
-    next_status = 0.0
-    rates = _LiveRates()
-    while procs.running():
-        now = wall_seconds()
-        if deadline is not None and now > deadline:  # a frozen load generator is a result, not a hang
-            procs.kill()
-        if now >= next_status:
-            live = read_live_totals(plan.load_dir) or {}
-            progress.status(LiveStatus(elapsed_seconds=now - t0, total_seconds=plan.end_seconds if plan.start_gate
-                                       else None, warmup_seconds=plan.warmup_seconds,
-                                       **(live | rates.update(now, live))))
-            next_status = now + STATUS_SECONDS
-        time.sleep(POLL_SECONDS)
-
-
-class _LiveRates:
-    """calls/s and errors/s between two samples of Locust's running totals (its own per-second
-    rate is 0 on a distributed master's history rows)."""
-
-    WINDOW_SECONDS = 5.0
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, int, int]] = []
-
-    def update(self, now: float, live: dict[str, Any]) -> dict[str, float | None]:
-        if "calls" not in live:
-            return {}
-        self.samples.append((now, live["calls"], live["errors"]))
-        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_SECONDS:
-            self.samples.pop(0)
-        (t_a, c_a, e_a), (t_b, c_b, e_b) = self.samples[0], self.samples[-1]
-        if t_b - t_a <= 0:
-            return {"calls_per_second": None, "errors_per_second": None}
-        return {"calls_per_second": (c_b - c_a) / (t_b - t_a), "errors_per_second": (e_b - e_a) / (t_b - t_a)}
+    # a web UI run always ends with Ctrl-C: that is its end, not an interruption
+    return end.plan, procs, end.cpu, end.stopped and options.web is None
 
 
 def wait_ready(plan: LoadPlan, procs: Processes, timeout_seconds: float,

@@ -17,6 +17,7 @@ from typing import Any
 
 from lab.load.audit import AuditResult, read_acks
 from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
+from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
 from lab.measure.hdr import OperationSummary, OpStats, merge_stats, new_histogram, read_interval_log, summarize
@@ -115,6 +116,8 @@ class LoadSummary:
     steps: tuple[StepSummary, ...] = ()
     parameters: Mapping[str, Any] = field(default_factory=dict)
     audit: AuditResult | None = None
+    operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
+    services: Mapping[str, Any] = field(default_factory=dict)  # the outbox and hot window the stores used
 
     @property
     def workers_reporting(self) -> int:
@@ -137,6 +140,10 @@ class LoadSummary:
             out["steps"] = [s.to_json() for s in self.steps]
         if self.audit is not None:
             out["audit"] = self.audit.to_json()
+        if self.operation_cpu:
+            out["operation_cpu"] = {"note": APPORTIONED_NOTE, **{op: c.to_json() for op, c in self.operation_cpu.items()}}
+        if self.services:
+            out["services"] = dict(self.services)
         return out
 
 
@@ -182,6 +189,8 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
     if plan.fixed_rate and plan.warmup_seconds > 0:  # the measured window only
         requested = (sum(max(0.0, min(s.end_s, plan.end_seconds) - max(s.start_s, plan.warmup_seconds)) * s.rate
                          for s in plan.stages) / seconds)
+    loadgen_cpu = ((cpu.window(plan.warmup_seconds, plan.end_seconds) if plan.duration_seconds > 0
+                    else cpu.window(0.0, math.inf)) if cpu is not None else None)
     return LoadSummary(
         run_id=plan.run_id, profile=plan.profile, mode="fixed-rate" if plan.fixed_rate else "closed-loop",
         users=plan.users, processes=plan.workers, warmup_seconds=plan.warmup_seconds, measured_seconds=seconds,
@@ -196,10 +205,26 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
                                    measured_seconds=w.get("measured_seconds"), machine=w.get("machine"))
                       for w in workers),
         workers_expected=plan.workers, locust=_locust_json(load_dir), locust_exit_codes=tuple(exit_codes),
-        loadgen_cpu=(cpu.window(plan.warmup_seconds, plan.end_seconds) if plan.duration_seconds > 0
-                     else cpu.window(0.0, math.inf)) if cpu is not None else None,
+        loadgen_cpu=loadgen_cpu,
         steps=tuple(step_summary(plan, load_dir, cpu)) if len(plan.stages) > 1 else (),
-        parameters=dict(parameters or {}))
+        parameters=dict(parameters or {}),
+        operation_cpu=operation_cpu(workers, stats, loadgen_cpu, seconds))
+
+
+def operation_cpu(workers: Sequence[Mapping[str, Any]], stats: Mapping[str, OpStats], loadgen_cpu: CpuWindow | None,
+                  seconds: float) -> dict[str, OperationCpu]:
+    """Loader CPU per operation over the measured window (lab.load.operation_cpu), when every worker
+    timed its calls' threads (native-thread workers; a gevent worker cannot)."""
+    caller = [w.get("caller_cpu_seconds") for w in workers]
+    if not caller or any(c is None for c in caller):
+        return {}
+    summed: dict[str, float] = {}
+    for c in caller:
+        for op, value in c.items():
+            summed[op] = summed.get(op, 0.0) + value
+    mean = loadgen_cpu.mean_percent_of_one_core if loadgen_cpu is not None else None
+    process = mean / 100 * seconds if mean is not None and seconds > 0 else None
+    return apportion({op: s.count for op, s in stats.items()}, summed, process)
 
 
 def step_summary(plan: LoadPlan, load_dir: Path, cpu: CpuMonitor | None) -> list[StepSummary]:

@@ -2,6 +2,10 @@
 significance test with its multiple-comparison correction, and ratios that say their direction.
 
 - :func:`mean_ci`: Student-t interval of a mean (repeats of a measurement: b_row per repeat);
+  :func:`sample_std` the standard deviation it uses (n - 1);
+- :func:`median_ci`: the median of per-round values (the one percentile, p50) with its
+  bootstrap interval, rounds resampled whole (CPU per operation: a burst of someone else's
+  load lands in one window of one round, and the median shrugs it off where the mean would not);
 - :func:`bootstrap_ci`: percentile bootstrap of any statistic (a p99 has no closed-form
   interval), seeded so a report is reproducible; :func:`bootstrap_values` gives the resampled
   statistics themselves and :func:`bootstrap_rounds` resamples whole rounds of an interleaved
@@ -40,8 +44,27 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[fl
         return mean, mean, mean
     from scipy import stats
 
-    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / math.sqrt(len(xs)))
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * sample_std(xs) / math.sqrt(len(xs)))
     return mean, mean - half, mean + half
+
+
+def sample_std(values: Iterable[float]) -> float:
+    """The sample standard deviation (divisor n - 1); 0.0 for fewer than two values."""
+    xs = np.asarray(list(values), dtype=float)
+    return float(xs.std(ddof=1)) if len(xs) > 1 else 0.0
+
+
+def median_ci(values: Iterable[float], *, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> tuple[float, float | None, float | None]:
+    """(median, low, high) of per-round values: the p50 by the one percentile, and its bootstrap
+    interval with the rounds resampled whole; NaN and (None, None) when there are no values,
+    (None, None) for one."""
+    xs = np.asarray(list(values), dtype=float)
+    if not len(xs):
+        return math.nan, None, None
+    low, high = interval_of(bootstrap_rounds(len(xs), lambda idx: percentile(xs[idx], 50), resamples=resamples,
+                                             seed=seed), confidence)
+    return percentile(xs, 50), low, high
 
 
 def bootstrap_values(samples: Iterable[float], statistic: Callable[[np.ndarray], float] | None = None, *,

@@ -38,6 +38,7 @@ from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIO
                                           DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
 from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
+from lab.results.jsonio import flatten
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,26 +97,22 @@ class Result:
                                "target_utilization": self.params.target_utilization,
                                "lsm_space_amp_used": self.lsm_space_amp, "lsm_space_amp_source": self.lsm_space_amp_source,
                                "lsm_space_amp_note": self.lsm_space_amp_note, "factors": self.factors()}
-        for r in self.sizing.itertuples():
-            key = f"{r.source}_{int(r.messages_per_day):d}"
-            out[f"resident_tb_{key}"] = float(r.resident_tb)
-            out[f"nodes_needed_{key}"] = int(r.nodes_needed)
-            out[f"disk_tb_per_node_{key}"] = float(r.disk_bytes_per_node) / BYTES_PER_TB
-            out[f"partitions_per_node_{key}"] = float(r.partitions_per_node)
-            out[f"message_record_sstables_per_node_{key}"] = int(r.message_record_sstables_per_node)
-            out[f"partition_mb_{r.source}"] = float(r.partition_bytes) / 1e6
+        sizing = self.sizing.assign(tier=self.sizing.messages_per_day.astype(int))
+        out |= flatten(sizing, "{value}_{source}_{tier}",
+                       {"resident_tb": float, "nodes_needed": int,
+                        "disk_tb_per_node": ("disk_bytes_per_node", lambda b: float(b) / BYTES_PER_TB),
+                        "partitions_per_node": float, "message_record_sstables_per_node": int})
+        out |= flatten(sizing.drop_duplicates("source", keep="last"), "{value}_{source}",
+                       {"partition_mb": ("partition_bytes", lambda b: float(b) / 1e6)})
         if self.cpu is not None:
             out["cpu_source"] = self.cpu_source
             out["peak_factor"] = self.params.peak_factor
             out["cores_per_node"] = self.params.cores_per_node
             out["operations_per_message"] = dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
-            for r in self.cpu.itertuples():
-                key = f"{int(r.messages_per_day):d}"
-                out[f"server_cores_{key}"] = float(r.server_cores)
-                out[f"nodes_cpu_{key}"] = int(r.nodes_cpu)
-                out[f"nodes_disk_{key}"] = int(r.nodes_disk) if r.nodes_disk is not None else None
-                out[f"binding_{key}"] = r.binding
-                out[f"rule_of_thumb_cores_{key}"] = float(r.rule_of_thumb_cores)
+            out |= flatten(self.cpu.assign(tier=self.cpu.messages_per_day.astype(int)), "{value}_{tier}",
+                           {"server_cores": float, "nodes_cpu": int,
+                            "nodes_disk": lambda n: int(n) if n is not None else None, "binding": str,
+                            "rule_of_thumb_cores": float})
         if self.params.my_mix is not None:
             out["my_mix"] = dict(self.params.my_mix)
             out["my_mix_b_row"] = self.my_mix

@@ -57,9 +57,10 @@ from lab.calibration.precision import Precision, sample_until
 from lab.cluster.admin.server_cpu import cpu_seconds_between
 from lab.errors import ValidationError
 from lab.load.pacing import FixedRateSchedule
-from lab.measure import bootstrap_rounds, interval_of, now_ns, percentile, relative_half_width, summarize_histogram
+from lab.measure import Stopwatch, median_ci, now_ns, percentile, relative_half_width, summarize_histogram
 from lab.measure.hdr import OpStats, latencies_us
 from lab.workload import generate, to_send_request
+from lab.results.jsonio import flatten
 
 OPERATIONS = ("send", "history_latest", "history_older", "batch_s1_group", "batch_s1_dm", "react")
 # High enough that a window's CPU stands out of a shared node's background (0.01 cores quiet,
@@ -69,6 +70,7 @@ DEFAULT_RATES: dict[str, float] = {"send": 60.0, "history_latest": 100.0, "histo
 IDLE = "idle"
 REACTION_KEYS = ("like", "love", "laugh", "wow")
 REACTION_USERS = 50
+PRECISION_RESAMPLES = 400  # the precision check between rounds (the summary uses the default 1000)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,12 +126,11 @@ class Result:
         rates = (idle.server_cpu_seconds / idle.wall_seconds).to_numpy() if len(idle) else np.empty(0)
         out["idle_server_cores_p10"] = percentile(rates, 10) if len(rates) else None
         out["idle_server_cores_p90"] = percentile(rates, 90) if len(rates) else None
-        for r in self.summary.itertuples():
-            for k in ("server_ms_per_op", "server_ms_per_op_ci_low", "server_ms_per_op_ci_high", "loadgen_ms_per_op",
-                      "loadgen_ms_per_op_ci_low", "loadgen_ms_per_op_ci_high", "requests_per_op",
-                      "server_us_per_request", "rate_requested", "rate_achieved", "corrected_p99_ms",
-                      "service_p50_ms", "errors", "basis", "windows_used", "resolved"):
-                out[f"cpu_{r.op}_{k}"] = _plain(getattr(r, k))
+        out |= flatten(self.summary, "cpu_{op}_{value}",
+                       ["server_ms_per_op", "server_ms_per_op_ci_low", "server_ms_per_op_ci_high", "loadgen_ms_per_op",
+                        "loadgen_ms_per_op_ci_low", "loadgen_ms_per_op_ci_high", "requests_per_op",
+                        "server_us_per_request", "rate_requested", "rate_achieved", "corrected_p99_ms",
+                        "service_p50_ms", "errors", "basis", "windows_used", "resolved"])
         reads = self.summary[self.summary.requests_per_op > 0]
         if len(reads):
             # the server's CPU per CQL request over every operation, weighted by requests
@@ -139,10 +140,6 @@ class Result:
             out["server_us_per_request"] = us
             out["server_requests_per_core_second"] = 1e6 / us if us and us > 0 else None
         return out
-
-
-def _plain(v: Any) -> Any:
-    return None if v is None or (isinstance(v, float) and np.isnan(v)) else (float(v) if isinstance(v, (float, np.floating)) else v)
 
 
 # ---- the fixed-rate driver --------------------------------------------------------------------
@@ -165,7 +162,7 @@ def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: i
         with lock:
             stats.record(service, corrected, error=error)
 
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for k in range(n):
             due = schedule.due_ns(k)
@@ -173,7 +170,7 @@ def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: i
             if wait > 0:
                 time.sleep(wait)
             pool.submit(one, k, due)
-    return stats, time.perf_counter() - t0
+    return stats, watch.seconds()
 
 
 # ---- seeding ------------------------------------------------------------------------------------
@@ -288,7 +285,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         def window(rnd: int, seq: int, op: str) -> None:
             before_cpu, before_lg = testbed.admin.cpu_readings(), time.process_time()
             before_req = _requests(store.connection.counter.snapshot())
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             if op == IDLE:
                 time.sleep(params.idle_seconds)
                 stats = OpStats()
@@ -296,7 +293,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 stats, _ = drive(calls[op], rate=params.rate(op), seconds=params.window_seconds,
                                  workers=params.workers)
                 store.drain(30)  # send's asynchronous head update belongs to its window
-            wall = time.perf_counter() - t0
+            wall = watch.seconds()
             after_cpu, after_lg = testbed.admin.cpu_readings(), time.process_time()
             delta = cpu_seconds_between(before_cpu, after_cpu)
             source["cpu"] = after_cpu[0].source if after_cpu else None
@@ -325,7 +322,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 used, _ = basis(table, op, params)
                 if used.empty:
                     return None
-                rel = relative_half_width(*_median_ci_over_rounds(used.server_ms_per_op.to_numpy()))
+                rel = relative_half_width(*median_ci(used.server_ms_per_op.to_numpy(), resamples=PRECISION_RESAMPLES))
                 if rel is None:
                     return None
                 worst = rel if worst is None else max(worst, rel)
@@ -366,15 +363,6 @@ def per_op(windows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _median_ci_over_rounds(xs: np.ndarray, resamples: int = 400) -> tuple[float, float | None, float | None]:
-    """The median over rounds (the lab's one percentile) and its bootstrap interval: a burst of
-    someone else's load lands in one window of one round, and the median shrugs it off where
-    the mean would carry it."""
-    mid = percentile(xs, 50) if len(xs) else float("nan")
-    low, high = interval_of(bootstrap_rounds(len(xs), lambda idx: percentile(xs[idx], 50), resamples=resamples))
-    return mid, low, high
-
-
 def basis(table: pd.DataFrame, op: str, params: Params) -> tuple[pd.DataFrame, str]:
     """The windows an operation's server CPU is estimated from: the quiet ones when there are
     enough (module docstring), else all of them."""
@@ -394,8 +382,8 @@ def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
         if m.empty:
             continue
         used, why = basis(table, op, params)
-        s_mean, s_low, s_high = _median_ci_over_rounds(used.server_ms_per_op.to_numpy(), resamples=1000)
-        l_mean, l_low, l_high = _median_ci_over_rounds(m.loadgen_ms_per_op.to_numpy(), resamples=1000)
+        s_mean, s_low, s_high = median_ci(used.server_ms_per_op.to_numpy())
+        l_mean, l_low, l_high = median_ci(m.loadgen_ms_per_op.to_numpy())
         req = float(m.requests_per_op.mean())
         rows.append({"op": op, "write": op in WRITE_OPERATIONS, "rounds": len(m), "ops": int(m.ops.sum()),
                      "errors": int(w.errors.sum()), "rate_requested": params.rate(op),
@@ -406,7 +394,7 @@ def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
                      "loadgen_ms_per_op": l_mean, "loadgen_ms_per_op_ci_low": l_low,
                      "loadgen_ms_per_op_ci_high": l_high, "requests_per_op": req,
                      "server_us_per_request": 1000 * s_mean / req if req else float("nan"),
-                     "service_p50_ms": float(w.service_p50_ms.median()), "corrected_p99_ms": float(w.corrected_p99_ms.max())})
+                     "service_p50_ms": percentile(w.service_p50_ms.to_numpy(), 50), "corrected_p99_ms": float(w.corrected_p99_ms.max())})
     return pd.DataFrame(rows)
 
 

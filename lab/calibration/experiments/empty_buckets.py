@@ -39,6 +39,7 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
+from lab.results.jsonio import flatten
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,11 +110,8 @@ class Result:
             "worst_case_page_ms_at_design": self.base_page_ms + self.design_scan_limit * self.per_empty_bucket_ms,
             "worst_case_page_ms_at_recommended": self.base_page_ms + self.recommended * self.per_empty_bucket_ms,
         }
-        for r in d.itertuples():
-            out[f"run{r.run}_requests"] = int(r.requests)
-            out[f"run{r.run}_empty_buckets_scanned"] = int(r.empty_buckets_scanned)
-            out[f"run{r.run}_stopped"] = bool(r.stopped_on_empty)
-            out[f"run{r.run}_p50_ms"] = float(r.p50_ms)
+        out |= flatten(d, "run{run}_{value}", {"requests": int, "empty_buckets_scanned": int,
+                                                "stopped": ("stopped_on_empty", bool), "p50_ms": float})
         stopped = d[d.stopped_on_empty]
         out["first_stopping_run_at_design"] = int(stopped.run.min()) if len(stopped) else None
         out["max_empty_buckets_scanned_at_design"] = int(d.empty_buckets_scanned.max()) if len(d) else 0

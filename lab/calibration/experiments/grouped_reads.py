@@ -43,6 +43,7 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, halves
 from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
+from lab.results.jsonio import flatten
 
 # Two halves of the trace rounds "agree" on the density threshold when they are this close: the
 # threshold is configured to a tenth, and a flat crossover moves by a few hundredths between rounds.
@@ -83,31 +84,19 @@ class Result:
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"in_list_limit": self.in_list_limit, "repeats": self.params.repeats}
-        for r in self.summary.itertuples():
-            key = f"{r.shape}_{r.method}"
-            out[f"{key}_entries"] = int(r.entries)
-            out[f"{key}_record_reads"] = int(r.record_reads)
-            out[f"{key}_requests"] = int(r.requests)
-            out[f"{key}_point_reads"] = int(r.point_reads)
-            out[f"{key}_index_reads"] = int(r.index_reads)
-            out[f"{key}_p50_ms"] = float(r.p50_ms)
-            out[f"{key}_reads_per_entry"] = float(r.reads_per_entry)
-            out[f"{key}_us_per_entry"] = float(r.us_per_entry)
+        out |= flatten(self.summary, "{shape}_{method}_{value}",
+                       {"entries": int, "record_reads": int, "requests": int, "point_reads": int, "index_reads": int,
+                        "p50_ms": float, "reads_per_entry": float, "us_per_entry": float})
         out["recommended_range_min_density"] = self.recommended_range_min_density
         out["recommended_range_min_density_ci_low"], out["recommended_range_min_density_ci_high"] = \
             self.range_density_ci
         out["range_density_halves"] = self.range_density_halves.to_json() if self.range_density_halves else None
         out["density_trace_rounds"] = self.params.density_trace_repeats
         out["density_entries"] = self.params.density_entries
-        for r in self.density.itertuples():
-            key = f"density{int(round(100 * r.density))}"
-            out[f"{key}_range_p50_ms"] = float(r.range_p50_ms)
-            out[f"{key}_in_p50_ms"] = float(r.in_p50_ms)
-            out[f"{key}_range_rows"] = int(r.range_rows)
-            out[f"{key}_in_requests"] = int(r.in_requests)
-            out[f"{key}_range_server_us"] = float(r.range_server_us)
-            out[f"{key}_in_server_us"] = float(r.in_server_us)
-            out[f"{key}_range_rows_read"] = int(r.range_rows_read)
+        out |= flatten(self.density.assign(percent=(100 * self.density.density).round().astype(int)),
+                       "density{percent}_{value}",
+                       {"range_p50_ms": float, "in_p50_ms": float, "range_rows": int, "in_requests": int,
+                        "range_server_us": float, "in_server_us": float, "range_rows_read": int})
         s = self.summary.set_index(["shape", "method"])
         for shape in self.summary["shape"].unique():
             if (shape, "naive") in s.index and (shape, "grouped") in s.index:

@@ -44,6 +44,7 @@ from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_na
 from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
 from lab.measure.percentiles import nearest_rank
+from lab.results.jsonio import flatten
 
 _SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
                        "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")
@@ -106,10 +107,7 @@ class Result:
                "recommended_in_limit_bootstrap_share": self.recommended_share,
                "recommended_per_row_us_ci_low": self.per_row_interval[0],
                "recommended_per_row_us_ci_high": self.per_row_interval[1]}
-        for k in ps.index:
-            out[f"in{k}_p50_ms"] = float(ps.loc[k, "p50_ms"])
-            out[f"in{k}_p99_ms"] = float(ps.loc[k, "p99_ms"])
-            out[f"in{k}_per_row_us"] = float(ps.loc[k, "per_row_us"])
+        out |= flatten(self.per_size, "in{in_size}_{value}", {"p50_ms": float, "p99_ms": float, "per_row_us": float})
         if self.recommended is not None:
             out["recommended_p99_ms"] = float(ps.loc[self.recommended, "p99_ms"])
             out["recommended_per_row_us"] = float(ps.loc[self.recommended, "per_row_us"])

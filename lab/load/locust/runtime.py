@@ -62,6 +62,9 @@ class LoadContext:
         self.sent: list[tuple[Any, Any]] = []  # recent (request, ack) pairs senders may retry
         self._counter = 0
         self._t0_wall = plan.t0
+        self._t0_ns: int | None = None  # t0 on lab.measure's clock, converted once t0 is known
+        self._t0_ns_of = 0.0
+        self.caller_cpu_ns: dict[str, int] = {}  # measured calls' CPU in the threads that ran them, per operation
         self._closed = False
         self._test_since: float | None = None  # wall clock of the running test's start (web UI: several)
         self._measured_seconds = 0.0
@@ -69,6 +72,7 @@ class LoadContext:
         self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
         self.hdr_path = load_dir / "hdr" / f"{plan.worker_name()}.hlog"
         self.totals_path = load_dir / "totals" / f"{plan.worker_name()}.json"
+        self._by_kind: dict[str, list[Conversation]] | None = None
         self._register_conversations()
 
     # ---- clock -------------------------------------------------------------------------
@@ -89,7 +93,10 @@ class LoadContext:
 
     @property
     def t0_ns(self) -> int:
-        return self._ns_of_wall(self.t0_wall)
+        # every call asks (its phase, the users' pacing): converted once, not per call
+        if self._t0_ns is None or self._t0_ns_of != self._t0_wall:
+            self._t0_ns, self._t0_ns_of = self._ns_of_wall(self.t0_wall), self._t0_wall
+        return self._t0_ns
 
     @property
     def end_ns(self) -> int | None:
@@ -189,7 +196,13 @@ class LoadContext:
         return random.choice(self.templates)
 
     def of_kind(self, kind: str) -> list[Conversation]:
-        return [c for c in self.conversations.values() if c.kind == kind]
+        """This process's conversations of one kind (kept per kind: users ask on every call)."""
+        by_kind = self._by_kind
+        if by_kind is None:
+            by_kind = self._by_kind = {}
+            for c in self.conversations.values():
+                by_kind.setdefault(c.kind, []).append(c)
+        return by_kind.get(kind, [])
 
     def record_ack(self, request: Any, ack: Any, phase: str) -> None:
         conv = self.conversations.get(request.conversation_id)
@@ -228,6 +241,9 @@ class LoadContext:
         data = {"worker": self.plan.worker_name(), "pid": os.getpid(), "fixed_rate": self.plan.fixed_rate,
                 "written_at": time.time(), "measured_seconds": round(self._measured_seconds, 3),
                 "totals": self.recorder.totals_json(),
+                # lab.load.operation_cpu: the native threads' CPU of the measured calls (not measured on gevent)
+                "caller_cpu_seconds": {op: ns / _NS for op, ns in sorted(self.caller_cpu_ns.items())}
+                if self.threadpool is not None else None,
                 "acks": getattr(getattr(self, "acks", None), "count", 0),
                 "driver": "native-threads" if self.threadpool is not None else "gevent",
                 "reactor": self.connection.cluster.connection_class.__name__

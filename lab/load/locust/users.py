@@ -25,6 +25,7 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
+from time import thread_time_ns
 from typing import Any
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ from lab.load.locust.runtime import LoadContext, context
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 _NS = 1_000_000_000
+_PICK_ATTEMPTS = 4
 
 
 class StoreUser(User):
@@ -84,34 +86,52 @@ class StoreUser(User):
         if self._done:
             return None
         due = self._due
+        ctx = self.context
+        cpu = [0]
         start = now_ns()
         error: BaseException | None = None
         result = None
         try:
-            if self.context.threadpool is not None:  # a native thread runs it; this greenlet waits
-                result = self.context.threadpool.apply(fn, args, kwargs)
+            if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
+                result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))
             else:
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
         end = now_ns()
-        phase = self.context.phase_at(due if due is not None else start)
+        phase = ctx.phase_at(due if due is not None else start)
         if on_result is not None and error is None and result is not None:
             on_result(result, phase)
         if phase == "measured":
-            self.context.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
-                                     error=type(error).__name__ if error else None,
-                                     timeout=isinstance(error, RequestTimeout))
+            ctx.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
+                                error=type(error).__name__ if error else None,
+                                timeout=isinstance(error, RequestTimeout))
+            ctx.caller_cpu_ns[op] = ctx.caller_cpu_ns.get(op, 0) + cpu[0]
         self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
                                              response_length=0, exception=error, context={"phase": phase})
         return result
 
     # helpers for subclasses: choosing, not storing
     def conversation(self, weights: dict[str, float]) -> Any:
-        kinds = [k for k in weights if self.context.of_kind(k)]
+        of_kind = self.context.of_kind
+        kinds = [k for k in weights if of_kind(k)]
         kind = random.choices(kinds, [weights[k] for k in kinds])[0]
-        convs = [c for c in self.context.of_kind(kind) if c.messages] or self.context.of_kind(kind)
-        return random.choice(convs)
+        pool = of_kind(kind)
+        for _ in range(_PICK_ATTEMPTS):  # a conversation with history, without listing them all per call
+            conv = random.choice(pool)
+            if conv.messages:
+                return conv
+        return random.choice([c for c in pool if c.messages] or pool)
+
+
+def _timed_cpu(cpu: list[int], fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` in the thread pool's native thread, its CPU there in ``cpu[0]``
+    (lab.load.operation_cpu: the caller's part of a call's loader CPU)."""
+    t = thread_time_ns()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        cpu[0] = thread_time_ns() - t
 
 
 class SenderUser(StoreUser):
