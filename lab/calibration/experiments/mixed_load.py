@@ -27,6 +27,7 @@ import pandas as pd
 from lab.calibration.experiments.common import Testbed, scratch_name, scratch_store
 from lab.calibration.predictions import operation_sequence
 from lab.errors import ValidationError
+from lab.measure import Stopwatch
 
 IDLE = "idle"
 WARMUP_SECONDS = 2.0
@@ -113,7 +114,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
 
         def window(seq: int, rnd: int, kind: str) -> None:
             before, lg = testbed.admin.cpu_readings(), time.process_time()
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             errors = 0
             with lock:
                 counts.clear()
@@ -123,7 +124,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
                 stats, _ = cpu_cost.drive(call, rate=total_rate, seconds=window_seconds, workers=workers)
                 store.drain(30)  # send's asynchronous head update belongs to its window
                 errors = sum(stats.errors.values())
-            wall = time.perf_counter() - t0
+            wall = watch.seconds()
             after, lg_after = testbed.admin.cpu_readings(), time.process_time()
             with lock:
                 done = dict(counts)

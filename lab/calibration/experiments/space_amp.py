@@ -54,7 +54,7 @@ from lab.calibration.experiments.common import Testbed, progress, scratch_name, 
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.errors import ValidationError
 from lab.cluster.admin.disk import PeakSampler, settled_disk_bytes
-from lab.measure import LinearFit, mean_ci, relative_half_width
+from lab.measure import LinearFit, Stopwatch, mean_ci, relative_half_width
 
 TABLES = ("message_record", "message_index", "conversation_head")
 EXPIRED_CHECK_SIM_SECONDS = 600        # TWCS's expired_sstable_check_frequency_seconds default
@@ -229,16 +229,16 @@ def _batch(testbed: Testbed, p: Params, constants: Any, batch: int, days: int, s
         targets = [(r, rep["main"].keyspace, t) for r, rep in enumerate(reps) for t in TABLES]
         bar = progress(range(days), total=days, desc=f"batch {batch + 1}: simulated days", enabled=p.show_progress)
         with PeakSampler(testbed.admin, targets, poll_seconds=p.poll_seconds) as sampler:
-            t0, step, day = time.monotonic(), 0, 0.0
+            clock, step, day = Stopwatch(), 0, 0.0   # the simulated period's clock: seconds_per_day a day
             while day < days:
                 end_day = min((math.floor(day / p.flush_every_days) + 1) * p.flush_every_days, days)
-                wait = t0 + end_day * p.seconds_per_day - time.monotonic()
+                wait = end_day * p.seconds_per_day - clock.seconds()
                 if wait > 0:
                     time.sleep(wait)
                 elif step:
                     late.append(step)
-                began = time.monotonic()
-                day = min((began - t0) / p.seconds_per_day, float(days))
+                watch = Stopwatch()
+                day = min(clock.seconds() / p.seconds_per_day, float(days))
                 step += 1
                 for rep in reps:
                     _write_arrivals(testbed, rep, now_s=day * DAY_S, start_s=start_s, scale=scale)
@@ -250,7 +250,7 @@ def _batch(testbed: Testbed, p: Params, constants: Any, batch: int, days: int, s
                 rows = _measure(testbed, reps, {"batch": batch, "step": step, "sim_day": day})
                 peaks = sampler.take()
                 for row in rows:
-                    row["step_seconds"] = time.monotonic() - began
+                    row["step_seconds"] = watch.seconds()
                     row["peak_bytes"] = max(row["disk_bytes"], peaks.get((row["replicate"], row["table"], row["node"]), 0))
                 series += rows
                 if hasattr(bar, "update"):

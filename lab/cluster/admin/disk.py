@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.measure import Stopwatch
+
 SKIPPED_FOLDERS = frozenset({"snapshots", "backups"})
 SETTLE_SECONDS = 30.0
 SETTLE_QUIET_SECONDS = 0.5
@@ -83,16 +85,15 @@ def settled_disk_bytes(admin: Any, targets: list[tuple[str, str]], *, timeout: f
     moment after the flush that calls for it, and obsolete files are deleted a moment after it
     ends); the last reads when ``timeout`` passes first."""
     keyspaces = sorted({ks for ks, _ in targets})
-    deadline = time.monotonic() + timeout
+    waited, unchanged = Stopwatch(), Stopwatch()
     read = {t: disk_bytes(admin, *t) for t in targets}
-    since = time.monotonic()
-    while time.monotonic() < deadline:
+    while waited.seconds() < timeout:
         time.sleep(SETTLE_POLL_SECONDS)
         again = {t: disk_bytes(admin, *t) for t in targets}
         busy = any(admin.compactions_running(ks) for ks in keyspaces)
         if busy or any(dict(again[t].per_node) != dict(read[t].per_node) for t in targets):
-            since = time.monotonic()
-        elif time.monotonic() - since >= quiet:
+            unchanged.restart()
+        elif unchanged.seconds() >= quiet:
             return again
         read = again
     return read
