@@ -2,6 +2,8 @@
 interval, the per-replicate figures, stationarity and the disk reader's file sums."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -49,16 +51,23 @@ def _series(amp_by_day, *, replicates=2, nodes=("n1",), live=1000, table="messag
 
 
 def test_per_replicate_averages_the_steady_steps_only_and_sums_nodes():
-    s = _series([(10, 5.0), (40, 1.2), (45, 1.3), (50, 1.1)], nodes=("n1", "n2"))
+    s = _series([(10, 5.0), (40, 1.2), (45, 1.3), (50, 1.1)], nodes=("n1", "n2"), replicates=5)
     reps = per_replicate(s, start_day=39)
-    assert list(reps.replicate) == [0, 1] and (reps.steps == 3).all()
+    assert list(reps.replicate) == [0, 1, 2, 3, 4] and (reps.steps == 3).all()
     assert reps.iloc[0].steady == pytest.approx(1.2, abs=1e-3)  # (1.2 + 1.3 + 1.1) / 3; day 10 left out
     assert reps.iloc[0].peak == pytest.approx(1.3 + 0.1, abs=1e-3)  # the largest sampled bytes / live
     assert reps.iloc[1].steady == pytest.approx(1.21, abs=1e-3)
     summary = summarize_tables(reps, s)
     row = summary.set_index("table").loc["message_record"]
-    assert row.steady_ci_low < row.steady < row.steady_ci_high and row.replicates == 2
+    assert row.steady_ci_low < row.steady < row.steady_ci_high and row.replicates == 5
     assert row.final_sstables_per_node == 3
+
+
+def test_fewer_than_five_replicates_give_a_mean_and_no_interval():
+    s = _series([(40, 1.2), (45, 1.3)], replicates=2)
+    row = summarize_tables(per_replicate(s, start_day=39), s).iloc[0]
+    assert row.steady == pytest.approx(1.255, abs=1e-3)
+    assert math.isnan(row.steady_ci_low) and math.isnan(row.steady_ci_high) and math.isnan(row.peak_ci_low)
 
 
 def test_a_period_shorter_than_the_steady_start_uses_its_second_half():

@@ -11,7 +11,10 @@ readings, shards summed) and this process's own CPU time. A mixed window's CPU p
 the idle rate of its two neighbouring idle windows (that node's) is what the operations it
 completed cost; the operations completed are counted per kind, so the prediction uses what
 ran, not what was asked for. The requested and achieved rates and the load generator's CPU
-are recorded: a window that carried less than the stated load says so.
+are recorded: a window that carried less than the stated load says so. This process is the load
+generator: a mixed window in which it was loader-bound (``lab.load.verdict``: over its CPU limit,
+or the rate not offered while calls started late; :func:`lab.load.thread_driver.loader_bound`)
+is marked and never used for the check (its load was not what the window claims).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -27,7 +31,10 @@ import pandas as pd
 from lab.calibration.experiments.common import Testbed, scratch_name, scratch_store
 from lab.calibration.predictions import operation_sequence
 from lab.errors import ValidationError
-from lab.measure import Stopwatch
+from lab.load.thread_driver import drive, loader_bound
+from lab.load.verdict import Limits
+from lab.measure import Stopwatch, summarize_histogram
+from lab.measure.process_cpu import CpuMeter
 
 IDLE = "idle"
 WARMUP_SECONDS = 2.0
@@ -40,10 +47,17 @@ class MixedLoad:
     """What the windows measured: one row per (window, node), the operations each mixed window
     completed, and the replication of the scratch keyspace."""
 
-    windows: pd.DataFrame      # seq, kind, wall_seconds, node, cpu_seconds, loadgen_cpu_seconds, ops, errors
+    windows: pd.DataFrame      # seq, kind, wall_seconds, node, cpu_seconds, loadgen_cpu_seconds, ops, errors,
+                               # rate_requested, rate_driven, loadgen_cpu_percent_of_core, lag_ms, loader_bound
     counts: list[dict[str, int]]   # per mixed window (in order): operations completed by kind
     copies: int
     requested_rate: float
+    limits: Limits = Limits()
+
+    def loader_bound_rounds(self) -> list[int]:
+        """The rounds whose mixed window was loader-bound: never used for the check."""
+        w = self.windows.drop_duplicates("seq")
+        return sorted(int(r) for r in w[(w.kind != IDLE) & w.loader_bound.astype(bool)]["round"])
 
     def rounds(self) -> pd.DataFrame:
         """Per (round, node): the mixed window's CPU net of its idle neighbours' rate."""
@@ -56,7 +70,8 @@ class MixedLoad:
             idle = float(np.mean(around)) if around else 0.0
             rows.append({"round": int(r.round), "node": r.node, "wall_seconds": r.wall_seconds,
                          "cpu_seconds": r.cpu_seconds, "idle_cores": idle,
-                         "net_cpu_seconds": r.cpu_seconds - idle * r.wall_seconds})
+                         "net_cpu_seconds": r.cpu_seconds - idle * r.wall_seconds,
+                         "loader_bound": bool(r.loader_bound)})
         return pd.DataFrame(rows)
 
     def load(self) -> dict[str, Any]:
@@ -67,17 +82,23 @@ class MixedLoad:
         ops = int(mixed.ops.sum())
         achieved = ops / wall if wall else 0.0
         errors = int(mixed.errors.sum())
-        carried = achieved >= ACHIEVED_SHARE_FLOOR * self.requested_rate and errors == 0
+        bound = self.loader_bound_rounds()
+        carried = achieved >= ACHIEVED_SHARE_FLOOR * self.requested_rate and errors == 0 and not bound
+        verdict = ("carried" if carried else "loader-bound" if bound else "errors" if errors
+                   else "below the requested rate")
+        pct = mixed.loadgen_cpu_percent_of_core.dropna()
         return {"requested_rate": self.requested_rate, "achieved_rate": achieved,
                 "achieved_share": achieved / self.requested_rate if self.requested_rate else None,
                 "errors": errors, "loadgen_cores": float(mixed.loadgen_cpu_seconds.sum()) / wall if wall else None,
-                "verdict": "carried" if carried else ("errors" if errors else "below the requested rate"),
+                "loadgen_cpu_percent_of_core_max": float(pct.max()) if len(pct) else None,
+                "loader_bound_rounds": bound, "limits": self.limits.to_json(), "verdict": verdict,
                 "ops_by_kind": dict(sum((Counter(c) for c in self.counts), Counter()))}
 
 
 def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
                    idle_seconds: float, workers: int = 8, seed: int = 0, keep: bool = False,
-                   show_progress: bool = False, dataset: dict[str, int] | None = None) -> MixedLoad:
+                   show_progress: bool = False, dataset: dict[str, int] | None = None,
+                   limits: Limits | None = None) -> MixedLoad:
     """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
     docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...)."""
     from lab.calibration.experiments import cpu_cost
@@ -87,6 +108,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
     if unknown:
         raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(cpu_cost.OPERATIONS)}",
                               operations=unknown)
+    limits = limits or Limits()
     active = {op: float(r) for op, r in rates.items() if r > 0}
     sequence = operation_sequence(active)
     total_rate = sum(active.values())
@@ -109,21 +131,30 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
             with lock:
                 counts[op] += 1
 
-        cpu_cost.drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers)
+        drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers)
         store.drain(30)
 
         def window(seq: int, rnd: int, kind: str) -> None:
             before, lg = testbed.admin.cpu_readings(), time.process_time()
             watch = Stopwatch()
             errors = 0
+            judged: dict[str, Any] = {"rate_requested": 0.0, "rate_driven": 0.0, "loadgen_cpu_percent_of_core": None,
+                                      "lag_ms": None, "loader_bound": False}
             with lock:
                 counts.clear()
             if kind == IDLE:
                 time.sleep(idle_seconds)
             else:
-                stats, _ = cpu_cost.drive(call, rate=total_rate, seconds=window_seconds, workers=workers)
+                with CpuMeter() as meter:  # this process is the load generator: its CPU while it drives
+                    stats, drive_seconds = drive(call, rate=total_rate, seconds=window_seconds, workers=workers)
                 store.drain(30)  # send's asynchronous head update belongs to its window
                 errors = sum(stats.errors.values())
+                s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
+                judged.update(rate_requested=total_rate,
+                              rate_driven=stats.ok / drive_seconds if drive_seconds else 0.0,
+                              loadgen_cpu_percent_of_core=meter.reading.percent_of_core if meter.reading else None,
+                              lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None)
+                judged["loader_bound"] = loader_bound(SimpleNamespace(**judged), limits)
             wall = watch.seconds()
             after, lg_after = testbed.admin.cpu_readings(), time.process_time()
             with lock:
@@ -135,7 +166,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
                 per_node[node] = per_node.get(node, 0.0) + sec
             rows.extend({"seq": seq, "round": rnd, "kind": kind, "wall_seconds": wall, "node": node, "cpu_seconds": sec,
                          "loadgen_cpu_seconds": lg_after - lg, "ops": sum(done.values()) if kind != IDLE else 0,
-                         "errors": errors} for node, sec in per_node.items())
+                         "errors": errors, **judged} for node, sec in per_node.items())
 
         seq = 0
         window(seq, -1, IDLE)
@@ -143,4 +174,5 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
             window(seq + 1, rnd, "mixed")
             window(seq + 2, rnd, IDLE)
             seq += 2
-    return MixedLoad(windows=pd.DataFrame(rows), counts=per_window, copies=copies, requested_rate=total_rate)
+    return MixedLoad(windows=pd.DataFrame(rows), counts=per_window, copies=copies, requested_rate=total_rate,
+                     limits=limits)

@@ -55,6 +55,8 @@ from lab.calibration.precision import Halves, Precision, sample_until
 from lab.errors import ValidationError
 from lab.cluster.admin.disk import PeakSampler, settled_disk_bytes
 from lab.measure import LinearFit, Stopwatch, mean_ci, relative_half_width
+from lab.measure.stats import MIN_INTERVAL_ROUNDS
+from lab.results.jsonio import flatten
 
 TABLES = ("message_record", "message_index", "conversation_head")
 EXPIRED_CHECK_SIM_SECONDS = 600        # TWCS's expired_sstable_check_frequency_seconds default
@@ -112,10 +114,10 @@ class Result:
                                if len(reps) else 0,
                                **head_values(self.head),
                                "keyspaces": [list(k) for k in self.keyspaces]}
-        for r in self.summary.itertuples():
-            for k in ("steady", "steady_ci_low", "steady_ci_high", "peak", "peak_ci_low", "peak_ci_high"):
-                out[f"{r.scenario}_{r.table}_space_amp_{k}"] = _plain(getattr(r, k))
-            out[f"{r.scenario}_{r.table}_final_sstables_per_node"] = _plain(r.final_sstables_per_node)
+        out |= flatten(self.summary, "{scenario}_{table}_space_amp_{value}",
+                       {k: _plain for k in ("steady", "steady_ci_low", "steady_ci_high", "peak", "peak_ci_low",
+                                            "peak_ci_high")})
+        out |= flatten(self.summary, "{scenario}_{table}_{value}", {"final_sstables_per_node": _plain})
         for scenario, h in self.halves.items():
             out[f"{scenario}_halves"] = h.to_json() if h is not None else None
         main = self.summary[(self.summary.scenario == PROFILE) & (self.summary.table == MAIN_TABLE)]
@@ -337,6 +339,12 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   keyspaces=tuple(kept) if params.keep_keyspaces else ())
 
 
+def _ci(low: float | None, high: float | None) -> str:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"no interval: fewer than {MIN_INTERVAL_ROUNDS} replicates"
+    return f"95% CI {low:.3f}-{high:.3f}"
+
+
 def _ttl_text(days: float) -> str:
     return "never" if not days else f"{days:g} d"
 
@@ -355,8 +363,8 @@ def conclusion(result: Result) -> str:
         lines.append(f"**The period ended before the steady state** (day {result.steady_start_day}): the figures below "
                      "are from its second half and measure no steady state; lsm_space_amp is not measured.")
     for scenario, g in result.summary.groupby("scenario", sort=False):
-        rows = [f"- `{r.table}`: steady {r.steady:.3f} (95% CI {r.steady_ci_low:.3f}-{r.steady_ci_high:.3f}), peak "
-                f"{r.peak:.3f} ({r.peak_ci_low:.3f}-{r.peak_ci_high:.3f}), {r.final_sstables_per_node:.0f} SSTables "
+        rows = [f"- `{r.table}`: steady {r.steady:.3f} ({_ci(r.steady_ci_low, r.steady_ci_high)}), peak "
+                f"{r.peak:.3f} ({_ci(r.peak_ci_low, r.peak_ci_high)}), {r.final_sstables_per_node:.0f} SSTables "
                 "per node at the end" for r in g.itertuples()]
         lines.append(f"**Space amplification, {SCENARIOS[scenario]}** (bytes on disk / live bytes, nodes summed):\n\n"
                      + "\n".join(rows))
@@ -380,8 +388,7 @@ def conclusion(result: Result) -> str:
     if other is not None and result.steady_reached:
         eh = result.halves.get("expiring_only")
         lines.append(f"Without the rows that never expire (e.g. compliance_hold in a table of its own) message_record "
-                     f"settles at {other:.3f} (95% CI {v['expiring_only_message_record_space_amp_steady_ci_low']:.3f}-"
-                     f"{v['expiring_only_message_record_space_amp_steady_ci_high']:.3f}, peak "
+                     f"settles at {other:.3f} ({_ci(v['expiring_only_message_record_space_amp_steady_ci_low'], v['expiring_only_message_record_space_amp_steady_ci_high'])}, peak "
                      f"{v['expiring_only_message_record_space_amp_peak']:.3f}"
                      + (f"; {'stationary' if eh.agree else 'still moving'}: halves {eh.first:.3f} / {eh.second:.3f}"
                         if eh is not None else "") + ").")
