@@ -32,10 +32,12 @@ its interval against the target stated in advance (disk ±5%, CPU ±20%, SSTable
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -140,9 +142,6 @@ class Result:
 
 def resolve_inputs(p: Params) -> Inputs:
     """The calibration run's constants: ``calibration_run``'s notebooks, else the values files."""
-    import json
-    from pathlib import Path
-
     if p.calibration_run is not None:
         return inputs_from_run(p.calibration_run)
 
@@ -182,14 +181,12 @@ def _disk_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs) -> t
         rows = row_composition(messages)
         placed: dict[str, list] = {t: [] for t in PARTITION_KEYS}
         for req, ack in zip(requests, acks):
-            placed["message_record"].append(_nodes_of(testbed, stmts, "message_record", (
-                req.tenant_id, req.conversation_id, seq_bucket(ack.conversation_seq, width))))
-            placed["message_index"].append(_nodes_of(testbed, stmts, "message_index",
-                                                     (req.tenant_id, u128_to_blob(ack.message_id))))
-            placed["client_dedup"].append(_nodes_of(testbed, stmts, "client_dedup",
-                                                    (req.tenant_id, req.sender_id, req.client_message_id)))
-            placed["conversation_head"].append(_nodes_of(testbed, stmts, "conversation_head",
-                                                         (req.tenant_id, req.conversation_id)))
+            keys = {"message_record": (req.tenant_id, req.conversation_id, seq_bucket(ack.conversation_seq, width)),
+                    "message_index": (req.tenant_id, u128_to_blob(ack.message_id)),
+                    "client_dedup": (req.tenant_id, req.sender_id, req.client_message_id),
+                    "conversation_head": (req.tenant_id, req.conversation_id)}
+            for t, key in keys.items():
+                placed[t].append(_nodes_of(testbed, stmts, t, key))
         for t, nodes in placed.items():
             rows[f"{t}_nodes"] = nodes
         rows["conversation"] = [f"{r.tenant_id}/{r.conversation_id}" for r in requests]
@@ -288,7 +285,11 @@ def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Che
     flushes: dict[str, list[dict[tuple[str, int], int]]] = {t: [] for t in windows}
     span = max(windows.values())
     start = (int(time.time()) - (p.sstable_days + 2) * day_s) // span * span - span
-    with scratch_store(testbed, scratch_name("mcsst"), constants=constants, keep=p.keep_keyspaces) as store:
+    from lab.store import table_specs
+
+    written = [(table_specs(constants)[t], ()) for t in PREDICTED_SSTABLE_TABLES + LCS_TABLES]  # no reaction tables
+    with scratch_store(testbed, scratch_name("mcsst"), constants=constants, keep=p.keep_keyspaces,
+                       tables=written) as store:
         for day in progress(range(p.sstable_days), total=p.sstable_days, desc="simulated days",
                             enabled=p.show_progress):
             part = messages.iloc[day * n:(day + 1) * n]
@@ -352,8 +353,13 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             disk_checks_, out["disk"] = _disk_part(testbed, params, constants, inputs)
             checks += disk_checks_
     if "cpu" in params.parts:
+        unmeasured = sorted(op for op, r in params.rates().items() if r > 0 and op not in
+                            ((inputs.cpu_costs or {}).get("cpu_ms_per_op") or {}))
         if inputs.cpu_costs is None:
             skipped["cpu"] = "no CPU costs (run the cpu_cost notebook, or give cpu_values / calibration_run)"
+        elif unmeasured:
+            skipped["cpu"] = (f"the calibration run measured no CPU cost for {', '.join(unmeasured)} (cpu_cost: every "
+                              "window loader-bound, or not run): nothing to predict the mix from")
         else:
             cpu, out["cpu_rounds"], out["cpu_diagnosis"], out["load"], copies = _cpu_part(testbed, params, constants,
                                                                                          inputs)
