@@ -18,6 +18,7 @@
     amplification lsm_space_amp's definitions: bytes on disk, live bytes, compressed time, steady state, peak
     predictions   the capacity model's predictions for a run it did not see, and how each is judged (model check)
     rundata       what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
-    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, Mann-Whitney U
+    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, per-interval tests
+    compare_page  what ``lab compare`` prints and writes (text, index.html, comparison.json)
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """
