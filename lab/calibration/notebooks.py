@@ -242,21 +242,6 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
     return read_values(folder, executed)
 
 
-def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, quick: bool = True,
-                  overrides: Mapping[str, Mapping[str, Any]] | None = None, config: ClusterConfig | None = None,
-                  **options: Any) -> dict[str, dict[str, Any]]:
-    """Several notebooks into one run folder, in order; each reads the values of the earlier ones
-    it needs (:data:`RUN_INPUTS`: capacity and model_check the b_row, CPU costs and space
-    amplification just measured)."""
-    results: dict[str, dict[str, Any]] = {}
-    for name in names:
-        params = dict(QUICK_PARAMETERS.get(name, {}) if quick else {})
-        params.update((overrides or {}).get(name, {}))
-        params = with_run_inputs(name, params, out_dir, results)
-        results[name] = run_notebook(name, params, out_dir, config=config, **options)
-    return results
-
-
 # ---- JupyterLab ---------------------------------------------------------------------------
 _KERNELS_CHECKED: set[str] = set()
 
