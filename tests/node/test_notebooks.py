@@ -3,7 +3,6 @@ parameters, and the values it recorded are checked: present, in range, and consi
 the admin adapter and the request accounting see. Shared 2-core machine: parameters are tiny."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,17 +20,7 @@ def run_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("notebooks")
 
 
-def _artifacts(folder: Path, name: str, figure: str) -> None:
-    assert (folder / f"{name}.ipynb").exists()
-    assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
-    assert (folder / f"{figure}.png").stat().st_size > 5_000
-    assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
-    executed = json.loads((folder / f"{name}.ipynb").read_text())
-    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
-    assert ["parameters"] in tags and ["injected-parameters"] in tags
-
-
-def test_b_row(run_dir, cluster_config, connection, admin):
+def test_b_row(run_dir, notebook_artifacts, cluster_config, connection, admin):
     values = run_notebook("b_row", {"rows": 300, "min_repeats": 2, "max_repeats": 3, "target_rel_half_width": 0.5,
                                     "partition_rows": 256, "compression_repeats": 2, "keep_keyspaces": True,
                                     "fit_mixes": ["text_only", "text_long", "files_audio", "photos_small_thumbs"],
@@ -39,7 +28,7 @@ def test_b_row(run_dir, cluster_config, connection, admin):
                           run_dir, config=cluster_config)
     folder = run_dir / "b_row"
     try:
-        _artifacts(folder, "b_row", "b_row")
+        notebook_artifacts(folder, "b_row", "b_row")
         assert 150 < values["b_row_bytes"] < 10_000
         if values["b_row_precision"]["steps"] >= 5:
             assert values["b_row_ci_low_bytes"] <= values["b_row_bytes"] <= values["b_row_ci_high_bytes"]
@@ -90,12 +79,12 @@ def test_b_row(run_dir, cluster_config, connection, admin):
             drop_keyspace(connection, values["keyspace"])
 
 
-def test_in_limit(run_dir, cluster_config):
+def test_in_limit(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "min_rounds": 5,
                                        "max_rounds": 5, "probe_sizes": [500], "p99_budget_ms": 10_000,
                                        "show_progress": False}, run_dir, config=cluster_config)
     folder = run_dir / "in_limit"
-    _artifacts(folder, "in_limit", "in_limit")
+    notebook_artifacts(folder, "in_limit", "in_limit")
     per_size = pd.read_csv(folder / "per_size.csv")
     assert list(per_size.in_size) == [1, 10, 50, 100, 200]
     # the client's CPU per round is recorded; a loader-bound round (over 70% of its core) is not used
@@ -121,13 +110,13 @@ def test_in_limit(run_dir, cluster_config):
     assert values["design_in_limit"] == 100
 
 
-def test_empty_buckets(run_dir, cluster_config):
+def test_empty_buckets(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "min_rounds": 1,
                                             "max_rounds": 1,
                                             "hole_messages": 5000, "show_progress": False}, run_dir,
                           config=cluster_config)
     folder = run_dir / "empty_buckets"
-    _artifacts(folder, "empty_buckets", "empty_buckets")
+    notebook_artifacts(folder, "empty_buckets", "empty_buckets")
     summary = pd.read_csv(folder / "summary.csv")
     for r in summary.itertuples():
         assert r.consistent
@@ -146,13 +135,13 @@ def test_empty_buckets(run_dir, cluster_config):
     assert values["recommended_scan_limit"] >= 8 and values["workload_holes"] > 0
 
 
-def test_twcs_sstables(run_dir, cluster_config, connection, admin):
+def test_twcs_sstables(run_dir, notebook_artifacts, cluster_config, connection, admin):
     values = run_notebook("twcs_sstables", {"record_days": 8, "dedup_hours": 7, "rows_per_interval": 3,
                                             "short_ttl_seconds": 10, "keep_keyspace": True, "show_progress": False},
                           run_dir, config=cluster_config)
     ks = values["keyspace"]
     try:
-        _artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
+        notebook_artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
         final = pd.read_csv(run_dir / "twcs_sstables" / "final.csv")
         assert set(final.table) == {"message_record_w1d", "message_record_w7d", "client_dedup_w1h", "client_dedup_w6h"}
         assert values["all_match_prediction"] and values["expiry_matches_prediction"]
@@ -169,10 +158,10 @@ def test_twcs_sstables(run_dir, cluster_config, connection, admin):
         drop_keyspace(connection, ks)
 
 
-def test_grouped_reads(run_dir, cluster_config):
+def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1, "density_trace_repeats": 2,
                                             "show_progress": False}, run_dir, config=cluster_config)
-    _artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
+    notebook_artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
     # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
     assert values["s1_group_500_grouped_entries"] == 500
     assert values["s1_group_500_grouped_record_reads"] <= 2
