@@ -3,6 +3,7 @@ parameters, and the values it recorded are checked: present, in range, and consi
 the admin adapter and the request accounting see. Shared 2-core machine: parameters are tiny."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
