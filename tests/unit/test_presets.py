@@ -1,0 +1,63 @@
+"""Notebook presets (quick / full) with the expected duration, and run_name: what a notebook's
+setup cell does with its parameters cell (no node)."""
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from lab.calibration.notebooks import NOTEBOOKS, notebook_path
+from lab.calibration.presets import (FULL_RUN_EXPECTED_SECONDS, QUICK_PARAMETERS, QUICK_RUN_EXPECTED_SECONDS,
+                                     apply_preset, declared_defaults, expected_seconds)
+from lab.errors import ValidationError
+
+
+def test_quick_sets_the_parameters_still_at_their_defaults_and_prints_the_duration(capsys):
+    namespace = declared_defaults("b_row")
+    namespace["fit_rows"] = 123  # edited by the user: kept
+    changed = apply_preset("b_row", "quick", namespace)
+    assert namespace["rows"] == QUICK_PARAMETERS["b_row"]["rows"] == changed["rows"]
+    assert namespace["fit_rows"] == 123 and "fit_rows" not in changed
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("preset quick: b_row expected to take about ")
+    assert "kept your fit_rows" in line and "(full: about 17 min)" in line and "smoke test" in line
+
+
+def test_full_and_none_change_nothing(capsys):
+    namespace = declared_defaults("in_limit")
+    before = dict(namespace)
+    assert apply_preset("in_limit", "full", namespace) == {} and namespace == before
+    assert "preset full: in_limit expected to take about 6 min" in capsys.readouterr().out
+    assert apply_preset("in_limit", None, namespace) == {} and capsys.readouterr().out == ""
+    with pytest.raises(ValidationError, match="preset must be one of quick, full"):
+        apply_preset("in_limit", "fast", namespace)
+
+
+def test_every_notebook_has_a_preset_and_a_run_name_and_applies_the_preset():
+    for name in NOTEBOOKS:
+        defaults = declared_defaults(name)
+        assert defaults.get("preset", "missing") == "full", name
+        assert "run_name" in defaults and defaults["run_name"] is None, name
+        assert set(QUICK_PARAMETERS.get(name, {})) <= set(defaults), name
+        setup = "\n".join(c.source for c in nbformat.read(notebook_path(name), as_version=4).cells
+                          if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", []))
+        assert f'apply_preset("{name}", preset, globals())' in setup, name
+        assert "run_name=run_name" in setup, name
+
+
+def test_expected_durations_cover_the_suite():
+    assert set(QUICK_RUN_EXPECTED_SECONDS) == set(FULL_RUN_EXPECTED_SECONDS) == set(NOTEBOOKS)
+    assert expected_seconds("quick", NOTEBOOKS) < expected_seconds("full", NOTEBOOKS)
+
+
+def test_output_for_a_named_run(tmp_path, capsys):
+    from lab.calibration.experiments.common import Output
+
+    out = Output.for_notebook("b_row", None, results=tmp_path, run_name="my-product")
+    assert out.dir == tmp_path / "my-product" / "b_row"
+    out.value("b_row_bytes", 1.0)
+    again = Output.for_notebook("b_row", None, results=tmp_path, run_name="my-product")
+    assert again.values == {}  # a rerun replaces that notebook's results of the run, never mixes them
+    assert "replacing the b_row results of run my-product" in capsys.readouterr().out
+    assert not (tmp_path / "my-product" / "b_row" / "values.json").exists()
+    with pytest.raises(ValidationError, match="run_name"):
+        Output.for_notebook("b_row", None, results=tmp_path, run_name="../escape")
