@@ -1,4 +1,4 @@
-"""Your product's mix, priced by a b_row run's row model (the capacity notebook's ``my_mix``).
+"""What the capacity notebook reads: the b_row run (found), your mix (priced), each input's confidence.
 
 A mix is given three ways:
 
@@ -16,7 +16,10 @@ body, so rows of one conversation are not independent).
 
 :func:`locate_b_row` finds the b_row run to take the row model (and the measured b_row) from:
 the one in the same run folder, else the latest one in the results folder holding it, and
-says which.
+says which; :func:`locate_cpu` the cpu_cost run of the same folder. :func:`input_confidence`
+is the confidence of such an input (its run's mode, precision and interval, by
+:func:`lab.calibration.recommendations.confidence_of`), which every figure derived from it
+carries; :func:`weakest` combines several.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.errors import CalibrationError, ConfigError, ValidationError
+from lab.errors import CalibrationError, ValidationError
 
 MIX_ROWS = 20_000          # generated messages a profile is priced on
 MIX_SEED = 0
@@ -172,3 +175,69 @@ def row_model_of(located: Located) -> Any:
         raise CalibrationError(f"my_mix cannot be priced: the b_row run {located.run_id()} has no row model (its "
                                "fit_mixes were not measured)", path=str(located.path))
     return RowModel.from_json(model)
+
+
+def locate_cpu(run_dir: Path | str | None) -> Located:
+    """This run's cpu_cost values (CPU costs are not taken from another run unless given)."""
+    if run_dir is None:
+        return Located(path=None, how="no run folder to look in")
+    path = Path(run_dir) / "cpu_cost" / VALUES_FILE
+    return Located(path=path, how="this run") if path.is_file() else Located(path=None, how="no cpu_cost run here")
+
+
+def run_mode(values_path: Path | str) -> str | None:
+    """quick | full of the run a notebook's values.json belongs to: its calibration.json, else the
+    notebook's recorded ``preset``, else None (not recorded)."""
+    values_path = Path(values_path)
+    cal = values_path.parent.parent / "calibration.json"
+    try:
+        mode = json.loads(cal.read_text()).get("mode") if cal.is_file() else None
+        return mode or json.loads(values_path.read_text()).get("preset")
+    except (OSError, ValueError):
+        return None
+
+
+def input_confidence(values_path: Path | str | None, *, measured: str, ci: tuple[str, str] | None = None,
+                     precision: str | None = None, unresolved: bool = False) -> str | None:
+    """The confidence of one input read from ``values_path`` (None: no such input)."""
+    from lab.calibration.recommendations import confidence_of, number
+
+    if values_path is None:
+        return None
+    try:
+        values = json.loads(Path(values_path).read_text())
+    except (OSError, ValueError):
+        return None
+    quick = run_mode(values_path) == "quick"
+    m = number(values.get(measured)) if measured else 1.0
+    bounds = (number(values.get(ci[0])), number(values.get(ci[1]))) if ci else None
+    level = confidence_of(m, bounds if bounds and None not in bounds else None, quick=quick,
+                          precision=values.get(precision) if precision else None)
+    return weakest(level, "low") if unresolved else level
+
+
+CONFIDENCE_ORDER = ("high", "medium", "low", "inconclusive", "none")
+
+
+def weakest(*levels: str | None) -> str | None:
+    """The lowest confidence of several inputs (None ignored; None when all are)."""
+    known = [lv for lv in levels if lv]
+    return max(known, key=lambda lv: CONFIDENCE_ORDER.index(lv) if lv in CONFIDENCE_ORDER else len(CONFIDENCE_ORDER)) \
+        if known else None
+
+
+def my_mix_summary(values: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``my_mix`` of calibration.json from the capacity notebook's values: the mix, its b_row with
+    interval and confidence, where the row model came from, and its nodes per tier (disk-bound,
+    CPU-bound beside it, the larger, which binds). None when no mix was priced."""
+    price_ = values.get("my_mix_b_row")
+    if not price_:
+        return None
+    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("nodes_needed_my_mix_")), key=int)
+    per_tier = lambda prefix: {t: values[f"{prefix}_{t}"] for t in tiers if values.get(f"{prefix}_{t}") is not None}  # noqa: E731
+    return {"name": values.get("my_mix_name"), "source": values.get("my_mix_source"),
+            "b_row_bytes": price_.get("mean"), "ci_low": price_.get("ci_low"), "ci_high": price_.get("ci_high"),
+            "composition": price_.get("composition"), "confidence": values.get("my_mix_confidence"),
+            "row_model_run": values.get("my_mix_run"), "row_model_from": values.get("my_mix_from"),
+            "resident_tb": per_tier("resident_tb_my_mix"), "nodes_disk": per_tier("nodes_needed_my_mix"),
+            "nodes_cpu": per_tier("nodes_cpu"), "nodes": per_tier("nodes_my_mix"), "binding": per_tier("binding_my_mix")}
