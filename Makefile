@@ -43,8 +43,8 @@ test: node chromium  ## the whole test suite against the real node
 unit: $(STAMP)  ## tests/unit only: no node, no JDK (seconds)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff over lab/ and tests/
-	$(BIN)/ruff check lab tests loadgen
+lint: $(STAMP)  ## ruff over every Python file in the repo
+	$(BIN)/ruff check .
 
 # Headless Chromium renders report.html in tests/test_calibrate.py. Debian's package, installed
 # once (we run as root on the lab machines); a no-op when /usr/bin/chromium exists.
@@ -54,7 +54,7 @@ chromium:  ## Debian's Chromium (renders report.html in a test); a no-op when pr
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 # Redis for archiver mode's hot window: Debian's redis-server, installed like Chromium; the lab
-# starts its own on 127.0.0.1:16379 (lab.cluster.embedded.redis), never the package's service.
+# starts its own on 127.0.0.1:16379 (lab.cluster.embedded.redis_server), never the package's service.
 redis:  ## Debian's redis-server (the hot window); a no-op when present
 	@command -v redis-server >/dev/null || { \
 	  apt-get update -q && \
@@ -72,8 +72,8 @@ stop:  ## stop every node, broker and Redis the lab started (by recorded PID)
 wipe: stop  ## delete the node data folders
 	-$(BIN)/lab node wipe --home $(LAB_HOME)
 
-proto: $(STAMP)  ## regenerate lab/store/proto/common_pb2.py
-	$(BIN)/python -m lab.store.proto.generate
+proto: $(STAMP)  ## regenerate lab/store/rows/proto/common_pb2.py
+	$(BIN)/python -m lab.store.rows.proto.generate
 
 clean: stop  ## remove the venv and the lab home
 	rm -rf $(VENV) $(LAB_HOME)

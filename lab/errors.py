@@ -43,7 +43,8 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
     │   └── KeyDestroyed            the DEK was crypto-erased
     ├── CrashInjected               a fault-injection hook fired (tests of crash points)
-    └── CalibrationError            a calibration run failed (names notebook and cell)
+    ├── CalibrationError            a calibration run failed (names notebook and cell)
+    └── BenchError                  a benchmark could not measure (a profiler or a workload failed)
 
 Warnings (``warnings.warn``; the CLI prints them as one ``warning:`` line):
 
@@ -223,6 +224,10 @@ class CrashInjected(LabError):
 
 class CalibrationError(LabError):
     pass
+
+
+class BenchError(LabError):
+    """A benchmark could not measure: a profiler run or a benchmark's own workload failed."""
 
 
 class LabWarning(UserWarning):

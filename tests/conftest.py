@@ -20,7 +20,7 @@ _REPORTS: list[tuple[str, str, Path]] = []
 
 @pytest.fixture(scope="session")
 def results_dir() -> Path:
-    from lab.results.runs import new_run_dir
+    from lab.results.run_folders import new_run_dir
 
     return new_run_dir(ROOT / "results", prefix="tests-")
 

@@ -1,7 +1,8 @@
 """Benchmarks: ratios measured on one node in one run, written to ``results/<run-id>/bench/``.
 
-    store/  ``lab bench store``: each store path against its bare CQL floor (one module per
-            comparison, plus parameters, seeding, recording, report, output and the run);
-            ``--outboxes``: store.send with each outbox and the hot window's cost (outboxes)
-    load    ``lab bench load``: ``lab load`` against a plain driver client, then a staircase
+    store_paths/    ``lab bench store``: each store path against its bare CQL floor (one module per
+                    comparison, plus parameters, seeding, recording, report, output and the run);
+                    ``--outboxes``: store.send with each outbox and the hot window's cost (outboxes);
+                    ``--profile``: the store's hot paths under py-spy (profiling)
+    load_generator  ``lab bench load``: ``lab load`` against a plain driver client, then a staircase
 """

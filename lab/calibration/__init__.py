@@ -1,10 +1,10 @@
 """Calibration: the notebook suite that measures appendix B, and what it writes.
 
-    run           ``lab calibrate``: environment, round trip, the notebook suite, calibration.json
+    calibrate     ``lab calibrate``: environment, round trip, the notebook suite, calibration.json
     contract      calibration.json as frozen dataclasses (CalibrationRun, NotebookRun, RoundTrip, RunError)
     notebooks     run one notebook headless (papermill), typed parameters; ``lab jupyter``
     kernel        the project's Jupyter kernel (spec, install) and its one-line-error extension
-    measures      which notebook value measures which constant; recommendation, confidence (and its legend)
+    recommendations  which notebook value measures which constant; recommendation, confidence (and its legend)
     precision     precision targets stated in advance, sampling until reached or out of budget, halves
     row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes
     figures       the figures worth a test (b_row by mix, CPU per operation)
@@ -12,7 +12,7 @@
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     decisions     one decision per constant: keep/change, precision, agreement, TB and nodes, caveats
     report        report.html (self-contained): decisions first, then the evidence
-    capacity      the §7 formula and the sizing projection
-    cpu_capacity  the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
+    disk_sizing   the §7 formula (disk): resident bytes, partitions, disk-bound nodes, the sizing projection
+    cpu_sizing    the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.calibration.measures import number
+from lab.calibration.recommendations import number
 
 STATUSES = ("agree", "disagree", "inconclusive", "not measured in A", "not measured in B", "not measured",
             "observed only")

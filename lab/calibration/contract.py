@@ -1,6 +1,6 @@
 """``calibration.json`` as frozen dataclasses: what a calibration run is, step by step.
 
-The run (:mod:`lab.calibration.run`) replaces its :class:`CalibrationRun` after every step and
+The run (:mod:`lab.calibration.calibrate`) replaces its :class:`CalibrationRun` after every step and
 writes ``to_json()``, so the file always says how far the run got. Readers of a finished run
 (the report, ``--propose``, ``lab compare``) read the JSON; :meth:`CalibrationRun.from_json`
 gives the typed view back.
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.calibration.measures import ConstantAssessment
+from lab.calibration.recommendations import ConstantAssessment
 
 SCHEMA_VERSION = 1
 NOTEBOOK_STATUSES = ("pending", "running", "ok", "failed", "not run")

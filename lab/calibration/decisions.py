@@ -82,7 +82,7 @@ def agreement_text(c: Mapping[str, Any], *, mode: str | None = None) -> str:
 
 
 def _sizing(b_row: float, constants: Any) -> Any:
-    from lab.calibration.capacity import project_sizing
+    from lab.calibration.disk_sizing import project_sizing
 
     return project_sizing(constants=constants.replace(b_row_bytes=float(b_row)),
                           usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)

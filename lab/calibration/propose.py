@@ -23,7 +23,7 @@ from typing import Any
 import tomlkit
 
 from lab.calibration.contract import CalibrationRun
-from lab.calibration.measures import GUARDED_CONSTANTS
+from lab.calibration.recommendations import GUARDED_CONSTANTS
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError
 from lab.results.jsonio import read_json
@@ -70,7 +70,7 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
             allow_quick: bool = False) -> Proposal:
     """Write the diff of the constants file that the run recommends (a quick run: only with
     ``allow_quick``, and the diff's header says so)."""
-    from lab.calibration.run import check_proposable
+    from lab.calibration.calibrate import check_proposable
 
     run_dir = Path(run_dir)
     cal_path = run_dir / "calibration.json"

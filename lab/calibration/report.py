@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration.decisions import agreement_text, caveats, decision, impact, precision_text
-from lab.calibration.measures import CONFIDENCE_LEGEND
+from lab.calibration.recommendations import CONFIDENCE_LEGEND
 from lab.results.html import esc, figure, fmt, key_values, markdown, page, table
 
 REPORT_FILE = "report.html"
@@ -84,9 +84,9 @@ def _legend() -> str:
 
 
 def _measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Measured constants first (in the order of lab.calibration.measures.MEASURES: b_row
+    """Measured constants first (in the order of lab.calibration.recommendations.MEASURES: b_row
     first), then the observed ones, then the rest."""
-    from lab.calibration.measures import MEASURES
+    from lab.calibration.recommendations import MEASURES
 
     order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
     return sorted((cal.get("constants") or {}).items(),

@@ -1,14 +1,14 @@
 """The ``lab`` command: a thin layer over the library. Each command parses its options, builds
 the library's config or options object, makes one library call and prints the result's fields.
 
-    options      the shared flags (cluster, services, --home, --results), durations, LabGroup
-    node         ``lab node start|status|logs|stop|jars|wipe``: the embedded servers
-    cluster      ``lab info``, ``lab preflight``
-    calibration  ``lab calibrate``, ``lab compare``, ``lab jupyter``
-    load         ``lab load``, ``lab soak``
-    bench        ``lab bench store``, ``lab bench load``
-    progress     live progress of long commands on stderr
-    load_text    the text `lab load` prints at the end (the summary in human units)
+    options               the shared flags (cluster, services, --home, --results), durations, LabGroup
+    node_commands         ``lab node start|status|logs|stop|jars|wipe``: the embedded servers
+    cluster_commands      ``lab info``, ``lab preflight``
+    calibration_commands  ``lab calibrate``, ``lab compare``, ``lab jupyter``
+    load_commands         ``lab load``, ``lab soak``
+    bench_commands        ``lab bench store``, ``lab bench load``
+    status_line           live progress of long commands on stderr
+    load_text             the text `lab load` prints at the end (the summary in human units)
 
 Library errors become CLI errors in one place (:class:`lab.cli.options.LabGroup`): one line,
 exit code 2. Every command is documented in the README's command table (tests/unit/test_docs.py).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from lab.cli import bench, calibration, cluster, load, node
+from lab.cli import bench_commands, calibration_commands, cluster_commands, load_commands, node_commands
 from lab.cli.options import LabGroup
 
 __all__ = ["main"]
@@ -29,6 +29,7 @@ def main() -> None:
     """Message-store capacity lab: a real CQL node, the MessageStore, load and calibration."""
 
 
-for _command in (node.node, cluster.info, cluster.preflight, calibration.calibrate, calibration.compare,
-                 calibration.jupyter, load.load, load.soak, bench.bench):
+for _command in (node_commands.node, cluster_commands.info, cluster_commands.preflight,
+                 calibration_commands.calibrate, calibration_commands.compare, calibration_commands.jupyter,
+                 load_commands.load, load_commands.soak, bench_commands.bench):
     main.add_command(_command)

@@ -7,7 +7,7 @@
     driver_errors  driver exceptions -> lab errors (the one boundary), the retry policy that heeds the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)
-    rows         the sessions' row factory: the driver's named tuples, one class per column list
+    row_factory  the sessions' row factory: the driver's named tuples, one class per column list
     tracing      rows, tombstones and SSTables a traced request touched (parsed by the dialect)
     preflight    `lab preflight`: what would stop a long run, with a fix for each
     reactors     the driver's I/O reactor by name

@@ -27,7 +27,7 @@ from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import dialect_named
 from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
-from lab.cluster.rows import cached_named_tuple_factory
+from lab.cluster.row_factory import cached_named_tuple_factory
 from lab.errors import ClusterError, ConnectError, CredentialsNotUsed
 
 @dataclass(frozen=True)

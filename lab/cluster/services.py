@@ -4,7 +4,7 @@ the Redis hot window, in the same style as :mod:`lab.cluster.config`.
 Precedence: command-line flags > ``LAB_*`` variables (``LAB_OUTBOX``, ``LAB_KAFKA_BOOTSTRAP_SERVERS``,
 ``LAB_REDIS_PORT`` ...: ``LAB_`` + the field name, upper case) > the ``[services]`` table of the
 TOML file (beside ``[cluster]``) > defaults. The defaults name the embedded broker and Redis the
-lab starts (:mod:`lab.cluster.embedded.kafka`, :mod:`lab.cluster.embedded.redis`). Secrets (SASL and
+lab starts (:mod:`lab.cluster.embedded.kafka_broker`, :mod:`lab.cluster.embedded.redis_server`). Secrets (SASL and
 Redis passwords) are masked in ``repr`` and in ``redacted()``, the only form results record.
 
 External brokers (Redpanda, Kafka): ``kafka_bootstrap_servers`` plus ``kafka_security_protocol``

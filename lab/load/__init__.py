@@ -4,15 +4,15 @@
     processes    the Locust processes: command lines, environment, start, stop by PID
     distributed  ``lab load --master`` / ``--worker``: one run over several load machines
     coordinator  the master's HTTP side channel: plan out, start gate, results and audits back
-    runs         where a load writes; ``--run-id`` reuse of an earlier load's seed and history
+    load_folders where a load writes; ``--run-id`` reuse of an earlier load's seed and history
     progress     phases and the live status a run reports while it runs
-    seed         a worker's seed conversations, sent through the store before the run
+    worker_seed  a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
-    cpu          the load generator's CPU while it runs
+    loadgen_cpu  the load generator's CPU while it runs
     plan         a load run's plan (LAB_LOAD_PLAN), per-worker key ranges, message templates
     pacing       open-loop schedules: per-user due times through a stage table, staircase
     audit        the acks log and the read-back audit (lost / duplicated must be 0)
     soak         ``lab soak``: sustained mixed load on driver threads with periodic audits
     soak_report  what a soak reports: audits, operations, totals
-    locust/      the Locust side: locustfile, users, shapes, the per-process runtime, profiles.toml
+    locust/      the Locust side: entrypoint, users, shapes, the per-process runtime, profiles.toml
 """

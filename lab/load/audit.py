@@ -189,7 +189,7 @@ def audit_rows(acks: Sequence[Ack], rows: Mapping[uuid.UUID, Sequence[StoredRow]
 
 
 def _stored(m: Any) -> StoredRow:
-    from lab.store.model import MessageType
+    from lab.store import MessageType
 
     return StoredRow(conversation_seq=m.conversation_seq, message_id=m.message_id,
                      client_message_id=m.client_message_id, sender_id=m.sender_id,
@@ -210,7 +210,7 @@ def read_conversation(store: Any, tenant_id: uuid.UUID, conversation_id: uuid.UU
 
 def audit_worker(store: Any, acks: Sequence[Ack]) -> AuditResult:
     """Read back every conversation ``acks`` name, with ``store`` (opened on the worker's state)."""
-    from lab.store.ids import seq_bucket
+    from lab.store import seq_bucket
 
     convs: dict[uuid.UUID, uuid.UUID] = {a.conversation_id: a.tenant_id for a in acks}
     rows = {c: read_conversation(store, t, c) for c, t in convs.items()}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import LabError
-from lab.measure.clock import wall_seconds
+from lab.measure.timing import wall_seconds
 
 PORT_OFFSET = 1
 REQUEST_TIMEOUT_SECONDS = 30.0

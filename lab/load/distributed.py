@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from lab.cluster.config import ClusterConfig
-from lab.load import runs
+from lab.load import load_folders
 from lab.load.audit import AuditResult
 from lab.load.coordinator import PORT_OFFSET, Coordinator, CoordinatorClient, CoordinatorError
-from lab.load.cpu import CpuMonitor
+from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.plan import LoadPlan
 from lab.load.processes import Processes, child_env, display_host, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
@@ -35,7 +35,7 @@ from lab.load.runner import (SUMMARY_FILE, LoadError, LoadOptions, LoadResult, _
                              audit_run, build_plan, prepare, seed_workers, wait_ready, write_t0)
 from lab.load.summary import AckCounts, ack_counts, summarize_run
 from lab.measure import Stopwatch
-from lab.measure.clock import wall_seconds
+from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
 from lab.results.jsonio import jsonable, read_json, write_json
 
@@ -61,7 +61,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
         raise LoadError(f"expect at least 1 worker, got {expect_workers}", expect_workers=expect_workers)
     options = dataclasses.replace(options, processes=expect_workers)
     folder, env = prepare(config, options, progress)
-    runs.create(folder)
+    load_folders.create(folder)
     plan = build_plan(options, folder, workers=expect_workers, start_gate=options.web is None)
     parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
                   "distributed": {"master": f"{bind_host}:{port}", "coordinator": f"{bind_host}:{port + PORT_OFFSET}",
@@ -69,7 +69,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
     write_json(folder.load_dir / "parameters.json", parameters)
     coordinator = Coordinator(plan=plan.to_json(), expected=expect_workers, load_dir=folder.load_dir, host=bind_host,
                               port=port + PORT_OFFSET, keyspace=config.keyspace, locust_port=port,
-                              lab_version=_lab_version(), seeded_before=tuple(runs.seeded_indexes(folder))).start()
+                              lab_version=_lab_version(), seeded_before=tuple(load_folders.seeded_indexes(folder))).start()
     web_port = options.web.bound_port() if options.web is not None else None
     procs = Processes(folder.load_dir / "locust.stdout.txt")
     interrupted = False
@@ -157,7 +157,7 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
     progress = progress or NO_PROGRESS
     client = CoordinatorClient(master_host, port + PORT_OFFSET)
     progress.phase(f"joining the master at {master_host}:{port} (coordinator :{port + PORT_OFFSET})")
-    answer = client.join(state_for=lambda key_base: runs.states_kept(Path(config.lab_home), key_base),
+    answer = client.join(state_for=lambda key_base: load_folders.states_kept(Path(config.lab_home), key_base),
                          lab_version=_lab_version(), retry_seconds=join_timeout_seconds)
     index = answer["index"]
     master_plan = LoadPlan.from_json(answer["plan"])
@@ -166,16 +166,16 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
                        "run the same commit everywhere")
     config = config.replace(keyspace=answer["keyspace"])
     run_id = Path(master_plan.load_dir).parent.name
-    folder = runs.worker_folder(results=Path(results), lab_home=Path(config.lab_home), run_id=run_id,
+    folder = load_folders.worker_folder(results=Path(results), lab_home=Path(config.lab_home), run_id=run_id,
                                 key_base=master_plan.run_id, subdir=Path(master_plan.load_dir).name, index=index)
-    runs.create(folder)
+    load_folders.create(folder)
     plan = dataclasses.replace(master_plan, load_dir=folder.load_dir, state_root=folder.state_root,
                                worker_index=index)
     progress.phase(f"worker {index} of {master_plan.workers} in run {run_id}: {display_host(config)}")
     procs = Processes(folder.load_dir / "locust.stdout.txt")
     cpu = None
     watch = Stopwatch()
-    lock = runs.StateLock(folder.state_root, name=f"lock-{plan.worker_name()}")
+    lock = load_folders.StateLock(folder.state_root, name=f"lock-{plan.worker_name()}")
     with lock:
         seeding = seed_workers(config, plan, folder, progress, indexes=[index])
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.cluster.config import ClusterConfig
 from lab.load.plan import LoadPlan
 
-LOCUSTFILE = Path(__file__).with_name("locust") / "locustfile.py"
+LOCUSTFILE = Path(__file__).with_name("locust") / "entrypoint.py"
 DEFAULT_WEB_PORT = 8089
 DEFAULT_MASTER_PORT = 5557  # Locust's own default
 POLL_SECONDS = 0.2

@@ -10,9 +10,9 @@ a native thread (``native_threads``; measured in loadgen/README.md). Across mach
 Sequence of a run:
   1. options checked, the cluster reached and the schema created (idempotent), all before
      any folder exists: bad input or an unreachable cluster leave nothing behind;
-  2. a seed per worker (``lab.load.seed``): a big group, 20 DMs and some chats, sent through
+  2. a seed per worker (``lab.load.worker_seed``): a big group, 20 DMs and some chats, sent through
      the store from this process so readers have history from the first second (a reused
-     run id, ``lab.load.runs``, keeps its seed instead);
+     run id, ``lab.load.load_folders``, keeps its seed instead);
   3. Locust starts. Headless: every process anchors at the same wall-clock ``t0`` (a few
      seconds ahead, for start-up); warmup calls are not measured; no call starts after the
      end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
@@ -42,18 +42,18 @@ from typing import Any
 
 from lab.cluster.config import ClusterConfig
 from lab.errors import ConfigError, LabError
-from lab.load import runs
+from lab.load import load_folders
 from lab.load.audit import AuditResult, audit_worker, read_acks
-from lab.load.cpu import CpuMonitor
+from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.pacing import Stage, stages_from_steps, staircase
 from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
 from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
                                 free_port, locust_cmd)
 from lab.load.progress import NO_PROGRESS, LiveStatus, LoadProgress, read_live_totals
-from lab.load.seed import seed_worker
+from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary, summarize_run
 from lab.measure import Stopwatch
-from lab.measure.clock import wall_seconds
+from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
@@ -95,7 +95,7 @@ class LoadOptions:
     stop_timeout_seconds: int = DEFAULT_STOP_TIMEOUT_SECONDS
     audit: bool = True
     results: Path = RESULTS_DIR
-    run_id: str | None = None            # results/<run_id>/: named, reused when it exists (lab.load.runs)
+    run_id: str | None = None            # results/<run_id>/: named, reused when it exists (lab.load.load_folders)
     run_dir: Path | None = None          # write into this run's folder (benchmarks)
     load_subdir: str = "load"
     web: WebOptions | None = None        # Locust's web UI instead of a headless run
@@ -125,7 +125,7 @@ class LoadOptions:
              "the web UI runs closed loop (users call back to back, their number set in the UI): "
              "give --users N, not --rate or --staircase", web=True)
         if self.run_id is not None:
-            runs.check_run_id(self.run_id)
+            load_folders.check_run_id(self.run_id)
 
     def stages(self) -> tuple[Stage, ...]:
         if self.staircase_max is not None:
@@ -170,7 +170,7 @@ class LoadResult:
 
 
 # ---- the run -----------------------------------------------------------------------------------
-def build_plan(options: LoadOptions, folder: runs.LoadFolder, *, workers: int, start_gate: bool) -> LoadPlan:
+def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers: int, start_gate: bool) -> LoadPlan:
     return LoadPlan(run_id=folder.key_base, load_dir=folder.load_dir, state_root=folder.state_root,
                     profile=options.profile, users=options.user_count(), workers=workers, stages=options.stages(),
                     warmup_seconds=options.warmup_seconds, duration_seconds=options.measured_seconds(),
@@ -180,14 +180,14 @@ def build_plan(options: LoadOptions, folder: runs.LoadFolder, *, workers: int, s
 
 
 def prepare(config: ClusterConfig, options: LoadOptions,
-            progress: LoadProgress = NO_PROGRESS) -> tuple[runs.LoadFolder, dict[str, Any]]:
+            progress: LoadProgress = NO_PROGRESS) -> tuple[load_folders.LoadFolder, dict[str, Any]]:
     """Check the options, reach the cluster and create the schema: all before any folder is made."""
     from lab.cluster.connection import connect
     from lab.store import MessageStore
 
     load_profile(options.profile)  # an unknown profile fails here
     options.user_count()
-    folder = runs.plan_folder(results=Path(options.results), lab_home=Path(config.lab_home), run_id=options.run_id,
+    folder = load_folders.plan_folder(results=Path(options.results), lab_home=Path(config.lab_home), run_id=options.run_id,
                               run_dir=options.run_dir, subdir=options.load_subdir)
     progress.phase(f"connecting to {display_host(config)}: schema (created if missing), environment")
     with connect(config) as conn:
@@ -199,13 +199,13 @@ def prepare(config: ClusterConfig, options: LoadOptions,
     return folder, env
 
 
-def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: runs.LoadFolder, progress: LoadProgress,
+def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.LoadFolder, progress: LoadProgress,
                  indexes: range | list[int] | None = None) -> dict[str, Any]:
     """Each worker's seed, or (a reused run id) the history earlier loads left."""
     watch = Stopwatch()
     sent, reused = {}, {}
     for i in indexes if indexes is not None else range(plan.workers):
-        reused[i] = runs.copy_prior_acks(folder, i)
+        reused[i] = load_folders.copy_prior_acks(folder, i)
         if folder.seeded(i):
             continue
         shape = SEED_SHAPES[plan.seed_size]
@@ -246,8 +246,8 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
     """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json)."""
     progress = progress or NO_PROGRESS
     folder, env = prepare(config, options, progress)
-    runs.create(folder)
-    lock = runs.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
+    load_folders.create(folder)
+    lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
     with lock:
         plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
         seeding = seed_workers(config, plan, folder, progress)

@@ -43,13 +43,11 @@ from lab.load.audit import Ack, audit_worker
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.cluster.config import ClusterConfig
 from lab.errors import ClusterError, LabError, ValidationError
-from lab.store.ids import seq_bucket
-from lab.store.model import MessageState
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
-from lab.store.write_path import SendAck, SendRequest
+from lab.results.run_folders import new_run_dir
+from lab.store import MessageState, SendAck, SendRequest, seq_bucket
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",
            "SoakTotals", "run_soak"]
@@ -292,7 +290,7 @@ class Soak:
             self.store.history(self.tenant_id, conversation, anchor=page.next_anchor)
 
     def _batch_read(self, rng: random.Random) -> None:
-        from lab.store.batch_read import BatchEntry
+        from lab.store import BatchEntry
 
         with self._lock:
             picks = rng.sample(self._sent, min(len(self._sent), BATCH_ENTRIES))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.load.audit import AuditResult, read_acks
-from lab.load.cpu import CpuMonitor, CpuWindow
+from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
 from lab.load.plan import LoadPlan
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
 from lab.measure.hdr import OperationSummary, OpStats, merge_stats, new_histogram, read_interval_log, summarize
@@ -28,7 +28,7 @@ ACK_PHASES = ("prior", "seed", "warmup", "measured", "after")
 @dataclass(frozen=True, kw_only=True)
 class AckCounts:
     """Acknowledged sends by phase of the run; replays (answered from client_dedup) apart.
-    ``prior``: sends of earlier loads of the same run id (``lab.load.runs``); ``seed``: this
+    ``prior``: sends of earlier loads of the same run id (``lab.load.load_folders``); ``seed``: this
     run's seed, sent before Locust started; neither is in the measured operations."""
 
     prior: int = 0

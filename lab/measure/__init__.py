@@ -1,6 +1,6 @@
 """The one measurement layer: every benchmark, load run, soak, experiment and report uses it.
 
-    clock        the one clock: ``now_ns`` (monotonic) for durations, ``timed``, ``Stopwatch``
+    timing       the one clock: ``now_ns`` (monotonic) for durations, ``timed``, ``Stopwatch``
     hdr          latencies in microseconds on HdrHistogram; CO-corrected beside service time
     percentiles  the one percentile definition (nearest rank), for histograms and sample lists
     stats        mean CI (Student t), bootstrap CI (samples or whole rounds), relative half-width,
@@ -11,7 +11,7 @@ One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of s
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
 (HdrHistogram's), so the two agree to the histogram's 3 significant digits.
 """
-from lab.measure.clock import Stopwatch, Timing, now_ns, timed, utc_now_iso, wall_seconds
+from lab.measure.timing import Stopwatch, Timing, now_ns, timed, utc_now_iso, wall_seconds
 from lab.measure.percentiles import (
     SUMMARY_PERCENTILES,
     LatencySummary,

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from hdrh.histogram import HdrHistogram
 
-from lab.measure.clock import NS_PER_US
+from lab.measure.timing import NS_PER_US
 from lab.measure.percentiles import LatencySummary, summarize_histogram
 
 LOWEST_US = 1

@@ -1,6 +1,6 @@
 """Run outputs under ``results/<run-id>/``, written the same way by every kind of run.
 
-    runs         run folders (never overwritten)
+    run_folders  run folders (never overwritten)
     environment  the one ``environment()``: machine, load average, git, cluster, server, embedded node
     jsonio       atomic JSON writing and the one conversion of results to JSON
     units        the one formatting of numbers and units (fmt, si, ms, seconds, rate, count, percent)

@@ -6,7 +6,7 @@
   ``<op>.service`` interval merged); each recorded value repeated by its count, so values
   carry HdrHistogram's 3 significant digits; percentiles and counts from ``load/summary.json``;
 - notebooks run from JupyterLab (``<notebook>/values.json`` and no calibration.json): the
-  constants assessed from their values as ``lab calibrate`` does (:func:`lab.calibration.measures.assess`);
+  constants assessed from their values as ``lab calibrate`` does (:func:`lab.calibration.recommendations.assess`);
 - in any of them, notebook samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or
   ``latency_us`` column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by
   their key columns (:data:`KEY_COLUMNS` present in the table).
@@ -131,7 +131,7 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
 def _notebook_only(path: Path) -> dict[str, Any] | None:
     """A calibration-shaped view of notebooks run from JupyterLab (``<notebook>/values.json``,
     no calibration.json): constants assessed from the values as ``lab calibrate`` does."""
-    from lab.calibration.measures import assess
+    from lab.calibration.recommendations import assess
     from lab.constants import read_entries
 
     folders = sorted(p.parent for p in path.glob("*/values.json"))

@@ -1,30 +1,23 @@
 """The MessageStore façade: the public API of docs/store-api.md.
 
 Thin by design. :meth:`MessageStore.open` is the one place that builds the parts
-(connection, key store, outbox, sequence allocator, one :class:`~lab.store.context.StoreContext`
+(connection, key store, outbox, sequence allocator, one :class:`~lab.store.plumbing.context.StoreContext`
 and the path objects over it); they stay private, and every public call delegates to the
 module that owns the concept. Nothing outside ``lab/store/`` reaches into them: benchmarks,
 experiments and tests use the public methods below (seeding, baseline statements, the log
 view, archiver runs).
 
-Modules:
+Packages (each ``__init__`` says what lives in it):
 
-    write side   write_path (send, §5.1), head (the conversation_head row, §2.4), head_writer (its
-                 asynchronous monotonic writer, §5.1 step 7), earliest (the E
-                 advancer, §9), archiver (archiver mode, §2.1 note), recall (recall/edit and
-                 recovery, §5.3), outbox (the log: interface, registry, the local SQLite one),
-                 kafka_outbox + kafka_index (the log over the Kafka protocol), hot_window
-                 (archiver mode's Redis hot window),
-                 sequence (conversation_seq reservation windows), seeding (rows written as the
-                 paths write them, for benchmarks / experiments / tests)
-    read side    read_path (history, §4.1), batch_read (§4.3), reactions (§2.5), lookup (admin
-                 lookup via message_index), hot_layer (the seam where a hot window merges in)
-    rows         records (Message, encode/decode), ids (§1 encodings), media (protobuf),
-                 model (enums), schema (the six tables), retention (class -> TTL)
-    crypto/      encryption at rest (§6): cipher, key stores, DEK cache, encryptor
-    plumbing     context (what every path needs), clock (the store's one clock), alerts,
-                 faults (crash points), sqlite_file (the local state files, group commit),
-                 lru (bounded per-conversation memories)
+    write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
+               earliest (the E advancer, §9), archiver (§2.1 note), seeding
+    read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
+    outbox/    the commit log (§5.1 step 4): interface, records, registry, view; sqlite_log (the
+               local SQLite log), kafka_log + kafka_index (the log over the Kafka protocol)
+    hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
+    rows/      records, ids, media, model (enums), schema, retention, proto/
+    crypto/    encryption at rest (§6): cipher, key stores, DEK cache, encryptor
+    plumbing/  context, wall_clock (the store's one clock), alerts, faults, sqlite_file, lru
 
 Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
 """
@@ -41,35 +34,47 @@ from lab.cluster.connection import Connection, Stmt, connect
 from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
-from lab.store.alerts import Alerts
-from lab.store.clock import wall_clock_ms
-from lab.store.context import StoreContext
+from lab.store.outbox import (OUTBOXES, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord, OutboxView,
+                              RecallEvent, open_outbox)
+from lab.store.plumbing.alerts import ALERT_NAMES, Alerts
+from lab.store.plumbing.context import StoreContext
+from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
+from lab.store.plumbing.wall_clock import wall_clock_ms
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.faults import FaultPlan
-from lab.store.ids import DekId, IdLike, MessageIdGenerator, check_bigint, parse_uuid
-from lab.store.records import Message, decode_row
-from lab.store.retention import RetentionPolicy
-from lab.store.schema import SchemaDifference, check_schema, create_schema
-from lab.store.seeding import Seeder
-# write side
-from lab.store.archiver import ARCHIVER_GROUP, HistoryArchiver
-from lab.store.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
-from lab.store.head import HeadUpdate
-from lab.store.head_writer import HeadWriter
-from lab.store.outbox import Outbox, OutboxView, open_outbox
-from lab.store.recall import EditResult, RecallPath, RecallResult
-from lab.store.sequence import SequenceAllocator
-from lab.store.write_path import SendAck, SendRequest, WritePath
-# read side
-from lab.store.batch_read import BatchEntry, BatchReader, BatchResult, BodyCache
-from lab.store.head import ConversationHead, read_head
-from lab.store.lookup import AdminLookup
-from lab.store.reactions import Reactions, ReactionSummary
-from lab.store.read_path import DEFAULT_HISTORY_LIMIT, Direction, HistoryPage, HistoryReader
+from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerator, blob_to_u128, check_bigint,
+                                compose_message_id, parse_uuid, seq_bucket, split_message_id, u128_to_blob)
+from lab.store.rows.media import MediaMetadata, MentionTargets
+from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
+from lab.store.rows.retention import NO_TTL, RetentionPolicy
+from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
+from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
+from lab.store.write.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
+from lab.store.write.head import ConversationHead, HeadUpdate, read_head
+from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
+from lab.store.write.recall import EditResult, RecallPath, RecallResult
+from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath
+from lab.store.write.sequence import Allocation, SequenceAllocator
+from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
+from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL,
+                                    Direction, HistoryPage, HistoryReader)
+from lab.store.read.lookup import AdminLookup
+from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary
 
-__all__ = ["ARCHIVER_GROUP", "BatchEntry", "BatchResult", "ConversationHead", "DEFAULT_STATE_DIR", "EditResult",
-           "HeadUpdate", "HistoryPage", "Message", "MessageStore", "ReactionSummary", "RecallResult", "SendAck",
-           "SendRequest"]
+# What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
+__all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
+           "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
+           "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
+           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
+           "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
+           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY",
+           "MessageIdGenerator", "MessagePayload", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
+           "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
+           "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
+           "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
+           "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs", "TableSpec", "U128_MAX", "u128_to_blob",
+           "wall_clock_ms"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
 KEYSTORE_FILE = "keys.sqlite"
@@ -95,8 +100,21 @@ class _Parts:
     seeder: Seeder
     log: OutboxView
     earliest: EarliestAdvancer
-    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot_window.HotWindow), or None
+    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None
     services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineStatements:
+    """The prepared statements the store's own paths issue, for floors that issue them raw
+    (``lab bench store``): the same prepared statements, so a floor differs from the path only
+    by what the path does around them. Bind values in each statement's column order."""
+
+    reserve: Stmt          # send step 1: the client_dedup reservation, INSERT ... IF NOT EXISTS
+    commit: Stmt           # send step 5: client_dedup state = COMMITTED, USING TTL
+    head_write: Stmt       # step 7: the conversation_head blind write (not the failover form)
+    history_bounds: Stmt   # a page's H and E from conversation_head
+    history_older: Stmt    # an older page's read of one message_record bucket
 
 
 class MessageStore:
@@ -129,9 +147,9 @@ class MessageStore:
         ``services`` (:class:`lab.cluster.services.ServicesConfig`) picks the outbox (``outbox``,
         when given, overrides its name) and says where the Kafka outbox's broker and the hot
         window's Redis are; in archiver mode with ``hot_window="redis"`` the commit path writes
-        the hot window and history / batch reads merge it (lab.store.hot_window)."""
+        the hot window and history / batch reads merge it (lab.store.hot.redis_window)."""
         if not isinstance(config, ClusterConfig):
-            raise ValidationError("config must be a lab.config.ClusterConfig", field="config")
+            raise ValidationError("config must be a lab.cluster.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -148,7 +166,7 @@ class MessageStore:
         log = open_outbox(outbox, path=state_dir / OUTBOX_FILE, **services.outbox_options(outbox, config.keyspace))
         hot = hot_layer = None
         if archiver_mode and services.hot_window == "redis":
-            from lab.store.hot_window import HotWindow, HotWindowLayer
+            from lab.store.hot.redis_window import HotWindow, HotWindowLayer
 
             hot = HotWindow.open(services, namespace=config.keyspace, window_days=constants.history_hot_window_days)
             hot_layer = HotWindowLayer(hot, decode=lambda row: decode_row(row, ctx.encryptor),
@@ -166,7 +184,7 @@ class MessageStore:
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
             history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
             batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences), log=OutboxView(log), hot=hot,
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences, head_writer), log=OutboxView(log), hot=hot,
             earliest=EarliestAdvancer(ctx),
             services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
@@ -224,7 +242,7 @@ class MessageStore:
     def check_schema(self) -> list[SchemaDifference]:
         return check_schema(self.connection, self.keyspace, self.constants)
 
-    # ---- write side (write_path, head, archiver, recall) ----------------------------------
+    # ---- write side (write/: send, head, archiver, recall) -------------------------------
     def send(self, request: SendRequest) -> SendAck:
         """§5.1: dedup reserve, allocate, record (+index), outbox, COMMITTED, ack; head async.
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
@@ -285,7 +303,7 @@ class MessageStore:
 
     def advance_earliest(self, tenant_id: IdLike, conversation_id: IdLike) -> EarliestAdvance | None:
         """Move the conversation's earliest_available_conversation_seq (E) to its first row still
-        stored, once that row is older than the dedup window (lab.store.earliest); older pages
+        stored, once that row is older than the dedup window (lab.store.write.earliest); older pages
         then end there (has_more=false) instead of on the empty-bucket stop. None without a head."""
         return self._parts.earliest.advance(tenant_id, conversation_id)
 
@@ -311,10 +329,10 @@ class MessageStore:
 
     @property
     def seeding(self) -> Seeder:
-        """Rows written as the store's paths write them, without send (lab.store.seeding)."""
+        """Rows written as the store's paths write them, without send (lab.store.write.seeding)."""
         return self._parts.seeder
 
-    # ---- read side (read_path, batch_read, reactions, lookup) -----------------------------
+    # ---- read side (read/: history, batch, reactions, lookup) ----------------------------
     @property
     def body_cache(self) -> BodyCache:
         """This node's body LRU (§4.3). Recall / edit / erasure must discard what they change."""
@@ -372,6 +390,15 @@ class MessageStore:
                 raise
             raise ValidationError(f"cql may only hold the {{ks}} placeholder: {exc!r}", field="cql") from None
 
+    def baseline_statements(self) -> BaselineStatements:
+        """The prepared statements of send and history, exactly as the store prepares them
+        (the commit path's record upserts come from ``seeding.statements``)."""
+        prepare = self._parts.ctx.prepare
+        return BaselineStatements(reserve=prepare(RESERVE_CQL), commit=prepare(COMMIT_CQL),
+                                  head_write=prepare(HEAD_WRITE_CQL),
+                                  history_bounds=prepare(BOUNDS_CQL, key_columns=("tenant_id", "conversation_id")),
+                                  history_older=prepare(OLDER_PAGE_CQL))
+
     def decode_record(self, row: Any) -> Message:
         """A :class:`Message` from a raw message_record row (driver row or mapping), opened
         with this store's DEKs, exactly as the read paths decode it."""
@@ -406,6 +433,14 @@ class MessageStore:
 
     def __repr__(self) -> str:
         return f"MessageStore(keyspace={self.keyspace!r}, node_id={self.node_id}, archiver_mode={self.archiver_mode})"
+
+
+def __getattr__(name: str) -> Any:
+    # the Redis hot window: imported on first use, so importing lab.store does not import redis
+    if name == "HotWindow":
+        from lab.store.hot.redis_window import HotWindow
+        return HotWindow
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_head_update(update: object) -> HeadUpdate:

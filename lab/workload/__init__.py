@@ -1,7 +1,7 @@
 """Deterministic workload datasets: message profiles, conversation shapes, seq holes.
 
     profiles     what a message population looks like (``profiles/<name>.toml``, package data)
-    generate     (profile, size, seed) -> messages, conversations and holes tables
+    synthesis    (profile, size, seed) -> messages, conversations and holes tables
     files        Parquet files + manifest.json (sha256 of each file): save, load, ensure
     materialise  a row -> body, media metadata, mentions; -> Message or SendRequest
 
@@ -10,7 +10,7 @@ thumbnails and mention lists are derived from each row's ``content_seed`` on dem
 stored. The public names below are the package's API (``from lab.workload import generate``).
 """
 from lab.workload.files import DEFAULT_OUT_DIR, TABLES, dataset_dir, ensure, load, save
-from lab.workload.generate import GENERATOR_VERSION, TYPE_ORDER, Workload, generate
+from lab.workload.synthesis import GENERATOR_VERSION, TYPE_ORDER, Workload, generate
 from lab.workload.materialise import body_for, media_for, mentions_for, messages_of, send_requests, to_message, to_send_request
 from lab.workload.profiles import (PROFILES_DIR, RETENTION_ORDER, SIZES, ConversationShape, HoleModel, MessageMix,
                                    Profile, load_profile, profile_from_mapping, profile_names)

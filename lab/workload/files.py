@@ -14,7 +14,7 @@ from lab.constants import Constants
 from lab.errors import ValidationError
 from lab.project import DATASETS_OUT_DIR
 from lab.results.jsonio import write_json
-from lab.workload.generate import GENERATOR_VERSION, Workload, generate
+from lab.workload.synthesis import GENERATOR_VERSION, Workload, generate
 
 _DEFAULTS = Constants.appendix_b()
 

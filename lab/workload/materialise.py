@@ -1,6 +1,6 @@
 """Materialisation: a workload row -> the store's inputs, the same bytes every time.
 
-:func:`to_message` gives a ``lab.store.records.Message`` at the row's own coordinates (bulk
+:func:`to_message` gives a ``lab.store.rows.records.Message`` at the row's own coordinates (bulk
 loads that bypass the write path); :func:`to_send_request` a ``lab.store.SendRequest`` (the
 store then allocates conversation_seq itself, so dataset holes do not carry over). Bodies,
 media metadata and mentions come from the row's ``content_seed``.
@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store.model import MessageType, RetentionClass
-from lab.workload.generate import MEDIA_TYPES, entity_uuid
+from lab.store import MessageType, RetentionClass
+from lab.workload.synthesis import MEDIA_TYPES, entity_uuid
 
 BLURHASH_CHARS = 28
 CHECKSUM_BYTES = 32
@@ -50,11 +50,11 @@ def body_for(row: Any) -> bytes:
 
 
 def media_for(row: Any) -> Any:
-    """``lab.store.media.MediaMetadata`` of a media row (None for text, custom and E2EE rows)."""
+    """``lab.store.rows.media.MediaMetadata`` of a media row (None for text, custom and E2EE rows)."""
     mtype = int(_get(row, "message_type"))
     if mtype not in [int(t) for t in MEDIA_TYPES] or bool(_get(row, "e2ee")):
         return None
-    from lab.store.media import MediaMetadata
+    from lab.store import MediaMetadata
 
     rng = _row_rng(row, 2)
     thumb_n = int(_get(row, "thumbnail_bytes"))
@@ -70,11 +70,11 @@ def media_for(row: Any) -> Any:
 
 
 def mentions_for(row: Any, seed: int) -> Any:
-    """``lab.store.media.MentionTargets`` of a row (None without mentions); ``seed`` is the dataset's."""
+    """``lab.store.rows.media.MentionTargets`` of a row (None without mentions); ``seed`` is the dataset's."""
     count, at_all = int(_get(row, "mention_count")), bool(_get(row, "mention_all"))
     if count == 0 and not at_all:
         return None
-    from lab.store.media import MentionTargets
+    from lab.store import MentionTargets
 
     rng = _row_rng(row, 3)
     members, sender = int(_get(row, "members")), int(_get(row, "sender_member"))
@@ -88,10 +88,9 @@ def _optional_int(value: Any) -> int | None:
 
 
 def to_message(row: Any, *, seed: int, message_id: int | None = None, node_id: int = 1) -> Any:
-    """A ``lab.store.records.Message`` at the row's own coordinates (bulk loads that bypass the
+    """A ``lab.store.rows.records.Message`` at the row's own coordinates (bulk loads that bypass the
     write path: the archiver's shape). message_id defaults to (created_at, node, row)."""
-    from lab.store.ids import compose_message_id
-    from lab.store.records import Message
+    from lab.store import Message, compose_message_id
 
     mid = message_id if message_id is not None else compose_message_id(
         time_ms=int(_get(row, "created_at_ms")), node_id=node_id, counter=int(_get(row, "row")))

@@ -21,7 +21,7 @@ import numpy as np
 
 from lab.constants import Constants
 from lab.errors import ConfigError, ValidationError
-from lab.store.model import RetentionClass
+from lab.store import RetentionClass
 
 _DEFAULTS = Constants.appendix_b()
 

@@ -12,10 +12,7 @@ import itertools
 import uuid
 from collections.abc import Iterable
 
-from lab.store.ids import MessageIdGenerator, seq_bucket
-from lab.store.model import MessageType
-from lab.store.records import Message
-from lab.store.retention import NO_TTL
+from lab.store import Message, MessageIdGenerator, MessageType, NO_TTL, seq_bucket
 
 # A node id no store in the tests uses, so seeded ids never collide with sent ones.
 SEED_NODE_ID = 4242

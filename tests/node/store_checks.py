@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from lab.store.ids import seq_bucket
-from lab.store.schema import TABLE_NAMES
-from lab.store.write_path import SendRequest
+from lab.store import SendRequest, TABLE_NAMES, seq_bucket
 
 
 def new_request(*, client_message_id: str | None = None, body: bytes = b"hello", **kw) -> SendRequest:

@@ -9,12 +9,8 @@ import uuid
 import pytest
 
 from lab.errors import CrashInjected
-from lab.store.faults import FaultPlan
-from lab.store.ids import u128_to_blob
-from lab.store.model import DedupState, MessageState, RetentionClass
-from lab.store import ARCHIVER_GROUP, HeadUpdate
-from lab.store.records import MESSAGE_RECORD_COLUMNS
-from lab.store.retention import RetentionPolicy
+from lab.store import (ARCHIVER_GROUP, DedupState, FaultPlan, HeadUpdate, MESSAGE_RECORD_COLUMNS, MessageState,
+                       RetentionClass, RetentionPolicy, u128_to_blob)
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows
 
 pytestmark = pytest.mark.node

@@ -17,19 +17,16 @@ from collections.abc import Callable
 
 import pytest
 
-from lab.store.batch_read import BatchEntry
 from lab.errors import (Bit63Violation, DecryptError, InvalidId, InvalidRequest, InvalidSeq, KeyDestroyed, LabError,
                         NotFound, UnknownEnum, UnknownRetentionClass, ValidationError)
-from lab.store.ids import BIT63, U128_MAX
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import MessageState
-from lab.store import HeadUpdate, MessageStore
+from lab.store import BIT63, BatchEntry, HeadUpdate, MediaMetadata, MentionTargets, MessageState, MessageStore, U128_MAX
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node
 
 # Calls of MessageStore that take no caller data worth a matrix (lifecycle, schema, recovery).
-NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close", "advance_earliest_all"}
+NO_INPUT_CALLS = {"open", "create_schema", "check_schema", "recover", "drain", "close", "advance_earliest_all",
+                  "baseline_statements"}
 # Covered by tests/test_bad_input.py (and here with the cases it lacks).
 ALSO_IN_TEST_BAD_INPUT = {"send", "recall", "edit"}
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from lab.store.batch_read import BatchEntry
+from lab.store import BatchEntry
 from lab.constants import load_constants
 from lab.errors import ValidationError
 from seed import body_of, insert_messages, new_conversation

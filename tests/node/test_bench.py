@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from lab.bench.store import BenchParams, run_bench
+from lab.bench.store_paths import BenchParams, run_bench
 
 pytestmark = pytest.mark.node
 
@@ -116,3 +116,24 @@ def test_environment_parameters_and_keyspace_dropped(bench, connection):
     assert report["keyspace"] not in names
 
 
+
+
+def test_profile_writes_flame_graphs_and_tables_and_drops_its_keyspaces(cluster_config, connection, tmp_path):
+    """``lab bench store --profile`` (issue 24 profiles the store with it): one workload, both
+    views, on the real node; py-spy's files exist and hold samples of the store's own code."""
+    from lab.bench.store_paths.profiling import ProfileParams, run_profile
+
+    before = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
+    result = run_profile(cluster_config, ProfileParams(modes=("grouped_20x5",), seconds=2.0), run_dir=tmp_path)
+    names = {p.name for p in result.files}
+    assert {"grouped_20x5.svg", "grouped_20x5.txt", "grouped_20x5.top.md", "grouped_20x5.gil.svg",
+            "grouped_20x5.gil.txt", "grouped_20x5.gil.top.md", "grouped_split.txt"} <= names
+    assert all(p.stat().st_size > 0 for p in result.files)
+    stacks = (result.out_dir / "grouped_20x5.txt").read_text()  # every thread: thousands of samples
+    assert "batch_read (" in stacks and "lab/store/" in stacks  # the store's own frames were sampled
+    assert (result.out_dir / "grouped_20x5.gil.top.md").read_text().startswith("# grouped_20x5.gil.txt: ")
+    split = (result.out_dir / "grouped_split.txt").read_text()
+    assert "batch_read: p50" in split and "raw_naive_point_reads: p50" in split
+    assert result.workloads["grouped_20x5"].startswith("grouped_20x5: ")
+    after = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
+    assert len(result.keyspaces) == 4 and not set(result.keyspaces) & (before | after)  # one per py-spy run, dropped

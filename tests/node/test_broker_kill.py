@@ -19,10 +19,9 @@ import uuid
 
 import pytest
 
-from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
+from lab.cluster.embedded.kafka_broker import BrokerOptions, EmbeddedBroker
 from lab.errors import LabError
-from lab.store.ids import blob_to_u128
-from lab.store.model import DedupState
+from lab.store import DedupState, blob_to_u128
 from store_checks import dedup_row, new_request
 
 pytestmark = pytest.mark.node
@@ -127,7 +126,7 @@ def test_killing_the_broker_loses_no_acked_message(own_broker, open_store, store
     log: dict[str, int] = {}
     for entry in s.log.scan():
         if entry.record.tenant_id == load.tenant and entry.record.kind == "message":
-            cmid = entry.record.payload["columns"]["client_message_id"]
+            cmid = entry.record.payload.record.client_message_id
             log[cmid] = log.get(cmid, 0) + 1
     lost = [c for c in acked if c not in rows or c not in log]
     duplicated = [c for c in acked if len(rows.get(c, ())) > 1 or log.get(c, 0) > 1]

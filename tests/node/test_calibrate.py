@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibration.run import CalibrationOptions, run_calibration
+from lab.calibration.calibrate import CalibrationOptions, run_calibration
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
-from lab.calibration.measures import MEASURES, NOT_MEASURED
+from lab.calibration.recommendations import MEASURES, NOT_MEASURED
 from lab.calibration.notebooks import NOTEBOOKS
 from lab.results.jsonio import jsonable
 

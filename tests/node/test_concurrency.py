@@ -23,10 +23,7 @@ import pytest
 
 from concurrent_sends import process_main, race, send_as_client
 from lab.errors import CrashInjected
-from lab.store.faults import FaultPlan
-from lab.store.head import HeadUpdate
-from lab.store.ids import blob_to_u128, u128_to_blob
-from lab.store.model import DedupState
+from lab.store import DedupState, FaultPlan, HeadUpdate, blob_to_u128, u128_to_blob
 from store_checks import dedup_row, index_rows, new_request, outbox_messages
 
 pytestmark = [pytest.mark.node,

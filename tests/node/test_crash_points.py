@@ -1,6 +1,6 @@
 """Every crash point of lab.faults on the real node (issue 7, item 1; design §5.1, §5.3, S-7).
 
-One case per point in ``lab.store.faults.CRASH_POINTS`` (the parametrization is that dict, so a
+One case per point in ``lab.store.plumbing.faults.CRASH_POINTS`` (the parametrization is that dict, so a
 new point gets a case or fails ``test_every_point_has_a_scenario``). A case arms the point on
 a store, lets it die there (:class:`~lab.errors.CrashInjected`: what was written stays,
 nothing after it happens), then a restarted writer on the same state_dir runs ``recover()``
@@ -26,10 +26,8 @@ from dataclasses import dataclass
 import pytest
 
 from lab.errors import CrashInjected
-from lab.store.faults import CRASH_POINTS, FaultPlan
-from lab.store.ids import blob_to_u128, u128_to_blob
-from lab.store.model import DedupState, MessageState
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import (CRASH_POINTS, DedupState, FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState, blob_to_u128,
+                       u128_to_blob)
 from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
 
 OUTBOXES = ("local", "kafka")
@@ -101,7 +99,7 @@ def check_sends(store, reader, requests, firsts, bodies=None) -> tuple[str, str]
             blob_to_u128(dedup.message_id), dedup.conversation_seq) == (message_id, seq)
         checks["message_index"] = len(index_rows(store, req.tenant_id, u128_to_blob(message_id))) == 1
         checks["outbox"] = [e.record.conversation_seq for e in outbox_messages(reader, req.tenant_id, req.conversation_id)
-                            if e.record.payload["columns"]["client_message_id"] == req.client_message_id] == [seq]
+                            if e.record.payload.record.client_message_id == req.client_message_id] == [seq]
         # a retry now (the client never saw an ack, or saw one and retries anyway) replays those ids
         again = reader.send(req)
         checks["retry"] = again.replayed and (again.message_id, again.conversation_seq) == (message_id, seq)
@@ -214,7 +212,7 @@ def test_edit_crash_then_recover(open_store, store, tmp_path, outbox_kind, point
     [event] = _events(restarted, req, ack.conversation_seq, "edit")
     msg = restarted.decode_record(record_row(store, req.tenant_id, req.conversation_id, ack.conversation_seq, ALL))
     applied = (msg.body == b"v2" and msg.state is MessageState.EDITED
-               and msg.edited_at_activity_id == blob_to_u128(bytes.fromhex(event.record.payload["activity_id"])))
+               and msg.edited_at_activity_id == event.record.payload.activity_id)
     outcome.lost_recalls = "0" if applied else "1"
     outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [(ack.message_id, ack.conversation_seq)],
                                                      bodies=[b"v2"])

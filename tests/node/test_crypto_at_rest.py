@@ -13,10 +13,8 @@ import uuid
 
 import pytest
 
-from lab.store.batch_read import BatchEntry
 from lab.errors import DecryptError, KeyDestroyed
-from lab.store.ids import seq_bucket
-from lab.store.model import RetentionClass
+from lab.store import BatchEntry, RetentionClass, seq_bucket
 from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node

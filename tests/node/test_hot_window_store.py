@@ -10,8 +10,7 @@ import uuid
 
 import pytest
 
-from lab.store import BatchEntry
-from lab.store.model import MessageState
+from lab.store import BatchEntry, MessageState
 from store_checks import new_request
 
 pytestmark = [pytest.mark.node,
@@ -77,7 +76,7 @@ def test_recall_and_edit_before_archiving_are_visible_in_both(hot_store):
 
 
 def test_a_replayed_send_keeps_one_hot_copy(hot_store, redis_services):
-    from lab.store.hot_window import HotWindow
+    from lab.store import HotWindow
 
     s = hot_store
     req = new_request()

@@ -1,4 +1,4 @@
-"""The embedded Kafka broker and Redis (lab.cluster.embedded.kafka / redis / sidecars) in folders
+"""The embedded Kafka broker and Redis (lab.cluster.embedded.kafka_broker / redis / sidecars) in folders
 of this test's own, on ports the shared ones do not use: formatted once, started, reused,
 stopped by recorded PID only; the broker's warm start (jars resolved, storage formatted) is
 measured and written to results/tests-<run-id>/broker_start.md."""
@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from lab.cluster.embedded import process
-from lab.cluster.embedded.kafka import BrokerOptions, EmbeddedBroker
-from lab.cluster.embedded.redis import EmbeddedRedis, RedisOptions, ping
+from lab.cluster.embedded.kafka_broker import BrokerOptions, EmbeddedBroker
+from lab.cluster.embedded.redis_server import EmbeddedRedis, RedisOptions, ping
 from lab.cluster.embedded.sidecars import stop_sidecars
 from lab.errors import PortInUse
 

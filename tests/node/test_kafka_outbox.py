@@ -1,4 +1,4 @@
-"""The Kafka-protocol outbox (lab.store.kafka_outbox) on the embedded broker: every semantic
+"""The Kafka-protocol outbox (lab.store.outbox.kafka_log) on the embedded broker: every semantic
 of lab.store.outbox's docstring, across instances that stand for separate writers."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
-from lab.store.kafka_outbox import KafkaOutbox, partition_of
-from lab.store.outbox import OUTBOXES, OutboxRecord, open_outbox
+from lab.store.outbox.kafka_log import KafkaOutbox, partition_of
+from lab.store import OUTBOXES, EditEvent, EncodedRecord, MessagePayload, OutboxRecord, RecallEvent, open_outbox
 
 pytestmark = pytest.mark.node
 
@@ -35,9 +35,18 @@ def boxes(kafka_services, topic):
         box.close()
 
 
-def message(tenant, conversation, seq, **payload) -> OutboxRecord:
-    return OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=seq, kind="message",
-                        payload=payload or {"n": seq})
+def message(tenant, conversation, seq, tag: str = "") -> OutboxRecord:
+    """A logged message whose client_message_id is ``tag`` (what a test reads back)."""
+    return OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=seq, payload=MessagePayload(
+        record=EncodedRecord(tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=seq,
+                             message_id=seq.to_bytes(16, "big"), last_activity_id=bytes(16), sender_id=tenant,
+                             sender_device_id=tenant, client_message_id=tag or f"m-{seq}", message_type=1,
+                             schema_version=1, state=0, payload_or_ciphertext=b"\x00sealed",
+                             dek_id=("conversation", "k", 1), retention_class=0, created_at=seq)))
+
+
+def tag(entry) -> str:
+    return entry.record.payload.record.client_message_id
 
 
 def test_registered_by_name_and_local_still_there():
@@ -47,15 +56,16 @@ def test_registered_by_name_and_local_still_there():
 def test_append_acks_after_the_broker_and_keys_are_idempotent(boxes):
     box = boxes()
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    first = box.append(message(tenant, conversation, 1, body="first"))
+    first = box.append(message(tenant, conversation, 1, "first"))
     assert not first.duplicate and first.partition == partition_of(tenant, conversation, box.partitions)
     assert box.end_offset(partition=first.partition) == first.offset + 1  # on the broker, not in a buffer
-    again = box.append(message(tenant, conversation, 1, body="second"))
-    assert again.duplicate and again.offset == first.offset and again.record.payload == {"body": "first"}
+    again = box.append(message(tenant, conversation, 1, "second"))
+    assert again.duplicate and again.offset == first.offset and tag(again) == "first"
+    assert again.record == first.record  # the typed record round-trips the topic
     # the replay is in the log as a second record, and every reader skips it
     assert box.end_offset(partition=first.partition) == first.offset + 2
     assert [e.offset for e in box.read(0, 100, partition=first.partition)] == [first.offset]
-    assert box.get(tenant, conversation, 1).record.payload == {"body": "first"}
+    assert tag(box.get(tenant, conversation, 1)) == "first"
     assert box.get(tenant, conversation, 2) is None
 
 
@@ -79,11 +89,17 @@ def test_other_writers_see_an_acked_append_at_once(boxes):
     for seq in range(1, 30):
         writer.append(message(tenant, conversation, seq))
         assert other.get(tenant, conversation, seq).record.conversation_seq == seq
+    recall = RecallEvent(actor_id=uuid.uuid4(), activity_id=2**127 + 3, created_at_ms=11)
     event = writer.append(OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=100,
-                                       kind="recall", target_seq=7, payload={"actor_id": "a"}))
+                                       target_seq=7, payload=recall))
     [seen] = other.controls_for(tenant, conversation, 7, "recall")
-    assert (seen.offset, seen.record.target_seq) == (event.offset, 7)
+    assert (seen.offset, seen.record.target_seq, seen.record.payload) == (event.offset, 7, recall)
     assert other.controls_for(tenant, conversation, 7, "edit") == []
+    edit = EditEvent(actor_id=uuid.uuid4(), activity_id=12, created_at_ms=12, payload_or_ciphertext=b"\x01e2ee",
+                     dek_id=("conversation", "k", 2))
+    writer.append(OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=101, target_seq=7,
+                               payload=edit))
+    assert [e.record.payload for e in other.controls_for(tenant, conversation, 7, "edit")] == [edit]
 
 
 def test_racing_appends_of_one_key_agree_on_the_first(boxes):
@@ -95,7 +111,7 @@ def test_racing_appends_of_one_key_agree_on_the_first(boxes):
     def append(box, i):
         try:
             gate.wait()
-            results.append(box.append(message(tenant, conversation, 1, writer=i)))
+            results.append(box.append(message(tenant, conversation, 1, f"writer-{i}")))
         except Exception as exc:  # surfaced below
             errors.append(exc)
 
@@ -117,7 +133,7 @@ def test_consumer_group_commits_and_skips_replays(boxes):
     for seq in range(1, 6):
         for c in conversations:
             box.append(message(tenant, c, seq))
-    box.append(message(tenant, conversations[0], 5, replay=True))  # a replay at the end of a partition
+    box.append(message(tenant, conversations[0], 5, "replay"))  # a replay at the end of a partition
     assert box.lag("archiver") == 41
     batch = box.consume("archiver", 25)
     assert len(batch.entries) == 25
@@ -144,9 +160,9 @@ def test_bad_input_is_refused_before_anything_is_sent(boxes):
         box.append({"not": "a record"})
     with pytest.raises(ValidationError):
         box.read(0, partition=box.partitions)
-    with pytest.raises(OutboxError):
+    with pytest.raises(ValidationError):  # an untyped payload is refused before it reaches the outbox
         box.append(OutboxRecord(tenant_id=uuid.uuid4(), conversation_id=uuid.uuid4(), conversation_seq=1,
-                                kind="message", payload={"x": object()}))
+                                payload={"x": object()}))
     assert sum(box.end_offset(partition=p) for p in range(box.partitions)) == 0
 
 

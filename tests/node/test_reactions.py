@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from lab.errors import ValidationError
-from lab.store.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES
+from lab.store import NO_REACTION, REACTION_KEY_MAX_BYTES
 from lab.cluster.tracing import traced
 
 pytestmark = pytest.mark.node
 
-SOURCE = Path(__file__).resolve().parents[2] / "lab" / "store" / "reactions.py"
+SOURCE = Path(__file__).resolve().parents[2] / "lab" / "store" / "read" / "reactions.py"
 
 
 def message():

@@ -286,8 +286,7 @@ def test_older_paging_ends_at_the_retention_edge_once_e_is_advanced(store, open_
     expired, an older page with E = 1 walks into the expired buckets and ends on the empty-bucket
     stop with an alert; the advancer moves E to the first available row, and the same page ends
     there: has_more=false, one partition read, no alert."""
-    from lab.store.retention import RetentionPolicy
-    from lab.store.model import RetentionClass
+    from lab.store import RetentionClass, RetentionPolicy
     from store_checks import new_request
 
     # the settle window (client_dedup_ttl_seconds) shortened to 1 s so that rows 3 s old count as settled

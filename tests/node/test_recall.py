@@ -7,10 +7,7 @@ import uuid
 import pytest
 
 from lab.errors import CrashInjected, DecryptError, InvalidState
-from lab.store.faults import FaultPlan
-from lab.store.ids import blob_to_u128
-from lab.store.model import MessageState, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState, RetentionClass, blob_to_u128
 from store_checks import new_request, record_row
 
 pytestmark = pytest.mark.node

@@ -11,8 +11,7 @@ import uuid
 
 import pytest
 
-from lab.store.model import RetentionClass
-from lab.store.retention import RetentionPolicy
+from lab.store import RetentionClass, RetentionPolicy
 from store_checks import new_request, record_row, record_rows
 
 pytestmark = pytest.mark.node

@@ -8,12 +8,8 @@ import uuid
 import pytest
 
 from lab.errors import Bit63Violation, CrashInjected
-from lab.store.faults import FaultPlan
-from lab.store.head import HeadUpdate
-from lab.store.ids import BIT63, blob_to_u128, u128_to_blob
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.retention import RetentionPolicy
+from lab.store import (BIT63, DedupState, FaultPlan, HeadUpdate, MediaMetadata, MentionTargets, MessageState,
+                       MessageType, RetentionClass, RetentionPolicy, blob_to_u128, u128_to_blob)
 from store_checks import (dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows,
                           snapshot_tables)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibration.run import CalibrationOptions, plan
+from lab.calibration.calibrate import CalibrationOptions, plan
 from lab.errors import CalibrationError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,14 +32,14 @@ def test_every_constant_comes_from_the_file_with_its_type():
 
 def test_module_defaults_are_the_files_values():
     """The modules that take appendix B as default arguments read it from the file."""
-    from lab.calibration import capacity
-    from lab.store import ids, media, retention
+    from lab.calibration import disk_sizing
+    from lab.store.rows import ids, media, retention
 
     c = Constants.appendix_b()
     assert ids.DEFAULT_SEQ_BUCKET_WIDTH == c.message_seq_bucket_width
     assert media.MEDIA_THUMBNAIL_MAX_BYTES == c.media_thumbnail_max_bytes
     assert retention.RetentionPolicy().default_days == c.default_retention_days
-    assert capacity.partition_bytes() == c.message_seq_bucket_width * c.b_row_bytes
+    assert disk_sizing.partition_bytes() == c.message_seq_bucket_width * c.b_row_bytes
 
 
 def test_a_changed_file_changes_the_constants(tmp_path):

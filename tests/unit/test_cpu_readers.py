@@ -1,4 +1,4 @@
-"""Server CPU readers (lab.cluster.admin.cpu): /proc/<pid>/stat of the embedded JVM, Scylla's
+"""Server CPU readers (lab.cluster.admin.server_cpu): /proc/<pid>/stat of the embedded JVM, Scylla's
 per-shard reactor counter as its source names it (tests/fixtures/scylla/metrics.json: seastar
 src/core/reactor.cc, the prefix from scylladb db/config.cc), deltas between readings."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cluster.admin.cpu import (REACTOR_BUSY_MS, REACTOR_UTILIZATION, CpuReading, cpu_seconds_between,
+from lab.cluster.admin.server_cpu import (REACTOR_BUSY_MS, REACTOR_UTILIZATION, CpuReading, cpu_seconds_between,
                                    parse_proc_stat, proc_cpu_seconds, reactor_readings)
 from lab.cluster.admin.scylla import parse_prometheus
 from lab.errors import AdminError

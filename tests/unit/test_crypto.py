@@ -29,7 +29,7 @@ from lab.store.crypto import (
     conversation_dek_key_id,
     open_keystore,
 )
-from lab.store.ids import DekId
+from lab.store import DekId
 
 TENANT = uuid.UUID("11111111-1111-1111-1111-111111111111")
 CONV = uuid.UUID("22222222-2222-2222-2222-222222222222")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from lab.errors import CrashInjected, ValidationError
-from lab.store.faults import CRASH_POINTS, FaultPlan
+from lab.store import CRASH_POINTS, FaultPlan
 
 
 def test_armed_point_fires_then_disarms():
@@ -38,9 +38,9 @@ def test_every_point_the_paths_hit_is_declared():
     import inspect
     import re
 
-    from lab.store import archiver, head_writer, recall, write_path
+    from lab.store.write import archiver, head_writer, recall, send
     used = set()
-    for module in (archiver, head_writer, recall, write_path):
+    for module in (archiver, head_writer, recall, send):
         used |= set(re.findall(r'faults\.hit\("(\w+)"\)', inspect.getsource(module)))
     assert used == set(CRASH_POINTS)
 

@@ -1,11 +1,10 @@
-"""merge_rows (lab.store.hot_layer): one bucket's rows from message_record and a hot layer."""
+"""merge_rows (lab.store.hot): one bucket's rows from message_record and a hot layer."""
 from __future__ import annotations
 
 import uuid
 
-from lab.store.hot_layer import merge_rows
-from lab.store.model import MessageType
-from lab.store.records import Message
+from lab.store.hot import merge_rows
+from lab.store import Message, MessageType
 
 T, C = uuid.uuid4(), uuid.uuid4()
 

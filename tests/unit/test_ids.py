@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.errors import Bit63Violation, InvalidId, InvalidSeq, ValidationError
-from lab.store import ids
-from lab.store.ids import (
+from lab.store.rows import ids
+from lab.store.rows.ids import (
     DekId,
     MessageIdGenerator,
     blob_to_u128,

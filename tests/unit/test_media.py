@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.errors import InvalidId, PayloadTooLarge, ValidationError
-from lab.store.media import MEDIA_THUMBNAIL_MAX_BYTES, MediaMetadata, MentionTargets
-from lab.store.proto import common_pb2
+from lab.store.rows.media import MEDIA_THUMBNAIL_MAX_BYTES, MediaMetadata, MentionTargets
+from lab.store.rows.proto import common_pb2
 
 u32 = st.integers(0, 2**32 - 1)
 media = st.builds(MediaMetadata, object_id=st.text(), mime=st.text(), size_bytes=st.integers(0, 2**64 - 1),

@@ -1,7 +1,7 @@
 import pytest
 
 from lab.errors import UnknownEnum, UnknownRetentionClass, ValidationError
-from lab.store.model import (
+from lab.store.rows.model import (
     DedupState,
     MessageState,
     MessageType,

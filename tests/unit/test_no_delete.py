@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SOURCE = Path(__file__).resolve().parents[2] / "lab" / "store" / "reactions.py"
+SOURCE = Path(__file__).resolve().parents[2] / "lab" / "store" / "read" / "reactions.py"
 
 
 def test_no_delete_statement_in_reactions():

@@ -1,6 +1,6 @@
 """Precision stated in advance: sampling stops on the target, the budget or the step limit and
 says which; halves that disagree make a recommendation inconclusive (lab.calibration.precision,
-lab.calibration.measures)."""
+lab.calibration.recommendations)."""
 from __future__ import annotations
 
 import time
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from lab.calibration.experiments.in_limit import recommend
-from lab.calibration.measures import CONFIDENCE_LEGEND, CONFIDENCE_LEVELS, assess, confidence_of
+from lab.calibration.recommendations import CONFIDENCE_LEGEND, CONFIDENCE_LEVELS, assess, confidence_of
 from lab.calibration.precision import TARGETS, Halves, Precision, halves, sample_until
 from lab.constants import read_entries
 from lab.measure import mean_ci, relative_half_width

@@ -5,10 +5,10 @@ from pathlib import Path
 import google.protobuf
 from google.protobuf.descriptor import FieldDescriptor as F
 
-from lab.store.proto import common_pb2, generate
+from lab.store.rows.proto import common_pb2, generate
 
 REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "lab" / "store" / "proto" / "common_pb2.py"
+COMMITTED = REPO / "lab" / "store" / "rows" / "proto" / "common_pb2.py"
 
 
 def _version(text):
@@ -23,11 +23,11 @@ def _repeated(field):
 def test_regenerating_gives_the_committed_bytes(tmp_path):
     out = tmp_path / "out"
     # run as the documented command, from an unrelated working directory
-    proc = subprocess.run([sys.executable, "-m", "lab.store.proto.generate", "--out", str(out)], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "lab.store.rows.proto.generate", "--out", str(out)], cwd=tmp_path,
                           env={"PYTHONPATH": str(REPO), "PATH": ""}, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (out / "common_pb2.py").read_bytes() == COMMITTED.read_bytes(), \
-        "common_pb2.py is stale: run `python -m lab.store.proto.generate` and commit the result"
+        "common_pb2.py is stale: run `python -m lab.store.rows.proto.generate` and commit the result"
 
 
 def test_runtime_is_not_older_than_the_generator():

@@ -1,4 +1,4 @@
-"""decode_row builds Messages without the dataclass constructor (lab.store.records._message): the
+"""decode_row builds Messages without the dataclass constructor (lab.store.rows.records._message): the
 result must equal what the constructor builds, field for field, for every kind of row. Pure:
 a local key store in tmp_path, no node."""
 from __future__ import annotations
@@ -10,9 +10,8 @@ from collections import namedtuple
 import pytest
 
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.media import MediaMetadata, MentionTargets
-from lab.store.model import MessageState, MessageType, RetentionClass
-from lab.store.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, encode_record
+from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, encode_record
 
 T, C, S = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
@@ -42,7 +41,7 @@ CASES = {
 def test_decode_equals_the_constructor(tmp_path, case, form):
     enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
     message = _message(5, **CASES[case])
-    columns = encode_record(message, enc)
+    columns = vars(encode_record(message, enc))
     row = {"named tuple": lambda: Row(**columns), "dict": lambda: dict(columns),
            "object": lambda: type("R", (), dict(columns))()}[form]()
     decoded = decode_row(row, enc)
@@ -56,14 +55,14 @@ def test_decode_equals_the_constructor(tmp_path, case, form):
 
 def test_decode_rows_opens_each_key_once_and_can_skip_an_erased_conversation(tmp_path):
     from lab.errors import DecryptError, KeyDestroyed
-    from lab.store.records import decode_rows
+    from lab.store.rows.records import decode_rows
 
     enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
     other = uuid.UUID(int=9)
-    kept = [encode_record(_message(s), enc) for s in range(1, 4)]
-    erased = [encode_record(dataclasses.replace(_message(s), conversation_id=other), enc) for s in range(1, 3)]
+    kept = [vars(encode_record(_message(s), enc)) for s in range(1, 4)]
+    erased = [vars(encode_record(dataclasses.replace(_message(s), conversation_id=other), enc)) for s in range(1, 3)]
     rotated = enc.rotate(T, C)
-    kept.append(encode_record(_message(4), enc))  # a second key version of the same conversation
+    kept.append(vars(encode_record(_message(4), enc)))  # a second key version of the same conversation
     rows = [Row(**c) for c in kept[:2] + erased[:1] + kept[2:] + erased[1:]]
     assert [m.body for m in decode_rows(rows, enc)] == [decode_row(r, enc).body for r in rows]
     assert decode_rows(rows[-2:-1], enc)[0].dek_id == rotated

@@ -11,7 +11,7 @@ import pytest
 
 from lab.calibration.agreement import agreement
 from lab.calibration.decisions import caveats, decision, impact, precision_text
-from lab.calibration.measures import CONFIDENCE_LEGEND, assess
+from lab.calibration.recommendations import CONFIDENCE_LEGEND, assess
 from lab.calibration.report import render
 from lab.constants import read_entries
 

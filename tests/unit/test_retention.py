@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from lab.constants import load_constants
 from lab.errors import ConfigError, InvalidId, UnknownRetentionClass, ValidationError
-from lab.store.retention import (
+from lab.store.rows.retention import (
     CASSANDRA_MAX_TTL_SECONDS,
     RetentionClass,
     RetentionPolicy,

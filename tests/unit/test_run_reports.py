@@ -5,10 +5,10 @@ import dataclasses
 
 import pytest
 
-from lab.bench.load import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
+from lab.bench.load_generator import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
-from lab.calibration.measures import ConstantAssessment
-from lab.load.cpu import CpuWindow
+from lab.calibration.recommendations import ConstantAssessment
+from lab.load.loadgen_cpu import CpuWindow
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.load.summary import StepSummary
 from lab.measure import summarize_samples

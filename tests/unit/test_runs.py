@@ -13,7 +13,7 @@ import numpy as np
 from lab.cluster.config import load_config
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, read_json, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_name
 
 

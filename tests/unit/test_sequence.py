@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from lab.errors import Bit63Violation
-from lab.store.ids import BIT63, MessageIdGenerator
-from lab.store.sequence import SequenceAllocator
+from lab.store import BIT63, MessageIdGenerator
+from lab.store.write.sequence import SequenceAllocator
 
 WINDOW = 16
 TENANT, CONVERSATION = uuid.UUID(int=1), uuid.UUID(int=2)

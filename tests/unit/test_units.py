@@ -8,7 +8,7 @@ import re
 import pytest
 
 from lab.cli.load_text import acks_line, summary_lines
-from lab.cli.progress import status_text
+from lab.cli.status_line import status_text
 from lab.load.progress import LiveStatus, read_live_totals
 from lab.load.summary import AckCounts, LoadSummary
 from lab.measure.hdr import OperationSummary

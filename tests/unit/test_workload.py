@@ -8,7 +8,7 @@ import pytest
 
 from lab import workload
 from lab.errors import ConfigError, ValidationError
-from lab.store.model import MessageType, RetentionClass
+from lab.store import MessageType, RetentionClass
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,5 @@ def test_rows_become_store_messages_and_send_requests(chat_mix):
     assert len({msg.message_id for msg in messages}) == 50
     requests = [workload.to_send_request(r, seed=chat_mix.seed) for r in rows]
     assert {req.client_message_id for req in requests} == {r["client_message_id"] for r in rows}
-    from lab.store.write_path import validate_send
-
-    for req in requests:
-        validate_send(req, payload_max_bytes=65536, thumbnail_max_bytes=32768)
+    for req in requests:  # a SendRequest checked itself when built; the store's limits on top
+        req.check_limits(payload_max_bytes=65536, thumbnail_max_bytes=32768)

@@ -45,7 +45,7 @@ import pandas as pd
 
 from lab.errors import LabError
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Precision, sample_until
 from lab.calibration.row_model import DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model, mix_profile
 from lab.measure import a_over_b, mean_ci, relative_half_width
@@ -170,19 +170,19 @@ class Result:
         return out
 
 
-def _truncate(lab: Lab, keyspace: str) -> None:
+def _truncate(testbed: Testbed, keyspace: str) -> None:
     for table in TABLES:
-        lab.connection.execute(f"TRUNCATE {keyspace}.{table}")
+        testbed.connection.execute(f"TRUNCATE {keyspace}.{table}")
 
 
-def _measure(lab: Lab, keyspace: str, tables: tuple[str, ...], *, flush: bool) -> dict[str, Any]:
+def _measure(testbed: Testbed, keyspace: str, tables: tuple[str, ...], *, flush: bool) -> dict[str, Any]:
     if flush:
-        lab.admin.flush(keyspace)
+        testbed.admin.flush(keyspace)
     out = {}
     for table in tables:
-        lab.admin.compact(keyspace, table)
-        stats = lab.admin.table_stats(keyspace, table)
-        files = lab.admin.data_files(keyspace, table)
+        testbed.admin.compact(keyspace, table)
+        stats = testbed.admin.table_stats(keyspace, table)
+        files = testbed.admin.data_files(keyspace, table)
         node = stats.per_node[0] if stats.per_node else {}
         out[table] = {"live_disk_bytes": stats.live_disk_bytes, "sstable_count": stats.sstable_count,
                       "replicas": stats.replicas, "live_disk_bytes_per_replica": stats.live_disk_bytes_per_replica,
@@ -193,28 +193,28 @@ def _measure(lab: Lab, keyspace: str, tables: tuple[str, ...], *, flush: bool) -
     return out
 
 
-def _trace_partition(lab: Lab, keyspace: str, part: pd.DataFrame) -> tuple[int, int]:
+def _trace_partition(testbed: Testbed, keyspace: str, part: pd.DataFrame) -> tuple[int, int]:
     """(live rows, tombstone cells) a traced read of the whole partition reports: a write path
     that binds None for absent columns writes one tombstone cell per null column and row."""
     from lab.cluster.tracing import traced
 
-    stmt = lab.connection.prepare(lab.connection.dialect.sstable_read(
+    stmt = testbed.connection.prepare(testbed.connection.dialect.sstable_read(
         f"SELECT * FROM {keyspace}.message_record WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"))
     first = part.iloc[0]
-    rows, summary = traced(lab.connection, stmt, (uuid.UUID(str(first.tenant_id)),
+    rows, summary = traced(testbed.connection, stmt, (uuid.UUID(str(first.tenant_id)),
                                                   uuid.UUID(str(first.conversation_id)), int(first.seq_bucket)))
     return len(rows), summary.tombstones_read
 
 
-def _set_compression(lab: Lab, keyspace: str, comp: str, tables: tuple[str, ...], current: dict[str, str]) -> None:
+def _set_compression(testbed: Testbed, keyspace: str, comp: str, tables: tuple[str, ...], current: dict[str, str]) -> None:
     """ALTER the tables whose compression (tracked in ``current``) differs from ``comp``."""
-    clause = lab.connection.dialect.compression_clause(comp)
+    clause = testbed.connection.dialect.compression_clause(comp)
     changed = [t for t in tables if current.get(t) != comp]
     for table in changed:
-        lab.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH {clause}")
+        testbed.connection.execute(f"ALTER TABLE {keyspace}.{table} WITH {clause}")
         current[table] = comp
     if changed:
-        lab.connection.wait_schema_agreement()
+        testbed.connection.wait_schema_agreement()
 
 
 def _repeat_rows(repeat: int, seed: int, messages: pd.DataFrame, measured: dict[str, dict[str, Any]]) -> list[dict]:
@@ -242,8 +242,8 @@ class _Keyspace:
     """One scratch keyspace that loads a table of rows and measures it under each compression
     setting (truncating what the previous load left)."""
 
-    def __init__(self, lab: Lab, store: Any, params: Params) -> None:
-        self.lab, self.store, self.params = lab, store, params
+    def __init__(self, testbed: Testbed, store: Any, params: Params) -> None:
+        self.testbed, self.store, self.params = testbed, store, params
         self.ks = store.keyspace
         self.loaded = False
         self.current: dict[str, str] = {}
@@ -254,20 +254,20 @@ class _Keyspace:
         compressions = compressions or self.params.compressions
         first = compressions[0]
         if self.loaded:
-            _truncate(self.lab, self.ks)
-        _set_compression(self.lab, self.ks, first, TABLES, self.current)
+            _truncate(self.testbed, self.ks)
+        _set_compression(self.testbed, self.ks, first, TABLES, self.current)
         RecordLoader(self.store, dedup=dedup).load(messages, seed=seed, show_progress=self.params.show_progress,
                                                    desc=desc)
         self.loaded = True
-        measured = {first: _measure(self.lab, self.ks, tables, flush=True)}
+        measured = {first: _measure(self.testbed, self.ks, tables, flush=True)}
         for comp in compressions[1:]:
-            _set_compression(self.lab, self.ks, comp, tables, self.current)
-            measured[comp] = _measure(self.lab, self.ks, tables, flush=False)
+            _set_compression(self.testbed, self.ks, comp, tables, self.current)
+            measured[comp] = _measure(self.testbed, self.ks, tables, flush=False)
         self.final_compression = compressions[-1]
         return measured
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     """The main profile in one keyspace (each load measured under the first compression
     setting, then re-compressed in place, ALTER + major compaction, for the others: every
     setting measures the very same rows, each written once; the last repeat stays there with
@@ -283,8 +283,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                           "fitted": mix != params.held_out, "b_row_bytes": b_row, **composition(messages)})
 
     ks = scratch_name("brow")
-    with scratch_store(lab, ks, constants=constants, keep=params.keep_keyspaces) as store:
-        space = _Keyspace(lab, store, params)
+    with scratch_store(testbed, ks, constants=constants, keep=params.keep_keyspaces) as store:
+        space = _Keyspace(testbed, store, params)
         if params.partition_rows > 0:
             base = generate(params.profile, size=min(params.partition_rows, max(params.rows, 100)),
                             seed=params.seed, bucket_width=width).messages
@@ -292,7 +292,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                          conversation_id=str(uuid.uuid4()), bucket_width=width)
             measured = space.load_and_measure(part, params.seed, f"partition {params.partition_rows} rows",
                                               ("message_record",), dedup=False)
-            rows_read, tombstones = _trace_partition(lab, ks, part)
+            rows_read, tombstones = _trace_partition(testbed, ks, part)
             for comp, m in measured.items():
                 rec = m["message_record"]
                 per_row = rec["live_disk_bytes_per_replica"] / params.partition_rows
@@ -324,8 +324,8 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     others = [m for m in dict.fromkeys(params.fit_mixes + ((params.held_out,) if params.held_out else ()))
               if m != params.profile]
     if others and params.fit_repeats > 0:
-        with scratch_store(lab, scratch_name("brmix"), constants=constants) as store:
-            space = _Keyspace(lab, store, params)
+        with scratch_store(testbed, scratch_name("brmix"), constants=constants) as store:
+            space = _Keyspace(testbed, store, params)
             for mix in others:  # the fit's mixes: message_record only, first compression
                 profile = mix_profile(mix)
                 for r in range(params.fit_repeats):
@@ -347,7 +347,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                   per_repeat=per_repeat, summary=_summary(per_repeat, constants.b_row_bytes),
                   partition=pd.DataFrame(partition_out), precision=precision, mixes=mixes, row_model=model,
                   row_model_error=error, final_compression=final_compression,
-                  keyspace=ks if params.keep_keyspaces else None, shards_per_node=lab.admin.shards_per_node())
+                  keyspace=ks if params.keep_keyspaces else None, shards_per_node=testbed.admin.shards_per_node())
 
 
 def conclusion(result: Result) -> str:

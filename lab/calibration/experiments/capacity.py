@@ -1,6 +1,6 @@
 """Capacity with the measured b_row (design §7) and a production sizing projection.
 
-Pure arithmetic over ``lab.calibration.capacity``: no cluster needed. b_row comes from a b_row run
+Pure arithmetic over ``lab.calibration.disk_sizing``: no cluster needed. b_row comes from a b_row run
 (``values.json`` of the b_row notebook: the value itself, or a path) and is set next to the
 design's 600 B for each traffic tier: resident bytes, nodes needed on a given disk at a target
 utilization, disk per node, partitions per node, and SSTables per node after a year of TWCS
@@ -14,7 +14,7 @@ message of a mix the lab never generated; the b_row run's row model
 (:mod:`lab.calibration.row_model`) prices it (with its interval) and the sizing gets a third
 source, ``my_mix``, beside the design's and the measured b_row.
 
-The CPU side (:mod:`lab.calibration.cpu_capacity`): with a cpu_cost run's values
+The CPU side (:mod:`lab.calibration.cpu_sizing`): with a cpu_cost run's values
 (``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
 ``peak_factor``, next to the disk-bound node count, and which of the two binds.
 """
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.cpu_capacity import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
+from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
                                           DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
-from lab.calibration.capacity import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
+from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
 
 

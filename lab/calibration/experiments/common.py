@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from lab.constants import Constants, load_constants
 from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
-from lab.results.runs import new_run_dir
+from lab.results.run_folders import new_run_dir
 
 VALUES_FILE = "values.json"
 DEFAULT_LOAD_CONCURRENCY = 64
@@ -120,7 +119,7 @@ def constants_from(path: str | None = None, **overrides: Any) -> Constants:
 
 
 @dataclass
-class Lab:
+class Testbed:
     """A connection, the admin adapter matching the server, and the config they came from."""
 
     config: ClusterConfig
@@ -133,32 +132,32 @@ class Lab:
 
 
 @contextlib.contextmanager
-def open_lab(config: ClusterConfig) -> Iterator[Lab]:
+def open_testbed(config: ClusterConfig) -> Iterator[Testbed]:
     from lab.cluster.admin import admin_for
     from lab.cluster.connection import connect
 
     conn = connect(config)
     try:
-        lab = Lab(config=config, connection=conn, admin=admin_for(config, conn))
+        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn))
     except BaseException:
         conn.close()
         raise
     try:
-        yield lab
+        yield testbed
     finally:
-        lab.close()
+        testbed.close()
 
 
 def scratch_name(experiment: str) -> str:
     return scratch.scratch_name(f"{KEYSPACE_PREFIX}_{experiment}")
 
 
-def drop_keyspace(lab: Lab, keyspace: str) -> None:
-    scratch.drop_keyspace(lab.connection, keyspace)
+def drop_keyspace(testbed: Testbed, keyspace: str) -> None:
+    scratch.drop_keyspace(testbed.connection, keyspace)
 
 
 @contextlib.contextmanager
-def scratch_store(lab: Lab, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
+def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
                   state_dir: Path | None = None) -> Iterator[Any]:
     """A MessageStore on a fresh keyspace with the six tables; dropped afterwards unless ``keep``."""
     from lab.store import MessageStore
@@ -166,15 +165,15 @@ def scratch_store(lab: Lab, keyspace: str, *, constants: Constants | None = None
     with contextlib.ExitStack() as stack:
         if state_dir is None:
             state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-store-")))
-        store = MessageStore.open(lab.config.replace(keyspace=keyspace), constants=constants,
-                                  state_dir=state_dir, connection=lab.connection)
+        store = MessageStore.open(testbed.config.replace(keyspace=keyspace), constants=constants,
+                                  state_dir=state_dir, connection=testbed.connection)
         stack.callback(store.close)
         try:
             store.create_schema()
             yield store
         finally:
             if not keep:
-                drop_keyspace(lab, keyspace)
+                drop_keyspace(testbed, keyspace)
 
 
 # ---- loading ------------------------------------------------------------------------------
@@ -187,51 +186,27 @@ def progress(iterable: Iterable[Any], *, total: int | None = None, desc: str = "
 
 
 class RecordLoader:
-    """Bulk-writes workload rows at their own coordinates the way the store's write paths do,
-    through the store's seeding API (``store.seeding``: sealed with the store's DEKs,
-    message_record + message_index with a per-row TTL by retention class), plus the COMMITTED
-    client_dedup row. No LWT and no conversation_seq
-    allocation, so the dataset's own seqs (and holes) land as generated; concurrent, so a
-    few thousand rows load in seconds."""
+    """Bulk-writes workload rows at their own coordinates through the store's seeding API
+    (``store.seeding.write``: sealed with the store's DEKs, message_record + message_index with the
+    full TTL of each row's retention class, plus the COMMITTED client_dedup row unless
+    ``dedup=False``). No LWT and no conversation_seq allocation, so the dataset's own seqs (and
+    holes) land as generated; concurrent, so a few thousand rows load in seconds."""
 
     def __init__(self, store: Any, *, concurrency: int = DEFAULT_LOAD_CONCURRENCY, dedup: bool = True) -> None:
         self.store = store
         self.concurrency = concurrency
         self.dedup = dedup
 
-    def statements(self, message: Any, *, ttl_seconds: int, timestamp_us: int) -> list[tuple[Any, tuple]]:
-        return self.store.seeding.statements(message, ttl_seconds=ttl_seconds, timestamp_us=timestamp_us,
-                                             dedup=self.dedup)
-
-    def load(self, messages: pd.DataFrame, *, seed: int, ttl_seconds: int | Callable[[Any], int] | None = None,
-             timestamp_us: int | Callable[[Any], int] | None = None, show_progress: bool = False,
-             desc: str = "load") -> int:
-        """Write every row; returns the number of messages written. ``ttl_seconds`` /
-        ``timestamp_us`` override the retention TTL and the write time (constant or per row)."""
+    def load(self, messages: pd.DataFrame, *, seed: int, show_progress: bool = False, desc: str = "load") -> int:
+        """Write every row, each stamped with its own write time; returns the number written."""
+        from lab.store import FULL_TTL, STAMP_NOW
         from lab.workload import to_message
 
-        store = self.store
-        chunk: list[tuple[Any, tuple]] = []
-        written = 0
         rows = messages.to_dict("records")
-        for row in progress(rows, total=len(rows), desc=desc, enabled=show_progress):
-            message = to_message(row, seed=seed)
-            if ttl_seconds is None:
-                ttl = store.retention.ttl_seconds(message.retention_class, message.tenant_id)
-            else:
-                ttl = ttl_seconds(row) if callable(ttl_seconds) else int(ttl_seconds)
-            if timestamp_us is None:
-                ts = time.time_ns() // 1000
-            else:
-                ts = timestamp_us(row) if callable(timestamp_us) else int(timestamp_us)
-            chunk += self.statements(message, ttl_seconds=ttl, timestamp_us=ts)
-            written += 1
-            if len(chunk) >= 4 * self.concurrency:
-                store.connection.execute_concurrent(chunk, concurrency=self.concurrency)
-                chunk = []
-        if chunk:
-            store.connection.execute_concurrent(chunk, concurrency=self.concurrency)
-        return written
+        built = (to_message(row, seed=seed) for row in progress(rows, total=len(rows), desc=desc,
+                                                                 enabled=show_progress))
+        return self.store.seeding.write(built, ttl_seconds=FULL_TTL, timestamp_us=STAMP_NOW,
+                                        dedup=self.dedup, concurrency=self.concurrency)
 
 
 def single_partition_rows(messages: pd.DataFrame, *, rows: int, first_seq: int, conversation_id: str,

@@ -51,10 +51,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
-from lab.calibration.cpu_capacity import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
+from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
 from lab.calibration.precision import Precision, sample_until
-from lab.cluster.admin.cpu import cpu_seconds_between
+from lab.cluster.admin.server_cpu import cpu_seconds_between
 from lab.errors import ValidationError
 from lab.load.pacing import FixedRateSchedule
 from lab.measure import bootstrap_rounds, interval_of, now_ns, percentile, relative_half_width, summarize_histogram
@@ -190,8 +190,7 @@ class _Dataset:
 
 def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
     from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
-    from lab.store.head import HeadUpdate
-    from lab.store.ids import compose_message_id
+    from lab.store import HeadUpdate, compose_message_id
 
     width = constants.message_seq_bucket_width
     sends_needed = int(params.rate("send") * params.window_seconds * params.max_rounds) + 10
@@ -267,7 +266,7 @@ def _requests(counter_snapshot: dict[str, dict[str, int]]) -> int:
     return sum(v for kinds in counter_snapshot.values() for v in kinds.values())
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     unknown = sorted(set(params.operations) - set(OPERATIONS))
     if unknown:
         raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(OPERATIONS)}", operations=unknown)
@@ -275,19 +274,19 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     windows: list[dict[str, Any]] = []
     per_node: list[dict[str, Any]] = []
     source = {"cpu": None}
-    with scratch_store(lab, scratch_name("cpu"), constants=constants, keep=params.keep_keyspace) as store:
+    with scratch_store(testbed, scratch_name("cpu"), constants=constants, keep=params.keep_keyspace) as store:
         data = _seed(store, params, constants)
-        copies = lab.admin.replication(store.keyspace).copies
-        lab.admin.flush(store.keyspace)
+        copies = testbed.admin.replication(store.keyspace).copies
+        testbed.admin.flush(store.keyspace)
         with contextlib.suppress(Exception):
-            lab.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
+            testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
         calls = _calls(store, data, params)
         for op in params.operations:  # warm-up: statements prepared, caches and JIT warm
             drive(calls[op], rate=min(params.rate(op), 10.0), seconds=1.0, workers=params.workers)
         store.drain(30)
 
         def window(rnd: int, seq: int, op: str) -> None:
-            before_cpu, before_lg = lab.admin.cpu_readings(), time.process_time()
+            before_cpu, before_lg = testbed.admin.cpu_readings(), time.process_time()
             before_req = _requests(store.connection.counter.snapshot())
             t0 = time.perf_counter()
             if op == IDLE:
@@ -298,7 +297,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                  workers=params.workers)
                 store.drain(30)  # send's asynchronous head update belongs to its window
             wall = time.perf_counter() - t0
-            after_cpu, after_lg = lab.admin.cpu_readings(), time.process_time()
+            after_cpu, after_lg = testbed.admin.cpu_readings(), time.process_time()
             delta = cpu_seconds_between(before_cpu, after_cpu)
             source["cpu"] = after_cpu[0].source if after_cpu else None
             for (node, shard), sec in delta.items():
@@ -342,7 +341,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                  accept=enough_quiet)
     win = pd.DataFrame(windows)
     return Result(params=params, windows=win, summary=summarize(win, params), precision=precision,
-                  server=lab.connection.server_kind(), cpu_source=source["cpu"] or "none",
+                  server=testbed.connection.server_kind(), cpu_source=source["cpu"] or "none",
                   nodes=len({r["node"] for r in per_node}), loadgen_cores=os.cpu_count() or 1,
                   measured_replication_factor=copies, per_node=pd.DataFrame(per_node))
 

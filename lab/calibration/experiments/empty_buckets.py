@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store.ids import compose_message_id
+from lab.store import compose_message_id
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 
@@ -159,9 +159,8 @@ def _by_rounds(pages: pd.DataFrame, rounds: np.ndarray | list[int]) -> pd.DataFr
     return pd.concat([groups[int(r)] for r in rounds if int(r) in groups], ignore_index=True)
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
-    from lab.store.head import HeadUpdate
-    from lab.store import MessageStore
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
+    from lab.store import HeadUpdate, MessageStore
 
     width = constants.message_seq_bucket_width
     base = generate(params.profile, size=max(200, params.rows_oldest + params.rows_newest + 10),
@@ -169,7 +168,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     pages: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-empty-")))
-        store = stack.enter_context(scratch_store(lab, scratch_name("empty"), constants=constants,
+        store = stack.enter_context(scratch_store(testbed, scratch_name("empty"), constants=constants,
                                                   keep=params.keep_keyspace, state_dir=state))
         conversations = {}
         for r in progress(params.runs, total=len(params.runs), desc="conversations", enabled=params.show_progress):
@@ -182,12 +181,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                         conversation_seq=int(last.conversation_seq), message_id=mid,
                                         last_activity_id=mid, sender_id=uuid.UUID(str(last.sender_id))))
             conversations[r] = (tenant, conv)
-        lab.admin.flush(store.keyspace)
+        testbed.admin.flush(store.keyspace)
         readers = {}
         for limit in params.scan_limits:
             readers[limit] = stack.enter_context(MessageStore.open(
-                lab.config.replace(keyspace=store.keyspace), constants=constants.replace(history_max_empty_bucket_scan=limit),
-                state_dir=state, connection=lab.connection))
+                testbed.config.replace(keyspace=store.keyspace), constants=constants.replace(history_max_empty_bucket_scan=limit),
+                state_dir=state, connection=testbed.connection))
         def one_round(rep: int) -> None:
             for limit, reader in readers.items():
                 for r, (tenant, conv) in conversations.items():

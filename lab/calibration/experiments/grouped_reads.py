@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import CalibrationError
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, halves
 from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
 
@@ -116,8 +116,7 @@ class Result:
 
 
 def _entries(rows: pd.DataFrame) -> list[Any]:
-    from lab.store.batch_read import BatchEntry
-    from lab.store.ids import compose_message_id
+    from lab.store import BatchEntry, compose_message_id
 
     return [BatchEntry(conversation_id=uuid.UUID(str(r.conversation_id)), conversation_seq=int(r.conversation_seq),
                        message_id=compose_message_id(time_ms=int(r.created_at_ms), node_id=1, counter=int(r.row)))
@@ -151,7 +150,7 @@ def s1_conversations(base: pd.DataFrame, *, group_backlog: int, dm_count: int, d
     return group, dms
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     width = constants.message_seq_bucket_width
     rng = np.random.default_rng([params.seed, 9])
     wl = generate(params.profile, size=params.dataset_messages, seed=params.seed, bucket_width=width)
@@ -178,12 +177,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         shapes[f"mix_{n}"] = _mix(messages, tenant, n, rng)
 
     runs: list[dict[str, Any]] = []
-    with scratch_store(lab, scratch_name("grouped"), constants=constants, keep=params.keep_keyspace) as store:
+    with scratch_store(testbed, scratch_name("grouped"), constants=constants, keep=params.keep_keyspace) as store:
         loader = RecordLoader(store, dedup=False)
         loader.load(messages, seed=params.seed, show_progress=params.show_progress, desc="workload")
         loader.load(pd.concat([group, dm_rows, density_part], ignore_index=True), seed=params.seed,
                     show_progress=params.show_progress, desc="S-1 shapes")
-        lab.admin.flush(store.keyspace)
+        testbed.admin.flush(store.keyspace)
         conn = store.connection
         point = store.prepare_raw(f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE "
                                   "tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
@@ -230,7 +229,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                  "requests": sum(delta(t) for t in set(after) | set(before)),
                                  "groups": rows.groupby(["conversation_id", "seq_bucket"]).ngroups})
                     next(bar, None)
-        density, traces = _density_sweep(lab, store, _entries(density_part), params, constants,
+        density, traces = _density_sweep(testbed, store, _entries(density_part), params, constants,
                                          tenant_id=uuid.UUID(str(tenant)))
     df = pd.DataFrame(runs)
     summary_rows = []
@@ -270,7 +269,7 @@ def rounds_recommender(density: pd.DataFrame, traces: pd.DataFrame) -> Callable[
     return over
 
 
-def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, constants: Any, *,
+def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Params, constants: Any, *,
                    tenant_id: uuid.UUID) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Range vs IN lists over one fully written partition, per density (module docstring):
     one row per density, and one per (density, trace round) with the traced server times (the
@@ -284,12 +283,12 @@ def _density_sweep(lab: Lab, store: Any, entries: list[Any], params: Params, con
     conversation_id = by_seq[0].conversation_id
     bucket = by_seq[0].conversation_seq // constants.message_seq_bucket_width
     # Same keyspace and state (DEKs) as ``store``; only the range threshold differs; no LRU.
-    readers = {method: MessageStore.open(lab.config.replace(keyspace=store.keyspace), state_dir=store.state_dir,
-                                         connection=lab.connection,
+    readers = {method: MessageStore.open(testbed.config.replace(keyspace=store.keyspace), state_dir=store.state_dir,
+                                         connection=testbed.connection,
                                          constants=constants.replace(batch_read_range_min_density=threshold,
                                                                      body_lru_entries=0))
                for method, threshold in (("range", 0.0), ("in", 2.0))}
-    # The message_record statements batch_read issues (lab.store.batch_read), traced one by one:
+    # The message_record statements batch_read issues (lab.store.read.batch), traced one by one:
     # the server's own time per request, which the client's row decoding does not blur.
     where = ("SELECT " + ", ".join(MESSAGE_RECORD_COLUMNS) + " FROM {ks}.message_record WHERE tenant_id = ? "
              "AND conversation_id = ? AND seq_bucket = ? AND ")

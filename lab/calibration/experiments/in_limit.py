@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from lab.errors import InListTooLong, LabError
-from lab.store.records import MESSAGE_RECORD_COLUMNS
+from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Lab, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
 from lab.measure.percentiles import nearest_rank
@@ -116,9 +116,9 @@ class Result:
         return out
 
 
-def server_settings(lab: Lab) -> dict[str, Any]:
+def server_settings(testbed: Testbed) -> dict[str, Any]:
     """IN-list limits the server declares (Cassandra guardrails / Scylla config), best effort."""
-    conn = lab.connection
+    conn = testbed.connection
     out: dict[str, Any] = {}
     with contextlib.suppress(LabError):
         if conn.server_kind() == "scylla":
@@ -176,7 +176,7 @@ def _recommend_rows(matrix: np.ndarray, sizes: list[int], params: Params, server
                      tolerance=params.per_row_tolerance)
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     width = constants.message_seq_bucket_width
     rng = np.random.default_rng([params.seed, 5])
     sizes = sorted({int(k) for k in params.in_sizes if 0 < int(k) <= params.partition_rows})
@@ -184,7 +184,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
     rejected: dict[int, str] = {}
     limits: list[int] = []  # limits the server named in its rejections
     warnings: dict[int, list[str]] = {}
-    with scratch_store(lab, scratch_name("inlimit"), constants=constants, keep=params.keep_keyspace) as store:
+    with scratch_store(testbed, scratch_name("inlimit"), constants=constants, keep=params.keep_keyspace) as store:
         base = generate(params.profile, size=min(params.partition_rows, 2000), seed=params.seed,
                         bucket_width=width).messages
         conv = str(uuid.uuid4())
@@ -192,10 +192,10 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                      bucket_width=width)
         RecordLoader(store, dedup=False).load(part, seed=params.seed, show_progress=params.show_progress,
                                              desc=f"partition of {params.partition_rows} rows")
-        lab.admin.flush(store.keyspace, "message_record")
-        lab.admin.compact(store.keyspace, "message_record")
+        testbed.admin.flush(store.keyspace, "message_record")
+        testbed.admin.compact(store.keyspace, "message_record")
         # BYPASS CACHE on Scylla (the dialect's): a flush fills its row cache, and this reads SSTables
-        stmt = store.prepare_raw(lab.connection.dialect.sstable_read(
+        stmt = store.prepare_raw(testbed.connection.dialect.sstable_read(
             f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq IN ?"))
         key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)
@@ -288,7 +288,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
         j = sizes.index(recommended)
         per_row_ci = interval_of(bootstrap_rounds(len(m), lambda idx: float(np.nanmean(m[idx, j])) * 1000 / recommended))
     return Result(params=params, design_in_limit=constants.batch_read_in_list_limit, per_size=per_size,
-                  samples=df, rejected=rejected, server_limit=server_limit, settings=server_settings(lab),
+                  samples=df, rejected=rejected, server_limit=server_limit, settings=server_settings(testbed),
                   recommended=recommended, warnings=warnings, precision=precision,
                   halves=halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit)),
                   recommended_interval=tuple(int(x) if x is not None else None for x in rec_interval),

@@ -41,12 +41,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.capacity import twcs_windows_kept
-from lab.store.crypto import Encryptor, InMemoryKeyStore
-from lab.store.records import MESSAGE_RECORD_COLUMNS, encode_record, record_values
-from lab.store.schema import create_keyspace, table_specs
+from lab.calibration.disk_sizing import twcs_windows_kept
+from lab.store import table_specs
 from lab.workload import generate, to_message
-from lab.calibration.experiments.common import Lab, drop_keyspace, progress, scratch_name
+from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
 
 DAY_S = 86_400
 HOUR_S = 3_600
@@ -174,7 +172,7 @@ def predicted_count(flush_windows: list[int], flush_groups: list[set]) -> int:
 
 
 # ---- the run --------------------------------------------------------------------------------
-def _create_tables(lab: Lab, ks: str, constants: Any, families: list[Family], p: Params) -> None:
+def _create_tables(testbed: Testbed, ks: str, constants: Any, families: list[Family], p: Params) -> None:
     specs = table_specs(constants)
     for fam in families:
         for w in fam.windows:
@@ -183,8 +181,8 @@ def _create_tables(lab: Lab, ks: str, constants: Any, families: list[Family], p:
                 compaction={"class": "TimeWindowCompactionStrategy", "compaction_window_unit": fam.unit,
                             "compaction_window_size": str(w),
                             "expired_sstable_check_frequency_seconds": str(p.expired_check_seconds)})
-            lab.connection.execute(spec.ddl(ks, extra_options=lab.connection.dialect.expiring_table_options()))
-    lab.connection.wait_schema_agreement()
+            testbed.connection.execute(spec.ddl(ks, extra_options=testbed.connection.dialect.expiring_table_options()))
+    testbed.connection.wait_schema_agreement()
 
 
 def _row_pool(p: Params, intervals: int, width: int) -> pd.DataFrame:
@@ -196,11 +194,11 @@ def _interval_rows(pool: pd.DataFrame, p: Params, interval: int) -> pd.DataFrame
     return pool.iloc[interval * p.rows_per_interval:(interval + 1) * p.rows_per_interval]
 
 
-def _counts(lab: Lab, ks: str, tables: list[str]) -> dict[str, int]:
-    return {t: lab.admin.table_stats(ks, t).sstable_count for t in tables}
+def _counts(testbed: Testbed, ks: str, tables: list[str]) -> dict[str, int]:
+    return {t: testbed.admin.table_stats(ks, t).sstable_count for t in tables}
 
 
-def run(lab: Lab, params: Params, *, constants: Any) -> Result:
+def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     width = constants.message_seq_bucket_width
     families = [
         Family(base="message_record", unit="DAYS", unit_seconds=DAY_S, windows=params.record_windows_days,
@@ -209,22 +207,22 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                 intervals=params.dedup_hours, expire_intervals=params.expire_hours),
     ]
     ks = scratch_name("twcs")
-    create_keyspace(lab.connection, ks, lab.config.replication_map())
-    encryptor = Encryptor(InMemoryKeyStore())
     series: list[dict[str, Any]] = []
     final_rows: list[dict[str, Any]] = []
-    try:
-        _create_tables(lab, ks, constants, families, params)
+    # a store on the scratch keyspace seals the rows (store.seeding.record_values), as it seals its own
+    with scratch_store(testbed, ks, constants=constants, keep=params.keep_keyspace) as store:
+        seal = store.seeding.record_values
+        _create_tables(testbed, ks, constants, families, params)
         insert = {}
         for fam in families:
             for w in fam.windows:
                 t = fam.table(w)
                 if fam.base == "message_record":
-                    insert[t] = lab.connection.prepare(
-                        f"INSERT INTO {ks}.{t} ({', '.join(MESSAGE_RECORD_COLUMNS)}) VALUES "
-                        f"({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) USING TTL ? AND TIMESTAMP ?")
+                    insert[t] = testbed.connection.prepare(
+                        f"INSERT INTO {ks}.{t} ({', '.join(store.seeding.record_columns)}) VALUES "
+                        f"({', '.join('?' * len(store.seeding.record_columns))}) USING TTL ? AND TIMESTAMP ?")
                 else:
-                    insert[t] = lab.connection.prepare(
+                    insert[t] = testbed.connection.prepare(
                         f"INSERT INTO {ks}.{t} (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
                         "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
         now_s = time.time()
@@ -259,22 +257,22 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     ttl = params.short_ttl_seconds if short else (
                         0 if fam.base == "message_record" else constants.client_dedup_ttl_seconds)
                     if fam.base == "message_record":
-                        values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (ttl, int(t_us))
+                        values = seal(msg) + (ttl, int(t_us))
                     else:
                         values = (msg.tenant_id, msg.sender_id, f"{msg.client_message_id}-{i}",
                                   msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
                                   ttl, int(t_us))
                     items += [(insert[t], values) for t in fam_plan["tables"]]
-                    groups.update(lab.connection.placement(insert[fam_plan["tables"][0]], values))
+                    groups.update(testbed.connection.placement(insert[fam_plan["tables"][0]], values))
                 fam_plan["expiring"].append(short)
                 fam_plan["flush_groups"].append(groups)
                 stepped.append((fam_plan, int(ts.max() // 1_000_000)))
-            lab.connection.execute_concurrent(items, concurrency=64)
+            testbed.connection.execute_concurrent(items, concurrency=64)
             if any(fp["expiring"][-1] for fp, _ in stepped):
                 last_short_write = time.time()
-            lab.admin.flush(ks)
-            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
-            counts = _counts(lab, ks, [t for fp, _ in stepped for t in fp["tables"]])
+            testbed.admin.flush(ks)
+            testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
+            counts = _counts(testbed, ks, [t for fp, _ in stepped for t in fp["tables"]])
             for fam_plan, max_s in stepped:
                 fam = fam_plan["family"]
                 for w, t in zip(fam.windows, fam_plan["tables"]):
@@ -304,12 +302,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
             for j, row in enumerate(candidates.to_dict("records")):
                 msg = to_message(row, seed=params.seed)
                 if fam.base == "message_record":
-                    values = record_values(encode_record(msg, encryptor, bucket_width=width)) + (0, last_us)
+                    values = seal(msg) + (0, last_us)
                 else:
                     values = (msg.tenant_id, msg.sender_id, "trigger" if j == 0 else f"trigger-{j}",
                               msg.message_id.to_bytes(16, "big"), 1, 1, msg.created_at_ms,
                               constants.client_dedup_ttl_seconds, last_us)
-                groups = set(lab.connection.placement(insert[fam_plan["tables"][0]], values))
+                groups = set(testbed.connection.placement(insert[fam_plan["tables"][0]], values))
                 if j == 0 or groups - reached:
                     triggers.append(values)
                     reached |= groups
@@ -317,7 +315,7 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     break
             for w, t in zip(fam.windows, fam_plan["tables"]):
                 for values in triggers:
-                    lab.connection.execute(insert[t], values)
+                    testbed.connection.execute(insert[t], values)
                 trigger_window = (last_us // 1_000_000) // (w * fam.unit_seconds)
                 fw = fam_plan["flush_windows"][t]
                 predicted_after[t] = sum(
@@ -325,12 +323,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                                        [e for e, gs in zip(fam_plan["expiring"], fam_plan["flush_groups"]) if g in gs],
                                        trigger_window if g in reached else None)
                     for g in holding | reached)
-        lab.admin.flush(ks)
+        testbed.admin.flush(ks)
         deadline = time.monotonic() + params.settle_timeout_seconds
         all_tables = [t for fp in plan.values() for t in fp["tables"]]
         while True:
-            lab.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
-            after = _counts(lab, ks, all_tables)
+            testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
+            after = _counts(testbed, ks, all_tables)
             if all(after[t] <= predicted_after[t] for t in all_tables) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
@@ -351,15 +349,12 @@ def run(lab: Lab, params: Params, *, constants: Any) -> Result:
                     "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
                     "steady_state_windows_365d": twcs_windows_kept(365 * DAY_S, w * fam.unit_seconds)
                     if fam.base == "message_record" else None})
-    finally:
-        if not params.keep_keyspace:
-            drop_keyspace(lab, ks)
     design = {"design_message_record_window_days": constants.message_record_twcs_window_days,
               "design_client_dedup_window_hours": constants.client_dedup_twcs_window_hours,
               "retention_days": constants.default_retention_days,
               "client_dedup_ttl_seconds": constants.client_dedup_ttl_seconds,
               "record_days": params.record_days, "dedup_hours": params.dedup_hours,
-              "shards_per_node": max(lab.admin.shards_per_node().values(), default=1)}
+              "shards_per_node": max(testbed.admin.shards_per_node().values(), default=1)}
     return Result(params=params, keyspace=ks, series=pd.DataFrame(series), final=pd.DataFrame(final_rows),
                   design=design)
 

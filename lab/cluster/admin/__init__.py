@@ -1,10 +1,10 @@
 """Cluster admin adapters: flush, compaction, SSTable counts, disk bytes, server counters.
 
-    base       ClusterAdmin (the interface), TableStats (bytes per replica), Replication, NodeCheck
+    admin_interface  ClusterAdmin (the interface), TableStats (bytes per replica), Replication, NodeCheck
     cassandra  CassandraAdmin: the JMX helper / nodetool over JMX, system_views, data files on disk
     scylla     ScyllaAdmin: Scylla's REST API (:10000) and Prometheus endpoint (:9180)
     jmx        JmxShell: the persistent JMX client behind CassandraAdmin (JmxShell.java)
-    cpu        server CPU time per node / shard: /proc of the embedded JVM, JMX ProcessCpuTime, Scylla's reactors
+    server_cpu server CPU time per node / shard: /proc of the embedded JVM, JMX ProcessCpuTime, Scylla's reactors
 
 An adapter is picked by name from :data:`ADMINS` (nothing is imported until chosen) or
 automatically from the server the lab is connected to (:func:`admin_for`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lab.cluster.admin.base import ClusterAdmin, NodeCheck, Replication, ServerCounts, TableStats
+from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, Replication, ServerCounts, TableStats
 from lab.cluster.config import ClusterConfig
 from lab.errors import ConfigError
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.admin.base import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats
 from lab.cluster.config import ClusterConfig
 from lab.errors import AdminError, NodeError
 
@@ -176,7 +176,7 @@ class CassandraAdmin(ClusterAdmin):
     def cpu_readings(self) -> list[Any]:
         """The JVM's CPU time per node: ``/proc/<pid>/stat`` of an embedded node the lab
         started (its recorded PID), else JMX ``ProcessCpuTime`` through the JMX helper."""
-        from lab.cluster.admin.cpu import NS_PER_SECOND, CpuReading, proc_cpu_seconds
+        from lab.cluster.admin.server_cpu import NS_PER_SECOND, CpuReading, proc_cpu_seconds
 
         out = []
         for address, host, port, node in self._live_targets():

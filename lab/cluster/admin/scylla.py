@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lab.cluster.admin.base import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats
 from lab.errors import AdminError
 
 REST_TIMEOUT_SECONDS = 600.0  # a major compaction of a big table returns when done
@@ -167,7 +167,7 @@ class ScyllaAdmin(ClusterAdmin):
 
     def cpu_readings(self) -> list[Any]:
         """Each shard's reactor busy time (``scylla_reactor_cpu_busy_ms``) on every node."""
-        from lab.cluster.admin.cpu import reactor_readings
+        from lab.cluster.admin.server_cpu import reactor_readings
 
         return [r for h in self._hosts() for r in reactor_readings(h, self.prometheus(h))]
 

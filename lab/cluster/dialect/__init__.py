@@ -1,6 +1,6 @@
 """How the two servers differ, in one place: the lab's CQL option text, traces and errors.
 
-    base       Dialect (the interface), TraceCounts, CQL literal helpers
+    dialect_interface  Dialect (the interface), TraceCounts, CQL literal helpers
     cassandra  CassandraDialect: Apache Cassandra 5.0, the embedded node
     scylla     ScyllaDialect: ScyllaDB (tablets off for LWT, sstable_compression, BYPASS CACHE,
                tombstone_gc for expiring scratch tables, the IN-limit error, 2 s trace writes)
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from lab.cluster.dialect.base import Dialect, TraceCounts
+from lab.cluster.dialect.dialect_interface import Dialect, TraceCounts
 from lab.errors import ConfigError
 
 __all__ = ["DIALECTS", "Dialect", "TraceCounts", "dialect_named"]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lab.cluster.dialect.base import CHUNK_LENGTH_KB, Dialect, TraceCounts, cql_map
+from lab.cluster.dialect.dialect_interface import CHUNK_LENGTH_KB, Dialect, TraceCounts, cql_map
 from lab.errors import ConfigError, InListTooLong, LabError
 
 _READ = re.compile(r"Read (\d+) live rows? and (\d+) tombstone cells?", re.I)

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lab.cluster.dialect.base import CHUNK_LENGTH_KB, Dialect, TraceCounts, cql_map
+from lab.cluster.dialect.dialect_interface import CHUNK_LENGTH_KB, Dialect, TraceCounts, cql_map
 from lab.errors import InListTooLong, LabError, LwtUnavailable
 
 TRACE_WRITE_PERIOD_SECONDS = 2.0

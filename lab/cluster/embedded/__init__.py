@@ -7,8 +7,8 @@ a Kafka broker and a Redis.
     java         which ``java`` (JDK 11/17) and the JVM flags the server and its tools need
     process      spawn with a log, find our processes by PID + command-line marker, stop only those
     security     a local CA and node keystore for TLS, the lab's login role (``--secure``)
-    kafka        Apache Kafka 4.x in KRaft mode from Maven Central: resolve, format, start, stop by PID
-    redis        Debian's redis-server on its own port and folder: start, wait for PING, stop by PID
+    kafka_broker Apache Kafka 4.x in KRaft mode from Maven Central: resolve, format, start, stop by PID
+    redis_server Debian's redis-server on its own port and folder: start, wait for PING, stop by PID
     sidecars     the broker and Redis together, for ``lab node start / status / stop``
     templates/   cassandra.yaml and its fragments, logback.xml, the Maven POM (package data)
 """

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.cluster.embedded.kafka import STATE_FILE as BROKER_STATE_FILE
-from lab.cluster.embedded.kafka import BrokerOptions, BrokerState, EmbeddedBroker
-from lab.cluster.embedded.redis import STATE_FILE as REDIS_STATE_FILE
-from lab.cluster.embedded.redis import EmbeddedRedis, RedisOptions, RedisState
+from lab.cluster.embedded.kafka_broker import STATE_FILE as BROKER_STATE_FILE
+from lab.cluster.embedded.kafka_broker import BrokerOptions, BrokerState, EmbeddedBroker
+from lab.cluster.embedded.redis_server import STATE_FILE as REDIS_STATE_FILE
+from lab.cluster.embedded.redis_server import EmbeddedRedis, RedisOptions, RedisState
 
 __all__ = ["SidecarStatus", "start_sidecars", "sidecar_status", "stop_sidecars"]
 

@@ -1,6 +1,6 @@
 """The Locust side of ``lab load``: what runs inside the Locust processes.
 
-    locustfile  what ``locust -f`` loads: the user classes, the shape, the process's runtime hooks
+    entrypoint  what ``locust -f`` loads: the user classes, the shape, the process's runtime hooks
     users       StoreUser (abstract: owns the store, times each call) and one user per kind
     shapes      LoadTestShape stage tables (fixed rate, staircase) from the plan
     runtime     the per-process context: store, recorder, acks log, interval logs, totals

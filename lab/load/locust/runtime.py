@@ -23,7 +23,7 @@ import gevent.monkey
 
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
-from lab.measure.clock import now_ns, wall_seconds
+from lab.measure.timing import now_ns, wall_seconds
 from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
 from lab.results.jsonio import write_json
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates

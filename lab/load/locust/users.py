@@ -32,7 +32,7 @@ import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
-from lab.measure.clock import now_ns
+from lab.measure.timing import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
 
@@ -51,10 +51,10 @@ class StoreUser(User):
     kind = ""
 
     def on_start(self) -> None:
-        self.lab: LoadContext = context()
-        self.lab.wait_ready()
-        plan = self.lab.plan
-        self._pacer = UserPacer(plan.stages, t0_ns=self.lab.t0_ns, users=plan.users,
+        self.context: LoadContext = context()
+        self.context.wait_ready()
+        plan = self.context.plan
+        self._pacer = UserPacer(plan.stages, t0_ns=self.context.t0_ns, users=plan.users,
                                 phase=random.random()) if plan.fixed_rate else None
         self._due: int | None = None
         self._done = False
@@ -68,7 +68,7 @@ class StoreUser(User):
                 self._done = True
                 return IDLE_SECONDS
             return max(0, self._due - now) / _NS
-        t0, end = self.lab.t0_ns, self.lab.end_ns
+        t0, end = self.context.t0_ns, self.context.end_ns
         if end is not None and now >= end:
             self._done = True
             return IDLE_SECONDS
@@ -88,18 +88,18 @@ class StoreUser(User):
         error: BaseException | None = None
         result = None
         try:
-            if self.lab.threadpool is not None:  # a native thread runs it; this greenlet waits
-                result = self.lab.threadpool.apply(fn, args, kwargs)
+            if self.context.threadpool is not None:  # a native thread runs it; this greenlet waits
+                result = self.context.threadpool.apply(fn, args, kwargs)
             else:
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
         end = now_ns()
-        phase = self.lab.phase_at(due if due is not None else start)
+        phase = self.context.phase_at(due if due is not None else start)
         if on_result is not None and error is None and result is not None:
             on_result(result, phase)
         if phase == "measured":
-            self.lab.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
+            self.context.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
                                      error=type(error).__name__ if error else None,
                                      timeout=isinstance(error, RequestTimeout))
         self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
@@ -108,9 +108,9 @@ class StoreUser(User):
 
     # helpers for subclasses: choosing, not storing
     def conversation(self, weights: dict[str, float]) -> Any:
-        kinds = [k for k in weights if self.lab.of_kind(k)]
+        kinds = [k for k in weights if self.context.of_kind(k)]
         kind = random.choices(kinds, [weights[k] for k in kinds])[0]
-        convs = [c for c in self.lab.of_kind(kind) if c.messages] or self.lab.of_kind(kind)
+        convs = [c for c in self.context.of_kind(kind) if c.messages] or self.context.of_kind(kind)
         return random.choice(convs)
 
 
@@ -119,17 +119,17 @@ class SenderUser(StoreUser):
 
     @task
     def send(self) -> None:
-        lab = self.lab
-        if lab.sent and random.random() < lab.profile.retry_share:
-            request, _first = random.choice(lab.sent[-200:])
-            self.call("send_retry", lab.store.send, request,
-                      on_result=lambda ack, phase: lab.record_ack(request, ack, phase))
+        ctx = self.context
+        if ctx.sent and random.random() < ctx.profile.retry_share:
+            request, _first = random.choice(ctx.sent[-200:])
+            self.call("send_retry", ctx.store.send, request,
+                      on_result=lambda ack, phase: ctx.record_ack(request, ack, phase))
             return
         conv = self.conversation({"chat": 0.8, "big_group": 0.1, "dm": 0.1})
-        request = lab.keys.request(lab.template(), conversation_id=conv.conversation_id,
+        request = ctx.keys.request(ctx.template(), conversation_id=conv.conversation_id,
                                    sender_id=random.choice(conv.senders),
-                                   client_message_id=lab.next_client_message_id())
-        self.call("send", lab.store.send, request, on_result=lambda ack, phase: lab.record_ack(request, ack, phase))
+                                   client_message_id=ctx.next_client_message_id())
+        self.call("send", ctx.store.send, request, on_result=lambda ack, phase: ctx.record_ack(request, ack, phase))
 
 
 class HistoryReaderUser(StoreUser):
@@ -141,7 +141,7 @@ class HistoryReaderUser(StoreUser):
 
     @task
     def page(self) -> None:
-        lab = self.lab
+        ctx = self.context
         if self._session is None:
             conv = self.conversation({"chat": 0.8, "big_group": 0.2})
             if conv.messages and random.random() < 0.1:  # a jump back, then forward
@@ -152,7 +152,7 @@ class HistoryReaderUser(StoreUser):
         conv, direction, anchor, pages = self._session
         op = "history_latest" if anchor is None else f"history_{direction}"
         # the page size is the store's default, as for an application that does not choose one
-        page = self.call(op, lab.store.history, lab.keys.tenant_id, conv.conversation_id, direction=direction,
+        page = self.call(op, ctx.store.history, ctx.keys.tenant_id, conv.conversation_id, direction=direction,
                          anchor=anchor)
         if page is not None and page.has_more and page.next_anchor is not None and pages > 1:
             self._session = (conv, direction, page.next_anchor, pages - 1)
@@ -167,23 +167,23 @@ class BackfillJoinerUser(StoreUser):
     def backfill(self) -> None:
         from lab.store import BatchEntry
 
-        lab = self.lab
+        ctx = self.context
         r = random.random()
         if r < 0.25:
-            op, picks = "backfill_s1_group", [(lab.keys.big_group, lab.conversations[lab.keys.big_group].messages[
+            op, picks = "backfill_s1_group", [(ctx.keys.big_group, ctx.conversations[ctx.keys.big_group].messages[
                 -S1_GROUP_ENTRIES:])]
         elif r < 0.5:
             op, picks = "backfill_s1_dms", [(c.conversation_id, c.messages[-S1_DM_ENTRIES:])
-                                            for c in lab.of_kind("dm")[:S1_DMS]]
+                                            for c in ctx.of_kind("dm")[:S1_DMS]]
         else:  # a joiner's realistic mix: a few conversations, a few to a few dozen messages each
-            convs = [c for c in lab.conversations.values() if c.messages]
+            convs = [c for c in ctx.conversations.values() if c.messages]
             op, picks = "backfill_mix", [(c.conversation_id, random.sample(c.messages, min(len(c.messages),
                                                                                          random.randint(1, 40))))
                                          for c in random.sample(convs, min(len(convs), random.randint(2, 12)))]
         entries = [BatchEntry(conversation_id=conv, conversation_seq=seq, message_id=mid)
                    for conv, msgs in picks for seq, mid in msgs]
         if entries:
-            self.call(op, lab.store.batch_read, lab.keys.tenant_id, entries)
+            self.call(op, ctx.store.batch_read, ctx.keys.tenant_id, entries)
 
 
 class ReactorUser(StoreUser):
@@ -191,7 +191,7 @@ class ReactorUser(StoreUser):
 
     @task
     def react(self) -> None:
-        lab = self.lab
+        ctx = self.context
         conv = self.conversation({"chat": 0.7, "big_group": 0.3})
         if not conv.messages:
             return
@@ -199,12 +199,12 @@ class ReactorUser(StoreUser):
         user = random.choice(conv.senders)
         r = random.random()
         if r < 0.7:
-            self.call("react", lab.store.react, lab.keys.tenant_id, conv.conversation_id, seq, user,
+            self.call("react", ctx.store.react, ctx.keys.tenant_id, conv.conversation_id, seq, user,
                       random.choice(REACTION_KEYS))
         elif r < 0.85:
-            self.call("unreact", lab.store.unreact, lab.keys.tenant_id, conv.conversation_id, seq, user)
+            self.call("unreact", ctx.store.unreact, ctx.keys.tenant_id, conv.conversation_id, seq, user)
         else:
-            self.call("self_reaction", lab.store.self_reaction, lab.keys.tenant_id, conv.conversation_id, seq, user)
+            self.call("self_reaction", ctx.store.self_reaction, ctx.keys.tenant_id, conv.conversation_id, seq, user)
 
 
 class RecallEditorUser(StoreUser):
@@ -213,7 +213,7 @@ class RecallEditorUser(StoreUser):
 
     @task
     def change(self) -> None:
-        lab = self.lab
+        ctx = self.context
         conv = self.conversation({"chat": 1.0})
         candidates = [m for m in conv.messages[-50:] if (conv.conversation_id, m[0]) not in self.recalled]
         if not candidates:
@@ -222,10 +222,10 @@ class RecallEditorUser(StoreUser):
         actor = random.choice(conv.senders)
         if random.random() < 0.3:
             self.recalled.add((conv.conversation_id, seq))
-            self.call("recall", lab.store.recall, lab.keys.tenant_id, conv.conversation_id, seq, actor_id=actor)
+            self.call("recall", ctx.store.recall, ctx.keys.tenant_id, conv.conversation_id, seq, actor_id=actor)
         else:
-            self.call("edit", lab.store.edit, lab.keys.tenant_id, conv.conversation_id, seq,
-                      body=lab.template().body or b"edited", actor_id=actor)
+            self.call("edit", ctx.store.edit, ctx.keys.tenant_id, conv.conversation_id, seq,
+                      body=ctx.template().body or b"edited", actor_id=actor)
 
 
 USER_CLASSES: dict[str, type[StoreUser]] = {cls.kind: cls for cls in

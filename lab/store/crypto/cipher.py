@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lab.errors import DecryptError, ValidationError
-from lab.store.ids import BIT63, DEK_KEY_VERSION_MAX, DekId, check_bigint, parse_uuid
+from lab.store.rows.ids import BIT63, DEK_KEY_VERSION_MAX, DekId, check_bigint, parse_uuid
 
 __all__ = ["AES_KEY_BYTES", "CONVERSATION_FACTS_ENTRIES", "KEY_SCOPE_CONVERSATION", "NONCE_BYTES", "Sealed",
            "TAG_BYTES", "aad", "check_blob", "conversation_dek_key_id", "conversation_facts", "open_blob", "row_aad",

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from lab.constants import Constants
 from lab.errors import ValidationError
 from lab.store.crypto.keystores import DataKey
-from lab.store.ids import DekId
+from lab.store.rows.ids import DekId
 
 __all__ = ["CachedKey", "DEFAULT_DEK_CACHE_TTL_SECONDS", "DekCache"]
 

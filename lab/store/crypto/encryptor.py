@@ -21,7 +21,7 @@ from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, NONCE_BYTES, TAG_BY
                                      conversation_dek_key_id, conversation_facts, open_blob, row_aad, seal_blob)
 from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, DekCache
 from lab.store.crypto.keystores import KeyStore
-from lab.store.ids import BIT63, DekId, parse_uuid
+from lab.store.rows.ids import BIT63, DekId, parse_uuid
 
 __all__ = ["Encryptor"]
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from lab.errors import CryptoError, DecryptError, KeyDestroyed, ValidationError
-from lab.store.clock import wall_clock_ms
+from lab.store.plumbing.wall_clock import wall_clock_ms
 from lab.store.crypto.cipher import AES_KEY_BYTES, KEY_SCOPE_CONVERSATION, conversation_dek_key_id
-from lab.store.ids import DekId
-from lab.store.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
+from lab.store.rows.ids import DekId
+from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 
 __all__ = ["DataKey", "InMemoryKeyStore", "KEYSTORES", "KeyStore", "LocalKeyStore", "open_keystore"]
 

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from lab.calibration.experiments import b_row, capacity
-from lab.calibration.experiments.common import open_lab
+from lab.calibration.experiments.common import open_testbed
 from lab.constants import load_constants
 
 PARAMS = b_row.Params(rows=1000, min_repeats=1, max_repeats=1, seed=11, partition_rows=0, compressions=("lz4",),
@@ -30,15 +30,15 @@ def constants():
 
 @pytest.fixture(scope="module")
 def single_node(cluster_config, constants):
-    with open_lab(cluster_config) as lab:
-        return b_row.run(lab, PARAMS, constants=constants)
+    with open_testbed(cluster_config) as testbed:
+        return b_row.run(testbed, PARAMS, constants=constants)
 
 
 @pytest.fixture(scope="module")
 def three_nodes(cluster3, cluster3_config, constants):
-    with open_lab(cluster3_config(write_consistency="ALL")) as lab:
-        assert len(lab.connection.hosts()) == 3 and all(h.is_up for h in lab.connection.hosts())
-        return b_row.run(lab, PARAMS, constants=constants)
+    with open_testbed(cluster3_config(write_consistency="ALL")) as testbed:
+        assert len(testbed.connection.hosts()) == 3 and all(h.is_up for h in testbed.connection.hosts())
+        return b_row.run(testbed, PARAMS, constants=constants)
 
 
 @pytest.fixture(scope="module", autouse=True)

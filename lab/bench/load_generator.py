@@ -1,0 +1,298 @@
+"""`lab bench load`: is the load generator what limits a measurement? And the staircase.
+
+In one run, on one node, into one fresh keyspace (dropped at the end):
+
+1. ``send``: maximum ``store.send`` throughput of a plain client (``concurrency`` OS threads,
+   the driver's default reactor, no Locust, no gevent) vs ``lab load --profile send_only
+   --users <concurrency>`` (closed loop, the Locust users on the measured reactor);
+2. ``read``: the same for history pages (latest page, then older pages, sometimes newer:
+   the history readers' mix) over seeded conversations, ``--profile read_only``;
+3. the ratio Locust / plain for each (1.0: the load generator costs nothing; well below
+   1.0: Locust, not the store, limits a measurement at that concurrency);
+4. a staircase of fixed-rate send steps at 50/75/90/105% of the higher of the two measured
+   send maxima: per step the achieved rate, p99 from the due time (coordinated omission
+   corrected) and of service time, and the load generator's CPU.
+
+The order is plain send, Locust send, Locust read, plain read (ABBA), so a node that slows
+down as it fills does not favour one side. Writes ``bench/load.json`` and the Locust runs'
+own ``load-*/`` folders (:class:`LoadBenchReport`); the closing note carries the ratios and
+the staircase.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.config import ClusterConfig
+from lab.load.loadgen_cpu import CpuWindow
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.runner import LoadOptions, LoadResult, run_load
+from lab.load.worker_seed import seed_worker
+from lab.load.summary import StepSummary
+from lab.measure import LatencySummary, a_over_b, now_ns, summarize_histogram
+from lab.measure.timing import NS_PER_SECOND
+from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
+from lab.project import RESULTS_DIR
+from lab.results import units
+from lab.results.environment import environment
+from lab.results.jsonio import write_json
+from lab.results.run_folders import new_run_dir
+from lab.results.scratch import scratch_keyspace
+
+BENCH_DIR = "bench"
+JSON_FILE = "load.json"
+KEYSPACE_PREFIX = "benchload"
+RATIO_DIGITS = 3
+STAIRCASE_FRACTIONS = "50/75/90/105%"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchParams:
+    seconds: float = 15.0
+    warmup_seconds: float = 3.0
+    concurrency: int = 32
+    processes: int = 1
+    step_seconds: float = 10.0
+    seed_size: str = "small"
+
+    @classmethod
+    def preset(cls, *, quick: bool) -> LoadBenchParams:
+        return cls(seconds=8, warmup_seconds=2, concurrency=16, step_seconds=6, seed_size="tiny") if quick else cls()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThroughputRun:
+    """One side of a maximum-throughput comparison: a plain client or a Locust run."""
+
+    calls: int
+    errors: int
+    throughput: float                      # calls per second over the measured window
+    service_us: LatencySummary
+    client_cpu_percent_of_one_core: float | None = None  # plain client: this process
+    loadgen_cpu: CpuWindow | None = None   # Locust: its processes
+    audit_ok: bool | None = None
+    load_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"calls": self.calls, "errors": self.errors, "throughput": self.throughput,
+                               "service_us": self.service_us.to_json()}
+        if self.load_dir is None:
+            out["client_cpu_percent_of_one_core"] = self.client_cpu_percent_of_one_core
+        else:
+            out.update(loadgen_cpu=self.loadgen_cpu.to_json() if self.loadgen_cpu else None, audit_ok=self.audit_ok,
+                       load_dir=self.load_dir)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Staircase:
+    max_rate: float
+    load_dir: str
+    audit_ok: bool | None
+    steps: tuple[StepSummary, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_rate": self.max_rate, "load_dir": self.load_dir, "audit_ok": self.audit_ok,
+                "steps": [s.to_json() for s in self.steps]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchReport:
+    run_id: str
+    params: LoadBenchParams
+    keyspace: str
+    environment: Mapping[str, Any]
+    plain_send: ThroughputRun
+    locust_send: ThroughputRun
+    locust_read: ThroughputRun
+    plain_read: ThroughputRun
+    staircase: Staircase
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio_send(self) -> float | None:
+        """Locust / plain send throughput: 1.0 = the load generator costs nothing."""
+        return a_over_b(self.locust_send.throughput, self.plain_send.throughput, digits=RATIO_DIGITS)
+
+    @property
+    def ratio_read(self) -> float | None:
+        return a_over_b(self.locust_read.throughput, self.plain_read.throughput, digits=RATIO_DIGITS)
+
+    @property
+    def closing_note(self) -> str:
+        ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
+        lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run:",
+                 f"  send: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
+                 f"{self.ratio_send}",
+                 f"  read: Locust {units.rate(lr.throughput)} vs plain {units.rate(pr.throughput)} -> ratio "
+                 f"{self.ratio_read}",
+                 f"staircase (send_only, fixed rate, max {units.rate(self.staircase.max_rate)}; p99 corrected for "
+                 "coordinated omission, then service time):"]
+        for st in self.staircase.steps:
+            cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+            lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
+                         f"p99 {units.ms(st.corrected_us.p99)} (service {units.ms(st.service_us.p99)})  "
+                         f"load generator CPU {units.fmt(cpu)}% of one core")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "params": asdict(self.params), "keyspace": self.keyspace,
+                "environment": dict(self.environment), "plain_send": self.plain_send.to_json(),
+                "locust_send": self.locust_send.to_json(), "locust_read": self.locust_read.to_json(),
+                "plain_read": self.plain_read.to_json(), "ratio_send": self.ratio_send, "ratio_read": self.ratio_read,
+                "staircase": self.staircase.to_json(), "closing_note": self.closing_note}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchResult:
+    run_dir: Path
+    json_path: Path
+    report: LoadBenchReport
+
+    @property
+    def closing_note(self) -> str:
+        return self.report.closing_note
+
+
+def _plain(*, threads: int, seconds: float, warmup: float, call: Callable[[Any, random.Random], None],
+           store: Any) -> ThroughputRun:
+    """``threads`` closed-loop callers of ``call(store, rng)``; measured after ``warmup``."""
+    import psutil
+
+    recs = [LatencyRecorder(fixed_rate=False) for _ in range(threads)]
+    start = now_ns() + int(warmup * NS_PER_SECOND)
+    stop = start + int(seconds * NS_PER_SECOND)
+    me = psutil.Process()
+
+    def worker(i: int) -> None:
+        rng = random.Random(i)
+        while (t := now_ns()) < stop:
+            err = None
+            try:
+                call(store, rng)
+            except Exception as exc:  # recorded, as the Locust users do
+                err = type(exc).__name__
+            if t >= start:
+                recs[i].record("call", started_ns=t, ended_ns=now_ns(), error=err)
+
+    pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
+    for t in pool:
+        t.start()
+    time.sleep(warmup)
+    cpu0 = sum(me.cpu_times()[:2])
+    for t in pool:
+        t.join()
+    cpu = sum(me.cpu_times()[:2]) - cpu0
+    stats = merge_stats(r.totals for r in recs).get("call", OpStats())
+    return ThroughputRun(calls=stats.count, errors=sum(stats.errors.values()),
+                         throughput=round(stats.count / seconds, 2), service_us=summarize_histogram(stats.service),
+                         client_cpu_percent_of_one_core=round(100 * cpu / seconds, 1))
+
+
+def _locust_run(result: LoadResult) -> ThroughputRun:
+    s = result.summary
+    return ThroughputRun(calls=s.all_operations.count, errors=s.all_operations.errors, throughput=s.achieved_rate,
+                         service_us=s.all_operations.service_us, loadgen_cpu=s.loadgen_cpu,
+                         audit_ok=s.audit.ok if s.audit is not None else None, load_dir=str(result.load_dir))
+
+
+def _run(config: ClusterConfig, options: LoadOptions, state_dirs: list[Path]) -> LoadResult:
+    result = run_load(config, options)
+    if result.state_root is not None:
+        state_dirs.append(result.state_root)
+    return result
+
+
+def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: Path = RESULTS_DIR,
+                   log: Callable[[str], None] = lambda _m: None) -> LoadBenchResult:
+    from lab.cluster.connection import connect
+
+    state_dirs: list[Path] = []
+    try:
+        with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace:
+            run_dir = new_run_dir(Path(results))  # after the cluster answered: a failed connect leaves no folder
+            bench_dir = run_dir / BENCH_DIR
+            bench_dir.mkdir()
+            env = environment(config, conn).to_json()
+            report = _measure(config.replace(keyspace=keyspace), params, run_dir, state_dirs, log,
+                              keyspace=keyspace, env=env)
+    finally:
+        for d in state_dirs:  # the DEKs of a dropped keyspace protect nothing
+            shutil.rmtree(d, ignore_errors=True)
+    path = write_json(bench_dir / JSON_FILE, report)
+    return LoadBenchResult(run_dir=run_dir, json_path=path, report=report)
+
+
+def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, state_dirs: list[Path],
+             log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any]) -> LoadBenchReport:
+    """The four maximum runs (ABBA) and the staircase, in the scratch keyspace of ``config``."""
+    from lab.store import MessageStore
+
+    common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
+                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir)
+    # the plain client's own key range, seeded like a Locust worker's
+    plain_plan = LoadPlan(run_id=f"{run_dir.name}-plain", load_dir=(run_dir / "plain").resolve(),
+                          state_root=(Path(config.lab_home) / "load-state" / f"{run_dir.name}-plain").resolve(),
+                          profile="read_only", users=params.concurrency, seed_size=params.seed_size,
+                          node_id_base=90)
+    state_dirs.append(plain_plan.state_root)
+    with MessageStore.open(config, state_dir=plain_plan.state_root / "setup", node_id=89) as s:
+        s.create_schema()
+    log("seeding the plain client's conversations")
+    seed_worker(config, plain_plan)
+    # reads see the seeded conversations as the Locust readers do (range 0, never sent to);
+    # sends go to a range of their own (1), as the Locust senders have theirs
+    keys = KeyRange(plain_plan.run_id, 0, SEED_SHAPES[params.seed_size])
+    send_keys = KeyRange(plain_plan.run_id, 1, SEED_SHAPES[params.seed_size])
+    templates = message_templates(load_profile("send_only").content)
+    send_chats = send_keys.chats() + [send_keys.big_group]
+    counter = iter(range(10**9))
+    lock = threading.Lock()
+
+    def send(store: Any, rng: random.Random) -> None:
+        conv = rng.choice(send_chats)
+        with lock:
+            n = next(counter)
+        store.send(send_keys.request(rng.choice(templates), conversation_id=conv,
+                                     sender_id=rng.choice(send_keys.senders(conv)),
+                                     client_message_id=send_keys.client_message_id(n, "plain")))
+
+    def read(store: Any, rng: random.Random) -> None:
+        conv = keys.big_group if rng.random() < 0.2 else rng.choice(keys.chats())  # the readers' choice
+        # the store's default page size, as the Locust history readers use
+        page = store.history(keys.tenant_id, conv, direction="older", anchor=None)
+        for _ in range(rng.choice((0, 0, 1, 2))):  # the readers' session: a few older pages
+            if not page.has_more or page.next_anchor is None:
+                break
+            page = store.history(keys.tenant_id, conv, direction="older", anchor=page.next_anchor)
+
+    with MessageStore.open(config, state_dir=plain_plan.state_dir(), node_id=plain_plan.node_id) as store:
+        log(f"plain send: {params.concurrency} threads, {params.seconds:g} s")
+        plain_send = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
+                            call=send, store=store)
+        log("Locust send")
+        locust_send = _locust_run(_run(config, LoadOptions(
+            profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common), state_dirs))
+        log("Locust read")
+        locust_read = _locust_run(_run(config, LoadOptions(
+            profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common), state_dirs))
+        log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
+        plain_read = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
+                            call=read, store=store)
+    max_send = max(plain_send.throughput, locust_send.throughput)
+    log(f"staircase at {STAIRCASE_FRACTIONS} of {max_send:.1f} sends/s")
+    stair = _run(config, LoadOptions(profile="send_only", staircase_max=max_send,
+                                     step_seconds=params.step_seconds, load_subdir="load-staircase",
+                                     **{**common, "warmup_seconds": 0.0}), state_dirs)
+    staircase = Staircase(max_rate=max_send, load_dir=str(stair.load_dir),
+                          audit_ok=stair.summary.audit.ok if stair.summary.audit is not None else None,
+                          steps=stair.summary.steps)
+    return LoadBenchReport(run_id=run_dir.name, params=params, keyspace=keyspace, environment=env,
+                           plain_send=plain_send, locust_send=locust_send, locust_read=locust_read,
+                           plain_read=plain_read, staircase=staircase)

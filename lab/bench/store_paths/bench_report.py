@@ -1,0 +1,134 @@
+"""What the store benchmark reports: each comparison, the run, and the closing note (prose).
+
+``store.json`` is :meth:`StoreBenchReport.to_json`; the closing note is the short text the
+issue's closing comment quotes: per comparison the two sides and their ratio, with the
+machine and the commit they were measured on.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.bench.store_paths.params import BenchParams
+from lab.bench.store_paths.recording import MethodResult
+
+RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
+LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
+SMALL_N = 100  # below this many calls per side, the p99 is the maximum
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """One store path against its bare floor: two methods, measured alike, and their ratios."""
+
+    description: str
+    concurrency: str
+    order: str
+    methods: Mapping[str, MethodResult]
+    ratio: Mapping[str, float | None]     # named "<a>_over_<b>_<what>"
+    shape: str | None = None              # grouped vs naive: the S-1 shape, its entries and groups
+    entries: int | None = None
+    groups: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"description": self.description}
+        if self.shape is not None:
+            out.update(shape=self.shape, entries=self.entries, groups=self.groups)
+        return {**out, "concurrency": self.concurrency, "order": self.order,
+                "methods": {n: m.to_json() for n, m in self.methods.items()}, "ratio": dict(self.ratio)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreBenchReport:
+    run_id: str
+    started_at: str
+    finished_at: str
+    wall_seconds: float
+    keyspace: str
+    keyspace_dropped: bool
+    environment: Mapping[str, Any]
+    params: BenchParams
+    flushed_before_reads: bool | str          # True, False (not asked) or "failed: <why>"
+    timings_seconds: Mapping[str, float]
+    store_alerts: Mapping[str, Any]
+    comparisons: Mapping[str, Comparison]
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def closing_note(self) -> str:
+        return closing_note(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "store-bench", "run_id": self.run_id, "started_at": self.started_at,
+                "finished_at": self.finished_at, "wall_seconds": self.wall_seconds, "keyspace": self.keyspace,
+                "keyspace_dropped": self.keyspace_dropped, "environment": dict(self.environment),
+                "parameters": {**self.params.to_json(), "shapes": self.params.shapes,
+                               "flushed_before_reads": self.flushed_before_reads},
+                "timings_seconds": dict(self.timings_seconds), "latency_unit": LATENCY_UNIT,
+                "store_alerts": dict(self.store_alerts),
+                "comparisons": {k: c.to_json() for k, c in self.comparisons.items()},
+                "closing_note": self.closing_note}
+
+
+def _fmt(x: Any, unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}{unit}" if isinstance(x, (int, float)) and abs(x) >= 100 else f"{x}{unit}"
+
+
+def _n(m: MethodResult) -> str:
+    return f"n={m.count} calls per side" + (" (p99 = max at this n)" if m.count < SMALL_N else "")
+
+
+def closing_note(report: StoreBenchReport) -> str:
+    env, c = report.environment, report.comparisons
+    s = c["send_throughput"]
+    f, b = s.methods["full_write_path"], s.methods["bare_lwt_insert"]
+    fl = s.methods.get("send_floor")
+    h = c["history_latest_page"]
+    hh, hb = h.methods["history"], h.methods["bare_select"]
+    hf = h.methods.get("history_floor")
+    lines = [
+        f"Store benchmark {report.run_id} ({report.params.mode}): {env.get('server')} "
+        f"{env.get('server_version')}, {env.get('nodes')} node(s), {env['machine']['cpus']} CPUs (load average "
+        f"{env.get('loadavg_at_start')} -> {env.get('loadavg_at_end')}), commit {str(env.get('git_commit'))[:10]}"
+        f"{' + uncommitted changes' if env.get('git_dirty') else ''}.",
+        f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
+        f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['full_over_bare_throughput']}x "
+        f"(the bare LWT is {s.ratio['bare_over_full_throughput']}x faster); ack p50/p99 "
+        f"{_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} µs vs {_fmt(b.latency_us.p50)}/{_fmt(b.latency_us.p99)} µs "
+        f"({f.requests_per_op} vs {b.requests_per_op} CQL requests per send; ack-only "
+        f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)}).",
+    ]
+    if fl is not None:
+        lines.append(
+            f"- Send vs its own statements raw (send_floor: dedup LWT, record + index together, COMMITTED, head "
+            f"write): {_fmt(f.throughput_ops_per_s)} vs {_fmt(fl.throughput_ops_per_s)} sends/s -> "
+            f"{s.ratio['full_over_floor_throughput']}x; ack p50/p99 {_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} "
+            f"vs {_fmt(fl.latency_us.p50)}/{_fmt(fl.latency_us.p99)} µs ({s.ratio['full_over_floor_p50_latency']}x / "
+            f"{s.ratio['full_over_floor_p99_latency']}x); {f.requests_per_op} vs {fl.requests_per_op} CQL requests "
+            "per send.")
+    lines.append(
+        f"- Latest history page ({report.params.history_limit} messages): p50 "
+        f"{_fmt(hh.latency_us.p50)} µs / p99 {_fmt(hh.latency_us.p99)} µs vs bare SELECT "
+        f"{_fmt(hb.latency_us.p50)} / {_fmt(hb.latency_us.p99)} µs -> "
+        f"{h.ratio['history_over_bare_p50']}x at p50, {h.ratio['history_over_bare_p99']}x at p99 "
+        f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)}).")
+    if hf is not None:
+        lines.append(
+            f"- Latest page vs its own statements raw (history_floor: head + bucket together, not decoded): p50 "
+            f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({h.ratio['history_over_floor_p50']}x), p99 "
+            f"{_fmt(hh.latency_us.p99)} vs {_fmt(hf.latency_us.p99)} µs ({h.ratio['history_over_floor_p99']}x).")
+    for comp in c.values():
+        if comp.shape is None:
+            continue
+        g, n, r = comp.methods["grouped"], comp.methods["naive_point_reads"], comp.ratio
+        lines.append(
+            f"- Grouped vs naive, {comp.shape} ({comp.entries} entries, {comp.groups} groups): "
+            f"message_record requests {g.message_record_requests_per_op:g} vs "
+            f"{n.message_record_requests_per_op:g} ({r['naive_over_grouped_message_record_requests']}x; all CQL "
+            f"{g.requests_per_op:g} vs {n.requests_per_op:g} with the grouped side's summaries); p50 "
+            f"{_fmt(g.latency_us.p50)} vs {_fmt(n.latency_us.p50)} µs ({r['naive_over_grouped_p50']}x), p99 "
+            f"{_fmt(g.latency_us.p99)} vs {_fmt(n.latency_us.p99)} µs ({r['naive_over_grouped_p99']}x); {_n(g)}.")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""The store's own CQL floors (issue 13): each path's exact statements, issued raw, nothing else.
+
+``send_floor``
+    What one ``store.send`` must send, from the same thread pool, in the write path's order: the
+    dedup reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently,
+    the COMMITTED update, the conversation_head blind write. The very statements the store
+    prepares (``store.baseline_statements()``: ``reserve``, ``commit``, ``head_write``; the commit
+    path's upserts through ``store.seeding.statements``); the values of every call are built
+    before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor pays
+    no encoding, sealing, validation, outbox or head bookkeeping: that difference is what the
+    ratio measures. The floor writes the
+    head inline, one per send; the store writes it after the ack and only the newest per
+    conversation and batch, as its design allows.
+
+``history_floor``
+    The latest page's two statements (``store.baseline_statements()``: ``history_bounds``,
+    ``history_older``) on the page's bucket, issued together as the store issues them in the
+    common case, rows fetched and not decoded.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from lab.bench.store_paths.recording import BenchRun, body
+from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, RetentionClass, seq_bucket,
+                       u128_to_blob, wall_clock_ms)
+
+__all__ = ["history_floor", "send_floor_calls"]
+
+# preview_or_placeholder as the head writer stores it: 4-byte key version || sealed envelope of
+# the first 128 bytes (12 B nonce, 1 B flag, 16 B tag)
+_PREVIEW_OVERHEAD_BYTES = 4 + 12 + 1 + 16
+_PREVIEW_MAX_BYTES = 128
+
+
+def send_floor_calls(run: BenchRun, n: int, *, conversations: int) -> list[Callable[[], None]]:
+    """``n`` ready calls of the send floor, spread round-robin over ``conversations`` of their
+    own (their own sequence windows), each a new client_message_id of its conversation's sender."""
+    p, store = run.params, run.store
+    conn = store.connection
+    statements = store.baseline_statements()
+    reserve, commit, head = statements.reserve, statements.commit, statements.head_write
+    width = store.constants.message_seq_bucket_width
+    dedup_ttl = store.constants.client_dedup_ttl_seconds
+    tenant = uuid.uuid4()
+    convs = [uuid.uuid4() for _ in range(conversations)]
+    senders = [uuid.uuid4() for _ in range(conversations)]
+    now_ms = wall_clock_ms()
+    ttl = store.retention.remaining_ttl_seconds(RetentionClass.DEFAULT, tenant, created_at_ms=now_ms, now_ms=now_ms)
+    preview = bytes(_PREVIEW_OVERHEAD_BYTES + min(p.body_bytes, _PREVIEW_MAX_BYTES))
+    calls = []
+    for i in range(n):
+        k = i % conversations
+        alloc = store.seeding.allocate(tenant, convs[k])
+        seq, client_id = alloc.conversation_seq, run.client_id("floor")
+        message = Message(tenant_id=tenant, conversation_id=convs[k], seq_bucket=seq_bucket(seq, width),
+                          conversation_seq=seq, message_id=alloc.message_id, last_activity_id=alloc.last_activity_id,
+                          sender_id=senders[k], sender_device_id=senders[k], client_message_id=client_id,
+                          message_type=MessageType.TEXT, body=body(p.body_bytes, i), created_at_ms=now_ms + i)
+        record_and_index = store.seeding.statements(message, ttl_seconds=ttl)
+        message_id = u128_to_blob(alloc.message_id)
+        dedup_key = (tenant, senders[k], client_id)
+        reserve_params = (*dedup_key, message_id, seq, int(DedupState.RESERVED), now_ms + i)
+        commit_params = (dedup_ttl, int(DedupState.COMMITTED), message_id, seq, now_ms + i, *dedup_key)
+        head_params = (seq, message_id, u128_to_blob(alloc.last_activity_id), senders[k], preview, now_ms + i, 0, seq,
+                       tenant, convs[k])
+
+        def call(reserve_params=reserve_params, record_and_index=record_and_index, commit_params=commit_params,
+                 head_params=head_params) -> None:
+            if not conn.execute(reserve, reserve_params).one()[0]:
+                raise RuntimeError("send floor: the reservation was not applied")
+            conn.execute_concurrent(record_and_index, concurrency=len(record_and_index))
+            conn.execute(commit, commit_params)
+            conn.execute(head, head_params)
+        calls.append(call)
+    return calls
+
+
+def history_floor(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, bucket: int,
+                  limit: int) -> Callable[[], int]:
+    """One call of the latest page's floor: head and bucket read together, rows fetched; returns
+    the bucket rows it got."""
+    store = run.store
+    statements = store.baseline_statements()
+    bounds, page = statements.history_bounds, statements.history_older
+    width = store.constants.message_seq_bucket_width
+    items = [(bounds, (tenant, conversation)),
+             (page, (tenant, conversation, bucket, (bucket + 1) * width, FIRST_CONVERSATION_SEQ, limit))]
+
+    def call() -> int:
+        head, rows = store.connection.execute_concurrent(items, concurrency=len(items))
+        head.one()
+        return len(list(rows))
+    return call

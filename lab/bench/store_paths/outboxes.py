@@ -1,0 +1,323 @@
+"""The outbox comparison: ``store.send`` with each outbox, and the hot window's price per send,
+on the same node in the same run (``lab bench store --outboxes``). Measures, asserts nothing.
+
+Methods (each a MessageStore on one scratch keyspace, its own state folder):
+
+``local``          the SQLite outbox (``synchronous=FULL``: an fsync per append)
+``kafka``          the Kafka-protocol outbox on the broker of the services settings (the
+                   embedded Kafka 4.x by default): idempotent producer, acks=all, ack after
+                   the broker acknowledged, a topic of this run's own
+``kafka_archiver`` archiver mode (no message_record write on the commit path), no hot window
+``kafka_hot``      archiver mode with the Redis hot window: the commit path writes the message
+                   to Redis instead; ``kafka_hot - kafka_archiver`` is what the hot window costs
+                   per send (the last two run only when the services settings reach Redis)
+
+Each method runs a discarded warm-up block, then interleaved blocks of ``block`` sends from a
+pool of ``concurrency`` closed-loop callers, the method order rotated every round (so no
+method always runs first on a warm cache). Throughput = acked sends / the method's own block
+time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Then one caller
+alternates the methods send by send (``serial_ops`` each, order flipped every round): the
+latency without queueing, where a difference between two methods is the price of what
+differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
+the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller.
+Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
+:mod:`lab.measure`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.bench.store_paths.recording import Log, Method, MethodResult
+from lab.bench.store_paths.bench_report import RATIO_DIGITS
+from lab.cluster.config import ClusterConfig
+from lab.cluster.connection import connect
+from lab.cluster.services import ServicesConfig
+from lab.measure import Stopwatch, a_over_b, now_ns, timed
+from lab.project import RESULTS_DIR
+from lab.results.environment import environment
+from lab.results.jsonio import write_json
+from lab.results.run_folders import new_run_dir
+from lab.results.scratch import scratch_keyspace
+from lab.store import EncodedRecord, MessageStore, MessageType, SendRequest, wall_clock_ms
+
+__all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_outbox_bench"]
+
+BENCH_DIR = "bench"
+JSON_FILE = "outbox.json"
+KEYSPACE_PREFIX = "bench_outbox"
+PRIMITIVE_HOT_WINDOW_DAYS = 7
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxBenchParams:
+    mode: str = "custom"
+    ops: int = 2000          # measured sends per method
+    block: int = 200         # sends per interleaved block
+    warmup: int = 100        # discarded sends per method
+    concurrency: int = 8     # closed-loop callers
+    conversations: int = 64
+    body_bytes: int = 200
+    primitive_ops: int = 500  # outbox.append / HotWindow.put alone, one caller
+    serial_ops: int = 500     # sends per method by one caller, alternating the methods send by send
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{f.name} must be an int >= 1, got {value!r}")
+        if self.ops % self.block:
+            raise ValueError("ops must be a multiple of block")
+
+    @classmethod
+    def preset(cls, *, quick: bool) -> OutboxBenchParams:
+        if not quick:
+            return cls(mode="full")
+        return cls(mode="quick", ops=300, block=50, warmup=25, primitive_ops=200, serial_ops=100)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxMethodResult:
+    """One outbox: sends under ``concurrency`` callers, and by one caller alternating."""
+
+    sends: MethodResult
+    serial: MethodResult
+
+    def to_json(self) -> dict[str, Any]:
+        s, one = self.sends, self.serial
+        return {"count": s.count, "ok": s.ok, "errors": dict(s.errors_by_type), "elapsed_seconds": s.elapsed_seconds,
+                "throughput_ops_per_s": s.throughput_ops_per_s, "ack_latency_us": s.latency_us.to_json(),
+                "histogram": s.histogram, "serial_ack_latency_us": one.latency_us.to_json(),
+                "serial_errors": dict(one.errors_by_type), "serial_histogram": one.histogram}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxBenchReport:
+    run_id: str
+    keyspace: str
+    topic: str
+    wall_seconds: float
+    params: OutboxBenchParams
+    environment: Mapping[str, Any]
+    methods: Mapping[str, OutboxMethodResult]
+    primitives: Mapping[str, MethodResult]
+
+    @property
+    def ratios(self) -> dict[str, float | None]:
+        k, loc = self.methods["kafka"], self.methods["local"]
+        return {
+            "kafka_over_local_throughput": a_over_b(k.sends.throughput_ops_per_s, loc.sends.throughput_ops_per_s,
+                                                    digits=RATIO_DIGITS),
+            "local_over_kafka_throughput": a_over_b(loc.sends.throughput_ops_per_s, k.sends.throughput_ops_per_s,
+                                                    digits=RATIO_DIGITS),
+            "kafka_over_local_p50": a_over_b(k.sends.latency_us.p50, loc.sends.latency_us.p50, digits=RATIO_DIGITS),
+            "kafka_over_local_p99": a_over_b(k.sends.latency_us.p99, loc.sends.latency_us.p99, digits=RATIO_DIGITS),
+            "kafka_over_local_serial_p50": a_over_b(k.serial.latency_us.p50, loc.serial.latency_us.p50,
+                                                    digits=RATIO_DIGITS)}
+
+    @property
+    def hot_window_per_send_us(self) -> dict[str, float] | None:
+        """``kafka_hot - kafka_archiver`` at p50 / p99 / mean, under load and by one caller."""
+        if "kafka_hot" not in self.methods:
+            return None
+        hot, base = self.methods["kafka_hot"], self.methods["kafka_archiver"]
+        return {"serial_p50": hot.serial.latency_us.p50 - base.serial.latency_us.p50,
+                "serial_mean": round(hot.serial.latency_us.mean - base.serial.latency_us.mean, 1),
+                "p50": hot.sends.latency_us.p50 - base.sends.latency_us.p50,
+                "p99": hot.sends.latency_us.p99 - base.sends.latency_us.p99,
+                "mean": round(hot.sends.latency_us.mean - base.sends.latency_us.mean, 1)}
+
+    @property
+    def closing_note(self) -> str:
+        p = self.params
+        lines = [f"send with each outbox (same node, same run, {p.concurrency} callers, {p.ops} sends each):"]
+        for name, r in self.methods.items():
+            lat, serial = r.sends.latency_us, r.serial.latency_us
+            lines.append(f"  {name:<15} {r.sends.throughput_ops_per_s} sends/s  ack p50 {lat.p50} µs  p99 {lat.p99} µs"
+                         f"  errors {r.sends.errors};  one caller: p50 {serial.p50} µs  p99 {serial.p99} µs")
+        ratios = self.ratios
+        lines.append(f"  kafka / local throughput: {ratios['kafka_over_local_throughput']}  "
+                     f"p50 ack latency: {ratios['kafka_over_local_p50']} (one caller: "
+                     f"{ratios['kafka_over_local_serial_p50']})")
+        h = self.hot_window_per_send_us
+        if h is not None:
+            lines.append(f"  hot window per send (kafka_hot - kafka_archiver, one caller): {h['serial_p50']:+} µs at "
+                         f"p50, {h['serial_mean']:+} µs mean; under {p.concurrency} callers {h['p50']:+} µs at p50; "
+                         f"HotWindow.put alone p50 {self.primitives['hot_window_put'].latency_us.p50} µs")
+        lines.append(f"  append alone, one caller: local p50 {self.primitives['local_append'].latency_us.p50} µs, "
+                     f"kafka p50 {self.primitives['kafka_append'].latency_us.p50} µs")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": "outbox-bench", "run_id": self.run_id, "keyspace": self.keyspace, "topic": self.topic,
+               "wall_seconds": self.wall_seconds, "parameters": dataclasses.asdict(self.params),
+               "environment": dict(self.environment), "methods": {n: m.to_json() for n, m in self.methods.items()},
+               "primitives": {n: {"count": m.count, "latency_us": m.latency_us.to_json(), "histogram": m.histogram}
+                              for n, m in self.primitives.items()},
+               "ratios": self.ratios}
+        if self.hot_window_per_send_us is not None:
+            out["hot_window_per_send_us"] = self.hot_window_per_send_us
+        return {**out, "closing_note": self.closing_note}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutboxBenchResult:
+    json_path: Path
+    report: OutboxBenchReport
+
+    @property
+    def closing_note(self) -> str:
+        return self.report.closing_note
+
+
+class _Outbox:
+    """One method while it runs: its store, its sends under load and by one caller."""
+
+    def __init__(self, name: str, store: MessageStore) -> None:
+        self.name, self.store = name, store
+        self.sends, self.serial = Method(name), Method(name)
+
+    def result(self) -> OutboxMethodResult:
+        return OutboxMethodResult(sends=self.sends.result(), serial=self.serial.result())
+
+
+def _sends(methods: list[_Outbox], params: OutboxBenchParams, pool: ThreadPoolExecutor, log: Log) -> None:
+    tenant = uuid.uuid4()
+    conversations = [uuid.uuid4() for _ in range(params.conversations)]
+    body = (b"outbox bench " * (params.body_bytes // 13 + 1))[:params.body_bytes]
+    counter = iter(range(1 << 62))
+
+    def send(store: MessageStore, i: int) -> None:
+        k = i % params.conversations
+        store.send(SendRequest(tenant_id=tenant, conversation_id=conversations[k], sender_id=conversations[k],
+                               sender_device_id=conversations[k], client_message_id=f"ob-{i}", body=body))
+
+    def block(m: _Outbox, n: int, measured: bool) -> None:
+        t0 = now_ns()
+        timings = list(pool.map(lambda i: timed(lambda: send(m.store, i), errors=True)[1],
+                                [next(counter) for _ in range(n)]))
+        m.store.drain()
+        if measured:
+            m.sends.elapsed_ns += now_ns() - t0
+            for t in timings:
+                m.sends.record(t)
+
+    for m in methods:
+        block(m, params.warmup, measured=False)
+    rounds = params.ops // params.block
+    for r in range(rounds):
+        for m in methods[r % len(methods):] + methods[:r % len(methods)]:
+            block(m, params.block, measured=True)
+        log(f"  outbox send round {r + 1}/{rounds}")
+    log(f"  one caller, methods alternating send by send ({params.serial_ops} each)")
+    for r in range(params.serial_ops):
+        for m in (methods if r % 2 == 0 else methods[::-1]):
+            i = next(counter)
+            _, t = timed(lambda: send(m.store, i), errors=True)
+            m.serial.elapsed_ns += t.elapsed_ns
+            m.serial.record(t)
+    for m in methods:
+        m.store.drain()
+
+
+def _primitive(name: str, n: int, fn: Callable[[int], Any]) -> MethodResult:
+    method = Method(name)
+    for i in range(n):
+        _, t = timed(lambda: fn(i))
+        method.elapsed_ns += t.elapsed_ns
+        method.record(t)
+    return method.result()
+
+
+def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path,
+                params: OutboxBenchParams, with_hot: bool) -> dict[str, MethodResult]:
+    """The outbox append and the hot-window write alone, one caller, on instances of their own."""
+    from lab.store import HotWindow, MessagePayload, OutboxRecord, open_outbox
+
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    # what the commit path logs and writes to the hot window: a whole record with a body of body_bytes
+    record = EncodedRecord(
+        tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=1, message_id=bytes(16),
+        last_activity_id=bytes(16), sender_id=tenant, sender_device_id=tenant, client_message_id="primitive",
+        message_type=int(MessageType.TEXT), schema_version=1, state=0, payload_or_ciphertext=b"x" * params.body_bytes,
+        dek_id=("conversation", "primitive", 1), retention_class=0, created_at=wall_clock_ms())
+
+    def at(i: int) -> EncodedRecord:
+        return record.replace(conversation_seq=i + 1, message_id=(i + 1).to_bytes(16, "big"))
+
+    out: dict[str, MethodResult] = {}
+    for name, options in (("local", {"path": state_dir / "primitive-outbox.sqlite"}),
+                          ("kafka", {"services": kafka, "topic": f"{kafka.kafka_topic}.primitive"})):
+        with open_outbox(name, **options) as box:
+            out[f"{name}_append"] = _primitive(f"{name}_append", params.primitive_ops, lambda i: box.append(
+                OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=i + 1,
+                             payload=MessagePayload(record=at(i)))))
+    if with_hot:
+        hot = HotWindow.open(services, namespace=keyspace, window_days=PRIMITIVE_HOT_WINDOW_DAYS)
+        try:
+            out["hot_window_put"] = _primitive("hot_window_put", params.primitive_ops, lambda i: hot.put(at(i)))
+            for key in hot.client.scan_iter(f"{keyspace}:*"):
+                hot.client.delete(key)
+        finally:
+            hot.close()
+    return out
+
+
+def _hot_window_reachable(services: ServicesConfig, keyspace: str) -> bool:
+    from lab.store import HotWindow
+
+    try:
+        HotWindow.open(services, namespace=keyspace, window_days=1).close()
+        return True
+    except Exception:  # no Redis reachable: the hot-window methods are left out, and the report says so
+        return False
+
+
+def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: OutboxBenchParams, *,
+                     results: Path = RESULTS_DIR, run_dir: Path | None = None,
+                     log: Log | None = None) -> OutboxBenchResult:
+    """Every method on a scratch keyspace (dropped at the end) and a topic of its own;
+    writes ``<run_dir>/bench/outbox.json``."""
+    log = log or (lambda _msg: None)
+    run_dir = run_dir or new_run_dir(Path(results))
+    out_dir = run_dir / BENCH_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wall = Stopwatch()
+    with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace, \
+            tempfile.TemporaryDirectory(prefix="lab-bench-outbox-") as tmp, \
+            ThreadPoolExecutor(params.concurrency, thread_name_prefix="bench-outbox") as pool:
+        kafka = services.replace(outbox="kafka", kafka_topic=f"bench.{keyspace}")
+        with_hot = _hot_window_reachable(services, keyspace)
+        env = environment(config, conn, hot_window_measured=with_hot, services={
+            n: s.describe() for n, s in (("local", services.replace(outbox="local")), ("kafka", kafka))}).to_json()
+        cfg = config.replace(keyspace=keyspace)
+        stores: list[MessageStore] = []
+        try:
+            def method(name: str, **kw: Any) -> _Outbox:
+                s = MessageStore.open(cfg, state_dir=Path(tmp) / name, connection=conn, **kw)
+                stores.append(s)
+                return _Outbox(name, s)
+
+            methods = [method("local", services=services.replace(outbox="local"))]
+            methods[0].store.create_schema()
+            methods.append(method("kafka", services=kafka))
+            if with_hot:
+                methods.append(method("kafka_archiver", services=kafka, archiver_mode=True))
+                methods.append(method("kafka_hot", services=kafka.replace(hot_window="redis"), archiver_mode=True))
+            log(f"keyspace {keyspace}: {', '.join(m.name for m in methods)}; {params.concurrency} callers")
+            _sends(methods, params, pool, log)
+            primitives = _primitives(services, kafka, keyspace, Path(tmp), params, with_hot)
+        finally:
+            for s in stores:
+                s.close()
+    report = OutboxBenchReport(run_id=run_dir.name, keyspace=keyspace, topic=kafka.kafka_topic,
+                               wall_seconds=wall.seconds(2), params=params, environment=env,
+                               methods={m.name: m.result() for m in methods}, primitives=primitives)
+    path = write_json(out_dir / JSON_FILE, report)
+    return OutboxBenchResult(json_path=path, report=report)

@@ -1,0 +1,66 @@
+"""What one store benchmark run measures: :class:`BenchParams` and the CLI's two presets."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from lab.store import DEFAULT_BATCH_CONCURRENCY, DEFAULT_HISTORY_LIMIT
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchParams:
+    """What one run measures. ``preset(quick=...)`` gives the CLI's two sizes."""
+
+    mode: str = "custom"
+    # send_throughput
+    send_ops: int = 2000            # measured calls per method
+    send_block: int = 200           # calls per interleaved block
+    send_warmup: int = 100          # calls per method in the discarded warm-up block
+    send_concurrency: int = 8       # thread-pool callers
+    send_conversations: int = 64    # sends spread round-robin over this many conversations / senders
+    body_bytes: int = 200
+    # history_latest_page
+    history_messages: int = 80      # messages sent into the history conversation first
+    history_limit: int = DEFAULT_HISTORY_LIMIT  # page size (the store's default)
+    history_ops: int = 1000         # measured calls per method
+    history_warmup: int = 50        # discarded calls per method
+    # grouped_vs_naive (S-1 shapes)
+    group_backlog: int = 500
+    dm_count: int = 20
+    dm_backlog: int = 5
+    group_repeats: int = 30         # measured calls per method, group shape (naive = group_backlog point reads)
+    group_warmup: int = 2           # discarded calls per method, group shape
+    dm_repeats: int = 60            # measured calls per method, DM shape
+    dm_warmup: int = 3              # discarded calls per method, DM shape
+    batch_concurrency: int = DEFAULT_BATCH_CONCURRENCY
+    flush: bool = True              # flush memtables after seeding, so reads hit SSTables
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and f.name != "seed" and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{f.name} must be an int >= 1, got {value!r}")
+        if self.send_ops % self.send_block:
+            raise ValueError("send_ops must be a multiple of send_block")
+        if self.history_messages < self.history_limit:
+            raise ValueError("history_messages must be >= history_limit (a full latest page)")
+
+    @classmethod
+    def preset(cls, *, quick: bool) -> BenchParams:
+        if not quick:
+            return cls(mode="full")
+        # sized for a shared 2-core machine: under a minute unless the machine is very busy
+        return cls(mode="quick", send_ops=200, send_block=50, send_warmup=25, history_messages=60,
+                   history_ops=80, history_warmup=10, group_repeats=3, group_warmup=1, dm_repeats=6, dm_warmup=1)
+
+    @property
+    def shapes(self) -> dict[str, dict[str, int]]:
+        """S-1 shapes: name -> conversations, messages each, measured and warm-up calls."""
+        return {f"group_1x{self.group_backlog}": {"conversations": 1, "messages": self.group_backlog,
+                                                   "repeats": self.group_repeats, "warmup": self.group_warmup},
+                f"dm_{self.dm_count}x{self.dm_backlog}": {"conversations": self.dm_count, "messages": self.dm_backlog,
+                                                          "repeats": self.dm_repeats, "warmup": self.dm_warmup}}
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)

@@ -1,0 +1,353 @@
+"""``lab bench store --profile``: where the client's time goes on the store's hot paths (py-spy).
+
+Each workload runs in a child process (``python -m lab.bench.store_paths.profiling``) under
+``py-spy record``, twice: every thread on the wall clock (waits show as their frames; ``idle``
+samples idle frames too) and only the thread holding the GIL (``--gil``: the Python CPU that
+bounds a client on 2 shared cores). Per workload and view: a flame graph (``<mode>[.gil].svg``),
+the raw collapsed stacks (``.txt``) and their self / inclusive tables (``.top.md``, :func:`top`),
+in ``results/<run-id>/bench/profile/``. Workloads, each on a scratch keyspace of its own
+(dropped at the end), through the store's public API:
+
+    send            ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations
+    send_floor      the same statements issued raw from 8 threads (:mod:`lab.bench.store_paths.floors`)
+    history         the latest page (50 of 80 messages), one caller
+    grouped_1x500   ``store.batch_read`` of one group's 500 messages, body LRU cleared, one caller
+    grouped_20x5    the same over 20 DMs x 5
+
+The grouped workloads also time one batch against the CQL it issues (:func:`grouped_split`,
+``grouped_split.txt``): the call vs its statements executed raw (rows fetched, not decoded) vs
+the naive point reads, so the difference is the lab's own client work. A profile is evidence
+for a reader, not a measurement the report uses: nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.bench.store_paths.params import BenchParams
+from lab.bench.store_paths.recording import BenchRun
+from lab.cluster.config import ClusterConfig
+from lab.errors import BenchError, ConfigError
+from lab.measure import Stopwatch, now_ns, percentile
+from lab.measure.timing import NS_PER_MS, NS_PER_SECOND
+
+MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
+GROUPED_SHAPES = {"grouped_1x500": (1, 500), "grouped_20x5": (20, 5)}  # conversations x messages
+SEND_THREADS = 8
+SEND_CONVERSATIONS = 64
+HISTORY_MESSAGES, HISTORY_LIMIT = 80, 50
+SAMPLE_RATE_HZ = 250
+DEFAULT_SECONDS = 20.0
+QUICK_SECONDS = 4.0
+SPLIT_ROUNDS = 30
+RAW_CONCURRENCY = 32
+TOP_FRAMES = 25
+PROFILE_DIR = "profile"
+VIEWS = (("", "wall"), (".gil", "gil"))  # file suffix, what py-spy samples
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileParams:
+    """What ``--profile`` runs: the workloads, seconds each, py-spy's sampling rate."""
+
+    modes: tuple[str, ...] = MODES
+    seconds: float = DEFAULT_SECONDS
+    sample_rate_hz: int = SAMPLE_RATE_HZ
+    idle: bool = False  # the wall view also samples idle (waiting) frames
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.modes if m not in MODES]
+        if unknown or not self.modes:
+            raise ConfigError(f"unknown profile workload(s) {unknown or '(none)'}; known: {', '.join(MODES)}",
+                              field="modes")
+        if self.seconds <= 0 or self.sample_rate_hz <= 0:
+            raise ConfigError("profile seconds and sample rate must be positive", field="seconds")
+
+    @classmethod
+    def preset(cls, *, quick: bool, **changes: Any) -> ProfileParams:
+        return cls(**({"seconds": QUICK_SECONDS if quick else DEFAULT_SECONDS} | changes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileResult:
+    """The files of one profile run, each workload's own line (calls, calls/s, requests) and the
+    scratch keyspaces the workload processes measured in (each dropped at its end)."""
+
+    out_dir: Path
+    params: ProfileParams
+    files: tuple[Path, ...] = ()
+    workloads: dict[str, str] = field(default_factory=dict)
+    keyspaces: tuple[str, ...] = ()
+
+    @property
+    def closing_note(self) -> str:
+        lines = [f"profiles of {len(self.params.modes)} workload(s), {self.params.seconds:g} s each, "
+                 f"in {self.out_dir}"]
+        lines += [f"  {line}" for line in self.workloads.values()]
+        lines.append("  read <mode>.gil.top.md first: the Python CPU (GIL holder) per function")
+        return "\n".join(lines)
+
+
+# ---- the profile run (parent) ----------------------------------------------------------------------
+
+def pyspy_path() -> Path:
+    """py-spy beside this interpreter (a dev dependency: ``pip install -e '.[dev]'``)."""
+    path = Path(sys.executable).with_name("py-spy")
+    if not path.exists():
+        raise ConfigError(f"py-spy not found at {path}: install the dev extras (`make venv`)", field="py-spy")
+    return path
+
+
+def child_env(config: ClusterConfig) -> dict[str, str]:
+    """The workload process's environment: the cluster as ``LAB_*`` variables (the password
+    only there, as for the load processes), nothing else of the caller's ``LAB_*``."""
+    from lab.load.processes import config_env
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
+    env.update(config_env(config))
+    return env
+
+
+def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
+                log: Callable[[str], None] | None = None) -> ProfileResult:
+    """Every workload of ``params`` under py-spy into ``<run_dir>/bench/profile/``."""
+    log = log or (lambda _msg: None)
+    pyspy = pyspy_path()
+    out = run_dir / "bench" / PROFILE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    env = child_env(config)
+    files: list[Path] = []
+    workloads: dict[str, str] = {}
+    keyspaces: list[str] = []
+    for mode in params.modes:
+        for suffix, view in VIEWS:
+            flags = ["--gil"] if view == "gil" else (["--idle"] if params.idle else [])
+            for fmt, ext in (("flamegraph", "svg"), ("raw", "txt")):
+                path = out / f"{mode}{suffix}.{ext}"
+                split = mode in GROUPED_SHAPES and fmt == "raw" and view == "wall"
+                report = out / f"{mode}{suffix}.{ext}.log"
+                cmd = [str(pyspy), "record", "-r", str(params.sample_rate_hz), "-f", fmt, "-o", str(path), *flags,
+                       "--", sys.executable, "-m", __name__, mode, "--seconds", str(params.seconds),
+                       "--report", str(report), *(["--split", str(out / "grouped_split.txt")] if split else [])]
+                log(f"profile {mode} ({view}, {fmt})")
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                # py-spy exits 0 whatever its child did: the workload's report says it finished
+                if done.returncode != 0 or not report.exists():
+                    raise BenchError(f"profiling {mode!r} ({view}, {fmt}) failed (py-spy exit {done.returncode}): "
+                                     f"{(done.stderr or done.stdout).strip()[-800:]}", mode=mode)
+                files.append(path)
+                keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
+                keyspaces.append(keyspace)
+                report.unlink()
+            top_path = out / f"{mode}{suffix}.top.md"
+            top_path.write_text(top(out / f"{mode}{suffix}.txt"))
+            files.append(top_path)
+    if (out / "grouped_split.txt").exists():
+        files.append(out / "grouped_split.txt")
+    return ProfileResult(out_dir=out, params=params, files=tuple(files), workloads=workloads,
+                         keyspaces=tuple(keyspaces))
+
+
+def top(path: Path, n: int = TOP_FRAMES) -> str:
+    """Self and inclusive sample shares of the functions in a raw (collapsed) py-spy profile."""
+    self_, incl = collections.Counter(), collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        k = int(count)
+        total += k
+        frames = [frame_name(f) for f in stack.split(";")[1:]]  # drop the thread / process root
+        if not frames:
+            continue
+        self_[frames[-1]] += k
+        for f in set(frames):
+            incl[f] += k
+    lines = [f"# {path.name}: {total} samples", "", "| self % | function |", "|---:|---|"]
+    lines += [f"| {100 * v / total:.1f} | {f} |" for f, v in self_.most_common(n)]
+    lines += ["", "| inclusive % | function |", "|---:|---|"]
+    lines += [f"| {100 * v / total:.1f} | {f} |" for f, v in incl.most_common(n)]
+    return "\n".join(lines) + "\n"
+
+
+def frame_name(frame: str) -> str:
+    """py-spy's raw ``function (path/to/file.py:line)`` as ``function (file)``, paths shortened."""
+    name, _, where = frame.partition(" (")
+    file = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "/lab/", "lib/python3.11/"):
+        if marker in file:
+            file = ("lab/" if marker == "/lab/" else "") + file.split(marker, 1)[1]
+            break
+    return f"{name} ({file})"
+
+
+# ---- the workloads (child process, under py-spy) --------------------------------------------------
+
+@contextmanager
+def _scratch_store(config: ClusterConfig) -> Iterator[Any]:
+    from lab.cluster.connection import connect
+    from lab.results.scratch import scratch_keyspace
+    from lab.store import MessageStore
+
+    with connect(config) as conn, scratch_keyspace(conn, "prof", create=False) as keyspace, \
+            tempfile.TemporaryDirectory(prefix="lab-profile-") as state_dir, \
+            MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn) as store:
+        store.create_schema()
+        yield store, keyspace
+
+
+def _until(seconds: float) -> Callable[[], bool]:
+    deadline = now_ns() + int(seconds * NS_PER_SECOND)
+    return lambda: now_ns() < deadline
+
+
+def _threads(call: Callable[[int], None], seconds: float) -> int:
+    """``call(i)`` for i = 0, 1, ... from SEND_THREADS threads until ``seconds`` pass; the calls made."""
+    counter = iter(range(1 << 62))
+    lock = threading.Lock()
+    running = _until(seconds)
+
+    def one(_: int) -> int:
+        n = 0
+        while running():
+            with lock:
+                i = next(counter)
+            call(i)
+            n += 1
+        return n
+
+    with ThreadPoolExecutor(SEND_THREADS) as pool:
+        return sum(pool.map(one, range(SEND_THREADS)))
+
+
+def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None) -> tuple[str, str]:
+    """Run one workload for ``seconds`` on a scratch keyspace (dropped at the end): (its
+    keyspace, its one-line report)."""
+    from lab.bench.store_paths.floors import send_floor_calls
+    from lab.bench.store_paths.seeded_rows import seed_conversation
+    from lab.store import BatchEntry, SendRequest
+
+    with _scratch_store(config) as (store, keyspace):
+        run = BenchRun(store, BenchParams(), None, lambda _m: None)
+        tenant = uuid.uuid4()
+        calls = 0
+        if mode == "send":
+            conversations = [uuid.uuid4() for _ in range(SEND_CONVERSATIONS)]
+
+            def send(i: int) -> None:
+                c = conversations[i % SEND_CONVERSATIONS]
+                store.send(SendRequest(tenant_id=tenant, conversation_id=c, sender_id=c, sender_device_id=c,
+                                       client_message_id=f"p-{i}", body=b"profile message body " * 10))
+            calls = _threads(send, seconds)
+            store.drain()
+        elif mode == "send_floor":
+            floor = send_floor_calls(run, int(seconds * 2000), conversations=SEND_CONVERSATIONS)
+            calls = _threads(lambda i: floor[i](), seconds)  # the calls are built before the clock starts
+        elif mode == "history":
+            conversation = uuid.uuid4()
+            seed_conversation(run, tenant, conversation, HISTORY_MESSAGES)
+            running = _until(seconds)
+            while running():
+                page = store.history(tenant, conversation, limit=HISTORY_LIMIT)
+                if len(page.messages) != HISTORY_LIMIT:
+                    raise BenchError(f"history page of {len(page.messages)} messages, expected {HISTORY_LIMIT}")
+                calls += 1
+        else:
+            n_conversations, per_conversation = GROUPED_SHAPES[mode]
+            entries = []
+            for _ in range(n_conversations):
+                conversation = uuid.uuid4()
+                entries += [BatchEntry(conversation_id=conversation, conversation_seq=a.conversation_seq,
+                                       message_id=a.message_id)
+                            for a in seed_conversation(run, tenant, conversation, per_conversation)]
+            if split_path is not None:
+                with split_path.open("a") as f:
+                    f.write(f"# {mode}\n{grouped_split(store, tenant, entries)}\n")
+            running = _until(seconds)
+            while running():
+                store.body_cache.clear()
+                got = len(store.batch_read(tenant, entries).messages)
+                if got != len(entries):
+                    raise BenchError(f"batch_read returned {got} of {len(entries)} messages")
+                calls += 1
+        return keyspace, (f"{mode}: {calls} calls in {seconds:g} s ({calls / seconds:.1f}/s); "
+                          f"requests {store.connection.counter.snapshot()}")
+
+
+def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int = SPLIT_ROUNDS) -> str:
+    """Wall time of one grouped batch against the CQL it issues: ``batch_read`` vs the same
+    statements executed raw (``store.prepare_raw`` + ``execute_concurrent``, rows fetched and not
+    decoded), the record statements alone, and the naive point reads; p50 and min per side."""
+    from lab.store import MESSAGE_RECORD_COLUMNS
+
+    width = store.constants.message_seq_bucket_width
+    groups = collections.defaultdict(list)
+    for e in entries:
+        groups[(e.conversation_id, e.conversation_seq // width)].append(e.conversation_seq)
+    columns = ", ".join(MESSAGE_RECORD_COLUMNS)
+    record = store.prepare_raw(f"SELECT {columns} FROM {{ks}}.message_record WHERE tenant_id = ? "
+                               "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq >= ? "
+                               "AND conversation_seq <= ?")
+    summary = store.prepare_raw("SELECT conversation_seq, counts, summary_version, updated_at FROM "
+                                "{ks}.message_reaction_summary WHERE tenant_id = ? AND conversation_id = ? AND "
+                                "seq_bucket = ? AND conversation_seq >= ? AND conversation_seq <= ?")
+    raw = [(s, (tenant, c, b, min(q), max(q))) for (c, b), q in groups.items() for s in (record, summary)]
+    point = store.prepare_raw(f"SELECT {columns} FROM {{ks}}.message_record WHERE "
+                              "tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
+                              key_columns=("tenant_id", "conversation_id", "seq_bucket", "conversation_seq"))
+    naive = [(point, (tenant, e.conversation_id, e.conversation_seq // width, e.conversation_seq)) for e in entries]
+
+    def execute(statements: list) -> None:
+        for rows in store.connection.execute_concurrent(statements, concurrency=RAW_CONCURRENCY):
+            list(rows)
+
+    def batch() -> None:
+        store.body_cache.clear()
+        store.batch_read(tenant, entries)
+
+    sides = {"batch_read": batch, "raw_same_statements": lambda: execute(raw),
+             "raw_records_only": lambda: execute(raw[::2]), "raw_naive_point_reads": lambda: execute(naive)}
+    ms: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, side in sides.items():
+            with Stopwatch() as sw:
+                side()
+            ms[name].append(sw.elapsed_ns / NS_PER_MS)
+    lines = [f"{name}: p50 {percentile(v, 50):.1f} ms, min {min(v):.1f} ms" for name, v in ms.items()]
+    lines.append(f"{len(raw)} grouped statements (records + summaries), {len(naive)} naive point reads, "
+                 f"{rounds} rounds")
+    return "\n".join(lines)
+
+
+def _child(argv: list[str] | None = None) -> None:
+    """The workload process py-spy starts: the cluster comes from the ``LAB_*`` variables
+    :func:`child_env` set."""
+    from lab.cluster.config import load_config
+
+    ap = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    ap.add_argument("mode", choices=MODES)
+    ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
+    ap.add_argument("--split", type=Path, default=None)
+    ap.add_argument("--report", type=Path, default=None)
+    a = ap.parse_args(argv)
+    keyspace, line = work(load_config(env=os.environ), a.mode, a.seconds, split_path=a.split)
+    if a.report is not None:
+        a.report.write_text(f"{keyspace}\n{line}\n")
+    print(line)
+
+
+if __name__ == "__main__":
+    _child()

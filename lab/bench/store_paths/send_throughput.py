@@ -1,0 +1,103 @@
+"""``send_throughput``: the full write path (``store.send``) against its own statements issued raw
+(``send_floor``, lab.bench.store_paths.floors) and against the bare dedup LWT alone.
+
+All three on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
+all pay the same client overhead; interleaved blocks, the order reversed every round (A B C,
+C B A, ...), after one discarded warm-up block each. A write-path block ends after
+``store.drain()``: its throughput includes the head updates it caused (sustainable, not ack-only;
+ack-only is reported too).
+"""
+from __future__ import annotations
+
+import uuid
+
+from lab.bench.store_paths.floors import send_floor_calls
+from lab.bench.store_paths.recording import BenchRun, Method, body
+from lab.bench.store_paths.bench_report import RATIO_DIGITS, Comparison
+from lab.measure import a_over_b, now_ns, timed
+from lab.measure.timing import NS_PER_SECOND
+from lab.store import DedupState, u128_to_blob, wall_clock_ms
+
+
+def bench_send(run: BenchRun) -> Comparison:
+    p, store = run.params, run.store
+    tenant = uuid.uuid4()
+    conversations = [uuid.uuid4() for _ in range(p.send_conversations)]
+    senders = [uuid.uuid4() for _ in range(p.send_conversations)]
+    lwt = store.prepare_raw(
+        "INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+        "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+
+    def full(i: int) -> None:
+        k = i % p.send_conversations
+        store.send(run.text_request(tenant, conversations[k], senders[k], body(p.body_bytes, i), prefix="send"))
+
+    def bare(i: int) -> None:
+        row = run.conn.execute(lwt, (tenant, senders[i % p.send_conversations], run.client_id("lwt"),
+                                     u128_to_blob(uuid.uuid4().int), i + 1, int(DedupState.RESERVED),
+                                     wall_clock_ms())).one()
+        if not row[0]:
+            raise RuntimeError("bare LWT not applied")
+
+    floor_calls = send_floor_calls(run, p.send_warmup + p.send_ops, conversations=p.send_conversations)
+
+    def floor(i: int) -> None:
+        floor_calls[i]()
+
+    methods = {"full_write_path": (Method("full_write_path"), full), "send_floor": (Method("send_floor"), floor),
+               "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
+    ack_ns = {"full_write_path": 0}
+    counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
+
+    def block(name: str, n: int, measured: bool) -> None:
+        method, fn = methods[name]
+        before = run.snapshot()
+        t0 = now_ns()
+        calls = [next(counters[name]) for _ in range(n)]
+        timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
+        t_ack = now_ns()
+        if name == "full_write_path":
+            store.drain()  # the head updates this block caused belong to this block
+        t1 = now_ns()
+        if not measured:
+            method.warmup += n
+            return
+        method.add_requests(before, run.snapshot())
+        method.elapsed_ns += t1 - t0
+        if name in ack_ns:
+            ack_ns[name] += t_ack - t0
+        for t in timings:
+            method.record(t)
+
+    names = list(methods)
+    for name in names:
+        block(name, p.send_warmup, measured=False)
+    blocks = p.send_ops // p.send_block
+    for r in range(blocks):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            block(name, p.send_block, measured=True)
+        run.log(f"  send block {r + 1}/{blocks}")
+    full_m = methods["full_write_path"][0]
+    ack_only = (round(full_m.stats.ok / (ack_ns["full_write_path"] / NS_PER_SECOND), 2)
+                if ack_ns["full_write_path"] else None)
+    f = full_m.result(ack_only_throughput_ops_per_s=ack_only)
+    fl = methods["send_floor"][0].result()
+    b = methods["bare_lwt_insert"][0].result()
+    return Comparison(
+        description="send throughput: store.send (full §5.1 path) vs its own statements issued raw (send_floor: "
+                    "dedup LWT, record + index together, COMMITTED, head write) vs the bare client_dedup INSERT ... "
+                    "IF NOT EXISTS alone",
+        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all three",
+        order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
+              f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain()",
+        methods={f.name: f, fl.name: fl, b.name: b},
+        ratio={"full_over_floor_throughput": a_over_b(f.throughput_ops_per_s, fl.throughput_ops_per_s,
+                                                      digits=RATIO_DIGITS),
+               "full_over_floor_p50_latency": a_over_b(f.latency_us.p50, fl.latency_us.p50, digits=RATIO_DIGITS),
+               "full_over_floor_p99_latency": a_over_b(f.latency_us.p99, fl.latency_us.p99, digits=RATIO_DIGITS),
+               "full_over_bare_throughput": a_over_b(f.throughput_ops_per_s, b.throughput_ops_per_s,
+                                                     digits=RATIO_DIGITS),
+               "bare_over_full_throughput": a_over_b(b.throughput_ops_per_s, f.throughput_ops_per_s,
+                                                     digits=RATIO_DIGITS),
+               "full_over_bare_p50_latency": a_over_b(f.latency_us.p50, b.latency_us.p50, digits=RATIO_DIGITS),
+               "full_over_bare_p99_latency": a_over_b(f.latency_us.p99, b.latency_us.p99, digits=RATIO_DIGITS)})

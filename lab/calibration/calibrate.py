@@ -1,0 +1,405 @@
+"""Calibration runs: measure on the cluster in front of the lab, write one report.
+
+``run_calibration(config, CalibrationOptions(...))`` makes a fresh ``results/<run-id>/``
+(exclusive create: runs never overwrite each other) and
+
+1. records the environment (:func:`lab.results.environment.environment`: server kind and
+   version, nodes, RF, machine, git commit, the embedded node's start-up and jar-resolution
+   times) and a write/read round trip in a scratch keyspace;
+2. runs the notebook suite headless through :func:`lab.calibration.notebooks.run_notebook` (papermill),
+   one folder per notebook: executed ``.ipynb``, its HTML, figures, tables, ``values.json``;
+3. turns the notebooks' values into ``constants.<name>`` for every appendix-B constant
+   (:mod:`lab.calibration.recommendations`), and writes ``calibration.json`` (the machine-readable contract),
+   ``environment.json`` and ``report.html`` (:mod:`lab.calibration.report`);
+4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied; a
+   quick run refuses to propose without ``allow_quick`` (its numbers are a smoke test's).
+
+Each constant carries its agreement with the previous comparable run (same results folder,
+mode, server and nodes: :mod:`lab.calibration.agreement`), or with ``previous`` when given.
+:func:`run_repeat_check` runs the suite twice and compares the two runs (``lab calibrate
+--repeat-check``): the second run's report shows, per constant, whether they agree.
+
+``calibration.json`` (:class:`~lab.calibration.contract.CalibrationRun`) is rewritten after
+every step, atomically, so a run that dies half-way still says what it measured. A failing notebook stops the suite (unless ``keep_going``): the run is
+marked failed with the notebook, the cell and the error, the report is written with the
+partial results, and :class:`~lab.errors.CalibrationError` is raised.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
+from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
+from lab.constants import APPENDIX_B_PATH, read_entries
+from lab.errors import CalibrationError, LabError
+from lab.measure import Stopwatch, summarize_histogram, timed, utc_now_iso
+from lab.measure.hdr import OpStats, latencies_us
+from lab.project import RESULTS_DIR
+from lab.results.environment import environment
+from lab.results.jsonio import read_json, write_json
+from lab.results.run_folders import new_run_dir
+from lab.results.scratch import scratch_keyspace
+
+ROUND_TRIPS_QUICK = 200
+ROUND_TRIPS_FULL = 2000
+ROUND_TRIP_PAYLOAD_BYTES = 100
+ROUND_TRIP_KEYSPACE_PREFIX = "lab_round_trip"
+CALIBRATION_FILE = "calibration.json"
+ENVIRONMENT_FILE = "environment.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationOptions:
+    quick: bool = True
+    results: Path = RESULTS_DIR
+    notebooks: tuple[str, ...] | None = None              # None: the whole suite (lab.notebooks.NOTEBOOKS)
+    overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # notebook -> parameters
+    propose: bool = False
+    keep_going: bool = False
+    progress: bool = True
+    cell_timeout_seconds: float | None = None
+    constants_path: Path = APPENDIX_B_PATH
+    notebooks_dir: Path | None = None
+    allow_quick: bool = False             # propose from a quick run anyway
+    previous: Path | None = None          # the run to state agreement with (None: the latest comparable one)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationResult:
+    run_dir: Path
+    calibration: CalibrationRun
+
+    @property
+    def report_path(self) -> Path:
+        return self.run_dir / "report.html"
+
+    @property
+    def calibration_path(self) -> Path:
+        return self.run_dir / CALIBRATION_FILE
+
+    @property
+    def proposal_path(self) -> Path | None:
+        return self.run_dir / self.calibration.proposal if self.calibration.proposal else None
+
+
+# ---- measurements of the lab itself ---------------------------------------------------------
+def measure_round_trip(conn: Any, keyspace: str, n: int) -> RoundTrip:
+    """Write then read ``n`` small rows one at a time; latencies in microseconds (HdrHistogram)."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.lab_round_trip (k uuid PRIMARY KEY, v blob)")
+    conn.wait_schema_agreement()
+    insert = conn.prepare(f"INSERT INTO {keyspace}.lab_round_trip (k, v) VALUES (?, ?)")
+    select = conn.prepare(f"SELECT v FROM {keyspace}.lab_round_trip WHERE k = ?", key_columns=("k",))
+    keys = [uuid.uuid4() for _ in range(n)]
+    writes, reads = OpStats(), OpStats()
+    watch = Stopwatch()
+    for k in keys:
+        _, t = timed(lambda: conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES)))
+        writes.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
+    for k in keys:
+        row, t = timed(lambda: conn.execute(select, (k,)).one())
+        reads.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
+        if row is None:
+            raise CalibrationError(f"round trip lost key {k}", keyspace=keyspace)
+    w, r = summarize_histogram(writes.service), summarize_histogram(reads.service)
+    return RoundTrip(n=n, write_p50_us=w.p50, write_p99_us=w.p99, read_p50_us=r.p50, read_p99_us=r.p99,
+                     seconds=watch.seconds(2))
+
+
+# ---- the run --------------------------------------------------------------------------------
+def _write(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    write_json(run_dir / CALIBRATION_FILE, cal.to_json())  # atomic: readers never see half a file
+    return cal
+
+
+def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
+    """(notebook, parameters) in suite order: quick parameters (or the notebooks' own defaults
+    in full mode) updated by ``overrides``; capacity reads the b_row and CPU costs of this run."""
+    from lab.calibration import notebooks as nbs
+
+    names = tuple(options.notebooks) if options.notebooks is not None else nbs.NOTEBOOKS
+    unknown = sorted(set(names) - set(nbs.NOTEBOOKS)) + sorted(set(options.overrides) - set(names))
+    if unknown:
+        raise CalibrationError(f"unknown or unselected notebook(s) {', '.join(unknown)}; suite: "
+                               f"{', '.join(nbs.NOTEBOOKS)}", notebooks=unknown)
+    out = []
+    for name in names:
+        params = dict(nbs.QUICK_PARAMETERS.get(name, {}) if options.quick else {})
+        if Path(options.constants_path) != APPENDIX_B_PATH:
+            params["constants_file"] = str(Path(options.constants_path).resolve())
+        params.update(options.overrides.get(name, {}))
+        _check_parameters(name, params, options)
+        if (name == "capacity" and run_dir is not None and "b_row" in names and "b_row_values" not in params
+                and "b_row_bytes" not in params):
+            params["b_row_values"] = str((run_dir / "b_row" / nbs.VALUES_FILE).resolve())
+        if name == "capacity" and run_dir is not None and "cpu_cost" in names and "cpu_values" not in params:
+            params["cpu_values"] = str((run_dir / "cpu_cost" / nbs.VALUES_FILE).resolve())
+        out.append((name, params))
+    return out
+
+
+def _check_parameters(name: str, params: Mapping[str, Any], options: CalibrationOptions) -> None:
+    """Undeclared parameters and values of the wrong type are refused before the run folder exists."""
+    from lab.calibration import notebooks as nbs
+
+    nbs.check_parameters(name, params, options.notebooks_dir or nbs.NOTEBOOKS_DIR)
+
+
+def _cell_source(exc: BaseException) -> str | None:
+    """First non-blank line of the failing cell (papermill's error carries the source)."""
+    source = getattr(exc.__cause__, "source", None)
+    if not source:
+        return None
+    return next((line.strip() for line in str(source).splitlines() if line.strip()), None)
+
+
+def _collect(run_dir: Path, name: str) -> dict[str, Any]:
+    """What a notebook left in its folder (NotebookRun fields), paths relative to the run folder."""
+    from lab.calibration.notebooks import VALUES_FILE, read_values
+
+    folder = run_dir / name
+    rel = lambda p: p.relative_to(run_dir).as_posix()  # noqa: E731
+    executed = folder / f"{name}.ipynb"
+    try:
+        values = read_values(folder) if folder.is_dir() else {}
+    except (OSError, ValueError):  # values.json missing and scrapbook rejected the partial notebook
+        values = {}
+    conclusion = folder / "conclusion.md"
+    return {"notebook": rel(executed) if executed.exists() else None,
+            "html": rel(executed.with_suffix(".html")) if executed.with_suffix(".html").exists() else None,
+            "values_file": rel(folder / VALUES_FILE) if (folder / VALUES_FILE).exists() else None,
+            "figures": tuple(rel(p) for p in sorted(folder.glob("*.png"))),
+            "tables": tuple(rel(p) for p in sorted(folder.glob("*.csv"))), "values": values,
+            "conclusion": conclusion.read_text().strip() if conclusion.exists() else values.get("conclusion")}
+
+
+def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
+    from lab.calibration.recommendations import assess
+
+    ok = {name: {"values": nb.values, "dir": run_dir / name} for name, nb in cal.notebooks.items()
+          if nb.status == "ok"}
+    constants = assess(read_entries(options.constants_path), ok, run_dir=run_dir, run_id=cal.run_id,
+                       quick=options.quick)
+    constants = {n: dataclasses.replace(c, notebook_html=cal.notebooks[c.notebook].html)
+                 if c.notebook in cal.notebooks else c for n, c in constants.items()}
+    return cal.replace(constants=constants)
+
+
+def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
+                 run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
+    from lab.cluster.connection import connect
+
+    parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
+                  "notebooks": {name: params for name, params in suite},
+                  "constants_file": str(options.constants_path)}
+    with connect(config) as conn:
+        # the notebooks' stores (experiments.common.scratch_store) open with the default services
+        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
+        with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
+            round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
+    write_json(run_dir / ENVIRONMENT_FILE, env)
+    return cal.replace(environment=env, round_trip=round_trip)
+
+
+def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: CalibrationOptions,
+             run_dir: Path) -> tuple[NotebookRun, CalibrationError | None]:
+    """One notebook through lab.notebooks.run_notebook: its entry of calibration.json (status,
+    seconds, files, values) and the failure, if any."""
+    from lab.calibration.notebooks import run_notebook
+
+    failure, error = None, None
+    watch = Stopwatch()
+    try:
+        run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
+                     **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
+        status = "ok"
+    except CalibrationError as exc:
+        status, failure = "failed", exc
+        error = RunError(notebook=name, cell=exc.facts.get("cell"), cell_index=exc.facts.get("cell_index"),
+                         cell_source=_cell_source(exc), ename=exc.facts.get("ename"), evalue=exc.facts.get("evalue"))
+    entry = NotebookRun(status=status, parameters=dict(params), seconds=watch.seconds(1), error=error,
+                        **_collect(run_dir, name))
+    if entry.status == "ok" and not entry.values:
+        # a notebook that "succeeds" without recording anything took a wrong branch
+        evalue = f"{name} finished but recorded no values ({name}/values.json missing)"
+        entry = dataclasses.replace(entry, status="failed",
+                                    error=RunError(notebook=name, cell=None, ename="NoValues", evalue=evalue))
+        failure = CalibrationError(evalue, notebook=name, cell=None, ename="NoValues", evalue=evalue)
+    return entry, failure
+
+
+def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, options: CalibrationOptions,
+               run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None]:
+    failure = None
+    for name, params in suite:
+        cal = cal.with_notebook(name, NotebookRun(status="pending", parameters=dict(params)))
+    cal = _write(run_dir, cal)
+    bar = _progress(len(suite), options.progress and bool(suite))
+    try:
+        for name, params in suite:
+            bar.set_description(f"notebook {name}")
+            cal = _write(run_dir, cal.with_notebook(name, NotebookRun(status="running", parameters=dict(params))))
+            entry, failed = _run_one(name, params, config, options, run_dir)
+            failure = failed or failure
+            cal = _write(run_dir, cal.with_notebook(name, entry))
+            bar.update(1)
+            bar.write(f"{name}: {entry.status} in {entry.seconds:.0f} s", file=sys.stderr)
+            if failure is not None and not options.keep_going:
+                break
+    finally:
+        bar.close()
+        cal = cal.replace(notebooks={n: NotebookRun(status="not run", parameters=nb.parameters)
+                                     if nb.status in ("pending", "running") else nb
+                                     for n, nb in cal.notebooks.items()})
+    return cal, failure
+
+
+def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
+    """Each constant's agreement with the previous run (explicit, else the latest comparable)."""
+    from lab.calibration.agreement import agreement, previous_run
+
+    previous = Path(options.previous) if options.previous is not None else previous_run(run_dir, cal.to_json())
+    if previous is None or not (previous / CALIBRATION_FILE).is_file():
+        return cal
+    before = read_json(previous / CALIBRATION_FILE).get("constants") or {}
+    constants = {n: dataclasses.replace(c, agreement={**agreement(before.get(n), c.to_json()),
+                                                      "previous_run": previous.name})
+                 for n, c in cal.constants.items()}
+    return cal.replace(constants=constants, previous_run=str(previous))
+
+
+def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch) -> CalibrationRun:
+    from lab.results.environment import loadavg
+
+    cal = _with_agreement(_assess(cal, run_dir, options), run_dir, options)
+    if cal.environment:  # a shared machine's load at the end, beside the one at the start
+        cal = cal.replace(environment={**cal.environment, "loadavg_at_end": loadavg()})
+    return _write(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=watch.seconds(1)))
+
+
+def check_proposable(mode: str, *, allow_quick: bool, run_id: str | None = None) -> None:
+    """A quick run's numbers are a smoke test's: no proposal from them unless asked for."""
+    if mode == "quick" and not allow_quick:
+        raise CalibrationError(f"{'run ' + run_id + ' is' if run_id else 'this is'} a quick run: its numbers are a "
+                               "smoke test of the pipeline (low confidence), not a calibration; propose from "
+                               "`lab calibrate --full`, or add --allow-quick to write the diff anyway",
+                               mode=mode, run_id=run_id)
+
+
+def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
+    from lab.calibration.report import write_report
+
+    from lab.cluster.connection import connect
+
+    options = options or CalibrationOptions()
+    plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
+    if options.propose:
+        check_proposable("quick" if options.quick else "full", allow_quick=options.allow_quick)
+    with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
+        run_dir = new_run_dir(options.results)
+    watch = Stopwatch()
+    cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
+                         started_at=utc_now_iso())
+    failure: CalibrationError | None = None
+    try:
+        suite = plan(options, run_dir)
+        cal = _measure_lab(config, options, suite, run_dir, cal)
+        cal, failure = _run_suite(suite, config, options, run_dir, cal)
+    except CalibrationError as exc:
+        failure = exc
+    except LabError as exc:  # no cluster, bad config: the run folder still says why
+        failure = CalibrationError(f"{type(exc).__name__}: {exc}", notebook=None, cell=None,
+                                   ename=type(exc).__name__, evalue=str(exc))
+        failure.__cause__ = exc
+    except KeyboardInterrupt:
+        cal = _finish(cal.replace(status="interrupted"), run_dir, options, watch)
+        write_report(cal.to_json(), run_dir)
+        raise
+    if failure is not None:
+        failed = next((nb.error for nb in cal.notebooks.values() if nb.error is not None), None)
+        cal = cal.replace(status="failed", error=failed or RunError(
+            notebook=failure.facts.get("notebook"), cell=failure.facts.get("cell"),
+            ename=failure.facts.get("ename", type(failure).__name__), evalue=failure.facts.get("evalue", str(failure))))
+    else:
+        cal = cal.replace(status="ok")
+    cal = _finish(cal, run_dir, options, watch)
+    if options.propose and failure is None:
+        from lab.calibration.propose import propose
+
+        cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path,
+                                                           allow_quick=options.allow_quick).path.name))
+    write_report(cal.to_json(), run_dir)
+    if failure is not None:
+        e = cal.error
+        source = f" (`{e.cell_source}`)" if e.cell_source else ""
+        raise CalibrationError(f"calibration run {run_dir.name} failed {e.where()}{source}: {e.ename}: "
+                               f"{e.evalue}; partial results in {run_dir}", run_dir=run_dir,
+                               notebook=e.notebook, cell=e.cell, ename=e.ename, evalue=e.evalue) from failure
+    return CalibrationResult(run_dir=run_dir, calibration=cal)
+
+
+def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, allow_quick: bool = False) -> Path:
+    """``appendix_b.diff`` for an existing run (the report is re-rendered to link it)."""
+    from lab.calibration.propose import propose
+    from lab.calibration.report import write_report
+
+    run_dir = Path(run_dir)
+    proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
+    cal = _write(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
+        proposal=proposal.path.name))
+    write_report(cal.to_json(), run_dir)
+    return proposal.path
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepeatCheck:
+    first: CalibrationResult
+    second: CalibrationResult
+    comparison_dir: Path
+
+    @property
+    def agreement(self) -> dict[str, str]:
+        """Constant -> agreement status of the two runs (measured constants only)."""
+        return {n: c.agreement["status"] for n, c in self.second.calibration.constants.items()
+                if c.agreement and c.measured is not None}
+
+
+def run_repeat_check(config: ClusterConfig, options: CalibrationOptions | None = None) -> RepeatCheck:
+    """The suite twice, back to back (the second states agreement with the first), and `lab
+    compare` of the two; the second run's report shows run-to-run agreement per constant."""
+    from lab.calibration.report import write_report
+    from lab.results.compare import compare_runs, write_comparison
+
+    options = options or CalibrationOptions()
+    first = run_calibration(config, dataclasses.replace(options, propose=False))
+    second = run_calibration(config, dataclasses.replace(options, previous=first.run_dir))
+    cmp = write_comparison(compare_runs(first.run_dir, second.run_dir), Path(options.results))
+    rel = cmp.html_path.parent.resolve()
+    cal = _write(second.run_dir, second.calibration.replace(repeat_check={
+        "first_run": first.run_dir.name, "first_run_dir": str(first.run_dir), "comparison": str(rel),
+        "comparison_html": str(cmp.html_path.resolve())}))
+    write_report(cal.to_json(), second.run_dir)
+    return RepeatCheck(first=first, second=CalibrationResult(run_dir=second.run_dir, calibration=cal),
+                       comparison_dir=rel)
+
+
+class _NoBar:
+    def set_description(self, _: str) -> None: ...
+    def update(self, _: int) -> None: ...
+    def close(self) -> None: ...
+    def write(self, _: str, file: Any = None) -> None: ...
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="notebook", dynamic_ncols=True, file=sys.stderr)

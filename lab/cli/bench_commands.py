@@ -1,0 +1,94 @@
+"""``lab bench store`` and ``lab bench load``: the store against its bare CQL floors (and, with
+``--outboxes``, each outbox), and ``lab load`` against a plain driver client."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lab.cli.options import COUNT, POSITIVE, LabGroup, cluster_options, home_option, results_option, services_options
+from lab.cluster.config import ClusterConfig
+
+
+@click.group(cls=LabGroup)
+def bench() -> None:
+    """Benchmarks: ratios measured on one node in one run (results/<run-id>/bench/)."""
+
+
+@bench.command("store")
+@home_option
+@click.option("--quick/--full", default=False, help="quick (under a minute) or full parameters")
+@click.option("--outboxes", "outboxes", is_flag=True,
+              help="also store.send with each outbox (local, Kafka) and the hot window's cost per send")
+@click.option("--outboxes-only", is_flag=True, help="only the outbox comparison (bench/outbox.json)")
+@click.option("--profile", "profile", is_flag=True,
+              help="instead of the comparisons: the store's hot paths under py-spy (bench/profile/)")
+@click.option("--profile-modes", default=None, metavar="M1,M2",
+              help="profile workloads (send, send_floor, history, grouped_1x500, grouped_20x5; default all)")
+@click.option("--profile-seconds", type=POSITIVE, default=None, help="seconds per profiled workload (default 20; --quick 4)")
+@click.option("--idle", is_flag=True, help="profile: sample idle (waiting) frames in the wall-clock view too")
+@results_option
+@services_options
+@cluster_options
+def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, profile: bool,
+                profile_modes: str | None, profile_seconds: float | None, idle: bool, results: Path,
+                config: ClusterConfig, services: Any) -> None:
+    """The store against its bare CQL floors: full write path vs its own statements raw
+    (send_floor) and bare LWT inserts, latest history page vs its own statements raw
+    (history_floor) and a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
+    bench/store.json, store.csv and store.png; prints the closing note (the ratios).
+    --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json).
+    --profile: only py-spy profiles of the hot paths: flame graphs (every thread, GIL holder) and
+    top-frame tables per workload (bench/profile/)."""
+    from lab.bench.store_paths import BenchParams, run_bench
+    from lab.bench.store_paths.outboxes import OutboxBenchParams, run_outbox_bench
+    from lab.bench.store_paths.profiling import ProfileParams, pyspy_path, run_profile
+    from lab.cluster.connection import connect
+    from lab.results.run_folders import new_run_dir
+
+    log = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    if profile:  # options checked before anything connects or writes
+        changes: dict[str, Any] = {"idle": idle}
+        if profile_modes:
+            changes["modes"] = tuple(m.strip() for m in profile_modes.split(",") if m.strip())
+        if profile_seconds is not None:
+            changes["seconds"] = profile_seconds
+        profile_params = ProfileParams.preset(quick=quick, **changes)
+        pyspy_path()
+    with connect(config):  # an unreachable cluster fails here, before a run folder exists
+        run_dir = new_run_dir(Path(results))
+    if profile:
+        prof = run_profile(config, profile_params, run_dir=run_dir, log=log)
+        click.echo(prof.closing_note)
+        return
+    if not outboxes_only:
+        result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log)
+        click.echo(result.closing_note)
+        click.echo(f"store.json: {result.json_path}")
+    if outboxes or outboxes_only:
+        out = run_outbox_bench(config, services, OutboxBenchParams.preset(quick=quick), run_dir=run_dir, log=log)
+        click.echo(out.closing_note)
+        click.echo(f"outbox.json: {out.json_path}")
+
+
+@bench.command("load")
+@home_option
+@click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")
+@click.option("--concurrency", type=COUNT, default=None, help="plain client threads = Locust users")
+@click.option("--processes", type=COUNT, default=None, help="Locust worker processes")
+@results_option
+@cluster_options
+def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,
+               config: ClusterConfig) -> None:
+    """`lab load` against a plain driver client issuing the same store calls (max send and read
+    throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json."""
+    from lab.bench.load_generator import LoadBenchParams, run_load_bench
+
+    params = LoadBenchParams.preset(quick=quick)
+    changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}
+    result = run_load_bench(config, dataclasses.replace(params, **changes), results=results,
+                            log=lambda msg: click.echo(msg, err=True))
+    click.echo(result.closing_note)
+    click.echo(f"load.json: {result.json_path}")

@@ -1,0 +1,189 @@
+"""``lab load`` and ``lab soak``: Locust users headless against the cluster, and a sustained
+mixed load with periodic audits; both exit 1 when the audit finds anything lost or duplicated."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from lab.cli.options import COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option
+from lab.cli.load_text import audit_line, summary_lines
+from lab.cli.status_line import ConsoleProgress
+from lab.cluster.config import ClusterConfig
+from lab.results import units
+
+DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
+
+
+# what a worker takes from the master's plan, never from its own command line
+_PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "duration": "--duration",
+               "warmup": "--warmup", "processes": "--processes", "staircase_max": "--staircase", "step": "--step",
+               "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor", "run_id": "--run-id",
+               "web": "--web", "expect_workers": "--expect-workers"}
+
+
+@click.command("load")
+@home_option
+@click.option("--profile", default="chat", show_default=True, help="load profile (lab/load/profiles.toml)")
+@click.option("--rate", type=POSITIVE, default=None, help="fixed rate: total store calls per second (open loop)")
+@click.option("--users", type=COUNT, default=None, help="users (closed loop without --rate)")
+@click.option("--duration", type=Duration(), default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
+@click.option("--warmup", type=Duration(zero_ok=True), default="0s", show_default=True, help="unmeasured time before it")
+@click.option("--processes", type=COUNT, default=1, show_default=True, help="Locust worker processes (one per core)")
+@click.option("--staircase", "staircase_max", type=POSITIVE, default=None,
+              help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
+@click.option("--step", "step", type=Duration(), default="20s", show_default=True, help="length of each staircase step")
+@click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
+              help="conversations each worker seeds before the run")
+@click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
+              show_default=True, help="threads: store calls in native threads of unpatched Locust workers "
+              "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
+@click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
+@click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
+@click.option("--run-id", default=None, metavar="ID",
+              help="name the run (results/ID/); a later load with the same ID reuses its seed, key ranges and "
+                   "history (written to results/ID/load-2, ...)")
+@click.option("--web", is_flag=True, help="Locust's web UI instead of a headless run (closed loop; Ctrl-C ends it, "
+                                          "then the summary and the audit)")
+@click.option("--web-host", default="127.0.0.1", show_default=True, help="address the web UI listens on")
+@click.option("--web-port", type=PORT, default=None, help="web UI port (default: 8089, or a free one)")
+@click.option("--master", "as_master", is_flag=True,
+              help="distributed: run the Locust master here (no users) and wait for --expect-workers workers")
+@click.option("--expect-workers", type=COUNT, default=None, help="with --master: workers to wait for")
+@click.option("--master-bind-host", default="127.0.0.1", show_default=True,
+              help="with --master: address the master and its coordinator listen on (an interface other machines "
+                   "reach, e.g. 10.0.0.5; 0.0.0.0 for all)")
+@click.option("--worker", "as_worker", is_flag=True,
+              help="distributed: a worker on this machine; takes its plan from the master (--master-host)")
+@click.option("--master-host", default=None, help="with --worker: the master's address")
+@click.option("--master-port", type=click.IntRange(1, 65534), default=5557, show_default=True,
+              help="the Locust master's port; the lab's coordinator listens on the next one")
+@click.option("--join-timeout", type=Duration(), default="10m", show_default=True,
+              help="--master: how long to wait for the workers; --worker: for the master")
+@results_option
+@cluster_options
+@click.pass_context
+def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
+         warmup: float, processes: int, staircase_max: float | None, step: float, seed_size: str, driver_mode: str,
+         reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
+         as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
+         master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig) -> None:
+    """Run the Locust users against the cluster (headless, or Locust's web UI); write
+    results/<run-id>/load/.
+
+    Closed loop with --users N, fixed rate with --rate R (latency corrected for coordinated
+    omission beside service time), or a staircase with --staircase MAX; --web: the UI with
+    the plan's users as its default. Across machines: --master --expect-workers N here,
+    --worker --master-host H on each load machine (loadgen/README.md). Ends with the audit:
+    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
+    from lab.load.runner import LoadOptions, WebOptions, run_load
+
+    if as_worker:
+        given = ["--master"] * as_master + [flag for name, flag in _PLAN_FLAGS.items()
+                                            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"--worker takes its plan from the master: drop {', '.join(given)}")
+        if master_host is None:
+            raise click.UsageError("--worker needs --master-host H (the master's address)")
+        _worker(config, master_host, master_port, join_timeout, results, audit=not no_audit)
+        return
+    if (expect_workers is None) == as_master:
+        raise click.UsageError("--master needs --expect-workers N" if as_master
+                               else "--expect-workers goes with --master")
+    if rate is None and users is None and staircase_max is None:
+        if not web:
+            raise click.UsageError("give --rate R, --users N or --staircase MAX")
+        users = DEFAULT_WEB_USERS
+    options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=duration,
+                          warmup_seconds=warmup, processes=processes, staircase_max=staircase_max,
+                          step_seconds=step, seed_size=seed_size, reactor=reactor,
+                          native_threads=driver_mode == "threads", audit=not no_audit, results=results,
+                          run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
+    if as_master:
+        from lab.load.distributed import run_master
+
+        result = run_master(config, options, expect_workers=expect_workers, bind_host=master_bind_host,
+                            port=master_port, join_timeout_seconds=join_timeout,
+                            progress=ConsoleProgress())
+    else:
+        result = run_load(config, options, progress=ConsoleProgress())
+    _print_summary(result)
+
+
+def _worker(config: ClusterConfig, master_host: str, master_port: int, join_timeout: float, results: Path, *,
+            audit: bool) -> None:
+    from lab.load.distributed import run_worker
+
+    r = run_worker(config, master_host=master_host, port=master_port, results=results,
+                   join_timeout_seconds=join_timeout, audit=audit, progress=ConsoleProgress())
+    a = r.audit
+    click.echo(f"worker {r.index}: {units.count(r.acks.total_new)} acknowledged sends ({units.count(r.acks.seed)} "
+               f"seed, {units.count(r.acks.measured)} measured); results sent to the master")
+    if a is not None:
+        click.echo(audit_line(a))
+    click.echo(f"local files: {r.load_dir}")
+    if a is not None and not a.ok:
+        sys.exit(1)
+
+
+def _print_summary(result: Any) -> None:
+    s = result.summary
+    for line in summary_lines(s):
+        click.echo(line)
+    click.echo(f"summary: {result.summary_path}")
+    if s.audit is not None and not s.audit.ok:
+        sys.exit(1)
+    if result.interrupted:
+        click.echo("interrupted: the summary covers the part that ran", err=True)
+        sys.exit(130)
+
+
+@click.command("soak")
+@home_option
+@click.option("--duration", type=Duration(), default="60s", show_default=True, help="how long the load runs, e.g. 90s, 10m, 2h")
+@click.option("--threads", type=COUNT, default=8, show_default=True, help="worker threads driving the store")
+@click.option("--conversations", type=COUNT, default=16, show_default=True, help="conversations of the soak tenant")
+@click.option("--audit-every", "audit_every", type=Duration(), default="30s", show_default=True,
+              help="interval of the audits (every acked send readable exactly once)")
+@click.option("--max-operations", type=COUNT, default=None, help="stop after this many operations as well")
+@click.option("--seed", type=SEED, default=None, help="random seed of the operation mix")
+@results_option
+@cluster_options
+def soak(home: Path, duration: float, threads: int, conversations: int, audit_every: float, max_operations: int | None,
+         seed: int | None, results: Path, config: ClusterConfig) -> None:
+    """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
+
+    Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
+    results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
+    from lab.load.soak import SoakAudit, SoakOptions, run_soak
+
+    options = SoakOptions(duration_seconds=duration, threads=threads, conversations=conversations,
+                          audit_interval_seconds=audit_every, max_operations=max_operations, seed=seed,
+                          results=results)
+
+    def progress(audit: SoakAudit) -> None:
+        what = "final audit" if audit.final else "audit"
+        at = f"{units.seconds(audit.at_seconds):>10}"
+        if audit.error is not None:
+            click.echo(f"  {at} {what} failed: {audit.error}")
+        else:
+            click.echo(f"  {at} {what}: {units.count(audit.acked)} acked, lost {units.count(audit.lost)}, "
+                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)} "
+                       f"({units.seconds(audit.seconds)})")
+
+    result = run_soak(config, options, progress=progress)
+    t = result.summary.totals
+    for op, o in t.operations.items():
+        click.echo(f"  {op:<11} {units.count(o.ok):>9} ok {units.count(o.errors):>6} errors")
+    final = t.final_audit
+    counts = (f"acked {units.count(final.acked)}, lost {units.count(final.lost)}, duplicated "
+              f"{units.count(final.duplicated)}, replay mismatches {units.count(final.replay_mismatches)}, recalls "
+              f"lost {units.count(final.recalls_lost)}") if final else "no audit ran"
+    click.echo(f"soak {result.summary.run_id}: {units.count(t.operations_total)} operations in "
+               f"{units.seconds(t.elapsed_seconds)}, {units.count(t.errors_total)} errors; {counts}")
+    click.echo(f"summary: {result.summary_path}")
+    if not result.ok:
+        sys.exit(1)

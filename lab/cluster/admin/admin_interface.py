@@ -1,0 +1,187 @@
+"""What the lab needs from a cluster beyond CQL, whatever serves it: the base class and the
+frozen results (table numbers, server counters) both adapters return.
+
+Bytes on disk are summed over the nodes an adapter reads; on a cluster with RF > 1 every row is
+stored RF times, so per-row figures use :attr:`TableStats.live_disk_bytes_per_replica`: the sum
+divided by the replicas of each row among the nodes summed (:class:`Replication`).
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.cluster.config import ClusterConfig
+from lab.errors import AdminError
+
+COMPACTION_POLL_SECONDS = 0.1
+COMPACTION_WAIT_SECONDS = 120.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableStats:
+    """One table's numbers, summed over the nodes the adapter can see."""
+
+    keyspace: str
+    table: str
+    sstable_count: int
+    live_disk_bytes: int
+    total_disk_bytes: int
+    local_reads: int
+    local_writes: int
+    per_node: tuple[dict, ...] = ()
+    replicas: float = 1.0  # copies of each row among the nodes summed (Replication.replicas_among)
+
+    @classmethod
+    def from_nodes(cls, keyspace: str, table: str, per_node: list[dict], *, replicas: float = 1.0) -> TableStats:
+        """The sums of per-node numbers (each dict has the five counters and the node)."""
+        totals = {k: sum(p[k] for p in per_node) for k in
+                  ("sstable_count", "live_disk_bytes", "total_disk_bytes", "local_reads", "local_writes")}
+        return cls(keyspace=keyspace, table=table, per_node=tuple(per_node), replicas=replicas, **totals)
+
+    @property
+    def live_disk_bytes_per_replica(self) -> float:
+        """Live bytes of one copy of the table's rows: what b_row divides by the rows written."""
+        return self.live_disk_bytes / self.replicas
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replication:
+    """A keyspace's replication factor per datacenter and the ring's nodes per datacenter."""
+
+    keyspace: str
+    factors: dict[str, int]      # datacenter -> RF ("*": SimpleStrategy, whole ring)
+    ring_nodes: dict[str, int]   # datacenter -> nodes
+
+    @property
+    def total_nodes(self) -> int:
+        return sum(self.ring_nodes.values())
+
+    @property
+    def copies(self) -> int:
+        """Copies of each row in the cluster: RF per datacenter, at most that DC's nodes."""
+        if "*" in self.factors:
+            return min(self.factors["*"], self.total_nodes)
+        return sum(min(rf, self.ring_nodes.get(dc, 0)) for dc, rf in self.factors.items())
+
+    def replicas_among(self, nodes_summed: int) -> float:
+        """Copies of each row among ``nodes_summed`` of the ring's nodes. Exact when every node
+        is summed; for a part of the ring it assumes even token ownership (the embedded
+        cluster's evenly spaced tokens, or vnodes)."""
+        if nodes_summed <= 0 or self.copies == 0:
+            return 1.0
+        return self.copies * min(nodes_summed, self.total_nodes) / self.total_nodes
+
+
+def replication_of(connection: Any, keyspace: str) -> Replication:
+    """The keyspace's replication as the server stores it (``system_schema.keyspaces``) and the
+    nodes of the ring as the driver sees them (up or down)."""
+    row = connection.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                             (keyspace,)).one()
+    if row is None:
+        raise AdminError(f"keyspace {keyspace} does not exist", keyspace=keyspace)
+    options = dict(row[0])
+    strategy = options.pop("class", "").rsplit(".", 1)[-1]
+    ring: dict[str, int] = {}
+    for host in connection.hosts():
+        ring[host.datacenter or "?"] = ring.get(host.datacenter or "?", 0) + 1
+    if strategy == "SimpleStrategy":
+        factors = {"*": int(options.get("replication_factor", 1))}
+    elif strategy == "NetworkTopologyStrategy":
+        factors = {dc: int(rf) for dc, rf in options.items() if str(rf).isdigit()}
+    else:  # LocalStrategy / EverywhereStrategy: a copy on every node
+        factors = {dc: n for dc, n in ring.items()}
+    return Replication(keyspace=keyspace, factors=factors, ring_nodes=ring)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeCheck:
+    """Whether the adapter reaches one node's admin endpoint (JMX, REST), and why not."""
+
+    node: str
+    endpoint: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerCounts:
+    reads: int
+    writes: int
+
+
+class ClusterAdmin(ABC):
+    """What the lab needs from a cluster beyond CQL."""
+
+    name = "base"
+
+    def __init__(self, config: ClusterConfig, connection: Any) -> None:
+        self.config = config
+        self.connection = connection
+
+    @abstractmethod
+    def flush(self, keyspace: str, table: str | None = None) -> None: ...
+
+    @abstractmethod
+    def compact(self, keyspace: str, table: str) -> None: ...
+
+    @abstractmethod
+    def table_stats(self, keyspace: str, table: str) -> TableStats: ...
+
+    @abstractmethod
+    def server_counts(self, keyspace: str, table: str) -> ServerCounts:
+        """Replica-side read and write counts of one table, summed over nodes."""
+
+    def sstable_count(self, keyspace: str, table: str) -> int:
+        return self.table_stats(keyspace, table).sstable_count
+
+    def live_disk_bytes(self, keyspace: str, table: str) -> int:
+        return self.table_stats(keyspace, table).live_disk_bytes
+
+    def data_files(self, keyspace: str, table: str) -> list[Path] | None:
+        """SSTable Data files on local disk, or None when the nodes are not local."""
+        return None
+
+    def server_version(self) -> str:
+        return self.connection.server_version()
+
+    def check_nodes(self) -> list[NodeCheck]:
+        """One check per node the adapter talks to (``lab preflight``)."""
+        return []
+
+    def replication(self, keyspace: str) -> Replication:
+        return replication_of(self.connection, keyspace)
+
+    def shards_per_node(self) -> dict[str, int]:
+        """Shards (compaction groups of a vnodes table) of every node: 1 on Cassandra."""
+        return {str(h.address): self.connection.shards(h) for h in self.connection.hosts()}
+
+    def compactions_running(self, keyspace: str | None = None) -> int | None:
+        """Compactions pending or running on the nodes (in ``keyspace`` only, when given), or
+        None when the adapter cannot tell."""
+        return None
+
+    def wait_for_compactions(self, timeout: float = COMPACTION_WAIT_SECONDS,
+                             poll: float = COMPACTION_POLL_SECONDS, *, keyspace: str | None = None) -> bool:
+        """Block until no compaction is pending or running (True) or ``timeout`` passes (False);
+        ``keyspace`` scopes the wait (other tables' compactions do not count). Adapters that
+        cannot tell return True at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            n = self.compactions_running(keyspace)
+            if not n:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+
+    def cpu_readings(self) -> list[Any]:
+        """Cumulative server CPU seconds per node (per shard on Scylla):
+        :class:`lab.cluster.admin.server_cpu.CpuReading`. Adapters that cannot tell raise AdminError."""
+        raise AdminError(f"the {self.name} admin adapter cannot read server CPU time")
+
+    def close(self) -> None:
+        """Release helper processes the adapter started (none by default)."""

@@ -1,0 +1,364 @@
+"""The outbox over the Kafka protocol (Redpanda in production, Apache Kafka here), §5.1 step 4.
+
+One topic, partitioned by conversation: every record of (tenant_id, conversation_id) goes to
+partition ``crc32(tenant/conversation) % partitions``, chosen here rather than by the client's
+partitioner so that every process (and any other client) agrees where a conversation lives.
+The record key is ``tenant/conversation/conversation_seq``, a ``kind`` header says message /
+recall / edit, the value is the record as JSON (the index reads key and header only, and
+decodes the value of CONTROL records alone).
+
+How each semantic of :mod:`lab.store.outbox` is kept:
+
+- durable append, acked only after the broker acknowledged it: an idempotent producer
+  (``enable.idempotence``, ``acks=all``) and :meth:`KafkaOutbox.append` returns only once the
+  delivery report for *its* record came back without error. A broker that is down, or that
+  does not acknowledge within ``kafka_delivery_timeout_ms``, makes the append raise
+  :class:`~lab.errors.OutboxError` (the send fails, nothing is acked). The idempotent producer
+  removes duplicates of its own internal retries;
+- key-level idempotency, first write wins: a replayed append (a resumed send) may produce a
+  second record with the same key. The first record of a key *in log order* is the entry;
+  ``append`` waits until its own offset is indexed (below) and returns the first one, with
+  ``duplicate=True`` when that is not its own. Readers and consumers skip the later copies;
+- ``get`` and ``controls_for``: served from an index (lab.store.outbox.kafka_index) this process builds by tailing every
+  partition from its start (a consumer with no group, in a thread): key -> first (partition,
+  offset), and every CONTROL entry by target. Before answering, the index catches up to the
+  partition's high watermark (one ListOffsets request), so an append acknowledged anywhere
+  before the call is seen: read-your-writes across writers and processes. Message bodies are
+  not kept in memory: ``get`` fetches the one record from the log (rare: retries only);
+- offsets are Kafka's, per partition; ``read`` fetches the records from the log;
+- consumer groups: the archiver's and the recovery's positions are Kafka consumer-group
+  offsets (``lab.<group>`` in ``__consumer_offsets``), committed only after a batch was
+  processed and never moved backwards by this process (it commits ``max(committed, new)``
+  under a lock). The group reads by manual assignment of every partition (one archiver per
+  group, as with the local outbox): no rebalance protocol, so a writer that died mid-batch does
+  not hold partitions until its session times out. Scaling out archivers over partitions is
+  the subscribe protocol's job in production; two archivers of one group here would both
+  archive everything (idempotent upserts, wasted work), not lose anything.
+
+The index makes a process read its topic once from the start: fine for the lab's topics; a
+production deployment serves these lookups from a compacted topic or the hot window (§2.1).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from lab.cluster.services import ServicesConfig
+from lab.errors import OutboxError, ValidationError
+from lab.store.rows.ids import check_conversation_seq
+from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
+                                   encode_value, kafka_error, next_messages, parse_key, partition_of, record_key)
+from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
+
+__all__ = ["KafkaOutbox", "partition_of"]
+
+RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
+
+
+class KafkaOutbox(Outbox):
+    """The commit log on a Kafka-protocol broker; see the module docstring for the semantics.
+
+    ``path`` is accepted (and ignored) so that the store opens every outbox the same way.
+    The topic is created when missing, with ``services.kafka_partitions`` partitions; an
+    existing topic keeps its own partition count.
+    """
+
+    def __init__(self, path: Path | str | None = None, *, services: ServicesConfig, topic: str) -> None:
+        self.services = services
+        self.topic = topic
+        self._timeout = services.request_timeout_seconds
+        self._client = services.kafka_client_config()
+        self._closed = False
+        try:
+            self._partitions = self._ensure_topic()
+            self._producer = self._new_producer()
+            self._index = PartitionIndex(self._client, topic, self._partitions)
+            self._reader = Consumer({**self._client, "group.id": f"{GROUP_PREFIX}reader", "enable.auto.commit": False,
+                                     "fetch.wait.max.ms": 10})
+            self._reader.list_topics(topic, timeout=self._timeout)
+        except KafkaException as exc:
+            raise kafka_error(f"cannot open the outbox topic {topic} on {services.kafka_bootstrap_servers}", exc,
+                               topic=topic) from exc
+        self._reader_lock = threading.Lock()
+        self._groups: dict[str, Consumer] = {}
+        self._group_locks: dict[str, threading.Lock] = {}
+        self._groups_lock = threading.Lock()
+        self._recent: OrderedDict[tuple[int, int], OutboxEntry] = OrderedDict()
+        self._recent_lock = threading.Lock()
+        self._poller = threading.Thread(target=self._serve_delivery_reports, name=f"outbox-producer-{topic}",
+                                        daemon=True)
+        self._poller.start()
+
+    def __repr__(self) -> str:
+        return f"KafkaOutbox({self.topic!r} on {self.services.kafka_bootstrap_servers}, {self._partitions} partitions)"
+
+    # ---- setup ----------------------------------------------------------------------------
+    def _ensure_topic(self) -> int:
+        admin = AdminClient(self._client)
+        deadline = time.monotonic() + self._timeout * 3
+        created = False
+        while True:
+            meta = admin.list_topics(topic=self.topic, timeout=self._timeout).topics.get(self.topic)
+            if meta is not None and meta.error is None and meta.partitions and all(
+                    p.leader >= 0 for p in meta.partitions.values()):
+                return len(meta.partitions)
+            if not created:
+                new = NewTopic(self.topic, num_partitions=self.services.kafka_partitions,
+                               replication_factor=self.services.kafka_replication_factor,
+                               config={"min.insync.replicas": str(min(2, self.services.kafka_replication_factor))})
+                try:
+                    admin.create_topics([new], operation_timeout=self._timeout)[self.topic].result()
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                        raise
+                created = True
+            if time.monotonic() > deadline:
+                raise OutboxError(f"topic {self.topic} has no leader for every partition yet", topic=self.topic)
+            time.sleep(0.1)
+
+    def _new_producer(self) -> Producer:
+        s = self.services
+        return Producer({**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": s.kafka_linger_ms,
+                         "message.timeout.ms": s.kafka_delivery_timeout_ms,
+                         "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
+
+    def _after_failure(self, err: KafkaError | None) -> None:
+        """An idempotent producer that hit a fatal error refuses every later append: replace it
+        (the failed append itself is reported; a retry resumes through get / the index)."""
+        if err is not None and err.fatal():
+            with self._recent_lock:
+                self._producer = self._new_producer()
+
+    def _serve_delivery_reports(self) -> None:
+        while not self._closed:
+            self._producer.poll(POLL_SECONDS * 2)
+
+    @property
+    def partitions(self) -> int:
+        return self._partitions
+
+    def _check_partition(self, partition: int) -> int:
+        if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < self._partitions:
+            raise ValidationError(f"partition must be in 0..{self._partitions - 1}, got {partition!r}",
+                                  partition=partition)
+        return partition
+
+    def _remember(self, entry: OutboxEntry) -> None:
+        with self._recent_lock:
+            self._recent[(entry.partition, entry.offset)] = entry
+            while len(self._recent) > RECENT_ENTRIES:
+                self._recent.popitem(last=False)
+
+    # ---- append ---------------------------------------------------------------------------
+    def append(self, record: OutboxRecord) -> OutboxEntry:
+        if not isinstance(record, OutboxRecord):
+            raise ValidationError("append takes an OutboxRecord", field="record")
+        partition = partition_of(record.tenant_id, record.conversation_id, self._partitions)
+        appended_at_ms = time.time_ns() // 1_000_000
+        value = encode_value(record, appended_at_ms)
+        done = threading.Event()
+        report: dict[str, Any] = {}
+
+        def delivered(err: KafkaError | None, msg: Any) -> None:
+            report.update(err=err, offset=msg.offset())
+            done.set()
+
+        facts = dict(topic=self.topic, partition=partition, conversation_seq=record.conversation_seq)
+        try:
+            self._producer.produce(self.topic, key="/".join(map(str, record_key(record))).encode(), value=value,
+                                   partition=partition, headers=[("kind", record.kind.encode())],
+                                   on_delivery=delivered)
+        except (BufferError, KafkaException) as exc:
+            self._after_failure(exc.args[0] if isinstance(exc, KafkaException) and exc.args else None)
+            raise kafka_error("the outbox could not queue the append", exc, **facts) from exc
+        # the delivery report comes within message.timeout.ms; the margin covers a slow poll
+        if not done.wait(self.services.kafka_delivery_timeout_ms / 1000 + self._timeout):
+            raise OutboxError("no delivery report for the outbox append", **facts)
+        if report["err"] is not None:
+            self._after_failure(report["err"])
+            raise kafka_error("the broker did not acknowledge the outbox append", report["err"], **facts)
+        offset = report["offset"]
+        self._index.wait(partition, offset + 1, self._timeout)
+        first = self._index.first[record_key(record)]
+        # the record as stored: a typed record round-trips its wire form, ids are parsed already
+        own = OutboxEntry(offset=offset, partition=partition, appended_at_ms=appended_at_ms, record=record)
+        self._remember(own)
+        if first == (partition, offset):
+            return own
+        return dataclasses.replace(self._entry_at(*first), duplicate=True)
+
+    # ---- lookups (index) ------------------------------------------------------------------
+    def _caught_up(self, partition: int) -> None:
+        self._index.wait(partition, self.end_offset(partition=partition), self._timeout)
+
+    def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:
+        key = (str(tenant_id), str(conversation_id), check_conversation_seq(conversation_seq))
+        partition = partition_of(uuid.UUID(key[0]), uuid.UUID(key[1]), self._partitions)
+        self._caught_up(partition)
+        first = self._index.first.get(key)
+        return None if first is None else self._entry_at(*first)
+
+    def controls_for(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, target_seq: int,
+                     kind: str) -> list[OutboxEntry]:
+        partition = partition_of(tenant_id, conversation_id, self._partitions)
+        self._caught_up(partition)
+        return list(self._index.controls.get((str(tenant_id), str(conversation_id), int(target_seq), kind), ()))
+
+    def _entry_at(self, partition: int, offset: int) -> OutboxEntry:
+        with self._recent_lock:
+            cached = self._recent.get((partition, offset))
+        if cached is not None:
+            return cached
+        found, _ = self._fetch(self._reader, self._reader_lock, {partition: offset}, {partition: offset + 1}, limit=1,
+                               skip_duplicates=False)
+        if not found or found[0].offset != offset:
+            raise OutboxError(f"the outbox record {self.topic}[{partition}]@{offset} is gone (retention?)",
+                              topic=self.topic, partition=partition, offset=offset)
+        self._remember(found[0])
+        return found[0]
+
+    # ---- reading the log ------------------------------------------------------------------
+    def _watermarks(self, partition: int) -> tuple[int, int]:
+        try:
+            return self._reader.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=self._timeout,
+                                                      cached=False)
+        except KafkaException as exc:
+            raise kafka_error("cannot read the outbox's end offsets", exc, topic=self.topic,
+                               partition=partition) from exc
+
+    def end_offset(self, *, partition: int = 0) -> int:
+        return self._watermarks(self._check_partition(partition))[1]
+
+    def _fetch(self, consumer: Consumer, lock: threading.Lock, start: dict[int, int], end: dict[int, int], *,
+               limit: int, skip_duplicates: bool = True) -> tuple[list[OutboxEntry], dict[int, int]]:
+        """Entries of [start[p], end[p]) per partition, at most ``limit``; returns them and the
+        offset after the last record looked at per partition (skipped duplicates included)."""
+        wanted = {p: o for p, o in start.items() if o < end[p]}
+        entries: list[OutboxEntry] = []
+        reached: dict[int, int] = {}
+        if not wanted or limit <= 0:
+            return entries, reached
+        deadline = time.monotonic() + self._timeout
+        with lock:
+            consumer.assign([TopicPartition(self.topic, p, o) for p, o in wanted.items()])
+            try:
+                while wanted and len(entries) < limit:
+                    if time.monotonic() > deadline:
+                        raise OutboxError(f"reading {self.topic} did not reach its end offsets within "
+                                          f"{self._timeout:.0f}s", topic=self.topic, remaining=dict(wanted))
+                    for msg in next_messages(consumer, min(FETCH_BATCH, limit - len(entries))):
+                        err = msg.error()
+                        if err is not None:
+                            if err.fatal():
+                                raise kafka_error("reading the outbox failed", err, topic=self.topic)
+                            continue
+                        p, o = msg.partition(), msg.offset()
+                        if p not in wanted or o < wanted[p]:
+                            continue  # a late record of an earlier assignment
+                        wanted[p] = reached[p] = o + 1
+                        if wanted[p] >= end[p]:
+                            del wanted[p]
+                        if skip_duplicates:
+                            self._index.wait(p, o + 1, self._timeout)
+                            if self._index.first.get(parse_key(msg.key())) != (p, o):
+                                continue
+                        entry = decode_entry(msg.value(), partition=p, offset=o)
+                        entries.append(entry)
+                        if len(entries) >= limit:
+                            break
+            finally:
+                consumer.unassign()
+        return entries, reached
+
+    def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
+        partition = self._check_partition(partition)
+        low, high = self._watermarks(partition)
+        entries, _ = self._fetch(self._reader, self._reader_lock, {partition: max(int(from_offset), low)},
+                                 {partition: high}, limit=int(limit))
+        return entries
+
+    # ---- consumer groups ------------------------------------------------------------------
+    def _group(self, group: str) -> tuple[Consumer, threading.Lock]:
+        with self._groups_lock:
+            consumer = self._groups.get(group)
+            if consumer is None:
+                consumer = self._groups[group] = Consumer({
+                    **self._client, "group.id": GROUP_PREFIX + group, "enable.auto.commit": False,
+                    "enable.auto.offset.store": False, "fetch.wait.max.ms": 10})
+                # metadata first: after a committed() the first fetch of an unwarmed consumer waits ~1 s
+                consumer.list_topics(self.topic, timeout=self._timeout)
+                self._group_locks[group] = threading.Lock()
+            return consumer, self._group_locks[group]
+
+    def _committed_all(self, group: str, consumer: Consumer) -> dict[int, int]:
+        try:
+            got = consumer.committed([TopicPartition(self.topic, p) for p in range(self._partitions)],
+                                     timeout=self._timeout)
+        except KafkaException as exc:
+            raise kafka_error(f"cannot read the committed offsets of group {group}", exc, topic=self.topic) from exc
+        return {tp.partition: max(tp.offset, 0) for tp in got}
+
+    def committed(self, group: str, *, partition: int = 0) -> int:
+        partition = self._check_partition(partition)
+        return self._committed_all(group, self._group(group)[0])[partition]
+
+    def _commit(self, group: str, offsets: dict[int, int]) -> dict[int, int]:
+        consumer, lock = self._group(group)
+        with lock:  # read-compare-commit: this process never moves a group backwards
+            current = self._committed_all(group, consumer)
+            forward = {p: o for p, o in offsets.items() if o > current[p]}
+            if forward:
+                try:
+                    consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in forward.items()],
+                                    asynchronous=False)
+                except KafkaException as exc:
+                    raise kafka_error(f"cannot commit the offsets of group {group}", exc, topic=self.topic) from exc
+            return {p: max(current[p], offsets[p]) for p in offsets}
+
+    def commit(self, group: str, offset: int, *, partition: int = 0) -> int:
+        partition = self._check_partition(partition)
+        return self._commit(group, {partition: int(offset)})[partition]
+
+    def consume(self, group: str, limit: int = DEFAULT_READ_LIMIT) -> OutboxBatch:
+        consumer, lock = self._group(group)
+        start = self._committed_all(group, consumer)
+        marks = {p: self._watermarks(p) for p in range(self._partitions)}
+        entries, reached = self._fetch(consumer, lock, {p: max(start[p], marks[p][0]) for p in start},
+                                       {p: marks[p][1] for p in marks}, limit=limit)
+        return OutboxBatch(entries=tuple(entries), next_offsets=reached)
+
+    def commit_batch(self, group: str, batch: OutboxBatch) -> None:
+        if batch.next_offsets:
+            self._commit(group, dict(batch.next_offsets))
+
+    def lag(self, group: str) -> int:
+        committed = self._committed_all(group, self._group(group)[0])
+        total = 0
+        for p in range(self._partitions):
+            low, high = self._watermarks(p)
+            total += high - max(committed[p], low)
+        return total
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def flush(self, timeout_seconds: float | None = None) -> int:
+        """Wait for queued appends; returns how many are still undelivered."""
+        return self._producer.flush(self._timeout if timeout_seconds is None else timeout_seconds)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._producer.flush(self._timeout)
+        self._closed = True
+        self._poller.join(timeout=10)
+        self._index.close()
+        for consumer in [self._reader, *self._groups.values()]:
+            consumer.close()
+

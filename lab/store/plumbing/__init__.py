@@ -1,0 +1,10 @@
+"""Private plumbing every store part shares; nothing here knows a table or a path.
+
+    context      StoreContext: connection, keyspace, constants, encryptor, retention, alerts,
+                 faults and the clock, in one typed object handed to every path
+    wall_clock   the store's one clock (wall-clock milliseconds)
+    alerts       counters of the store's alerts (ALERT_NAMES)
+    faults       crash points (FaultPlan) for the crash tests
+    sqlite_file  the local SQLite state files (WAL, busy timeout, group commit)
+    lru          bounded per-conversation memories
+"""

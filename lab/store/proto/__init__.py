@@ -1,1 +1,0 @@
-"""Protobuf definitions shared with the protocol layer; ``common_pb2`` is generated code."""

@@ -1,0 +1,313 @@
+"""Grouped batch read of message bodies (design §4.3) with reaction summaries (§4.4).
+
+Input: entries of a MAILBOX_BATCH / PUSH_EVENTS assembly, each naming a message by its
+coordinate (conversation_id, conversation_seq) and its message_id. Steps:
+
+1. inline entries (ADR-0005: they carry their body) are skipped;
+2. the node's body LRU (by message_id) answers what it can, then the hot layer when one is
+   given (lab.store.hot: the design's hot window, committed but not archived yet);
+3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
+4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
+   group's seqs are dense in their span, else ``conversation_seq IN ?`` split into lists of at
+   most ``batch_read_in_list_limit`` (Scylla's coordinator pays memory and latency for huge INs);
+   next to it the same predicate on message_reaction_summary, which shares the partition
+   key, so the summaries come from the same replicas in the same step; all of it runs
+   concurrently;
+5. each message_id is joined and decoded once per batch, however often it appears, and
+   the LRU is filled.
+
+A row without message_id (a few cells of a row never written whole) is not a message: it is
+skipped and counted (``partial_rows_skipped``), so one husk never fails a batch.
+
+Range vs IN (§4.3 says "range when contiguous"; issue 12 item 5). Real backlogs are almost
+never exactly contiguous: every retry burns a seq, every recall / edit event takes one, a
+writer restart leaves the rest of its window. A range over a span with holes returns only
+the rows that exist, so what a range costs beyond an IN list is the *other* live rows in the
+span, which the grouped read skips. The group is therefore read as one range when its seqs
+fill at least ``batch_read_range_min_density`` of their span, ``len / (max - min + 1)``, an
+appendix-B constant the grouped_reads notebook measures (the density from which a range
+is no slower than the IN lists it replaces); below it, IN lists. A dense 500-message backlog
+with holes is one read per bucket, as S-1 (a) asks.
+
+Never a point read of message_record per message_id, and never a read of message_index (it
+is the admin path, §2.2): the entry already carries the coordinate.
+
+Summaries are returned for the messages read from the table in this batch. LRU hits and
+inline entries get none: a summary is a mutable count delivered by its own absolute
+REACTION_UPDATE (§13.6.2), so caching it beside an immutable-ish body would serve stale counts.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.cluster.connection import Stmt
+from lab.store.plumbing.context import StoreContext
+from lab.errors import ValidationError
+from lab.store.rows.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.read.reactions import ReactionSummary, summary_from_row
+from lab.store.hot import HotLayer
+from lab.store.read.bucket import check_bucket_rows, whole_rows
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
+
+DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
+
+_COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
+_SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
+_PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchEntry:
+    """One message to join. ``inline_body`` set means the entry already carries its body."""
+
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    message_id: int
+    inline_body: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchResult:
+    """Bodies and summaries by message_id.
+
+    ``groups``: (conversation, bucket) partitions read; ``requests``: CQL requests issued
+    (message_record and message_reaction_summary together; IN splits count each);
+    ``lru_hits`` / ``inline_skipped`` / ``hot_hits``: entries answered without a read of
+    message_record (unique message_ids / entries / unique message_ids from the hot layer); ``missing``: message_ids asked for but not found (expired by TTL, wrong
+    coordinate, crypto-erased conversation); ``decoded``: rows decoded (one per message_id).
+    """
+
+    messages: dict[int, Message]
+    summaries: dict[int, ReactionSummary]
+    groups: int
+    requests: int
+    lru_hits: int
+    inline_skipped: int
+    missing: tuple[int, ...] = ()
+    decoded: int = 0
+    hot_hits: int = 0
+
+
+class BodyCache:
+    """Thread-safe LRU of decoded messages by (tenant_id, message_id).
+
+    The cached Message holds the decrypted body: whatever changes a row (recall, edit) or
+    erases a conversation must :meth:`discard` it (by message_id or by coordinate, which
+    is what recall / edit carry) or :meth:`clear`, because the cache cannot see those writes.
+    ``max_entries=0`` disables it.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
+            raise ValidationError(f"max_entries must be an int >= 0, got {max_entries!r}", value=max_entries)
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[uuid.UUID, int], Message] = OrderedDict()
+        self._at: dict[tuple[uuid.UUID, uuid.UUID, int], int] = {}  # coordinate -> message_id
+
+    def get(self, tenant_id: uuid.UUID, message_id: int) -> Message | None:
+        with self._lock:
+            message = self._items.get((tenant_id, message_id))
+            if message is not None:
+                self._items.move_to_end((tenant_id, message_id))
+            return message
+
+    def get_many(self, tenant_id: uuid.UUID, message_ids: Iterable[int]) -> dict[int, Message]:
+        """The cached ones of ``message_ids`` (one lock for the whole batch)."""
+        found: dict[int, Message] = {}
+        with self._lock:
+            items = self._items
+            for message_id in message_ids:
+                message = items.get((tenant_id, message_id))
+                if message is not None:
+                    items.move_to_end((tenant_id, message_id))
+                    found[message_id] = message
+        return found
+
+    def put(self, message: Message) -> None:
+        self.put_many((message,))
+
+    def put_many(self, messages: Iterable[Message]) -> None:
+        if self.max_entries == 0:
+            return
+        with self._lock:
+            items, at = self._items, self._at
+            for message in messages:
+                key = (message.tenant_id, message.message_id)
+                items[key] = message
+                items.move_to_end(key)
+                at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
+            while len(items) > self.max_entries:
+                _, evicted = items.popitem(last=False)
+                at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
+
+    def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
+        tenant_id = parse_uuid(tenant_id)
+        with self._lock:
+            message = self._items.pop((tenant_id, message_id), None)
+            if message is not None:
+                self._at.pop((tenant_id, message.conversation_id, message.conversation_seq), None)
+
+    def discard_at(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                   conversation_seq: int) -> None:
+        """Drop the message at a coordinate (recall / edit know the coordinate, not the id)."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        with self._lock:
+            message_id = self._at.pop((tenant_id, conversation_id, conversation_seq), None)
+            if message_id is not None:
+                self._items.pop((tenant_id, message_id), None)
+
+    def discard_conversation(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int:
+        """Drop every cached message of one conversation (crypto-erasure); returns how many."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        with self._lock:
+            doomed = [(key, m) for key, m in self._items.items()
+                      if key[0] == tenant_id and m.conversation_id == conversation_id]
+            for key, message in doomed:
+                del self._items[key]
+                self._at.pop((tenant_id, conversation_id, message.conversation_seq), None)
+            return len(doomed)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._at.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Group:
+    """The misses of one message_record partition: seq -> message_id."""
+
+    conversation_id: uuid.UUID
+    bucket: int
+    wanted: dict[int, int]
+
+    def predicates(self, in_list_limit: int, range_min_density: float) -> list[tuple[str, tuple[Any, ...]]]:
+        """('range', (lo, hi)) when the seqs fill at least ``range_min_density`` of their span,
+        else ('in', (chunk,)) per IN-list chunk."""
+        seqs = sorted(self.wanted)
+        if len(seqs) / (seqs[-1] - seqs[0] + 1) >= range_min_density:
+            return [("range", (seqs[0], seqs[-1]))]
+        return [("in", (seqs[i:i + in_list_limit],)) for i in range(0, len(seqs), in_list_limit)]
+
+
+class BatchReader:
+    """Grouped batch reads of one store; statements are prepared on first use. The body
+    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (rows -> messages, None for
+    a crypto-erased one) to :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
+
+    def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
+                 decode: Callable[[list[Any]], list[Message | None]] | None = None,
+                 concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
+        self.ctx = ctx
+        self._hot = hot
+        self.connection = ctx.connection
+        self.constants = ctx.constants
+        self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
+        self.concurrency = concurrency
+        self._decode = decode if decode is not None else (
+            lambda rows: decode_rows(rows, ctx.encryptor, skip_destroyed=True))
+        self._stmts: dict[str, Stmt] = {}
+
+    def _stmt(self, name: str) -> Stmt:
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            table, columns = (("message_record", _COLUMNS) if name.startswith("record")
+                              else ("message_reaction_summary", _SUMMARY_COLUMNS))
+            predicate = ("conversation_seq IN ?" if name.endswith("in")
+                         else "conversation_seq >= ? AND conversation_seq <= ?")
+            stmt = self._stmts[name] = self.ctx.prepare(
+                f"SELECT {columns} FROM {{ks}}.{table} WHERE {_PARTITION} AND {predicate}")
+        return stmt
+
+    def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
+        tenant_id = parse_uuid(tenant_id)
+        if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
+            raise ValidationError(f"batch entries must be an iterable of BatchEntry, got {type(entries).__name__}",
+                                  field="entries")
+        width = self.constants.message_seq_bucket_width
+        inline_skipped = 0
+        coordinates: dict[int, tuple[uuid.UUID, int]] = {}
+        for entry in entries:
+            if not isinstance(entry, BatchEntry):
+                raise ValidationError(f"batch entries must be BatchEntry, got {type(entry).__name__}")
+            # Every entry is checked, inline ones too: a malformed entry is a caller bug
+            # whether or not this batch happens to need its coordinate.
+            conversation_id = parse_uuid(entry.conversation_id)
+            seq = check_conversation_seq(entry.conversation_seq)
+            if type(entry.message_id) is not int or not 0 <= entry.message_id <= U128_MAX:
+                u128_to_blob(entry.message_id)  # raises the typed error for a non-u128
+            if entry.inline_body is not None:
+                if not isinstance(entry.inline_body, (bytes, bytearray, memoryview)):
+                    raise ValidationError(f"inline_body must be bytes, got {type(entry.inline_body).__name__}",
+                                          field="inline_body", message_id=entry.message_id)
+                inline_skipped += 1
+                continue
+            seen = coordinates.setdefault(entry.message_id, (conversation_id, seq))
+            if seen != (conversation_id, seq):
+                raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "
+                                      f"{(conversation_id, seq)}", message_id=entry.message_id)
+
+        messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
+        lru_hits = len(messages)
+        hot_hits = 0
+        if self._hot is not None:
+            held = self._hot.lookup(tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages})
+            held = {mid: m for mid, m in held.items() if mid in coordinates and m.message_id == mid}
+            messages.update(held)
+            hot_hits = len(held)
+        groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
+        for message_id, (conversation_id, seq) in coordinates.items():
+            if message_id not in messages:
+                groups.setdefault((conversation_id, seq_bucket(seq, width)), {})[seq] = message_id
+
+        statements: list[tuple[Stmt, tuple[Any, ...]]] = []
+        owners: list[tuple[str, _Group]] = []
+        for (conversation_id, bucket), wanted in groups.items():
+            group = _Group(conversation_id=conversation_id, bucket=bucket, wanted=wanted)
+            for kind, args in group.predicates(self.constants.batch_read_in_list_limit,
+                                               self.constants.batch_read_range_min_density):
+                for table in ("record", "summary"):
+                    statements.append((self._stmt(f"{table}_{kind}"), (tenant_id, conversation_id, bucket, *args)))
+                    owners.append((table, group))
+        results = self.connection.execute_concurrent(statements, concurrency=self.concurrency) if statements else []
+
+        summaries: dict[int, ReactionSummary] = {}
+        pending_summaries: list[tuple[int, Any]] = []
+        decoded = 0
+        for (table, group), result in zip(owners, results):
+            rows = list(result)
+            if table == "summary":
+                pending_summaries += [(group.wanted[row.conversation_seq], row) for row in rows
+                                      if row.conversation_seq in group.wanted]
+                continue
+            check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
+                              conversation_id=group.conversation_id, seq_bucket=group.bucket)
+            ours = []
+            for row in whole_rows(rows, self.ctx):
+                message_id = group.wanted.get(row.conversation_seq)
+                # a row whose message_id differs is another message at that coordinate: not ours
+                if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
+                    continue
+                ours.append(row)
+            # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
+            fresh = [m for m in self._decode(ours) if m is not None]
+            decoded += len(fresh)
+            messages.update((m.message_id, m) for m in fresh)
+            self.cache.put_many(fresh)
+        for message_id, row in pending_summaries:
+            if message_id in messages:
+                summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)
+        missing = tuple(mid for mid in coordinates if mid not in messages)
+        return BatchResult(messages=messages, summaries=summaries, groups=len(groups), requests=len(statements),
+                           lru_hits=lru_hits, inline_skipped=inline_skipped, missing=missing, decoded=decoded,
+                           hot_hits=hot_hits)

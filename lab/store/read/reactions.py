@@ -1,0 +1,227 @@
+"""Reactions (design §2.5, §4.4): per-user rows and an absolute-count summary per message.
+
+Two tables:
+
+- ``message_reaction ((tenant, conversation, conversation_seq), user_id) -> reaction_key``:
+  one row per user per message, the truth. A user has at most one reaction; reacting again
+  overwrites it.
+- ``message_reaction_summary`` (message_record's partition key, clustered by
+  conversation_seq): ``counts map<text,int>`` and ``summary_version``, read by the grouped
+  batch read from the same partitions as the bodies (§4.4).
+
+Unreact without DELETE (§3 forbids DELETE on every table). The user's row is overwritten
+with ``reaction_key = ''`` (:data:`NO_REACTION`): an empty string is a live cell, not a
+tombstone (only a null would be one), so the detail partition stays tombstone-free; ``''``
+is therefore reserved and rejected as a reaction key.
+
+Summary consistency, without LWT (§2.3: client_dedup is the only LWT table). ``counts`` is
+never incremented: every react / unreact recomputes the whole map from the message's detail
+partition (the truth) and overwrites it, absolute, as REACTION_UPDATE is (§13.6.2). Ordering:
+
+- a summary is written ``USING TIMESTAMP v`` with ``summary_version = v``, where
+  ``v = max(now in µs, the version read + 1)``: the version *is* the write time, so whichever
+  overwrite carries the higher version wins every cell (counts, version, updated_at), and the
+  stored version can never go backwards, whatever order concurrent writes land in;
+- after writing, the reactor reads summary and detail again and is done only when the stored
+  counts equal the detail partition's; otherwise (a concurrent reactor's older view won, or
+  its own write lost to a higher version computed before this reactor's detail write) it
+  overwrites again with a higher version.
+
+Why this converges on any number of processes: every detail write precedes its reactor's
+first check, and every summary write precedes its reactor's next check; so the last check
+of all (in real time) reads every detail write and the final summary, and it only passes
+when they agree. Within one process reactors of the same message queue on a striped lock,
+so the re-write only happens between processes. A summary left stale by a crash between the
+two writes heals on the message's next reaction. Cost per reaction: the detail write, two
+reads of each table (each pair in flight together) and one summary write, no Paxos round
+(tests/node/test_reactions.py).
+
+No collection tombstones either: replacing a non-frozen map (``SET counts = ?``) writes a
+range tombstone on every overwrite, so the map is updated with ``counts = counts + ?``
+carrying every new count plus a 0 for each key that dropped out; readers drop the zeros.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.cluster.connection import Stmt
+from lab.store.plumbing.context import StoreContext
+from lab.errors import ReactionConflict, ValidationError
+from lab.store.rows.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
+
+NO_REACTION = ""  # the reaction_key of a withdrawn reaction: an overwrite, never a DELETE
+REACTION_KEY_MAX_BYTES = 64  # lab decision: keys are short enum strings (§2.5); bounds the map
+REACTION_SETTLE_MAX_ATTEMPTS = 16  # overwrites before giving up on a summary that keeps changing
+REACTION_BACKOFF_BASE_SECONDS = 0.002
+REACTION_BACKOFF_MAX_SECONDS = 0.2
+_US_PER_MS = 1000
+_LOCK_STRIPES = 64
+
+_SUMMARY_KEY = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
+_REACTION_KEY = ("tenant_id", "conversation_id", "conversation_seq", "user_id")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReactionSummary:
+    """Counts of one message by reaction key (zero counts omitted). ``summary_version`` is 0
+    when no summary row exists (nobody reacted yet)."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    counts: Mapping[str, int] = field(default_factory=dict)
+    summary_version: int = 0
+    updated_at_ms: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def summary_from_row(tenant_id: uuid.UUID, conversation_id: uuid.UUID, row: Any) -> ReactionSummary:
+    """A summary from a message_reaction_summary row (conversation_seq, counts, summary_version, updated_at)."""
+    counts = {key: n for key, n in sorted((row.counts or {}).items()) if n}
+    return ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id,
+                           conversation_seq=row.conversation_seq, counts=counts,
+                           summary_version=row.summary_version or 0, updated_at_ms=row.updated_at or 0)
+
+
+def check_reaction_key(reaction_key: object) -> str:
+    if not isinstance(reaction_key, str):
+        raise ValidationError(f"reaction_key must be a str, got {type(reaction_key).__name__}",
+                              field="reaction_key", value=reaction_key)
+    if reaction_key == NO_REACTION:
+        raise ValidationError("reaction_key '' is reserved for 'no reaction' (unreact)", field="reaction_key")
+    check_text_key(reaction_key, field="reaction_key")
+    if len(reaction_key.encode()) > REACTION_KEY_MAX_BYTES:
+        raise ValidationError(f"reaction_key is over {REACTION_KEY_MAX_BYTES} bytes", field="reaction_key",
+                              value=reaction_key)
+    return reaction_key
+
+
+def count_keys(keys: Iterable[str | None]) -> dict[str, int]:
+    """Counts of the detail rows' keys; withdrawn ('') and missing keys do not count."""
+    counts: dict[str, int] = {}
+    for key in keys:
+        if key:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+class Reactions:
+    """React, unreact, self reaction and summaries of one keyspace."""
+
+    def __init__(self, ctx: StoreContext, *, max_attempts: int = REACTION_SETTLE_MAX_ATTEMPTS) -> None:
+        self.ctx = ctx
+        self.connection = ctx.connection
+        self.constants = ctx.constants
+        self.max_attempts = max_attempts
+        self._clock_ms = ctx.clock_ms
+        self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
+        self._stmts: dict[str, Stmt] = {}
+
+    def _stmt(self, name: str) -> Stmt:
+        stmt = self._stmts.get(name)
+        if stmt is None:
+            summary_where = ("WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
+                             "AND conversation_seq = ?")
+            cql, key = {
+                "put": ("INSERT INTO {ks}.message_reaction (tenant_id, conversation_id, conversation_seq, "
+                        "user_id, reaction_key, created_at) VALUES (?, ?, ?, ?, ?, ?)", ()),
+                "mine": ("SELECT reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
+                         "AND conversation_id = ? AND conversation_seq = ? AND user_id = ?", _REACTION_KEY),
+                "detail": ("SELECT reaction_key FROM {ks}.message_reaction WHERE tenant_id = ? "
+                           "AND conversation_id = ? AND conversation_seq = ?", ()),
+                "summary": (f"SELECT conversation_seq, counts, summary_version, updated_at "
+                            f"FROM {{ks}}.message_reaction_summary {summary_where}", _SUMMARY_KEY),
+                "overwrite": (f"UPDATE {{ks}}.message_reaction_summary USING TIMESTAMP ? SET counts = counts + ?, "
+                              f"summary_version = ?, updated_at = ? {summary_where}", ()),
+            }[name]
+            stmt = self._stmts[name] = self.ctx.prepare(cql, key_columns=key)
+        return stmt
+
+    def _lock(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> threading.Lock:
+        return self._locks[hash((tenant_id, conversation_id, conversation_seq)) % _LOCK_STRIPES]
+
+    # -- public ----------------------------------------------------------------------------------
+
+    def react(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+              user_id: uuid.UUID | str, reaction_key: str) -> ReactionSummary:
+        """Set the user's reaction (replacing any earlier one) and return the new summary."""
+        return self._set(tenant_id, conversation_id, conversation_seq, user_id, check_reaction_key(reaction_key))
+
+    def unreact(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+                user_id: uuid.UUID | str) -> ReactionSummary:
+        """Withdraw the user's reaction (an overwrite with ''; see the module docstring)."""
+        return self._set(tenant_id, conversation_id, conversation_seq, user_id, NO_REACTION)
+
+    def self_reaction(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                      conversation_seq: int, user_id: uuid.UUID | str) -> str | None:
+        """The user's own reaction: one point read, for the message detail view only (§4.4)."""
+        tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
+        seq = check_conversation_seq(conversation_seq)
+        row = self.connection.execute(self._stmt("mine"), (tenant_id, conversation_id, seq, user_id)).one()
+        return row.reaction_key if row is not None and row.reaction_key else None
+
+    def summary(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                conversation_seq: int) -> ReactionSummary:
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        seq = check_conversation_seq(conversation_seq)
+        return self._read_summary(tenant_id, conversation_id, seq)
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _bucket(self, seq: int) -> int:
+        return seq_bucket(seq, self.constants.message_seq_bucket_width)
+
+    def _read_summary(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> ReactionSummary:
+        row = self.connection.execute(self._stmt("summary"),
+                                      (tenant_id, conversation_id, self._bucket(seq), seq)).one()
+        if row is None:
+            return ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq)
+        return summary_from_row(tenant_id, conversation_id, row)
+
+    def _set(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+             user_id: uuid.UUID | str, reaction_key: str) -> ReactionSummary:
+        tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
+        seq = check_conversation_seq(conversation_seq)
+        with self._lock(tenant_id, conversation_id, seq):
+            now_ms = check_bigint(self._clock_ms(), column="created_at")
+            self.connection.execute(self._stmt("put"), (tenant_id, conversation_id, seq, user_id, reaction_key, now_ms))
+            return self._refresh(tenant_id, conversation_id, seq)
+
+    def _refresh(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> ReactionSummary:
+        """Recompute the summary from the detail partition and overwrite it until the stored
+        summary agrees with the detail partition (module docstring)."""
+        key = (tenant_id, conversation_id, self._bucket(seq), seq)
+        for attempt in range(self.max_attempts):
+            # Both reads in flight at once: the argument above only needs each check to start
+            # after its own reactor's writes, not one read before the other.
+            summary_rows, rows = self.connection.execute_concurrent(
+                [(self._stmt("summary"), key), (self._stmt("detail"), (tenant_id, conversation_id, seq))])
+            row = summary_rows.one()
+            current = (ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq)
+                       if row is None else summary_from_row(tenant_id, conversation_id, row))
+            counts = count_keys(row.reaction_key for row in rows)
+            if dict(current.counts) == counts:
+                return current  # settled (or nothing to say: no reaction and no summary yet)
+            if attempt > 1:
+                # A concurrent reactor of another process keeps winning: jittered backoff, or
+                # reactors of one hot message overwrite each other in lockstep.
+                time.sleep(random.uniform(0, min(REACTION_BACKOFF_MAX_SECONDS,
+                                                 REACTION_BACKOFF_BASE_SECONDS * 2 ** attempt)))
+            now_ms = check_bigint(self._clock_ms(), column="updated_at")
+            version = check_bigint(max(now_ms * _US_PER_MS, current.summary_version + 1), column="summary_version")
+            delta = {k: 0 for k in current.counts if k not in counts} | counts
+            self.connection.execute(self._stmt("overwrite"), (version, delta, version, now_ms, *key))
+        raise ReactionConflict(
+            f"reaction summary of ({tenant_id}, {conversation_id}, {seq}) did not settle after {self.max_attempts} "
+            "overwrites; the detail row is written and the next reaction heals the summary",
+            table="message_reaction_summary", tenant_id=tenant_id, conversation_id=conversation_id,
+            conversation_seq=seq, attempts=self.max_attempts)

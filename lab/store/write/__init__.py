@@ -1,0 +1,12 @@
+"""The write side of the store (design §5): every module that changes a row or the log.
+
+    send         the send path (§5.1): validate, allocate, dedup reserve, record + index, outbox,
+                 COMMITTED, ack; the commit path's statements (``record_statements``)
+    sequence     conversation_seq reservation windows (the local SQLite allocator)
+    head         the conversation_head row (§2.4): HeadUpdate, read_head, the sealed preview
+    head_writer  its asynchronous monotonic writer (§5.1 step 7), fencing and failover form
+    recall       recall / edit and their recovery (§5.3): CONTROL event first, then the row
+    earliest     the earliest_available_conversation_seq (E) advancer (§9)
+    archiver     archiver mode (§2.1 note): the log into message_record + message_index
+    seeding      rows written as these paths write them, without send (``store.seeding``)
+"""

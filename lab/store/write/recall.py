@@ -1,0 +1,328 @@
+"""Recall and edit (design §5.3) and their crash recovery (S-7).
+
+Recall, in the order §5.3 fixes:
+  1. a CONTROL event goes to the log (the outbox) first, with its own conversation_seq
+     allocated from the conversation's sequence;
+  2. then ``UPDATE message_record SET state=RECALLED, recall_event_conversation_seq=<event seq>``
+     on the row's full key.
+A non-empty recall_event_conversation_seq therefore means "the event is in the log"; the
+reverse order could lose the event for good in the crash window.
+
+Recovery (S-7) follows the design's condition. :meth:`RecallPath.recover` walks the log's
+CONTROL events and looks at each one's target row: a recall whose row has no
+recall_event_conversation_seq (an edit whose row does not carry its activity) is re-emitted
+to the log, then applied, in the same order as the first attempt (log first, row second).
+An empty coordinate cannot tell whether the log write landed (an unacknowledged produce
+to a remote log, or the crash window itself), so the event is appended again; appends are
+idempotent by the event's own coordinate, so the log keeps one event and fanout sees it at
+least once. A crash between 1 and 2 therefore loses nothing, and neither does a crash
+during recovery (the next one finds the row still empty).
+
+Edit has the same shape: the event (carrying the new sealed payload) is logged, then
+``payload_or_ciphertext`` is replaced whole, ``edited_at_activity_id`` set and state=EDITED.
+The new payload is sealed with the target row's coordinates (same AAD as a send), so it
+decrypts only in that row. No history of versions is kept (§5.3).
+
+Archiver mode. The target may be committed but not archived yet (its row is only in the log).
+An UPDATE there would create a row of a few cells, no message_id, which no reader can
+decode. So the path first archives that one message exactly as the archiver will
+(``lab.store.write.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
+created_at``) and then updates it: the row is whole from its first cell on, and the
+archiver's later INSERT of the same cells at the older timestamp undoes nothing.
+
+Recalled stays recalled (issue 12 item 7). An edit checks the state, logs, then writes: a
+recall landing in between would be overwritten by the edit's ``state = EDITED`` (a later
+write wins), and CQL offers no condition without LWT. So the rule is made to hold after the
+fact, on both sides: after its UPDATE an edit reads the row back, and if a recall coordinate
+is there it rewrites ``state = RECALLED`` with a write time above the state cell's
+(``WRITETIME(state) + 1``) and raises InvalidState; after its UPDATE a recall reads the state
+back and does the same if an edit's cell won (clocks of two writers can disagree). Readers
+never wait for that repair: a row carrying a recall coordinate decodes as RECALLED
+(lab.store.rows.records), and recovery never re-applies an edit over a recall.
+
+TTL on these UPDATEs. Cells written by an UPDATE get the statement's TTL, not the row's;
+without ``USING TTL`` the new state/payload cells would never expire and would keep a
+husk of the row alive after its TTL removed the rest (and pin a whole TWCS SSTable). So
+the UPDATE carries the row's remaining TTL, read from the server (``TTL(created_at)``,
+a column only the INSERT writes); ``null`` there means no TTL (compliance_hold) and binds
+``USING TTL 0``. For a message archived early (above) the remaining TTL comes from the
+retention policy, as the archiver computes it.
+
+Run :meth:`RecallPath.recover` when a writer starts, before it serves: it commits its log
+position, so events it has passed are not looked at again.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lab.store.write.archiver import archive_statements
+from lab.store.plumbing.context import StoreContext
+from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
+from lab.store.rows.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.rows.model import MessageState, RetentionClass, parse_enum
+from lab.store.outbox import (CONTROL_KINDS, KIND_RECALL, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord,
+                              RecallEvent)
+from lab.store.rows.records import MESSAGE_RECORD_KEY, seal_payload
+from lab.store.write.sequence import SequenceAllocator
+
+if TYPE_CHECKING:
+    from lab.store.hot.redis_window import HotWindow
+
+__all__ = ["EditResult", "RECOVERY_GROUP", "RecallPath", "RecallResult"]
+
+RECOVERY_GROUP = "control-recovery"
+_RECOVERY_BATCH = 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecallResult:
+    conversation_seq: int                 # the recalled message
+    recall_event_conversation_seq: int    # the CONTROL event's own coordinate
+    activity_id: int | None
+    replayed: bool = False                # the message was already recalled / the event already logged
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditResult:
+    conversation_seq: int
+    edit_event_conversation_seq: int
+    edited_at_activity_id: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    """What recall/edit need to know about the row they change."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    conversation_seq: int
+    bucket: int
+    message_id: int
+    ttl_seconds: int                      # for USING TTL; 0 = none
+    state: MessageState
+    recall_event_conversation_seq: int | None
+    edited_at_activity_id: int | None
+    unarchived: OutboxEntry | None = None  # archiver mode: the logged message, not in message_record yet
+
+
+class RecallPath:
+    def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator,
+                 on_change: Callable[[uuid.UUID, int], None] | None = None,
+                 hot: HotWindow | None = None) -> None:
+        self._hot = hot  # archiver mode's hot window: its copy gets every recall / edit too
+        self.ctx = ctx
+        self.outbox = outbox
+        self.sequences = sequences
+        # Told (tenant_id, message_id) after every row change: the façade drops the message
+        # from the batch-read body LRU, which would otherwise serve the old body/state.
+        self._on_change = on_change or (lambda tenant_id, message_id: None)
+
+    # -- target row ---------------------------------------------------------------------------
+    def _target(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> _Target | None:
+        bucket = seq_bucket(seq, self.ctx.bucket_width)
+        stmt = self.ctx.prepare(
+            "SELECT message_id, state, recall_event_conversation_seq, edited_at_activity_id, TTL(created_at) AS ttl_seconds "
+            "FROM {ks}.message_record WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
+            "AND conversation_seq = ?", key_columns=MESSAGE_RECORD_KEY)
+        row = self.ctx.connection.execute(stmt, (tenant_id, conversation_id, bucket, seq)).one()
+        common = dict(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq, bucket=bucket)
+        changed = {} if row is None else dict(
+            state=parse_enum(MessageState, row.state if row.state is not None else 0),
+            recall_event_conversation_seq=row.recall_event_conversation_seq,
+            edited_at_activity_id=None if row.edited_at_activity_id is None else blob_to_u128(row.edited_at_activity_id))
+        if row is not None and row.message_id is not None:
+            return _Target(**common, **changed, message_id=blob_to_u128(row.message_id), ttl_seconds=row.ttl_seconds or 0)
+        # Archiver mode: committed but not archived yet (no row, or only the cells an earlier
+        # recall/edit wrote). The log has the message, with what the TTL needs.
+        entry = self.outbox.get(tenant_id, conversation_id, seq)
+        if entry is None or not isinstance(entry.record.payload, MessagePayload):
+            return None
+        logged = entry.record.payload.record
+        ttl = self.ctx.retention.remaining_ttl_seconds(RetentionClass(logged.retention_class), tenant_id,
+                                                       created_at_ms=logged.created_at, now_ms=self.ctx.clock_ms())
+        if ttl is None:
+            return None  # expired before it was archived: nothing left to recall
+        changed = changed or dict(state=MessageState.NORMAL, recall_event_conversation_seq=None,
+                                  edited_at_activity_id=None)
+        return _Target(**common, **changed, message_id=blob_to_u128(logged.message_id), ttl_seconds=ttl,
+                       unarchived=entry)
+
+    def _ensure_whole(self, target: _Target) -> None:
+        """Archive a not-yet-archived target first, so the UPDATE after it lands on a whole row."""
+        if target.unarchived is None:
+            return
+        statements = archive_statements(self.ctx, target.unarchived, now_ms=self.ctx.clock_ms())
+        if statements is None:  # expired between the look-up and now: no row may be started
+            raise NotFound(f"message at conversation_seq {target.conversation_seq} expired before it was archived",
+                           tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                           conversation_seq=target.conversation_seq)
+        self.ctx.connection.execute_concurrent(statements)
+
+    def _require_target(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> _Target:
+        target = self._target(tenant_id, conversation_id, seq)
+        if target is None:
+            raise NotFound(f"no message at conversation_seq {seq}", tenant_id=tenant_id,
+                           conversation_id=conversation_id, conversation_seq=seq)
+        return target
+
+    @staticmethod
+    def _ids(tenant_id: IdLike, conversation_id: IdLike, seq: int,
+             actor_id: IdLike) -> tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]:
+        return (parse_uuid(tenant_id), parse_uuid(conversation_id), check_conversation_seq(seq),
+                parse_uuid(actor_id))
+
+    # -- recall -------------------------------------------------------------------------------
+    def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
+               actor_id: IdLike) -> RecallResult:
+        tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
+        target = self._require_target(tenant_id, conversation_id, seq)
+        logged = self.outbox.controls_for(tenant_id, conversation_id, seq, KIND_RECALL)
+        if target.recall_event_conversation_seq is not None:
+            activity = next((_activity(e) for e in logged
+                             if e.record.conversation_seq == target.recall_event_conversation_seq), None)
+            return RecallResult(conversation_seq=seq, recall_event_conversation_seq=target.recall_event_conversation_seq,
+                                activity_id=activity, replayed=True)
+        if logged:  # an earlier attempt logged its event and died: finish that one, never log a second
+            entry, replayed = logged[0], True
+        else:
+            alloc = self.sequences.allocate(tenant_id, conversation_id)
+            entry = self.outbox.append(OutboxRecord(
+                tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
+                target_seq=seq,
+                payload=RecallEvent(actor_id=actor_id, activity_id=alloc.last_activity_id,
+                                    created_at_ms=self.ctx.clock_ms())))
+            replayed = False
+        self.ctx.faults.hit("after_recall_log")
+        self._apply_recall(target, entry)
+        self.ctx.faults.hit("after_recall_update")
+        return RecallResult(conversation_seq=seq, recall_event_conversation_seq=entry.record.conversation_seq,
+                            activity_id=_activity(entry), replayed=replayed)
+
+    def _apply_recall(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
+        stmt = self.ctx.prepare(
+            "UPDATE {ks}.message_record USING TTL ? SET state = ?, recall_event_conversation_seq = ? "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
+        self.ctx.connection.execute(stmt, (target.ttl_seconds, int(MessageState.RECALLED),
+                                           entry.record.conversation_seq, target.tenant_id, target.conversation_id,
+                                           target.bucket, target.conversation_seq))
+        if self._hot is not None:
+            self._hot.recall(target.tenant_id, target.conversation_id, target.conversation_seq,
+                             recall_event_conversation_seq=entry.record.conversation_seq)
+        self._keep_recalled(target)  # an edit racing this recall may have written a later state cell
+        self._on_change(target.tenant_id, target.message_id)
+
+    # -- edit ---------------------------------------------------------------------------------
+    def edit(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
+             actor_id: IdLike, e2ee: bool = False) -> EditResult:
+        tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"body must be bytes, got {type(body).__name__}", field="body")
+        limit = self.ctx.constants.payload_max_bytes
+        if len(body) > limit:
+            raise PayloadTooLarge(f"body is {len(body)} B, over the {limit} B limit", field="body",
+                                  size=len(body), limit=limit)
+        if not isinstance(e2ee, bool):
+            raise ValidationError(f"e2ee must be a bool, got {e2ee!r}", field="e2ee")
+        target = self._require_target(tenant_id, conversation_id, seq)
+        if target.state is MessageState.RECALLED:
+            raise InvalidState("a recalled message cannot be edited", tenant_id=tenant_id,
+                               conversation_id=conversation_id, conversation_seq=seq, state=target.state)
+        # Sealed for the target row's coordinates: the AAD is the row's, not the event's.
+        blob, dek_id = seal_payload(bytes(body), e2ee=e2ee, encryptor=self.ctx.encryptor, tenant_id=tenant_id,
+                                    conversation_id=conversation_id, conversation_seq=seq)
+        alloc = self.sequences.allocate(tenant_id, conversation_id)
+        entry = self.outbox.append(OutboxRecord(
+            tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
+            target_seq=seq,
+            payload=EditEvent(actor_id=actor_id, activity_id=alloc.last_activity_id, created_at_ms=self.ctx.clock_ms(),
+                              payload_or_ciphertext=blob, dek_id=dek_id.as_tuple())))
+        self.ctx.faults.hit("after_edit_log")
+        self._apply_edit(target, entry)
+        self.ctx.faults.hit("after_edit_update")
+        return EditResult(conversation_seq=seq, edit_event_conversation_seq=alloc.conversation_seq,
+                          edited_at_activity_id=alloc.last_activity_id)
+
+    def _apply_edit(self, target: _Target, entry: OutboxEntry) -> None:
+        self._ensure_whole(target)
+        event = entry.record.payload
+        assert isinstance(event, EditEvent)
+        stmt = self.ctx.prepare(
+            "UPDATE {ks}.message_record USING TTL ? SET payload_or_ciphertext = ?, dek_id = ?, "
+            "edited_at_activity_id = ?, state = ? "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
+        activity = u128_to_blob(event.activity_id)
+        self.ctx.connection.execute(stmt, (target.ttl_seconds, event.payload_or_ciphertext, event.dek_id, activity,
+                                           int(MessageState.EDITED), target.tenant_id, target.conversation_id,
+                                           target.bucket, target.conversation_seq))
+        if self._hot is not None:
+            self._hot.edit(target.tenant_id, target.conversation_id, target.conversation_seq,
+                           payload_or_ciphertext=event.payload_or_ciphertext, dek_id=event.dek_id,
+                           edited_at_activity_id=activity)
+        self._on_change(target.tenant_id, target.message_id)
+        if self._keep_recalled(target):
+            raise InvalidState("the message was recalled while the edit was in flight: it stays recalled",
+                               tenant_id=target.tenant_id, conversation_id=target.conversation_id,
+                               conversation_seq=target.conversation_seq, state=MessageState.RECALLED)
+
+    def _keep_recalled(self, target: _Target) -> bool:
+        """If the row carries a recall, make sure its state cell says RECALLED (rewriting it above
+        a racing edit's write time); True when the row is recalled."""
+        key = (target.tenant_id, target.conversation_id, target.bucket, target.conversation_seq)
+        row = self.ctx.connection.execute(self.ctx.prepare(
+            "SELECT state, recall_event_conversation_seq, WRITETIME(state) AS state_written FROM {ks}.message_record "
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
+            key_columns=MESSAGE_RECORD_KEY), key).one()
+        if row is None or row.recall_event_conversation_seq is None:
+            return False
+        if row.state != MessageState.RECALLED:
+            self.ctx.connection.execute(self.ctx.prepare(
+                "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET state = ? WHERE tenant_id = ? "
+                "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?"),
+                (target.ttl_seconds, (row.state_written or 0) + 1, int(MessageState.RECALLED), *key))
+            self.ctx.alerts.incr("recalled_state_restored")
+        return True
+
+    # -- recovery (S-7) -----------------------------------------------------------------------
+    def recover(self) -> int:
+        """Re-emit and apply every logged recall / edit event whose target row does not carry
+        it (recall: recall_event_conversation_seq empty, S-7); returns how many."""
+        reemitted = 0
+        while True:
+            batch = self.outbox.consume(RECOVERY_GROUP, _RECOVERY_BATCH)  # every partition
+            if not batch:
+                break
+            for entry in batch.entries:
+                if entry.record.kind in CONTROL_KINDS and self._reemit(entry):
+                    reemitted += 1
+            self.outbox.commit_batch(RECOVERY_GROUP, batch)
+        if reemitted:
+            self.ctx.alerts.incr("recall_reemitted", reemitted)
+        return reemitted
+
+    def _reemit(self, entry: OutboxEntry) -> bool:
+        record = entry.record
+        assert record.target_seq is not None
+        target = self._target(record.tenant_id, record.conversation_id, record.target_seq)
+        if target is None:
+            return False  # expired meanwhile: no row left to mark
+        if record.kind == KIND_RECALL:
+            if target.recall_event_conversation_seq is not None:
+                return False  # the row says the event is in the log: nothing to do
+            self._apply_recall(target, self.outbox.append(record))  # re-emit (idempotent), then the row
+            return True
+        activity = _activity(entry)
+        if target.state is MessageState.RECALLED or (
+                target.edited_at_activity_id is not None and target.edited_at_activity_id >= activity):
+            return False  # a recall, or a later edit, already superseded this one
+        self._apply_edit(target, self.outbox.append(record))
+        return True
+
+
+def _activity(entry: OutboxEntry) -> int:
+    event = entry.record.payload
+    assert isinstance(event, (RecallEvent, EditEvent))
+    return event.activity_id

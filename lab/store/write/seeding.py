@@ -1,0 +1,175 @@
+"""Seeding (``store.seeding``): messages written the way the store's own paths write them,
+without going through ``send``. For benchmarks, experiments, migrations and the read-side
+tests, which need thousands of rows, or shapes (holes, old created_at, chosen seqs) that the
+send path cannot make quickly.
+
+What a seeded row shares with a sent one: it is sealed by the store's record encoder with the
+store's DEKs (``lab.store.rows.records.encode_record``: same envelope, AAD, bit-63 guards) and
+written by the statements the commit path and the archiver use
+(``lab.store.write.send.record_statements``: message_record + message_index, per-row
+``USING TTL``, UNSET instead of null so no tombstone cells). By default the TTL is the
+*remaining* period of the message's retention class from its created_at, as the archiver
+writes it (an already-expired message is skipped, as the archiver skips it).
+
+What seeding skips: the client_dedup LWT (``dedup=True`` writes the COMMITTED row directly),
+the outbox and the asynchronous head update. Set the head with ``store.apply_head`` and
+seq floors (holes) with ``store.advance_seq``; ids for new messages come from the store's
+own allocator (:meth:`Seeder.allocate`), so seeded and sent messages never share a seq.
+:meth:`Seeder.conversation` does all of it for a run of new messages (ids, rows, head).
+
+This is the lab's one seeder: benchmarks, experiments (``RecordLoader``: workload rows at
+their own coordinates, ``ttl_seconds="full"``) and tests write rows through it, and an
+experiment writing into tables of its own seals rows with :meth:`Seeder.record_values`.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from lab.cluster.connection import Stmt
+from lab.errors import ValidationError
+from lab.store.plumbing.context import StoreContext
+from lab.store.rows.ids import IdLike, parse_uuid, seq_bucket
+from lab.store.rows.model import DedupState, MessageType, RetentionClass
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, EncodedRecord, Message, encode_record
+from lab.store.write.head import HeadUpdate
+from lab.store.write.head_writer import HeadWriter
+from lab.store.write.send import SendAck, record_statements
+from lab.store.write.sequence import Allocation, SequenceAllocator
+
+__all__ = ["FULL_TTL", "SEED_CONCURRENCY", "STAMP_NOW", "Seeder"]
+
+SEED_CONCURRENCY = 64  # plain upserts in flight while seeding
+# ttl_seconds="full": the class's whole period from now, whatever the row's created_at (bulk loads
+# of workload rows whose created_at lie in the past, which the remaining period would expire)
+FULL_TTL = "full"
+TtlChoice = int | Literal["full"] | None
+# timestamp_us="now": each message's upserts stamped (USING TIMESTAMP) with the microsecond its
+# statements are built, one write time per row as the commit path's single upsert has
+STAMP_NOW = "now"
+StampChoice = int | Literal["now"] | None
+
+
+class Seeder:
+    """Writes pre-built :class:`~lab.store.rows.records.Message` rows into one store's tables."""
+
+    record_columns = MESSAGE_RECORD_COLUMNS  # the order of :meth:`record_values`
+
+    def __init__(self, ctx: StoreContext, sequences: SequenceAllocator, head: HeadWriter) -> None:
+        self._ctx = ctx
+        self._sequences = sequences
+        self._head = head
+
+    def allocate(self, tenant_id: IdLike, conversation_id: IdLike) -> Allocation:
+        """The next conversation_seq of this writer with fresh message_id / last_activity_id,
+        exactly as ``send`` would allocate them (§5.1 step 2)."""
+        return self._sequences.allocate(parse_uuid(tenant_id), parse_uuid(conversation_id))
+
+    def record_values(self, message: Message) -> tuple[Any, ...]:
+        """The message sealed as the store seals it, as bind values in :attr:`record_columns`
+        order: for an experiment writing message_record rows into tables of its own."""
+        return self._encode(message).values()
+
+    def _encode(self, message: Message) -> EncodedRecord:
+        if not isinstance(message, Message):
+            raise ValidationError(f"seeding takes lab.store.Message rows, got {type(message).__name__}",
+                                  field="message")
+        ctx = self._ctx
+        return encode_record(message, ctx.encryptor, bucket_width=ctx.bucket_width,
+                             thumbnail_max_bytes=ctx.constants.media_thumbnail_max_bytes)
+
+    def statements(self, message: Message, *, ttl_seconds: TtlChoice = None, timestamp_us: StampChoice = None,
+                   index: bool = True, dedup: bool = False) -> list[tuple[Stmt, tuple]]:
+        """The upserts of one message, for callers that batch their own concurrency.
+
+        ``ttl_seconds``: None = the remaining period of the message's class from its
+        created_at (an expired message yields no statement); ``"full"`` (:data:`FULL_TTL`) = the
+        class's whole period from now; an int = that TTL (0 = none).
+        ``timestamp_us`` pins the write time (``USING TIMESTAMP``; ``"now"``, :data:`STAMP_NOW`:
+        the current microsecond, per message); ``index`` writes
+        message_index too; ``dedup`` adds the client_dedup row in state COMMITTED.
+        """
+        ctx = self._ctx
+        if not isinstance(message, Message):
+            raise ValidationError(f"seeding takes lab.store.Message rows, got {type(message).__name__}",
+                                  field="message")
+        if ttl_seconds is None:
+            ttl_seconds = ctx.retention.remaining_ttl_seconds(message.retention_class, message.tenant_id,
+                                                              created_at_ms=message.created_at_ms,
+                                                              now_ms=ctx.clock_ms())
+            if ttl_seconds is None:
+                return []
+        elif ttl_seconds == FULL_TTL:
+            ttl_seconds = ctx.retention.ttl_seconds(message.retention_class, message.tenant_id)
+        if timestamp_us == STAMP_NOW:
+            timestamp_us = time.time_ns() // 1000
+        record = self._encode(message)
+        items = record_statements(ctx, record, ttl_seconds, timestamp_us=timestamp_us, index=index)
+        if dedup:
+            using = "" if timestamp_us is None else " USING TIMESTAMP ?"
+            stmt = ctx.prepare("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, "
+                               f"conversation_seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?){using}")
+            values = (record.tenant_id, record.sender_id, record.client_message_id, record.message_id,
+                      record.conversation_seq, int(DedupState.COMMITTED), record.created_at)
+            items.append((stmt, values + (() if timestamp_us is None else (timestamp_us,))))
+        return items
+
+    def write(self, messages: Iterable[Message], *, ttl_seconds: TtlChoice = None,
+              timestamp_us: StampChoice = None, index: bool = True, dedup: bool = False,
+              concurrency: int = SEED_CONCURRENCY) -> int:
+        """Write every message (see :meth:`statements`), ``concurrency`` upserts in flight;
+        returns how many were written (expired ones are not)."""
+        written = 0
+        chunk: list[tuple[Stmt, tuple]] = []
+        for message in messages:
+            items = self.statements(message, ttl_seconds=ttl_seconds, timestamp_us=timestamp_us, index=index,
+                                    dedup=dedup)
+            written += bool(items)
+            chunk += items
+            if len(chunk) >= 4 * concurrency:
+                self._execute(chunk, concurrency)
+                chunk = []
+        if chunk:
+            self._execute(chunk, concurrency)
+        return written
+
+    def conversation(self, tenant_id: IdLike, conversation_id: IdLike, bodies: Sequence[bytes], *,
+                     sender_id: IdLike | None = None, client_message_ids: Sequence[str] | None = None,
+                     retention_class: RetentionClass = RetentionClass.DEFAULT,
+                     concurrency: int = SEED_CONCURRENCY) -> list[SendAck]:
+        """New TEXT messages at the end of one conversation, one per body, as if sent now by one
+        sender: ids from the store's allocator, rows written as :meth:`write` writes them (the
+        class's remaining TTL), and the conversation head set to the last one. Returns an ack per
+        message, in order, so callers can address them (batch entries, anchors)."""
+        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        sender_id = parse_uuid(sender_id) if sender_id is not None else uuid.uuid4()
+        if client_message_ids is None:
+            client_message_ids = [str(uuid.uuid4()) for _ in bodies]
+        if len(client_message_ids) != len(bodies):
+            raise ValidationError("one client_message_id per body", field="client_message_ids")
+        if not bodies:
+            return []
+        now_ms = self._ctx.clock_ms()
+        messages, acks = [], []
+        for i, (body, client_id) in enumerate(zip(bodies, client_message_ids)):
+            alloc = self.allocate(tenant_id, conversation_id)
+            messages.append(Message(
+                tenant_id=tenant_id, conversation_id=conversation_id,
+                seq_bucket=seq_bucket(alloc.conversation_seq, self._ctx.bucket_width),
+                conversation_seq=alloc.conversation_seq, message_id=alloc.message_id,
+                last_activity_id=alloc.last_activity_id, sender_id=sender_id, sender_device_id=sender_id,
+                client_message_id=client_id, message_type=MessageType.TEXT, body=body, created_at_ms=now_ms + i,
+                retention_class=retention_class))
+            acks.append(SendAck(message_id=alloc.message_id, conversation_seq=alloc.conversation_seq,
+                                last_activity_id=alloc.last_activity_id, created_at_ms=now_ms + i))
+        self.write(messages, concurrency=concurrency)
+        last = messages[-1]
+        self._head.apply(HeadUpdate(tenant_id=tenant_id, conversation_id=conversation_id,
+                                    conversation_seq=last.conversation_seq, message_id=last.message_id,
+                                    last_activity_id=last.last_activity_id, sender_id=sender_id, preview=last.body))
+        return acks
+
+    def _execute(self, statements: list[tuple[Stmt, tuple]], concurrency: int) -> Any:
+        return self._ctx.connection.execute_concurrent(statements, concurrency=concurrency)

@@ -1,0 +1,367 @@
+"""The send path, design §5.1, with crash points between every step (lab.store.plumbing.faults).
+
+    0  the request checked itself when built (SendRequest), the store's size limits here
+       (typed ValidationError, nothing written yet)
+    2  allocate conversation_seq / message_id / last_activity_id   (lab.store.write.sequence)
+       seal the payload                                            (lab.store.rows.records)
+    1  client_dedup reserve: INSERT ... IF NOT EXISTS, state=RESERVED, carrying the ids
+    3  message_record + message_index, USING TTL of the retention class   (skipped in archiver mode)
+    4  outbox append                                               (lab.store.outbox)
+    5  client_dedup state=COMMITTED
+    6  SEND_ACK
+    7  conversation_head update on a background thread             (lab.store.write.head_writer)
+
+Why step 2 runs before step 1 (a choice the design leaves open; it lists 1 then 2). A retry
+must return the FIRST ack, whatever instant the first attempt died at, so the reservation
+row has to carry the ids from the moment it exists. Allocating first and writing the ids
+inside the single ``IF NOT EXISTS`` does that with the one LWT per message the design budgets
+(§2.3). The alternative, reserve empty and then fill the ids with ``UPDATE ... IF
+state = RESERVED``, costs a second Paxos round per message and leaves a crash window with a
+reservation but no ids. The price of allocating first: a retry that finds an existing
+reservation burns the conversation_seq it allocated, i.e. one hole per retry; holes are
+normal (§4.1) and retries are rare.
+
+A retry whose reservation exists:
+- COMMITTED -> replay SEND_ACK (``replayed=True``); no second message. last_activity_id
+  (client_dedup has no column for it) comes from the outbox entry, which step 4 wrote
+  before step 5 could mark COMMITTED.
+- RESERVED -> an earlier attempt died between steps 1 and 5: finish steps 3-5 with the
+  SAME message_id and conversation_seq. Every write is an idempotent upsert; if the outbox
+  already holds the entry (death after step 4) its sealed columns are written, so the log
+  and the row agree byte for byte. Nothing was acked yet, so the resumed attempt may pick a
+  fresh last_activity_id when no entry exists.
+- Attempts racing (two resumes, or a resume beside a first attempt still in flight, from
+  threads or processes sharing the outbox): the first outbox append wins and every ack names its
+  columns; an attempt whose append turned out to be a duplicate rewrites the row with
+  them, so its own earlier row write cannot outlive the winner's (tests/node/test_concurrency.py).
+
+Retention: the record's TTL is the *remaining* period from the message's created_at
+(equal to the full period on a first attempt), so a resumed send never outlives its class;
+compliance_hold binds ``USING TTL 0`` (no TTL). message_index rows get the same TTL so the
+admin index does not keep pointing at expired rows forever.
+"""
+from __future__ import annotations
+
+import functools
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lab.cluster.connection import Stmt
+from lab.store.plumbing.context import StoreContext
+from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
+from lab.store.write.head import HeadUpdate
+from lab.store.write.head_writer import HeadWriter
+from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.rows.media import MediaMetadata, MentionTargets
+from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
+from lab.store.outbox import MessagePayload, Outbox, OutboxEntry, OutboxRecord
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, encode_record
+from lab.store.rows.retention import parse_retention_class
+from lab.store.write.sequence import SequenceAllocator
+
+if TYPE_CHECKING:
+    from lab.store.hot.redis_window import HotWindow
+
+__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
+           "record_statements"]
+
+# The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
+# and bounds the partition key of client_dedup.
+CLIENT_MESSAGE_ID_MAX_CHARS = 128
+CUSTOM_TYPE_MAX_CHARS = 128
+_DEDUP_KEY = ("tenant_id", "sender_id", "client_message_id")
+# Step 1 and step 5 (module constants: the benchmark's send_floor issues these very texts)
+RESERVE_CQL = ("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+               "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
+COMMIT_CQL = ("UPDATE {ks}.client_dedup USING TTL ? SET state = ?, message_id = ?, conversation_seq = ?, created_at = ? "
+              "WHERE tenant_id = ? AND sender_id = ? AND client_message_id = ?")
+# the commit path's / archiver's upserts by "with USING TIMESTAMP" (built once: the texts are the cache keys)
+_USING = {False: "USING TTL ?", True: "USING TTL ? AND TIMESTAMP ?"}
+_RECORD_INSERT = {timed: f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE_RECORD_COLUMNS)}) "
+                         f"VALUES ({', '.join('?' * len(MESSAGE_RECORD_COLUMNS))}) {using}"
+                  for timed, using in _USING.items()}
+_INDEX_INSERT = {timed: "INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
+                        f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}" for timed, using in _USING.items()}
+
+
+def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError],
+                key: bool = False) -> str:
+    if not isinstance(value, str):
+        raise error(f"{name} must be a str, got {type(value).__name__}", field=name, value=value)
+    if not value or len(value) > max_chars:
+        raise error(f"{name} must have 1..{max_chars} characters, got {len(value)}", field=name, value=value)
+    if key:  # a key (client_message_id): UTF-8 and no control characters (lab.store.rows.ids.check_text_key)
+        return check_text_key(value, field=name, error=error)
+    try:
+        value.encode("utf-8")  # CQL text is UTF-8; lone surrogates would fail at bind time
+    except UnicodeEncodeError:
+        raise error(f"{name} is not valid UTF-8", field=name, value=value) from None
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendRequest:
+    """What a client sends, checked and normalised when it is built: ids may be UUIDs or their
+    strings, enums members, ints or names; anything else is a typed ValidationError (InvalidId,
+    UnknownEnum, Bit63Violation, ...) before the store sees it, so a bad request never reaches
+    a write. The size limits are the store's own (its constants): :meth:`check_limits`, which
+    ``send`` calls first."""
+
+    tenant_id: uuid.UUID
+    conversation_id: uuid.UUID
+    sender_id: uuid.UUID
+    sender_device_id: uuid.UUID
+    client_message_id: str
+    body: bytes = field(default=b"", repr=False)
+    message_type: MessageType = MessageType.TEXT
+    media: MediaMetadata | None = None
+    mentions: MentionTargets | None = None
+    reply_to_conversation_seq: int | None = None
+    retention_class: RetentionClass = RetentionClass.DEFAULT
+    e2ee: bool = False
+    custom_type: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = functools.partial(object.__setattr__, self)
+        for name in ("tenant_id", "conversation_id", "sender_id", "sender_device_id"):
+            set_(name, parse_uuid(getattr(self, name)))
+        set_("client_message_id", _check_text("client_message_id", self.client_message_id,
+                                              max_chars=CLIENT_MESSAGE_ID_MAX_CHARS, error=InvalidId, key=True))
+        if not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise ValidationError(f"body must be bytes, got {type(self.body).__name__}", field="body")
+        set_("body", bytes(self.body))
+        message_type = parse_enum(MessageType, self.message_type)
+        if message_type is MessageType.CONTROL:  # CONTROL events are the store's own (recall/edit)
+            raise UnknownEnum("message_type CONTROL is reserved for recall/edit events", enum="MessageType",
+                              value=self.message_type)
+        set_("message_type", message_type)
+        if self.custom_type is not None:
+            _check_text("custom_type", self.custom_type, max_chars=CUSTOM_TYPE_MAX_CHARS, error=ValidationError)
+        if self.media is not None and not isinstance(self.media, MediaMetadata):
+            raise ValidationError("media must be a lab.store.MediaMetadata", field="media")
+        if self.mentions is not None and not isinstance(self.mentions, MentionTargets):
+            raise ValidationError("mentions must be a lab.store.MentionTargets", field="mentions")
+        if self.reply_to_conversation_seq is not None:
+            set_("reply_to_conversation_seq",
+                 check_conversation_seq(self.reply_to_conversation_seq, column="reply_to_conversation_seq"))
+        if not isinstance(self.e2ee, bool):
+            raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
+        set_("retention_class", parse_retention_class(self.retention_class))
+
+    def check_limits(self, *, payload_max_bytes: int, thumbnail_max_bytes: int) -> None:
+        """PayloadTooLarge when the body or the media thumbnail is over a store's limits."""
+        if len(self.body) > payload_max_bytes:
+            raise PayloadTooLarge(f"body is {len(self.body)} B, over the {payload_max_bytes} B limit",
+                                  field="body", size=len(self.body), limit=payload_max_bytes)
+        if self.media is not None:
+            self.media.encode(thumbnail_max_bytes=thumbnail_max_bytes)  # raises PayloadTooLarge
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendAck:
+    """SEND_ACK: the message is COMMITTED (§11.2), not that anyone received it."""
+
+    message_id: int
+    conversation_seq: int
+    last_activity_id: int
+    created_at_ms: int
+    replayed: bool = False
+
+
+def record_statements(ctx: StoreContext, record: EncodedRecord, ttl_seconds: int, *,
+                      timestamp_us: int | None = None, index: bool = True) -> list[tuple[Stmt, tuple]]:
+    """The message_record + message_index upserts of one message (commit path, archiver,
+    seeding; ``index=False`` leaves message_index out).
+
+    ``timestamp_us`` (archiver) pins the write time to the message's creation, so a recall
+    or edit that reached the row first (a later timestamp) wins over the late archive.
+    """
+    timed = timestamp_us is not None
+    extra = (ttl_seconds, timestamp_us) if timed else (ttl_seconds,)
+    statements = [(ctx.prepare(_RECORD_INSERT[timed]), record.values() + extra)]
+    if index:
+        statements.append((ctx.prepare(_INDEX_INSERT[timed]), record.index_values() + extra))
+    return statements
+
+
+class WritePath:
+    def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, head: HeadWriter,
+                 archiver_mode: bool = False, hot: HotWindow | None = None) -> None:
+        self.ctx = ctx
+        self.outbox = outbox
+        self.sequences = sequences
+        self.head = head
+        self.archiver_mode = archiver_mode
+        self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
+
+    # -- the path -----------------------------------------------------------------------------
+    def send(self, req: SendRequest) -> SendAck:
+        if not isinstance(req, SendRequest):
+            raise ValidationError(f"send takes a SendRequest, got {type(req).__name__}", field="request")
+        c = self.ctx.constants
+        req.check_limits(payload_max_bytes=c.payload_max_bytes, thumbnail_max_bytes=c.media_thumbnail_max_bytes)
+        alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
+        created_at_ms = self.ctx.clock_ms()
+        # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
+        record = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
+                              last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
+        self.ctx.faults.hit("after_allocate")
+        applied, existing = self._reserve(req, alloc.message_id, alloc.conversation_seq, created_at_ms)
+        if applied:
+            self.ctx.faults.hit("after_reserve")
+            return self._finish(req, record, entry=None, replayed=False)
+        return self._retry(req, existing)
+
+    def _retry(self, req: SendRequest, existing: Any) -> SendAck:
+        message_id = blob_to_u128(existing.message_id)
+        seq, created_at_ms = existing.conversation_seq, existing.created_at
+        entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
+        if entry is not None and not _holds(entry, message_id):
+            entry = None  # that seq of *this* conversation is another message: see the checks below
+        if existing.state == DedupState.COMMITTED:
+            last_activity_id = self._committed_activity_id(req, seq, message_id, entry)
+            ack = SendAck(message_id=message_id, conversation_seq=seq, last_activity_id=last_activity_id,
+                          created_at_ms=created_at_ms, replayed=True)
+            # The first attempt may have died before step 7; an equal head is a no-op.
+            self._submit_head(req, ack)
+            return ack
+        if entry is None:
+            entry = self._check_slot_free(req, seq, message_id)
+        if entry is None:
+            record = self._encode(req, message_id=message_id, seq=seq,
+                                  last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
+        else:
+            record = _logged_record(entry)
+        return self._finish(req, record, entry=entry, replayed=True)
+
+    def _finish(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
+                replayed: bool) -> SendAck:
+        """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert."""
+        seq, created_at_ms = record.conversation_seq, record.created_at
+        if not self.archiver_mode:
+            self._write_record(req, record)
+        elif self.hot is not None:  # archiver mode: step 3 writes the hot window instead (§2.1 note)
+            self.hot.put(record)
+        self.ctx.faults.hit("after_record")
+        if entry is None:
+            entry = self.outbox.append(OutboxRecord(
+                tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
+                payload=MessagePayload(record=record)))
+            if entry.duplicate:  # first append wins; a fresh entry holds our own record
+                record = _logged_record(entry)
+            if entry.duplicate and not self.archiver_mode:
+                # A concurrent attempt of this same send (another thread, process or node
+                # that found our reservation) appended first, with its own last_activity_id
+                # and sealing. Its entry is what every ack names, so the row we just wrote
+                # is overwritten with it: log, row and ack agree whoever wrote last.
+                self._write_record(req, record)
+            elif entry.duplicate and self.hot is not None:
+                self.hot.put(record)  # the same for the hot copy: one slot per seq, the winner's record
+        self.ctx.faults.hit("after_outbox")
+        self._commit(req, record)
+        self.ctx.faults.hit("after_commit")
+        ack = SendAck(message_id=blob_to_u128(record.message_id), conversation_seq=seq,
+                      last_activity_id=blob_to_u128(record.last_activity_id), created_at_ms=created_at_ms,
+                      replayed=replayed)
+        self.ctx.faults.hit("before_ack")
+        self._submit_head(req, ack)
+        return ack
+
+    # -- steps --------------------------------------------------------------------------------
+    def _write_record(self, req: SendRequest, record: EncodedRecord) -> None:
+        """Step 3: message_record + message_index with the remaining TTL of the class."""
+        ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
+                                                       created_at_ms=record.created_at, now_ms=self.ctx.clock_ms())
+        if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
+            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl))
+
+    def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
+                created_at_ms: int) -> EncodedRecord:
+        c = self.ctx.constants
+        message = Message(
+            tenant_id=req.tenant_id, conversation_id=req.conversation_id,
+            seq_bucket=seq_bucket(seq, c.message_seq_bucket_width), conversation_seq=seq, message_id=message_id,
+            last_activity_id=last_activity_id, sender_id=req.sender_id, sender_device_id=req.sender_device_id,
+            client_message_id=req.client_message_id, message_type=req.message_type, custom_type=req.custom_type,
+            body=req.body, e2ee=req.e2ee, media=req.media, reply_to_conversation_seq=req.reply_to_conversation_seq,
+            mentions=req.mentions, created_at_ms=created_at_ms, retention_class=req.retention_class)
+        return encode_record(message, self.ctx.encryptor, bucket_width=c.message_seq_bucket_width,
+                             thumbnail_max_bytes=c.media_thumbnail_max_bytes)
+
+    def _reserve(self, req: SendRequest, message_id: int, seq: int, created_at_ms: int) -> tuple[bool, Any]:
+        stmt = self.ctx.prepare(RESERVE_CQL)
+        row = self.ctx.connection.execute(stmt, (req.tenant_id, req.sender_id, req.client_message_id,
+                                                 u128_to_blob(message_id), seq, int(DedupState.RESERVED),
+                                                 created_at_ms)).one()
+        return bool(row[0]), row  # not applied: the row carries the existing reservation's columns
+
+    def _commit(self, req: SendRequest, record: EncodedRecord) -> None:
+        # Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
+        # COMMITTED cell never outlives the ids it vouches for.
+        window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
+        ttl = max(1, -(-(record.created_at + window_ms - self.ctx.clock_ms()) // 1000))
+        stmt = self.ctx.prepare(COMMIT_CQL)
+        self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
+                                           int(DedupState.COMMITTED), record.message_id,
+                                           record.conversation_seq, record.created_at, req.tenant_id,
+                                           req.sender_id, req.client_message_id))
+
+    def _submit_head(self, req: SendRequest, ack: SendAck) -> None:
+        self.head.submit(HeadUpdate(tenant_id=req.tenant_id, conversation_id=req.conversation_id,
+                                    conversation_seq=ack.conversation_seq, message_id=ack.message_id,
+                                    last_activity_id=ack.last_activity_id, sender_id=req.sender_id,
+                                    preview=req.body, e2ee=req.e2ee))
+
+    # -- retry helpers ------------------------------------------------------------------------
+    def _record_ids(self, req: SendRequest, seq: int) -> tuple[int, int] | None:
+        """(message_id, last_activity_id) stored at this coordinate, one point read (retries only)."""
+        stmt = self.ctx.prepare("SELECT message_id, last_activity_id FROM {ks}.message_record WHERE tenant_id = ? "
+                                "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
+                                key_columns=MESSAGE_RECORD_KEY)
+        row = self.ctx.connection.execute(stmt, (req.tenant_id, req.conversation_id,
+                                                 seq_bucket(seq, self.ctx.constants.message_seq_bucket_width),
+                                                 seq)).one()
+        return None if row is None else (blob_to_u128(row.message_id), blob_to_u128(row.last_activity_id))
+
+    def _committed_activity_id(self, req: SendRequest, seq: int, message_id: int, entry: OutboxEntry | None) -> int:
+        if entry is not None:
+            return blob_to_u128(_logged_record(entry).last_activity_id)
+        stored = self._record_ids(req, seq)
+        if stored is not None and stored[0] == message_id:
+            return stored[1]
+        raise NotFound("client_message_id was committed for a message this conversation does not hold "
+                       "(was it reused for another conversation?)", tenant_id=req.tenant_id,
+                       conversation_id=req.conversation_id, client_message_id=req.client_message_id,
+                       conversation_seq=seq)
+
+    def _check_slot_free(self, req: SendRequest, seq: int, message_id: int) -> OutboxEntry | None:
+        """Before resuming into (conversation, seq): nothing else may live there. A client that
+        reused client_message_id in another conversation would otherwise overwrite a message.
+
+        Returns the outbox entry of this very message when a concurrent attempt of the same
+        send appended it since the caller looked (then the resume reuses its columns)."""
+        stored = self._record_ids(req, seq)
+        if stored is not None and stored[0] != message_id:
+            raise InvalidId("client_message_id is reserved for another conversation's message",
+                            field="client_message_id", value=req.client_message_id, conversation_seq=seq)
+        entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
+        if entry is not None and not _holds(entry, message_id):
+            raise InvalidId("client_message_id is reserved for another conversation's message",
+                            field="client_message_id", value=req.client_message_id, conversation_seq=seq)
+        return entry
+
+
+def _holds(entry: OutboxEntry, message_id: int) -> bool:
+    """Whether a log entry is the message ``message_id`` (not another message, not a CONTROL event)."""
+    payload = entry.record.payload
+    return isinstance(payload, MessagePayload) and payload.record.message_id == u128_to_blob(message_id)
+
+
+def _logged_record(entry: OutboxEntry) -> EncodedRecord:
+    """The sealed record a logged message carries (what every ack of it names)."""
+    payload = entry.record.payload
+    if not isinstance(payload, MessagePayload):  # a CONTROL event holds that key: not this message
+        raise InvalidId("the log holds a CONTROL event at this message's coordinate", kind=entry.record.kind,
+                        conversation_seq=entry.record.conversation_seq)
+    return payload.record

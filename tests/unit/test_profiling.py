@@ -1,0 +1,41 @@
+"""``lab bench store --profile``'s pure parts: parameters and the top-frame tables of a raw
+py-spy profile (the profile itself runs on the node: tests/node/test_bench.py)."""
+from __future__ import annotations
+
+import pytest
+
+from lab.bench.store_paths.profiling import MODES, ProfileParams, frame_name, top
+from lab.errors import ConfigError
+
+RAW = """\
+process 1:"python -m x";main (lab/x.py:3);batch_read (/repo/lab/store/batch_read.py:10);_decode (/repo/lab/store/records.py:5) 6
+process 1:"python -m x";main (lab/x.py:3);batch_read (/repo/lab/store/batch_read.py:10) 2
+process 1:"python -m x";main (lab/x.py:3);execute (/v/lib/python3.11/site-packages/cassandra/cluster.py:9) 2
+"""
+
+
+def test_top_gives_self_and_inclusive_shares(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_text(RAW)
+    text = top(path)
+    assert text.startswith("# p.txt: 10 samples")
+    self_part, incl_part = text.split("| inclusive % | function |")
+    assert "| 60.0 | _decode (lab/store/records.py) |" in self_part
+    assert "| 20.0 | batch_read (lab/store/batch_read.py) |" in self_part
+    assert "| 20.0 | execute (cassandra/cluster.py) |" in self_part
+    assert "| 100.0 | main (lab/x.py) |" in incl_part and "| 80.0 | batch_read (lab/store/batch_read.py) |" in incl_part
+
+
+def test_frame_name_shortens_paths():
+    assert frame_name("f (/a/b/lib/python3.11/json/decoder.py:12)") == "f (json/decoder.py)"
+    assert frame_name("g (/w/wt/lab/store/ids.py:1)") == "g (lab/store/ids.py)"
+
+
+def test_params_refuse_unknown_workloads_and_non_positive_seconds():
+    assert ProfileParams.preset(quick=True).seconds < ProfileParams.preset(quick=False).seconds
+    assert ProfileParams.preset(quick=True, seconds=7).seconds == 7
+    assert ProfileParams().modes == MODES
+    with pytest.raises(ConfigError, match="unknown profile workload"):
+        ProfileParams(modes=("send", "nope"))
+    with pytest.raises(ConfigError):
+        ProfileParams(seconds=0)
