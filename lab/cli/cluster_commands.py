@@ -15,18 +15,36 @@ from lab.cluster.config import ClusterConfig
 
 @click.command("info")
 @home_option
+@click.option("--json", "as_json", is_flag=True, help="print everything as JSON, every cluster setting included")
 @cluster_options
-def info(home: Path, config: ClusterConfig) -> None:
-    """Connect and print the server, its version and the admin adapter chosen."""
+def info(home: Path, as_json: bool, config: ClusterConfig) -> None:
+    """Connect and print the server, its version, its nodes and the admin adapter chosen (--json: every setting)."""
     from lab.cluster.admin import admin_for
     from lab.cluster.connection import connect
 
     with connect(config) as conn:
         admin = admin_for(config, conn)
-        click.echo(json.dumps({"server": conn.server_kind(), "version": conn.server_version(),
-                               "dialect": conn.dialect.name, "admin": admin.name,
-                               "hosts": [str(h.address) for h in conn.hosts()],
-                               "config": config.redacted()}, indent=2))
+        data = {"server": conn.server_kind(), "version": conn.server_version(), "dialect": conn.dialect.name,
+                "admin": admin.name, "hosts": [str(h.address) for h in conn.hosts()], "config": config.redacted()}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for line in info_lines(data):
+        click.echo(line)
+
+
+def info_lines(data: dict[str, Any]) -> list[str]:
+    """``lab info`` in three lines: the server and its nodes, the lab's keyspace, how it connects."""
+    c = data["config"]
+    hosts = data["hosts"]
+    auth = f"user {c['username']}" if c.get("username") else "no credentials"
+    return [f"{data['server']} {data['version']} at {','.join(c['contact_points'])}:{c['port']}: {len(hosts)} "
+            f"node{'s' if len(hosts) != 1 else ''} ({', '.join(hosts)}); dialect {data['dialect']}, "
+            f"admin {data['admin']}",
+            f"keyspace {c['keyspace']} ({c['replication_class']}, RF {c['replication_factor']}); consistency "
+            f"{c['read_consistency']} reads, {c['write_consistency']} writes; {auth}, "
+            f"TLS {'on' if c.get('tls_ca_file') else 'off'}",
+            "every setting: lab info --json"]
 
 
 def run_preflight_checks(config: ClusterConfig) -> Any:

@@ -6,6 +6,7 @@ Library errors become CLI errors here and only here (:class:`LabGroup`).
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ from lab.project import RESULTS_DIR
 DEFAULT_HOME = Path(".lab")
 SECONDS_PER_UNIT = {"h": 3600, "m": 60, "s": 1}
 LAB_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 PORT = click.IntRange(1, 65535)
 COUNT = click.IntRange(min=1)                      # users, processes, threads, lines, ...
@@ -117,9 +119,25 @@ def results_option(fn: Callable) -> Callable:
                         show_default=True, help="folder of the run folders")(fn)
 
 
+def whole_help(cmd: click.Command) -> str:
+    """A command's line in its group's list: its ``short_help``, else the first paragraph of its
+    help, whole (click's own list cuts it at about 45 characters with "...")."""
+    if cmd.short_help:
+        return cmd.short_help
+    return " ".join(inspect.cleandoc(cmd.help or "").split("\n\n")[0].split())
+
+
 class LabGroup(click.Group):
-    """Turns LabError into a one-line message and exit code 2, and a LabWarning into one
-    ``warning:`` line on stderr."""
+    """Turns LabError into a one-line message and exit code 2, a LabWarning into one
+    ``warning:`` line on stderr and Ctrl-C into one ``interrupted`` line and exit code 130 (no
+    "Aborted!", no traceback); lists its commands with their whole descriptions."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, whole_help(cmd)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         previous = warnings.showwarning
@@ -136,6 +154,9 @@ class LabGroup(click.Group):
         except LabError as exc:
             click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
             sys.exit(LAB_ERROR_EXIT_CODE)
+        except KeyboardInterrupt:  # a command with more to say (lab calibrate, lab load) says it itself
+            click.echo("interrupted", err=True)
+            sys.exit(INTERRUPTED_EXIT_CODE)
         finally:
             warnings.showwarning = previous
 

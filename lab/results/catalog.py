@@ -8,7 +8,7 @@
 
 Read only: nothing here writes into a run folder. A folder of notebooks run from JupyterLab
 (``<notebook>/values.json``, no calibration.json) has its constants assessed as ``lab
-calibrate`` would (:func:`lab.calibration.measures.assess`), its mode from the notebooks'
+calibrate`` would (:func:`lab.calibration.recommendations.assess`), its mode from the notebooks'
 ``preset`` (quick / full) when they recorded one. Runs are ordered by when they started
 (calibration.json's ``started_at``, else the oldest file's time), so a named run (``run_name``)
 sits among the timestamped ones where it belongs.
@@ -128,7 +128,7 @@ def _notebook_folders(path: Path) -> dict[str, dict[str, Any]]:
 
 def _from_notebooks(path: Path, folders: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Mode, server and constants of notebooks run from JupyterLab, assessed as `lab calibrate` does."""
-    from lab.calibration.measures import assess
+    from lab.calibration.recommendations import assess
     from lab.constants import read_entries
 
     presets = {v.get("preset") for v in folders.values() if v.get("preset")}

@@ -55,3 +55,16 @@ def test_the_driver_loop_has_ended_when_the_driver_cleans_up():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "loop thread alive at the driver's cleanup: False" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_lab_info_is_short_and_json_has_everything():
+    import json
+
+    proc = _lab("info")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 3 and lines[-1] == "every setting: lab info --json"
+    assert lines[0].startswith("cassandra 5.0.") and " 1 node (127.0.0.1)" in lines[0] and "admin cassandra" in lines[0]
+    assert lines[1].startswith("keyspace ") and "RF 1" in lines[1]
+    data = json.loads(_lab("info", "--json").stdout)
+    assert data["server"] == "cassandra" and data["config"]["port"] == 9042 and data["hosts"] == ["127.0.0.1"]

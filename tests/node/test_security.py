@@ -154,7 +154,7 @@ def test_lab_info_and_calibrate_never_show_the_password(secure, tmp_path):
     env = _env(LAB_CONTACT_POINTS=ADDRESS, LAB_USERNAME=ROLE, LAB_PASSWORD=PASSWORD,
                LAB_TLS_CA_FILE=str(secure["ca"]))
     home = ["--home", str(secure["home"])]
-    info = subprocess.run([*LAB, "info", *home], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    info = subprocess.run([*LAB, "info", "--json", *home], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert info.returncode == 0, info.stderr[-2000:]
     _assert_secret_free(info.stdout + info.stderr, "`lab info` output")
     shown = json.loads(info.stdout)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lab.calibration.measures import assess
+from lab.calibration.recommendations import assess
 from lab.cli import main
 from lab.constants import read_entries
 from lab.errors import ValidationError

@@ -135,3 +135,18 @@ def test_calibrate_preflight_failure_names_the_failed_check(tmp_path):
     assert proc.returncode == 2 and "FAIL  connect" in proc.stderr
     assert proc.stderr.rstrip().endswith("error: preflight failed: fix the checks above (or --no-preflight)")
     assert not any(tmp_path.iterdir())
+
+
+def test_lab_help_lists_every_command_with_its_whole_description():
+    """click cuts a command's line at ~45 characters ("Run the headless calibration suite and print
+    where the..."): the lab's groups print the whole first paragraph."""
+    import inspect
+
+    for group in [main] + [cmd for _, cmd in COMMANDS if isinstance(cmd, click.Group)]:
+        out = CliRunner().invoke(group, ["--help"], terminal_width=100)
+        assert out.exit_code == 0, out.output
+        listed = " ".join(out.output.split("Commands:", 1)[1].split())
+        for name, cmd in group.commands.items():
+            first = " ".join(inspect.cleandoc(cmd.help or "").split("\n\n")[0].split())
+            assert first in listed, (name, first)
+        assert "..." not in listed
