@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
+from lab.calibration.propose import check_proposable, propose
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
@@ -284,15 +285,6 @@ def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, wat
     return _write(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=watch.seconds(1)))
 
 
-def check_proposable(mode: str, *, allow_quick: bool, run_id: str | None = None) -> None:
-    """A quick run's numbers are a smoke test's: no proposal from them unless asked for."""
-    if mode == "quick" and not allow_quick:
-        raise CalibrationError(f"{'run ' + run_id + ' is' if run_id else 'this is'} a quick run: its numbers are a "
-                               "smoke test of the pipeline (low confidence), not a calibration; propose from "
-                               "`lab calibrate --full`, or add --allow-quick to write the diff anyway",
-                               mode=mode, run_id=run_id)
-
-
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
     from lab.calibration.report import write_report
 
@@ -331,8 +323,6 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
         cal = cal.replace(status="ok")
     cal = _finish(cal, run_dir, options, watch)
     if options.propose and failure is None:
-        from lab.calibration.propose import propose
-
         cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path,
                                                            allow_quick=options.allow_quick).path.name))
     write_report(cal.to_json(), run_dir)
@@ -347,7 +337,6 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
 
 def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, allow_quick: bool = False) -> Path:
     """``appendix_b.diff`` for an existing run (the report is re-rendered to link it)."""
-    from lab.calibration.propose import propose
     from lab.calibration.report import write_report
 
     run_dir = Path(run_dir)
@@ -375,7 +364,7 @@ def run_repeat_check(config: ClusterConfig, options: CalibrationOptions | None =
     """The suite twice, back to back (the second states agreement with the first), and `lab
     compare` of the two; the second run's report shows run-to-run agreement per constant."""
     from lab.calibration.report import write_report
-    from lab.results.compare import compare_runs, write_comparison
+    from lab.calibration.compare import compare_runs, write_comparison
 
     options = options or CalibrationOptions()
     first = run_calibration(config, dataclasses.replace(options, propose=False))

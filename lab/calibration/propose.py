@@ -66,12 +66,19 @@ def _diff(old: str, new: str, path: str) -> str:
                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
+def check_proposable(mode: str, *, allow_quick: bool, run_id: str | None = None) -> None:
+    """A quick run's numbers are a smoke test's: no proposal from them unless asked for."""
+    if mode == "quick" and not allow_quick:
+        raise CalibrationError(f"{'run ' + run_id + ' is' if run_id else 'this is'} a quick run: its numbers are a "
+                               "smoke test of the pipeline (low confidence), not a calibration; propose from "
+                               "`lab calibrate --full`, or add --allow-quick to write the diff anyway",
+                               mode=mode, run_id=run_id)
+
+
 def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out: Path | None = None,
             allow_quick: bool = False) -> Proposal:
     """Write the diff of the constants file that the run recommends (a quick run: only with
     ``allow_quick``, and the diff's header says so)."""
-    from lab.calibration.calibrate import check_proposable
-
     run_dir = Path(run_dir)
     cal_path = run_dir / "calibration.json"
     if not cal_path.is_file():

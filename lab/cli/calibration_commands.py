@@ -68,8 +68,9 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder."""
-    from lab.calibration.calibrate import (CalibrationOptions, check_proposable, plan, propose_from as _propose_from,
-                                     run_calibration, run_repeat_check)
+    from lab.calibration.calibrate import (CalibrationOptions, plan, propose_from as _propose_from, run_calibration,
+                                           run_repeat_check)
+    from lab.calibration.propose import check_proposable
 
     if propose_from is not None:
         diff = _propose_from(propose_from, allow_quick=allow_quick)
@@ -125,7 +126,7 @@ def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None
     run, a load run, or notebooks run from JupyterLab. Latencies are tested with a two-sided
     Mann-Whitney U test on samples (Holm-corrected); prints the text table and writes
     compare-<a>-<b>/index.html."""
-    from lab.results.compare import compare_runs, to_text, write_comparison
+    from lab.calibration.compare import compare_runs, to_text, write_comparison
 
     cmp = write_comparison(compare_runs(run_a, run_b, force=force), results or run_a.resolve().parent)
     click.echo(to_text(cmp), nl=False)

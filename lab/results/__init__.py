@@ -6,6 +6,4 @@
     units        the one formatting of numbers and units (fmt, si, ms, seconds, rate, count, percent)
     html         the result pages' helpers (esc, fmt, table, page, embedded figures)
     scratch      scratch keyspaces: created fresh for one run, dropped at its end
-    rundata      what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
-    compare      ``lab compare``: two runs side by side (if comparable), constants' agreement, Mann-Whitney U
 """

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lab.measure.hdr import LatencyRecorder, summarize
-from lab.results.compare import compare_runs, to_html, to_text
+from lab.calibration.compare import compare_runs, to_html, to_text
 
 
 def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:

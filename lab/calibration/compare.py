@@ -3,7 +3,7 @@
 Significance test: the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) on the
 latency *samples* of each side, with Holm's correction over all tests of one comparison
 (many IN sizes or operations are compared at once). Samples come from the load run's HDR
-histograms or the notebooks' samples tables (:mod:`lab.results.rundata` reads the folders).
+histograms or the notebooks' samples tables (:mod:`lab.calibration.rundata` reads the folders).
 
 Comparable runs only (:func:`comparability`): two load runs with a different mode (closed
 loop vs fixed rate), user count, requested rate or profile, or two runs on a different server
@@ -33,7 +33,7 @@ import numpy as np
 from lab.errors import CalibrationError
 from lab.results.html import esc, fmt, page, table
 from lab.results.jsonio import write_json
-from lab.results.rundata import RunData, load_run
+from lab.calibration.rundata import RunData, load_run
 from lab.measure import a_over_b, bootstrap_ci, holm, mann_whitney, summarize_samples
 from lab.measure.stats import ALPHA
 
