@@ -19,43 +19,13 @@ from typing import Any
 from collections.abc import Mapping
 
 from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
+from lab.calibration.presets import QUICK_PARAMETERS  # the quick preset; full runs use the parameters cells
 from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
 NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "cpu_cost", "capacity")
 VALUES_FILE = "values.json"
-
-# Quick parameters: the whole suite in a few minutes on a busy 2-core machine: a smoke test
-# of the pipeline with the quick precision targets (b_row +-10%), never a calibration. Full
-# runs use the notebooks' own defaults (their parameters cell): the full targets and budgets.
-QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
-    "b_row": {"rows": 2000, "min_repeats": 3, "max_repeats": 8, "target_rel_half_width": 0.10, "budget_seconds": 60,
-              "partition_rows": 1024, "compression_repeats": 1, "fit_rows": 500, "fit_repeats": 2},
-    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
-                 "max_rounds": 40, "target_rel_half_width": 0.30, "budget_seconds": 30},
-    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3,
-                      "max_rounds": 10, "target_rel_half_width": 0.30, "budget_seconds": 20, "hole_messages": 20000},
-    "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
-    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
-    "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
-                 "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
-    "capacity": {},
-}
-
-# What a full run (`lab calibrate --full`) costs here: each notebook's time budget where it
-# has one (it stops earlier when its precision target is reached) plus the fixed parts
-# (loading, the fit's mixes, the sweeps without a budget), measured on this lab's 2-core
-# machine. The report and `lab calibrate --help` quote the sum.
-FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
-    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10,
-}
-
-
-def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
-    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds."""
-    return float(sum(FULL_RUN_EXPECTED_SECONDS.get(n, 120.0) for n in (names or NOTEBOOKS)))
 
 
 def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:

@@ -3,23 +3,28 @@
 ``quick``: the shortest parameters (:data:`QUICK_PARAMETERS`: a smoke test of the pipeline with
 the quick precision targets, never a calibration); ``full``: the notebooks' own parameters
 cells (the full targets and time budgets). ``lab calibrate --quick|--full`` runs the suite with
-one or the other; a notebook opened in JupyterLab takes ``preset = "quick"`` in its parameters
-cell, and :func:`apply_preset` (its setup cell) sets the quick values of the parameters still
-at their defaults (a value you edited stays) and prints the expected duration.
+one or the other. A notebook opened in JupyterLab takes ``preset = "quick"`` (or ``"full"``)
+in its parameters cell; its setup cell calls :func:`apply_preset`, which sets the preset's
+values of the parameters still at their defaults (a value you edited stays), records which
+parameters the notebook ran with (``preset`` in values.json: quick, full or custom) and prints
+the expected duration.
 
-The durations are measured on the lab's 2-core machine, shared with other work (load
-average 10-17): a full notebook stops earlier when it reaches its precision target; the
-fixed parts (loading, the fit's mixes, sweeps without a budget) are included.
+The durations are measured on the lab's 2-core machine shared with other work (load average
+10-17; :data:`FULL_RUN_MEASURED`): a full notebook stops earlier when it reaches its precision
+target, later when the machine is busier.
 """
 from __future__ import annotations
 
 import ast
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.errors import ValidationError
 from lab.project import NOTEBOOKS_DIR
+
+if TYPE_CHECKING:
+    from lab.calibration.experiments.common import Output
 
 PRESETS = ("quick", "full")
 
@@ -37,15 +42,18 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
     "capacity": {},
 }
 
-# Seconds per notebook (the budget where it has one, plus its fixed parts).
+# Seconds per notebook, measured (quick: `lab calibrate --quick` of 2026-12-01, 889 s in all; full:
+# the budget where a notebook has one plus its fixed parts, until the full run below replaces them).
 FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
     "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
     "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10,
 }
 QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 250, "in_limit": 85, "empty_buckets": 90, "twcs_sstables": 120, "grouped_reads": 120, "cpu_cost": 150,
-    "capacity": 20,
+    "b_row": 250, "in_limit": 85, "empty_buckets": 100, "twcs_sstables": 90, "grouped_reads": 175, "cpu_cost": 155,
+    "capacity": 40,
 }
+QUICK_RUN_MEASURED = "15 min measured on the lab's 2-core machine"
+FULL_RUN_MEASURED = "about 50 min on the lab's 2-core machine"
 UNKNOWN_NOTEBOOK_SECONDS = 120.0
 
 
@@ -64,10 +72,8 @@ def declared_defaults(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dic
     """The notebook's parameters cell: name -> default value (literals only)."""
     import papermill as pm
 
-    from lab.calibration.notebooks import notebook_path
-
     out = {}
-    for name, spec in pm.inspect_notebook(str(notebook_path(notebook, notebooks_dir))).items():
+    for name, spec in pm.inspect_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb")).items():
         try:
             out[name] = ast.literal_eval(spec["default"])
         except (ValueError, SyntaxError):
@@ -80,41 +86,56 @@ def _same(a: Any, b: Any) -> bool:
     return norm(a) == norm(b)
 
 
+def ran_with(notebook: str, namespace: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """Which parameters ``namespace`` holds of those the quick preset sets: "full" (all at their
+    declared defaults), "quick" (all the quick values) or "custom"."""
+    quick = QUICK_PARAMETERS.get(notebook, {})
+    names = [n for n in quick if n in namespace and n in defaults]
+    if all(_same(namespace[n], defaults[n]) for n in names):
+        return "full"
+    return "quick" if all(_same(namespace[n], quick[n]) for n in names) else "custom"
+
+
 def apply_preset(notebook: str, preset: str | None, namespace: MutableMapping[str, Any], *,
-                 notebooks_dir: Path = NOTEBOOKS_DIR, echo: bool = True) -> dict[str, Any]:
+                 out: Output | None = None, notebooks_dir: Path = NOTEBOOKS_DIR, echo: bool = True) -> dict[str, Any]:
     """Set ``preset``'s values in ``namespace`` (a notebook's globals) for the parameters still at
-    their declared defaults; return what changed. ``None`` or ``"full"`` change nothing (the
-    parameters cell is the full run). Prints one line: the preset, what it set, the duration."""
-    if preset is None:
-        return {}
-    if preset not in PRESETS:
+    their declared defaults and return what changed ("full" and None change nothing: the
+    parameters cell is the full run). Records ``preset`` (what the notebook runs with: quick,
+    full or custom) in ``out`` and prints it with the expected duration."""
+    if preset not in (*PRESETS, None):
         raise ValidationError(f"preset must be one of {', '.join(PRESETS)} (or None), got {preset!r}", preset=preset)
+    defaults = declared_defaults(notebook, notebooks_dir)
     changed: dict[str, Any] = {}
     kept: list[str] = []
     if preset == "quick":
-        defaults = declared_defaults(notebook, notebooks_dir)
         for name, value in QUICK_PARAMETERS.get(notebook, {}).items():
             if name not in namespace:
                 continue
             if name in defaults and _same(namespace[name], defaults[name]):
-                namespace[name] = value
-                changed[name] = value
-            else:
+                namespace[name] = changed[name] = value
+            elif not _same(namespace[name], value):
                 kept.append(name)
+    effective = ran_with(notebook, namespace, defaults)
+    if out is not None:
+        out.value("preset", effective)
     if echo:
-        print(preset_line(notebook, preset, changed, kept))
+        print(preset_line(notebook, effective, changed, kept))
     return changed
 
 
-def preset_line(notebook: str, preset: str, changed: dict[str, Any], kept: list[str]) -> str:
-    seconds = expected_seconds(preset, [notebook])
-    other = "full" if preset == "quick" else "quick"
-    text = f"preset {preset}: {notebook} expected to take {minutes(seconds)} on the lab's 2-core machine"
-    text += f" ({other}: {minutes(expected_seconds(other, [notebook]))})"
+def preset_line(notebook: str, effective: str, changed: Mapping[str, Any], kept: list[str]) -> str:
+    quick, full = (minutes(expected_seconds(p, [notebook])) for p in ("quick", "full"))
+    if effective == "custom":
+        text = f"{notebook} runs with edited parameters (quick preset {quick}, full {full} on the lab's 2-core machine)"
+    else:
+        other = "full" if effective == "quick" else "quick"
+        text = (f"{notebook} runs with the {effective} parameters: expected {quick if effective == 'quick' else full} "
+                f"on the lab's 2-core machine ({other}: {full if effective == 'quick' else quick}")
+        text += '; set preset = "quick" for a smoke test)' if effective == "full" else ")"
     if changed:
-        text += "; set " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
+        text += "; the preset set " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
     if kept:
         text += "; kept your " + ", ".join(kept)
-    if preset == "quick":
-        text += ". Quick: a smoke test (low confidence), not a calibration."
+    if effective == "quick":
+        text += ". Quick: a smoke test of the pipeline (low confidence), not a calibration."
     return text

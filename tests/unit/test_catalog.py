@@ -13,16 +13,19 @@ from lab.calibration.recommendations import assess
 from lab.cli import main
 from lab.constants import read_entries
 from lab.errors import ValidationError
-from lab.results.catalog import constant_history, list_runs
+from lab.calibration.catalog import constant_history, list_runs
 
-B_ROW_VALUES = {"b_row_ci_low_bytes": 1200.0, "b_row_ci_high_bytes": 1260.0, "profile": "chat_mix", "repeats": 4,
-                "rows_per_repeat": 2000}
+B_ROW_VALUES = {"profile": "chat_mix", "repeats": 4, "rows_per_repeat": 2000}
+
+
+def _b_row(value: float) -> dict:
+    return {**B_ROW_VALUES, "b_row_bytes": value, "b_row_ci_low_bytes": value - 30, "b_row_ci_high_bytes": value + 30}
 
 
 def _calibration(results: Path, run_id: str, *, started: str, mode: str, b_row: float, status: str = "ok") -> Path:
     run = results / run_id
     run.mkdir(parents=True)
-    values = {**B_ROW_VALUES, "b_row_bytes": b_row}
+    values = _b_row(b_row)
     constants = assess(read_entries(), {"b_row": {"values": values, "dir": run / "b_row"}}, run_dir=run, run_id=run_id,
                        quick=mode == "quick")
     cal = {"run_id": run_id, "mode": mode, "status": status, "started_at": started,
@@ -37,7 +40,7 @@ def _notebooks(results: Path, name: str, *, preset: str, b_row: float, mtime: fl
     run = results / name
     (run / "b_row").mkdir(parents=True)
     path = run / "b_row" / "values.json"
-    path.write_text(json.dumps({**B_ROW_VALUES, "b_row_bytes": b_row, "preset": preset, "server": "cassandra"}))
+    path.write_text(json.dumps({**_b_row(b_row), "preset": preset, "server": "cassandra"}))
     os.utime(path, (mtime, mtime))
     return run
 
@@ -104,7 +107,7 @@ def test_lab_runs_lists_and_plots_a_constant(results, tmp_path):
     out = CliRunner().invoke(main, ["runs", "--results", str(results), "--constant", "b_row_bytes",
                                     "--plot", str(plot)])
     assert out.exit_code == 0, out.output
-    assert "1,230 B" in out.output and "1,200 – 1,260" in out.output and "full" in out.output
+    assert "1,230 B" in out.output and "1,200 – 1,260" in out.output and "1,215 – 1,275" in out.output
     assert plot.is_file() and plot.stat().st_size > 5000
     data = json.loads(CliRunner().invoke(main, ["runs", "--results", str(results), "--constant", "b_row_bytes",
                                                 "--json"]).output)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ import pandas as pd
 
 from lab.cluster.config import ClusterConfig, load_config
 from lab.constants import Constants, load_constants
+from lab.errors import ValidationError
 from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
@@ -31,6 +34,7 @@ FIGURE_DPI = 110
 SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
 SCRAP_VERSION = 1
 KEYSPACE_PREFIX = "lab"
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 # ---- output -------------------------------------------------------------------------------
@@ -64,10 +68,23 @@ class Output:
         self.values: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
 
     @classmethod
-    def for_notebook(cls, notebook: str, out_dir: str | Path | None = None,
-                     results: Path = RESULTS_DIR) -> Output:
-        """``out_dir`` as given (papermill runs), else a fresh ``results/<run-id>/<notebook>/``."""
-        return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
+    def for_notebook(cls, notebook: str, out_dir: str | Path | None = None, results: Path = RESULTS_DIR, *,
+                     run_name: str | None = None) -> Output:
+        """``out_dir`` as given (papermill runs); else ``results/<run_name>/<notebook>/`` (a named
+        run: the notebooks of one investigation together, a rerun replacing that notebook's
+        results); else a fresh ``results/<run-id>/<notebook>/``."""
+        if out_dir:
+            return cls(Path(out_dir))
+        if run_name is None:
+            return cls(new_run_dir(results) / notebook)
+        if not isinstance(run_name, str) or not RUN_NAME.fullmatch(run_name):
+            raise ValidationError(f"run_name must be a folder name (letters, digits, '.', '_', '-'; not starting "
+                                  f"with '.' or '-'), got {run_name!r}", run_name=run_name)
+        folder = Path(results) / run_name / notebook
+        if folder.exists():
+            print(f"replacing the {notebook} results of run {run_name} ({folder})")
+            shutil.rmtree(folder)
+        return cls(folder)
 
     def value(self, name: str, value: Any) -> Any:
         value = jsonable(value)

@@ -7,9 +7,9 @@
                                        value, 95% interval, recommendation, confidence, agreement
 
 Read only: nothing here writes into a run folder. A folder of notebooks run from JupyterLab
-(``<notebook>/values.json``, no calibration.json) has its constants assessed as ``lab
-calibrate`` would (:func:`lab.calibration.recommendations.assess`), its mode from the notebooks'
-``preset`` (quick / full) when they recorded one. Runs are ordered by when they started
+(``<notebook>/values.json``, no calibration.json) is read as `lab compare` reads it
+(:func:`lab.calibration.rundata.notebook_only`: constants assessed as ``lab calibrate`` would),
+its mode the notebooks' ``preset`` (quick / full) when they recorded one. Runs are ordered by when they started
 (calibration.json's ``started_at``, else the oldest file's time), so a named run (``run_name``)
 sits among the timestamped ones where it belongs.
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.calibration.rundata import notebook_only
 from lab.results.units import fmt
 
 KINDS = ("calibration", "notebooks", "load", "soak", "bench", "compare")
@@ -117,29 +118,6 @@ def _constants(entries: Mapping[str, Any] | None) -> dict[str, MeasuredConstant]
     return out
 
 
-def _notebook_folders(path: Path) -> dict[str, dict[str, Any]]:
-    out = {}
-    for values_file in sorted(path.glob("*/values.json")):
-        values = _read(values_file)
-        if values is not None:
-            out[values_file.parent.name] = values
-    return out
-
-
-def _from_notebooks(path: Path, folders: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Mode, server and constants of notebooks run from JupyterLab, assessed as `lab calibrate` does."""
-    from lab.calibration.recommendations import assess
-    from lab.constants import read_entries
-
-    presets = {v.get("preset") for v in folders.values() if v.get("preset")}
-    mode = presets.pop() if len(presets) == 1 else "notebooks"
-    notebooks = {name: {"values": values, "dir": path / name} for name, values in folders.items()}
-    constants = assess(read_entries(), notebooks, run_dir=path, run_id=path.name, quick=mode == "quick")
-    server = next((f"{v['server']} {v.get('server_version') or ''}".strip() for v in folders.values()
-                   if v.get("server")), None)
-    return {"mode": mode, "server": server, "constants": _constants({n: c.to_json() for n, c in constants.items()})}
-
-
 def read_run(path: Path | str) -> RunEntry | None:
     """What ``path`` holds as a run, or None when it is not a run folder."""
     path = Path(path)
@@ -149,8 +127,8 @@ def read_run(path: Path | str) -> RunEntry | None:
     comparison = _read(path / "comparison.json")
     load = _read(path / "load" / "summary.json")
     soak = _read(path / "soak" / "summary.json")
-    folders = _notebook_folders(path)
-    kinds = [k for k, present in (("calibration", cal is not None), ("notebooks", cal is None and bool(folders)),
+    nbs = notebook_only(path) if cal is None else None
+    kinds = [k for k, present in (("calibration", cal is not None), ("notebooks", nbs is not None),
                                   ("load", load is not None), ("soak", soak is not None),
                                   ("bench", (path / "bench").is_dir()), ("compare", comparison is not None)) if present]
     if not kinds:
@@ -160,9 +138,10 @@ def read_run(path: Path | str) -> RunEntry | None:
         fields = {"mode": cal.get("mode"), "status": cal.get("status"), "server": _server(cal.get("environment")),
                   "constants": _constants(cal.get("constants"))}
         notebooks = tuple(cal.get("notebooks") or ())
-    elif folders:
-        fields = {**fields, **_from_notebooks(path, folders), "status": "ok"}
-        notebooks = tuple(folders)
+    elif nbs is not None:
+        fields = {"mode": nbs["preset"] or "notebooks", "status": "ok", "server": nbs["environment"]["server"],
+                  "constants": _constants(nbs["constants"])}
+        notebooks = tuple(nbs["notebooks"])
     else:
         notebooks = ()
     if load is not None:
