@@ -156,8 +156,8 @@ def locate_b_row(run_dir: Path | str | None, *, need_row_model: bool = False) ->
         if v is not None and (v.get("row_model") or not need_row_model):
             candidates.append((path.stat().st_mtime, path))
     if not candidates:
-        what = "a b_row run with a row model" if need_row_model else "a b_row run"
-        return Located(path=None, how=f"no {what} in this run or in {run_dir.parent}")
+        what = "b_row run with a row model" if need_row_model else "b_row run"
+        return Located(path=None, how=f"no {what} in this run or beside it in {run_dir.parent}")
     mtime, path = max(candidates)
     when = _dt.datetime.fromtimestamp(mtime, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return Located(path=path, how=f"the latest b_row run in {run_dir.parent} ({path.parent.parent.name}, {when})")

@@ -12,7 +12,8 @@ test pins them without a node:
     impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row only)
     caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
     shared_caveats(...)  the caveats every row has, said once above the table
-    changes_line(cal)    the console's one line of changes, in the report's words
+    measured_first(cal)  the constants in the report's order (measured, observed, the rest)
+    changes_line(cal)    the console's one line of changes, in the report's words and order
 """
 from __future__ import annotations
 
@@ -164,13 +165,24 @@ def shared_caveats(per_constant: Mapping[str, list[str]]) -> tuple[list[str], di
     return shared, {n: [x for x in v if x not in shared] for n, v in per_constant.items()}
 
 
+def measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The constants in the report's order: measured first (in the order of
+    lab.calibration.recommendations.MEASURES: b_row first), then the observed ones, then the rest."""
+    from lab.calibration.recommendations import MEASURES
+
+    order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
+    return sorted((cal.get("constants") or {}).items(),
+                  key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
+                                  order.get(kv[0], len(order))))
+
+
 def changes_line(cal: Mapping[str, Any]) -> str:
     """The console's line about appendix B, in the report's words: a full run's "recommended
     changes: b_row_bytes 600 -> 1,235 B", a quick run's "would change once a full run confirms:
     ..."; inconclusive constants named as kept."""
     mode = cal.get("mode")
     changed, inconclusive = [], []
-    for name, c in (cal.get("constants") or {}).items():
+    for name, c in measured_first(cal):
         if c.get("inconclusive"):
             inconclusive.append(name)
         elif c.get("changed"):

@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.calibration.decisions import agreement_text, caveats, decision, impact, precision_text, shared_caveats
+from lab.calibration.decisions import (agreement_text, caveats, decision, impact, measured_first, precision_text,
+                                      shared_caveats)
 from lab.calibration.recommendations import CONFIDENCE_LEGEND
 from lab.results.html import esc, figure, fmt, key_values, markdown, name_html, page, table
 
@@ -76,7 +77,7 @@ def _code_spans(escaped: str) -> str:
 
 def _decisions(cal: Mapping[str, Any]) -> str:
     env, mode = cal.get("environment") or {}, cal.get("mode")
-    rows = [(name, c) for name, c in _measured_first(cal) if c.get("notebook") is not None]
+    rows = [(name, c) for name, c in measured_first(cal) if c.get("notebook") is not None]
     if not rows:
         return "<p>No notebook measured a constant in this run.</p>"
     shared, own = shared_caveats({name: caveats(name, c, env) for name, c in rows})
@@ -96,17 +97,6 @@ def _decisions(cal: Mapping[str, Any]) -> str:
 def _legend() -> str:
     rows = [[f"<span class='conf-{k}'>{k}</span>", esc(means), esc(how)] for k, (means, how) in CONFIDENCE_LEGEND.items()]
     return "<h3>Confidence</h3>" + table(["level", "what it means", "how to get (beyond) it"], rows, css="wide")
-
-
-def _measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Measured constants first (in the order of lab.calibration.recommendations.MEASURES: b_row
-    first), then the observed ones, then the rest."""
-    from lab.calibration.recommendations import MEASURES
-
-    order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
-    return sorted((cal.get("constants") or {}).items(),
-                  key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
-                                  order.get(kv[0], len(order))))
 
 
 def _tag(level: str | None) -> str:
@@ -181,7 +171,7 @@ def _capacity(cal: Mapping[str, Any]) -> str:
 
 def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
     parts = []
-    for name, c in _measured_first(cal):
+    for name, c in measured_first(cal):
         if c.get("notebook") is None:
             continue
         unit = c.get("unit")
@@ -203,7 +193,7 @@ def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
                      f"<div class='evidence'><div class='kv-side'>{key_values(pairs)}"
                      f"<p><small>{esc(c.get('evidence'))}</small></p></div><div class='fig-side'>{fig}</div></div>")
     others = [[esc(n), f"<td class='num'>{fmt(c.get('current'), unit=c.get('unit'))}</td>", esc(c.get("doc"))]
-              for n, c in _measured_first(cal) if c.get("notebook") is None]
+              for n, c in measured_first(cal) if c.get("notebook") is None]
     if others:
         parts.append("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
                      + table(["constant", "current", "what it governs"], others, css="wide"))

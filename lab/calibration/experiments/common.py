@@ -90,7 +90,7 @@ class Output:
         value = jsonable(value)
         self.values[name] = value
         write_json(self.dir / VALUES_FILE, self.values, sort_keys=True)
-        if _in_kernel():
+        if _in_kernel() and value is not None:  # scrapbook's scrap schema has no null: a None would break reading
             _glue(name, value)
         return value
 
