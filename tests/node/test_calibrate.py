@@ -39,7 +39,7 @@ TINY: dict[str, dict] = {
                       "short_ttl_seconds": 5, "show_progress": False},
     "grouped_reads": {"dataset_messages": 300, "mix_sizes": [20], "group_backlog": 40, "dm_count": 3,
                       "dm_backlog": 2, "repeats": 2, "show_progress": False},
-    "capacity": {"show_progress": False},
+    "capacity": {"show_progress": False, "my_mix": "example_mix", "my_mix_rows": 2000},
 }
 
 
@@ -349,6 +349,75 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     blue = sum(n for n, (r, g, b) in colors if abs(r - 31) < 12 and abs(g - 119) < 12 and abs(b - 180) < 12)
     dark = sum(n for n, (r, g, b) in colors if r < 60 and g < 60 and b < 60)  # the lightbox's backdrop
     assert blue > 2000 and dark > 50_000
+
+
+PROBE = """
+window.addEventListener('load', () => {
+  const out = {};
+  // names wrap at their underscores only: no part of a name spans two lines
+  out.broken = [...document.querySelectorAll('.seg')].filter(s => s.getClientRects().length > 1).map(s => s.textContent);
+  // headers over their own columns: every row as many cells as its table's header, numeric headers aligned as numbers
+  out.misaligned = [];
+  for (const t of document.querySelectorAll('table')) {
+    const head = t.rows[0], n = head ? head.cells.length : 0;
+    for (const r of [...t.rows].slice(1)) {
+      if (r.cells.length !== n) out.misaligned.push(head.textContent.slice(0, 60) + ' / ' + r.textContent.slice(0, 60));
+    }
+    [...head.cells].forEach((th, i) => {
+      const col = [...t.rows].slice(1).map(r => r.cells[i]).filter(Boolean);
+      const numeric = col.length && col.every(c => c.classList.contains('num'));
+      if (numeric && getComputedStyle(th).textAlign !== 'right') out.misaligned.push('header ' + th.textContent);
+    });
+  }
+  // figures: large enough to read inline (two to a row, or beside their evidence)
+  out.thumbs = [...document.querySelectorAll('img.thumb')].map(i => Math.round(i.getBoundingClientRect().width));
+  // the caveats every row shares: said once, above the decisions
+  out.caveats = document.querySelectorAll('.caveats .caveat').length;
+  out.quickVerbs = [...document.querySelectorAll('table.decisions td.changed')].map(td => td.textContent.split(' ')[0] + ' ' + td.textContent.split(' ')[1]);
+  out.capacityTags = [...document.querySelectorAll('h2')].filter(h => h.textContent.startsWith('Capacity')).length ?
+    document.querySelectorAll('small[class^="conf-"]').length : -1;
+  // the lightbox opens on its anchor and Escape closes it
+  const box = document.getElementById('fig-b_row_bytes');
+  location.hash = 'fig-b_row_bytes';
+  out.open = getComputedStyle(box).display;
+  document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}));
+  out.closed = getComputedStyle(box).display;
+  out.width = document.documentElement.scrollWidth;
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+});
+"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
+def test_report_layout_at_1280_px(run, tmp_path):
+    """At 1,280 px in headless Chromium: names break only at underscores, every header sits over
+    its own column, figures are at least 560 px wide inline, the caveats all rows share are said
+    once above the decisions, a quick run's decisions read "would change", the capacity figures
+    carry their confidence, and Escape closes the lightbox. The screenshot is kept beside the
+    report (report-1280.png) for a reader to look at."""
+    import html as html_lib
+
+    report = run.report_path
+    probe = report.with_name("report-layout-probe.html")
+    probe.write_text(report.read_text().replace("</body>", f"<script>{PROBE}</script></body>"))
+    try:
+        dom = _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
+                        user_data=tmp_path / "ud")
+    finally:
+        probe.unlink()
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    layout = json.loads(html_lib.unescape(re.search(r'data-layout="([^"]*)"', dom.stdout).group(1)))
+    assert layout["broken"] == [], "names broken inside a part"
+    assert layout["misaligned"] == []
+    assert layout["thumbs"] and min(layout["thumbs"]) >= 560, layout["thumbs"]
+    assert layout["caveats"] >= 1
+    assert layout["quickVerbs"] and set(layout["quickVerbs"]) == {"would change"}, layout["quickVerbs"]
+    assert layout["capacityTags"] >= 3  # measured b_row and your mix per tier, each with its confidence
+    assert layout["open"] == "flex" and layout["closed"] == "none"
+    assert layout["width"] <= 1280
+    shot = report.with_name("report-1280.png")
+    proc = _chromium(f"--screenshot={shot}", "--window-size=1280,2400", report.as_uri(), user_data=tmp_path / "ud2")
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
 
 
 # ---- --repeat-check --------------------------------------------------------------------------
