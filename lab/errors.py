@@ -44,6 +44,8 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     │   └── KeyDestroyed            the DEK was crypto-erased
     ├── CrashInjected               a fault-injection hook fired (tests of crash points)
     ├── CalibrationError            a calibration run failed (names notebook and cell)
+    ├── LoadError                   a load run could not start or its processes failed
+    │   └── CoordinatorError        a distributed run's coordinator unreachable, or it refused a worker
     └── BenchError                  a benchmark could not measure (a profiler or a workload failed)
 
 Warnings (``warnings.warn``; the CLI prints them as one ``warning:`` line):
@@ -224,6 +226,14 @@ class CrashInjected(LabError):
 
 class CalibrationError(LabError):
     pass
+
+
+class LoadError(LabError):
+    """A load run could not start or its processes failed."""
+
+
+class CoordinatorError(LoadError):
+    """The master's coordinator could not be reached or refused a worker."""
 
 
 class BenchError(LabError):

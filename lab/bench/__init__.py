@@ -4,5 +4,7 @@
                     comparison, plus parameters, seeding, recording, report, output and the run);
                     ``--outboxes``: store.send with each outbox and the hot window's cost (outboxes);
                     ``--profile``: the store's hot paths under py-spy (profiling)
-    load_generator  ``lab bench load``: ``lab load`` against a plain driver client, then a staircase
+    load_generator  ``lab bench load``: ``lab load`` against a plain driver client (throughput and CPU
+                    per call), the chat profile's loader CPU per operation, then a staircase
+    load_generator_report  what it reports (``bench/load.json``) and its closing note
 """

@@ -13,8 +13,17 @@ In one run, on one node, into one fresh keyspace (dropped at the end):
    send maxima: per step the achieved rate, p99 from the due time (coordinated omission
    corrected) and of service time, and the load generator's CPU.
 
+5. like with like, the client's CPU per call of each side (``cpu_per_call_ratios``: Locust's
+   over the plain pool's, goal <= 1.25): for the maxima above, and for a fixed-rate pair, send at
+   half the lower send maximum with the same users / threads (CPU per call falls with the rate:
+   wake-ups, group commits and head batches are shared by more calls);
+6. the chat profile under Locust (closed loop): per operation, the loader CPU per call and the
+   calls/s one loader core sustains (lab.load.operation_cpu: measured in the calling thread,
+   the process's other CPU apportioned).
+
 The order is plain send, Locust send, Locust read, plain read (ABBA), so a node that slows
-down as it fills does not favour one side. Writes ``bench/load.json`` and the Locust runs'
+down as it fills does not favour one side; then plain and Locust at the fixed rate, the chat
+profile and the staircase. Writes ``bench/load.json`` and the Locust runs'
 own ``load-*/`` folders (:class:`LoadBenchReport`); the closing note carries the ratios and
 the staircase.
 """
@@ -25,21 +34,19 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.bench.load_generator_report import (FIXED_RATE_FRACTION, STAIRCASE_FRACTIONS, LoadBenchParams,
+                                             LoadBenchReport, LoadBenchResult, OperationCosts, Staircase, ThroughputRun)
 from lab.cluster.config import ClusterConfig
-from lab.load.loadgen_cpu import CpuWindow
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
 from lab.load.worker_seed import seed_worker
-from lab.load.summary import StepSummary
-from lab.measure import LatencySummary, a_over_b, now_ns, summarize_histogram
+from lab.measure import now_ns, summarize_histogram
 from lab.measure.timing import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
 from lab.project import RESULTS_DIR
-from lab.results import units
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
@@ -48,131 +55,34 @@ from lab.results.scratch import scratch_keyspace
 BENCH_DIR = "bench"
 JSON_FILE = "load.json"
 KEYSPACE_PREFIX = "benchload"
-RATIO_DIGITS = 3
-STAIRCASE_FRACTIONS = "50/75/90/105%"
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadBenchParams:
-    seconds: float = 15.0
-    warmup_seconds: float = 3.0
-    concurrency: int = 32
-    processes: int = 1
-    step_seconds: float = 10.0
-    seed_size: str = "small"
-
-    @classmethod
-    def preset(cls, *, quick: bool) -> LoadBenchParams:
-        return cls(seconds=8, warmup_seconds=2, concurrency=16, step_seconds=6, seed_size="tiny") if quick else cls()
-
-
-@dataclass(frozen=True, kw_only=True)
-class ThroughputRun:
-    """One side of a maximum-throughput comparison: a plain client or a Locust run."""
-
-    calls: int
-    errors: int
-    throughput: float                      # calls per second over the measured window
-    service_us: LatencySummary
-    client_cpu_percent_of_one_core: float | None = None  # plain client: this process
-    loadgen_cpu: CpuWindow | None = None   # Locust: its processes
-    audit_ok: bool | None = None
-    load_dir: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"calls": self.calls, "errors": self.errors, "throughput": self.throughput,
-                               "service_us": self.service_us.to_json()}
-        if self.load_dir is None:
-            out["client_cpu_percent_of_one_core"] = self.client_cpu_percent_of_one_core
-        else:
-            out.update(loadgen_cpu=self.loadgen_cpu.to_json() if self.loadgen_cpu else None, audit_ok=self.audit_ok,
-                       load_dir=self.load_dir)
-        return out
-
-
-@dataclass(frozen=True, kw_only=True)
-class Staircase:
-    max_rate: float
-    load_dir: str
-    audit_ok: bool | None
-    steps: tuple[StepSummary, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"max_rate": self.max_rate, "load_dir": self.load_dir, "audit_ok": self.audit_ok,
-                "steps": [s.to_json() for s in self.steps]}
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadBenchReport:
-    run_id: str
-    params: LoadBenchParams
-    keyspace: str
-    environment: Mapping[str, Any]
-    plain_send: ThroughputRun
-    locust_send: ThroughputRun
-    locust_read: ThroughputRun
-    plain_read: ThroughputRun
-    staircase: Staircase
-    notes: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def ratio_send(self) -> float | None:
-        """Locust / plain send throughput: 1.0 = the load generator costs nothing."""
-        return a_over_b(self.locust_send.throughput, self.plain_send.throughput, digits=RATIO_DIGITS)
-
-    @property
-    def ratio_read(self) -> float | None:
-        return a_over_b(self.locust_read.throughput, self.plain_read.throughput, digits=RATIO_DIGITS)
-
-    @property
-    def closing_note(self) -> str:
-        ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
-        lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run:",
-                 f"  send: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
-                 f"{self.ratio_send}",
-                 f"  read: Locust {units.rate(lr.throughput)} vs plain {units.rate(pr.throughput)} -> ratio "
-                 f"{self.ratio_read}",
-                 f"staircase (send_only, fixed rate, max {units.rate(self.staircase.max_rate)}; p99 corrected for "
-                 "coordinated omission, then service time):"]
-        for st in self.staircase.steps:
-            cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
-            lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
-                         f"p99 {units.ms(st.corrected_us.p99)} (service {units.ms(st.service_us.p99)})  "
-                         f"load generator CPU {units.fmt(cpu)}% of one core")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "params": asdict(self.params), "keyspace": self.keyspace,
-                "environment": dict(self.environment), "plain_send": self.plain_send.to_json(),
-                "locust_send": self.locust_send.to_json(), "locust_read": self.locust_read.to_json(),
-                "plain_read": self.plain_read.to_json(), "ratio_send": self.ratio_send, "ratio_read": self.ratio_read,
-                "staircase": self.staircase.to_json(), "closing_note": self.closing_note}
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadBenchResult:
-    run_dir: Path
-    json_path: Path
-    report: LoadBenchReport
-
-    @property
-    def closing_note(self) -> str:
-        return self.report.closing_note
+CHAT_PROFILE = "chat"  # the profile whose operations get their loader CPU per call
 
 
 def _plain(*, threads: int, seconds: float, warmup: float, call: Callable[[Any, random.Random], None],
-           store: Any) -> ThroughputRun:
-    """``threads`` closed-loop callers of ``call(store, rng)``; measured after ``warmup``."""
+           store: Any, rate: float | None = None) -> ThroughputRun:
+    """``threads`` callers of ``call(store, rng)``, measured after ``warmup``: closed loop, or with
+    ``rate`` open loop at that total rate (call k of the schedule due at k / rate; each thread
+    takes every ``threads``-th due time, as the Locust users share a fixed rate)."""
     import psutil
 
     recs = [LatencyRecorder(fixed_rate=False) for _ in range(threads)]
-    start = now_ns() + int(warmup * NS_PER_SECOND)
+    begin = now_ns()
+    start = begin + int(warmup * NS_PER_SECOND)
     stop = start + int(seconds * NS_PER_SECOND)
     me = psutil.Process()
 
     def worker(i: int) -> None:
         rng = random.Random(i)
+        k = i
         while (t := now_ns()) < stop:
+            if rate is not None:
+                due = begin + int(k * NS_PER_SECOND / rate)
+                k += threads
+                if due >= stop:
+                    break
+                if due > t:
+                    time.sleep((due - t) / NS_PER_SECOND)
+                    t = now_ns()
             err = None
             try:
                 call(store, rng)
@@ -192,13 +102,15 @@ def _plain(*, threads: int, seconds: float, warmup: float, call: Callable[[Any, 
     stats = merge_stats(r.totals for r in recs).get("call", OpStats())
     return ThroughputRun(calls=stats.count, errors=sum(stats.errors.values()),
                          throughput=round(stats.count / seconds, 2), service_us=summarize_histogram(stats.service),
-                         client_cpu_percent_of_one_core=round(100 * cpu / seconds, 1))
+                         client_cpu_percent_of_one_core=round(100 * cpu / seconds, 1), measured_seconds=seconds,
+                         requested_rate=rate)
 
 
 def _locust_run(result: LoadResult) -> ThroughputRun:
     s = result.summary
     return ThroughputRun(calls=s.all_operations.count, errors=s.all_operations.errors, throughput=s.achieved_rate,
                          service_us=s.all_operations.service_us, loadgen_cpu=s.loadgen_cpu,
+                         measured_seconds=s.measured_seconds, requested_rate=s.requested_rate,
                          audit_ok=s.audit.ok if s.audit is not None else None, load_dir=str(result.load_dir))
 
 
@@ -231,7 +143,8 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
 
 def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, state_dirs: list[Path],
              log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any]) -> LoadBenchReport:
-    """The four maximum runs (ABBA) and the staircase, in the scratch keyspace of ``config``."""
+    """The four maximum runs (ABBA), the fixed-rate pair, the chat profile's operations and the
+    staircase, in the scratch keyspace of ``config``."""
     from lab.store import MessageStore
 
     common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
@@ -285,6 +198,20 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
         log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
         plain_read = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                             call=read, store=store)
+        # like with like: both sides at one fixed rate the slower side sustains, same users / threads
+        fixed = round(FIXED_RATE_FRACTION * min(plain_send.throughput, locust_send.throughput), 1) or 1.0
+        log(f"plain send at {fixed:g}/s: {params.concurrency} threads, {params.seconds:g} s")
+        plain_fixed = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
+                             call=send, store=store, rate=fixed)
+    log(f"Locust send at {fixed:g}/s")
+    locust_fixed = _locust_run(_run(config, LoadOptions(
+        profile="send_only", rate=fixed, users=params.concurrency, load_subdir="load-send-fixed", **common),
+        state_dirs))
+    log(f"Locust {CHAT_PROFILE} profile: loader CPU per operation")
+    chat = _run(config, LoadOptions(profile=CHAT_PROFILE, users=params.concurrency, load_subdir="load-chat",
+                                    **common), state_dirs)
+    costs = OperationCosts(profile=CHAT_PROFILE, load_dir=str(chat.load_dir), run=_locust_run(chat),
+                           operations=chat.summary.operation_cpu)
     max_send = max(plain_send.throughput, locust_send.throughput)
     log(f"staircase at {STAIRCASE_FRACTIONS} of {max_send:.1f} sends/s")
     stair = _run(config, LoadOptions(profile="send_only", staircase_max=max_send,
@@ -295,4 +222,5 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
                           steps=stair.summary.steps)
     return LoadBenchReport(run_id=run_dir.name, params=params, keyspace=keyspace, environment=env,
                            plain_send=plain_send, locust_send=locust_send, locust_read=locust_read,
-                           plain_read=plain_read, staircase=staircase)
+                           plain_read=plain_read, staircase=staircase, plain_send_fixed=plain_fixed,
+                           locust_send_fixed=locust_fixed, chat=costs)

@@ -30,6 +30,13 @@ from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
 from lab.cluster.row_factory import cached_named_tuple_factory
 from lab.errors import ClusterError, ConnectError, CredentialsNotUsed
 
+# A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
+# apply it and for schema agreement: seconds on a quiet node, well past the request timeout on a
+# loaded one (a DROP KEYSPACE ran 20 s on the shared 2-core machine at load average 15). It is
+# not what a run measures, so it gets this floor instead of the request timeout.
+SCHEMA_TIMEOUT_SECONDS = 120.0
+
+
 @dataclass(frozen=True)
 class Stmt:
     """A prepared statement with what accounting needs to know about it."""
@@ -92,7 +99,7 @@ class Connection:
         bound, info = self._bind(stmt, params, consistency)
         self.counter.add(info)
         with map_driver_errors(info.table, self.dialect):
-            kwargs = {"trace": trace, "timeout": timeout or self.config.request_timeout_seconds}
+            kwargs = {"trace": trace, "timeout": timeout or self._timeout(info)}
             if host is not None:
                 kwargs["host"] = host
             if isinstance(stmt, Stmt) or params is None:
@@ -157,6 +164,11 @@ class Connection:
                 with map_driver_errors(bound[i][1].table, self.dialect):
                     raise error
         return results
+
+    def _timeout(self, info: StatementInfo) -> float:
+        if info.kind == "schema":
+            return max(self.config.request_timeout_seconds, SCHEMA_TIMEOUT_SECONDS)
+        return self.config.request_timeout_seconds
 
     def execute_async(self, stmt: Stmt, params: Sequence[Any]) -> Any:
         """Fire one statement; returns the driver's ResponseFuture (call :func:`wait`)."""

@@ -27,17 +27,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from lab.errors import LabError
+from lab.errors import CoordinatorError
 from lab.measure.timing import wall_seconds
 
 PORT_OFFSET = 1
 REQUEST_TIMEOUT_SECONDS = 30.0
 _FILE_NAME = re.compile(r"(totals/worker-\d+\.json|hdr/worker-\d+\.hlog|acks/worker-\d+\.csv|"
                         r"locust-worker-\d+\.log|cpu-worker-\d+\.csv)")
-
-
-class CoordinatorError(LabError):
-    """The master's coordinator could not be reached or refused a worker."""
 
 
 class Coordinator:

@@ -17,11 +17,16 @@ Sequence of a run:
      seconds ahead, for start-up); warmup calls are not measured; no call starts after the
      end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
      SIGTERM), measured from each test's start after the warmup;
-  4. while it runs: the load processes' CPU (psutil) once a second, a live status
-     (``lab.load.progress``);
-  5. after: per-operation totals merged over the workers, HDR interval logs per step,
-     achieved vs requested rate, Locust's own CSV/JSON (``lab.load.summary``), then the audit
-     (``lab.load.audit``).
+  4. while it runs, once a second (``lab.load.run_monitor``): the run's one source of counts
+     (``lab.load.live_counts``, each process's snapshot) for the live status and the metrics
+     endpoint (``--metrics-port``), the loader's sizing at the end of the warmup, a
+     staircase's stop at its first loader-bound step;
+  5. after: the same counts into per-operation summaries, HDR interval logs per step,
+     achieved vs requested rate, the verdict (``lab.load.verdict``: valid or loader-bound),
+     Locust's own CSV/JSON (``lab.load.summary``), then the audit (``lab.load.audit``).
+
+``processes=None`` (``--processes auto``) sizes the loader from the CPU per call learned by
+earlier runs of the profile (``lab.load.loader_sizing``), or takes every usable core.
 
 Everything lands in ``results/<run-id>/load/``; ``summary.json`` is the machine-readable
 result. The cluster settings reach the Locust processes as ``LAB_*`` variables (never on
@@ -32,33 +37,35 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
-from lab.errors import ConfigError, LabError
+from lab.errors import ConfigError, LoadError
 from lab.load import load_folders
 from lab.load.audit import AuditResult, audit_worker, read_acks
 from lab.load.loadgen_cpu import CpuMonitor
+from lab.load.locust_run import drive, wait_until_done
 from lab.load.pacing import Stage, stages_from_steps, staircase
 from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
 from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
                                 free_port, locust_cmd)
-from lab.load.progress import NO_PROGRESS, LiveStatus, LoadProgress, read_live_totals
+from lab.load.loader_sizing import driver_name, resolve_processes
+from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
+from lab.load.progress import NO_PROGRESS, LoadProgress
+from lab.load.run_monitor import RunMonitor, finish_summary
 from lab.load.worker_seed import seed_worker
-from lab.load.summary import LoadSummary, summarize_run
+from lab.load.summary import LoadSummary
+from lab.load.verdict import Limits
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
 
-__all__ = ["LoadError", "LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
+__all__ = ["LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
 
 SUMMARY_FILE = "summary.json"
 DEFAULT_STARTUP_SECONDS = 120.0  # longest wait for every Locust process to report ready
@@ -66,14 +73,7 @@ START_LEAD_SECONDS = 1.0         # t0 is published this far ahead so every proce
 DEFAULT_STOP_TIMEOUT_SECONDS = 30
 PER_USER_RATE = 1.0          # calls/s per user when --users is not given: room for 1 s latencies
 MAX_DEFAULT_USERS = 5000
-POLL_SECONDS = 0.5
-STATUS_SECONDS = 1.0
 START_GATE_POLL_SECONDS = 0.1
-_KILL_GRACE_SECONDS = 90.0
-
-
-class LoadError(LabError):
-    """The load run could not start or its processes failed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +83,7 @@ class LoadOptions:
     users: int | None = None             # closed loop when rate is None; default PER_USER_RATE share
     duration_seconds: float = 60.0
     warmup_seconds: float = 0.0
-    processes: int = 1
+    processes: int | None = 1            # None: auto (lab.load.loader_sizing)
     staircase_max: float | None = None   # steps at 50/75/90/105% of this rate
     step_seconds: float = 20.0
     seed_size: str = "standard"
@@ -99,6 +99,9 @@ class LoadOptions:
     run_dir: Path | None = None          # write into this run's folder (benchmarks)
     load_subdir: str = "load"
     web: WebOptions | None = None        # Locust's web UI instead of a headless run
+    limits: Limits = field(default_factory=Limits)  # the verdict's thresholds (lab.load.verdict)
+    metrics_port: int | None = None      # serve the live counts in Prometheus' format here
+    metrics_host: str = DEFAULT_METRICS_HOST
 
     def __post_init__(self) -> None:
         """Every number in range and the modes consistent, before anything starts."""
@@ -110,7 +113,8 @@ class LoadOptions:
         need(self.users is None or self.users >= 1, f"users must be >= 1, got {self.users}", users=self.users)
         need(self.staircase_max is None or self.staircase_max > 0,
              f"staircase maximum must be > 0 calls/s, got {self.staircase_max}", staircase_max=self.staircase_max)
-        need(self.processes >= 1, f"processes must be >= 1, got {self.processes}", processes=self.processes)
+        need(self.processes is None or self.processes >= 1, f"processes must be >= 1, got {self.processes}",
+             processes=self.processes)
         need(self.warmup_seconds >= 0, f"warmup must be >= 0 s, got {self.warmup_seconds:g}",
              warmup_seconds=self.warmup_seconds)
         need(self.web is not None or self.staircase_max is not None or self.duration_seconds > 0,
@@ -141,7 +145,7 @@ class LoadOptions:
         if not stages:
             raise LoadError("give --rate R (fixed rate) or --users N (closed loop)")
         top = max(s.rate for s in stages)
-        return max(8 * self.processes, min(MAX_DEFAULT_USERS, math.ceil(top / PER_USER_RATE)))
+        return max(8 * (self.processes or 1), min(MAX_DEFAULT_USERS, math.ceil(top / PER_USER_RATE)))
 
     def measured_seconds(self) -> float:
         """The plan's measured time (0: until stopped, the web UI)."""
@@ -222,53 +226,47 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
             "prior_acks_per_worker": [reused[i] for i in sorted(reused)], "seed_seconds": watch.seconds(1)}
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a run the way Ctrl-C does (stop Locust, then summary and audit). SIGINT is
-    set too: a shell starts background jobs with it ignored, and Python then never raises
-    KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(_sig: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgress | None = None) -> LoadResult:
     """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json)."""
     progress = progress or NO_PROGRESS
-    folder, env = prepare(config, options, progress)
-    load_folders.create(folder)
-    lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
-    with lock:
-        plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
-        seeding = seed_workers(config, plan, folder, progress)
-        parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
-                      "locustfile": str(LOCUSTFILE), **seeding}
-        write_json(folder.load_dir / "parameters.json", parameters)
-        plan, procs, cpu, interrupted = _run_locust(config, plan, options, progress, parameters)
-        progress.done()
-        summary = summarize_run(plan, folder.load_dir, cpu=cpu, exit_codes=procs.exit_codes(),
-                                parameters={k: parameters[k] for k in ("options", "environment", *seeding)},
-                                interrupted=interrupted)
-        if options.audit:
-            progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends")
-            summary = dataclasses.replace(summary, audit=audit_run(config, plan))
-    write_json(folder.load_dir / SUMMARY_FILE, summary)
+    options = resolve_processes(options, Path(config.lab_home), progress)
+    metrics = start_metrics(options)  # a taken port fails here, before any folder exists
+    try:
+        folder, env = prepare(config, options, progress)
+        load_folders.create(folder)
+        lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
+        with lock:
+            plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
+            seeding = seed_workers(config, plan, folder, progress)
+            parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
+                          "locustfile": str(LOCUSTFILE), **seeding}
+            write_json(folder.load_dir / "parameters.json", parameters)
+            plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters, metrics)
+            progress.done()
+            summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
+                                     web=options.web is not None,
+                                     exit_codes=procs.exit_codes(),
+                                     parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
+            if options.audit:
+                progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends")
+                summary = dataclasses.replace(summary, audit=audit_run(config, plan))
+        write_json(folder.load_dir / SUMMARY_FILE, summary)
+    finally:
+        if metrics is not None:
+            metrics.close()
     return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,
                       interrupted=interrupted)
 
 
+def start_metrics(options: LoadOptions) -> MetricsServer | None:
+    if options.metrics_port is None:
+        return None
+    return MetricsServer(host=options.metrics_host, port=options.metrics_port).start()
+
+
 def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
-                parameters: dict[str, Any]) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool]:
+                parameters: dict[str, Any], metrics: MetricsServer | None = None,
+                ) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
     """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
     load_dir = plan.load_dir
     distributed = plan.workers > 1
@@ -278,82 +276,43 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
     common = dict(stop_timeout_seconds=options.stop_timeout_seconds, master_port=port, web=options.web,
                   web_port=web_port, host=display_host(config))
     procs = Processes(load_dir / "locust.stdout.txt")
-    cpu: CpuMonitor | None = None
-    interrupted = False
     watch = Stopwatch()
+    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options))
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
+
+    def start(plan: LoadPlan) -> LoadPlan:
+        procs.start(locust_cmd(plan, load_dir, role=role, **common),
+                    child_env(None if distributed else config, plan, role=role), load_dir)
+        for i in range(plan.workers if distributed else 0):
+            procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
+                        child_env(config, plan, i, role="worker"), load_dir)
+        wait_ready(plan, procs, options.startup_seconds)
+        if metrics is not None:
+            progress.phase(f"metrics: {metrics.url} (Prometheus text format)")
+        if plan.start_gate:
+            plan = dataclasses.replace(plan, t0=publish_t0(plan))
+            progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
+                           + (f" ({plan.warmup_seconds:g} s warmup)" if plan.warmup_seconds else ""))
+        else:
+            url = f"http://{options.web.host}:{web_port}"
+            parameters["web_url"] = url
+            write_json(load_dir / "parameters.json", parameters)
+            progress.phase(f"web UI: {url}  (host {display_host(config)}, {plan.users} users by default); "
+                           "Ctrl-C here ends the run: summary and audit follow")
+        return plan
+
     try:
-        with _sigterm_as_interrupt():
-            try:
-                procs.start(locust_cmd(plan, load_dir, role=role, **common),
-                            child_env(None if distributed else config, plan, role=role), load_dir)
-                for i in range(plan.workers if distributed else 0):
-                    procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
-                                child_env(config, plan, i, role="worker"), load_dir)
-                wait_ready(plan, procs, options.startup_seconds)
-                if plan.start_gate:
-                    plan = dataclasses.replace(plan, t0=publish_t0(plan))
-                    progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
-                                   + (f" ({plan.warmup_seconds:g} s warmup)" if plan.warmup_seconds else ""))
-                else:
-                    url = f"http://{options.web.host}:{web_port}"
-                    parameters["web_url"] = url
-                    write_json(load_dir / "parameters.json", parameters)
-                    progress.phase(f"web UI: {url}  (host {display_host(config)}, {plan.users} users by default); "
-                                   "Ctrl-C here ends the run: summary and audit follow")
-                cpu = CpuMonitor(procs.pids, load_dir / "cpu.csv", plan.t0 or wall_seconds())
-                cpu.start()
-                _wait(plan, procs, options, progress)
-            except KeyboardInterrupt:
-                interrupted = options.web is None
-                progress.done()
-                progress.phase("stopping Locust: in-flight calls finish")
-                procs.stop(options.stop_timeout_seconds + 10)
+        end = drive(plan, procs, progress, start=start, cpu_csv=load_dir / "cpu.csv",
+                    watch=lambda plan: wait_until_done(plan, procs, monitor,
+                                                       stop_timeout_seconds=options.stop_timeout_seconds,
+                                                       stop_grace_seconds=options.stop_timeout_seconds + 10),
+                    stopping="stopping Locust: in-flight calls finish",
+                    stop_grace_seconds=options.stop_timeout_seconds + 10)
     finally:
         procs.close()  # only our own processes, by handle
-        if cpu is not None:
-            cpu.stop()
-    return plan, procs, cpu, interrupted
-
-
-def _wait(plan: LoadPlan, procs: Processes, options: LoadOptions, progress: LoadProgress) -> None:
-    t0 = plan.t0 or wall_seconds()
-    deadline = t0 + plan.end_seconds + options.stop_timeout_seconds + _KILL_GRACE_SECONDS if plan.start_gate else None
-    next_status = 0.0
-    rates = _LiveRates()
-    while procs.running():
-        now = wall_seconds()
-        if deadline is not None and now > deadline:  # a frozen load generator is a result, not a hang
-            procs.kill()
-        if now >= next_status:
-            live = read_live_totals(plan.load_dir) or {}
-            progress.status(LiveStatus(elapsed_seconds=now - t0, total_seconds=plan.end_seconds if plan.start_gate
-                                       else None, warmup_seconds=plan.warmup_seconds,
-                                       **(live | rates.update(now, live))))
-            next_status = now + STATUS_SECONDS
-        time.sleep(POLL_SECONDS)
-
-
-class _LiveRates:
-    """calls/s and errors/s between two samples of Locust's running totals (its own per-second
-    rate is 0 on a distributed master's history rows)."""
-
-    WINDOW_SECONDS = 5.0
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, int, int]] = []
-
-    def update(self, now: float, live: dict[str, Any]) -> dict[str, float | None]:
-        if "calls" not in live:
-            return {}
-        self.samples.append((now, live["calls"], live["errors"]))
-        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_SECONDS:
-            self.samples.pop(0)
-        (t_a, c_a, e_a), (t_b, c_b, e_b) = self.samples[0], self.samples[-1]
-        if t_b - t_a <= 0:
-            return {"calls_per_second": None, "errors_per_second": None}
-        return {"calls_per_second": (c_b - c_a) / (t_b - t_a), "errors_per_second": (e_b - e_a) / (t_b - t_a)}
+    # a web UI run always ends with Ctrl-C: that is its end, not an interruption
+    return end.plan, procs, end.cpu, end.stopped and options.web is None, monitor
 
 
 def wait_ready(plan: LoadPlan, procs: Processes, timeout_seconds: float,

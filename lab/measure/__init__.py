@@ -3,9 +3,10 @@
     timing       the one clock: ``now_ns`` (monotonic) for durations, ``timed``, ``Stopwatch``
     hdr          latencies in microseconds on HdrHistogram; CO-corrected beside service time
     percentiles  the one percentile definition (nearest rank), for histograms and sample lists
-    stats        mean CI (Student t), bootstrap CI (samples or whole rounds), relative half-width,
+    stats        mean CI (Student t), median CI over rounds, bootstrap CI (samples or whole rounds), relative half-width,
                  Mann-Whitney U + Holm, ``a_over_b``
     regression   least squares with coefficient intervals and prediction intervals (``fit_linear``)
+    process_cpu  this process's CPU over a window (``CpuMeter``): is the client what limits a measurement?
 
 One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
@@ -23,9 +24,10 @@ from lab.measure.percentiles import (
 )
 from lab.measure.regression import LinearFit, fit_linear
 from lab.measure.stats import (a_over_b, bootstrap_ci, bootstrap_rounds, bootstrap_values, holm, interval_of,
-                                mann_whitney, mean_ci, relative_half_width)
+                                mann_whitney, mean_ci, median_ci, relative_half_width, sample_std)
 
 __all__ = ["SUMMARY_PERCENTILES", "LatencySummary", "LinearFit", "Stopwatch", "Timing", "a_over_b", "bootstrap_ci",
            "bootstrap_rounds", "bootstrap_values", "fit_linear", "holm", "interval_of", "latency_summary",
-           "mann_whitney", "mean_ci", "nearest_rank", "now_ns", "percentile", "relative_half_width",
+           "mann_whitney", "mean_ci", "median_ci", "nearest_rank", "now_ns", "percentile", "relative_half_width",
+           "sample_std",
            "summarize_histogram", "summarize_samples", "timed", "utc_now_iso", "wall_seconds"]

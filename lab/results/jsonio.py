@@ -3,7 +3,8 @@
 :func:`write_json` writes a temporary file beside the target and renames it over the target
 (``os.replace`` is atomic on POSIX): a reader, a crash or a second writer never leaves half a
 file. :func:`jsonable` is the one conversion: results with ``to_json()``, dataclasses,
-numpy scalars and arrays, paths, tuples; NaN becomes null (JSON has no NaN).
+numpy scalars and arrays, paths, tuples; NaN becomes null (JSON has no NaN). :func:`flatten`
+turns a table's rows into the flat values a notebook records (``values.json``).
 """
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from lab.errors import ValidationError
 
 
 def jsonable(value: Any) -> Any:
@@ -39,6 +42,33 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return str(value)
+
+
+Cast = Callable[[Any], Any]
+
+
+def flatten(table: Any, name: str, values: Mapping[str, Cast | str | tuple[str, Cast]] | Iterable[str]) -> dict[str, Any]:
+    """A table's rows as flat values: for every row (a DataFrame's records) and every value,
+    ``name.format(value=<value>, **row)`` -> that row's column, converted.
+
+    ``values`` maps a value's name to a cast (int, float, ...: the column of the same name),
+    to a column name (converted by :func:`jsonable`), or to ``(column, cast)``; a plain list
+    of columns converts each by :func:`jsonable` (numpy to plain, NaN to None). E.g.
+    ``flatten(df, "{shape}_{method}_{value}", {"p50_ms": float, "entries": int})`` gives
+    ``{"s1_group_500_grouped_p50_ms": 4.2, "s1_group_500_grouped_entries": 500, ...}``."""
+    spec: dict[str, tuple[str, Cast]] = {}
+    for value, how in (values.items() if isinstance(values, Mapping) else ((v, v) for v in values)):
+        column, cast = how if isinstance(how, tuple) else (how, jsonable) if isinstance(how, str) else (value, how)
+        spec[value] = (column, cast)
+    out: dict[str, Any] = {}
+    for row in table.to_dict("records"):
+        for value, (column, cast) in spec.items():
+            key = name.format(value=value, **row)
+            if key in out:
+                raise ValidationError(f"two rows give the value name {key!r}: is {name!r} missing a key column?",
+                                      field="name", value=key)
+            out[key] = cast(row[column])
+    return out
 
 
 def dumps(data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:

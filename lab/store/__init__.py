@@ -23,7 +23,7 @@ Per-store defaults (constants, retention policy, archiver mode) are set at ``ope
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,15 +106,16 @@ class _Parts:
 
 @dataclass(frozen=True, kw_only=True)
 class BaselineStatements:
-    """The prepared statements the store's own paths issue, for floors that issue them raw
-    (``lab bench store``): the same prepared statements, so a floor differs from the path only
-    by what the path does around them. Bind values in each statement's column order."""
+    """The prepared statements the store's own paths issue, for floors that issue them raw (``lab bench
+    store``): a floor differs from the path only by what the path does around them. Bind values in each
+    statement's column order; ``batch_read(tenant_id, entries)``: what batch_read issues, nothing cached."""
 
     reserve: Stmt          # send step 1: the client_dedup reservation, INSERT ... IF NOT EXISTS
     commit: Stmt           # send step 5: client_dedup state = COMMITTED, USING TTL
     head_write: Stmt       # step 7: the conversation_head blind write (not the failover form)
     history_bounds: Stmt   # a page's H and E from conversation_head
     history_older: Stmt    # an older page's read of one message_record bucket
+    batch_read: Callable[[IdLike, Iterable[BatchEntry]], list[tuple[Stmt, tuple]]]
 
 
 class MessageStore:
@@ -184,7 +185,7 @@ class MessageStore:
             recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
             history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
             batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences, head_writer), log=OutboxView(log), hot=hot,
+            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences, head_writer, log), log=OutboxView(log), hot=hot,
             earliest=EarliestAdvancer(ctx),
             services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
         return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
@@ -397,7 +398,7 @@ class MessageStore:
         return BaselineStatements(reserve=prepare(RESERVE_CQL), commit=prepare(COMMIT_CQL),
                                   head_write=prepare(HEAD_WRITE_CQL),
                                   history_bounds=prepare(BOUNDS_CQL, key_columns=("tenant_id", "conversation_id")),
-                                  history_older=prepare(OLDER_PAGE_CQL))
+                                  history_older=prepare(OLDER_PAGE_CQL), batch_read=self._parts.batch_reader.statements)
 
     def decode_record(self, row: Any) -> Message:
         """A :class:`Message` from a raw message_record row (driver row or mapping), opened

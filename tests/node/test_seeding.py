@@ -8,7 +8,7 @@ import pytest
 from cassandra.query import UNSET_VALUE
 
 from lab.errors import ValidationError
-from lab.store import FULL_TTL, STAMP_NOW, Message, MessageType, RetentionClass, seq_bucket
+from lab.store import FULL_TTL, STAMP_NOW, Message, MessageType, RetentionClass, SendRequest, seq_bucket
 
 pytestmark = pytest.mark.node
 
@@ -81,3 +81,35 @@ def test_baseline_statements_are_the_store_s_own(store):
     reserved = store.connection.execute(baseline.reserve, (tenant, sender, "floor-1", bytes(16), 1, 0, 1)).one()
     assert reserved[0] is True
     assert store.connection.execute(baseline.history_bounds, (tenant, uuid.uuid4())).one() is None
+
+
+def test_log_append_appends_what_send_logs(store):
+    """store.seeding.log_append (the send floor's outbox step): built ahead, appended when called,
+    the entry send's step 4 would write for that message (kind message, its sealed columns), and
+    idempotent by key as every append is."""
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    alloc = store.seeding.allocate(tenant, conversation)
+    sender = uuid.uuid4()
+    message = Message(tenant_id=tenant, conversation_id=conversation,
+                      seq_bucket=seq_bucket(alloc.conversation_seq, store.constants.message_seq_bucket_width),
+                      conversation_seq=alloc.conversation_seq, message_id=alloc.message_id,
+                      last_activity_id=alloc.last_activity_id, sender_id=sender, sender_device_id=sender,
+                      client_message_id="logged", message_type=MessageType.TEXT, body=b"logged body",
+                      created_at_ms=1_700_000_000_000)
+    append = store.seeding.log_append(message)
+    assert store.log.get(tenant, conversation, alloc.conversation_seq) is None  # nothing until called
+    entry = append()
+    assert not entry.duplicate and entry.record.kind == "message"
+    stored = store.log.get(tenant, conversation, alloc.conversation_seq)
+    logged = stored.record.payload.record
+    assert logged.message_id == alloc.message_id.to_bytes(16, "big")
+    assert logged.client_message_id == "logged" and logged.dek_id[1] == f"{tenant}:{conversation}"
+    assert store.decode_record(logged).body == b"logged body"  # sealed as the store seals
+    assert append().duplicate  # the same key again: first write wins
+    # what send logs for a message has the same shape
+    ack = store.send(SendRequest(
+        tenant_id=tenant, conversation_id=conversation, sender_id=sender, sender_device_id=sender,
+        client_message_id="sent", body=b"sent body"))
+    sent = store.log.get(tenant, conversation, ack.conversation_seq).record
+    assert type(sent) is type(stored.record) and type(sent.payload) is type(stored.record.payload)
+    assert sent.kind == stored.record.kind == "message" and sent.to_wire().keys() == stored.record.to_wire().keys()

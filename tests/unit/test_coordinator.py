@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from lab.cli import main
-from lab.load.coordinator import Coordinator, CoordinatorClient, CoordinatorError
+from lab.errors import CoordinatorError
+from lab.load.coordinator import Coordinator, CoordinatorClient
 from lab.load.processes import free_port
 
 

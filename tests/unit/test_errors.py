@@ -44,3 +44,21 @@ def test_tree_has_one_root():
         if obj.__module__ == errors.__name__:
             assert issubclass(obj, errors.LabError) or issubclass(obj, errors.LabWarning), obj
             assert obj.__name__ in errors.__doc__, obj
+
+
+def test_every_error_class_lives_in_errors_py():
+    """One error tree, in one module: no exception or warning class is defined anywhere else in lab/."""
+    import ast
+    from pathlib import Path
+
+    lab_dir = Path(errors.__file__).parent
+    elsewhere = []
+    for path in sorted(lab_dir.rglob("*.py")):
+        if path.name == "errors.py" and path.parent == lab_dir:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+                if any(b.endswith(("Error", "Exception", "Warning")) for b in bases):
+                    elsewhere.append(f"{path.relative_to(lab_dir.parent)}:{node.lineno} {node.name}")
+    assert elsewhere == []

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # lowest first: a package may import packages of lower layers only
 LAYERS = (
     ("lab.errors",),
-    ("lab.constants", "lab.project"),
-    ("lab.measure", "lab.cluster"),
+    ("lab.constants", "lab.project", "lab.measure"),
+    ("lab.cluster",),
     ("lab.store", "lab.results"),
     ("lab.workload",),
     ("lab.load",),

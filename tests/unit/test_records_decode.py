@@ -1,4 +1,4 @@
-"""decode_row builds Messages without the dataclass constructor (lab.store.rows.records._message): the
+"""decode_row builds Messages without the dataclass constructor (lab.store.rows.records.decode_rows): the
 result must equal what the constructor builds, field for field, for every kind of row. Pure:
 a local key store in tmp_path, no node."""
 from __future__ import annotations

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from lab.bench.load_generator import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
+from lab.bench.load_generator_report import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.calibration.recommendations import ConstantAssessment
 from lab.load.loadgen_cpu import CpuWindow
@@ -72,6 +72,33 @@ def test_load_bench_report_says_its_ratios():
     assert "client_cpu_percent_of_one_core" in data["plain_send"] and "load_dir" in data["locust_send"]
     assert "ratio 0.8" in report.closing_note and "40% of one core" in report.closing_note
     assert " ms (service " in report.closing_note and " us" not in report.closing_note
+    assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None}  # no CPU measured
+
+
+def test_load_bench_report_puts_the_cpu_per_call_side_by_side():
+    """CPU per call = the client's CPU over the measured window / its calls; the ratio is Locust's
+    over the plain pool's, for the maxima and the fixed-rate pair."""
+    def plain(calls: int, cpu_percent: float, **kw) -> ThroughputRun:
+        return ThroughputRun(calls=calls, errors=0, throughput=calls / 10, service_us=LAT, measured_seconds=10.0,
+                             client_cpu_percent_of_one_core=cpu_percent, **kw)
+
+    def locust(calls: int, cpu_percent: float, **kw) -> ThroughputRun:
+        return ThroughputRun(calls=calls, errors=0, throughput=calls / 10, service_us=LAT, measured_seconds=10.0,
+                             loadgen_cpu=CpuWindow(samples=10, mean_percent_of_one_core=cpu_percent), load_dir="l", **kw)
+    report = LoadBenchReport(run_id="r", params=LoadBenchParams(), keyspace="k", environment={},
+                             plain_send=plain(1000, 40.0), locust_send=locust(1000, 50.0),
+                             locust_read=locust(2000, 30.0), plain_read=plain(2000, 30.0),
+                             staircase=Staircase(max_rate=100.0, load_dir="l3", audit_ok=True, steps=()),
+                             plain_send_fixed=plain(500, 30.0, requested_rate=50.0),
+                             locust_send_fixed=locust(500, 33.0, requested_rate=50.0))
+    assert report.plain_send.cpu_ms_per_call == 4.0 and report.locust_send.cpu_ms_per_call == 5.0
+    assert report.plain_send.calls_per_core_second == 250.0
+    assert report.cpu_ratios == {"send_max": 1.25, "read_max": 1.0, "send_fixed_rate": 1.1}
+    data = jsonable(report)
+    assert data["cpu_per_call_ratios"]["send_fixed_rate"] == 1.1 and data["cpu_ratio_goal"] == 1.25
+    assert data["locust_send_fixed"]["requested_rate"] == 50.0
+    note = report.closing_note
+    assert "CPU per call 5 ms vs 4 ms -> 1.25" in note and "send at a fixed 50/s" in note
 
 
 def test_calibration_run_round_trips_and_names_what_it_measured():

@@ -1,16 +1,21 @@
 """The store's own CQL floors (issue 13): each path's exact statements, issued raw, nothing else.
 
 ``send_floor``
-    What one ``store.send`` must send, from the same thread pool, in the write path's order: the
+    What one ``store.send`` must do, from the same thread pool, in the write path's order: the
     dedup reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently,
-    the COMMITTED update, the conversation_head blind write. The very statements the store
-    prepares (``store.baseline_statements()``: ``reserve``, ``commit``, ``head_write``; the commit
-    path's upserts through ``store.seeding.statements``); the values of every call are built
-    before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor pays
-    no encoding, sealing, validation, outbox or head bookkeeping: that difference is what the
-    ratio measures. The floor writes the
-    head inline, one per send; the store writes it after the ack and only the newest per
-    conversation and batch, as its design allows.
+    the durable outbox append (§5.1 step 4: the store's own log, the local SQLite file's group
+    commit and fsync, ``store.seeding.log_append``), the COMMITTED update, the conversation_head
+    blind write. The very statements the store prepares (``store.baseline_statements()``:
+    ``reserve``, ``commit``, ``head_write``; the commit path's upserts through
+    ``store.seeding.statements``); the values of every call, the log entry's JSON included, are
+    built before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor
+    pays no encoding, sealing, validation or head bookkeeping: that difference is what the ratio
+    measures. The floor writes the head inline, one per send; the store writes it after the ack and
+    only the newest per conversation and batch, as its design allows.
+
+``send_floor_without_outbox``
+    The same without the outbox append (the floor before issue 24), so the log's own cost stays
+    visible as the difference between the two floors.
 
 ``history_floor``
     The latest page's two statements (``store.baseline_statements()``: ``history_bounds``,
@@ -34,9 +39,10 @@ _PREVIEW_OVERHEAD_BYTES = 4 + 12 + 1 + 16
 _PREVIEW_MAX_BYTES = 128
 
 
-def send_floor_calls(run: BenchRun, n: int, *, conversations: int) -> list[Callable[[], None]]:
+def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool = True) -> list[Callable[[], None]]:
     """``n`` ready calls of the send floor, spread round-robin over ``conversations`` of their
-    own (their own sequence windows), each a new client_message_id of its conversation's sender."""
+    own (their own sequence windows), each a new client_message_id of its conversation's sender;
+    ``outbox=False``: without the log append (``send_floor_without_outbox``)."""
     p, store = run.params, run.store
     conn = store.connection
     statements = store.baseline_statements()
@@ -59,6 +65,7 @@ def send_floor_calls(run: BenchRun, n: int, *, conversations: int) -> list[Calla
                           sender_id=senders[k], sender_device_id=senders[k], client_message_id=client_id,
                           message_type=MessageType.TEXT, body=body(p.body_bytes, i), created_at_ms=now_ms + i)
         record_and_index = store.seeding.statements(message, ttl_seconds=ttl)
+        log_append = store.seeding.log_append(message) if outbox else None
         message_id = u128_to_blob(alloc.message_id)
         dedup_key = (tenant, senders[k], client_id)
         reserve_params = (*dedup_key, message_id, seq, int(DedupState.RESERVED), now_ms + i)
@@ -66,11 +73,13 @@ def send_floor_calls(run: BenchRun, n: int, *, conversations: int) -> list[Calla
         head_params = (seq, message_id, u128_to_blob(alloc.last_activity_id), senders[k], preview, now_ms + i, 0, seq,
                        tenant, convs[k])
 
-        def call(reserve_params=reserve_params, record_and_index=record_and_index, commit_params=commit_params,
-                 head_params=head_params) -> None:
+        def call(reserve_params=reserve_params, record_and_index=record_and_index, log_append=log_append,
+                 commit_params=commit_params, head_params=head_params) -> None:
             if not conn.execute(reserve, reserve_params).one()[0]:
                 raise RuntimeError("send floor: the reservation was not applied")
             conn.execute_concurrent(record_and_index, concurrency=len(record_and_index))
+            if log_append is not None:
+                log_append()
             conn.execute(commit, commit_params)
             conn.execute(head, head_params)
         calls.append(call)

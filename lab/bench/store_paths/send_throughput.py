@@ -1,9 +1,10 @@
-"""``send_throughput``: the full write path (``store.send``) against its own statements issued raw
-(``send_floor``, lab.bench.store_paths.floors) and against the bare dedup LWT alone.
+"""``send_throughput``: the full write path (``store.send``) against its own steps issued raw
+(``send_floor``: the statements and the durable outbox append; ``send_floor_without_outbox``: the
+statements alone; lab.bench.store_paths.floors) and against the bare dedup LWT alone.
 
-All three on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
-all pay the same client overhead; interleaved blocks, the order reversed every round (A B C,
-C B A, ...), after one discarded warm-up block each. A write-path block ends after
+All four on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
+all pay the same client overhead; interleaved blocks, the order reversed every round (A B C D,
+D C B A, ...), after one discarded warm-up block each. A write-path block ends after
 ``store.drain()``: its throughput includes the head updates it caused (sustainable, not ack-only;
 ack-only is reported too).
 """
@@ -40,11 +41,16 @@ def bench_send(run: BenchRun) -> Comparison:
             raise RuntimeError("bare LWT not applied")
 
     floor_calls = send_floor_calls(run, p.send_warmup + p.send_ops, conversations=p.send_conversations)
+    no_log_calls = send_floor_calls(run, p.send_warmup + p.send_ops, conversations=p.send_conversations, outbox=False)
 
     def floor(i: int) -> None:
         floor_calls[i]()
 
+    def floor_without_outbox(i: int) -> None:
+        no_log_calls[i]()
+
     methods = {"full_write_path": (Method("full_write_path"), full), "send_floor": (Method("send_floor"), floor),
+               "send_floor_without_outbox": (Method("send_floor_without_outbox"), floor_without_outbox),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"full_write_path": 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -82,17 +88,23 @@ def bench_send(run: BenchRun) -> Comparison:
                 if ack_ns["full_write_path"] else None)
     f = full_m.result(ack_only_throughput_ops_per_s=ack_only)
     fl = methods["send_floor"][0].result()
+    fn = methods["send_floor_without_outbox"][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
-        description="send throughput: store.send (full §5.1 path) vs its own statements issued raw (send_floor: "
-                    "dedup LWT, record + index together, COMMITTED, head write) vs the bare client_dedup INSERT ... "
+        description="send throughput: store.send (full §5.1 path) vs its own steps issued raw (send_floor: "
+                    "dedup LWT, record + index together, the durable outbox append, COMMITTED, head write; "
+                    "send_floor_without_outbox: the same without the append) vs the bare client_dedup INSERT ... "
                     "IF NOT EXISTS alone",
-        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all three",
+        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all four",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain()",
-        methods={f.name: f, fl.name: fl, b.name: b},
+        methods={f.name: f, fl.name: fl, fn.name: fn, b.name: b},
         ratio={"full_over_floor_throughput": a_over_b(f.throughput_ops_per_s, fl.throughput_ops_per_s,
                                                       digits=RATIO_DIGITS),
+               "full_over_floor_without_outbox_throughput": a_over_b(f.throughput_ops_per_s, fn.throughput_ops_per_s,
+                                                                     digits=RATIO_DIGITS),
+               "floor_over_floor_without_outbox_throughput": a_over_b(fl.throughput_ops_per_s,
+                                                                      fn.throughput_ops_per_s, digits=RATIO_DIGITS),
                "full_over_floor_p50_latency": a_over_b(f.latency_us.p50, fl.latency_us.p50, digits=RATIO_DIGITS),
                "full_over_floor_p99_latency": a_over_b(f.latency_us.p99, fl.latency_us.p99, digits=RATIO_DIGITS),
                "full_over_bare_throughput": a_over_b(f.throughput_ops_per_s, b.throughput_ops_per_s,

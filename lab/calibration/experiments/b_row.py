@@ -48,7 +48,8 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Precision, sample_until
 from lab.calibration.row_model import DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model, mix_profile
-from lab.measure import a_over_b, mean_ci, relative_half_width
+from lab.measure import a_over_b, mean_ci, relative_half_width, sample_std
+from lab.results.jsonio import flatten
 
 TABLES = ("message_record", "message_index", "client_dedup")
 # compression settings by name ("lz4" is both servers' default); the options are the dialect's
@@ -138,11 +139,9 @@ class Result:
                                "repeats": self.repeats, "profile": self.params.profile,
                                "compressions": list(self.params.compressions), "keyspace": self.keyspace,
                                "final_compression": self.final_compression or self.params.compressions[-1]}
-        for r in self.summary.itertuples():
-            key = f"{r.table}_{r.compression}"
-            out[f"b_row_{key}_bytes"] = r.b_row_mean_bytes
-            out[f"b_row_{key}_ci_low_bytes"] = r.b_row_ci_low_bytes
-            out[f"b_row_{key}_ci_high_bytes"] = r.b_row_ci_high_bytes
+        out |= flatten(self.summary, "b_row_{table}_{compression}_{value}",
+                       {"bytes": "b_row_mean_bytes", "ci_low_bytes": "b_row_ci_low_bytes",
+                        "ci_high_bytes": "b_row_ci_high_bytes"})
         main = self.b_row()
         out["b_row_bytes"] = float(main.b_row_mean_bytes)
         out["b_row_ci_low_bytes"] = float(main.b_row_ci_low_bytes)
@@ -152,12 +151,10 @@ class Result:
         out["rows_measured"] = int(self.repeats * self.params.rows)
         out.update(self.mix_values())
         last = self.per_repeat[self.per_repeat.repeat == self.per_repeat.repeat.max()]
-        for r in last.itertuples():  # the last repeat, still on disk when keep_keyspaces is set
-            out[f"last_{r.table}_{r.compression}_live_disk_bytes"] = int(r.live_disk_bytes)
-            out[f"last_{r.table}_{r.compression}_rows"] = int(r.rows)
-        for r in self.partition.itertuples():
-            out[f"partition_{r.compression}_bytes_at_width"] = float(r.bytes_at_width)
-            out[f"partition_{r.compression}_histogram_max_bytes"] = int(r.histogram_max_partition_bytes)
+        # the last repeat, still on disk when keep_keyspaces is set
+        out |= flatten(last, "last_{table}_{compression}_{value}", {"live_disk_bytes": int, "rows": int})
+        out |= flatten(self.partition, "partition_{compression}_{value}",
+                       {"bytes_at_width": float, "histogram_max_bytes": ("histogram_max_partition_bytes", int)})
         out["partition_bytes_at_width"] = float(self.partition.iloc[0].bytes_at_width) if len(self.partition) else None
         if len(self.partition):
             out["tombstone_cells_per_row"] = float(self.partition.iloc[0].tombstone_cells_per_row)
@@ -232,7 +229,7 @@ def _summary(per_repeat: pd.DataFrame, design_b_row: float) -> pd.DataFrame:
         low = max(low, 0.0)  # a t-interval over two repeats can reach below zero; bytes cannot
         rows.append({"table": table, "compression": comp, "repeats": len(g), "b_row_mean_bytes": mean,
                      "b_row_ci_low_bytes": low, "b_row_ci_high_bytes": high,
-                     "b_row_std_bytes": float(g["b_row_bytes"].std(ddof=1)) if len(g) > 1 else 0.0,
+                     "b_row_std_bytes": sample_std(g["b_row_bytes"]),
                      "compression_ratio": float(g["compression_ratio"].mean()),
                      "design_b_row_bytes": design_b_row if table == "message_record" else np.nan})
     return pd.DataFrame(rows)
@@ -411,6 +408,8 @@ def mix_lines(result: Result) -> list[str]:
     if h is not None:
         out.append(f"**Held-out check** (`{h.profile}`, not fitted): predicted {h.predicted_bytes:,.0f} B "
                    f"({h.predicted_ci_low:,.0f}-{h.predicted_ci_high:,.0f}) vs measured {h.measured_bytes:,.0f} B "
-                   f"({h.measured_ci_low:,.0f}-{h.measured_ci_high:,.0f}): {100 * h.relative_error:+.1f}%, "
+                   + (f"({h.measured_ci_low:,.0f}-{h.measured_ci_high:,.0f})" if h.measured_ci_low == h.measured_ci_low
+                      else "(too few repeats for an interval)")
+                   + f": {100 * h.relative_error:+.1f}%, "
                    f"{'within' if h.agrees else 'OUTSIDE'} the combined intervals.")
     return out

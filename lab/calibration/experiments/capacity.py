@@ -44,6 +44,7 @@ from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIO
                                           DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
 from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
+from lab.results.jsonio import flatten
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,33 +99,27 @@ class Result:
                                "b_row_confidence": self.b_row_confidence}
         if self.b_row_located is not None:
             out.update(b_row_from=self.b_row_located.how, b_row_run=self.b_row_located.run_id())
-        for r in self.sizing.itertuples():
-            key = f"{r.source}_{int(r.messages_per_day):d}"
-            out[f"resident_tb_{key}"] = float(r.resident_tb)
-            out[f"nodes_needed_{key}"] = int(r.nodes_needed)
-            out[f"disk_tb_per_node_{key}"] = float(r.disk_bytes_per_node) / BYTES_PER_TB
-            out[f"partitions_per_node_{key}"] = float(r.partitions_per_node)
-            out[f"message_record_sstables_per_node_{key}"] = int(r.message_record_sstables_per_node)
-            out[f"partition_mb_{r.source}"] = float(r.partition_bytes) / 1e6
+        sizing = self.sizing.assign(tier=self.sizing.messages_per_day.astype(int))
+        out |= flatten(sizing, "{value}_{source}_{tier}",
+                       {"resident_tb": float, "nodes_needed": int,
+                        "disk_tb_per_node": ("disk_bytes_per_node", lambda b: float(b) / BYTES_PER_TB),
+                        "partitions_per_node": float, "message_record_sstables_per_node": int})
+        out |= flatten(sizing.drop_duplicates("source", keep="last"), "{value}_{source}",
+                       {"partition_mb": ("partition_bytes", lambda b: float(b) / 1e6)})
         if self.cpu is not None:
             out.update(cpu_source=self.cpu_source, cpu_confidence=self.cpu_confidence, peak_factor=self.params.peak_factor,
                        cores_per_node=self.params.cores_per_node,
                        operations_per_message=dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE))
             if self.cpu_located is not None:
                 out.update(cpu_from=self.cpu_located.how, cpu_run=self.cpu_located.run_id())
-            for r in self.cpu.itertuples():
-                tier = f"{int(r.messages_per_day):d}"
-                if r.b_row_source == "my_mix":
-                    out[f"nodes_my_mix_{tier}"] = int(r.nodes)
-                    out[f"binding_my_mix_{tier}"] = r.binding
-                    continue
-                out[f"server_cores_{tier}"] = float(r.server_cores)
-                out[f"server_cores_ci_low_{tier}"] = r.server_cores_low
-                out[f"server_cores_ci_high_{tier}"] = r.server_cores_high
-                out[f"nodes_cpu_{tier}"] = int(r.nodes_cpu)
-                out[f"nodes_disk_{tier}"] = int(r.nodes_disk) if r.nodes_disk is not None else None
-                out[f"binding_{tier}"] = r.binding
-                out[f"rule_of_thumb_cores_{tier}"] = float(r.rule_of_thumb_cores)
+            cpu = self.cpu.assign(tier=self.cpu.messages_per_day.astype(int))
+            mine = cpu.b_row_source == "my_mix"
+            out |= flatten(cpu[mine], "{value}_my_mix_{tier}", {"nodes": int, "binding": str})
+            out |= flatten(cpu[~mine], "{value}_{tier}",
+                           {"server_cores": float, "server_cores_ci_low": "server_cores_low",
+                            "server_cores_ci_high": "server_cores_high", "nodes_cpu": int,
+                            "nodes_disk": lambda n: int(n) if n is not None else None, "binding": str,
+                            "rule_of_thumb_cores": float})
         if self.params.my_mix is not None:
             mix = self.my_mix
             out["my_mix"] = self.params.my_mix if isinstance(self.params.my_mix, str) else dict(self.params.my_mix)

@@ -45,6 +45,7 @@ from lab.calibration.disk_sizing import twcs_windows_kept
 from lab.store import table_specs
 from lab.workload import generate, to_message
 from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
+from lab.results.jsonio import flatten
 
 DAY_S = 86_400
 HOUR_S = 3_600
@@ -93,14 +94,10 @@ class Result:
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"keyspace": self.keyspace, **self.design}
-        for r in self.final.itertuples():
-            out[f"{r.table}_sstables"] = int(r.measured_before_expiry)
-            out[f"{r.table}_predicted_sstables"] = int(r.predicted_before_expiry)
-            out[f"{r.table}_windows"] = int(r.windows)
-            out[f"{r.table}_sstables_after_expiry"] = int(r.measured_after_expiry)
-            out[f"{r.table}_predicted_after_expiry"] = int(r.predicted_after_expiry)
-            out[f"{r.table}_steady_state_windows"] = int(r.steady_state_windows)
-            out[f"{r.table}_compaction_groups"] = int(r.compaction_groups)
+        out |= flatten(self.final, "{table}_{value}",
+                       {"sstables": ("measured_before_expiry", int), "predicted_sstables": ("predicted_before_expiry", int),
+                        "windows": int, "sstables_after_expiry": ("measured_after_expiry", int),
+                        "predicted_after_expiry": int, "steady_state_windows": int, "compaction_groups": int})
         out["all_match_prediction"] = bool((self.final.measured_before_expiry == self.final.predicted_before_expiry).all())
         out["expiry_matches_prediction"] = bool((self.final.measured_after_expiry == self.final.predicted_after_expiry).all())
         return out

@@ -13,13 +13,13 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
 from lab.errors import MavenError
+from lab.measure import Stopwatch
 
 TEMPLATES = Path(__file__).with_name("templates")
 MARKER = ".complete"
@@ -80,7 +80,7 @@ def resolve(coordinates: str | Sequence[str], target: Path | str, *,
     if mvn is None:
         raise MavenError(f"Maven (mvn) is not on PATH: install Maven to resolve {names}", coordinate=names)
     target.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
+    watch = Stopwatch()
     with tempfile.TemporaryDirectory(prefix="lab-mvn-") as tmp:
         pom = Path(tmp) / "pom.xml"
         pom.write_text(render_pom(wanted))
@@ -96,4 +96,4 @@ def resolve(coordinates: str | Sequence[str], target: Path | str, *,
     if missing:
         raise MavenError(f"Maven finished but no jar of {', '.join(missing)} is in {target}", coordinate=names)
     (target / MARKER).write_text("\n".join(map(str, wanted)) + "\n")
-    return time.monotonic() - t0
+    return watch.seconds()

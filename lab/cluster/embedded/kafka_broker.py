@@ -30,6 +30,7 @@ from pathlib import Path
 
 from lab.cluster.embedded import jars, java, process
 from lab.errors import NodeDied, NodeError, NodeTimeout
+from lab.measure import Stopwatch
 
 KAFKA_VERSION = "4.4.0"
 KAFKA_ARTIFACT = "org.apache.kafka:kafka_2.13"
@@ -126,7 +127,7 @@ class EmbeddedBroker:
             return 0.0
         data.mkdir(parents=True, exist_ok=True)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        t0 = time.monotonic()
+        watch = Stopwatch()
         proc = subprocess.run([java_bin, "-Xmx256m", *self._logging_flags(), "-cp", str(self.lib_dir / "*"),
                                STORAGE_TOOL_CLASS, "format", "-t", cluster_id, "-c",
                                str(self.directory / "conf" / "server.properties")],
@@ -134,7 +135,7 @@ class EmbeddedBroker:
         if proc.returncode != 0:
             raise NodeError(f"kafka-storage format failed: {(proc.stderr or proc.stdout)[-1500:]}",
                             directory=str(data))
-        return time.monotonic() - t0
+        return watch.seconds()
 
     def cluster_id(self) -> str:
         for line in (self.directory / "data" / "meta.properties").read_text().splitlines():
@@ -177,7 +178,7 @@ class EmbeddedBroker:
                                      hint="another Kafka broker may be running: stop it, or start the node with --no-broker")
         log = self.directory / "logs" / "server.log"
         log.unlink(missing_ok=True)
-        t0 = time.monotonic()
+        watch = Stopwatch()
         proc = process.spawn(self._command(java_bin), cwd=self.directory, log=self.directory / "logs" / "stdout.log")
         state = BrokerState(version=self.options.version, pid=proc.pid, address=self.options.address,
                             port=self.options.port, controller_port=self.options.controller_port,
@@ -189,7 +190,7 @@ class EmbeddedBroker:
         except NodeError:
             self.stop()
             raise
-        state = BrokerState(**{**asdict(state), "startup_seconds": round(time.monotonic() - t0, 3)})
+        state = BrokerState(**{**asdict(state), "startup_seconds": watch.seconds(3)})
         self._write_state(state)
         return state
 

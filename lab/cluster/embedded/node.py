@@ -22,6 +22,7 @@ from pathlib import Path
 from lab.cluster.embedded import jars, java, process
 from lab.cluster.embedded.node_config import NATIVE_PORT, STORAGE_PORT, NodeConfig, quiet_logback, write_node_config
 from lab.errors import AdminError, NodeDied, NodeError, NodeTimeout
+from lab.measure import Stopwatch
 
 CASSANDRA_VERSION = "5.0.9"
 CASSANDRA_ARTIFACT = "org.apache.cassandra:cassandra-all"
@@ -201,7 +202,7 @@ class EmbeddedCluster:
                             "run `lab node stop` before starting a different one")
         java_bin = self.find_java()
         resolve_seconds = self.resolve_jars()
-        t_start = time.monotonic()
+        watch = Stopwatch()
         addresses = self.options.addresses()
         for i, address in enumerate(addresses):
             process.check_port_free(address, NATIVE_PORT, "CQL")
@@ -219,24 +220,24 @@ class EmbeddedCluster:
                 self._write_state(ClusterState(version=self.options.version, nodes=tuple(nodes),
                                                auth=self.options.auth,
                                                tls=self.options.tls_keystore is not None))
-            for proc, info, t0 in started:
+            for proc, info, node_watch in started:
                 try:
                     self._wait_ready(proc, info)
                 except NodeError:
                     self.stop()
                     raise
                 nodes[nodes.index(info)] = NodeInfo(**{**asdict(info),
-                                                      "startup_seconds": round(time.monotonic() - t0, 3)})
+                                                      "startup_seconds": node_watch.seconds(3)})
         if self.options.auth and fresh:
             self._wait_default_superuser(nodes)
         state = ClusterState(version=self.options.version, nodes=tuple(nodes), auth=self.options.auth,
                              tls=self.options.tls_keystore is not None,
                              resolve_seconds=round(resolve_seconds, 3),
-                             startup_seconds=round(time.monotonic() - t_start, 3))
+                             startup_seconds=watch.seconds(3))
         self._write_state(state)
         return state
 
-    def _spawn(self, java_bin: str, i: int, addresses: list[str]) -> tuple[subprocess.Popen, NodeInfo, float]:
+    def _spawn(self, java_bin: str, i: int, addresses: list[str]) -> tuple[subprocess.Popen, NodeInfo, Stopwatch]:
         name = f"node{i + 1}"
         node_dir = self.nodes_dir / name
         for sub in ("conf", "logs", "data", "tmp"):
@@ -246,12 +247,12 @@ class EmbeddedCluster:
                                      tls_keystore=self.options.tls_keystore,
                                      tls_keystore_password=self.options.tls_keystore_password), node_dir)
         jmx = self.options.jmx_port_base + i
-        t0 = time.monotonic()
+        watch = Stopwatch()
         proc = process.spawn(self.java_command(java_bin, node_dir, jmx), cwd=node_dir,
                              log=node_dir / "logs" / "stdout.log")
         info = NodeInfo(name=name, address=addresses[i], jmx_port=jmx, native_port=NATIVE_PORT,
                         pid=proc.pid, directory=str(node_dir))
-        return proc, info, t0
+        return proc, info, watch
 
     def _wait_ready(self, proc: subprocess.Popen, info: NodeInfo) -> None:
         deadline = time.monotonic() + self.options.timeout_seconds
@@ -305,14 +306,14 @@ class EmbeddedCluster:
             return node
         node_dir = Path(node.directory)
         (node_dir / "logs" / "system.log").unlink(missing_ok=True)
-        t0 = time.monotonic()
+        watch = Stopwatch()
         proc = process.spawn(self.java_command(self.find_java(), node_dir, node.jmx_port), cwd=node_dir,
                              log=node_dir / "logs" / "stdout.log")
         info = NodeInfo(**{**asdict(node), "pid": proc.pid})
         nodes = tuple(info if n.name == name else n for n in state.nodes)
         self._write_state(ClusterState(**{**asdict(state), "nodes": nodes}))
         self._wait_ready(proc, info)
-        info = NodeInfo(**{**asdict(info), "startup_seconds": round(time.monotonic() - t0, 3)})
+        info = NodeInfo(**{**asdict(info), "startup_seconds": watch.seconds(3)})
         return info
 
     def _node(self, name: str) -> NodeInfo:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from lab.cluster.embedded import process
 from lab.errors import NodeDied, NodeError, NodeTimeout
+from lab.measure import Stopwatch
 
 REDIS_PORT = 16379
 START_TIMEOUT_SECONDS = 30.0
@@ -121,7 +122,7 @@ class EmbeddedRedis:
         process.check_port_free(self.options.address, self.options.port, "Redis",
                                  hint="another Redis may be running: stop it, or start the node with --no-redis")
         self._write_config()
-        t0 = time.monotonic()
+        watch = Stopwatch()
         proc = process.spawn([server, str(self.conf_path)], cwd=self.directory,
                              log=self.directory / "logs" / "stdout.log")
         version = _server_version(server)
@@ -139,7 +140,7 @@ class EmbeddedRedis:
                 raise NodeTimeout(f"Redis did not answer PING within {self.options.timeout_seconds:.0f}s",
                                   node="redis")
             time.sleep(0.05)
-        state = RedisState(**{**asdict(state), "startup_seconds": round(time.monotonic() - t0, 3)})
+        state = RedisState(**{**asdict(state), "startup_seconds": watch.seconds(3)})
         self._write_state(state)
         return state
 

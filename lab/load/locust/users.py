@@ -25,6 +25,7 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
+from time import thread_time_ns
 from typing import Any
 from collections.abc import Callable
 
@@ -32,6 +33,7 @@ import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
+from lab.load.outcomes import OUTCOME_REQUEST_TYPE, classify, locust_name
 from lab.measure.timing import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
@@ -41,6 +43,7 @@ from lab.load.locust.runtime import LoadContext, context
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
 REACTION_KEYS = ("like", "love", "laugh", "wow", "sad", "ok")
 _NS = 1_000_000_000
+_PICK_ATTEMPTS = 4
 
 
 class StoreUser(User):
@@ -62,6 +65,9 @@ class StoreUser(User):
 
     def wait_time(self) -> float:
         now = now_ns()
+        if self.context.stopped:  # the runner stopped the run early: no call starts after that
+            self._done = True
+            return IDLE_SECONDS
         if self._pacer is not None:
             self._due = self._pacer.next_due(now)
             if self._due is None:
@@ -84,34 +90,60 @@ class StoreUser(User):
         if self._done:
             return None
         due = self._due
+        ctx = self.context
+        cpu = [0]
         start = now_ns()
         error: BaseException | None = None
         result = None
+        ctx.in_flight += 1
         try:
-            if self.context.threadpool is not None:  # a native thread runs it; this greenlet waits
-                result = self.context.threadpool.apply(fn, args, kwargs)
+            if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
+                result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))
             else:
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
+        finally:
+            ctx.in_flight -= 1
         end = now_ns()
-        phase = self.context.phase_at(due if due is not None else start)
+        outcome = classify(op, result, error)  # an answer the design defines is not a failure
+        phase = ctx.phase_at(end)  # where it finished: what the summary and the live counts count
         if on_result is not None and error is None and result is not None:
             on_result(result, phase)
+        ctx.finish_call(op, due=due, start=start, end=end, error=error, outcome=outcome,
+                        timeout=isinstance(error, RequestTimeout))
         if phase == "measured":
-            self.context.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
-                                     error=type(error).__name__ if error else None,
-                                     timeout=isinstance(error, RequestTimeout))
-        self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
-                                             response_length=0, exception=error, context={"phase": phase})
+            ctx.caller_cpu_ns[op] = ctx.caller_cpu_ns.get(op, 0) + cpu[0]
+        if outcome is not None:
+            self.environment.events.request.fire(request_type=OUTCOME_REQUEST_TYPE, name=locust_name(op, outcome),
+                                                 response_time=(end - start) / 1e6, response_length=0, exception=None,
+                                                 context={"phase": phase})
+        else:
+            self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
+                                                 response_length=0, exception=error, context={"phase": phase})
         return result
 
     # helpers for subclasses: choosing, not storing
     def conversation(self, weights: dict[str, float]) -> Any:
-        kinds = [k for k in weights if self.context.of_kind(k)]
+        of_kind = self.context.of_kind
+        kinds = [k for k in weights if of_kind(k)]
         kind = random.choices(kinds, [weights[k] for k in kinds])[0]
-        convs = [c for c in self.context.of_kind(kind) if c.messages] or self.context.of_kind(kind)
-        return random.choice(convs)
+        pool = of_kind(kind)
+        for _ in range(_PICK_ATTEMPTS):  # a conversation with history, without listing them all per call
+            conv = random.choice(pool)
+            if conv.messages:
+                return conv
+        return random.choice([c for c in pool if c.messages] or pool)
+
+
+def _timed_cpu(cpu: list[int], fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` in the thread pool's native thread, its CPU there in ``cpu[0]``
+    (lab.load.operation_cpu: the caller's part of a call's loader CPU)."""
+    t = thread_time_ns()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        cpu[0] = thread_time_ns() - t
 
 
 class SenderUser(StoreUser):

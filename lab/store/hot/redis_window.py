@@ -37,6 +37,7 @@ import redis
 
 from lab.errors import HotWindowError, ValidationError
 from lab.store.hot import HotLayer
+from lab.store.plumbing.group_submit import GroupSubmit
 from lab.store.rows.ids import check_conversation_seq, parse_uuid
 from lab.store.rows.model import MessageState
 from lab.store.rows.encoded import EncodedRecord
@@ -105,6 +106,8 @@ class HotWindow:
         self._put = client.register_script(_PUT)
         self._swap = client.register_script(_SWAP)
         self.requests = 0  # Redis round trips issued (the read/write paths report them)
+        # concurrent puts (a store's sending threads) share one pipelined round trip
+        self._puts: GroupSubmit[tuple[str, list[Any]], Any] = GroupSubmit(self._put_round, self._put_one)
 
     @classmethod
     def open(cls, services: Any, *, namespace: str, window_days: int) -> HotWindow:
@@ -142,9 +145,29 @@ class HotWindow:
         if record.created_at < cutoff:
             return False
         key = self.key(record.tenant_id, record.conversation_id)
-        self._call(self._put, keys=[key], args=[_padded(record.conversation_seq), _member(record),
-                                                self.window_seconds * 1000, cutoff, self.trim_per_write])
+        self._puts.submit((key, [_padded(record.conversation_seq), _member(record), self.window_seconds * 1000,
+                                 cutoff, self.trim_per_write]))
         return True
+
+    def _put_one(self, item: tuple[str, list[Any]]) -> Any:
+        key, args = item
+        return self._call(self._put, keys=[key], args=args)
+
+    def _put_round(self, items: list[tuple[str, list[Any]]]) -> list[Any]:
+        """The puts of concurrent callers in one pipelined round trip (EVALSHA each; the script is
+        loaded once and again only if the server lost it). Each put is an upsert of its own
+        member, so a round replayed after NOSCRIPT writes what one round would."""
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            for key, args in items:
+                pipe.execute_command("EVALSHA", self._put.sha, 1, key, *args)
+            try:
+                return self._call(pipe.execute)
+            except HotWindowError as exc:
+                if attempt == 2 or not isinstance(exc.__cause__, redis.exceptions.NoScriptError):
+                    raise
+                self._put.sha = self._call(self.client.script_load, _PUT)
+        raise AssertionError("unreachable")
 
     def _update(self, tenant_id: Any, conversation_id: Any, seq: int,
                 change: Callable[[EncodedRecord], EncodedRecord | None]) -> bool:

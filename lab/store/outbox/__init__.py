@@ -34,9 +34,10 @@ Implementations are registered by name in :data:`OUTBOXES`; a name may map to
 from __future__ import annotations
 
 import abc
+import functools
 import importlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -226,6 +227,13 @@ class Outbox(abc.ABC):
     @abc.abstractmethod
     def append(self, record: OutboxRecord) -> OutboxEntry:
         """Durably append (idempotent by key); returns the stored entry."""
+
+    def prepare(self, record: OutboxRecord) -> Callable[[], OutboxEntry]:
+        """The append of ``record`` with its encoding done now: calling the result appends it as
+        :meth:`append` does (durably, idempotent by key). For callers that build appends ahead of
+        time, e.g. the benchmark's send floor, which must pay the log's cost without the payload's
+        encoding; an implementation that cannot split the two appends on the call."""
+        return functools.partial(self.append, record)
 
     @abc.abstractmethod
     def get(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> OutboxEntry | None:

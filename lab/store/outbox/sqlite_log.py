@@ -77,10 +77,15 @@ class LocalOutbox(Outbox):
                                                payload=payload_from_wire(kind, json.loads(payload))))
 
     def append(self, record: OutboxRecord) -> OutboxEntry:
+        return self.prepare(record)()
+
+    def prepare(self, record: OutboxRecord) -> Callable[[], OutboxEntry]:
+        """The payload serialised now; the returned call appends it (group commit, its own
+        ``appended_at_ms`` taken when it runs)."""
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
         payload = json.dumps(record.payload.to_wire(), separators=(",", ":"), sort_keys=True)
-        return self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
+        return lambda: self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:

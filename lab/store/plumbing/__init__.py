@@ -6,5 +6,7 @@
     alerts       counters of the store's alerts (ALERT_NAMES)
     faults       crash points (FaultPlan) for the crash tests
     sqlite_file  the local SQLite state files (WAL, busy timeout, group commit)
+    group_submit concurrent callers' items in shared rounds (the outbox's group commit, the hot
+                 window's pipelined puts)
     lru          bounded per-conversation memories
 """

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from lab.errors import LabError
+from lab.store.plumbing.group_submit import GroupSubmit
 
 T = TypeVar("T")
 
@@ -100,33 +101,14 @@ class SqliteFile:
             self._conn = None
 
 
-class _Waiter:
-    """One queued item. ``wake`` is held until the waiter may go on: its result is in, or it was
-    made the next leader (``lead``)."""
-
-    __slots__ = ("item", "result", "error", "done", "lead", "wake")
-
-    def __init__(self, item: object) -> None:
-        self.item, self.result, self.error, self.done, self.lead = item, None, None, False, False
-        self.wake = threading.Lock()
-        self.wake.acquire()
-
-
-class GroupCommit:
+class GroupCommit(GroupSubmit[Any, Any]):
     """Group commit over a :class:`SqliteFile`: concurrent :meth:`submit` calls of one process
-    share a write transaction, and so its one COMMIT (the fsync under ``synchronous=FULL``).
-
-    Every caller still returns only after the COMMIT of the transaction that holds its item:
-    the first caller to find no commit in progress becomes the leader, takes every item queued
-    so far (its own among them), runs ``work(conn, items) -> results`` in one ``write``
-    transaction (``one(conn, item)`` alone, when given and the batch is just the leader's: a
-    single autocommit statement is its own transaction, one call into SQLite and one fsync
-    instead of BEGIN, the statement and COMMIT), hands each waiter of the batch its result and
-    wakes it, and makes the first
-    caller queued meanwhile the next leader (only those threads wake: no herd re-checking a
-    shared condition). A failed transaction (rolled back: none of its items is stored) raises
-    its error to every caller of the group, each a fresh error of the file's own type carrying
-    the cause.
+    share a write transaction, and so its one COMMIT (the fsync under ``synchronous=FULL``);
+    the rounds are :class:`~lab.store.plumbing.group_submit.GroupSubmit`'s. Every caller still
+    returns only after the COMMIT of the transaction that holds its item. A lone item runs as
+    ``one(conn, item)`` when given: a single autocommit statement is its own transaction, one
+    call into SQLite and one fsync instead of BEGIN, the statement and COMMIT. A failed
+    transaction is rolled back (none of its items is stored) and fails each of its callers.
 
     Why: appends from 8 sending threads each held the file's lock across their own COMMIT, so
     each waited behind up to 7 others' fsyncs (issue 13 profile: 9% of a send's wall time).
@@ -134,62 +116,12 @@ class GroupCommit:
 
     def __init__(self, db: SqliteFile, work: Callable[[sqlite3.Connection, list], list],
                  one: Callable[[sqlite3.Connection, Any], Any] | None = None) -> None:
-        self._db = db
-        self._work = work
-        self._one = one  # a lone item: one autocommit statement (its own transaction) instead of three calls
-        self._lock = threading.Lock()
-        self._queue: list[_Waiter] = []
-        self._committing = False
-        self._pid = os.getpid()
+        self._db, self._work, self._one = db, work, one
+        super().__init__(self._transaction, self._autocommit if one is not None else None)
 
-    def submit(self, item: object) -> object:
-        waiter = _Waiter(item)
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child must not wait for its parent's leader
-                self._queue, self._committing, self._pid = [], False, os.getpid()
-            self._queue.append(waiter)
-            waiter.lead = not self._committing
-            self._committing = True
-        if not waiter.lead:
-            waiter.wake.acquire()  # released with the result, or to lead the next transaction
-        if not waiter.done:
-            with self._lock:
-                batch, self._queue = self._queue, []
-            self._lead(waiter, batch)
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
+    def _transaction(self, items: list) -> list:
+        return self._db.write(lambda conn: self._work(conn, items))
 
-    def _lead(self, own: _Waiter, batch: list[_Waiter]) -> None:
-        try:
-            if len(batch) == 1 and self._one is not None:
-                with self._db.session() as conn:
-                    results = [self._one(conn, own.item)]
-            else:
-                results = self._db.write(lambda conn: self._work(conn, [w.item for w in batch]))
-            for w, result in zip(batch, results):
-                w.result = result
-        except BaseException as exc:
-            for w in batch:
-                w.error = exc if w is own or not isinstance(exc, LabError) else _copy_error(exc, len(batch))
-        finally:
-            with self._lock:
-                following = self._queue[0] if self._queue else None
-                if following is None:
-                    self._committing = False
-                else:
-                    following.lead = True
-            for w in batch:
-                w.done = True
-                if w is not own:
-                    w.wake.release()
-            if following is not None:
-                following.wake.release()
-
-
-def _copy_error(exc: LabError, items: int) -> LabError:
-    """The error of a failed group transaction for one more of its callers (an exception
-    instance must not be raised in two threads at once: each raise rewrites its traceback)."""
-    copy = type(exc)(f"{exc.message} (one transaction of {items} grouped appends)", **exc.facts)
-    copy.__cause__ = exc
-    return copy
+    def _autocommit(self, item: Any) -> Any:
+        with self._db.session() as conn:
+            return self._one(conn, item)  # type: ignore[misc]

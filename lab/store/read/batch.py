@@ -48,7 +48,7 @@ from typing import Any
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
-from lab.store.rows.ids import U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
+from lab.store.rows.ids import BIT63, U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer
 from lab.store.read.bucket import check_bucket_rows, whole_rows
@@ -59,6 +59,7 @@ DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wa
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 _SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
+_NONE = object()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +100,8 @@ class BodyCache:
     The cached Message holds the decrypted body: whatever changes a row (recall, edit) or
     erases a conversation must :meth:`discard` it (by message_id or by coordinate, which
     is what recall / edit carry) or :meth:`clear`, because the cache cannot see those writes.
-    ``max_entries=0`` disables it.
+    ``max_entries=0`` disables it. Keys hold the UUIDs' integers (hashed in C; a UUID's own
+    hash is a Python call, three per cached message).
     """
 
     def __init__(self, max_entries: int) -> None:
@@ -107,25 +109,24 @@ class BodyCache:
             raise ValidationError(f"max_entries must be an int >= 0, got {max_entries!r}", value=max_entries)
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[uuid.UUID, int], Message] = OrderedDict()
-        self._at: dict[tuple[uuid.UUID, uuid.UUID, int], int] = {}  # coordinate -> message_id
+        self._items: OrderedDict[tuple[int, int], Message] = OrderedDict()
+        self._at: dict[tuple[int, int, int], int] = {}  # (tenant, conversation, seq) -> message_id
 
     def get(self, tenant_id: uuid.UUID, message_id: int) -> Message | None:
-        with self._lock:
-            message = self._items.get((tenant_id, message_id))
-            if message is not None:
-                self._items.move_to_end((tenant_id, message_id))
-            return message
+        return self.get_many(tenant_id, (message_id,)).get(message_id)
 
     def get_many(self, tenant_id: uuid.UUID, message_ids: Iterable[int]) -> dict[int, Message]:
         """The cached ones of ``message_ids`` (one lock for the whole batch)."""
         found: dict[int, Message] = {}
+        tenant = parse_uuid(tenant_id).int
         with self._lock:
             items = self._items
+            if not items:
+                return found
             for message_id in message_ids:
-                message = items.get((tenant_id, message_id))
+                message = items.get((tenant, message_id))
                 if message is not None:
-                    items.move_to_end((tenant_id, message_id))
+                    items.move_to_end((tenant, message_id))
                     found[message_id] = message
         return found
 
@@ -138,39 +139,42 @@ class BodyCache:
         with self._lock:
             items, at = self._items, self._at
             for message in messages:
-                key = (message.tenant_id, message.message_id)
+                tenant = message.tenant_id.int
+                key = (tenant, message.message_id)
+                if key in items:
+                    items.move_to_end(key)
                 items[key] = message
-                items.move_to_end(key)
-                at[(message.tenant_id, message.conversation_id, message.conversation_seq)] = message.message_id
+                at[(tenant, message.conversation_id.int, message.conversation_seq)] = message.message_id
             while len(items) > self.max_entries:
-                _, evicted = items.popitem(last=False)
-                at.pop((evicted.tenant_id, evicted.conversation_id, evicted.conversation_seq), None)
+                (tenant, _), evicted = items.popitem(last=False)
+                at.pop((tenant, evicted.conversation_id.int, evicted.conversation_seq), None)
 
     def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
-        tenant_id = parse_uuid(tenant_id)
+        tenant = parse_uuid(tenant_id).int
         with self._lock:
-            message = self._items.pop((tenant_id, message_id), None)
+            message = self._items.pop((tenant, message_id), None)
             if message is not None:
-                self._at.pop((tenant_id, message.conversation_id, message.conversation_seq), None)
+                self._at.pop((tenant, message.conversation_id.int, message.conversation_seq), None)
 
     def discard_at(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                    conversation_seq: int) -> None:
         """Drop the message at a coordinate (recall / edit know the coordinate, not the id)."""
-        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        tenant, conversation = parse_uuid(tenant_id).int, parse_uuid(conversation_id).int
         with self._lock:
-            message_id = self._at.pop((tenant_id, conversation_id, conversation_seq), None)
+            message_id = self._at.pop((tenant, conversation, conversation_seq), None)
             if message_id is not None:
-                self._items.pop((tenant_id, message_id), None)
+                self._items.pop((tenant, message_id), None)
 
     def discard_conversation(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int:
         """Drop every cached message of one conversation (crypto-erasure); returns how many."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        tenant, conversation = tenant_id.int, conversation_id.int
         with self._lock:
             doomed = [(key, m) for key, m in self._items.items()
-                      if key[0] == tenant_id and m.conversation_id == conversation_id]
+                      if key[0] == tenant and m.conversation_id == conversation_id]
             for key, message in doomed:
                 del self._items[key]
-                self._at.pop((tenant_id, conversation_id, message.conversation_seq), None)
+                self._at.pop((tenant, conversation, message.conversation_seq), None)
             return len(doomed)
 
     def clear(self) -> None:
@@ -229,21 +233,29 @@ class BatchReader:
                 f"SELECT {columns} FROM {{ks}}.{table} WHERE {_PARTITION} AND {predicate}")
         return stmt
 
-    def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
-        tenant_id = parse_uuid(tenant_id)
+    def _coordinates(self, entries: Iterable[BatchEntry]) -> tuple[dict[int, tuple[uuid.UUID, int]], int]:
+        """Every entry checked: (message_id -> (conversation, seq) of the entries to read, inline
+        entries skipped)."""
         if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
             raise ValidationError(f"batch entries must be an iterable of BatchEntry, got {type(entries).__name__}",
                                   field="entries")
-        width = self.constants.message_seq_bucket_width
         inline_skipped = 0
         coordinates: dict[int, tuple[uuid.UUID, int]] = {}
+        given: Any = _NONE  # the last entry's conversation_id as given, and parsed
+        parsed: Any = None
         for entry in entries:
-            if not isinstance(entry, BatchEntry):
+            if type(entry) is not BatchEntry and not isinstance(entry, BatchEntry):
                 raise ValidationError(f"batch entries must be BatchEntry, got {type(entry).__name__}")
             # Every entry is checked, inline ones too: a malformed entry is a caller bug
-            # whether or not this batch happens to need its coordinate.
-            conversation_id = parse_uuid(entry.conversation_id)
-            seq = check_conversation_seq(entry.conversation_seq)
+            # whether or not this batch happens to need its coordinate. The plain shapes (a UUID,
+            # an int seq in range, an int u128) pass inline; anything else takes the checked path,
+            # which raises the typed error or normalises it.
+            if entry.conversation_id is not given:  # entries of one conversation share its id object
+                given, parsed = entry.conversation_id, parse_uuid(entry.conversation_id)
+            conversation_id = parsed
+            seq = entry.conversation_seq
+            if type(seq) is not int or not 0 < seq < BIT63:
+                seq = check_conversation_seq(seq)
             if type(entry.message_id) is not int or not 0 <= entry.message_id <= U128_MAX:
                 u128_to_blob(entry.message_id)  # raises the typed error for a non-u128
             if entry.inline_body is not None:
@@ -252,24 +264,21 @@ class BatchReader:
                                           field="inline_body", message_id=entry.message_id)
                 inline_skipped += 1
                 continue
-            seen = coordinates.setdefault(entry.message_id, (conversation_id, seq))
-            if seen != (conversation_id, seq):
+            coordinate = (conversation_id, seq)
+            seen = coordinates.setdefault(entry.message_id, coordinate)
+            if seen is not coordinate and seen != coordinate:
                 raise ValidationError(f"message_id {entry.message_id} is given two coordinates {seen} and "
-                                      f"{(conversation_id, seq)}", message_id=entry.message_id)
+                                      f"{coordinate}", message_id=entry.message_id)
+        return coordinates, inline_skipped
 
-        messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
-        lru_hits = len(messages)
-        hot_hits = 0
-        if self._hot is not None:
-            held = self._hot.lookup(tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages})
-            held = {mid: m for mid, m in held.items() if mid in coordinates and m.message_id == mid}
-            messages.update(held)
-            hot_hits = len(held)
+    def _plan(self, tenant_id: uuid.UUID, missing: Mapping[int, tuple[uuid.UUID, int]]) -> tuple[
+            list[tuple[Stmt, tuple[Any, ...]]], list[tuple[str, _Group]], int]:
+        """The statements that read ``missing`` (grouped by partition: records and summaries), who
+        owns each result, and the number of groups."""
+        width = self.constants.message_seq_bucket_width
         groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
-        for message_id, (conversation_id, seq) in coordinates.items():
-            if message_id not in messages:
-                groups.setdefault((conversation_id, seq_bucket(seq, width)), {})[seq] = message_id
-
+        for message_id, (conversation_id, seq) in missing.items():  # seqs checked: the bucket is their division
+            groups.setdefault((conversation_id, seq // width), {})[seq] = message_id
         statements: list[tuple[Stmt, tuple[Any, ...]]] = []
         owners: list[tuple[str, _Group]] = []
         for (conversation_id, bucket), wanted in groups.items():
@@ -279,6 +288,30 @@ class BatchReader:
                 for table in ("record", "summary"):
                     statements.append((self._stmt(f"{table}_{kind}"), (tenant_id, conversation_id, bucket, *args)))
                     owners.append((table, group))
+        return statements, owners, len(groups)
+
+    def statements(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> list[tuple[Stmt, tuple]]:
+        """The CQL :meth:`read` issues for ``entries`` when nothing is cached (no LRU or hot-window
+        hit): one request per (conversation, bucket) group and table, or per IN-list chunk. For the
+        benchmark's raw fetch of the same rows."""
+        tenant_id = parse_uuid(tenant_id)
+        coordinates, _ = self._coordinates(entries)
+        return self._plan(tenant_id, coordinates)[0]
+
+    def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
+        tenant_id = parse_uuid(tenant_id)
+        width = self.constants.message_seq_bucket_width
+        coordinates, inline_skipped = self._coordinates(entries)
+        messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
+        lru_hits = len(messages)
+        hot_hits = 0
+        if self._hot is not None:
+            held = self._hot.lookup(tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages})
+            held = {mid: m for mid, m in held.items() if mid in coordinates and m.message_id == mid}
+            messages.update(held)
+            hot_hits = len(held)
+        statements, owners, groups = self._plan(
+            tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages} if messages else coordinates)
         results = self.connection.execute_concurrent(statements, concurrency=self.concurrency) if statements else []
 
         summaries: dict[int, ReactionSummary] = {}
@@ -293,8 +326,9 @@ class BatchReader:
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
             ours = []
+            wanted = group.wanted
             for row in whole_rows(rows, self.ctx):
-                message_id = group.wanted.get(row.conversation_seq)
+                message_id = wanted.get(row.conversation_seq)
                 # a row whose message_id differs is another message at that coordinate: not ours
                 if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
                     continue
@@ -308,6 +342,6 @@ class BatchReader:
             if message_id in messages:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)
         missing = tuple(mid for mid in coordinates if mid not in messages)
-        return BatchResult(messages=messages, summaries=summaries, groups=len(groups), requests=len(statements),
+        return BatchResult(messages=messages, summaries=summaries, groups=groups, requests=len(statements),
                            lru_hits=lru_hits, inline_skipped=inline_skipped, missing=missing, decoded=decoded,
                            hot_hits=hot_hits)

@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lab.constants import Constants
-from lab.store.crypto import Encryptor
-from lab.errors import CryptoError, KeyDestroyed, ValidationError
+from cryptography.exceptions import InvalidTag
+
+from lab.store.crypto import NONCE_BYTES, Encryptor
+from lab.store.crypto.encryptor import MIN_BLOB_BYTES
+from lab.errors import CryptoError, DecryptError, KeyDestroyed, ValidationError
 from lab.store.rows.encoded import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord
-from lab.store.rows.ids import DekId, blob_to_u128, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
+from lab.store.rows.ids import BIT63, DekId, blob_to_u128, parse_uuid, check_bigint, check_conversation_seq, seq_bucket, u128_to_blob
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import MessageState, MessageType, RetentionClass, parse_enum
 
@@ -193,52 +196,11 @@ def _opt_u128(value: Any) -> int | None:
     return None if value is None else blob_to_u128(value)
 
 
-def _message(fields: dict[str, Any]) -> Message:
-    """A Message from every one of its fields, without the frozen dataclass __init__ (23
-    ``object.__setattr__`` calls: 6 µs, a sixth of a row's decode; read paths build one per row).
-    ``fields`` must name each field exactly once (tests/unit/test_records_decode.py)."""
-    message = object.__new__(Message)
-    message.__dict__.update(fields)
-    return message
-
-
-Opener = Callable[[bytes, int], bytes]
-
-
 def decode_row(row: Any, encryptor: Encryptor) -> Message:
     """A :class:`Message` from a driver row of ``SELECT * FROM message_record`` (or a mapping
     with the same column names). Raises CryptoError (DecryptError / KeyDestroyed) when the
     payload cannot be opened: an erased conversation reads as an error, not as empty text."""
-    return _decode(row, encryptor, {})
-
-
-def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False) -> list[Message | None]:
-    """:func:`decode_row` of each row, the key looked up once per (conversation, dek_id) of the
-    rows instead of once per row (``Encryptor.opener``). ``skip_destroyed``: a row whose key was
-    crypto-erased decodes as None instead of raising KeyDestroyed (a batch reports it missing)."""
-    openers: dict[tuple[Any, Any, DekId], Opener] = {}
-    out: list[Message | None] = []
-    for row in rows:
-        try:
-            out.append(_decode(row, encryptor, openers))
-        except KeyDestroyed:
-            if not skip_destroyed:
-                raise
-            out.append(None)
-    return out
-
-
-def _opener(encryptor: Encryptor, openers: dict, tenant_id: Any, conversation_id: Any, dek_id: DekId) -> Opener:
-    key = (tenant_id, conversation_id, dek_id)
-    opener = openers.get(key)
-    if opener is None:
-        try:
-            opener = encryptor.opener(tenant_id=tenant_id, conversation_id=conversation_id, dek_id=dek_id)
-        except CryptoError as exc:  # every row of that key fails the same way, without asking again
-            def opener(_blob: bytes, _seq: int, exc: CryptoError = exc) -> bytes:
-                raise exc
-        openers[key] = opener
-    return opener
+    return decode_rows((row,), encryptor)[0]  # type: ignore[return-value]
 
 
 # row classes whose fields are MESSAGE_RECORD_COLUMNS in order (one per connection's row-class cache,
@@ -253,8 +215,6 @@ def _columns(row: Any) -> tuple[Any, ...]:
     kind = type(row)
     if kind in _ORDERED_ROW_TYPES:
         return row
-    if kind is EncodedRecord:  # the hot window's copies
-        return row.columns()
     if getattr(row, "_fields", None) == MESSAGE_RECORD_COLUMNS and isinstance(row, tuple):
         if len(_ORDERED_ROW_TYPES) < _ORDERED_ROW_TYPES_MAX:
             _ORDERED_ROW_TYPES.add(kind)
@@ -263,40 +223,123 @@ def _columns(row: Any) -> tuple[Any, ...]:
     return tuple(get(name) for name in MESSAGE_RECORD_COLUMNS)
 
 
-def _decode(row: Any, encryptor: Encryptor, openers: dict) -> Message:
-    (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
-     client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
-     recall_seq, edited_at, created_at, retention_class, dek) = _columns(row)
-    if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
-            or last_activity_id is None:
-        values = dict(zip(MESSAGE_RECORD_COLUMNS, _columns(row)))
-        missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
-        raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
-                              conversation_seq=seq)
-    dek_id = None if dek is None else _dek_id(tuple(dek))
-    body, e2ee = b"", False
-    if payload is not None:
-        if dek_id is None:
-            raise ValidationError("row has a payload but no dek_id", column="dek_id", conversation_seq=seq)
-        body, e2ee = _envelope(_opener(encryptor, openers, tenant_id, conversation_id, dek_id)(payload, seq), seq)
-    return _message({
-        "tenant_id": tenant_id, "conversation_id": conversation_id, "seq_bucket": bucket, "conversation_seq": seq,
-        "message_id": blob_to_u128(message_id), "last_activity_id": blob_to_u128(last_activity_id),
-        "sender_id": sender_id, "sender_device_id": sender_device_id,
-        "client_message_id": client_message_id or "",
-        "message_type": _enum(MessageType, message_type),
-        "custom_type": custom_type,
-        "schema_version": schema_version or RECORD_SCHEMA_VERSION,
-        "body": body, "e2ee": e2ee,
-        "media": None if media is None else MediaMetadata.decode(media),
-        "reply_to_conversation_seq": reply_to,
-        "mentions": None if mentions is None else MentionTargets.decode(mentions),
-        # Recalled stays recalled: only a recall sets the coordinate (lab.store.write.recall), so a row
-        # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
-        "state": MessageState.RECALLED if recall_seq is not None else _enum(MessageState, state or 0),
-        "recall_event_conversation_seq": recall_seq,
-        "edited_at_activity_id": _opt_u128(edited_at),
-        "created_at_ms": created_at or 0,
-        "retention_class": _enum(RetentionClass, retention_class or 0),
-        "dek_id": dek_id,
-    })
+class _Keys:
+    """The opening keys of one batch by (tenant, conversation, dek_id), each looked up once
+    (``Encryptor.opening_key``); a key that failed fails every row of it the same way."""
+
+    def __init__(self, encryptor: Encryptor) -> None:
+        self._encryptor = encryptor
+        self._keys: dict[tuple[int, int, Any], tuple[Any, bytes, bytes, DekId] | CryptoError] = {}
+
+    def get(self, tenant_id: Any, conversation_id: Any, dek: Any) -> tuple[Any, bytes, bytes, DekId] | CryptoError:
+        slot = (tenant_id.int, conversation_id.int, dek if type(dek) is tuple else tuple(dek))
+        found = self._keys.get(slot)
+        if found is None:
+            dek_id = _dek_id(slot[2])
+            try:
+                found = (*self._encryptor.opening_key(tenant_id=tenant_id, conversation_id=conversation_id,
+                                                      dek_id=dek_id), dek_id)
+            except CryptoError as exc:
+                found = exc
+            self._keys[slot] = found
+        return found
+
+
+_UUID = uuid.UUID
+_TEXT = MessageType.TEXT
+_NORMAL, _RECALLED = MessageState.NORMAL, MessageState.RECALLED
+_DEFAULT_CLASS = RetentionClass.DEFAULT
+_TYPES, _STATES, _CLASSES = (_ENUM_BY_VALUE[c] for c in (MessageType, MessageState, RetentionClass))
+
+
+def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False) -> list[Message | None]:
+    """:func:`decode_row` of each row, in one pass: the key of each (conversation, dek_id) of the
+    rows is looked up once (``Encryptor.opening_key``), and a row of the common shape (the store's
+    own SELECT, whole, a sealed blob) is opened and built inline, without per-row calls into the
+    checks that only an unusual row needs (those rows take the checked path and raise what it
+    raises). ``skip_destroyed``: a row whose key was crypto-erased decodes as None instead of
+    raising KeyDestroyed (a batch reports it missing)."""
+    keys = _Keys(encryptor)
+    out: list[Message | None] = []
+    append = out.append
+    new, from_bytes, ordered = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES
+    last: tuple[Any, int, int, Any] = (None, -1, -1, None)  # (dek, tenant, conversation) of the last key, the key
+    for row in rows:
+        (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
+         client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
+         recall_seq, edited_at, created_at, retention_class, dek) = row if type(row) in ordered else _columns(row)
+        if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
+                or last_activity_id is None:
+            values = dict(zip(MESSAGE_RECORD_COLUMNS, _columns(row)))
+            missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
+            raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
+                                  conversation_seq=seq)
+        body, e2ee, dek_id = b"", False, None
+        if payload is not None:
+            if dek is None:
+                raise ValidationError("row has a payload but no dek_id", column="dek_id", conversation_seq=seq)
+            if dek == last[0] and type(tenant_id) is _UUID and type(conversation_id) is _UUID \
+                    and tenant_id.int == last[1] and conversation_id.int == last[2]:
+                key = last[3]  # rows of one read mostly share one key: no lookup
+            else:
+                tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+                key = keys.get(tenant_id, conversation_id, dek)
+                last = (dek, tenant_id.int, conversation_id.int, key)
+            if type(key) is not tuple:
+                if skip_destroyed and isinstance(key, KeyDestroyed):
+                    append(None)
+                    continue
+                raise key
+            cipher, prefix, version, dek_id = key
+            if type(payload) is bytes and len(payload) >= MIN_BLOB_BYTES and type(seq) is int and 0 <= seq < BIT63:
+                view = memoryview(payload)
+                try:
+                    envelope = cipher.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:],
+                                              prefix + seq.to_bytes(8, "big") + version)
+                except InvalidTag:
+                    raise DecryptError("authentication failed: wrong key, wrong row (AAD) or tampered ciphertext",
+                                       tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq,
+                                       dek_id=dek_id) from None
+            else:  # the unusual blob or seq: decrypt() checks and names it
+                envelope = encryptor.decrypt(payload, tenant_id=tenant_id, conversation_id=conversation_id,
+                                             conversation_seq=seq, dek_id=dek_id)
+            flag = envelope[0] if envelope else -1
+            if flag == ENVELOPE_PLAIN:
+                body = envelope[ENVELOPE_FLAG_BYTES:]
+            elif flag == ENVELOPE_E2EE:
+                body, e2ee = envelope[ENVELOPE_FLAG_BYTES:], True
+            else:
+                body, e2ee = _envelope(envelope, seq)  # raises: no valid flag byte
+        elif dek is not None:
+            dek_id = _dek_id(dek if type(dek) is tuple else tuple(dek))
+        message = new(Message)
+        message.__dict__.update({  # every field once (tests/unit/test_records_decode.py), no dataclass __init__
+            "tenant_id": tenant_id, "conversation_id": conversation_id, "seq_bucket": bucket, "conversation_seq": seq,
+            "message_id": from_bytes(message_id, "big") if type(message_id) is bytes and len(message_id) == 16
+            else blob_to_u128(message_id),
+            "last_activity_id": from_bytes(last_activity_id, "big")
+            if type(last_activity_id) is bytes and len(last_activity_id) == 16 else blob_to_u128(last_activity_id),
+            "sender_id": sender_id, "sender_device_id": sender_device_id,
+            "client_message_id": client_message_id or "",
+            "message_type": _TEXT if message_type == 1 and type(message_type) is int
+            else _TYPES.get(message_type) or _enum(MessageType, message_type),
+            "custom_type": custom_type,
+            "schema_version": schema_version or RECORD_SCHEMA_VERSION,
+            "body": body, "e2ee": e2ee,
+            "media": None if media is None else MediaMetadata.decode(media),
+            "reply_to_conversation_seq": reply_to,
+            "mentions": None if mentions is None else MentionTargets.decode(mentions),
+            # Recalled stays recalled: only a recall sets the coordinate (lab.store.write.recall), so a row
+            # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
+            "state": _RECALLED if recall_seq is not None else _NORMAL if not state
+            else _STATES.get(state) or _enum(MessageState, state),
+            "recall_event_conversation_seq": recall_seq,
+            "edited_at_activity_id": _opt_u128(edited_at),
+            "created_at_ms": created_at or 0,
+            "retention_class": _DEFAULT_CLASS if not retention_class
+            else _CLASSES.get(retention_class) or _enum(RetentionClass, retention_class),
+            "dek_id": dek_id,
+        })
+        append(message)
+    return out
+

@@ -12,7 +12,8 @@ written by the statements the commit path and the archiver use
 writes it (an already-expired message is skipped, as the archiver skips it).
 
 What seeding skips: the client_dedup LWT (``dedup=True`` writes the COMMITTED row directly),
-the outbox and the asynchronous head update. Set the head with ``store.apply_head`` and
+the outbox (:meth:`Seeder.log_append` builds a message's append for a caller to make) and the
+asynchronous head update. Set the head with ``store.apply_head`` and
 seq floors (holes) with ``store.advance_seq``; ids for new messages come from the store's
 own allocator (:meth:`Seeder.allocate`), so seeded and sent messages never share a seq.
 :meth:`Seeder.conversation` does all of it for a run of new messages (ids, rows, head).
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from lab.cluster.connection import Stmt
@@ -36,7 +37,8 @@ from lab.store.rows.model import DedupState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, EncodedRecord, Message, encode_record
 from lab.store.write.head import HeadUpdate
 from lab.store.write.head_writer import HeadWriter
-from lab.store.write.send import SendAck, record_statements
+from lab.store.outbox import Outbox, OutboxEntry
+from lab.store.write.send import SendAck, message_log_record, record_statements
 from lab.store.write.sequence import Allocation, SequenceAllocator
 
 __all__ = ["FULL_TTL", "SEED_CONCURRENCY", "STAMP_NOW", "Seeder"]
@@ -57,10 +59,12 @@ class Seeder:
 
     record_columns = MESSAGE_RECORD_COLUMNS  # the order of :meth:`record_values`
 
-    def __init__(self, ctx: StoreContext, sequences: SequenceAllocator, head: HeadWriter) -> None:
+    def __init__(self, ctx: StoreContext, sequences: SequenceAllocator, head: HeadWriter,
+                 log: Outbox | None = None) -> None:
         self._ctx = ctx
         self._sequences = sequences
         self._head = head
+        self._log = log
 
     def allocate(self, tenant_id: IdLike, conversation_id: IdLike) -> Allocation:
         """The next conversation_seq of this writer with fresh message_id / last_activity_id,
@@ -115,6 +119,15 @@ class Seeder:
                       record.conversation_seq, int(DedupState.COMMITTED), record.created_at)
             items.append((stmt, values + (() if timestamp_us is None else (timestamp_us,))))
         return items
+
+    def log_append(self, message: Message) -> Callable[[], OutboxEntry]:
+        """The message's outbox append exactly as the commit path's step 4 makes it
+        (``lab.store.write.send.message_log_record``), sealed and serialised now; calling the
+        result appends it to this store's log, durably, through the log's group commit. For the
+        benchmark's send floor, which pays the log's own cost and no encoding."""
+        if self._log is None:
+            raise ValidationError("this seeder has no log to append to", field="log")
+        return self._log.prepare(message_log_record(self._encode(message)))
 
     def write(self, messages: Iterable[Message], *, ttl_seconds: TtlChoice = None,
               timestamp_us: StampChoice = None, index: bool = True, dedup: bool = False,

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
 __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
-           "record_statements"]
+           "message_log_record", "record_statements"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
 # and bounds the partition key of client_dedup.
@@ -185,6 +185,14 @@ def record_statements(ctx: StoreContext, record: EncodedRecord, ttl_seconds: int
     return statements
 
 
+def message_log_record(record: EncodedRecord) -> OutboxRecord:
+    """Step 4's log record of one message: its encoded row (the archiver and the hot window rebuild
+    the row from it). The send path and the seeder's ``log_append`` (the benchmark's send floor)
+    append exactly this."""
+    return OutboxRecord(tenant_id=record.tenant_id, conversation_id=record.conversation_id,
+                        conversation_seq=record.conversation_seq, payload=MessagePayload(record=record))
+
+
 class WritePath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, head: HeadWriter,
                  archiver_mode: bool = False, hot: HotWindow | None = None) -> None:
@@ -245,9 +253,7 @@ class WritePath:
             self.hot.put(record)
         self.ctx.faults.hit("after_record")
         if entry is None:
-            entry = self.outbox.append(OutboxRecord(
-                tenant_id=req.tenant_id, conversation_id=req.conversation_id, conversation_seq=seq,
-                payload=MessagePayload(record=record)))
+            entry = self.outbox.append(message_log_record(record))
             if entry.duplicate:  # first append wins; a fresh entry holds our own record
                 record = _logged_record(entry)
             if entry.duplicate and not self.archiver_mode:

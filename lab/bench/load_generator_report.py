@@ -1,0 +1,219 @@
+"""What ``lab bench load`` reports (``bench/load.json``) and its closing note.
+
+Per side of each comparison (:class:`ThroughputRun`): calls, throughput, service latency and the
+client's CPU over the measured window, as CPU per call, so the load generator's own cost shows
+beside the store's: ``cpu_per_call`` ratios are Locust's CPU per call over the plain thread
+pool's CPU per call, for the same store calls at the same concurrency (1.0: Locust adds nothing
+to the store's client cost; issue 24's goal: at most 1.25). Per operation of the chat profile,
+the loader CPU per call and the calls/s one loader core sustains (:mod:`lab.load.operation_cpu`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.load.loadgen_cpu import CpuWindow
+from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu
+from lab.load.summary import StepSummary
+from lab.measure import LatencySummary, a_over_b
+from lab.results import units
+
+__all__ = ["CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase",
+           "ThroughputRun"]
+
+RATIO_DIGITS = 3
+STAIRCASE_FRACTIONS = "50/75/90/105%"
+CPU_RATIO_GOAL = 1.25  # Locust's CPU per call over the plain pool's, at most (issue 24)
+FIXED_RATE_FRACTION = 0.5  # the fixed-rate pair runs at this share of the lower measured send maximum
+_MS_PER_S = 1000.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchParams:
+    seconds: float = 15.0
+    warmup_seconds: float = 3.0
+    concurrency: int = 32
+    processes: int = 1
+    step_seconds: float = 10.0
+    seed_size: str = "small"
+
+    @classmethod
+    def preset(cls, *, quick: bool) -> LoadBenchParams:
+        return cls(seconds=8, warmup_seconds=2, concurrency=16, step_seconds=6, seed_size="tiny") if quick else cls()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThroughputRun:
+    """One side of a comparison: a plain client or a Locust run, closed loop or at a fixed rate."""
+
+    calls: int
+    errors: int
+    throughput: float                      # calls per second over the measured window
+    service_us: LatencySummary
+    client_cpu_percent_of_one_core: float | None = None  # plain client: this process
+    loadgen_cpu: CpuWindow | None = None   # Locust: its processes
+    measured_seconds: float | None = None
+    requested_rate: float | None = None    # a fixed-rate side: the rate it was asked for
+    audit_ok: bool | None = None
+    load_dir: str | None = None
+
+    @property
+    def cpu_percent_of_one_core(self) -> float | None:
+        if self.load_dir is None:
+            return self.client_cpu_percent_of_one_core
+        return self.loadgen_cpu.mean_percent_of_one_core if self.loadgen_cpu is not None else None
+
+    @property
+    def cpu_ms_per_call(self) -> float | None:
+        """The client's CPU over the measured window per call (the plain process, or Locust's)."""
+        cpu = self.cpu_percent_of_one_core
+        if cpu is None or not self.calls or not self.measured_seconds:
+            return None
+        return round(cpu / 100 * self.measured_seconds * _MS_PER_S / self.calls, 4)
+
+    @property
+    def calls_per_core_second(self) -> float | None:
+        ms = self.cpu_ms_per_call
+        return round(_MS_PER_S / ms, 1) if ms else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"calls": self.calls, "errors": self.errors, "throughput": self.throughput,
+                               "service_us": self.service_us.to_json(), "measured_seconds": self.measured_seconds,
+                               "cpu_ms_per_call": self.cpu_ms_per_call,
+                               "calls_per_core_second": self.calls_per_core_second}
+        if self.requested_rate is not None:
+            out["requested_rate"] = self.requested_rate
+        if self.load_dir is None:
+            out["client_cpu_percent_of_one_core"] = self.client_cpu_percent_of_one_core
+        else:
+            out.update(loadgen_cpu=self.loadgen_cpu.to_json() if self.loadgen_cpu else None, audit_ok=self.audit_ok,
+                       load_dir=self.load_dir)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Staircase:
+    max_rate: float
+    load_dir: str
+    audit_ok: bool | None
+    steps: tuple[StepSummary, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"max_rate": self.max_rate, "load_dir": self.load_dir, "audit_ok": self.audit_ok,
+                "steps": [s.to_json() for s in self.steps]}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationCosts:
+    """The chat profile under Locust: loader CPU per call and calls/s per loader core, per operation."""
+
+    profile: str
+    load_dir: str
+    run: ThroughputRun
+    operations: Mapping[str, OperationCpu]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"profile": self.profile, "load_dir": self.load_dir, "run": self.run.to_json(), "note": APPORTIONED_NOTE,
+                "operations": {op: c.to_json() for op, c in self.operations.items()}}
+
+
+def _cpu_ratio(locust: ThroughputRun | None, plain: ThroughputRun | None) -> float | None:
+    if locust is None or plain is None:
+        return None
+    return a_over_b(locust.cpu_ms_per_call, plain.cpu_ms_per_call, digits=RATIO_DIGITS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchReport:
+    run_id: str
+    params: LoadBenchParams
+    keyspace: str
+    environment: Mapping[str, Any]
+    plain_send: ThroughputRun
+    locust_send: ThroughputRun
+    locust_read: ThroughputRun
+    plain_read: ThroughputRun
+    staircase: Staircase
+    plain_send_fixed: ThroughputRun | None = None
+    locust_send_fixed: ThroughputRun | None = None
+    chat: OperationCosts | None = None
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ratio_send(self) -> float | None:
+        """Locust / plain send throughput: 1.0 = the load generator costs nothing."""
+        return a_over_b(self.locust_send.throughput, self.plain_send.throughput, digits=RATIO_DIGITS)
+
+    @property
+    def ratio_read(self) -> float | None:
+        return a_over_b(self.locust_read.throughput, self.plain_read.throughput, digits=RATIO_DIGITS)
+
+    @property
+    def cpu_ratios(self) -> dict[str, float | None]:
+        """Locust's CPU per call over the plain pool's, same calls and concurrency (goal <= CPU_RATIO_GOAL)."""
+        return {"send_max": _cpu_ratio(self.locust_send, self.plain_send),
+                "read_max": _cpu_ratio(self.locust_read, self.plain_read),
+                "send_fixed_rate": _cpu_ratio(self.locust_send_fixed, self.plain_send_fixed)}
+
+    @property
+    def closing_note(self) -> str:
+        ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
+        r = self.cpu_ratios
+        lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run "
+                 f"(throughput ratio; client CPU per call, Locust / plain, goal <= {CPU_RATIO_GOAL}):",
+                 f"  send max: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
+                 f"{self.ratio_send}; CPU per call {_ms(ls)} vs {_ms(ps)} -> {r['send_max']}",
+                 f"  read max: Locust {units.rate(lr.throughput)} vs plain {units.rate(pr.throughput)} -> ratio "
+                 f"{self.ratio_read}; CPU per call {_ms(lr)} vs {_ms(pr)} -> {r['read_max']}"]
+        fl, fp = self.locust_send_fixed, self.plain_send_fixed
+        if fl is not None and fp is not None:
+            lines.append(f"  send at a fixed {units.rate(fp.requested_rate)}: Locust {units.rate(fl.throughput)} vs plain "
+                         f"{units.rate(fp.throughput)}; CPU per call {_ms(fl)} vs {_ms(fp)} -> {r['send_fixed_rate']}")
+        lines.append(f"  calls/s per loader core: send {units.rate(ls.calls_per_core_second)} (plain "
+                     f"{units.rate(ps.calls_per_core_second)}), history reads {units.rate(lr.calls_per_core_second)} "
+                     f"(plain {units.rate(pr.calls_per_core_second)})")
+        if self.chat is not None and self.chat.operations:
+            lines.append(f"  {self.chat.profile} profile under Locust, per operation (loader CPU per call; calls/s one "
+                         "loader core sustains; the calling thread's CPU measured, the rest apportioned):")
+            lines += [f"    {op:<18} {units.fmt(c.loader_cpu_ms_per_call)} ms  "
+                      f"{units.rate(c.calls_per_loader_core_second)}  ({c.calls} calls)"
+                      for op, c in sorted(self.chat.operations.items())]
+        lines.append(f"staircase (send_only, fixed rate, max {units.rate(self.staircase.max_rate)}; p99 corrected for "
+                     "coordinated omission, then service time):")
+        for st in self.staircase.steps:
+            cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+            lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
+                         f"p99 {units.ms(st.corrected_us.p99)} (service {units.ms(st.service_us.p99)})  "
+                         f"load generator CPU {units.fmt(cpu)}% of one core")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"run_id": self.run_id, "params": asdict(self.params), "keyspace": self.keyspace,
+               "environment": dict(self.environment), "plain_send": self.plain_send.to_json(),
+               "locust_send": self.locust_send.to_json(), "locust_read": self.locust_read.to_json(),
+               "plain_read": self.plain_read.to_json(), "ratio_send": self.ratio_send, "ratio_read": self.ratio_read,
+               "cpu_per_call_ratios": self.cpu_ratios, "cpu_ratio_goal": CPU_RATIO_GOAL,
+               "staircase": self.staircase.to_json()}
+        if self.plain_send_fixed is not None and self.locust_send_fixed is not None:
+            out.update(plain_send_fixed=self.plain_send_fixed.to_json(),
+                       locust_send_fixed=self.locust_send_fixed.to_json())
+        if self.chat is not None:
+            out["operation_cpu"] = self.chat.to_json()
+        return {**out, "closing_note": self.closing_note}
+
+
+def _ms(run: ThroughputRun) -> str:
+    return f"{units.fmt(run.cpu_ms_per_call)} ms"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBenchResult:
+    run_dir: Path
+    json_path: Path
+    report: LoadBenchReport
+
+    @property
+    def closing_note(self) -> str:
+        return self.report.closing_note

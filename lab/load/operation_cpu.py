@@ -1,0 +1,60 @@
+"""Loader CPU per operation: what one store call of each kind costs the load process.
+
+A load process runs a mix (send, history pages, batch reads, reactions ...) and its CPU is
+sampled as a whole (:mod:`lab.load.loadgen_cpu`). Per operation the lab measures the CPU of the
+native thread that ran each call (``time.thread_time_ns`` around the store call in the Locust
+worker's thread pool): the store's client work on the caller's side (validation, encoding,
+sealing, binding, waiting is free). The rest of the process's CPU, the driver's I/O thread
+(responses parsed there), the head writer, Locust and the gevent hub, is not attributable call
+by call; it is shared out in proportion to each operation's caller CPU (:func:`apportion`).
+So ``loader_cpu_ms_per_call`` is measured for the caller's part and apportioned for the
+rest, and the report says so; ``calls_per_loader_core_second`` is its inverse, the rate one
+loader core sustains of that operation alone.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["APPORTIONED_NOTE", "OperationCpu", "apportion"]
+
+APPORTIONED_NOTE = ("caller-thread CPU per call measured per operation; the process's other CPU (driver I/O "
+                    "thread, head writer, Locust) shared out in proportion")
+_MS_PER_S = 1000.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationCpu:
+    """One operation's loader CPU over a measured window."""
+
+    calls: int
+    caller_cpu_ms_per_call: float           # measured in the thread that ran the call
+    loader_cpu_ms_per_call: float | None    # caller CPU + its share of the process's other CPU
+    calls_per_loader_core_second: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"calls": self.calls, "caller_cpu_ms_per_call": round(self.caller_cpu_ms_per_call, 4),
+                "loader_cpu_ms_per_call": None if self.loader_cpu_ms_per_call is None
+                else round(self.loader_cpu_ms_per_call, 4),
+                "calls_per_loader_core_second": None if self.calls_per_loader_core_second is None
+                else round(self.calls_per_loader_core_second, 1)}
+
+
+def apportion(calls: Mapping[str, int], caller_cpu_seconds: Mapping[str, float],
+              process_cpu_seconds: float | None) -> dict[str, OperationCpu]:
+    """Per operation with calls: its caller CPU per call, and with the process's CPU over the same
+    window (None: not sampled) the loader CPU per call, the process's CPU beyond the callers'
+    shared in proportion to each operation's caller CPU (never less than the caller CPU itself)."""
+    ops = {op: n for op, n in calls.items() if n > 0 and op in caller_cpu_seconds}
+    callers = sum(caller_cpu_seconds[op] for op in ops)
+    scale = None
+    if process_cpu_seconds is not None and process_cpu_seconds > 0 and callers > 0:
+        scale = max(1.0, process_cpu_seconds / callers)
+    out = {}
+    for op, n in ops.items():
+        caller_ms = _MS_PER_S * caller_cpu_seconds[op] / n
+        loader_ms = None if scale is None else caller_ms * scale
+        out[op] = OperationCpu(calls=n, caller_cpu_ms_per_call=caller_ms, loader_cpu_ms_per_call=loader_ms,
+                               calls_per_loader_core_second=_MS_PER_S / loader_ms if loader_ms else None)
+    return out
