@@ -12,6 +12,7 @@ the password: the kernel inherits ``LAB_PASSWORD`` from the environment instead)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -140,7 +141,32 @@ def ipc_kernel_manager() -> type:
         def _transport_default(self) -> str:
             return "ipc"
 
+        async def _async_pre_start_kernel(self, **kw: Any) -> Any:
+            _LIVE_KERNELS.append(self)
+            return await super()._async_pre_start_kernel(**kw)
+
     return IpcKernelManager
+
+
+_LIVE_KERNELS: list[Any] = []   # the kernel managers papermill started here (for Ctrl-C)
+KERNEL_STOP_SECONDS = 10.0
+
+
+def stop_kernels() -> None:
+    """Kill the kernels this process started and remove their connection files. On Ctrl-C the
+    kernel (its own session: the terminal's SIGINT does not reach it) would otherwise run its
+    cell on until it notices its parent gone, then print "Parent appears to have exited" after
+    the command's last line."""
+    while _LIVE_KERNELS:
+        km = _LIVE_KERNELS.pop()
+        process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
+        with contextlib.suppress(Exception):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(timeout=KERNEL_STOP_SECONDS)
+        with contextlib.suppress(Exception):
+            km.cleanup_connection_file()
+            km.cleanup_ipc_files()
 
 
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
@@ -169,6 +195,9 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
                             execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager())
+    except KeyboardInterrupt:
+        stop_kernels()
+        raise
     except PapermillExecutionError as exc:
         raise CalibrationError(
             f"notebook {name} failed in cell {exc.exec_count} (index {exc.cell_index}): {exc.ename}: {exc.evalue}; "
@@ -179,6 +208,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
                                f"{executed}", notebook=name, cell=None, ename=type(exc).__name__, evalue=str(exc),
                                output=str(executed)) from exc
     finally:
+        _LIVE_KERNELS.clear()  # papermill shut it down (or stop_kernels killed it)
         if html:
             try:
                 export_html(executed)

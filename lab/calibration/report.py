@@ -151,7 +151,7 @@ def _capacity(cal: Mapping[str, Any]) -> str:
                                         ("my_mix_", "your mix")) if f"binding_{key}{tier}" in values]
             row.append("<br>".join(binds))
         rows.append(row)
-    head = ["messages / day"] + [f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>"
+    head = ["<th class='num'>messages / day</th>"] + [f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>"
                                  for _, label, _ in sources]
     if cpu:
         head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak</small></th>", "binds"]
@@ -196,7 +196,7 @@ def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
               for n, c in measured_first(cal) if c.get("notebook") is None]
     if others:
         parts.append("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
-                     + table(["constant", "current", "what it governs"], others, css="wide"))
+                     + table(["constant", "<th class='num'>current</th>", "what it governs"], others, css="wide"))
     return "".join(parts)
 
 
