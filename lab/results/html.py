@@ -58,9 +58,9 @@ td.evidence{font-size:.9em}table.kv td{padding:1px 8px 1px 0;border:0}table.kv t
 .caveats{margin:.5em 0}
 """ % (PAGE_MAX_WIDTH_PX,)
 # The one script of a page: Escape closes an open lightbox (it is a :target; clearing the hash closes it).
+# history.replaceState alone does not reset :target in Chromium: the fragment navigation does.
 _SCRIPT = ("document.addEventListener('keydown',function(e){if(e.key==='Escape'&&location.hash.length>1){"
-           "history.replaceState(null,'',location.pathname+location.search);"
-           "window.dispatchEvent(new HashChangeEvent('hashchange'));}});")
+           "location.hash='';history.replaceState(null,'',location.pathname+location.search);}});")
 
 
 def esc(value: Any) -> str:
