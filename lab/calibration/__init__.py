@@ -19,7 +19,8 @@
     cpu_sizing    the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
     capacity_inputs  what the capacity notebook reads: the b_row run (found), your mix (priced), each input's confidence
     rundata       what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
-    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, Mann-Whitney U
+    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, per-interval tests
+    compare_page  what ``lab compare`` prints and writes (text, index.html, comparison.json)
     catalog       ``lab runs``: the runs of a results folder, and one constant across them
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """

@@ -201,10 +201,11 @@ def _print_summary(result: Any, *, allow_loader_bound: bool = False) -> None:
 @cluster_options
 def soak(home: Path, duration: float, threads: int, conversations: int, audit_every: float, max_operations: int | None,
          seed: int | None, results: Path, config: ClusterConfig) -> None:
-    """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
+    """A sustained mixed load (send, retry, history, batch read, react, recall, edit) with periodic audits.
 
-    Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
-    results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated."""
+    Ends with the totals (operations and errors per kind, acked, lost, duplicated, recalls and
+    edits lost) in results/<run-id>/soak/summary.json; exits 1 when anything acked was lost,
+    duplicated or undone."""
     from lab.load.soak import SoakAudit, SoakOptions, run_soak
 
     options = SoakOptions(duration_seconds=duration, threads=threads, conversations=conversations,
@@ -218,8 +219,8 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
             click.echo(f"  {at} {what} failed: {audit.error}")
         else:
             click.echo(f"  {at} {what}: {units.count(audit.acked)} acked, lost {units.count(audit.lost)}, "
-                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)} "
-                       f"({units.seconds(audit.seconds)})")
+                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)}, "
+                       f"edits lost {units.count(audit.edits_lost)} ({units.seconds(audit.seconds)})")
 
     result = run_soak(config, options, progress=progress)
     t = result.summary.totals
@@ -228,7 +229,7 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
     final = t.final_audit
     counts = (f"acked {units.count(final.acked)}, lost {units.count(final.lost)}, duplicated "
               f"{units.count(final.duplicated)}, replay mismatches {units.count(final.replay_mismatches)}, recalls "
-              f"lost {units.count(final.recalls_lost)}") if final else "no audit ran"
+              f"lost {units.count(final.recalls_lost)}, edits lost {units.count(final.edits_lost)}") if final else "no audit ran"
     click.echo(f"soak {result.summary.run_id}: {units.count(t.operations_total)} operations in "
                f"{units.seconds(t.elapsed_seconds)}, {units.count(t.errors_total)} errors; {counts}")
     click.echo(f"summary: {result.summary_path}")
