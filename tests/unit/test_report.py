@@ -234,4 +234,4 @@ def test_the_capacity_table_carries_the_confidence_of_its_inputs_and_cites_what_
     assert ("example_mix (datasets/profiles/example_mix.toml) priced by the row model from the b_row notebook of run "
             "r0 (the latest b_row run in results (r0, 2026-12-01 10:00 UTC))") in section
     heads = re.findall(r"<th[^>]*>", section)
-    assert heads.count("<th class='num'>") == 4  # every numeric column's header right-aligned over its numbers
+    assert heads.count("<th class='num'>") == 5  # every numeric column's header (messages / day too) over its numbers
