@@ -20,7 +20,6 @@ from typing import Any
 from collections.abc import Mapping
 
 from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
-from lab.calibration.presets import QUICK_PARAMETERS  # the quick preset; full runs use the parameters cells
 from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
