@@ -47,7 +47,8 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
     import nbformat
     import papermill as pm
 
-    from lab.calibration.notebooks import NOTEBOOKS, QUICK_PARAMETERS, notebook_path
+    from lab.calibration.notebooks import NOTEBOOKS, notebook_path
+    from lab.calibration.presets import QUICK_PARAMETERS
 
     for name in NOTEBOOKS:
         path = notebook_path(name)
