@@ -41,6 +41,7 @@ from typing import Any
 
 from lab.calibration.contract import CalibrationRun, NotebookRun, RunError
 from lab.calibration.propose import check_proposable, propose
+from lab.calibration.presets import QUICK_PARAMETERS
 from lab.calibration.round_trip import (ROUND_TRIP_KEYSPACE_PREFIX, ROUND_TRIPS_FULL, ROUND_TRIPS_QUICK,
                                         measure_round_trip)
 from lab.cluster.config import ClusterConfig
@@ -120,7 +121,7 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
                                f"{', '.join(nbs.NOTEBOOKS)}", notebooks=unknown)
     out = []
     for name in names:
-        params = dict(nbs.QUICK_PARAMETERS.get(name, {}) if options.quick else {})
+        params = dict(QUICK_PARAMETERS.get(name, {}) if options.quick else {})
         if Path(options.constants_path) != APPENDIX_B_PATH:
             params["constants_file"] = str(Path(options.constants_path).resolve())
         params.update(options.overrides.get(name, {}))

@@ -1,7 +1,9 @@
 """Calibration runs against the real node: the notebook suite with the shortest parameters,
 calibration.json against the notebooks' own outputs, the proposed diff, run comparison, a
-failing notebook, and the report rendered by headless Chromium (Debian's ``chromium``,
-installed by ``make test``)."""
+failing notebook, the report rendered by headless Chromium (Debian's ``chromium``, installed
+by ``make test``), and your mix priced end to end (the run prices ``example_mix``: its nodes in
+the conclusion, the report's capacity table and calibration.json; ``--my-mix`` with capacity
+alone finds the latest b_row run and says which; nothing to price from fails)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,7 @@ from lab.calibration.calibrate import CalibrationOptions, run_calibration
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.calibration.recommendations import MEASURES, NOT_MEASURED
 from lab.calibration.notebooks import NOTEBOOKS
+from lab.project import PROJECT_DIR
 from lab.results.jsonio import jsonable
 
 pytestmark = pytest.mark.node
@@ -443,3 +446,68 @@ def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
     assert rows["b_row_bytes"]["agreement"] == b_row["agreement"]["status"]
     report = (runs[1] / "report.html").read_text()
     assert f"with run {first['run_id']}" in report and "the two runs compared" in report
+
+
+# ---- your mix (issue 25 item 1): priced by this module's run, no run of its own -------------------
+EXAMPLE = PROJECT_DIR / "datasets" / "profiles" / "example_mix.toml"
+
+
+def _calibrate(results: Path, home: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAB, "calibrate", "--quick", "--no-preflight", "--no-progress", "--results", str(results),
+                           "--home", home, *args], capture_output=True, text=True, cwd=ROOT, timeout=900)
+
+
+def test_the_example_mix_is_where_users_look():
+    assert EXAMPLE.is_file()
+    from lab.workload import load_profile
+
+    assert load_profile("example_mix").name == "example_mix"
+
+
+def test_the_mix_is_priced_in_calibration_json_and_the_conclusion(run):
+    cal = run.calibration.to_json()
+    mix = cal["my_mix"]
+    assert mix["name"] == "example_mix" and mix["source"] == "datasets/profiles/example_mix.toml"
+    assert mix["ci_low"] < mix["b_row_bytes"] < mix["ci_high"] and mix["confidence"] == "low"
+    assert mix["row_model_run"] == run.run_dir.name and mix["row_model_from"] == "this run"
+    tiers = cal["notebooks"]["capacity"]["values"]
+    for tier, nodes in mix["nodes_disk"].items():
+        assert nodes == tiers[f"nodes_needed_my_mix_{tier}"] >= 1
+    conclusion = cal["notebooks"]["capacity"]["conclusion"]
+    assert "example_mix" in conclusion and f"**{mix['nodes_disk']['20000000']} nodes**" in conclusion
+
+
+def test_the_report_capacity_table_has_the_mix_and_cites_what_ran(run):
+    cal = run.calibration.to_json()
+    html = run.report_path.read_text()
+    section = html[html.index("<h2>Capacity"):html.index("<h2>Evidence")]
+    assert "example_mix" in section and f"{cal['my_mix']['nodes_disk']['20000000']}" in section
+    assert "cpu_cost notebook of this run" not in section  # cpu_cost did not run
+    assert "no CPU costs" in section and f"b_row notebook of this run ({run.run_dir.name})" in section
+
+
+def test_capacity_alone_takes_the_latest_b_row_run_and_says_which(run, results, cluster_config):
+    before = {d.name for d in results.iterdir()}
+    proc = _calibrate(results, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", str(EXAMPLE))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (second,) = [d for d in results.iterdir() if d.name not in before and (d / "calibration.json").is_file()]
+    cal = json.loads((second / "calibration.json").read_text())
+    assert cal["my_mix"]["row_model_run"] == run.run_dir.name
+    assert "the latest b_row run" in cal["my_mix"]["row_model_from"]
+    assert run.run_dir.name in cal["notebooks"]["capacity"]["conclusion"]
+    assert "example_mix" in proc.stdout  # the console names the mix and its price
+
+
+def test_capacity_alone_with_nothing_to_price_from_fails(tmp_path, cluster_config):
+    proc = _calibrate(tmp_path, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", "example_mix")
+    assert proc.returncode == 2, proc.stdout
+    assert "my_mix cannot be priced" in proc.stderr and "b_row" in proc.stderr
+    (run_dir,) = [d for d in tmp_path.iterdir() if (d / "calibration.json").is_file()]
+    assert json.loads((run_dir / "calibration.json").read_text())["status"] == "failed"
+
+
+def test_an_unknown_mix_is_refused_before_anything_runs(tmp_path, cluster_config):
+    proc = _calibrate(tmp_path, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", "no_such_mix")
+    assert proc.returncode == 2 and "no workload profile 'no_such_mix'" in proc.stderr
+    assert "datasets/profiles" in proc.stderr
+    assert not any(tmp_path.iterdir())
