@@ -41,7 +41,7 @@ VALUES_FILE = "values.json"
 @dataclass(frozen=True, kw_only=True)
 class MixSpec:
     name: str                              # the profile's name, or "my_mix" for a composition
-    source: str                            # "datasets/profiles/x.toml", "lab/workload/profiles/x.toml", a path, "composition"
+    source: str                            # "datasets/profiles/<name>.toml", "lab/workload/profiles/<name>.toml", a path, "composition"
     composition: Mapping[str, float] | None = None   # given directly (no profile)
     profile: Any = None                    # lab.workload.Profile
 
