@@ -9,7 +9,7 @@ test pins them without a node:
                          a quick run: "would change 600 -> 1,235 B once a full run confirms"
     precision_text(c)    ±1.8% (target ±2%: reached) / ±6% (target ±2%: time budget ran out)
     agreement_text(c)    agrees with run X / disagrees (B - A = ...) / no previous full run here
-    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row only)
+    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row, lsm_space_amp)
     caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
     shared_caveats(...)  the caveats every row has, said once above the table
     measured_first(cal)  the constants in the report's order (measured, observed, the rest)
@@ -95,11 +95,13 @@ def agreement_text(c: Mapping[str, Any], *, mode: str | None = None) -> str:
     return f"{a['status']} with run {a.get('previous_run', '?')}" + (f": {a['detail']}" if a.get("detail") else "")
 
 
-def _sizing(b_row: float, constants: Any) -> Any:
+MEASURED_CAPACITY_CONSTANTS = ("b_row_bytes", "lsm_space_amp")  # the §7 factors a notebook measures
+
+
+def _sizing(constants: Any) -> Any:
     from lab.calibration.disk_sizing import project_sizing
 
-    return project_sizing(constants=constants.replace(b_row_bytes=float(b_row)),
-                          usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
+    return project_sizing(constants=constants, usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
 
 
 def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
@@ -107,12 +109,13 @@ def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
     appendix B, 3.84 TB disks at 50 %)."""
     if name not in CAPACITY_CONSTANTS:
         return "none on TB or nodes (no term of §7)"
-    if name != "b_row_bytes" or c.get("measured") is None:
+    if name not in MEASURED_CAPACITY_CONSTANTS or c.get("measured") is None:
         return "—"
     from lab.constants import Constants
 
     constants = constants or Constants.appendix_b()
-    now, then = _sizing(c["current"], constants), _sizing(c["recommended"], constants)
+    now = _sizing(constants.replace(**{name: c["current"]}))
+    then = _sizing(constants.replace(**{name: c["recommended"]}))
     tier = f"at {fmt(constants.capacity_messages_per_day / 1e6)} M messages/day"
     conf = f" ({c.get('confidence', 'no')} confidence)"
     if not c.get("changed"):
@@ -150,6 +153,10 @@ def caveats(name: str, c: Mapping[str, Any], env: Mapping[str, Any]) -> list[str
         profile = observed.get("profile", "chat_mix")
         out.append(f"per replica, for the `{profile}` mix with lz4: another mix is priced by the row model "
                    "(capacity notebook, my_mix); Scylla's SSTable format and compression differ")
+    if name == "lsm_space_amp":
+        out.append("simulated in compressed time (TTLs, gc_grace scaled) at the lab's volumes, for the profile's "
+                   "retention mix; ScyllaDB's default tombstone_gc `repair` keeps expired data until a repair at "
+                   "RF >= 2: more than measured here")
     if c.get("guarded"):
         out.append("immutable for existing tables (§27.2.4)")
     return out

@@ -24,8 +24,36 @@ from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
-NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "cpu_cost", "capacity")
+NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "space_amp", "grouped_reads", "cpu_cost", "capacity",
+             "model_check")
 VALUES_FILE = "values.json"
+
+# What a notebook reads from the notebooks before it in the same run: parameter -> (notebook
+# whose values.json it is, parameters that make it unnecessary when the caller gives them).
+RUN_INPUTS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "capacity": {"b_row_values": ("b_row", ("b_row_bytes",)), "cpu_values": ("cpu_cost", ()),
+                 "space_amp_values": ("space_amp", ("lsm_space_amp",))},
+    "model_check": {"b_row_values": ("b_row", ("calibration_run",)), "cpu_values": ("cpu_cost", ("calibration_run",)),
+                    "space_amp_values": ("space_amp", ("calibration_run",))},
+}
+
+def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
+    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds
+    (:data:`lab.calibration.presets.FULL_RUN_EXPECTED_SECONDS`)."""
+    from lab.calibration.presets import expected_seconds
+
+    return expected_seconds("full", names or NOTEBOOKS)
+
+
+def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, ran: tuple[str, ...] | list[str] |
+                    Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` plus the values files of this run's earlier notebooks that ``name`` reads
+    (:data:`RUN_INPUTS`), for those in ``ran``, unless the caller set them (or what replaces them)."""
+    out = dict(params)
+    for param, (source, unless) in RUN_INPUTS.get(name, {}).items():
+        if source in ran and param not in out and not any(k in out for k in unless):
+            out[param] = str((Path(run_dir) / source / VALUES_FILE).resolve())
+    return out
 
 
 def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:

@@ -3,7 +3,8 @@
 The page leads with decisions (:mod:`lab.calibration.decisions`): per constant one line, keep
 or change, its precision against the target stated in advance, its agreement with the
 previous run, what it changes in TB and nodes, and the production caveats beside it. Then the
-confidence legend, the capacity summary (disk- vs CPU-bound nodes), the evidence of each
+confidence legend, the capacity summary (disk- vs CPU-bound nodes, where each input came
+from, the model check beside them: :mod:`lab.calibration.capacity_section`), the evidence of each
 constant (a small table and its figure), every notebook's conclusion (rendered from Markdown)
 with its figures, the environment and the lab's own round trip. A quick run says it is one
 at the top, with the command and expected duration of a full run.
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.calibration import capacity_section
 from lab.calibration.decisions import (agreement_text, caveats, decision, impact, measured_first, precision_text,
                                       shared_caveats)
 from lab.calibration.recommendations import CONFIDENCE_LEGEND
@@ -97,76 +99,6 @@ def _decisions(cal: Mapping[str, Any]) -> str:
 def _legend() -> str:
     rows = [[f"<span class='conf-{k}'>{k}</span>", esc(means), esc(how)] for k, (means, how) in CONFIDENCE_LEGEND.items()]
     return "<h3>Confidence</h3>" + table(["level", "what it means", "how to get (beyond) it"], rows, css="wide")
-
-
-def _tag(level: str | None) -> str:
-    """The confidence a derived figure inherits from its inputs, beside the figure."""
-    if not level:
-        return ""
-    return f" <small class='conf-{esc(level)}'>{esc(level)}</small>"
-
-
-def _cite(label: str, notebook: str, how: str | None, run: str | None) -> str | None:
-    """'b_row from the b_row notebook of this run (R)', '... of run R (the latest b_row run in ...)'."""
-    if how == "this run":
-        return f"{label} from the {notebook} notebook of this run ({esc(run)})"
-    if run:
-        return f"{label} from the {notebook} notebook of run {esc(run)}" + (f" ({esc(how)})" if how else "")
-    return None
-
-
-def _capacity(cal: Mapping[str, Any]) -> str:
-    """Per tier: resident TB and disk-bound nodes for each b_row source (the design's, the
-    measured, your mix), CPU-bound nodes and cores, which binds; every derived figure with the
-    confidence of its inputs; a footnote citing the runs the inputs came from."""
-    values = ((cal.get("notebooks") or {}).get("capacity") or {}).get("values") or {}
-    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("resident_tb_design_")), key=int)
-    if not tiers:
-        return ""
-    mix = values.get("my_mix_b_row") or {}
-    sources = [("design", f"design b_row {fmt(values.get('design_b_row_bytes'), unit='B')}", "design value")]
-    if values.get("b_row_measured_bytes"):
-        sources.append(("measured", f"measured b_row {fmt(values['b_row_measured_bytes'], unit='B')}",
-                        values.get("b_row_confidence")))
-    if mix:
-        sources.append(("my_mix", f"{values.get('my_mix_name') or 'my_mix'} {fmt(mix.get('mean'), unit='B')} "
-                                  f"(95% CI {fmt(mix.get('ci_low'))}–{fmt(mix.get('ci_high'))})",
-                        values.get("my_mix_confidence")))
-    cpu = values.get("cpu_source") is not None
-    cpu_conf = values.get("cpu_confidence")
-    rows = []
-    for tier in tiers:
-        row = [f"<td class='num'>{fmt(int(tier))}</td>"]
-        for src, _, conf in sources:
-            tag = "" if src == "design" else _tag(conf)
-            row.append(f"<td class='num'>{fmt(values.get(f'resident_tb_{src}_{tier}'), unit='TB')}<br>"
-                       f"{fmt(values.get(f'nodes_needed_{src}_{tier}'))} nodes{tag}</td>")
-        if cpu:
-            lo, hi = values.get(f"server_cores_ci_low_{tier}"), values.get(f"server_cores_ci_high_{tier}")
-            ci = f" (95% CI {fmt(lo)}–{fmt(hi)})" if lo is not None else ""
-            row.append(f"<td class='num'>{fmt(values.get(f'nodes_cpu_{tier}'))} nodes{_tag(cpu_conf)}<br>"
-                       f"<small>{fmt(values.get(f'server_cores_{tier}'))} cores{ci}</small></td>")
-            binds = [f"{esc(label)}: {esc(values.get(f'binding_{key}{tier}', '?'))}"
-                     for key, label in (("", "measured" if values.get("b_row_measured_bytes") else "design"),
-                                        ("my_mix_", "your mix")) if f"binding_{key}{tier}" in values]
-            row.append("<br>".join(binds))
-        rows.append(row)
-    head = ["<th class='num'>messages / day</th>"] + [f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>"
-                                 for _, label, _ in sources]
-    if cpu:
-        head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak</small></th>", "binds"]
-    cited = [_cite("b_row", "b_row", values.get("b_row_from"), values.get("b_row_run"))
-             or "no measured b_row (the design's only)"]
-    if mix:
-        model = _cite("the row model", "b_row", values.get("my_mix_from"), values.get("my_mix_run")) or "the row model"
-        cited.append(f"{esc(values.get('my_mix_name') or 'my_mix')} ({esc(values.get('my_mix_source'))}) priced by "
-                     f"{model}")
-    cited.append(_cite("CPU costs", "cpu_cost", values.get("cpu_from"), values.get("cpu_run")) if cpu
-                 else "no CPU costs (cpu_cost did not run): the node counts are disk-bound only")
-    return ("<h2>Capacity: disk- and CPU-bound nodes</h2>" + table(head, rows, css="wide")
-            + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations "
-              "per message, cores per node). Each derived figure carries the confidence of its inputs. Inputs: "
-            + "; ".join(cited) + ".</small></p>")
 
 
 def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
@@ -278,7 +210,7 @@ def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     run_id = cal.get("run_id", run_dir.name)
     body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal, run_dir)}"
             f"{_links(cal)}"
-            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + _capacity(cal)
+            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + capacity_section.render(cal)
             + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
             + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})

@@ -58,7 +58,7 @@ def test_every_notebook_has_a_preset_and_a_run_name_and_applies_the_preset():
 
 
 def test_expected_durations_cover_the_suite():
-    assert set(QUICK_RUN_EXPECTED_SECONDS) == set(FULL_RUN_EXPECTED_SECONDS) == set(NOTEBOOKS)
+    assert set(FULL_RUN_EXPECTED_SECONDS) == set(NOTEBOOKS) and set(QUICK_RUN_EXPECTED_SECONDS) <= set(NOTEBOOKS)
     assert expected_seconds("quick", NOTEBOOKS) < expected_seconds("full", NOTEBOOKS)
 
 

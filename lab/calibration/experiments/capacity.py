@@ -23,6 +23,12 @@ Every derived figure (nodes, cores) carries the confidence of its inputs (the b_
 the cpu_cost run's, by :func:`lab.calibration.recommendations.confidence_of`; a quick run's
 are low).
 
+lsm_space_amp: a space_amp run's steady-state factor (``space_amp_values``) when it measured
+one and it is stationary, else appendix B's (and ``lsm_space_amp_note`` says why); it applies
+to the measured b_row and ``my_mix``, while the ``design`` rows keep the design's own figures.
+``values["factors"]`` says, per factor of §7, whether its value was measured in the run or
+taken from appendix B.
+
 The CPU side (:mod:`lab.calibration.cpu_sizing`): with a cpu_cost run's values
 (``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
 ``peak_factor``, next to the disk-bound node count, and which of the two binds.
@@ -57,7 +63,8 @@ class Params:
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
     messages_per_conversation_day: float = DEFAULT_MESSAGES_PER_CONVERSATION_DAY
     shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
-    lsm_space_amp: float | None = None        # None: appendix B
+    lsm_space_amp: float | None = None        # None: space_amp_values' steady state if stationary, else appendix B
+    space_amp_values: str | None = None       # path of a space_amp run's values.json
     my_mix: str | dict[str, float] | None = None  # a profile name or .toml file, or mean bytes per message
     my_mix_rows: int = MIX_ROWS               # generated messages a profile is priced on
     cpu_values: str | None = None             # path of a cpu_cost run's values.json, or "auto" (this run's)
@@ -86,6 +93,21 @@ class Result:
     cpu_located: Located | None = None
     cpu_confidence: str | None = None
     cpu_unresolved: tuple[str, ...] = ()     # operations whose CPU interval reached 0 in the cpu_cost run
+    lsm_space_amp: float | None = None       # the factor the measured / my_mix rows used
+    lsm_space_amp_source: str = "appendix B"
+    lsm_space_amp_note: str = ""             # why appendix B's when a space_amp run was given
+
+    def factors(self) -> dict[str, dict[str, Any]]:
+        """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
+        measured = "measured in this run"
+        return {"b_row_bytes": {"value": self.b_row_measured_bytes or self.design_b_row_bytes,
+                                "source": measured if self.b_row_measured_bytes else "appendix B"},
+                "lsm_space_amp": {"value": self.lsm_space_amp,
+                                  "source": measured if self.lsm_space_amp_source.startswith("measured") else
+                                  self.lsm_space_amp_source, "note": self.lsm_space_amp_note},
+                "replication_factor": {"value": int(self.sizing.replication_factor.iloc[0]), "source": "appendix B"},
+                "capacity_retention_days": {"value": float(self.sizing.retention_days.iloc[0]), "source": "appendix B"},
+                "cpu_ms_per_op": {"value": None, "source": measured if self.cpu is not None else "not given"}}
 
     def primary(self) -> str:
         """The b_row source the production sizing is stated in: measured, else the design's."""
@@ -96,7 +118,9 @@ class Result:
                                "design_b_row_bytes": self.design_b_row_bytes,
                                "usable_disk_bytes_per_node": self.params.usable_disk_bytes_per_node,
                                "target_utilization": self.params.target_utilization,
-                               "b_row_confidence": self.b_row_confidence}
+                               "b_row_confidence": self.b_row_confidence,
+                               "lsm_space_amp_used": self.lsm_space_amp, "lsm_space_amp_source": self.lsm_space_amp_source,
+                               "lsm_space_amp_note": self.lsm_space_amp_note, "factors": self.factors()}
         if self.b_row_located is not None:
             out.update(b_row_from=self.b_row_located.how, b_row_run=self.b_row_located.run_id())
         sizing = self.sizing.assign(tier=self.sizing.messages_per_day.astype(int))
@@ -149,6 +173,25 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     return 1
 
 
+def resolve_space_amp(value: float | None, values_path: str | Path | None, constants: Any) -> tuple[float, str, str]:
+    """(lsm_space_amp, where it came from, why not measured): the parameter; else a space_amp
+    run's steady-state factor when it measured one and it is stationary; else appendix B's."""
+    if value is not None:
+        return float(value), "parameter", ""
+    if values_path is None or not Path(values_path).exists():
+        return constants.lsm_space_amp, "appendix B", "no space_amp run given"
+    v = json.loads(Path(values_path).read_text())
+    amp = v.get("lsm_space_amp")
+    if amp is None:
+        return constants.lsm_space_amp, "appendix B", f"the space_amp run {values_path} reached no steady state"
+    if v.get("lsm_space_amp_stationary") is False:
+        h = v.get("lsm_space_amp_halves") or {}
+        return (constants.lsm_space_amp, "appendix B",
+                f"the space_amp run's factor is not stationary: {h.get('first', 0):.2f} then {h.get('second', 0):.2f} "
+                f"over the steady interval (measured {amp:.2f} and growing)")
+    return float(amp), f"measured ({values_path})", ""
+
+
 def _located(given: str | None, auto: Any, run_dir: str | None) -> Located | None:
     """A values.json given as a path ("this run" when it is in this run's folder, else "given"),
     found ("auto"), or none."""
@@ -178,16 +221,17 @@ def run(params: Params, *, constants: Any) -> Result:
         mix = price(spec, row_model_of(mix_at), rows=params.my_mix_rows)  # CalibrationError when it cannot
         mix_conf = input_confidence(mix_at.path, measured="b_row_bytes",
                                     ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), precision="b_row_precision")
-    if params.lsm_space_amp is not None:
-        constants = constants.replace(lsm_space_amp=params.lsm_space_amp)
+    amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", mix.b_row_bytes)] if mix else []
-    sizing = pd.DataFrame([{"source": name, **_sized(params, constants.replace(b_row_bytes=b_row), tier, shards)}
-                           for name, b_row in sources for tier in params.tiers])
+    # the design rows keep the design's own factors; the measured and my_mix rows use the measured lsm_space_amp
+    sizing = pd.DataFrame([{"source": name, **_sized(params, constants.replace(
+        b_row_bytes=b_row, lsm_space_amp=constants.lsm_space_amp if name == "design" else amp), tier, shards)}
+        for name, b_row in sources for tier in params.tiers])
     extra = [constants.b_row_bytes] + ([measured] if measured else []) + ([mix.ci_high] if mix else [])
     sweep = np.unique(np.concatenate([np.linspace(200, max(4000, 1.2 * max(extra)), 39), extra]))
     sensitivity = pd.DataFrame({"b_row_bytes": sweep, "resident_tb": [
-        resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=constants.lsm_space_amp,
+        resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=amp,
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
     cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
@@ -204,7 +248,8 @@ def run(params: Params, *, constants: Any) -> Result:
                   b_row_located=b_row_at if b_row_path is not None else None, b_row_confidence=b_row_conf,
                   my_mix=mix, my_mix_located=mix_at, my_mix_confidence=mix_conf, cpu=cpu, cpu_operations=cpu_ops,
                   cpu_source=str(cpu_path) if cpu is not None else None, cpu_located=cpu_at if cpu is not None else None,
-                  cpu_confidence=cpu_conf, cpu_unresolved=unresolved)
+                  cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
+                  lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note)
 
 
 def _has_model(values_path: Path) -> bool:
@@ -280,7 +325,16 @@ def conclusion(result: Result) -> str:
             for r in s[s.source == use].itertuples()]
     conf = _conf(result.b_row_confidence) if use == "measured" else " (the design's b_row: an estimate)"
     text += f"\n\nProduction sizing ({use} b_row{conf}):\n\n" + "\n".join(rows)
-    return text + cpu_lines(result)
+    return text + factor_lines(result) + cpu_lines(result)
+
+
+def factor_lines(result: Result) -> str:
+    """Which factors of §7 this run measured and which it took from appendix B."""
+    f = result.factors()
+    parts = [f"{name} {v['value']:,.4g} ({v['source']})" for name, v in f.items()
+             if name != "cpu_ms_per_op" and v["value"] is not None]
+    note = f" lsm_space_amp is appendix B's: {f['lsm_space_amp']['note']}." if f["lsm_space_amp"]["note"] else ""
+    return "\n\n**Factors of §7** in the measured rows: " + "; ".join(parts) + "." + note
 
 
 def mix_lines(result: Result) -> str:
