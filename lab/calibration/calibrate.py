@@ -70,6 +70,7 @@ class CalibrationOptions:
     notebooks_dir: Path | None = None
     allow_quick: bool = False             # propose from a quick run anyway
     previous: Path | None = None          # the run to state agreement with (None: the latest comparable one)
+    services: ServicesConfig | None = None  # the notebooks' stores: outbox, hot window (None: the defaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,8 +202,9 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
                   "notebooks": {name: params for name, params in suite},
                   "constants_file": str(options.constants_path)}
     with connect(config) as conn:
-        # the notebooks' stores (experiments.common.scratch_store) open with the default services
-        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
+        # the notebooks' stores (experiments.common.scratch_store) open with these services
+        services = options.services if options.services is not None else ServicesConfig()
+        env = {**environment(config, conn, services=services.describe_store()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
             round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
     write_json(run_dir / ENVIRONMENT_FILE, env)
@@ -218,7 +220,8 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     failure, error = None, None
     watch = Stopwatch()
     try:
-        run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
+        run_notebook(name, params, run_dir, config=config, services=options.services,
+                     cell_timeout_seconds=options.cell_timeout_seconds,
                      **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
         status = "ok"
     except CalibrationError as exc:

@@ -12,7 +12,7 @@ import click
 
 from lab.cli.cluster_commands import run_preflight_checks
 from lab.calibration.notebooks import full_run_expected_seconds
-from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option
+from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option, services_options
 from lab.cluster.config import ClusterConfig
 
 
@@ -57,17 +57,19 @@ def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.option("--preflight/--no-preflight", "check_first", default=True, show_default=True,
               help="run `lab preflight` first and stop when a check fails")
 @results_option
+@services_options
 @cluster_options
 def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...], propose: bool,
               propose_from: Path | None, allow_quick: bool, repeat_check: bool, keep_going: bool,
               cell_timeout: float | None, progress: bool, check_first: bool, results: Path,
-              config: ClusterConfig) -> None:
+              config: ClusterConfig, services: Any) -> None:
     """Run the headless calibration suite and print where the report is.
 
     Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
-    the partial results stay in the run folder."""
+    the partial results stay in the run folder. --outbox / --hot-window (LAB_*, the TOML file's
+    [services]) are the notebooks' store settings, named in the environment block."""
     from lab.calibration.calibrate import (CalibrationOptions, plan, propose_from as _propose_from, run_calibration,
                                            run_repeat_check)
     from lab.calibration.propose import check_proposable
@@ -84,7 +86,7 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
         selected = () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=_parse_overrides(params),
                                  propose=propose, keep_going=keep_going, progress=progress,
-                                 cell_timeout_seconds=cell_timeout, allow_quick=allow_quick)
+                                 cell_timeout_seconds=cell_timeout, allow_quick=allow_quick, services=services)
     plan(options, None)  # unknown notebooks, undeclared or mistyped -p values: refused before anything connects
     if check_first:
         report = run_preflight_checks(config)
