@@ -5,9 +5,10 @@ latency *samples* of each side, with Holm's correction over all tests of one com
 (many IN sizes or operations are compared at once). Samples come from the load run's HDR
 histograms or the notebooks' samples tables (:mod:`lab.calibration.rundata` reads the folders).
 
-Comparable runs only (:func:`comparability`): two load runs with a different mode (closed
-loop vs fixed rate), user count, requested rate or profile, or two runs on a different server
-or number of nodes, are refused (``force`` compares them anyway, every test marked "not
+Comparable runs only (:func:`comparability`): a loader-bound load run (``lab.load.verdict``:
+its latencies are the load generator's), two load runs with a different mode (closed loop vs
+fixed rate), user count, requested rate or profile, or two runs on a different server or
+number of nodes, are refused (``force`` compares them anyway, every test marked "not
 comparable"); a quick against a full calibration, or notebooks run with other parameters, are
 compared with a warning. Constants are compared by :mod:`lab.calibration.agreement` (agree,
 disagree, inconclusive, "not measured in B", ...), with B - A in the constant's unit. A run
@@ -112,6 +113,14 @@ def comparability(a: RunData, b: RunData) -> list[dict[str, Any]]:
                     "why": {"calibration mode": "quick runs use the shortest parameters; full runs the notebooks' own",
                             "kind": "a calibration run and a load run measure different things"}.get(
                                 key, f"a different {key} changes every latency by itself")})
+    bound = {side: (run.load_meta.get("verdict") or {}).get("verdict") for side, run in (("A", a), ("B", b))}
+    if "loader-bound" in bound.values():
+        which = " and ".join(f"{side} ({run.run_id})" for side, run in (("A", a), ("B", b))
+                             if bound[side] == "loader-bound")
+        out.append({"what": "verdict", "a": bound["A"] or "none", "b": bound["B"] or "none", "severity": "refuse",
+                    "verdict": True,
+                    "why": f"{which} loader-bound: its latencies are the load generator's, not the store's "
+                           "(summary.json's verdict says why); rerun with more --processes or a lower rate"})
     return out
 
 
@@ -199,6 +208,9 @@ def _warnings_text(cmp: Comparison) -> list[str]:
     lines = []
     for d in cmp.differences:
         head = "NOT COMPARABLE (--force)" if d["severity"] == "refuse" else "warning"
+        if d.get("verdict"):
+            lines.append(f"{head}: {d['why']}")
+            continue
         lines.append(f"{head}: {d['what']} differs: A {d['a']} vs B {d['b']} ({d['why']})")
     return lines
 

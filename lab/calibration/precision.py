@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.measure import Stopwatch
+from lab.measure.stats import MIN_INTERVAL_ROUNDS, TOO_FEW_ROUNDS
 
 STATUSES = ("reached", "budget", "limit")
 
@@ -66,7 +67,15 @@ class Precision:
     def reached(self) -> bool:
         return self.status == "reached"
 
+    @property
+    def too_few_rounds(self) -> bool:
+        """Fewer rounds than an interval needs (lab.measure.stats.MIN_INTERVAL_ROUNDS): no precision at all."""
+        return self.achieved_rel_half_width is None and self.steps < MIN_INTERVAL_ROUNDS
+
     def describe(self) -> str:
+        if self.too_few_rounds:
+            return (f"{TOO_FEW_ROUNDS} ({self.steps} round{'s' if self.steps != 1 else ''}, at least "
+                    f"{MIN_INTERVAL_ROUNDS} needed; target ±{100 * self.target_rel_half_width:g}%): confidence low")
         got = "n/a" if self.achieved_rel_half_width is None else f"±{100 * self.achieved_rel_half_width:.1f}%"
         why = {"reached": "target reached", "budget": f"time budget of {self.budget_seconds:.0f} s ran out",
                "limit": "step limit reached"}[self.status]
@@ -74,7 +83,8 @@ class Precision:
                f"{self.seconds:.0f} s)"
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "reached": self.reached, "text": self.describe()}
+        return {**dataclasses.asdict(self), "reached": self.reached, "too_few_rounds": self.too_few_rounds,
+                "text": self.describe()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Precision | None:

@@ -163,8 +163,8 @@ def confidence_of(measured: float | None, ci: tuple[float | None, float | None] 
         return "none"
     if halves_agree is False:
         return "inconclusive"
-    if quick:
-        return "low"
+    if quick or (precision and precision.get("too_few_rounds")):
+        return "low"  # a smoke test, or no interval at all (fewer rounds than an interval needs)
     if precision and precision.get("status") == "reached":
         return "high"
     if ci is None or ci[0] is None or ci[1] is None:

@@ -104,9 +104,10 @@ class HeldOut:
 
     @property
     def agrees(self) -> bool:
-        """The two intervals' half-widths combined cover the difference (independent estimates)."""
-        half = math.hypot((self.measured_ci_high - self.measured_ci_low) / 2,
-                          (self.predicted_ci_high - self.predicted_ci_low) / 2)
+        """The two intervals' half-widths combined cover the difference (independent estimates); a
+        measurement of too few repeats for an interval (NaN bounds) leaves the prediction's alone."""
+        measured = (self.measured_ci_high - self.measured_ci_low) / 2
+        half = math.hypot(0.0 if math.isnan(measured) else measured, (self.predicted_ci_high - self.predicted_ci_low) / 2)
         return abs(self.error_bytes) <= half
 
     def to_json(self) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """``lab load`` and ``lab soak``: Locust users headless against the cluster, and a sustained
-mixed load with periodic audits; both exit 1 when the audit finds anything lost or duplicated."""
+mixed load with periodic audits; both exit 1 when the audit finds anything lost or duplicated.
+``lab load`` exits 3 when the run was loader-bound (its latencies are the load generator's,
+``lab.load.verdict``) unless ``--allow-loader-bound``."""
 from __future__ import annotations
 
 import sys
@@ -11,18 +13,38 @@ from click.core import ParameterSource
 
 from lab.cli.options import (COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option,
                              services_options)
-from lab.cli.load_text import audit_line, summary_lines
+from lab.cli.load_text import audit_line, summary_lines, verdict_lines
 from lab.cli.status_line import ConsoleProgress
 from lab.cluster.config import ClusterConfig
 from lab.results import units
 
 DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
+DEFAULT_FIXED_RATE_WARMUP_SECONDS = 5.0  # fixed rate: discarded, and the loader is sized from it
+LOADER_BOUND_EXIT = 3   # the run's latencies are the load generator's (1: audit failed, 2: error, 130: Ctrl-C)
+
+
+class Processes(click.ParamType):
+    """``auto`` or a count >= 1."""
+
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):  # noqa: ANN001 (click's signature)
+        if value is None or isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text == "auto":
+            return None
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r}: give auto or a number of processes >= 1", param, ctx)
 
 
 # what a worker takes from the master's plan, never from its own command line
 _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "duration": "--duration",
-               "warmup": "--warmup", "processes": "--processes", "staircase_max": "--staircase", "step": "--step",
-               "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor", "run_id": "--run-id",
+               "warmup": "--warmup", "processes": "--processes", "max_loader_cpu": "--max-loader-cpu",
+               "metrics_port": "--metrics-port", "metrics_host": "--metrics-host", "staircase_max": "--staircase",
+               "step": "--step", "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor",
+               "run_id": "--run-id",
                "web": "--web", "expect_workers": "--expect-workers"}
 
 
@@ -32,8 +54,22 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.option("--rate", type=POSITIVE, default=None, help="fixed rate: total store calls per second (open loop)")
 @click.option("--users", type=COUNT, default=None, help="users (closed loop without --rate)")
 @click.option("--duration", type=Duration(), default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
-@click.option("--warmup", type=Duration(zero_ok=True), default="0s", show_default=True, help="unmeasured time before it")
-@click.option("--processes", type=COUNT, default=1, show_default=True, help="Locust worker processes (one per core)")
+@click.option("--warmup", type=Duration(zero_ok=True), default=None,
+              help="unmeasured time before it (default: 5s at a fixed rate, where it also sizes the loader; 0s "
+                   "closed loop)")
+@click.option("--processes", type=Processes(), default="auto", show_default=True,
+              help="Locust worker processes, one per core; auto: what the rate needs by the loader CPU per call "
+                   "learned for the profile, up to the usable cores")
+@click.option("--max-loader-cpu", "max_loader_cpu", type=click.FloatRange(min=0, min_open=True), default=70.0,
+              show_default=True, metavar="PERCENT",
+              help="a load process above this % of its core makes the run loader-bound (lab.load.verdict)")
+@click.option("--allow-loader-bound", is_flag=True,
+              help=f"exit 0 when the run is loader-bound (default: exit {LOADER_BOUND_EXIT})")
+@click.option("--metrics-port", type=PORT, default=None,
+              help="serve the live counts in Prometheus' text format at http://127.0.0.1:PORT/metrics (off by "
+                   "default; 9470 is the lab's usual port)")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="address the metrics endpoint listens on (0.0.0.0 for a Prometheus on another machine)")
 @click.option("--staircase", "staircase_max", type=POSITIVE, default=None,
               help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
 @click.option("--step", "step", type=Duration(), default="20s", show_default=True, help="length of each staircase step")
@@ -69,7 +105,9 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @cluster_options
 @click.pass_context
 def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
-         warmup: float, processes: int, staircase_max: float | None, step: float, seed_size: str, driver_mode: str,
+         warmup: float | None, processes: int | None, max_loader_cpu: float, allow_loader_bound: bool,
+         metrics_port: int | None, metrics_host: str, staircase_max: float | None, step: float, seed_size: str,
+         driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
          as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
          master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig,
@@ -85,6 +123,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
     found once in the outbox. --outbox / --hot-window (LAB_OUTBOX, LAB_HOT_WINDOW, the TOML
     file's [services]) pick the stores' commit log and archiver mode's Redis hot window."""
     from lab.load.runner import LoadOptions, WebOptions, run_load
+    from lab.load.verdict import Limits
 
     if as_worker:
         given = ["--master"] * as_master + [flag for name, flag in _PLAN_FLAGS.items()
@@ -102,8 +141,12 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
         if not web:
             raise click.UsageError("give --rate R, --users N or --staircase MAX")
         users = DEFAULT_WEB_USERS
+    if warmup is None:
+        warmup = DEFAULT_FIXED_RATE_WARMUP_SECONDS if (rate is not None or staircase_max is not None) else 0.0
     options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=duration,
                           warmup_seconds=warmup, processes=processes, staircase_max=staircase_max,
+                          limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu), metrics_port=metrics_port,
+                          metrics_host=metrics_host,
                           step_seconds=step, seed_size=seed_size, reactor=reactor,
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results,
                           run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
@@ -115,7 +158,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
                             progress=ConsoleProgress(), services=services)
     else:
         result = run_load(config, options, progress=ConsoleProgress(), services=services)
-    _print_summary(result)
+    _print_summary(result, allow_loader_bound=allow_loader_bound)
 
 
 def _worker(config: ClusterConfig, master_host: str, master_port: int, join_timeout: float, results: Path, *,
@@ -134,16 +177,20 @@ def _worker(config: ClusterConfig, master_host: str, master_port: int, join_time
         sys.exit(1)
 
 
-def _print_summary(result: Any) -> None:
+def _print_summary(result: Any, *, allow_loader_bound: bool = False) -> None:
     s = result.summary
     for line in summary_lines(s):
         click.echo(line)
     click.echo(f"summary: {result.summary_path}")
+    for line in verdict_lines(s, allowed=allow_loader_bound, exit_code=LOADER_BOUND_EXIT):
+        click.echo(line)
     if s.audit is not None and not s.audit.ok:
         sys.exit(1)
     if result.interrupted:
         click.echo("interrupted: the summary covers the part that ran", err=True)
         sys.exit(130)
+    if s.loader_bound and not allow_loader_bound:
+        sys.exit(LOADER_BOUND_EXIT)
 
 
 @click.command("soak")

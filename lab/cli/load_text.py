@@ -38,21 +38,30 @@ def _table(rows: list[list[str]], right: set[int]) -> Iterator[str]:
 def operations_lines(s: Any) -> Iterator[str]:
     fixed = any(o.corrected_us is not None for o in s.operations.values())
     yield "  " + (CORRECTED_NOTE if fixed else CLOSED_LOOP_NOTE)
-    head = ["operation", "calls", "errors", "p50", "p99", "p99.9", "max"]
+    head = ["operation", "calls", "outcomes", "errors", "p50", "p99", "p99.9", "max"]
     if fixed:
-        head = head[:3] + ["corrected p50", "p99", "p99.9", "max", "service p50", "p99"]
+        head = head[:4] + ["corrected p50", "p99", "p99.9", "max", "service p50", "p99"]
     rows = [head]
     for op, o in s.operations.items():
         lat = o.corrected_us if fixed and o.corrected_us is not None else o.service_us
-        row = [op, units.count(o.count), units.count(o.errors), *(units.ms(getattr(lat, k))
-                                                                  for k in ("p50", "p99", "p999", "max"))]
+        row = [op, units.count(o.count), units.count(sum(o.outcomes.values())), units.count(o.errors),
+               *(units.ms(getattr(lat, k)) for k in ("p50", "p99", "p999", "max"))]
         if fixed:
             row += [units.ms(o.service_us.p50), units.ms(o.service_us.p99)]
         rows.append(row)
     yield from _table(rows, right=set(range(1, len(head))))
-    errors = {t: n for o in s.operations.values() for t, n in o.errors_by_type.items()}
+    errors: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
+    for op, o in s.operations.items():
+        for t, n in o.errors_by_type.items():
+            errors[t] = errors.get(t, 0) + n
+        for kind, n in o.outcomes.items():
+            outcomes[f"{op}: {kind}"] = n
     if errors:
         yield "  errors by type: " + ", ".join(f"{t} {units.count(n)}" for t, n in sorted(errors.items()))
+    if outcomes:
+        yield ("  outcomes (answers the design defines, not failures): "
+               + ", ".join(f"{k} {units.count(n)}" for k, n in sorted(outcomes.items())))
 
 
 def operation_cpu_lines(s: Any) -> Iterator[str]:
@@ -69,14 +78,20 @@ def operation_cpu_lines(s: Any) -> Iterator[str]:
 def steps_lines(s: Any) -> Iterator[str]:
     if not s.steps:
         return
-    rows = [["step", "requested", "achieved", "corrected p99", "service p99", "load generator CPU"]]
-    for i, st in enumerate(s.steps, 1):
+    rows = [["step", "requested", "achieved", "corrected p99", "service p99", "load generator CPU", "verdict"]]
+    n = 0
+    for st in s.steps:
+        n += 0 if st.warmup else 1
         cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
-        rows.append([f"{i}{' (warmup)' if st.warmup else ''}", units.rate(st.requested_rate),
+        rows.append(["warmup" if st.warmup else str(n), units.rate(st.requested_rate),
                      units.rate(st.achieved_rate), units.ms(st.corrected_us.p99), units.ms(st.service_us.p99),
-                     f"{units.fmt(cpu)}% of a core" if cpu is not None else units.MISSING])
+                     f"{units.fmt(cpu)}% of a core" if cpu is not None else units.MISSING,
+                     st.verdict.verdict if st.verdict is not None else ""])
     yield "  staircase:"
     yield from _table(rows, right={1, 2, 3, 4, 5})
+    if s.staircase_stopped_at_step:
+        yield (f"  the staircase stopped at step {s.staircase_stopped_at_step}, loader-bound: the store's capacity "
+               "was not reached (the steps above it would have measured the load generator)")
 
 
 def acks_line(s: Any) -> str:
@@ -113,14 +128,47 @@ def services_line(s: Any) -> str | None:
             + (" (archiver mode)" if services.get("archiver_mode") else ""))
 
 
+def verdict_lines(s: Any, *, allowed: bool = False, exit_code: int = 3) -> Iterator[str]:
+    """The verdict in one block, last: valid, or loader-bound with each reason and what to do."""
+    v = s.verdict
+    if v is None:
+        return
+    if not v.loader_bound:
+        lim = v.limits
+        facts = [f"every load process under {units.fmt(lim.max_loader_cpu_percent_of_core)}% of its core"]
+        if s.achieved_over_requested is not None:
+            facts.append(f"{units.percent(s.achieved_over_requested)} of the requested rate")
+        if v.lag is not None and v.lag.mean_ms is not None:
+            facts.append(f"schedule lag {units.fmt(v.lag.mean_ms)} ms on average, not growing")
+        yield "verdict: valid (" + "; ".join(facts) + "): these latencies are the store's"
+        for note in v.notes:
+            yield f"  note: {note}"
+        return
+    yield "verdict: LOADER-BOUND: these latencies are the load generator's, not the store's"
+    for r in v.reasons:
+        yield f"  - {r.text}"
+    advice = (s.sizing or {}).get("advice")
+    if advice:
+        yield f"  {advice}"
+    yield ("  (exit 0: --allow-loader-bound)" if allowed
+           else f"  exit {exit_code}; `lab compare` refuses this run (--force compares it anyway); "
+                "--allow-loader-bound exits 0")
+
+
 def summary_lines(s: Any) -> Iterator[str]:
     yield _headline(s)
     yield from operations_lines(s)
     yield from steps_lines(s)
-    cpu = s.loadgen_cpu
-    if cpu is not None and cpu.samples:
-        yield (f"  load generator CPU: {units.fmt(cpu.mean_percent_of_one_core)}% of one core on average, "
-               f"{units.fmt(cpu.max_percent_of_one_core)}% at most ({cpu.cores} cores here)")
+    late = s.in_flight_at_end
+    if late is not None and late.count:
+        yield (f"  in flight at the end: {units.count(late.count)} calls finished after the measured window "
+               "(not counted as achieved, nor in the latencies above)")
+    cpu = s.verdict.loader_cpu_percent_of_core if s.verdict is not None else {}
+    if cpu:
+        per = ", ".join(f"{w} {units.fmt(v, 2)}%" for w, v in sorted(cpu.items()))
+        per_call = (f"; {units.fmt(s.loader_cpu_ms_per_call)} ms of loader CPU per call"
+                    if s.loader_cpu_ms_per_call else "")
+        yield f"  load generator CPU over the measured window, % of each process's core: {per}{per_call}"
     yield from operation_cpu_lines(s)
     line = services_line(s)
     if line is not None:

@@ -20,20 +20,32 @@ LOG_STATUS_SECONDS = 10.0
 
 
 def status_text(s: LiveStatus) -> str:
-    """One status line: phase, elapsed / total, users, calls, calls/s, errors."""
+    """One status line: phase, elapsed / total, then what the summary will count: calls finished
+    inside the measured window and their rate (against the requested one), errors and outcomes
+    apart, calls in flight (not achieved), the busiest load process's CPU."""
     elapsed = max(0.0, s.elapsed_seconds)
     if s.total_seconds is not None:
         elapsed = min(elapsed, s.total_seconds)
     when = (f"{units.seconds(elapsed)} / {units.seconds(s.total_seconds)}" if s.total_seconds is not None
             else units.seconds(elapsed))
     parts = [f"{s.phase:<9}", when]
-    if s.users is not None:
-        parts.append(f"{units.count(s.users)} users")
-    parts.append(f"{units.count(s.calls)} calls")
-    if s.calls_per_second is not None:
-        parts.append(units.rate(s.calls_per_second, " calls/s"))
-    parts.append(f"{units.count(s.errors)} errors" + (f" ({units.rate(s.errors_per_second)})"
-                                                      if s.errors_per_second else ""))
+    if s.phase == "warmup":
+        parts.append(f"{units.count(s.warmup_calls)} warmup calls (not measured)")
+    else:
+        parts.append(f"{units.count(s.calls)} calls")
+        if s.calls_per_second is not None:
+            rate = units.rate(s.calls_per_second, " calls/s")
+            parts.append(rate + (f" of {units.rate(s.requested_rate)}" if s.requested_rate else ""))
+    parts.append(f"{units.count(s.errors)} errors")
+    if s.outcomes:
+        parts.append(f"{units.count(s.outcomes)} outcomes")
+    if s.in_flight:
+        parts.append(f"{units.count(s.in_flight)} in flight")
+    if s.late:
+        parts.append(f"{units.count(s.late)} finished after the end (not counted)")
+    if s.loader_cpu_percent is not None:
+        parts.append(f"loader CPU {units.fmt(s.loader_cpu_percent, 2)}%"
+                     + (" (busiest process)" if s.processes > 1 else ""))
     if s.phase == "stopping":
         parts.append("(no new calls; in-flight calls finish, the stores close)")
     return "  " + "  ".join(parts)

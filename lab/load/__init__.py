@@ -7,6 +7,14 @@
     coordinator  the master's HTTP side channel: plan out, start gate, results and audits back
     load_folders where a load writes; ``--run-id`` reuse of an earlier load's seed and history
     progress     phases and the live status a run reports while it runs
+    live_counts  the one source of a run's counts: every load process's snapshot (status, metrics, summary)
+    run_monitor  the runner's look once a second (status, metrics, sizing, a staircase's stop) and the summary
+    verdict      valid or loader-bound: loader CPU, achieved rate, schedule lag, with reasons
+    outcomes     answers the design defines that are not failures (edit of a recalled message, ...)
+    loader_sizing  loader CPU per call -> processes and machines a rate needs; ``--processes auto``
+    metrics_endpoint  the live counts in Prometheus' text format (``--metrics-port``)
+    staircase_figure  a staircase's latency against its rate (``staircase.png``)
+    thread_driver  a fixed rate from a thread pool in the caller's process (the notebooks' load), judged the same way
     worker_seed  a worker's seed conversations, sent through the store before the run
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     loadgen_cpu  the load generator's CPU while it runs

@@ -20,21 +20,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
+import time
 from pathlib import Path
 
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.load import load_folders
 from lab.load.audit import AuditResult
-from lab.errors import LoadError
+from lab.errors import CoordinatorError, LoadError
 from lab.load.coordinator import PORT_OFFSET, Coordinator, CoordinatorClient
 from lab.load.loadgen_cpu import CpuMonitor
-from lab.load.locust_run import drive, wait_until_done, wait_until_exit
+from lab.load.locust_run import drive, wait_until_done
 from lab.load.plan import LoadPlan
 from lab.load.processes import Processes, child_env, display_host, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
-from lab.load.runner import (SUMMARY_FILE, LoadOptions, LoadResult, audit_run, build_plan, prepare, seed_workers, wait_ready, write_t0)
-from lab.load.summary import AckCounts, ack_counts, summarize_run
+from lab.load.loader_sizing import driver_name
+from lab.load.run_monitor import RunMonitor, finish_summary
+from lab.load.runner import (SUMMARY_FILE, LoadOptions, LoadResult, audit_run, build_plan, prepare, seed_workers,
+                             start_metrics, wait_ready, write_t0)
+from lab.load.summary import AckCounts, ack_counts
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
@@ -45,6 +49,8 @@ DEFAULT_RESULTS_TIMEOUT_SECONDS = 600.0  # after the run: each worker audits, th
 REMOTE_START_LEAD_SECONDS = 2.0        # t0 ahead of now: every worker polls the coordinator in time
 WORKER_STOP_GRACE_SECONDS = 30.0  # a worker stopped by Ctrl-C: in-flight calls finish, then SIGKILL
 WORKER_FILES = ("totals/{w}.json", "hdr/{w}.hlog", "acks/{w}.csv", "locust-{w}.log")
+LIVE_FILE = "totals/{w}.json"            # forwarded once a second while the run lasts: the master's live counts
+FORWARD_SECONDS = 1.0
 
 
 def _lab_version() -> str | None:
@@ -65,6 +71,19 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
     if expect_workers < 1:
         raise LoadError(f"expect at least 1 worker, got {expect_workers}", expect_workers=expect_workers)
     options = dataclasses.replace(options, processes=expect_workers)
+    metrics = start_metrics(options)  # a taken port fails here, before any folder exists
+    try:
+        return _master(config, options, expect_workers=expect_workers, bind_host=bind_host, port=port,
+                       join_timeout_seconds=join_timeout_seconds, results_timeout_seconds=results_timeout_seconds,
+                       progress=progress, metrics=metrics, services=services)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int, bind_host: str, port: int,
+            join_timeout_seconds: float, results_timeout_seconds: float, progress: LoadProgress,
+            metrics: object, services: ServicesConfig) -> LoadResult:
     folder, env = prepare(config, options, progress, services=services)
     load_folders.create(folder)
     plan = build_plan(options, folder, workers=expect_workers, start_gate=options.web is None)
@@ -77,6 +96,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
                               lab_version=_lab_version(), seeded_before=tuple(load_folders.seeded_indexes(folder))).start()
     web_port = options.web.bound_port() if options.web is not None else None
     procs = Processes(folder.load_dir / "locust.stdout.txt")
+    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options))
 
     def start(plan: LoadPlan) -> LoadPlan:
         procs.start(locust_cmd(plan, folder.load_dir, role="master", master_host=bind_host, master_port=port,
@@ -93,6 +113,8 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
                             f"{folder.load_dir / 'locust.log'}", load_dir=str(folder.load_dir))
         hosts = ", ".join(f"{i}: {w['host']} ({w['address']})" for i, w in sorted(coordinator.workers.items()))
         progress.phase(f"all {expect_workers} worker(s) ready: {hosts}")
+        if metrics is not None:
+            progress.phase(f"metrics: {metrics.url} (Prometheus text format, every worker's counts)")
         if plan.start_gate:
             t0 = wall_seconds() + REMOTE_START_LEAD_SECONDS
             write_t0(folder.load_dir, t0)  # the master's shape reads it
@@ -109,10 +131,11 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
 
     try:
         end = drive(plan, procs, progress, start=start, cpu_csv=folder.load_dir / "cpu.csv",
-                    watch=lambda plan: wait_until_done(plan, procs, progress,
-                                                       stop_timeout_seconds=options.stop_timeout_seconds),
+                    watch=lambda plan: wait_until_done(plan, procs, monitor,
+                                                       stop_timeout_seconds=options.stop_timeout_seconds,
+                                                       stop_grace_seconds=options.stop_timeout_seconds + 10),
                     stopping="stopping the Locust master (the workers stop with it)",
-                    stop_grace_seconds=options.stop_timeout_seconds + 10)
+                    stop_grace_seconds=options.stop_timeout_seconds + 10, publish_stop=False)
         plan, cpu, interrupted = end.plan, end.cpu, end.stopped and options.web is None
         progress.done()
         joined = coordinator.count("joined")
@@ -128,11 +151,12 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
         if w.get("audit"):
             audit.merge(AuditResult.from_json(w["audit"]))
     write_json(folder.load_dir / "audit.json", audit)
-    summary = summarize_run(plan, folder.load_dir, cpu=None, interrupted=interrupted,
-                            exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
-                            parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
-                            | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
-                               "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
+    summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
+                             web=options.web is not None,
+                             exit_codes=procs.exit_codes() + [w.get("exit_code") for _, w in sorted(workers.items())],
+                             parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
+                             | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
+                                "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
     summary = dataclasses.replace(summary, audit=audit if options.audit else None,
                                   services=services.describe_store())
     write_json(folder.load_dir / SUMMARY_FILE, summary)
@@ -198,9 +222,11 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
             return plan
 
         try:  # Locust's worker ends when its master quits
-            end = drive(plan, procs, progress, start=start, watch=lambda _plan: wait_until_exit(procs),
+            live = LIVE_FILE.format(w=plan.worker_name())
+            end = drive(plan, procs, progress, start=start,
+                        watch=lambda _plan: _forward_until_exit(procs, client, index, folder.load_dir / live, live),
                         cpu_csv=folder.load_dir / f"cpu-{plan.worker_name()}.csv", stopping="stopping this worker",
-                        stop_grace_seconds=WORKER_STOP_GRACE_SECONDS)
+                        stop_grace_seconds=WORKER_STOP_GRACE_SECONDS, publish_stop=False)
         finally:
             procs.close()
         plan, cpu = end.plan, end.cpu
@@ -217,6 +243,16 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
                           "exit_code": procs.exit_codes()[0] if procs.procs else None})
     return WorkerResult(index=index, load_dir=folder.load_dir, acks=ack_counts(folder.load_dir), audit=result_audit,
                         state_root=folder.state_root)
+
+
+def _forward_until_exit(procs: Processes, client: CoordinatorClient, index: int, path: Path, name: str) -> None:
+    """Until Locust's worker ends (its master quits it): this worker's latest snapshot to the
+    master once a second (the master's live status, metrics and verdict read it)."""
+    while procs.running():
+        if path.exists():
+            with contextlib.suppress(CoordinatorError, OSError):
+                client.put_file(index, name, path)
+        time.sleep(FORWARD_SECONDS)
 
 
 def _add_machine(totals_path: Path, client: CoordinatorClient, cpu: CpuMonitor | None, plan: LoadPlan) -> None:

@@ -4,9 +4,12 @@
 ``lab load --worker`` all run Locust the same way (:func:`drive`): the caller's ``start`` starts
 the processes and opens the start gate (or the web UI) and returns the plan with its ``t0``; a
 CPU monitor samples the processes (:mod:`lab.load.loadgen_cpu`); ``watch`` waits until they
-end (:func:`wait_until_done`: a live status, and a kill after the deadline so a frozen load
-generator is a result, not a hang). Ctrl-C or SIGTERM (:func:`sigterm_as_interrupt`) stops them:
-SIGINT to each, in-flight calls finish, then the caller writes the summary and audits.
+end (:func:`wait_until_done`: once a second the run monitor, ``lab.load.run_monitor``, for the
+live status, the metrics endpoint and a staircase's stop; a kill after the deadline so a frozen
+load generator is a result, not a hang). Ctrl-C or SIGTERM (:func:`sigterm_as_interrupt`) stops
+them: the stop is published first (:func:`write_stop`: every process ends its measured window
+there and starts no call after it), then SIGINT to each, in-flight calls finish, then the
+caller writes the summary and audits.
 """
 from __future__ import annotations
 
@@ -22,12 +25,14 @@ from typing import Any
 from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.plan import LoadPlan
 from lab.load.processes import Processes
-from lab.load.progress import LiveStatus, LoadProgress, read_live_totals
+from lab.load.progress import LoadProgress
+from lab.load.run_monitor import RunMonitor
 from lab.measure.timing import wall_seconds
 
 POLL_SECONDS = 0.5
 STATUS_SECONDS = 1.0
 KILL_GRACE_SECONDS = 90.0  # past the planned end and the stop timeout, a run still going is frozen
+STOP_LEAD_SECONDS = 1.5    # an early stop is published this far ahead: every process reads it in time
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,13 +65,32 @@ def sigterm_as_interrupt() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def write_stop(plan: LoadPlan, lead_seconds: float = STOP_LEAD_SECONDS) -> float:
+    """Publish an early stop (Ctrl-C, a staircase's loader-bound step) before Locust is signalled,
+    ``lead_seconds`` ahead (each process reads it once an interval): every process ends its
+    measured window there and starts no call after it. Returns when it takes effect."""
+    at = wall_seconds() + lead_seconds
+    tmp = plan.load_dir / "stop.tmp"
+    tmp.write_text(repr(at))
+    tmp.replace(plan.stop_path())
+    return at
+
+
+def stop_at_published(plan: LoadPlan) -> None:
+    """Publish the stop and wait until it has taken effect (a headless run with a start gate)."""
+    if plan.start_gate:
+        at = write_stop(plan)
+        time.sleep(max(0.0, at - wall_seconds()) + POLL_SECONDS)
+
+
 def drive(plan: LoadPlan, procs: Processes, progress: LoadProgress, *, start: Callable[[LoadPlan], LoadPlan],
-          watch: Callable[[LoadPlan], None], cpu_csv: Path, stopping: str, stop_grace_seconds: float) -> RunEnd:
+          watch: Callable[[LoadPlan], None], cpu_csv: Path, stopping: str, stop_grace_seconds: float,
+          publish_stop: bool = True) -> RunEnd:
     """The skeleton every Locust run shares: ``start(plan)`` (processes, readiness, start gate
     or web UI; returns the plan with its t0), the CPU monitor into ``cpu_csv``, ``watch(plan)``
     until the processes end; on Ctrl-C or SIGTERM ``stopping`` is reported and the processes
-    get SIGINT, then SIGKILL after ``stop_grace_seconds``. The CPU monitor is stopped on
-    return; the caller closes ``procs``."""
+    get SIGINT (after the stop is published, ``publish_stop``), then SIGKILL after
+    ``stop_grace_seconds``. The CPU monitor is stopped on return; the caller closes ``procs``."""
     cpu: CpuMonitor | None = None
     try:
         with sigterm_as_interrupt():
@@ -78,6 +102,8 @@ def drive(plan: LoadPlan, procs: Processes, progress: LoadProgress, *, start: Ca
             except KeyboardInterrupt:
                 progress.done()
                 progress.phase(stopping)
+                if publish_stop:
+                    stop_at_published(plan)
                 procs.stop(stop_grace_seconds)
                 return RunEnd(plan=plan, cpu=cpu, stopped=True)
     finally:
@@ -86,48 +112,25 @@ def drive(plan: LoadPlan, procs: Processes, progress: LoadProgress, *, start: Ca
     return RunEnd(plan=plan, cpu=cpu, stopped=False)
 
 
-def wait_until_done(plan: LoadPlan, procs: Processes, progress: LoadProgress, *, stop_timeout_seconds: float) -> None:
-    """Until the processes end: the live status about once a second; a headless run still going
+def wait_until_done(plan: LoadPlan, procs: Processes, monitor: RunMonitor, *, stop_timeout_seconds: float,
+                    stop_grace_seconds: float) -> None:
+    """Until the processes end: the run monitor once a second (live status, metrics, sizing, a
+    staircase's loader-bound step, which stops the run here); a headless run still going
     :data:`KILL_GRACE_SECONDS` after its planned end and stop timeout is killed."""
+    monitor.plan = plan  # with its t0
     t0 = plan.t0 or wall_seconds()
     deadline = t0 + plan.end_seconds + stop_timeout_seconds + KILL_GRACE_SECONDS if plan.start_gate else None
     next_status = 0.0
-    rates = _LiveRates()
     while procs.running():
         now = wall_seconds()
         if deadline is not None and now > deadline:  # a frozen load generator is a result, not a hang
             procs.kill()
         if now >= next_status:
-            live = read_live_totals(plan.load_dir) or {}
-            progress.status(LiveStatus(elapsed_seconds=now - t0, total_seconds=plan.end_seconds if plan.start_gate
-                                       else None, warmup_seconds=plan.warmup_seconds,
-                                       **(live | rates.update(now, live))))
+            if monitor.poll(now):  # the steps above a loader-bound one would measure the load generator
+                monitor.progress.phase("stopping Locust: in-flight calls finish")
+                stop_at_published(plan)
+                procs.stop(stop_grace_seconds)
+                break
             next_status = now + STATUS_SECONDS
         time.sleep(POLL_SECONDS)
-
-
-def wait_until_exit(procs: Processes) -> None:
-    """Until the processes end, nothing else (a distributed worker: its master ends the run)."""
-    while procs.running():
-        time.sleep(POLL_SECONDS)
-
-
-class _LiveRates:
-    """calls/s and errors/s between two samples of Locust's running totals (its own per-second
-    rate is 0 on a distributed master's history rows)."""
-
-    WINDOW_SECONDS = 5.0
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, int, int]] = []
-
-    def update(self, now: float, live: dict[str, Any]) -> dict[str, float | None]:
-        if "calls" not in live:
-            return {}
-        self.samples.append((now, live["calls"], live["errors"]))
-        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_SECONDS:
-            self.samples.pop(0)
-        (t_a, c_a, e_a), (t_b, c_b, e_b) = self.samples[0], self.samples[-1]
-        if t_b - t_a <= 0:
-            return {"calls_per_second": None, "errors_per_second": None}
-        return {"calls_per_second": (c_b - c_a) / (t_b - t_a), "errors_per_second": (e_b - e_a) / (t_b - t_a)}
+    monitor.poll(wall_seconds())  # the final counts, for the metrics endpoint's last scrape

@@ -157,6 +157,17 @@ class LoadPlan:
         except (FileNotFoundError, ValueError):
             return None
 
+    def stop_path(self) -> Path:
+        return self.load_dir / "stop"
+
+    def published_stop(self) -> float | None:
+        """When the runner stopped the run early (Ctrl-C, a staircase's loader-bound step): the
+        measured window ends there; None while it runs its course."""
+        try:
+            return float(self.stop_path().read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
     def to_json(self) -> dict[str, Any]:
         out = {}
         for f in dataclasses.fields(self):

@@ -17,11 +17,16 @@ Sequence of a run:
      seconds ahead, for start-up); warmup calls are not measured; no call starts after the
      end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
      SIGTERM), measured from each test's start after the warmup;
-  4. while it runs: the load processes' CPU (psutil) once a second, a live status
-     (``lab.load.progress``);
-  5. after: per-operation totals merged over the workers, HDR interval logs per step,
-     achieved vs requested rate, Locust's own CSV/JSON (``lab.load.summary``), then the audit
-     (``lab.load.audit``).
+  4. while it runs, once a second (``lab.load.run_monitor``): the run's one source of counts
+     (``lab.load.live_counts``, each process's snapshot) for the live status and the metrics
+     endpoint (``--metrics-port``), the loader's sizing at the end of the warmup, a
+     staircase's stop at its first loader-bound step;
+  5. after: the same counts into per-operation summaries, HDR interval logs per step,
+     achieved vs requested rate, the verdict (``lab.load.verdict``: valid or loader-bound),
+     Locust's own CSV/JSON (``lab.load.summary``), then the audit (``lab.load.audit``).
+
+``processes=None`` (``--processes auto``) sizes the loader from the CPU per call learned by
+earlier runs of the profile (``lab.load.loader_sizing``), or takes every usable core.
 
 Everything lands in ``results/<run-id>/load/``; ``summary.json`` is the machine-readable
 result. The cluster settings reach the Locust processes as ``LAB_*`` variables (never on
@@ -33,7 +38,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +53,13 @@ from lab.load.pacing import Stage, stages_from_steps, staircase
 from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
 from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
                                 free_port, locust_cmd)
+from lab.load.loader_sizing import driver_name, resolve_processes
+from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.progress import NO_PROGRESS, LoadProgress
+from lab.load.run_monitor import RunMonitor, finish_summary
 from lab.load.worker_seed import seed_worker
-from lab.load.summary import LoadSummary, summarize_run
+from lab.load.summary import LoadSummary
+from lab.load.verdict import Limits
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
@@ -75,7 +84,7 @@ class LoadOptions:
     users: int | None = None             # closed loop when rate is None; default PER_USER_RATE share
     duration_seconds: float = 60.0
     warmup_seconds: float = 0.0
-    processes: int = 1
+    processes: int | None = 1            # None: auto (lab.load.loader_sizing)
     staircase_max: float | None = None   # steps at 50/75/90/105% of this rate
     step_seconds: float = 20.0
     seed_size: str = "standard"
@@ -91,6 +100,9 @@ class LoadOptions:
     run_dir: Path | None = None          # write into this run's folder (benchmarks)
     load_subdir: str = "load"
     web: WebOptions | None = None        # Locust's web UI instead of a headless run
+    limits: Limits = field(default_factory=Limits)  # the verdict's thresholds (lab.load.verdict)
+    metrics_port: int | None = None      # serve the live counts in Prometheus' format here
+    metrics_host: str = DEFAULT_METRICS_HOST
 
     def __post_init__(self) -> None:
         """Every number in range and the modes consistent, before anything starts."""
@@ -102,7 +114,8 @@ class LoadOptions:
         need(self.users is None or self.users >= 1, f"users must be >= 1, got {self.users}", users=self.users)
         need(self.staircase_max is None or self.staircase_max > 0,
              f"staircase maximum must be > 0 calls/s, got {self.staircase_max}", staircase_max=self.staircase_max)
-        need(self.processes >= 1, f"processes must be >= 1, got {self.processes}", processes=self.processes)
+        need(self.processes is None or self.processes >= 1, f"processes must be >= 1, got {self.processes}",
+             processes=self.processes)
         need(self.warmup_seconds >= 0, f"warmup must be >= 0 s, got {self.warmup_seconds:g}",
              warmup_seconds=self.warmup_seconds)
         need(self.web is not None or self.staircase_max is not None or self.duration_seconds > 0,
@@ -133,7 +146,7 @@ class LoadOptions:
         if not stages:
             raise LoadError("give --rate R (fixed rate) or --users N (closed loop)")
         top = max(s.rate for s in stages)
-        return max(8 * self.processes, min(MAX_DEFAULT_USERS, math.ceil(top / PER_USER_RATE)))
+        return max(8 * (self.processes or 1), min(MAX_DEFAULT_USERS, math.ceil(top / PER_USER_RATE)))
 
     def measured_seconds(self) -> float:
         """The plan's measured time (0: until stopped, the web UI)."""
@@ -223,33 +236,47 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
     seeds, audit); the Redis hot window runs the stores in archiver mode (ServicesConfig.store_options)."""
     progress = progress or NO_PROGRESS
     services = services if services is not None else ServicesConfig()
-    folder, env = prepare(config, options, progress, services=services)
-    load_folders.create(folder)
-    lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
-    with lock:
-        plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
-        seeding = seed_workers(config, plan, folder, progress, services=services)
-        parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
-                      "locustfile": str(LOCUSTFILE), **seeding}
-        write_json(folder.load_dir / "parameters.json", parameters)
-        plan, procs, cpu, interrupted = _run_locust(config, plan, options, progress, parameters, services)
-        progress.done()
-        summary = summarize_run(plan, folder.load_dir, cpu=cpu, exit_codes=procs.exit_codes(),
-                                parameters={k: parameters[k] for k in ("options", "environment", *seeding)},
-                                interrupted=interrupted)
-        summary = dataclasses.replace(summary, services=services.describe_store())
-        if options.audit:
-            progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends, and against the "
-                           f"{services.outbox} outbox")
-            summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
-    write_json(folder.load_dir / SUMMARY_FILE, summary)
+    options = resolve_processes(options, Path(config.lab_home), progress)
+    metrics = start_metrics(options)  # a taken port fails here, before any folder exists
+    try:
+        folder, env = prepare(config, options, progress, services=services)
+        load_folders.create(folder)
+        lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
+        with lock:
+            plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
+            seeding = seed_workers(config, plan, folder, progress, services=services)
+            parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
+                          "locustfile": str(LOCUSTFILE), **seeding}
+            write_json(folder.load_dir / "parameters.json", parameters)
+            plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters,
+                                                                 services, metrics)
+            progress.done()
+            summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
+                                     web=options.web is not None,
+                                     exit_codes=procs.exit_codes(),
+                                     parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
+            summary = dataclasses.replace(summary, services=services.describe_store())
+            if options.audit:
+                progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends, and against the "
+                               f"{services.outbox} outbox")
+                summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
+        write_json(folder.load_dir / SUMMARY_FILE, summary)
+    finally:
+        if metrics is not None:
+            metrics.close()
     return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,
                       interrupted=interrupted)
 
 
+def start_metrics(options: LoadOptions) -> MetricsServer | None:
+    if options.metrics_port is None:
+        return None
+    return MetricsServer(host=options.metrics_host, port=options.metrics_port).start()
+
+
 def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
-                parameters: dict[str, Any], services: ServicesConfig) -> tuple[LoadPlan, Processes, CpuMonitor | None,
-                                                                               bool]:
+                parameters: dict[str, Any], services: ServicesConfig, metrics: MetricsServer | None = None,
+                ) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
     """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
     load_dir = plan.load_dir
     distributed = plan.workers > 1
@@ -260,6 +287,7 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
                   web_port=web_port, host=display_host(config))
     procs = Processes(load_dir / "locust.stdout.txt")
     watch = Stopwatch()
+    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options))
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
 
@@ -270,6 +298,8 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
             procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
                         child_env(config, plan, i, role="worker", services=services), load_dir)
         wait_ready(plan, procs, options.startup_seconds)
+        if metrics is not None:
+            progress.phase(f"metrics: {metrics.url} (Prometheus text format)")
         if plan.start_gate:
             plan = dataclasses.replace(plan, t0=publish_t0(plan))
             progress.phase(f"ready in {watch.seconds():.1f} s; running {plan.end_seconds:g} s"
@@ -284,14 +314,15 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
 
     try:
         end = drive(plan, procs, progress, start=start, cpu_csv=load_dir / "cpu.csv",
-                    watch=lambda plan: wait_until_done(plan, procs, progress,
-                                                       stop_timeout_seconds=options.stop_timeout_seconds),
+                    watch=lambda plan: wait_until_done(plan, procs, monitor,
+                                                       stop_timeout_seconds=options.stop_timeout_seconds,
+                                                       stop_grace_seconds=options.stop_timeout_seconds + 10),
                     stopping="stopping Locust: in-flight calls finish",
                     stop_grace_seconds=options.stop_timeout_seconds + 10)
     finally:
         procs.close()  # only our own processes, by handle
     # a web UI run always ends with Ctrl-C: that is its end, not an interruption
-    return end.plan, procs, end.cpu, end.stopped and options.web is None
+    return end.plan, procs, end.cpu, end.stopped and options.web is None, monitor
 
 
 def wait_ready(plan: LoadPlan, procs: Processes, timeout_seconds: float,

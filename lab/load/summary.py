@@ -1,15 +1,19 @@
 """What a load run measured (``load/summary.json``): :class:`LoadSummary` and how it is made.
 
-After the Locust processes exit, :func:`summarize_run` merges the per-worker totals (HDR
-histograms, ``load/totals/*.json``) into per-operation summaries, compares the achieved rate
-with the requested one over the measured window, counts the acks, and, for a staircase,
-summarises each step from the interval logs (:func:`step_summary`). Latencies in µs, rates in
-calls per second, by :mod:`lab.measure`.
+After the Locust processes exit, :func:`summarize_run` reads the run's one source of counts
+(:mod:`lab.load.live_counts`: every process's final snapshot, the same files the live status
+and the metrics endpoint read while it ran) into per-operation summaries of the calls that
+finished inside the measured window, reports the calls in flight at its end apart, compares
+the achieved rate with the requested one, judges the run (:mod:`lab.load.verdict`: valid or
+loader-bound, with reasons), counts the acks, and, for a staircase, summarises and judges
+each step (:func:`step_summary`). Latencies in µs, rates in calls per second, by :mod:`lab.measure`.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +21,12 @@ from typing import Any
 
 from lab.load.audit import AuditResult, read_acks
 from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
+from lab.load.live_counts import LiveCounts, read_counts
 from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
+from lab.load.verdict import Limits, Verdict, judge, lag_trend
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
-from lab.measure.hdr import OperationSummary, OpStats, merge_stats, new_histogram, read_interval_log, summarize
+from lab.measure.hdr import OperationSummary, OpStats, new_histogram, read_interval_log, summarize
 
 UNITS = {"latency": "microseconds", "rate": "calls per second"}
 ACK_PHASES = ("prior", "seed", "warmup", "measured", "after")
@@ -83,6 +89,7 @@ class StepSummary:
     service_us: LatencySummary
     corrected_us: LatencySummary
     loadgen_cpu: CpuWindow | None = None
+    verdict: Verdict | None = None       # measured steps: valid or loader-bound
 
     def to_json(self) -> dict[str, Any]:
         out = {"start_s": self.start_s, "end_s": self.end_s, "requested_rate": self.requested_rate,
@@ -90,6 +97,8 @@ class StepSummary:
                "corrected_us": self.corrected_us.to_json()}
         if self.loadgen_cpu is not None:
             out["loadgen_cpu"] = self.loadgen_cpu.to_json()
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
         return out
 
 
@@ -116,12 +125,23 @@ class LoadSummary:
     steps: tuple[StepSummary, ...] = ()
     parameters: Mapping[str, Any] = field(default_factory=dict)
     audit: AuditResult | None = None
+    verdict: Verdict | None = None
+    in_flight_at_end: OperationSummary | None = None  # due before the window's end, finished after: not achieved
+    in_flight_by_operation: Mapping[str, int] = field(default_factory=dict)
+    warmup_calls: int = 0
+    loader_cpu_ms_per_call: float | None = None        # the load processes' CPU over the window / its calls
+    staircase_stopped_at_step: int | None = None       # 1-based: the first loader-bound step (a staircase stops)
+    sizing: Mapping[str, Any] | None = None            # what the rate needs of the loader (lab.load.loader_sizing)
     operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
     services: Mapping[str, Any] = field(default_factory=dict)  # the outbox and hot window the stores used
 
     @property
     def workers_reporting(self) -> int:
         return len(self.workers)
+
+    @property
+    def loader_bound(self) -> bool:
+        return self.verdict is not None and self.verdict.loader_bound
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -138,8 +158,20 @@ class LoadSummary:
             out["loadgen_cpu"] = self.loadgen_cpu.to_json()
         if self.steps:
             out["steps"] = [s.to_json() for s in self.steps]
+            out["staircase_stopped_at_step"] = self.staircase_stopped_at_step
         if self.audit is not None:
             out["audit"] = self.audit.to_json()
+        if self.verdict is not None:
+            out["verdict"] = self.verdict.to_json()
+        out["in_flight_at_end"] = {"count": self.in_flight_at_end.count if self.in_flight_at_end else 0,
+                                   "by_operation": dict(self.in_flight_by_operation),
+                                   "corrected_us": (self.in_flight_at_end.corrected_us.to_json()
+                                                    if self.in_flight_at_end and self.in_flight_at_end.corrected_us
+                                                    else None)}
+        out["warmup_calls"] = self.warmup_calls
+        out["loader_cpu_ms_per_call"] = self.loader_cpu_ms_per_call
+        if self.sizing is not None:
+            out["sizing"] = dict(self.sizing)
         if self.operation_cpu:
             out["operation_cpu"] = {"note": APPORTIONED_NOTE, **{op: c.to_json() for op, c in self.operation_cpu.items()}}
         if self.services:
@@ -148,10 +180,6 @@ class LoadSummary:
 
 
 # ---- from a run's folder ----------------------------------------------------------------------
-def _worker_totals(load_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((load_dir / "totals").glob("*.json"))]
-
-
 def ack_counts(load_dir: Path) -> AckCounts:
     counts = dict.fromkeys((*ACK_PHASES, "replayed"), 0)
     for path in sorted((load_dir / "acks").glob("*.csv")):
@@ -173,62 +201,119 @@ def _locust_json(load_dir: Path) -> dict[str, Any] | None:
             for e in data if isinstance(e, dict) and "name" in e}
 
 
+def _all(stats: Mapping[str, OpStats]) -> OpStats:
+    out = OpStats()
+    for s in stats.values():
+        out.merge(s)
+    return out
+
+
+def requested_over(plan: LoadPlan, start_s: float, end_s: float) -> float | None:
+    """The plan's mean rate over [start_s, end_s] (seconds after t0); None in a closed loop."""
+    if not plan.fixed_rate or end_s <= start_s:
+        return None
+    calls = sum(max(0.0, min(s.end_s, end_s) - max(s.start_s, start_s)) * s.rate for s in plan.stages)
+    return calls / (end_s - start_s)
+
+
+def cpu_window(counts: LiveCounts, start_s: float, end_s: float) -> CpuWindow | None:
+    """The load processes' CPU over a stretch, from their timelines (% of one core, all together)."""
+    n, mean, top = counts.cpu_total(start_s, end_s)
+    if not n or mean is None:
+        return None
+    cores = os.cpu_count() or 1
+    return CpuWindow(samples=n, mean_percent_of_one_core=round(mean, 1), max_percent_of_one_core=round(top, 1),
+                     mean_percent_of_machine=round(mean / cores, 1), cores=cores)
+
+
+def judge_window(plan: LoadPlan, counts: LiveCounts, start_s: float, end_s: float, *, achieved: float | None,
+                 limits: Limits | None) -> Verdict:
+    """The verdict of [start_s, end_s] (seconds after t0): its processes' CPU, its rate, its lag."""
+    requested = requested_over(plan, start_s, end_s)
+    lag = None
+    if plan.fixed_rate:
+        _calls, _cpu, series = counts.window(start_s, end_s)
+        lag = lag_trend(series, end_s - start_s)
+    return judge(requested_rate=requested, achieved_rate=achieved, lag=lag, limits=limits, users=plan.users,
+                 loader_cpu_percent_of_core=counts.cpu_percent_by_process(start_s, end_s))
+
+
 def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = None,
                   exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None,
-                  interrupted: bool = False) -> LoadSummary:
-    workers = _worker_totals(load_dir)
-    stats = merge_stats({op: OpStats.from_json(v) for op, v in w["totals"].items()} for w in workers)
-    seconds = plan.duration_seconds
-    if seconds <= 0 or interrupted:  # the web UI, or a run stopped early: as long as the tests ran
-        seconds = max((w.get("measured_seconds") or 0.0 for w in workers), default=0.0)
-    allops = OpStats()
-    for s in stats.values():
-        allops.merge(s)
-    achieved = allops.count / seconds if seconds > 0 else None
-    requested = plan.requested_rate()
-    if plan.fixed_rate and plan.warmup_seconds > 0:  # the measured window only
-        requested = (sum(max(0.0, min(s.end_s, plan.end_seconds) - max(s.start_s, plan.warmup_seconds)) * s.rate
-                         for s in plan.stages) / seconds)
-    loadgen_cpu = ((cpu.window(plan.warmup_seconds, plan.end_seconds) if plan.duration_seconds > 0
-                    else cpu.window(0.0, math.inf)) if cpu is not None else None)
+                  interrupted: bool = False, limits: Limits | None = None,
+                  stopped_at_step: int | None = None) -> LoadSummary:
+    """``cpu`` (the runner's psutil samples) is no longer read: the processes report their own
+    CPU in their snapshots, which a distributed master receives from every machine."""
+    counts = read_counts(load_dir)
+    stats = counts.operations
+    seconds = counts.measured_seconds  # each process's measured part: the plan's, unless stopped early
+    if plan.duration_seconds > 0 and not interrupted and stopped_at_step is None and seconds <= 0:
+        seconds = plan.duration_seconds
+    allops = _all(stats)
+    achieved = counts.achieved_rate()
+    web = plan.duration_seconds <= 0
+    start_s = 0.0 if web else plan.warmup_seconds
+    end_s = math.inf if web else plan.warmup_seconds + seconds
+    if stopped_at_step is not None:  # a staircase stopped after its first loader-bound step: it ends there
+        measured_stages = [st for st in plan.stages if st.end_s > plan.warmup_seconds]
+        end_s = min(end_s, measured_stages[stopped_at_step - 1].end_s)
+        seconds = end_s - start_s
+    requested = requested_over(plan, start_s, end_s) if not web else None
+    late = counts.late
+    late_all = _all(late)
+    cpu_seconds = counts.cpu_seconds(start_s, end_s)
+    steps = tuple(step_summary(plan, load_dir, counts, limits=limits, upto_s=end_s)) if len(plan.stages) > 1 else ()
+    verdict = judge_window(plan, counts, start_s, end_s, achieved=achieved, limits=limits)
+    if stopped_at_step is not None:  # the run is judged by the step that stopped it
+        bound = [st.verdict for st in steps if st.verdict is not None and st.verdict.loader_bound]
+        if bound:
+            verdict = dataclasses.replace(bound[0], notes=(*bound[0].notes, (
+                f"the staircase stopped at step {stopped_at_step}: the store's capacity was not reached")))
     return LoadSummary(
         run_id=plan.run_id, profile=plan.profile, mode="fixed-rate" if plan.fixed_rate else "closed-loop",
-        users=plan.users, processes=plan.workers, warmup_seconds=plan.warmup_seconds, measured_seconds=seconds,
+        users=plan.users, processes=plan.workers, warmup_seconds=plan.warmup_seconds,
+        measured_seconds=round(seconds, 3),
         requested_rate=round(requested, 2) if requested else None,
         achieved_rate=round(achieved, 2) if achieved is not None else None,
         achieved_over_requested=a_over_b(achieved, requested, digits=4) if requested else None,
         operations=summarize(stats, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate),
         all_operations=summarize({"all": allops}, elapsed_seconds=seconds, fixed_rate=plan.fixed_rate)["all"],
         acks=ack_counts(load_dir),
-        workers=tuple(WorkerReport(worker=w["worker"], pid=w["pid"], acks=w["acks"], driver=w.get("driver"),
-                                   reactor=w.get("reactor"), alerts=w.get("alerts"), requests=w.get("requests"),
-                                   measured_seconds=w.get("measured_seconds"), machine=w.get("machine"))
-                      for w in workers),
+        workers=tuple(WorkerReport(worker=p.worker, pid=p.pid, acks=int(p.extra.get("acks", 0)),
+                                   driver=p.extra.get("driver"), reactor=p.extra.get("reactor"),
+                                   alerts=p.extra.get("alerts"), requests=p.extra.get("requests"),
+                                   measured_seconds=p.measured_seconds, machine=p.extra.get("machine"))
+                      for p in counts.processes),
         workers_expected=plan.workers, locust=_locust_json(load_dir), locust_exit_codes=tuple(exit_codes),
-        loadgen_cpu=loadgen_cpu,
-        steps=tuple(step_summary(plan, load_dir, cpu)) if len(plan.stages) > 1 else (),
-        parameters=dict(parameters or {}),
-        operation_cpu=operation_cpu(workers, stats, loadgen_cpu, seconds))
+        loadgen_cpu=cpu_window(counts, start_s, end_s),
+        steps=steps, parameters=dict(parameters or {}), verdict=verdict,
+        in_flight_at_end=summarize({"late": late_all}, elapsed_seconds=0, fixed_rate=plan.fixed_rate)["late"],
+        in_flight_by_operation={op: s.count for op, s in sorted(late.items())}, warmup_calls=counts.warmup_calls,
+        loader_cpu_ms_per_call=round(1000 * cpu_seconds / allops.count, 4) if cpu_seconds and allops.count else None,
+        staircase_stopped_at_step=stopped_at_step,
+        operation_cpu=operation_cpu(counts, stats, cpu_seconds))
 
 
-def operation_cpu(workers: Sequence[Mapping[str, Any]], stats: Mapping[str, OpStats], loadgen_cpu: CpuWindow | None,
-                  seconds: float) -> dict[str, OperationCpu]:
+def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_seconds: float | None,
+                  ) -> dict[str, OperationCpu]:
     """Loader CPU per operation over the measured window (lab.load.operation_cpu), when every worker
-    timed its calls' threads (native-thread workers; a gevent worker cannot)."""
-    caller = [w.get("caller_cpu_seconds") for w in workers]
+    timed its calls' threads (native-thread workers; a gevent worker cannot); the processes' CPU
+    over the window comes from their timelines, as the verdict's does."""
+    caller = [p.extra.get("caller_cpu_seconds") for p in counts.processes]
     if not caller or any(c is None for c in caller):
         return {}
     summed: dict[str, float] = {}
     for c in caller:
         for op, value in c.items():
             summed[op] = summed.get(op, 0.0) + value
-    mean = loadgen_cpu.mean_percent_of_one_core if loadgen_cpu is not None else None
-    process = mean / 100 * seconds if mean is not None and seconds > 0 else None
-    return apportion({op: s.count for op, s in stats.items()}, summed, process)
+    return apportion({op: s.count for op, s in stats.items()}, summed, process_cpu_seconds)
 
 
-def step_summary(plan: LoadPlan, load_dir: Path, cpu: CpuMonitor | None) -> list[StepSummary]:
-    """Throughput and latencies per stage, from the interval logs (intervals start on t0 + k * interval)."""
+def step_summary(plan: LoadPlan, load_dir: Path, counts: LiveCounts, *, limits: Limits | None = None,
+                 upto_s: float = math.inf) -> list[StepSummary]:
+    """Throughput, latencies and the verdict per stage, from the interval logs (intervals start on
+    t0 + k * interval; calls counted where they finished) and the processes' timelines. Stages
+    after ``upto_s`` (a staircase stopped at a loader-bound step) did not run and are left out."""
     per_step = [{"service": new_histogram(), "corrected": new_histogram()} for _ in plan.stages]
     for path in sorted((load_dir / "hdr").glob("*.hlog")):
         for iv in read_interval_log(path):
@@ -237,9 +322,17 @@ def step_summary(plan: LoadPlan, load_dir: Path, cpu: CpuMonitor | None) -> list
                 if st.start_s <= mid < st.end_s:
                     per_step[i][iv.kind].add(iv.histogram)
                     break
-    return [StepSummary(start_s=st.start_s, end_s=st.end_s, requested_rate=round(st.rate, 2),
-                        warmup=st.end_s <= plan.warmup_seconds,
-                        achieved_rate=round(h["service"].get_total_count() / (st.end_s - st.start_s), 2),
-                        service_us=summarize_histogram(h["service"]), corrected_us=summarize_histogram(h["corrected"]),
-                        loadgen_cpu=cpu.window(st.start_s, st.end_s) if cpu is not None else None)
-            for st, h in zip(plan.stages, per_step)]
+    out = []
+    for st, h in zip(plan.stages, per_step):
+        if st.start_s >= upto_s - 1e-6:
+            break
+        end = min(st.end_s, upto_s)
+        warmup = st.end_s <= plan.warmup_seconds
+        achieved = round(h["service"].get_total_count() / (end - st.start_s), 2)
+        out.append(StepSummary(start_s=st.start_s, end_s=end, requested_rate=round(st.rate, 2), warmup=warmup,
+                               achieved_rate=achieved, service_us=summarize_histogram(h["service"]),
+                               corrected_us=summarize_histogram(h["corrected"]),
+                               loadgen_cpu=cpu_window(counts, st.start_s, end),
+                               verdict=None if warmup else judge_window(plan, counts, st.start_s, end,
+                                                                        achieved=achieved, limits=limits)))
+    return out

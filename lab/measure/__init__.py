@@ -6,6 +6,7 @@
     stats        mean CI (Student t), median CI over rounds, bootstrap CI (samples or whole rounds), relative half-width,
                  Mann-Whitney U + Holm, ``a_over_b``
     regression   least squares with coefficient intervals and prediction intervals (``fit_linear``)
+    process_cpu  this process's CPU over a window (``CpuMeter``): is the client what limits a measurement?
 
 One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank

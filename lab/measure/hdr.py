@@ -62,25 +62,30 @@ def latencies_us(*, started_ns: int, ended_ns: int, due_ns: int | None = None) -
 # ---- per-operation recording -----------------------------------------------------------
 @dataclass
 class OpStats:
-    """Totals of one operation since the start of the run (one process)."""
+    """Totals of one operation since the start of the run (one process). A call ends ok, with an
+    *outcome* (an answer the design defines that is not a success: ``lab.load.outcomes``), or
+    with an error; all three are in the latency histograms."""
 
     service: HdrHistogram = field(default_factory=new_histogram)
     corrected: HdrHistogram = field(default_factory=new_histogram)
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     timeouts: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
-        return self.ok + sum(self.errors.values())
+        return self.ok + sum(self.errors.values()) + sum(self.outcomes.values())
 
     def record(self, service_us: int, corrected_us: int | None = None, *, error: str | None = None,
-               timeout: bool = False) -> None:
-        """One call: its latencies (µs, as :func:`latencies_us` gives them) and its outcome."""
+               timeout: bool = False, outcome: str | None = None) -> None:
+        """One call: its latencies (µs, as :func:`latencies_us` gives them) and how it ended."""
         self.service.record_value(service_us)
         if corrected_us is not None:
             self.corrected.record_value(corrected_us)
-        if error is None:
+        if outcome is not None:
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        elif error is None:
             self.ok += 1
         else:
             self.errors[error] = self.errors.get(error, 0) + 1
@@ -93,20 +98,28 @@ class OpStats:
         self.timeouts += other.timeouts
         for name, n in other.errors.items():
             self.errors[name] = self.errors.get(name, 0) + n
+        for name, n in other.outcomes.items():
+            self.outcomes[name] = self.outcomes.get(name, 0) + n
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "errors": dict(self.errors), "timeouts": self.timeouts,
+        return {"ok": self.ok, "errors": dict(self.errors), "timeouts": self.timeouts, "outcomes": dict(self.outcomes),
                 "service": encode(self.service), "corrected": encode(self.corrected)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> OpStats:
         return cls(service=decode(data["service"]), corrected=decode(data["corrected"]),
                    ok=int(data["ok"]), errors={k: int(v) for k, v in data["errors"].items()},
-                   timeouts=int(data["timeouts"]))
+                   timeouts=int(data["timeouts"]), outcomes={k: int(v) for k, v in (data.get("outcomes") or {}).items()})
+
+
+MEASURED = "measured"
+LATE = "late"  # in flight at the end of the measured window: finished after it
 
 
 class LatencyRecorder:
-    """Per-operation histograms of one load process: run totals plus the current interval.
+    """Per-operation histograms of one load process: the measured calls' totals, the current
+    interval, the calls in flight at the window's end (``late``, apart), and the running sums
+    the live timeline needs (``lab.load.live_counts``).
 
     Not thread-safe by design: one recorder per process, and under gevent every greenlet of a
     process records between two switches (no lock needed, none taken).
@@ -115,19 +128,35 @@ class LatencyRecorder:
     def __init__(self, *, fixed_rate: bool) -> None:
         self.fixed_rate = fixed_rate
         self.totals: dict[str, OpStats] = {}
+        self.late: dict[str, OpStats] = {}
+        self.warmup_calls = 0
+        self.calls = 0             # measured calls recorded so far, and their latency sums (µs)
+        self.service_sum_us = 0
+        self.corrected_sum_us = 0
         self._interval: dict[str, OpStats] = {}
 
     def record(self, op: str, *, started_ns: int, ended_ns: int, due_ns: int | None = None,
-               error: str | None = None, timeout: bool = False) -> tuple[int, int | None]:
-        """Record one call; ``error`` is the exception's type name when it failed."""
+               error: str | None = None, timeout: bool = False, outcome: str | None = None,
+               book: str = MEASURED) -> tuple[int, int | None]:
+        """Record one call; ``error`` is the exception's type name when it failed, ``outcome``
+        the kind of a defined non-success answer. ``book``: measured (totals and the interval
+        log) or late (in flight at the window's end: reported apart)."""
         service, corrected = latencies_us(started_ns=started_ns, ended_ns=ended_ns,
                                           due_ns=due_ns if self.fixed_rate else None)
-        for book in (self.totals, self._interval):
-            stats = book.get(op)
+        books = (self.totals, self._interval) if book == MEASURED else (self.late,)
+        for b in books:
+            stats = b.get(op)
             if stats is None:
-                stats = book[op] = OpStats()
-            stats.record(service, corrected, error=error, timeout=timeout)
+                stats = b[op] = OpStats()
+            stats.record(service, corrected, error=error, timeout=timeout, outcome=outcome)
+        if book == MEASURED:
+            self.calls += 1
+            self.service_sum_us += service
+            self.corrected_sum_us += corrected if corrected is not None else service
         return service, corrected
+
+    def count_warmup(self) -> None:
+        self.warmup_calls += 1
 
     def take_interval(self) -> dict[str, OpStats]:
         """The histograms since the last call, and start a new interval."""
@@ -177,11 +206,12 @@ class OperationSummary:
     rate_per_second: float | None
     service_us: LatencySummary
     corrected_us: LatencySummary | None = None
+    outcomes: Mapping[str, int] = field(default_factory=dict)  # defined non-success answers, by kind
 
     def to_json(self) -> dict:
-        out = {"count": self.count, "ok": self.ok, "errors": self.errors, "errors_by_type": dict(self.errors_by_type),
-               "timeouts": self.timeouts, "rate_per_second": self.rate_per_second,
-               "service_us": self.service_us.to_json()}
+        out = {"count": self.count, "ok": self.ok, "outcomes": dict(self.outcomes), "errors": self.errors,
+               "errors_by_type": dict(self.errors_by_type), "timeouts": self.timeouts,
+               "rate_per_second": self.rate_per_second, "service_us": self.service_us.to_json()}
         if self.corrected_us is not None:
             out["corrected_us"] = self.corrected_us.to_json()
         return out
@@ -192,14 +222,16 @@ class OperationSummary:
         return cls(count=data["count"], ok=data["ok"], errors=data["errors"],
                    errors_by_type=dict(data.get("errors_by_type", {})), timeouts=data.get("timeouts", 0),
                    rate_per_second=data.get("rate_per_second"), service_us=LatencySummary.from_json(data["service_us"]),
-                   corrected_us=LatencySummary.from_json(corrected) if corrected is not None else None)
+                   corrected_us=LatencySummary.from_json(corrected) if corrected is not None else None,
+                   outcomes=dict(data.get("outcomes") or {}))
 
 
 def summarize_op(s: OpStats, *, elapsed_seconds: float, fixed_rate: bool) -> OperationSummary:
     return OperationSummary(
         count=s.count, ok=s.ok, errors=sum(s.errors.values()), errors_by_type=dict(sorted(s.errors.items())),
         timeouts=s.timeouts, rate_per_second=round(s.count / elapsed_seconds, 2) if elapsed_seconds > 0 else None,
-        service_us=summarize_histogram(s.service), corrected_us=summarize_histogram(s.corrected) if fixed_rate else None)
+        service_us=summarize_histogram(s.service), corrected_us=summarize_histogram(s.corrected) if fixed_rate else None,
+        outcomes=dict(sorted(s.outcomes.items())))
 
 
 def summarize(stats: Mapping[str, OpStats], *, elapsed_seconds: float,

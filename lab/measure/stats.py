@@ -1,6 +1,10 @@
 """Statistics over measured samples: the confidence interval of a mean, the bootstrap, the
 significance test with its multiple-comparison correction, and ratios that say their direction.
 
+Fewer than :data:`MIN_INTERVAL_ROUNDS` (5) rounds give no interval at all (NaN / None / no
+resamples: "too few rounds for an interval"); the property tests (tests/unit/
+test_intervals_hypothesis.py) hold the intervals to ~95 % coverage of known distributions.
+
 - :func:`mean_ci`: Student-t interval of a mean (repeats of a measurement: b_row per repeat);
   :func:`sample_std` the standard deviation it uses (n - 1);
 - :func:`median_ci`: the median of per-round values (the one percentile, p50) with its
@@ -30,18 +34,24 @@ from lab.measure.percentiles import percentile
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
+# No interval from fewer rounds (repeats, samples): a t interval of 2 values, or a bootstrap of 2
+# rounds whose median is always the lower one, states a precision nothing measured (issue 22:
+# cpu_cost's "95% interval" of 2 windows had ci_low equal to the estimate for every operation).
+MIN_INTERVAL_ROUNDS = 5
+TOO_FEW_ROUNDS = "too few rounds for an interval"
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20240601
 
 
 def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    """(mean, low, high): Student-t interval; one value has a zero-width interval, none is NaN."""
+    """(mean, low, high): Student-t interval; fewer than MIN_INTERVAL_ROUNDS values have a mean
+    and no interval (NaN bounds), none is all NaN."""
     xs = np.asarray(list(values), dtype=float)
     if len(xs) == 0:
         return math.nan, math.nan, math.nan
     mean = float(xs.mean())
-    if len(xs) < 2:
-        return mean, mean, mean
+    if len(xs) < MIN_INTERVAL_ROUNDS:
+        return mean, math.nan, math.nan
     from scipy import stats
 
     half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * sample_std(xs) / math.sqrt(len(xs)))
@@ -58,7 +68,7 @@ def median_ci(values: Iterable[float], *, confidence: float = CONFIDENCE, resamp
               seed: int = BOOTSTRAP_SEED) -> tuple[float, float | None, float | None]:
     """(median, low, high) of per-round values: the p50 by the one percentile, and its bootstrap
     interval with the rounds resampled whole; NaN and (None, None) when there are no values,
-    (None, None) for one."""
+    (None, None) for fewer than MIN_INTERVAL_ROUNDS."""
     xs = np.asarray(list(values), dtype=float)
     if not len(xs):
         return math.nan, None, None
@@ -70,9 +80,9 @@ def median_ci(values: Iterable[float], *, confidence: float = CONFIDENCE, resamp
 def bootstrap_values(samples: Iterable[float], statistic: Callable[[np.ndarray], float] | None = None, *,
                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
     """``statistic`` (default: the p99 by the lab's one percentile) of ``resamples`` resamples
-    (with replacement, same size) of ``samples``; empty for fewer than two samples."""
+    (with replacement, same size) of ``samples``; empty for fewer than MIN_INTERVAL_ROUNDS samples."""
     xs = np.asarray(list(samples), dtype=float)
-    if len(xs) < 2:
+    if len(xs) < MIN_INTERVAL_ROUNDS:
         return np.empty(0)
     stat = statistic or (lambda a: percentile(a, 99.0))
     rng = np.random.default_rng(seed)
@@ -84,8 +94,9 @@ def bootstrap_rounds(rounds: int, statistic: Callable[[np.ndarray], Any], *, res
     """``statistic(indices)`` for ``resamples`` resamples of the round indices ``0..rounds-1``:
     an interleaved experiment resampled by whole rounds (every size or operation of a round
     was measured under the same load of a shared machine, so rounds, not samples, are the
-    independent units). ``statistic`` may return anything (a recommended size, a slope)."""
-    if rounds < 2:
+    independent units). ``statistic`` may return anything (a recommended size, a slope).
+    Empty for fewer than MIN_INTERVAL_ROUNDS rounds."""
+    if rounds < MIN_INTERVAL_ROUNDS:
         return []
     rng = np.random.default_rng(seed)
     return [statistic(rng.integers(0, rounds, rounds)) for _ in range(resamples)]
@@ -104,7 +115,7 @@ def bootstrap_ci(samples: Iterable[float], statistic: Callable[[np.ndarray], flo
                  confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> tuple[float | None, float | None]:
     """Percentile-bootstrap interval of ``statistic`` (default: the p99 by the lab's one
-    percentile definition); (None, None) for fewer than two samples."""
+    percentile definition); (None, None) for fewer than MIN_INTERVAL_ROUNDS samples."""
     return interval_of(bootstrap_values(samples, statistic, resamples=resamples, seed=seed), confidence)
 
 

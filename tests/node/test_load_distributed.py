@@ -47,7 +47,7 @@ def distributed_run(connection, tmp_path_factory, lab_home):
         env = {**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"}
         master = _lab("--master", "--expect-workers", "2", "--master-bind-host", MASTER_HOST, "--master-port",
                       str(port), "--rate", "20", "--duration", "4s", "--warmup", "1s", "--seed-size", "tiny",
-                      "--results", str(base / "master"), env=env, out=base / "master.txt")
+                      "--allow-loader-bound", "--results", str(base / "master"), env=env, out=base / "master.txt")
         workers = [_lab("--worker", "--master-host", MASTER_HOST, "--master-port", str(port),
                         "--home", str(base / f"home{i}"), "--results", str(base / f"results{i}"),
                         env={**env, "LAB_HOME": str(base / f"home{i}")}, out=base / f"worker{i}.txt")

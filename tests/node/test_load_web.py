@@ -62,7 +62,7 @@ def web_run(connection, tmp_path_factory, lab_home):
     port = free_port()
     with scratch_keyspace(connection, "loadweb", create=False) as keyspace:
         cmd = [sys.executable, "-m", "lab.cli", "load", "--web", "--users", "3", "--seed-size", "tiny",
-               "--web-port", str(port), "--run-id", RUN_ID, "--results", str(results)]
+               "--allow-loader-bound", "--web-port", str(port), "--run-id", RUN_ID, "--results", str(results)]
         with open(err_path, "w") as err:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(keyspace), stdout=subprocess.PIPE, stderr=err, text=True)
         try:
@@ -114,11 +114,14 @@ def test_quitting_writes_the_summary_and_the_audit(web_run):
     assert (load_dir / "audit.json").exists() and (load_dir / "locust_stats_history.csv").exists()
     assert "summary:" in web_run["out"] and "audit ok:" in web_run["out"]
     assert read_json(load_dir / "parameters.json")["web_url"] == web_run["url"]
+    # the quit summary ends with the verdict, as a headless run's does (issue 22)
+    assert s["verdict"]["verdict"] in ("valid", "loader-bound") and "loader_cpu_percent_of_core" in s["verdict"]
+    assert re.search(r"^verdict: (valid|LOADER-BOUND)", web_run["out"], re.M), web_run["out"]
 
 
 def test_a_second_load_of_the_run_id_reuses_its_seed_and_history(web_run):
     proc = subprocess.run([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "2s",
-                           "--seed-size", "tiny", "--run-id", RUN_ID, "--results", str(web_run["results"])],
+                           "--seed-size", "tiny", "--allow-loader-bound", "--run-id", RUN_ID, "--results", str(web_run["results"])],
                           cwd=ROOT, env=web_run["env"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     first = read_json(web_run["results"] / RUN_ID / "load" / "summary.json")

@@ -88,7 +88,7 @@ def test_every_numeric_option_has_a_range():
     (["load", "--users", "2", "--duration", "0s"], "'0s' must be more than 0 seconds"),
     (["load", "--users", "2", "--warmup", "-2s"], "'-2s' must be at least 0 seconds"),
     (["load", "--users", "2", "--duration", "soon"], "'soon' is not a duration (e.g. 60s, 2m, 1m30s)"),
-    (["load", "--users", "2", "--processes", "0"], "'--processes': 0 is not in the range x>=1"),
+    (["load", "--users", "2", "--processes", "0"], "'--processes': '0': give auto or a number of processes >= 1"),
     (["load", "--web", "--rate", "5"], "the web UI runs closed loop"),
     (["load", "--users", "2", "--run-id", "../up"], "run id '../up': use letters, digits"),
     (["load", "--users", "2", "--profile", "nope"], "no load profile 'nope'"),

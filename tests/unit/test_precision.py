@@ -25,9 +25,18 @@ def _sampler(values):
 def test_sampling_stops_when_the_target_is_reached():
     seen, step, achieved = _sampler([100, 101, 99, 100, 100, 100, 100])
     p = sample_until(step, achieved, quantity="x", target=0.02, budget_seconds=60, min_steps=3, max_steps=7)
-    assert p.status == "reached" and p.reached and p.steps == len(seen) == 4  # 3: ±2.5%, 4: ±1.3%
+    # 3 and 4 values: too few rounds for an interval (lab.measure.stats.MIN_INTERVAL_ROUNDS); 5: ±0.9%
+    assert p.status == "reached" and p.reached and p.steps == len(seen) == 5
     assert p.achieved_rel_half_width <= 0.02
     assert "target reached" in p.describe() and "±2%" in p.describe()
+
+
+def test_too_few_rounds_for_an_interval_say_so():
+    seen, step, achieved = _sampler([100, 101, 99, 100])
+    p = sample_until(step, achieved, quantity="x", target=0.02, budget_seconds=60, min_steps=2, max_steps=2)
+    assert p.status == "limit" and p.achieved_rel_half_width is None and p.too_few_rounds
+    assert p.describe().startswith("too few rounds for an interval (2 rounds") and "confidence low" in p.describe()
+    assert p.to_json()["too_few_rounds"] is True
 
 
 def test_sampling_says_when_the_step_limit_or_the_budget_ended_it():

@@ -28,9 +28,12 @@ def test_stopwatch_stops_at_the_end_of_its_block():
 
 
 def test_mean_ci_is_student_t():
-    mean, low, high = mean_ci([10.0, 12.0, 14.0])
-    assert mean == 12.0 and (low, high) == pytest.approx((12 - 4.9683, 12 + 4.9683), abs=1e-3)  # t(0.975, 2) s/√n
-    assert mean_ci([5.0]) == (5.0, 5.0, 5.0) and all(math.isnan(v) for v in mean_ci([]))
+    mean, low, high = mean_ci([10.0, 12.0, 14.0, 16.0, 18.0])
+    # t(0.975, 4) = 2.7764, s = 3.1623: half-width 2.7764 * 3.1623 / sqrt(5) = 3.9265
+    assert mean == 14.0 and (low, high) == pytest.approx((14 - 3.9265, 14 + 3.9265), abs=1e-3)
+    few = mean_ci([10.0, 12.0, 14.0])  # fewer than five rounds: a mean, no interval
+    assert few[0] == 12.0 and math.isnan(few[1]) and math.isnan(few[2])
+    assert all(math.isnan(v) for v in mean_ci([]))
 
 
 def test_bootstrap_interval_holds_the_statistic_and_is_reproducible():

@@ -9,7 +9,7 @@ import pytest
 
 from lab.cli.load_text import acks_line, summary_lines
 from lab.cli.status_line import status_text
-from lab.load.progress import LiveStatus, read_live_totals
+from lab.load.progress import LiveStatus
 from lab.load.summary import AckCounts, LoadSummary
 from lab.measure.hdr import OperationSummary
 from lab.measure.percentiles import LatencySummary
@@ -84,18 +84,12 @@ def test_acks_say_seed_and_prior_apart_from_measured():
 
 
 def test_status_line():
-    s = LiveStatus(elapsed_seconds=12.3, total_seconds=60, warmup_seconds=10, users=30, calls=1234, errors=0,
-                   calls_per_second=98.14)
-    assert status_text(s) == "  measured   12.3 s / 1 min 00 s  30 users  1,234 calls  98.1 calls/s  0 errors"
-    assert status_text(LiveStatus(elapsed_seconds=70, total_seconds=60, users=3)).startswith(
-        "  stopping   1 min 00 s / 1 min 00 s")
-    assert "idle" in status_text(LiveStatus(elapsed_seconds=5, total_seconds=None, users=0))
-
-
-def test_live_totals_read_locusts_last_aggregated_row(tmp_path):
-    head = "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,Total Request Count,Total Failure Count\n"
-    rows = "".join(f"{t},4,,Aggregated,{t}.5,0.0,12,{t * 100},{t}\n1,4,store,send,1,0,1,5,0\n" for t in range(1, 400))
-    (tmp_path / "locust_stats_history.csv").write_text(head + rows)
-    assert read_live_totals(tmp_path) == {"users": 4, "calls": 39900, "errors": 399, "calls_per_second": 399.5,
-                                          "errors_per_second": 0.0}
-    assert read_live_totals(tmp_path / "missing") is None
+    s = LiveStatus(elapsed_seconds=12.3, total_seconds=60, warmup_seconds=10, calls=1234, errors=0,
+                   calls_per_second=98.14, requested_rate=100, in_flight=3, loader_cpu_percent=41.3)
+    assert status_text(s) == ("  measured   12.3 s / 1 min 00 s  1,234 calls  98.1 calls/s of 100/s  0 errors  "
+                              "3 in flight  loader CPU 41%")
+    warm = LiveStatus(elapsed_seconds=4, total_seconds=60, warmup_seconds=10, warmup_calls=400, outcomes=2)
+    assert status_text(warm) == "  warmup     4.0 s / 1 min 00 s  400 warmup calls (not measured)  0 errors  2 outcomes"
+    assert status_text(LiveStatus(elapsed_seconds=70, total_seconds=60, late=4)).startswith(
+        "  stopping   1 min 00 s / 1 min 00 s  0 calls  0 errors  4 finished after the end (not counted)")
+    assert "idle" in status_text(LiveStatus(elapsed_seconds=5, total_seconds=None, active=False))

@@ -408,6 +408,8 @@ def mix_lines(result: Result) -> list[str]:
     if h is not None:
         out.append(f"**Held-out check** (`{h.profile}`, not fitted): predicted {h.predicted_bytes:,.0f} B "
                    f"({h.predicted_ci_low:,.0f}-{h.predicted_ci_high:,.0f}) vs measured {h.measured_bytes:,.0f} B "
-                   f"({h.measured_ci_low:,.0f}-{h.measured_ci_high:,.0f}): {100 * h.relative_error:+.1f}%, "
+                   + (f"({h.measured_ci_low:,.0f}-{h.measured_ci_high:,.0f})" if h.measured_ci_low == h.measured_ci_low
+                      else "(too few repeats for an interval)")
+                   + f": {100 * h.relative_error:+.1f}%, "
                    f"{'within' if h.agrees else 'OUTSIDE'} the combined intervals.")
     return out

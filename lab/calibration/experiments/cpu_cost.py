@@ -28,7 +28,9 @@ comes out too low (even negative). So windows whose two idle neighbours were *qu
 ``quiet_cores``, 0.15 cores) are used when an operation has at least ``min_quiet_windows`` of
 them; otherwise every window, and the result says so (``basis``); load-generator CPU per operation = its window CPU / operations. Rounds continue from ``min_rounds`` until every
 operation's bootstrap interval (rounds resampled whole) is within ``target_rel_half_width``
-or the budget runs out.
+or the budget runs out. A window whose driving was loader-bound (this process above
+``max_loader_cpu_percent_of_core`` while driving, or the rate not offered: ``lab.load.thread_driver``)
+is recorded and never used for an estimate.
 
 On a shared 2-core machine the server, the load generator and other engineers' work share the
 cores: absolute costs are this machine's; the idle windows take out the steady background,
@@ -44,7 +46,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,9 +57,12 @@ from lab.calibration.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_
 from lab.calibration.precision import Precision, sample_until
 from lab.cluster.admin.server_cpu import cpu_seconds_between
 from lab.errors import ValidationError
-from lab.load.pacing import FixedRateSchedule
-from lab.measure import Stopwatch, median_ci, now_ns, percentile, relative_half_width, summarize_histogram
-from lab.measure.hdr import OpStats, latencies_us
+from lab.load.thread_driver import drive, loader_bound
+from lab.load.verdict import Limits
+from lab.measure import Stopwatch, median_ci, percentile, relative_half_width, summarize_histogram
+from lab.measure.hdr import OpStats
+from lab.measure.process_cpu import CpuMeter
+from lab.measure.stats import TOO_FEW_ROUNDS
 from lab.workload import generate, to_send_request
 from lab.results.jsonio import flatten
 
@@ -84,6 +88,7 @@ class Params:
     target_rel_half_width: float = 0.20        # of each operation's server CPU per op (bootstrap 95% CI)
     quiet_cores: float = 0.15                  # an idle window at or below this is quiet (no other client busy)
     min_quiet_windows: int = 3                 # quiet windows an operation needs to be estimated from them
+    max_loader_cpu_percent_of_core: float = 70.0  # a window whose driving used more of this process is loader-bound
     budget_seconds: float = 720.0
     workers: int = 8
     group_backlog: int = 500
@@ -130,7 +135,8 @@ class Result:
                        ["server_ms_per_op", "server_ms_per_op_ci_low", "server_ms_per_op_ci_high", "loadgen_ms_per_op",
                         "loadgen_ms_per_op_ci_low", "loadgen_ms_per_op_ci_high", "requests_per_op",
                         "server_us_per_request", "rate_requested", "rate_achieved", "corrected_p99_ms",
-                        "service_p50_ms", "errors", "basis", "windows_used", "resolved"])
+                        "service_p50_ms", "errors", "basis", "windows_used", "resolved", "loader_bound_windows",
+                        "loadgen_cpu_percent_of_core"])
         reads = self.summary[self.summary.requests_per_op > 0]
         if len(reads):
             # the server's CPU per CQL request over every operation, weighted by requests
@@ -142,35 +148,6 @@ class Result:
         return out
 
 
-# ---- the fixed-rate driver --------------------------------------------------------------------
-def drive(call: Callable[[int], Any], *, rate: float, seconds: float, workers: int) -> tuple[OpStats, float]:
-    """Issue ``call(k)`` at ``rate``/s for ``seconds`` from ``workers`` threads (call k due at
-    start + k/rate, whatever earlier calls did); returns the latencies (service and corrected,
-    µs) and the wall seconds until the last call ended."""
-    stats, lock = OpStats(), threading.Lock()
-    n = max(1, int(round(rate * seconds)))
-    schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns() + 5_000_000)
-
-    def one(k: int, due: int) -> None:
-        started = now_ns()
-        error = None
-        try:
-            call(k)
-        except Exception as exc:  # a failed call is recorded with its latency, never dropped
-            error = type(exc).__name__
-        service, corrected = latencies_us(started_ns=started, ended_ns=now_ns(), due_ns=due)
-        with lock:
-            stats.record(service, corrected, error=error)
-
-    watch = Stopwatch()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for k in range(n):
-            due = schedule.due_ns(k)
-            wait = (due - now_ns()) / 1e9
-            if wait > 0:
-                time.sleep(wait)
-            pool.submit(one, k, due)
-    return stats, watch.seconds()
 
 
 # ---- seeding ------------------------------------------------------------------------------------
@@ -286,12 +263,15 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             before_cpu, before_lg = testbed.admin.cpu_readings(), time.process_time()
             before_req = _requests(store.connection.counter.snapshot())
             watch = Stopwatch()
+            driving, drive_seconds = None, 0.0
             if op == IDLE:
                 time.sleep(params.idle_seconds)
                 stats = OpStats()
             else:
-                stats, _ = drive(calls[op], rate=params.rate(op), seconds=params.window_seconds,
-                                 workers=params.workers)
+                with CpuMeter() as meter:  # this process is the load generator: its CPU while it drives
+                    stats, drive_seconds = drive(calls[op], rate=params.rate(op), seconds=params.window_seconds,
+                                                 workers=params.workers)
+                driving = meter.reading
                 store.drain(30)  # send's asynchronous head update belongs to its window
             wall = watch.seconds()
             after_cpu, after_lg = testbed.admin.cpu_readings(), time.process_time()
@@ -304,7 +284,10 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                             "ops": stats.ok, "errors": sum(stats.errors.values()), "wall_seconds": wall,
                             "server_cpu_seconds": sum(delta.values()), "loadgen_cpu_seconds": after_lg - before_lg,
                             "requests": _requests(store.connection.counter.snapshot()) - before_req,
-                            "service_p50_ms": (s.p50 or 0) / 1000, "corrected_p99_ms": (c.p99 or 0) / 1000})
+                            "service_p50_ms": (s.p50 or 0) / 1000, "corrected_p99_ms": (c.p99 or 0) / 1000,
+                            "loadgen_cpu_percent_of_core": driving.percent_of_core if driving else None,
+                            "rate_driven": stats.ok / drive_seconds if drive_seconds else 0.0,
+                            "lag_ms": ((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None})
 
         def one_round(rnd: int) -> None:
             order = [str(op) for op in rng.permutation(list(params.operations))]
@@ -316,7 +299,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 seq += 2
 
         def achieved() -> float | None:
-            table = per_op(pd.DataFrame(windows))
+            table = per_op(pd.DataFrame(windows), _limits(params))
             worst = None
             for op in params.operations:
                 used, _ = basis(table, op, params)
@@ -329,7 +312,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             return worst
 
         def enough_quiet() -> bool:
-            table = per_op(pd.DataFrame(windows))
+            table = per_op(pd.DataFrame(windows), _limits(params))
             return all(basis(table, op, params)[1] == "quiet windows" for op in params.operations)
 
         precision = sample_until(one_round, achieved, quantity="server CPU per operation (worst operation)",
@@ -343,9 +326,10 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   measured_replication_factor=copies, per_node=pd.DataFrame(per_node))
 
 
-def per_op(windows: pd.DataFrame) -> pd.DataFrame:
+def per_op(windows: pd.DataFrame, limits: Limits | None = None) -> pd.DataFrame:
     """Per (round, operation): server CPU ms per op net of the idle rate around its window
-    (the idle windows just before and after it), load-generator CPU ms per op, requests per op."""
+    (the idle windows just before and after it), load-generator CPU ms per op, requests per op,
+    and whether the window was loader-bound."""
     idle = windows[windows.op == IDLE]
     rate_at = {(int(w.round), int(w.seq)): w.server_cpu_seconds / w.wall_seconds
                for w in idle.itertuples() if w.wall_seconds > 0}
@@ -355,6 +339,8 @@ def per_op(windows: pd.DataFrame) -> pd.DataFrame:
         rate = float(np.mean(around)) if around else 0.0
         ops = max(int(w.ops), 1)
         rows.append({"round": w.round, "op": w.op, "ops": int(w.ops), "idle_cores": rate,
+                     "loadgen_cpu_percent_of_core": getattr(w, "loadgen_cpu_percent_of_core", None),
+                     "loader_bound": loader_bound(w, limits),
                      "idle_max_cores": max(around) if around else float("nan"),
                      "server_ms_per_op": 1000 * (w.server_cpu_seconds - rate * w.wall_seconds) / ops,
                      "server_ms_per_op_gross": 1000 * w.server_cpu_seconds / ops,
@@ -364,17 +350,26 @@ def per_op(windows: pd.DataFrame) -> pd.DataFrame:
 
 
 def basis(table: pd.DataFrame, op: str, params: Params) -> tuple[pd.DataFrame, str]:
-    """The windows an operation's server CPU is estimated from: the quiet ones when there are
-    enough (module docstring), else all of them."""
+    """The windows an operation's server CPU is estimated from: never a loader-bound one (its
+    load was not what the window claims); of the rest the quiet ones when there are enough
+    (module docstring), else all of them."""
     m = table[table.op == op]
+    if "loader_bound" in m:
+        m = m[~m.loader_bound.astype(bool)]
+    if m.empty:
+        return m, "every window loader-bound"
     quiet = m[m.idle_max_cores <= params.quiet_cores]
     if len(quiet) >= params.min_quiet_windows:
         return quiet, "quiet windows"
     return m, "all windows (too few quiet ones)"
 
 
+def _limits(params: Params) -> Limits:
+    return Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core)
+
+
 def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
-    table = per_op(windows)
+    table = per_op(windows, _limits(params))
     rows = []
     for op in params.operations:
         m = table[table.op == op]
@@ -394,8 +389,32 @@ def summarize(windows: pd.DataFrame, params: Params) -> pd.DataFrame:
                      "loadgen_ms_per_op": l_mean, "loadgen_ms_per_op_ci_low": l_low,
                      "loadgen_ms_per_op_ci_high": l_high, "requests_per_op": req,
                      "server_us_per_request": 1000 * s_mean / req if req else float("nan"),
-                     "service_p50_ms": percentile(w.service_p50_ms.to_numpy(), 50), "corrected_p99_ms": float(w.corrected_p99_ms.max())})
+                     "service_p50_ms": percentile(w.service_p50_ms.to_numpy(), 50),
+                     "corrected_p99_ms": float(w.corrected_p99_ms.max()),
+                     "loader_bound_windows": int(m.loader_bound.astype(bool).sum()),
+                     "loadgen_cpu_percent_of_core": (float(pd.to_numeric(m.loadgen_cpu_percent_of_core).max())
+                                                     if m.loadgen_cpu_percent_of_core.notna().any() else None)})
     return pd.DataFrame(rows)
+
+
+def _interval(low: Any, high: Any) -> str:
+    missing = low is None or high is None or (isinstance(low, float) and np.isnan(low))
+    return f"{TOO_FEW_ROUNDS}: confidence low" if missing else f"95% CI {low:.2f} to {high:.2f}"
+
+
+def _op_line(r: Any, p: Params) -> str:
+    head = f"- `{r.op}` at {r.rate_requested:g}/s (achieved {r.rate_achieved:.1f}/s, {r.errors} errors): "
+    bound, lg = getattr(r, "loader_bound_windows", 0) or 0, getattr(r, "loadgen_cpu_percent_of_core", None)
+    loader = (f" {bound} of {r.rounds} windows loader-bound (this process above {p.max_loader_cpu_percent_of_core:g}% "
+              f"of its core while driving, at most {lg:.0f}%, or the rate not offered): not used." if bound else "")
+    if r.windows_used == 0:
+        return head + f"**no estimate: every window was loader-bound**{loader} Lower the rate or use a faster client."
+    interval = _interval(r.server_ms_per_op_ci_low, r.server_ms_per_op_ci_high)
+    return (head + f"server {r.server_ms_per_op:.2f} ms CPU per op ({interval}; {r.windows_used} {r.basis}), "
+            f"{r.requests_per_op:.1f} CQL requests, {r.server_us_per_request:,.0f} µs per request; load generator "
+            f"{r.loadgen_ms_per_op:.2f} ms per op; corrected p99 {r.corrected_p99_ms:,.1f} ms.{loader}"
+            + ("" if r.resolved or interval.startswith(TOO_FEW_ROUNDS) else " **Not resolved** above the shared "
+               "node's background (its interval reaches 0): more rounds or a quieter node."))
 
 
 def conclusion(result: Result) -> str:
@@ -407,14 +426,7 @@ def conclusion(result: Result) -> str:
              f"{v['idle_server_cores_p10'] or 0:.2f} to {v['idle_server_cores_p90'] or 0:.2f} (p10-p90) from one idle "
              "window to the next: other work on a shared node). "
              f"Precision: {result.precision.describe()}."]
-    ops = [f"- `{r.op}` at {r.rate_requested:g}/s (achieved {r.rate_achieved:.1f}/s, {r.errors} errors): "
-           f"server {r.server_ms_per_op:.2f} ms CPU per op (95% CI {r.server_ms_per_op_ci_low:.2f} to "
-           f"{r.server_ms_per_op_ci_high:.2f}; {r.windows_used} {r.basis}), {r.requests_per_op:.1f} CQL requests, "
-           f"{r.server_us_per_request:,.0f} µs per request; load generator {r.loadgen_ms_per_op:.2f} ms per op; "
-           f"corrected p99 {r.corrected_p99_ms:,.1f} ms."
-           + ("" if r.resolved else " **Not resolved** above the shared node's background (its interval reaches 0): "
-              "more rounds or a quieter node.")
-           for r in result.summary.itertuples()]
+    ops = [_op_line(r, p) for r in result.summary.itertuples()]
     text = lines[0] + "\n\n" + "\n".join(ops)
     per_core = v.get("server_requests_per_core_second")
     if per_core:

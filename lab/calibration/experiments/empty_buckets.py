@@ -39,6 +39,7 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
+from lab.measure.process_cpu import CpuMeter
 from lab.results.jsonio import flatten
 
 
@@ -57,6 +58,7 @@ class Params:
     hole_profile: str = "chat_mix"
     hole_messages: int = 200_000
     target_truncated_share: float = 0.001
+    max_loader_cpu_percent_of_core: float = 70.0  # a round in which this process used more is loader-bound
     seed: int = 0
     keep_keyspace: bool = False
     show_progress: bool = True
@@ -77,6 +79,8 @@ class Result:
     precision: Precision | None = None
     halves: Halves | None = None            # the recommendation from each half of the workload's holes
     cost_halves: tuple[float, float] | None = None  # per-empty-bucket ms from each half of the rounds
+    loader_cpu_percent_of_core: tuple[float, ...] = ()  # this process (the client) per round
+    loader_bound_rounds: int = 0                         # over the limit: not used for the cost
 
     @property
     def inconclusive(self) -> bool:
@@ -100,6 +104,8 @@ class Result:
             "empty_buckets_precision": self.precision.to_json() if self.precision else None,
             "scan_limit_halves": self.halves.to_json() if self.halves else None,
             "scan_limit_inconclusive": self.inconclusive,
+            "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
+            "loader_bound_rounds": self.loader_bound_rounds,
             "per_empty_bucket_ms_halves": list(self.cost_halves) if self.cost_halves else None,
             "rounds": int(self.pages["repeat"].nunique()) if len(self.pages) else 0,
             "runs": list(self.params.runs), "scan_limits": list(self.params.scan_limits),
@@ -151,6 +157,11 @@ def page_cost(pages: pd.DataFrame) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
+def _usable(pages: pd.DataFrame) -> pd.DataFrame:
+    """The pages of the rounds that were not loader-bound (the client's CPU under its limit)."""
+    return pages[~pages.loader_bound.astype(bool)] if len(pages) and "loader_bound" in pages else pages
+
+
 def _by_rounds(pages: pd.DataFrame, rounds: np.ndarray | list[int]) -> pd.DataFrame:
     """The pages of the given rounds (with repetition: a bootstrap resample)."""
     groups = dict(tuple(pages.groupby("repeat")))
@@ -185,7 +196,10 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             readers[limit] = stack.enter_context(MessageStore.open(
                 testbed.config.replace(keyspace=store.keyspace), constants=constants.replace(history_max_empty_bucket_scan=limit),
                 state_dir=state, connection=testbed.connection, **testbed.services.store_options()))
+        round_cpu: list[float] = []
+
         def one_round(rep: int) -> None:
+            meter, first = CpuMeter(), len(pages)
             for limit, reader in readers.items():
                 for r, (tenant, conv) in conversations.items():
                     alerts_before = reader.alerts.empty_bucket_stops
@@ -199,9 +213,13 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                         "messages": len(page.messages), "has_more": page.has_more,
                         "stopped_on_empty": page.stopped_on_empty,
                         "alerts": reader.alerts.empty_bucket_stops - alerts_before})
+            pct = meter.stop().percent_of_core or 0.0
+            round_cpu.append(pct)
+            for page in pages[first:]:  # a round in which the client was CPU-bound measured the client
+                page["loader_bound"] = pct > params.max_loader_cpu_percent_of_core
 
         def achieved() -> float | None:
-            df = pd.DataFrame(pages)
+            df = _usable(pd.DataFrame(pages))
             n = int(df.repeat.nunique())
             low, high = interval_of(bootstrap_rounds(n, lambda idx: page_cost(_by_rounds(df, idx))[0], resamples=300))
             return relative_half_width(page_cost(df)[0], low, high)
@@ -221,11 +239,13 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                              "stopped_on_empty": bool(first.stopped_on_empty), "alerts": int(g.alerts.sum()),
                              "consistent": bool(g.requests.nunique() == 1 and g.messages.nunique() == 1)})
     summary = pd.DataFrame(summary_rows)
-    slope, intercept = page_cost(df)
-    n_rounds = int(df.repeat.nunique())
-    slope_ci = interval_of(bootstrap_rounds(n_rounds, lambda idx: page_cost(_by_rounds(df, idx))[0]))
-    cost_halves = ((page_cost(_by_rounds(df, range(n_rounds // 2)))[0],
-                    page_cost(_by_rounds(df, range(n_rounds // 2, n_rounds)))[0]) if n_rounds >= 2 else None)
+    used = _usable(df)
+    slope, intercept = page_cost(used) if len(used) else (float("nan"), float("nan"))
+    n_rounds = int(used.repeat.nunique()) if len(used) else 0
+    kept = sorted(used.repeat.unique()) if len(used) else []
+    slope_ci = interval_of(bootstrap_rounds(n_rounds, lambda idx: page_cost(_by_rounds(used, [kept[i] for i in idx]))[0]))
+    cost_halves = ((page_cost(_by_rounds(used, kept[:n_rounds // 2]))[0],
+                    page_cost(_by_rounds(used, kept[n_rounds // 2:]))[0]) if n_rounds >= 2 else None)
     hole_rows = generate(params.hole_profile, size=params.hole_messages, seed=params.seed, bucket_width=width).holes
     required = recommend_limit(hole_rows, params.target_truncated_share)
     # Only ever raise the limit from a workload sample: lowering a safety stop on the evidence
@@ -239,7 +259,9 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     return Result(params=params, design_scan_limit=design, pages=df,
                   summary=summary, holes=hole_rows, required=required, recommended=recommended,
                   per_empty_bucket_ms=float(max(slope, 0.0)), base_page_ms=float(intercept),
-                  per_empty_bucket_interval=slope_ci, precision=precision, halves=split, cost_halves=cost_halves)
+                  per_empty_bucket_interval=slope_ci, precision=precision, halves=split, cost_halves=cost_halves,
+                  loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu),
+                  loader_bound_rounds=sum(1 for p in round_cpu if p > params.max_loader_cpu_percent_of_core))
 
 
 def conclusion(result: Result) -> str:
@@ -258,7 +280,10 @@ def conclusion(result: Result) -> str:
     lines.append(f"**Cost**: each empty bucket adds {v['per_empty_bucket_ms']:.2f} ms to a page{ci} "
                  f"(base {v['base_page_ms']:.2f} ms), so the worst page at {d} costs about "
                  f"{v['worst_case_page_ms_at_design']:.1f} ms."
-                 + (f" Precision: {result.precision.describe()}." if result.precision else ""))
+                 + (f" Precision: {result.precision.describe()}." if result.precision else "")
+                 + (f" {result.loader_bound_rounds} of {v['rounds']} rounds were loader-bound (this process above "
+                    f"{p.max_loader_cpu_percent_of_core:g}% of its core: the client's latency) and were not used."
+                    if result.loader_bound_rounds else ""))
     lines.append(f"**Workload** (`{p.hole_profile}`, {p.hole_messages} messages): {v['workload_holes']} holes from "
                  f"crashed reservation windows, the longest {v['workload_empty_buckets_max']} empty buckets; "
                  f"{100 * v['workload_truncated_share_at_design']:.3f}% of holes are longer than {d}.")

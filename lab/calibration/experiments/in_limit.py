@@ -43,6 +43,7 @@ from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
+from lab.measure.process_cpu import CpuMeter
 from lab.measure.percentiles import nearest_rank
 from lab.results.jsonio import flatten
 
@@ -64,6 +65,7 @@ class Params:
     warmup: int = 20
     p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
+    max_loader_cpu_percent_of_core: float = 70.0  # a round in which this process used more is loader-bound
     seed: int = 0
     keep_keyspace: bool = False
     show_progress: bool = True
@@ -86,6 +88,14 @@ class Result:
     per_row_interval: tuple[float | None, float | None] = (None, None)  # µs, at the recommended size
     lowest_per_row: int | None = None
     warnings: dict[int, list[str]] = field(default_factory=dict)
+    loader_cpu_percent_of_core: tuple[float, ...] = ()   # this process (the client) per round
+    loader_bound_rounds: int = 0                          # rounds over the limit: not used
+
+    @property
+    def loader_bound(self) -> bool:
+        """Half the rounds or more were loader-bound: nothing is recommended from them."""
+        return bool(self.loader_cpu_percent_of_core) and 2 * self.loader_bound_rounds >= len(
+            self.loader_cpu_percent_of_core)
 
     @property
     def inconclusive(self) -> bool:
@@ -106,7 +116,9 @@ class Result:
                "recommended_in_limit_ci_high": self.recommended_interval[1],
                "recommended_in_limit_bootstrap_share": self.recommended_share,
                "recommended_per_row_us_ci_low": self.per_row_interval[0],
-               "recommended_per_row_us_ci_high": self.per_row_interval[1]}
+               "recommended_per_row_us_ci_high": self.per_row_interval[1],
+               "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
+               "loader_bound_rounds": self.loader_bound_rounds, "loader_bound": self.loader_bound}
         out |= flatten(self.per_size, "in{in_size}_{value}", {"p50_ms": float, "p99_ms": float, "per_row_us": float})
         if self.recommended is not None:
             out["recommended_p99_ms"] = float(ps.loc[self.recommended, "p99_ms"])
@@ -149,6 +161,8 @@ def _round_matrix(samples: pd.DataFrame, sizes: list[int]) -> np.ndarray:
     out = np.full((rounds, len(sizes)), np.nan)
     col = {k: i for i, k in enumerate(sizes)}
     good = samples[samples.ok] if len(samples) else samples
+    if "loader_bound" in good:  # a round in which the client was CPU-bound measured the client
+        good = good[~good.loader_bound.astype(bool)]
     for r in good.itertuples():
         if r.in_size in col:
             out[int(r.round), col[int(r.in_size)]] = r.latency_ms
@@ -208,7 +222,11 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         for _ in range(params.warmup):
             read(min(10, len(seqs)), seqs)
 
+        round_cpu: list[float] = []
+
         def one_round(rep: int) -> None:
+            meter = CpuMeter()
+            first = len(samples)
             for k in rng.permutation(sizes):
                 k = int(k)
                 if k in rejected:
@@ -222,6 +240,10 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 if warn:
                     warnings.setdefault(k, []).extend(warn)
                 samples.append({"round": rep, "in_size": k, "latency_ms": ms, "rows": rows, "ok": rows == k})
+            pct = meter.stop().percent_of_core or 0.0
+            round_cpu.append(pct)
+            for sample in samples[first:]:
+                sample["loader_bound"] = pct > params.max_loader_cpu_percent_of_core
 
         def current() -> tuple[np.ndarray, int | None]:
             return _round_matrix(pd.DataFrame(samples), sizes), (min(limits) if limits else None)
@@ -260,9 +282,11 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 limits += [exc.limit] if isinstance(exc, InListTooLong) else []
 
     df = pd.DataFrame(samples)
+    used = df[~df.loader_bound.astype(bool)] if len(df) and "loader_bound" in df else df
+    bound_rounds = sum(1 for pct in round_cpu if pct > params.max_loader_cpu_percent_of_core)
     rows_out = []
     for k in sizes + sorted(r for r in rejected if r not in sizes):
-        g = df[df.in_size == k] if len(df) else df
+        g = used[used.in_size == k] if len(used) else used
         summary = latency_summary(g.latency_ms if len(g) else [])
         ok = k not in rejected and len(g) > 0 and bool(g.ok.all())
         rows_out.append({"in_size": k, **summary, "per_row_us": summary["mean_ms"] * 1000 / k,
@@ -275,6 +299,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         server_limit = min(limits)
     recommended = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
                             tolerance=params.per_row_tolerance)
+    if round_cpu and 2 * bound_rounds >= len(round_cpu):
+        recommended = None  # the client, not the server, set most rounds' latencies: nothing to recommend
     lowest = recommend(per_size, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit, tolerance=0.0)
     m = _round_matrix(df, sizes)
     boot = bootstrap_rounds(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit))
@@ -290,7 +316,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   recommended=recommended, warnings=warnings, precision=precision,
                   halves=halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit)),
                   recommended_interval=tuple(int(x) if x is not None else None for x in rec_interval),
-                  recommended_share=share, per_row_interval=per_row_ci, lowest_per_row=lowest)
+                  recommended_share=share, per_row_interval=per_row_ci, lowest_per_row=lowest,
+                  loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu), loader_bound_rounds=bound_rounds)
 
 
 def conclusion(result: Result) -> str:
@@ -305,6 +332,15 @@ def conclusion(result: Result) -> str:
     else:
         lines.append(f"**Server limit**: the server rejected IN lists above {result.server_limit} elements "
                      f"(first rejected: {min(result.rejected)}).")
+    cpu = result.loader_cpu_percent_of_core
+    loader = (f"The client (this process) used at most {max(cpu):.0f}% of its core per round"
+              + (f"; {result.loader_bound_rounds} of {len(cpu)} rounds were over {p.max_loader_cpu_percent_of_core:g}% "
+                 "(loader-bound: their latencies are the client's) and were not used." if result.loader_bound_rounds
+                 else f" (limit {p.max_loader_cpu_percent_of_core:g}%).")) if cpu else ""
+    if result.loader_bound:
+        lines.append(f"**No recommendation**: {loader} Keep {result.design_in_limit}; measure from a client with "
+                     "CPU to spare.")
+        return "\n\n".join(lines)
     if result.recommended is None:
         lines.append(f"**Recommendation**: no IN size met the p99 budget of {p.p99_budget_ms:g} ms on this cluster; "
                      "keep the design's 100 and re-measure on production hardware.")
@@ -323,6 +359,8 @@ def conclusion(result: Result) -> str:
                      f"of resamples choose {k}.")
         if result.precision is not None:
             lines.append(f"Precision of the per-row cost at {k}: {result.precision.describe()}.")
+        if loader:
+            lines.append(loader)
         d = result.design_in_limit
         if f"in{d}_p99_ms" in v:
             lines.append(f"At the design's {d}: p50 {v[f'in{d}_p50_ms']:.2f} ms, p99 {v[f'in{d}_p99_ms']:.2f} ms, "

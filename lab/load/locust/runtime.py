@@ -11,6 +11,7 @@ load run needs (what was acked, where, when), and writes the process's files:
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -25,7 +26,8 @@ from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
 from lab.cluster.services import load_services
 from lab.measure.timing import now_ns, wall_seconds
-from lab.measure.hdr import IntervalLogWriter, LatencyRecorder
+from lab.load.live_counts import ProcessSnapshot, TimelinePoint
+from lab.measure.hdr import LATE, IntervalLogWriter, LatencyRecorder
 from lab.results.jsonio import write_json
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.cluster.reactors import LOCUST_REACTOR
@@ -70,6 +72,10 @@ class LoadContext:
         self._closed = False
         self._test_since: float | None = None  # wall clock of the running test's start (web UI: several)
         self._measured_seconds = 0.0
+        self._stopped_at: float | None = None  # a headless run's test stopped (early, when interrupted)
+        self._stop_wall: float | None = None   # the runner's early stop, once published
+        self.in_flight = 0                     # calls started and not finished
+        self._timeline: list[TimelinePoint] = []
         load_dir = plan.load_dir
         self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
         self.hdr_path = load_dir / "hdr" / f"{plan.worker_name()}.hlog"
@@ -102,17 +108,64 @@ class LoadContext:
 
     @property
     def end_ns(self) -> int | None:
+        """When the measured window ends: the plan's end, or the runner's early stop."""
         if self.plan.duration_seconds <= 0:
             return None
-        return self.t0_ns + int(self.plan.end_seconds * _NS)
+        end = self.t0_ns + int(self.plan.end_seconds * _NS)
+        if self._stop_wall is not None:
+            end = min(end, self._ns_of_wall(self._stop_wall))
+        return end
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop_wall is not None
+
+    def _check_stop(self) -> None:
+        """The runner's early stop (``<load_dir>/stop``), read once an interval: no call starts
+        after it, and the window ends there."""
+        if self._stop_wall is None and self.plan.start_gate:
+            self._stop_wall = self.plan.published_stop()
+            if self._stop_wall is not None and self._stopped_at is None:
+                self._stopped_at = self._stop_wall
 
     def phase_at(self, ns: int) -> str:
-        """warmup | measured | after, of a call that was due (or started) at ``ns``."""
+        """warmup | measured | after: where the moment ``ns`` falls."""
         t0 = self.t0_ns
         if ns < t0 + int(self.plan.warmup_seconds * _NS):
             return "warmup"
         end = self.end_ns
         return "after" if end is not None and ns >= end else "measured"
+
+    def finish_call(self, op: str, *, due: int | None, start: int, end: int, error: BaseException | None,
+                    outcome: str | None, timeout: bool) -> str:
+        """Count one finished call by *when it finished* (``lab.load.live_counts``): inside the
+        measured window it is measured; after the window's end, having been due (or started)
+        before it, it was in flight at the end and is counted apart (late); in the warmup it
+        is only counted. Returns the phase it finished in (its ack's phase)."""
+        finished = self.phase_at(end)
+        kw = dict(started_ns=start, ended_ns=end, due_ns=due, error=type(error).__name__ if error else None,
+                  timeout=timeout, outcome=outcome)
+        if finished == "measured":
+            self.recorder.record(op, **kw)
+        elif finished == "after":
+            if self.phase_at(due if due is not None else start) != "after":
+                self.recorder.record(op, book=LATE, **kw)
+        else:
+            self.recorder.count_warmup()
+        return finished
+
+    def measured_seconds(self, now: float | None = None) -> float:
+        """The part of the measured window this process has run, as of ``now`` (wall clock)."""
+        now = time.time() if now is None else now
+        if self.plan.start_gate:  # headless: [t0 + warmup, t0 + end], up to now or an early stop
+            if not self._t0_wall:
+                return 0.0
+            upto = min(now, self._t0_wall + self.plan.end_seconds, self._stopped_at or math.inf)
+            return max(0.0, upto - (self._t0_wall + self.plan.warmup_seconds))
+        running = 0.0  # the web UI: every test's measured stretch, the running one included
+        if self._test_since is not None and self._t0_wall:
+            running = max(0.0, now - max(self._test_since, self._t0_wall + self.plan.warmup_seconds))
+        return self._measured_seconds + running
 
     # ---- set-up --------------------------------------------------------------------------
     def _register_conversations(self) -> None:
@@ -180,9 +233,12 @@ class LoadContext:
         """Add the test's measured stretch (after the warmup) to :attr:`measured_seconds`."""
         if self._test_since is None or not self._t0_wall:
             return
+        now = time.time()
         start = max(self._test_since, self._t0_wall + self.plan.warmup_seconds)
-        self._measured_seconds += max(0.0, time.time() - start)
+        self._measured_seconds += max(0.0, now - start)
         self._test_since = None
+        if self._stopped_at is None:
+            self._stopped_at = now
 
     def wait_ready(self) -> None:
         self.ready.wait()
@@ -233,28 +289,44 @@ class LoadContext:
             begin = end
 
     def _write_interval(self, begin: float, end: float) -> None:
+        self._check_stop()
         interval = self.recorder.take_interval()
         if interval and not self._hdr_file.closed:
             self._hdr.write_interval(interval, begin_s=begin, end_s=end)
         if hasattr(self, "acks"):
             self.acks.flush()
+        self._tick(end)
+        self.write_totals()
 
-    def write_totals(self) -> None:
-        data = {"worker": self.plan.worker_name(), "pid": os.getpid(), "fixed_rate": self.plan.fixed_rate,
-                "written_at": time.time(), "measured_seconds": round(self._measured_seconds, 3),
-                "totals": self.recorder.totals_json(),
-                # lab.load.operation_cpu: the native threads' CPU of the measured calls (not measured on gevent)
-                "caller_cpu_seconds": {op: ns / _NS for op, ns in sorted(self.caller_cpu_ns.items())}
-                if self.threadpool is not None else None,
-                "acks": getattr(getattr(self, "acks", None), "count", 0),
-                "driver": "native-threads" if self.threadpool is not None else "gevent",
-                "reactor": self.connection.cluster.connection_class.__name__
-                if self.connection is not None else None}
+    def _tick(self, now: float) -> None:
+        """A timeline point: this process's CPU (all threads) and measured calls at ``now``."""
+        r = self.recorder
+        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(),
+                                            calls=r.calls, service_us=r.service_sum_us,
+                                            corrected_us=r.corrected_sum_us))
+
+    def snapshot(self, *, final: bool = False) -> ProcessSnapshot:
+        """What this process has counted as of now (``lab.load.live_counts``: the one source)."""
+        now = time.time()
+        extra = {"fixed_rate": self.plan.fixed_rate, "acks": getattr(getattr(self, "acks", None), "count", 0),
+                 "driver": "native-threads" if self.threadpool is not None else "gevent",
+                 "reactor": self.connection.cluster.connection_class.__name__ if self.connection is not None else None,
+                 # lab.load.operation_cpu: the native threads' CPU of the measured calls (not measured on gevent)
+                 "caller_cpu_seconds": {op: ns / _NS for op, ns in sorted(self.caller_cpu_ns.items())}
+                 if self.threadpool is not None else None}
         if self.store is not None:
-            data["alerts"] = self.store.alerts.snapshot()
-            data["requests"] = self.connection.counter.snapshot()
+            extra["alerts"] = self.store.alerts.snapshot()
+            extra["requests"] = self.connection.counter.snapshot()
+        return ProcessSnapshot(worker=self.plan.worker_name(), pid=os.getpid(), written_at=now,
+                               t0=getattr(self, "_log_t0", self._t0_wall or 0.0), final=final,
+                               measured_seconds=self.measured_seconds(now), operations=dict(self.recorder.totals),
+                               late=dict(self.recorder.late), warmup_calls=self.recorder.warmup_calls,
+                               in_flight=self.in_flight, timeline=tuple(self._timeline), extra=extra)
+
+    def write_totals(self, *, final: bool = False) -> None:
         self.totals_path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(self.totals_path, data, indent=None)  # the runner may read it while a worker ends
+        # atomic: the runner (and a distributed worker's forwarder) read it while it is rewritten
+        write_json(self.totals_path, self.snapshot(final=final).to_json(), indent=None)
 
     def close(self) -> None:
         if self._closed:
@@ -264,7 +336,7 @@ class LoadContext:
         if hasattr(self, "_hdr_file"):
             self._write_interval(time.time(), time.time())
             self._hdr_file.close()
-        self.write_totals()
+        self.write_totals(final=True)
         if self.store is not None:
             self.store.close()  # drains the asynchronous conversation_head updates
             self.connection.close()

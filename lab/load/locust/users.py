@@ -33,6 +33,7 @@ import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
+from lab.load.outcomes import OUTCOME_REQUEST_TYPE, classify, locust_name
 from lab.measure.timing import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
@@ -64,6 +65,9 @@ class StoreUser(User):
 
     def wait_time(self) -> float:
         now = now_ns()
+        if self.context.stopped:  # the runner stopped the run early: no call starts after that
+            self._done = True
+            return IDLE_SECONDS
         if self._pacer is not None:
             self._due = self._pacer.next_due(now)
             if self._due is None:
@@ -91,6 +95,7 @@ class StoreUser(User):
         start = now_ns()
         error: BaseException | None = None
         result = None
+        ctx.in_flight += 1
         try:
             if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
                 result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))
@@ -98,17 +103,24 @@ class StoreUser(User):
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
+        finally:
+            ctx.in_flight -= 1
         end = now_ns()
-        phase = ctx.phase_at(due if due is not None else start)
+        outcome = classify(op, result, error)  # an answer the design defines is not a failure
+        phase = ctx.phase_at(end)  # where it finished: what the summary and the live counts count
         if on_result is not None and error is None and result is not None:
             on_result(result, phase)
+        ctx.finish_call(op, due=due, start=start, end=end, error=error, outcome=outcome,
+                        timeout=isinstance(error, RequestTimeout))
         if phase == "measured":
-            ctx.recorder.record(op, started_ns=start, ended_ns=end, due_ns=due,
-                                error=type(error).__name__ if error else None,
-                                timeout=isinstance(error, RequestTimeout))
             ctx.caller_cpu_ns[op] = ctx.caller_cpu_ns.get(op, 0) + cpu[0]
-        self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
-                                             response_length=0, exception=error, context={"phase": phase})
+        if outcome is not None:
+            self.environment.events.request.fire(request_type=OUTCOME_REQUEST_TYPE, name=locust_name(op, outcome),
+                                                 response_time=(end - start) / 1e6, response_length=0, exception=None,
+                                                 context={"phase": phase})
+        else:
+            self.environment.events.request.fire(request_type="store", name=op, response_time=(end - start) / 1e6,
+                                                 response_length=0, exception=error, context={"phase": phase})
         return result
 
     # helpers for subclasses: choosing, not storing

@@ -1,0 +1,162 @@
+"""The runner's look at a running load, once a second: status, metrics, sizing, a staircase's stop.
+
+Each poll reads the run's one source of counts (:mod:`lab.load.live_counts`) and
+- reports a :class:`~lab.load.progress.LiveStatus` (what the summary will count, so far);
+- hands the same counts to the Prometheus endpoint (:mod:`lab.load.metrics_endpoint`), if any;
+- at the end of the warmup, from the CPU the load processes spent per warmup call, says what
+  the requested rate needs of the loader (:mod:`lab.load.loader_sizing`) before the measured
+  window starts;
+- in a staircase, judges each step once every process has reported past its end
+  (:mod:`lab.load.verdict`); at the first loader-bound step it asks the runner to stop: the
+  steps above it would measure the load generator, not the store.
+
+When the run ends, :func:`finish_summary` makes its summary from the same counts, records the
+loader cost per call it measured (``--processes auto`` learns it), says what the rate needs of
+the loader, and draws a staircase's latency against its rate.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.load.live_counts import EDGE_SECONDS, LiveCounts, read_counts
+from lab.load.loader_sizing import LoaderCost, Sizing, SizingBook, measured_cost, size, usable_cores
+from lab.load.metrics_endpoint import LiveState, MetricsServer
+from lab.load.pacing import Stage
+from lab.load.plan import LoadPlan
+from lab.load.progress import LiveStatus, LoadProgress
+from lab.load.staircase_figure import write_figure
+from lab.load.summary import LoadSummary, judge_window, summarize_run
+from lab.load.verdict import Limits, Verdict
+
+SIZING_LEAD_SECONDS = 1.0   # the sizing is said this long before the warmup ends (the poll is once a second)
+MIN_SIZING_SECONDS = 2.0    # a warmup shorter than this cannot say much: sized from the learned cost only
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepStop:
+    """A staircase step that was loader-bound: the run stops after it."""
+
+    number: int          # 1-based among the measured steps
+    stage: Stage
+    verdict: Verdict
+
+
+class RunMonitor:
+    def __init__(self, plan: LoadPlan, progress: LoadProgress, *, limits: Limits | None = None,
+                 metrics: MetricsServer | None = None, driver: str = "threads") -> None:
+        self.plan = plan
+        self.progress = progress
+        self.limits = limits or Limits()
+        self.metrics = metrics
+        self.driver = driver
+        self.counts = LiveCounts()
+        self.sizing: Sizing | None = None
+        self.warmup_cost: LoaderCost | None = None
+        self.stopped: StepStop | None = None
+        self._judged = 0
+        self._last_calls = -1
+        self._steps = [s for s in plan.stages if s.end_s > plan.warmup_seconds] if len(plan.stages) > 1 else []
+
+    def poll(self, now_wall: float) -> bool:
+        """Read the counts, report them; True when the run should stop now (a loader-bound step)."""
+        plan = self.plan
+        self.counts = counts = read_counts(plan.load_dir)
+        t0 = plan.t0 or now_wall
+        elapsed = now_wall - t0
+        # the stage's rate now (before t0 the first, after the end the last: what was asked of the run)
+        rate = plan.requested_rate(min(max(elapsed, 0.0), plan.end_seconds - 1e-6)) if plan.fixed_rate else None
+        cpu = [c for c in (p.last_cpu_percent() for p in counts.processes) if c is not None]
+        active = counts.in_flight > 0 or counts.calls + counts.warmup_calls != self._last_calls
+        self._last_calls = counts.calls + counts.warmup_calls
+        self.progress.status(LiveStatus(
+            elapsed_seconds=elapsed, total_seconds=plan.end_seconds if plan.start_gate else None,
+            warmup_seconds=plan.warmup_seconds, active=active, calls=counts.calls,
+            calls_per_second=counts.achieved_rate(), requested_rate=rate, errors=counts.errors,
+            outcomes=counts.outcomes, in_flight=counts.in_flight, late=counts.late_calls,
+            warmup_calls=counts.warmup_calls, loader_cpu_percent=max(cpu) if cpu else None,
+            processes=max(1, len(counts.processes))))
+        if self.metrics is not None:
+            self.metrics.update(LiveState(counts=counts, run_id=plan.run_id, profile=plan.profile,
+                                          mode="fixed-rate" if plan.fixed_rate else "closed-loop",
+                                          requested_rate=rate, loader_bound=self._live_bound(counts, elapsed)))
+        self._size_at_warmup_end(counts, elapsed)
+        return self._judge_steps(counts)
+
+    def _live_bound(self, counts: LiveCounts, elapsed: float) -> bool | None:
+        """The CPU check over the measured window so far (the rate and lag checks need its end)."""
+        start = self.plan.warmup_seconds
+        if elapsed <= start + 1:
+            return None
+        cpu = [c for c in counts.cpu_percent_by_process(start, elapsed).values() if c is not None]
+        return bool(cpu) and max(cpu) > self.limits.max_loader_cpu_percent_of_core
+
+    def _size_at_warmup_end(self, counts: LiveCounts, elapsed: float) -> None:
+        plan = self.plan
+        if (self.warmup_cost is not None or not plan.fixed_rate or plan.warmup_seconds < MIN_SIZING_SECONDS
+                or elapsed < plan.warmup_seconds - SIZING_LEAD_SECONDS):
+            return
+        upto = min(elapsed, plan.warmup_seconds)
+        cost = measured_cost(profile=plan.profile, driver=self.driver, cpu_seconds=counts.cpu_seconds(0.0, upto),
+                             calls=counts.warmup_calls, source="warmup")
+        if cost is None:
+            return
+        self.warmup_cost = cost
+        top = max(s.rate for s in plan.stages)
+        self.sizing = size(top, cost, processes=plan.workers,
+                           max_cpu_percent_of_core=self.limits.max_loader_cpu_percent_of_core)
+        warn = "" if self.sizing.enough else "; the measured window will be loader-bound"
+        self.progress.phase(self.sizing.advice() + warn)
+
+    def _judge_steps(self, counts: LiveCounts) -> bool:
+        if self.stopped is not None or not self._steps or not counts.processes:
+            return self.stopped is not None
+        reported = min((p.timeline[-1].t if p.timeline else -math.inf) for p in counts.processes)
+        while self._judged < len(self._steps) and reported >= self._steps[self._judged].end_s - EDGE_SECONDS:
+            st = self._steps[self._judged]
+            start = max(st.start_s, self.plan.warmup_seconds)
+            calls, _cpu, _lag = counts.window(start, st.end_s)
+            verdict = judge_window(self.plan, counts, start, st.end_s, achieved=calls / (st.end_s - start),
+                                   limits=self.limits)
+            self._judged += 1
+            if verdict.loader_bound:
+                self.stopped = StepStop(number=self._judged, stage=st, verdict=verdict)
+                why = "; ".join(r.text for r in verdict.reasons)
+                self.progress.phase(f"staircase step {self._judged} ({st.rate:,.1f} calls/s) is loader-bound: {why}. "
+                                    "Stopping: the steps above it would measure the load generator; the store's "
+                                    "capacity was not reached")
+                return True
+        return False
+
+
+def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupted: bool, web: bool,
+                   exit_codes: list[int | None], parameters: dict[str, Any]) -> LoadSummary:
+    """The summary from the processes' final snapshots, the loader cost it measured (learned for
+    ``--processes auto``), what the rate needs of the loader, a staircase's figure."""
+    stopped = monitor.stopped.number if monitor.stopped is not None else None
+    summary = summarize_run(plan, plan.load_dir, exit_codes=exit_codes, parameters=parameters,
+                            interrupted=interrupted, limits=monitor.limits, stopped_at_step=stopped)
+    limit = monitor.limits.max_loader_cpu_percent_of_core
+    cost = None
+    if summary.loader_cpu_ms_per_call:
+        cost = measured_cost(profile=plan.profile, driver=monitor.driver, run_id=plan.run_id,
+                             cpu_seconds=summary.loader_cpu_ms_per_call * summary.all_operations.count / 1000,
+                             calls=summary.all_operations.count)
+    cost = cost or monitor.warmup_cost
+    sizing: dict[str, Any] = {"processes": plan.workers, "usable_cores": usable_cores(),
+                              "max_loader_cpu_percent_of_core": limit, "cost": cost.to_json() if cost else None}
+    top = max((s.rate for s in plan.stages), default=None)
+    if cost is not None and top is not None:
+        need = size(top, cost, processes=plan.workers, max_cpu_percent_of_core=limit)
+        sizing.update(processes_needed=need.processes_needed, machines_needed=need.machines_needed,
+                      advice=need.advice())
+    if cost is not None and not web and not interrupted:
+        SizingBook(home).put(cost)
+    summary = dataclasses.replace(summary, sizing=sizing)
+    if summary.steps:
+        write_figure([s.to_json() for s in summary.steps], plan.load_dir,
+                     title=f"staircase {plan.run_id} ({plan.profile}): latency vs rate (hollow: loader-bound)")
+    return summary

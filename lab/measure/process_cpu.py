@@ -1,0 +1,49 @@
+"""This process's own CPU over a stretch of wall time: is the client what limits a measurement?
+
+A notebook that drives the store from its own process is the load generator of its
+measurement: when it spends most of a window on its own CPU (decoding, decrypting, Python),
+the latency it records is its own queueing, not the server's (issue 22). :class:`CpuMeter`
+reads ``time.process_time`` (every thread of the process) and the monotonic clock at the start
+and the end of a window; ``percent_of_core`` is CPU seconds over wall seconds, in % of one
+core, the figure ``lab.load.verdict`` holds to its limit (70 %).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from lab.measure.timing import NS_PER_SECOND, now_ns
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuReading:
+    cpu_seconds: float
+    wall_seconds: float
+
+    @property
+    def percent_of_core(self) -> float | None:
+        return 100.0 * self.cpu_seconds / self.wall_seconds if self.wall_seconds > 0 else None
+
+
+class CpuMeter:
+    """``with CpuMeter() as m: ...`` then ``m.reading``; or ``start()`` / ``stop()``."""
+
+    def __init__(self) -> None:
+        self._cpu = time.process_time()
+        self._wall = now_ns()
+        self.reading: CpuReading | None = None
+
+    def start(self) -> CpuMeter:
+        self._cpu, self._wall, self.reading = time.process_time(), now_ns(), None
+        return self
+
+    def stop(self) -> CpuReading:
+        self.reading = CpuReading(cpu_seconds=time.process_time() - self._cpu,
+                                  wall_seconds=(now_ns() - self._wall) / NS_PER_SECOND)
+        return self.reading
+
+    def __enter__(self) -> CpuMeter:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

@@ -1,0 +1,217 @@
+"""Honest load (issue 22) on the real node: the verdict, its exit code and `lab compare`'s refusal;
+outcomes apart from failures; the live status agreeing with the summary; the metrics endpoint
+scraped over HTTP while a load runs (issue 25 item 7); a staircase that stops at a loader-bound
+step and draws its latency against its rate.
+
+Deterministic, never timing luck: "loader-bound" is forced by a loader CPU limit no Python
+process stays under (``--max-loader-cpu 1``, 1 % of a core), "valid" by a low rate with
+plenty of users per call (each user due one call every 4 s)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lab.load.live_counts import read_counts
+from lab.load.processes import free_port
+from lab.load.runner import LoadOptions, run_load
+from lab.load.progress import LoadProgress
+from lab.load.verdict import LOADER_BOUND, VALID
+from lab.results.jsonio import read_json
+from lab.results.scratch import scratch_keyspace
+
+ROOT = Path(__file__).resolve().parents[2]
+LOADER_BOUND_EXIT = 3
+
+
+def _lab(*args: str, keyspace: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lab.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
+
+
+def _run_dir(results: Path) -> Path:
+    (run,) = [p for p in results.iterdir() if p.is_dir()]
+    return run
+
+
+@pytest.fixture(scope="module")
+def keyspace(connection):
+    with scratch_keyspace(connection, "loadhonest", create=False) as ks:
+        yield ks
+
+
+@pytest.fixture(scope="module")
+def bound_and_valid(keyspace, tmp_path_factory, lab_home):
+    """The same small load twice: over a 1 % loader CPU limit (loader-bound), and within the
+    default 70 % (valid)."""
+    common = ["load", "--profile", "send_only", "--rate", "10", "--users", "40", "--duration", "8s", "--warmup", "2s",
+              "--processes", "1", "--seed-size", "tiny"]
+    out = {}
+    for name, extra in (("bound", ["--max-loader-cpu", "1"]), ("valid", [])):
+        results = tmp_path_factory.mktemp(name)
+        proc = _lab(*common, *extra, "--results", str(results), keyspace=keyspace)
+        out[name] = (proc, _run_dir(results))
+    yield out
+    for _proc, run in out.values():
+        shutil.rmtree(Path(lab_home) / "load-state" / f"{run.name}-load", ignore_errors=True)
+
+
+def test_a_loader_bound_run_says_so_and_exits_with_its_own_code(bound_and_valid):
+    proc, run = bound_and_valid["bound"]
+    assert proc.returncode == LOADER_BOUND_EXIT, proc.stderr[-3000:]
+    out = proc.stdout
+    block = out[out.index("LOADER-BOUND"):]
+    assert "worker-0 used" in block and "limit 1%" in block and "not the store's" in block, out
+    summary = read_json(run / "load" / "summary.json")
+    assert summary["verdict"]["verdict"] == LOADER_BOUND
+    assert summary["verdict"]["reasons"][0]["check"] == "loader_cpu"
+    assert summary["verdict"]["limits"]["max_loader_cpu_percent_of_core"] == 1
+
+
+def test_the_same_load_within_the_limits_is_valid(bound_and_valid):
+    proc, run = bound_and_valid["valid"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = read_json(run / "load" / "summary.json")
+    assert summary["verdict"]["verdict"] == VALID, summary["verdict"]
+    assert "verdict: valid" in proc.stdout
+
+
+def test_compare_refuses_a_loader_bound_run_unless_forced(bound_and_valid, keyspace, tmp_path):
+    (_, bound), (_, valid) = bound_and_valid["bound"], bound_and_valid["valid"]
+    refused = _lab("compare", str(valid), str(bound), "--results", str(tmp_path), keyspace=keyspace)
+    assert refused.returncode == 2 and "loader-bound" in refused.stderr, refused.stderr
+    assert not any(tmp_path.iterdir())  # nothing written
+    forced = _lab("compare", str(valid), str(bound), "--results", str(tmp_path), "--force", keyspace=keyspace)
+    assert forced.returncode == 0, forced.stderr
+    assert "loader-bound" in forced.stdout
+
+
+def test_allow_loader_bound_keeps_exit_0(keyspace, tmp_path, lab_home):
+    proc = _lab("load", "--profile", "send_only", "--rate", "5", "--duration", "3s", "--processes", "1",
+                "--seed-size", "tiny", "--max-loader-cpu", "1", "--allow-loader-bound", "--no-audit",
+                "--results", str(tmp_path), keyspace=keyspace)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LOADER-BOUND" in proc.stdout
+    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)
+
+
+# ---- outcomes --------------------------------------------------------------------------------------
+def test_an_edit_of_a_recalled_message_is_an_outcome_not_an_error(cluster_config, keyspace, tmp_path, lab_home):
+    """Two loads of one run id: the first recalls seeded messages; the second's editors do not
+    know that (what a process recalled is its own memory), so its edits meet recalled messages
+    and the store refuses them (InvalidState), as the design says it must."""
+    config = cluster_config.replace(keyspace=keyspace)
+    opts = dict(profile="recall_edit", rate=10, users=20, duration_seconds=6, processes=1, seed_size="tiny",
+                run_id="outcomes1", results=tmp_path, audit=False)
+    run_load(config, LoadOptions(**opts))
+    second = run_load(config, LoadOptions(**opts)).summary
+    edit, recall = second.operations["edit"], second.operations.get("recall")
+    assert edit.outcomes.get("recalled", 0) > 0, edit
+    assert "InvalidState" not in edit.errors_by_type
+    assert edit.count == edit.ok + sum(edit.outcomes.values()) + edit.errors
+    if recall is not None:
+        assert "InvalidState" not in recall.errors_by_type
+    data = read_json(second_path := tmp_path / "outcomes1" / "load-2" / "summary.json")
+    assert data["operations"]["edit"]["outcomes"]["recalled"] == edit.outcomes["recalled"], second_path
+    locust = data["locust"] or {}
+    assert any(name.startswith("edit: recalled") for name in locust), locust  # its own row in Locust's stats
+    shutil.rmtree(Path(lab_home) / "load-state" / "outcomes1", ignore_errors=True)
+
+
+# ---- one source of live counts -----------------------------------------------------------------
+class _Recorder(LoadProgress):
+    def __init__(self) -> None:
+        self.statuses = []
+
+    def status(self, status) -> None:
+        self.statuses.append(status)
+
+
+def test_the_live_status_counts_what_the_summary_counts(cluster_config, keyspace, tmp_path):
+    recorder = _Recorder()
+    result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+        profile="send_only", rate=20, users=40, duration_seconds=10, warmup_seconds=2, processes=1,
+        seed_size="tiny", results=tmp_path, audit=False), progress=recorder)
+    s = result.summary
+    measured = [st for st in recorder.statuses if st.phase == "measured" and st.calls_per_second is not None]
+    assert len(measured) >= 4, recorder.statuses  # about every second
+    late = measured[-1]
+    assert late.elapsed_seconds >= 8
+    assert late.calls_per_second == pytest.approx(s.achieved_rate, rel=0.05), (late, s.achieved_rate)
+    # after the run the one source says exactly what the summary says
+    counts = read_counts(result.load_dir)
+    assert counts.calls == s.all_operations.count and counts.final
+    assert s.in_flight_at_end.count == counts.late_calls
+    assert not any(st.calls == 0 and st.elapsed_seconds > 3 for st in measured), measured
+
+
+# ---- the metrics endpoint ----------------------------------------------------------------------
+def test_the_metrics_endpoint_is_scraped_during_a_load(keyspace, tmp_path, lab_home):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    port = free_port()
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--profile", "send_only", "--rate", "10",
+                                 "--users", "40", "--duration", "8s", "--processes", "1", "--seed-size", "tiny",
+                                 "--no-audit", "--metrics-port", str(port), "--results", str(tmp_path / "r")],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=f, text=True,
+                                env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
+    scrapes = []
+    try:
+        deadline = time.monotonic() + 180
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    scrapes.append(r.read().decode())
+            except OSError:
+                pass
+            time.sleep(1)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.read_text()[-3000:]
+    assert f"metrics: http://127.0.0.1:{port}/metrics" in err.read_text()
+
+    def calls(text: str) -> float:
+        return sum(s.value for fam in text_string_to_metric_families(text) if fam.name == "lab_load_calls"
+                   for s in fam.samples if s.name == "lab_load_calls_total")
+
+    with_calls = [t for t in scrapes if calls(t) > 0]
+    assert len(with_calls) >= 3, scrapes[-1:] or err.read_text()
+    assert calls(with_calls[-1]) >= calls(with_calls[0])
+    last = {fam.name: fam for fam in text_string_to_metric_families(with_calls[-1])}
+    for name in ("lab_load_info", "lab_load_calls", "lab_load_requested_rate_calls_per_second",
+                 "lab_load_achieved_rate_calls_per_second", "lab_load_latency_seconds", "lab_load_loader_cpu_ratio"):
+        assert name in last, sorted(last)
+    quantiles = {s.labels.get("quantile") for s in last["lab_load_latency_seconds"].samples
+                 if s.labels.get("latency") == "corrected"}
+    assert {"0.5", "0.99"} <= quantiles
+    summary = read_json(_run_dir(tmp_path / "r") / "load" / "summary.json")
+    assert calls(with_calls[-1]) <= summary["all_operations"]["count"]
+    assert summary["all_operations"]["count"] - calls(with_calls[-1]) <= 0.05 * summary["all_operations"]["count"] + 12
+    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path / 'r').name}-load", ignore_errors=True)
+
+
+# ---- staircase -----------------------------------------------------------------------------------
+def test_a_staircase_stops_at_its_first_loader_bound_step(keyspace, tmp_path, lab_home):
+    proc = _lab("load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--users", "40",
+                "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
+                "--results", str(tmp_path), keyspace=keyspace)
+    assert proc.returncode == LOADER_BOUND_EXIT, proc.stderr[-3000:]
+    assert re.search(r"capacity was not reached", proc.stdout), proc.stdout
+    load = _run_dir(tmp_path) / "load"
+    summary = read_json(load / "summary.json")
+    steps = [s for s in summary["steps"] if not s["warmup"]]
+    assert steps[0]["verdict"]["verdict"] == LOADER_BOUND
+    assert summary["staircase_stopped_at_step"] == 1 and len([s for s in steps if s.get("ran", True)]) == 1
+    assert (load / "staircase.png").stat().st_size > 1000
+    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)

@@ -1,0 +1,58 @@
+"""Loader sizing from a measured CPU per call (lab.load.loader_sizing)."""
+from __future__ import annotations
+
+import pytest
+
+from lab.load.loader_sizing import LoaderCost, SizingBook, auto_processes, measured_cost, size
+
+
+def cost(ms: float) -> LoaderCost:
+    return LoaderCost(profile="chat", driver="threads", cpu_ms_per_call=ms, calls=1000)
+
+
+def test_capacity_is_the_cpu_limit_over_the_cpu_per_call():
+    c = cost(6.0)  # issue 22: ~6 ms of loader CPU per call of the chat profile
+    assert c.calls_per_core_second() == pytest.approx(166.7, abs=0.1)
+    assert c.capacity_per_process() == pytest.approx(116.7, abs=0.1)
+    assert c.capacity_per_process(50) == pytest.approx(83.3, abs=0.1)
+
+
+def test_a_rate_beyond_one_machine_names_the_machines_it_needs():
+    s = size(2000, cost(6.0), processes=2, cores=2)
+    assert s.processes_needed == 18 and s.machines_needed == 9 and not s.enough
+    text = s.advice()
+    assert "--master --expect-workers 18" in text and "9 machines" in text
+
+
+def test_a_rate_within_the_machine_names_the_processes():
+    s = size(200, cost(6.0), processes=1, cores=4)
+    assert s.processes_needed == 2 and "--processes 2" in s.advice()
+    assert size(100, cost(6.0), processes=1, cores=4).enough
+
+
+def test_auto_takes_what_the_rate_needs_up_to_the_cores():
+    assert auto_processes(100, cost(6.0), cores=4) == 1
+    assert auto_processes(300, cost(6.0), cores=4) == 3
+    assert auto_processes(3000, cost(6.0), cores=4) == 4
+    assert auto_processes(300, None, cores=2) == 2       # nothing learned: every core, measured in the warmup
+    assert auto_processes(None, cost(6.0), cores=8) == 1  # closed loop
+
+
+def test_too_few_calls_teach_nothing():
+    assert measured_cost(profile="chat", driver="threads", cpu_seconds=0.1, calls=5) is None
+    assert measured_cost(profile="chat", driver="threads", cpu_seconds=None, calls=500) is None
+    c = measured_cost(profile="chat", driver="threads", cpu_seconds=3.0, calls=500)
+    assert c.cpu_ms_per_call == pytest.approx(6.0)
+
+
+def test_the_book_keeps_the_latest_cost_per_profile_and_driver(tmp_path):
+    book = SizingBook(tmp_path)
+    assert book.get("chat", "threads") is None
+    book.put(cost(6.0))
+    book.put(LoaderCost(profile="send_only", driver="threads", cpu_ms_per_call=4.0, calls=300))
+    book.put(cost(5.0))
+    assert book.get("chat", "threads").cpu_ms_per_call == 5.0
+    assert book.get("send_only", "threads").cpu_ms_per_call == 4.0
+    assert book.get("chat", "gevent") is None
+    (tmp_path / "load-sizing.json").write_text("{broken")
+    assert book.get("chat", "threads") is None
