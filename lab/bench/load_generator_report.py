@@ -185,7 +185,7 @@ class LoadBenchReport:
         for st in self.staircase.steps:
             cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
             lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
-                         f"p99 {units.ms(st.corrected_us.p99)} (service {units.ms(st.service_us.p99)})  "
+                         f"p99 {units.percentile_ms(st.corrected_us, 'p99')} (service {units.percentile_ms(st.service_us, 'p99')})  "
                          f"load generator CPU {units.fmt(cpu)}% of one core")
         return "\n".join(lines)
 

@@ -15,6 +15,7 @@
     disk_sizing   the §7 formula (disk): resident bytes, partitions, disk-bound nodes, the sizing projection
     cpu_sizing    the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
     rundata       what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
-    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, Mann-Whitney U
+    compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, per-interval tests
+    compare_page  what ``lab compare`` prints and writes (text, index.html, comparison.json)
     experiments/  the measurement behind each notebook, one module per notebook, named after it
 """

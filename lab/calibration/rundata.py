@@ -1,15 +1,17 @@
 """What a run folder holds, for `lab compare`: a calibration run, a load run, or notebooks run from JupyterLab.
 
 - a calibration run: ``calibration.json``;
-- a load run (``lab load``): the per-worker totals (``load/totals/*.json``, the service-time
-  histograms of the measured calls), else the HDR interval logs (``load/**/*.hlog``, every
-  ``<op>.service`` interval merged); each recorded value repeated by its count, so values
-  carry HdrHistogram's 3 significant digits; percentiles and counts from ``load/summary.json``;
+- a load run (``lab load``): percentiles, counts and rates from ``load/summary.json`` (else the
+  per-worker totals, ``load/totals/*.json``), and the time series the significance test
+  reads: per operation and kind (``service``, ``corrected``) one HdrHistogram per
+  :data:`WINDOW_SECONDS` of the measured window, every worker's HDR interval log
+  (``load/**/*.hlog``) merged by time;
 - notebooks run from JupyterLab (``<notebook>/values.json`` and no calibration.json): the
   constants assessed from their values as ``lab calibrate`` does (:func:`lab.calibration.recommendations.assess`);
 - in any of them, notebook samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or
   ``latency_us`` column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by
-  their key columns (:data:`KEY_COLUMNS` present in the table).
+  their key columns (:data:`KEY_COLUMNS` present in the table), in time order: one window per
+  round (:data:`ROUND_COLUMNS`), else one per sample.
 """
 from __future__ import annotations
 
@@ -23,76 +25,69 @@ import numpy as np
 
 from lab.errors import CalibrationError
 
-MAX_SAMPLES_PER_SIDE = 200_000  # HDR histograms of long runs are subsampled (seeded) above this
 # columns that name what a latency sample measured (the rest of a samples table are outcomes)
 KEY_COLUMNS = ("operation", "op", "shape", "method", "in_size", "scan_limit", "run", "compression", "table", "window")
-_SEED = 20240601
+ROUND_COLUMNS = ("round", "repeat")  # the interleaved rounds of a notebook: its time order
+WINDOW_SECONDS = 1.0                  # a load run's windows: its interval logs' one-second intervals
 
 
 @dataclass
 class RunData:
     path: Path
     calibration: dict[str, Any] | None
-    load_summary: dict[str, dict[str, Any]]           # op -> summary entry
-    load_samples: dict[str, np.ndarray]               # op -> latencies (µs)
-    notebook_samples: dict[str, dict[str, np.ndarray]]  # "<notebook>/<table>" -> key -> latencies (ms)
-    load_meta: dict[str, Any] = field(default_factory=dict)  # load/summary.json beyond its operations
+    load_summary: dict[str, dict[str, Any]]                       # op -> summary entry
+    load_windows: dict[str, dict[str, list[Any]]]                 # op -> kind -> HdrHistogram per window
+    notebook_samples: dict[str, dict[str, list[np.ndarray]]]      # "<nb>/<table>" -> key -> latencies (ms) per round
+    load_meta: dict[str, Any] = field(default_factory=dict)       # load/summary.json beyond its operations
 
     @property
     def run_id(self) -> str:
         return (self.calibration or {}).get("run_id", self.path.name)
 
 
-def _hist_samples(hist: Any, rng: np.random.Generator) -> np.ndarray:
-    values, counts = [], []
-    for it in hist.get_recorded_iterator():
-        low = hist.get_lowest_equivalent_value(it.value_iterated_to)
-        values.append((low + hist.get_highest_equivalent_value(it.value_iterated_to)) / 2)
-        counts.append(it.count_added_in_this_iter_step)
-    if not values:
-        return np.empty(0)
-    counts_arr = np.asarray(counts, dtype=np.int64)
-    total = int(counts_arr.sum())
-    if total > MAX_SAMPLES_PER_SIDE:  # keep the distribution's shape, not every value
-        counts_arr = rng.multinomial(MAX_SAMPLES_PER_SIDE, counts_arr / total)
-    return np.repeat(np.asarray(values, dtype=float), counts_arr)
+def _measured_window(meta: Mapping[str, Any]) -> tuple[float, float]:
+    """[start, end) of the measured calls, in seconds from the logs' base time (the run's t0)."""
+    start = float(meta.get("warmup_seconds") or 0.0)
+    length = meta.get("measured_seconds")
+    return start, start + float(length) if length else float("inf")
 
 
-def _load_dir(run: Path) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+def _load_dir(run: Path, meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, list[Any]]]]:
     from lab.measure import hdr
 
     load = run / "load"
     summary: dict[str, dict[str, Any]] = {}
-    samples: dict[str, np.ndarray] = {}
     if not load.is_dir():
-        return summary, samples
-    rng = np.random.default_rng(_SEED)
-    path = load / "summary.json"
-    if path.is_file():
-        data = json.loads(path.read_text())
-        ops = data.get("operations", data) if isinstance(data, Mapping) else {}
-        for op, entry in ops.items():
-            if isinstance(entry, Mapping) and ("service_us" in entry or "service" in entry or "count" in entry):
-                summary[op] = dict(entry)
-                if isinstance(entry.get("service"), str):  # an encoded histogram (lab.hdr.OpStats.to_json)
-                    samples[op] = _hist_samples(hdr.decode(entry["service"]), rng)
-    merged: dict[str, Any] = {}
-    totals = sorted((load / "totals").glob("*.json"))
-    for path in totals:  # per-worker run totals (lab.load): exactly the measured calls
-        for op, stats in json.loads(path.read_text()).get("totals", {}).items():
-            merged.setdefault(op, hdr.new_histogram()).add(hdr.decode(stats["service"]))
-    if not totals:
-        for log in sorted(load.glob("**/*.hlog")):
-            for interval in hdr.read_interval_log(log):
-                if interval.kind == "service":
-                    merged.setdefault(interval.op, hdr.new_histogram()).add(interval.histogram)
-    for op, hist in merged.items():
-        if hist.get_total_count() == 0:
-            continue
-        samples[op] = _hist_samples(hist, rng)
-        if op not in summary:
-            summary[op] = {"service_us": hdr.percentiles_us(hist)}
-    return summary, samples
+        return summary, {}
+    ops = meta.get("operations", meta) if isinstance(meta, Mapping) else {}
+    for op, entry in ops.items():
+        if isinstance(entry, Mapping) and ("service_us" in entry or "count" in entry):
+            summary[op] = dict(entry)
+        elif isinstance(entry, Mapping) and isinstance(entry.get("service"), str):  # OpStats.to_json: histograms
+            stats = hdr.OpStats.from_json(entry)
+            summary[op] = {"count": stats.count, "errors": stats.count - stats.ok,
+                           "service_us": hdr.percentiles_us(stats.service)}
+    start, end = _measured_window(meta)
+    by_time: dict[str, dict[str, dict[int, Any]]] = {}
+    for log in sorted(load.glob("**/*.hlog")):
+        for iv in hdr.read_interval_log(log):
+            mid = iv.start_s + iv.length_s / 2
+            if not start <= mid < end or iv.kind not in hdr.KINDS:
+                continue
+            slot = by_time.setdefault(iv.op, {}).setdefault(iv.kind, {})
+            slot.setdefault(int((mid - start) // WINDOW_SECONDS), hdr.new_histogram()).add(iv.histogram)
+    windows = {op: {kind: [w[k] for k in sorted(w)] for kind, w in kinds.items()} for op, kinds in by_time.items()}
+    if not summary:  # no summary.json: the per-worker totals
+        merged: dict[str, Any] = {}
+        for path in sorted((load / "totals").glob("*.json")):
+            for op, stats in json.loads(path.read_text()).get("totals", {}).items():
+                merged.setdefault(op, hdr.OpStats()).merge(hdr.OpStats.from_json(stats))
+        for op, stats in merged.items():
+            if stats.count:
+                summary[op] = {"count": stats.count, "service_us": hdr.percentiles_us(stats.service)}
+                if stats.corrected.get_total_count():
+                    summary[op]["corrected_us"] = hdr.percentiles_us(stats.corrected)
+    return summary, windows
 
 
 def _value_column(columns: list[str]) -> str | None:
@@ -102,10 +97,10 @@ def _value_column(columns: list[str]) -> str | None:
     return next((c for c in columns if c.endswith("_ms") or c.endswith("_us")), None)
 
 
-def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
+def _notebook_samples(run: Path) -> dict[str, dict[str, list[np.ndarray]]]:
     import pandas as pd
 
-    out: dict[str, dict[str, np.ndarray]] = {}
+    out: dict[str, dict[str, list[np.ndarray]]] = {}
     for path in sorted(run.glob("*/*.csv")):
         try:
             df = pd.read_csv(path)
@@ -121,10 +116,16 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, np.ndarray]]:
         scale = 1e-3 if value.endswith("us") else 1.0
         groups = df.groupby(keys, sort=True) if keys else [((), df)]
         table_name = f"{path.parent.name}/{path.stem}"
+        rounds = next((c for c in ROUND_COLUMNS if c in df.columns), None)
         for key, g in groups:
             key = key if isinstance(key, tuple) else (key,)
             label = ", ".join(f"{k}={v}" for k, v in zip(keys, key)) or "all"
-            out.setdefault(table_name, {})[label] = g[value].to_numpy(dtype=float) * scale
+            values = g[value].to_numpy(dtype=float) * scale
+            if rounds is None:  # rows in the order measured: one window each
+                out.setdefault(table_name, {})[label] = [values[i:i + 1] for i in range(len(values))]
+            else:
+                order = g[rounds].to_numpy()
+                out.setdefault(table_name, {})[label] = [values[order == r] for r in sorted(set(order.tolist()))]
     return out
 
 
@@ -152,13 +153,13 @@ def load_run(path: Path | str) -> RunData:
         raise CalibrationError(f"run folder {path} does not exist", run_dir=str(path))
     cal_path = path / "calibration.json"
     cal = json.loads(cal_path.read_text()) if cal_path.is_file() else None
-    summary, samples = _load_dir(path)
+    meta_path = path / "load" / "summary.json"
+    load_meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    summary, windows = _load_dir(path, load_meta)
     if cal is None and not summary:
         cal = _notebook_only(path)
     if cal is None and not summary:
         raise CalibrationError(f"{path} is not a run folder: it has no calibration.json, no load/summary.json and no "
                                "<notebook>/values.json", run_dir=str(path))
-    load_meta = json.loads((path / "load" / "summary.json").read_text()) if (path / "load" / "summary.json").is_file() \
-        else {}
-    return RunData(path=path, calibration=cal, load_summary=summary, load_samples=samples,
+    return RunData(path=path, calibration=cal, load_summary=summary, load_windows=windows,
                    notebook_samples=_notebook_samples(path), load_meta=load_meta)

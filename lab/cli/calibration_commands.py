@@ -124,10 +124,11 @@ def calibrate(home: Path, quick: bool, notebooks: str | None, params: tuple[str,
 def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None:
     """Two runs side by side: constants (do the runs agree?), load operations, notebook latency samples.
 
-    Refuses runs that are not comparable (--force overrides). A run folder is a calibration
-    run, a load run, or notebooks run from JupyterLab. Latencies are tested with a two-sided
-    Mann-Whitney U test on samples (Holm-corrected); prints the text table and writes
-    compare-<a>-<b>/index.html."""
+    Refuses runs that are not comparable (--force overrides); warns on a run compared with
+    itself. A run folder is a calibration run, a load run, or notebooks run from JupyterLab.
+    Latencies are tested on per-interval medians (one-second intervals of a load run, rounds of
+    a notebook), corrected for autocorrelation and Holm-corrected; each verdict in words ("B
+    slower by 25%"). Prints the tables and writes compare-<a>-<b>/index.html."""
     from lab.calibration.compare import compare_runs, to_text, write_comparison
 
     cmp = write_comparison(compare_runs(run_a, run_b, force=force), results or run_a.resolve().parent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from lab.measure import SUMMARY_PERCENTILES, min_samples, too_few
 from lab.results import units
 
 CORRECTED_NOTE = ("latency: 'corrected' counts from each call's due time (coordinated omission corrected: "
@@ -35,21 +36,41 @@ def _table(rows: list[list[str]], right: set[int]) -> Iterator[str]:
         yield "  " + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
 
 
+def _latency(summary: Any, key: str, few: list[tuple[int, float, str]], op: str) -> str:
+    """A percentile in ms, or "too few" when too few calls stand behind it (lab.measure)."""
+    if key == "max":
+        return units.ms(summary.max)
+    text = units.percentile_ms(summary, key)
+    if text == units.TOO_FEW:
+        few.append((summary.count, -SUMMARY_PERCENTILES[key], op))
+    return text
+
+
+def too_few_line(few: list[tuple[int, float, str]]) -> Iterator[str]:
+    """One line for every "too few" cell: the most calls that were still too few, and the rule."""
+    if few:
+        n, p, op = max(few)
+        why = too_few(-p, n)
+        yield (f"  {units.TOO_FEW}: {why} ({op}, the most calls among them); a tail percentile is shown from 10 "
+               f"calls beyond it: p99 from {min_samples(99):,} calls, p99.9 from {min_samples(99.9):,}")
+
+
 def operations_lines(s: Any) -> Iterator[str]:
     fixed = any(o.corrected_us is not None for o in s.operations.values())
     yield "  " + (CORRECTED_NOTE if fixed else CLOSED_LOOP_NOTE)
     head = ["operation", "calls", "outcomes", "errors", "p50", "p99", "p99.9", "max"]
     if fixed:
         head = head[:4] + ["corrected p50", "p99", "p99.9", "max", "service p50", "p99"]
-    rows = [head]
+    rows, few = [head], []
     for op, o in s.operations.items():
         lat = o.corrected_us if fixed and o.corrected_us is not None else o.service_us
         row = [op, units.count(o.count), units.count(sum(o.outcomes.values())), units.count(o.errors),
-               *(units.ms(getattr(lat, k)) for k in ("p50", "p99", "p999", "max"))]
+               *(_latency(lat, k, few, op) for k in ("p50", "p99", "p999", "max"))]
         if fixed:
-            row += [units.ms(o.service_us.p50), units.ms(o.service_us.p99)]
+            row += [_latency(o.service_us, "p50", few, op), _latency(o.service_us, "p99", few, op)]
         rows.append(row)
     yield from _table(rows, right=set(range(1, len(head))))
+    yield from too_few_line(few)
     errors: dict[str, int] = {}
     outcomes: dict[str, int] = {}
     for op, o in s.operations.items():
@@ -79,16 +100,20 @@ def steps_lines(s: Any) -> Iterator[str]:
     if not s.steps:
         return
     rows = [["step", "requested", "achieved", "corrected p99", "service p99", "load generator CPU", "verdict"]]
+    few: list[tuple[int, float, str]] = []
     n = 0
     for st in s.steps:
         n += 0 if st.warmup else 1
         cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+        name = "the warmup step" if st.warmup else f"step {n}"
         rows.append(["warmup" if st.warmup else str(n), units.rate(st.requested_rate),
-                     units.rate(st.achieved_rate), units.ms(st.corrected_us.p99), units.ms(st.service_us.p99),
+                     units.rate(st.achieved_rate), _latency(st.corrected_us, "p99", few, name),
+                     _latency(st.service_us, "p99", few, name),
                      f"{units.fmt(cpu)}% of a core" if cpu is not None else units.MISSING,
                      st.verdict.verdict if st.verdict is not None else ""])
     yield "  staircase:"
     yield from _table(rows, right={1, 2, 3, 4, 5})
+    yield from too_few_line(few)
     if s.staircase_stopped_at_step:
         yield (f"  the staircase stopped at step {s.staircase_stopped_at_step}, loader-bound: the store's capacity "
                "was not reached (the steps above it would have measured the load generator)")

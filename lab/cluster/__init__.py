@@ -2,8 +2,10 @@
 
     config       ClusterConfig: contact points, auth, TLS, keyspace, replication, consistency, Scylla REST map
     services     ServicesConfig: the outbox (local / Kafka: bootstrap, TLS, SASL) and the Redis hot window
-    settings     how both are filled: flags > LAB_* > a TOML table > defaults (read, layer, coerce)
+    settings     how both are filled: flags > LAB_* > a TOML table > defaults (read, layer, coerce; a bad
+                 value names its variable, flag or section)
     connection   the CQL session: request accounting, the dialect
+    probe        is a CQL server at a contact point? (one OPTIONS request before the driver waits 20 s)
     driver_errors  driver exceptions -> lab errors (the one boundary), the retry policy that heeds the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)
     accounting   requests counted by table and kind (point / range / IN read, write, LWT)

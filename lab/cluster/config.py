@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from lab.cluster.settings import as_bool, as_int, layered, read_table
+from lab.cluster.settings import as_bool, as_int, blame, expected, layered, read_table
 from lab.errors import ConfigError
 
 DEFAULT_CONTACT_POINTS = ("127.0.0.1",)
@@ -205,13 +205,18 @@ def _coerce(name: str, value: Any) -> Any:
             return str(value).upper()
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}: cannot use {value!r} (expected {_FIELDS[name].type})", field=name) from None
+        raise ConfigError(f"{name} must be {expected(_FIELDS[name].type)}, not {value!r}", field=name) from None
 
 
 def load_config(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
                 toml_path: Path | str | None = None) -> ClusterConfig:
     """Build a config from flags > ``LAB_*`` env > TOML (``[cluster]``, or the whole file) >
     defaults (:mod:`lab.cluster.settings`). Unknown keys are errors."""
-    file_values = read_table(toml_path, "cluster", whole_file_default=True) if toml_path is not None else {}
-    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=f"[cluster] of {toml_path}")
-    return ClusterConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    file_values = (read_table(toml_path, "cluster", whole_file_default=True, fields=_FIELDS)
+                   if toml_path is not None else {})
+    where = f"[cluster] of {toml_path}"
+    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=where)
+    try:
+        return ClusterConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    except ConfigError as exc:  # name the variable, flag or file the bad value came from
+        raise blame(exc, file_values=file_values, env=env, flags=flags, where=where) from None

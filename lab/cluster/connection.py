@@ -298,6 +298,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
         ssl_context = _ssl_context(config)
     except (OSError, ssl.SSLError) as exc:
         raise ConnectError(f"cannot load TLS files: {exc}") from exc
+    _refuse_other_services(config, ssl_context)
     cluster = Cluster(
         contact_points=list(config.contact_points), port=config.port, auth_provider=auth,
         ssl_context=ssl_context, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -314,6 +315,26 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
         raise ConnectError(f"cannot connect to {where}: {detail}{_failure_fix(config, str(exc))}",
                            contact_points=config.contact_points, port=config.port, detail=detail) from exc
     return cluster, session
+
+
+def _refuse_other_services(config: ClusterConfig, ssl_context: ssl.SSLContext | None) -> None:
+    """Before the driver waits out its timeouts: when no contact point answers in CQL and one
+    answers otherwise (another service on that port), say so at once (:mod:`lab.cluster.probe`)."""
+    from lab.cluster.probe import CQL, NOT_CQL, PROBE_TIMEOUT_SECONDS, SILENT, probe_cql
+
+    seconds = min(PROBE_TIMEOUT_SECONDS, config.connect_timeout_seconds)
+    wrong = []
+    for host in config.contact_points:
+        result = probe_cql(host, config.port, timeout_seconds=seconds, ssl_context=ssl_context)
+        if result.verdict == CQL:
+            return
+        if result.verdict in (NOT_CQL, SILENT):
+            wrong.append(result)
+    if wrong:
+        raise ConnectError("cannot connect: " + "; ".join(r.describe() for r in wrong)
+                           + f". Is {config.port} the CQL port? (Cassandra and ScyllaDB listen on 9042; --port / "
+                             "LAB_PORT, or a notebook's cluster parameter)",
+                           contact_points=config.contact_points, port=config.port, detail="not CQL")
 
 
 def _failure_detail(exc: BaseException) -> str:

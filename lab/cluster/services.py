@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.settings import as_bool, as_int, layered, read_table
+from lab.cluster.settings import as_bool, as_int, blame, expected, layered, read_table
 from lab.errors import ConfigError
 
 OUTBOX_KINDS = ("local", "kafka")
@@ -211,7 +211,7 @@ def _coerce(name: str, value: Any) -> Any:
             return str(value).lower()
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}: cannot use {value!r} (expected {_FIELDS[name].type})", field=name) from None
+        raise ConfigError(f"{name} must be {expected(_FIELDS[name].type)}, not {value!r}", field=name) from None
 
 
 def load_services(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
@@ -220,6 +220,11 @@ def load_services(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, s
     (:mod:`lab.cluster.settings`); unknown keys are errors. ``LAB_REQUEST_TIMEOUT_SECONDS``
     belongs to the cluster config, not to these services."""
     file_values = read_table(toml_path, "services") if toml_path is not None else {}
-    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=f"[services] of {toml_path}",
+    where = f"[services] of {toml_path}"
+    values = layered(_FIELDS, file_values=file_values, env=env, flags=flags, where=where,
                      env_exclude=("request_timeout_seconds",))
-    return ServicesConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    try:
+        return ServicesConfig(**{k: _coerce(k, v) for k, v in values.items()})
+    except ConfigError as exc:  # name the variable, flag or file the bad value came from
+        own_env = {k: v for k, v in (env or {}).items() if k != "LAB_REQUEST_TIMEOUT_SECONDS"}
+        raise blame(exc, file_values=file_values, env=own_env, flags=flags, where=where) from None

@@ -10,6 +10,14 @@ interpolation) would not, and two p99s that disagree discredit a measurement.
 
 A histogram's percentile is the highest value equivalent to the bucket holding that rank
 (what HdrHistogram reports: an upper bound at 3 significant digits).
+
+**Reported from enough samples only** (:func:`min_samples`): a percentile above the median
+is shown when at least :data:`TAIL_SAMPLES` (10) samples are expected beyond it,
+``n >= 10 / (1 - q)``: a p90 from 100 samples, a p99 from 1,000, a p99.9 from 10,000. Below
+that the nearest rank is the maximum or next to it (the p99 and p99.9 of 7 calls are both the
+slowest call), and every table says so instead (:func:`too_few`: "n=7: too few for p99").
+The median and the maximum are shown from any n. Summaries keep the values (they are well
+defined) and list the percentiles they cannot vouch for (``too_few_for``).
 """
 from __future__ import annotations
 
@@ -22,6 +30,28 @@ import numpy as np
 
 # the percentiles every summary reports, by the key they carry
 SUMMARY_PERCENTILES: Mapping[str, float] = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+TAIL_SAMPLES = 10  # samples expected beyond a tail percentile before it is reported
+
+
+def min_samples(p: float) -> int:
+    """The smallest number of samples the ``p``-th percentile is reported from: 1 up to the
+    median (and for the maximum), else ``TAIL_SAMPLES / (1 - p/100)``: p90 100, p99 1,000,
+    p99.9 10,000."""
+    if p <= 50.0 or p >= 100.0:
+        return 1
+    return math.ceil(round(TAIL_SAMPLES * 100.0 / (100.0 - p), 6))
+
+
+def percentile_label(p: float) -> str:
+    """'p99', 'p99.9', 'p50'."""
+    return f"p{p:g}"
+
+
+def too_few(p: float, n: int) -> str | None:
+    """None when the ``p``-th percentile of ``n`` samples is reported, else what a table says
+    in its place: 'n=7: too few for p99'."""
+    n = int(n or 0)
+    return None if n >= min_samples(p) else f"n={n:,}: too few for {percentile_label(p)}"
 
 
 def nearest_rank(p: float, n: int) -> int:
@@ -46,23 +76,20 @@ def percentile(samples: Iterable[float], p: float) -> float | None:
 
 
 def histogram_percentiles(hist: Any, ps: Iterable[float]) -> list[int | None]:
-    """Percentiles of an HdrHistogram by the same nearest rank, in one pass over its buckets."""
+    """Percentiles of an HdrHistogram by the same nearest rank: the bucket where the running
+    count first reaches the rank, found on the histogram's counts array with numpy (hdrh's
+    own iterators walk every bucket in Python: about 0.1 s per histogram of sub-second values,
+    too slow for the thousands of one-second intervals a comparison reads)."""
     n = hist.get_total_count()
     ps = list(ps)
     if n == 0:
         return [None] * len(ps)
-    targets = sorted((nearest_rank(p, n), i) for i, p in enumerate(ps))
-    out: list[int | None] = [None] * len(ps)
-    cumulative, k = 0, 0
-    for step in hist.get_recorded_iterator():
-        cumulative += step.count_added_in_this_iter_step
-        while k < len(targets) and cumulative >= targets[k][0]:
-            rank, i = targets[k]
-            value = step.value_iterated_to
-            out[i] = (hist.get_highest_equivalent_value(value) if ps[i] else hist.get_lowest_equivalent_value(value))
-            k += 1
-        if k == len(targets):
-            break
+    cumulative = np.cumsum(np.ctypeslib.as_array(hist.counts)[: hist.counts_len])
+    out: list[int | None] = []
+    for p in ps:
+        index = int(np.searchsorted(cumulative, nearest_rank(p, n)))  # the first bucket holding that rank
+        value = hist.get_value_from_index(index)
+        out.append(int(hist.get_highest_equivalent_value(value) if p else hist.get_lowest_equivalent_value(value)))
     return out
 
 
@@ -79,9 +106,18 @@ class LatencySummary:
     max: float | None
     mean: float | None
 
+    def too_few_for(self) -> list[str]:
+        """The keys of the percentiles too few samples stand behind (:func:`min_samples`)."""
+        return [k for k, p in SUMMARY_PERCENTILES.items()
+                if getattr(self, k) is not None and self.count < min_samples(p)]
+
+    def reported(self, key: str) -> float | None:
+        """The percentile ``key`` when enough samples stand behind it, else None."""
+        return None if key in self.too_few_for() else getattr(self, key)
+
     def to_json(self) -> dict[str, Any]:
         return {"count": self.count, "p50": self.p50, "p90": self.p90, "p99": self.p99, "p999": self.p999,
-                "max": self.max, "mean": self.mean}
+                "max": self.max, "mean": self.mean, "too_few_for": self.too_few_for()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LatencySummary:
@@ -108,10 +144,14 @@ def summarize_samples(samples: Iterable[float]) -> LatencySummary:
     return LatencySummary(count=n, **pcts, max=float(xs[-1]), mean=float(xs.mean()))
 
 
-def latency_summary(samples: Iterable[float], *, unit: str = "ms") -> dict[str, float]:
+def latency_summary(samples: Iterable[float], *, unit: str = "ms") -> dict[str, Any]:
     """A row for a samples table: ``n``, ``mean_<unit>``, ``p50_<unit>``, ``p90_<unit>``,
-    ``p99_<unit>``, ``max_<unit>`` (NaN when empty, so a DataFrame column stays numeric)."""
+    ``p99_<unit>``, ``max_<unit>`` (NaN when empty, so a DataFrame column stays numeric) and
+    ``too_few``: what the table's reader is told about its tail percentiles ('n=40: too few
+    for p90, p99'; empty when every one is reported)."""
     s = summarize_samples(samples)
     nan = lambda v: math.nan if v is None else v  # noqa: E731
+    few = [percentile_label(SUMMARY_PERCENTILES[k]) for k in s.too_few_for() if k != "p999"]
     return {"n": s.count, f"mean_{unit}": nan(s.mean), f"p50_{unit}": nan(s.p50), f"p90_{unit}": nan(s.p90),
-            f"p99_{unit}": nan(s.p99), f"max_{unit}": nan(s.max)}
+            f"p99_{unit}": nan(s.p99), f"max_{unit}": nan(s.max),
+            "too_few": f"n={s.count:,}: too few for {', '.join(few)}" if few else ""}

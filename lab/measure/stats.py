@@ -1,5 +1,5 @@
 """Statistics over measured samples: the confidence interval of a mean, the bootstrap, the
-significance test with its multiple-comparison correction, and ratios that say their direction.
+multiple-comparison correction, and ratios that say their direction.
 
 Fewer than :data:`MIN_INTERVAL_ROUNDS` (5) rounds give no interval at all (NaN / None / no
 resamples: "too few rounds for an interval"); the property tests (tests/unit/
@@ -14,18 +14,15 @@ test_intervals_hypothesis.py) hold the intervals to ~95 % coverage of known dist
   interval), seeded so a report is reproducible; :func:`bootstrap_values` gives the resampled
   statistics themselves and :func:`bootstrap_rounds` resamples whole rounds of an interleaved
   experiment (a statistic of the round indices: a recommendation recomputed per resample);
-- :func:`mann_whitney`: two-sided Mann-Whitney U on two sets of latency samples, with the
-  common-language effect size P(A > B) = U / (n_A n_B) (0.5: no shift; ties count half);
-  latencies are skewed and heavy-tailed, so a rank test, not a t-test;
 - :func:`holm`: Holm-Bonferroni over every test of one comparison (many IN sizes or
-  operations are compared at once);
+  operations are compared at once) over the tests of :mod:`lab.measure.significance`, the one
+  significance test (not a rank test on raw samples: they are autocorrelated);
 - :func:`a_over_b`: ``a / b``, or None when it is not defined.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -127,32 +124,6 @@ def relative_half_width(mean: float | None, low: float | None, high: float | Non
     if any(isinstance(x, float) and math.isnan(x) for x in (mean, low, high)):
         return None
     return (float(high) - float(low)) / 2 / abs(float(mean))
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankTest:
-    """Outcome of :func:`mann_whitney`; all None when a side has fewer than two samples."""
-
-    test: str | None
-    p_value: float | None
-    p_a_gt_b: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"test": self.test, "p_value": self.p_value, "p_a_gt_b": self.p_a_gt_b}
-
-
-NO_TEST = RankTest(test=None, p_value=None, p_a_gt_b=None)
-
-
-def mann_whitney(a: Sequence[float] | None, b: Sequence[float] | None) -> RankTest:
-    """Two-sided Mann-Whitney U: p-value and P(A > B) (ties count half)."""
-    if a is None or b is None or len(a) < 2 or len(b) < 2:
-        return NO_TEST
-    from scipy.stats import mannwhitneyu
-
-    res = mannwhitneyu(a, b, alternative="two-sided")
-    return RankTest(test="mann-whitney-u", p_value=float(res.pvalue),
-                    p_a_gt_b=float(res.statistic) / (len(a) * len(b)))
 
 
 def holm(rows: Iterable[MutableMapping[str, Any]], alpha: float = ALPHA) -> None:

@@ -9,6 +9,7 @@ live progress format numbers here, so one value reads the same everywhere:
     seconds(8.04)         '8.0 s'          seconds(135)  '2 min 15 s'
     rate(93.94)           '93.9/s'         count(12345)  '12,345'
     percent(0.9912)       '99.1%'
+    percentile_ms(summary, "p99")   '1,235 ms', or 'too few' (lab.measure's rule: 10 calls beyond it)
 
 Latencies are recorded in microseconds (``lab.measure``) and shown in milliseconds.
 """
@@ -18,6 +19,7 @@ import math
 from typing import Any
 
 MISSING = "—"
+TOO_FEW = "too few"  # a tail percentile from too few samples (lab.measure.min_samples)
 US_PER_MS = 1000.0
 _SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -84,6 +86,15 @@ def ms(microseconds: Any) -> str:
     if abs(value) >= 1:
         return f"{value:.2f} ms"
     return f"{fmt(value, 2)} ms"
+
+
+def percentile_ms(summary: Any, key: str, unit: str = "ms") -> str:
+    """A latency summary's percentile ``key`` ('p99'; recorded in µs) in ``unit`` ('ms' or 'µs'),
+    or :data:`TOO_FEW` when too few samples stand behind it (``LatencySummary.reported``)."""
+    value = getattr(summary, key, None) if summary is not None else None
+    if value is not None and summary.reported(key) is None:
+        return TOO_FEW
+    return ms(value) if unit == "ms" else (f"{fmt(value)} µs" if not _missing(value) else MISSING)
 
 
 def seconds(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""`lab compare` on load results: latencies from HDR histograms, Mann-Whitney U + Holm (no node)."""
+"""`lab compare` (no node): per-interval medians from HDR interval logs and notebook rounds, the
+one significance test of lab.measure + Holm, verdicts in words, comparability and agreement."""
 from __future__ import annotations
 
 import json
@@ -11,51 +12,118 @@ from lab.measure.hdr import LatencyRecorder, summarize
 from lab.calibration.compare import compare_runs, to_html, to_text
 
 
-def _load_run(folder: Path, latencies_us: dict[str, list[int]]) -> Path:
-    """A load-run folder as ``lab load`` leaves it: per-worker totals (HDR histograms) + summary.json."""
-    rec = LatencyRecorder(fixed_rate=False)
-    for op, values in latencies_us.items():
-        for v in values:
-            rec.record(op, started_ns=0, ended_ns=v * 1000)
+def _load_run(folder: Path, latencies_us: dict[str, list[list[int]]], *, fixed_rate: bool = False) -> Path:
+    """A load-run folder as ``lab load`` leaves it: one HDR interval log (one-second intervals
+    from t0), per-worker totals and summary.json. ``latencies_us``: per operation, the calls of
+    each second."""
+    from lab.measure.hdr import IntervalLogWriter
+
+    rec = LatencyRecorder(fixed_rate=fixed_rate)
     load = folder / "load"
     (load / "totals").mkdir(parents=True)
+    (load / "hdr").mkdir()
+    seconds = max(len(v) for v in latencies_us.values())
+    with open(load / "hdr" / "worker-0.hlog", "w") as f:
+        log = IntervalLogWriter(f, start_time_s=1000.0)
+        for t in range(seconds):
+            for op, per_second in latencies_us.items():
+                for v in per_second[t] if t < len(per_second) else []:
+                    rec.record(op, started_ns=0, ended_ns=v * 1000, due_ns=0 if fixed_rate else None)
+            log.write_interval(rec.take_interval(), begin_s=1000.0 + t, end_s=1001.0 + t)
     (load / "totals" / "worker-0.json").write_text(json.dumps({"worker": 0, "totals": rec.totals_json()}))
-    ops = summarize(rec.totals, elapsed_seconds=10.0, fixed_rate=False)
-    (load / "summary.json").write_text(json.dumps({"operations": {op: s.to_json() for op, s in ops.items()}}))
+    ops = summarize(rec.totals, elapsed_seconds=float(seconds), fixed_rate=fixed_rate)
+    (load / "summary.json").write_text(json.dumps({"operations": {op: s.to_json() for op, s in ops.items()},
+                                                   "warmup_seconds": 0.0, "measured_seconds": float(seconds)}))
     return folder
 
 
+def _seconds(level_us: float, *, seconds: int = 40, per_second: int = 20, rho: float = 0.0, sigma: float = 0.1,
+             seed: int = 0) -> list[list[int]]:
+    """Calls per second around ``level_us``; the level of each second drifts as AR(1) (``rho``)."""
+    rng = np.random.default_rng(seed)
+    drift, out = 0.0, []
+    for _ in range(seconds):
+        drift = rho * drift + np.sqrt(1 - rho ** 2) * rng.normal(0, sigma)
+        out.append((level_us * np.exp(drift + rng.normal(0, 0.3, per_second))).astype(int).tolist())
+    return out
+
+
 def _notebook_run(folder: Path, samples_ms: dict[int, list[float]]) -> Path:
-    """A calibration-run folder with one notebook samples table (``in_size``, ``latency_ms``)."""
+    """A calibration-run folder with one notebook samples table (``round``, ``in_size``, ``latency_ms``):
+    one sample per size per round, as in_limit reads them."""
     nb = folder / "in_limit"
     nb.mkdir(parents=True)
-    rows = ["in_size,latency_ms,ok"] + [f"{k},{v},True" for k, vs in samples_ms.items() for v in vs]
+    rows = ["round,in_size,latency_ms,ok"] + [f"{i},{k},{v},True" for k, vs in samples_ms.items()
+                                              for i, v in enumerate(vs)]
     (nb / "samples.csv").write_text("\n".join(rows) + "\n")
     (folder / "calibration.json").write_text(json.dumps({"run_id": folder.name, "constants": {}}))
     return folder
 
 
-def test_compare_load_operations_tests_the_latency_samples(tmp_path):
-    """A real shift is significant after Holm's correction, the same distribution is not."""
-    rng = np.random.default_rng(1)
-    same = rng.lognormal(np.log(800), 0.3, 2000).astype(int).tolist()
-    a = _load_run(tmp_path / "a", {"send": rng.lognormal(np.log(1000), 0.3, 2000).astype(int).tolist(),
-                                   "history_latest": same})
-    b = _load_run(tmp_path / "b", {"send": rng.lognormal(np.log(1300), 0.3, 2000).astype(int).tolist(),
-                                   "history_latest": rng.permutation(same).tolist()})
+def _ops(cmp) -> dict:
+    return {r["operation"]: r for r in cmp.operations}
+
+
+def test_a_shift_is_found_in_words_and_the_same_level_is_no_difference(tmp_path):
+    a = _load_run(tmp_path / "a", {"send": _seconds(1000, seed=1), "history_latest": _seconds(800, seed=2)},
+                  fixed_rate=True)
+    b = _load_run(tmp_path / "b", {"send": _seconds(1300, seed=3), "history_latest": _seconds(800, seed=4)},
+                  fixed_rate=True)
     cmp = compare_runs(a, b)
-    ops = {r["operation"]: r for r in cmp.operations}
-    assert ops["send"]["test"] == "mann-whitney-u" and ops["send"]["significant"]
-    assert ops["send"]["p_a_gt_b"] < 0.3 and ops["send"]["p99_b"] > ops["send"]["p99_a"]
-    assert ops["send"]["count_a"] == ops["send"]["count_b"] == 2000
-    assert ops["send"]["p99_ratio_b_over_a"] == pytest.approx(ops["send"]["p99_b"] / ops["send"]["p99_a"])
-    assert not ops["history_latest"]["significant"] and ops["history_latest"]["p_a_gt_b"] == pytest.approx(0.5)
-    assert "send" in to_text(cmp) and "SIGNIFICANT" in to_text(cmp)
+    send, history = _ops(cmp)["send"], _ops(cmp)["history_latest"]
+    for kind in ("service", "corrected"):
+        t = send["tests"][kind]
+        assert t["significant"] and t["ratio_b_over_a"] == pytest.approx(1.3, rel=0.08), t
+        assert t["verdict"].startswith("B slower by 3") and "p=" in t["verdict"]
+        assert not history["tests"][kind]["significant"]
+        assert history["tests"][kind]["verdict"].startswith("no difference found")
+    assert send["count_a"] == send["count_b"] == 800 and send["rate_a"] == 20.0
+    assert send["service"]["a"]["p50"] < send["service"]["b"]["p50"]
+    text = to_text(cmp)
+    assert "verdict: B differs in 2 of 4 tests" in text and "send corrected: B slower by 3" in text
+    assert "latency from the due time" in text and "service time, ms:" in text and "achieved rate" in text
+    assert "µs" not in text.split("calls and achieved rate")[1]  # one unit: ms
+    assert "constants" not in text  # a load run has none: no header for them
 
 
-def test_notebook_samples_use_the_one_percentile_and_carry_a_p99_interval(tmp_path):
-    """Per group: the nearest-rank p50/p99 of the samples (lab.measure), the p99's bootstrap
-    interval around it, and the ratio B/A that its name says."""
+def test_autocorrelated_runs_of_one_level_are_no_difference_where_raw_samples_differ(tmp_path):
+    """Issue 25: a rank test on every call called two identical runs different, because calls
+    close in time share the machine's state. Two runs of one level whose per-second level
+    drifts: every test says no difference, although Mann-Whitney on the raw calls rejects."""
+    from scipy.stats import mannwhitneyu
+
+    runs = [(_seconds(1000, rho=0.8, sigma=0.3, seed=s), _seconds(1000, rho=0.8, sigma=0.3, seed=s + 100))
+            for s in range(5, 12)]
+    raw_rejects, rejects = 0, 0
+    for i, (xa, xb) in enumerate(runs):
+        cmp = compare_runs(_load_run(tmp_path / f"a{i}", {"send": xa}), _load_run(tmp_path / f"b{i}", {"send": xb}))
+        rejects += bool(_ops(cmp)["send"]["tests"]["service"]["significant"])
+        raw_rejects += mannwhitneyu(np.concatenate(xa), np.concatenate(xb)).pvalue < 0.05
+    assert rejects <= 1 and raw_rejects >= 5, (rejects, raw_rejects)
+
+
+def test_a_run_compared_with_itself_is_a_warning(tmp_path):
+    a = _load_run(tmp_path / "a", {"send": _seconds(1000)})
+    cmp = compare_runs(a, a)
+    assert cmp.comparable and [d["what"] for d in cmp.differences] == ["run"]
+    assert "warning: A and B are the same run" in to_text(cmp) and "A and B are the same run" in to_html(cmp)
+    assert _ops(cmp)["send"]["tests"]["service"]["p_value"] == pytest.approx(1.0)
+
+
+def test_too_few_intervals_and_too_few_calls_are_said(tmp_path):
+    a = _load_run(tmp_path / "a", {"send": _seconds(1000, seconds=10), "recall": _seconds(900, per_second=1)})
+    b = _load_run(tmp_path / "b", {"send": _seconds(1000, seconds=10, seed=9), "recall": _seconds(900, per_second=1)})
+    cmp = compare_runs(a, b)
+    t = _ops(cmp)["send"]["tests"]["service"]
+    assert t["p_value"] is None and t["verdict"] == "10 intervals: too few for a test (needs 20 per run)"
+    text = to_text(cmp)
+    assert "too few: n=200: too few for p99" in text  # 10 s x 20 calls of send: a p99 needs 1,000
+    assert "too few" in to_html(cmp)
+
+
+def test_notebook_samples_are_tested_per_round_and_keep_the_one_percentile(tmp_path):
+    """Per group: the nearest-rank p50/p99 of the samples (lab.measure), the p99's interval only
+    when enough samples stand behind it, and the test on per-round medians."""
     from lab.measure import percentile
 
     rng = np.random.default_rng(2)
@@ -66,11 +134,11 @@ def test_notebook_samples_use_the_one_percentile_and_carry_a_p99_interval(tmp_pa
     assert set(rows) == {"in_size=1", "in_size=10"}
     for k, r in ((1, rows["in_size=1"]), (10, rows["in_size=10"])):
         assert r["p50_a"] == percentile(xa[k], 50) and r["p99_b"] == percentile(xb[k], 99)
-        assert r["n_a"] == r["n_b"] == 40
-        assert r["p99_ci_low_a"] <= r["p99_a"] <= r["p99_ci_high_a"]
-        assert r["p50_ratio_b_over_a"] == pytest.approx(r["p50_b"] / r["p50_a"])
-    assert rows["in_size=10"]["significant"] and not rows["in_size=1"]["significant"]
-    assert "95% CI" in to_html(cmp)
+        assert r["n_a"] == r["n_b"] == 40 and r["test"]["intervals_a"] == 40
+        assert r["p99_ci_low_a"] is None  # 40 samples: too few for a p99, so no interval for it either
+    assert rows["in_size=10"]["test"]["significant"] and not rows["in_size=1"]["test"]["significant"]
+    assert rows["in_size=10"]["test"]["verdict"].startswith("B slower by 200% (3.0x)")
+    assert "n=40: too few for p99" in to_text(cmp)
 
 
 # ---- comparability, agreement, units, notebook-only folders (issue 14 item 7, issue 16.2) ----------
@@ -87,10 +155,9 @@ def _load_meta(folder: Path, **meta) -> Path:
 def test_runs_that_are_not_comparable_are_refused_unless_forced(tmp_path):
     from lab.errors import CalibrationError
 
-    rng = np.random.default_rng(3)
-    a = _load_meta(_load_run(tmp_path / "a", {"send": rng.integers(500, 900, 300).tolist()}),
+    a = _load_meta(_load_run(tmp_path / "a", {"send": _seconds(700, seed=3)}),
                    mode="closed-loop", users=8, requested_rate=None, profile="chat")
-    b = _load_meta(_load_run(tmp_path / "b", {"send": rng.integers(2000, 4000, 300).tolist()}),
+    b = _load_meta(_load_run(tmp_path / "b", {"send": _seconds(3000, seed=4)}),
                    mode="fixed-rate", users=16, requested_rate=50.0, profile="chat")
     with pytest.raises(CalibrationError, match="not comparable .*load mode: closed-loop vs fixed-rate") as err:
         compare_runs(a, b)
@@ -98,8 +165,8 @@ def test_runs_that_are_not_comparable_are_refused_unless_forced(tmp_path):
     cmp = compare_runs(a, b, force=True)
     assert not cmp.comparable and cmp.forced
     assert "NOT COMPARABLE (--force): load mode differs" in to_text(cmp)
-    assert "SIGNIFICANT (not comparable)" in to_text(cmp) and "Not comparable (compared with --force)" in to_html(cmp)
-    same = _load_meta(_load_run(tmp_path / "c", {"send": rng.integers(500, 900, 300).tolist()}),
+    assert "(runs not comparable: --force)" in to_text(cmp) and "Not comparable (compared with --force)" in to_html(cmp)
+    same = _load_meta(_load_run(tmp_path / "c", {"send": _seconds(700, seed=5)}),
                       mode="closed-loop", users=8, requested_rate=None, profile="chat")
     assert compare_runs(a, same).comparable
 

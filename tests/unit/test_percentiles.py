@@ -54,7 +54,8 @@ def test_summaries_of_samples_and_of_histograms_have_one_shape():
     for x in xs:
         hist.record_value(int(x))
     h, s = summarize_histogram(hist), summarize_samples(xs)
-    assert h.to_json().keys() == s.to_json().keys() == {"count", "p50", "p90", "p99", "p999", "max", "mean"}
+    assert h.to_json().keys() == s.to_json().keys() == {"count", "p50", "p90", "p99", "p999", "max", "mean",
+                                                                 "too_few_for"}
     assert h.count == s.count == 5000
     for key in ("p50", "p90", "p99", "p999", "max"):
         assert getattr(h, key) == pytest.approx(getattr(s, key), rel=1e-3), key
@@ -64,5 +65,22 @@ def test_summaries_of_samples_and_of_histograms_have_one_shape():
 
 def test_latency_summary_rows_for_sample_tables():
     row = latency_summary([1.0, 2.0, 3.0, 4.0], unit="ms")
-    assert row == {"n": 4, "mean_ms": 2.5, "p50_ms": 2.0, "p90_ms": 4.0, "p99_ms": 4.0, "max_ms": 4.0}
+    assert row == {"n": 4, "mean_ms": 2.5, "p50_ms": 2.0, "p90_ms": 4.0, "p99_ms": 4.0, "max_ms": 4.0,
+                   "too_few": "n=4: too few for p90, p99"}
     assert math.isnan(latency_summary([])["p99_ms"]) and latency_summary([])["n"] == 0
+    assert latency_summary(range(1, 1001))["too_few"] == ""
+
+
+def test_a_tail_percentile_is_reported_from_enough_samples_only():
+    """10 samples beyond it: p90 from 100, p99 from 1,000, p99.9 from 10,000; the median from any n."""
+    from lab.measure import min_samples, too_few
+
+    assert [min_samples(p) for p in (0, 50, 90, 99, 99.9, 100)] == [1, 1, 100, 1000, 10000, 1]
+    assert too_few(99, 7) == "n=7: too few for p99" and too_few(99.9, 9_999) == "n=9,999: too few for p99.9"
+    assert too_few(99, 1000) is None and too_few(50, 1) is None
+    seven = summarize_samples([68.5, 1, 2, 3, 4, 5, 6])
+    assert seven.too_few_for() == ["p90", "p99", "p999"] and seven.reported("p99") is None
+    assert seven.reported("p50") == 4 and seven.to_json()["too_few_for"] == ["p90", "p99", "p999"]
+    many = summarize_samples(range(1000))
+    assert many.too_few_for() == ["p999"] and many.reported("p99") == 989
+    assert summarize_samples(range(10_000)).to_json()["too_few_for"] == []

@@ -16,6 +16,7 @@ from lab.measure.hdr import LatencyRecorder, OperationSummary, summarize
 from lab.results.jsonio import jsonable
 
 LAT = summarize_samples([100, 200, 300, 4000])
+LAT_MANY = summarize_samples(range(100, 2100))  # enough calls for a p99 (lab.measure.min_samples)
 
 
 def test_results_are_frozen():
@@ -60,8 +61,9 @@ def test_load_bench_report_says_its_ratios():
     def run(throughput: float, **kw) -> ThroughputRun:
         return ThroughputRun(calls=int(throughput * 10), errors=0, throughput=throughput, service_us=LAT, **kw)
 
-    step = StepSummary(start_s=0, end_s=6, requested_rate=50.0, warmup=False, achieved_rate=49.5, service_us=LAT,
-                       corrected_us=LAT, loadgen_cpu=CpuWindow(samples=6, mean_percent_of_one_core=40.0))
+    step = StepSummary(start_s=0, end_s=6, requested_rate=50.0, warmup=False, achieved_rate=49.5,
+                       service_us=LAT_MANY, corrected_us=LAT_MANY,
+                       loadgen_cpu=CpuWindow(samples=6, mean_percent_of_one_core=40.0))
     report = LoadBenchReport(run_id="r", params=LoadBenchParams(), keyspace="benchload_x", environment={},
                              plain_send=run(100.0), locust_send=run(80.0, load_dir="l1"),
                              locust_read=run(300.0, load_dir="l2"), plain_read=run(200.0),
@@ -72,6 +74,9 @@ def test_load_bench_report_says_its_ratios():
     assert "client_cpu_percent_of_one_core" in data["plain_send"] and "load_dir" in data["locust_send"]
     assert "ratio 0.8" in report.closing_note and "40% of one core" in report.closing_note
     assert " ms (service " in report.closing_note and " us" not in report.closing_note
+    few = dataclasses.replace(report, staircase=dataclasses.replace(report.staircase, steps=(
+        dataclasses.replace(step, service_us=LAT, corrected_us=LAT),)))
+    assert "p99 too few (service too few)" in few.closing_note  # 4 calls: no p99 (issue 25 item 5)
     assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None}  # no CPU measured
 
 

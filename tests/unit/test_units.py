@@ -48,17 +48,17 @@ def test_the_result_pages_use_the_same_fmt():
     assert html.fmt is units.fmt
 
 
-def _lat(p50: float, p99: float) -> LatencySummary:
-    return LatencySummary(count=10, p50=p50, p90=p99, p99=p99, p999=p99, max=p99 * 2, mean=p50)
+def _lat(p50: float, p99: float, count: int = 20_000) -> LatencySummary:
+    return LatencySummary(count=count, p50=p50, p90=p99, p99=p99, p999=p99, max=p99 * 2, mean=p50)
 
 
-def _summary(*, fixed: bool, acks: AckCounts) -> LoadSummary:
-    op = OperationSummary(count=1234, ok=1232, errors=2, errors_by_type={"RequestTimeout": 2}, timeouts=2,
-                          rate_per_second=20.5, service_us=_lat(11000, 40000),
-                          corrected_us=_lat(67967, 1234567) if fixed else None)
+def _summary(*, fixed: bool, acks: AckCounts, count: int = 20_000, op_name: str = "send") -> LoadSummary:
+    op = OperationSummary(count=count, ok=count - 2, errors=2, errors_by_type={"RequestTimeout": 2}, timeouts=2,
+                          rate_per_second=20.5, service_us=_lat(11000, 40000, count),
+                          corrected_us=_lat(67967, 1234567, count) if fixed else None)
     return LoadSummary(run_id="r", profile="chat", mode="fixed-rate" if fixed else "closed-loop", users=30,
                        processes=1, warmup_seconds=10, measured_seconds=60, requested_rate=30.0 if fixed else None,
-                       achieved_rate=29.8, achieved_over_requested=0.9933 if fixed else None, operations={"send": op},
+                       achieved_rate=29.8, achieved_over_requested=0.9933 if fixed else None, operations={op_name: op},
                        all_operations=op, acks=acks, workers=(), workers_expected=1)
 
 
@@ -67,9 +67,18 @@ def test_fixed_rate_summary_says_which_latency_is_corrected():
     assert "coordinated omission corrected" in text and "corrected p50" in text and "service p50" in text
     assert "68.0 ms" in text and "1,235 ms" in text and "11.0 ms" in text  # corrected, then service
     assert "29.8 calls/s achieved of 30 calls/s requested (99.3%)" in text
-    assert "measured 1 min 00 s after a 10.0 s warmup" in text and "1,234" in text
+    assert "measured 1 min 00 s after a 10.0 s warmup" in text and "20,000" in text and "too few" not in text
     assert "errors by type: RequestTimeout 2" in text
     assert not re.search(r"\b67967\b|\bus\b", text), "no raw microseconds"
+
+
+def test_a_tail_percentile_of_few_calls_reads_too_few():
+    """Issue 25: "send_retry 7 ... 68.5 ms 68.5 ms 68.5 ms" (p99 = p99.9 = max of 7 calls)."""
+    text = "\n".join(summary_lines(_summary(fixed=True, acks=AckCounts(measured=5), count=7, op_name="send_retry")))
+    row = next(line for line in text.splitlines() if line.strip().startswith("send_retry"))
+    assert row.split()[4:] == ["68.0", "ms", "too", "few", "too", "few", "2,469", "ms", "11.0", "ms", "too", "few"]
+    assert "too few: n=7: too few for p99 (send_retry, the most calls among them)" in text
+    assert "p99 from 1,000 calls, p99.9 from 10,000" in text
 
 
 def test_closed_loop_summary_says_it_is_service_time():

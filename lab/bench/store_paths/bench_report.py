@@ -12,10 +12,10 @@ from typing import Any
 
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
+from lab.measure import min_samples, too_few
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
 LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
-SMALL_N = 100  # below this many calls per side, the p99 is the maximum
 # issue 24's goals, printed beside the ratios they bound (the report states them, never enforces them)
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor's, at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
@@ -82,7 +82,18 @@ def _fmt(x: Any, unit: str = "") -> str:
 
 
 def _n(m: MethodResult) -> str:
-    return f"n={m.count} calls per side" + (" (p99 = max at this n)" if m.count < SMALL_N else "")
+    few = too_few(99, m.count)
+    return f"n={m.count} calls per side" + (f" ({few}: it needs {min_samples(99):,})" if few else "")
+
+
+def _p99(m: MethodResult) -> str:
+    """The p99 in µs, or "too few" when fewer calls than lab.measure's rule stand behind it."""
+    return "too few" if too_few(99, m.count) else _fmt(m.latency_us.p99)
+
+
+def _x99(ratio: Any, *sides: MethodResult) -> str:
+    """A ratio of two p99s, or "—" when either p99 is not reported."""
+    return "—" if any(too_few(99, m.count) for m in sides) else f"{ratio}x"
 
 
 def closing_note(report: StoreBenchReport) -> str:
@@ -101,7 +112,7 @@ def closing_note(report: StoreBenchReport) -> str:
         f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
         f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['full_over_bare_throughput']}x "
         f"(the bare LWT is {s.ratio['bare_over_full_throughput']}x faster); ack p50/p99 "
-        f"{_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} µs vs {_fmt(b.latency_us.p50)}/{_fmt(b.latency_us.p99)} µs "
+        f"{_fmt(f.latency_us.p50)}/{_p99(f)} µs vs {_fmt(b.latency_us.p50)}/{_p99(b)} µs "
         f"({f.requests_per_op} vs {b.requests_per_op} CQL requests per send; ack-only "
         f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)}).",
     ]
@@ -110,8 +121,8 @@ def closing_note(report: StoreBenchReport) -> str:
             f"- Send vs its own steps raw (send_floor: dedup LWT, record + index together, the durable outbox append, "
             f"COMMITTED, head write): {_fmt(f.throughput_ops_per_s)} vs {_fmt(fl.throughput_ops_per_s)} sends/s -> "
             f"{s.ratio['full_over_floor_throughput']}x (goal >= {SEND_FLOOR_GOAL}); ack p50/p99 "
-            f"{_fmt(f.latency_us.p50)}/{_fmt(f.latency_us.p99)} vs {_fmt(fl.latency_us.p50)}/{_fmt(fl.latency_us.p99)} "
-            f"µs ({s.ratio['full_over_floor_p50_latency']}x / {s.ratio['full_over_floor_p99_latency']}x); "
+            f"{_fmt(f.latency_us.p50)}/{_p99(f)} vs {_fmt(fl.latency_us.p50)}/{_p99(fl)} "
+            f"µs ({s.ratio['full_over_floor_p50_latency']}x / {_x99(s.ratio['full_over_floor_p99_latency'], f, fl)}); "
             f"{f.requests_per_op} vs {fl.requests_per_op} CQL requests per send.")
     fn = s.methods.get("send_floor_without_outbox")
     if fn is not None:
@@ -122,16 +133,16 @@ def closing_note(report: StoreBenchReport) -> str:
             f"{s.ratio['floor_over_floor_without_outbox_throughput']}x of its throughput.")
     lines.append(
         f"- Latest history page ({report.params.history_limit} messages): p50 "
-        f"{_fmt(hh.latency_us.p50)} µs / p99 {_fmt(hh.latency_us.p99)} µs vs bare SELECT "
-        f"{_fmt(hb.latency_us.p50)} / {_fmt(hb.latency_us.p99)} µs -> "
-        f"{h.ratio['history_over_bare_p50']}x at p50, {h.ratio['history_over_bare_p99']}x at p99 "
+        f"{_fmt(hh.latency_us.p50)} µs / p99 {_p99(hh)} µs vs bare SELECT "
+        f"{_fmt(hb.latency_us.p50)} / {_p99(hb)} µs -> "
+        f"{h.ratio['history_over_bare_p50']}x at p50, {_x99(h.ratio['history_over_bare_p99'], hh, hb)} at p99 "
         f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)}).")
     if hf is not None:
         lines.append(
             f"- Latest page vs its own statements raw (history_floor: head + bucket together, not decoded): p50 "
             f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({h.ratio['history_over_floor_p50']}x, goal <= "
             f"{HISTORY_FLOOR_GOAL}), p99 "
-            f"{_fmt(hh.latency_us.p99)} vs {_fmt(hf.latency_us.p99)} µs ({h.ratio['history_over_floor_p99']}x).")
+            f"{_p99(hh)} vs {_p99(hf)} µs ({_x99(h.ratio['history_over_floor_p99'], hh, hf)}).")
     for comp in c.values():
         if comp.shape is None:
             continue
@@ -142,11 +153,11 @@ def closing_note(report: StoreBenchReport) -> str:
             f"{n.message_record_requests_per_op:g} ({r['naive_over_grouped_message_record_requests']}x; all CQL "
             f"{g.requests_per_op:g} vs {n.requests_per_op:g} with the grouped side's summaries); p50 "
             f"{_fmt(g.latency_us.p50)} vs {_fmt(n.latency_us.p50)} µs ({r['naive_over_grouped_p50']}x), p99 "
-            f"{_fmt(g.latency_us.p99)} vs {_fmt(n.latency_us.p99)} µs ({r['naive_over_grouped_p99']}x); {_n(g)}.")
+            f"{_p99(g)} vs {_p99(n)} µs ({_x99(r['naive_over_grouped_p99'], g, n)}); {_n(g)}.")
         raw = comp.methods.get("raw_fetch")
         if raw is not None:
             lines.append(
                 f"- Grouped vs its own statements fetched raw (not decoded), {comp.shape}: p50 {_fmt(g.latency_us.p50)} "
                 f"vs {_fmt(raw.latency_us.p50)} µs ({r['grouped_over_raw_fetch_p50']}x, goal <= {GROUPED_RAW_GOAL}), "
-                f"p99 {_fmt(g.latency_us.p99)} vs {_fmt(raw.latency_us.p99)} µs ({r['grouped_over_raw_fetch_p99']}x).")
+                f"p99 {_p99(g)} vs {_p99(raw)} µs ({_x99(r['grouped_over_raw_fetch_p99'], g, raw)}).")
     return "\n".join(lines)

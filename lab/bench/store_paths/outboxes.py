@@ -41,6 +41,7 @@ from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
+from lab.results import units
 from lab.measure import Stopwatch, a_over_b, now_ns, timed
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
@@ -157,8 +158,9 @@ class OutboxBenchReport:
         lines = [f"send with each outbox (same node, same run, {p.concurrency} callers, {p.ops} sends each):"]
         for name, r in self.methods.items():
             lat, serial = r.sends.latency_us, r.serial.latency_us
-            lines.append(f"  {name:<15} {r.sends.throughput_ops_per_s} sends/s  ack p50 {lat.p50} µs  p99 {lat.p99} µs"
-                         f"  errors {r.sends.errors};  one caller: p50 {serial.p50} µs  p99 {serial.p99} µs")
+            lines.append(f"  {name:<15} {r.sends.throughput_ops_per_s} sends/s  ack p50 {lat.p50} µs  p99 "
+                         f"{units.percentile_ms(lat, 'p99', 'µs')}  errors {r.sends.errors};  one caller: p50 "
+                         f"{serial.p50} µs  p99 {units.percentile_ms(serial, 'p99', 'µs')}")
         ratios = self.ratios
         lines.append(f"  kafka / local throughput: {ratios['kafka_over_local_throughput']}  "
                      f"p50 ack latency: {ratios['kafka_over_local_p50']} (one caller: "

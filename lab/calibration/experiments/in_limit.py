@@ -42,7 +42,7 @@ from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
 from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, halves, sample_until
-from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed
+from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
 from lab.measure.process_cpu import CpuMeter
 from lab.measure.percentiles import nearest_rank
 from lab.results.jsonio import flatten
@@ -320,9 +320,15 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu), loader_bound_rounds=bound_rounds)
 
 
+def _p99_ms(value: float, n: int) -> str:
+    """'p99 4.23 ms', or what lab.measure's rule says instead ('n=30: too few for p99')."""
+    return f"p99 {value:.2f} ms" if too_few(99, n) is None else too_few(99, n)
+
+
 def conclusion(result: Result) -> str:
     v = result.values()
     p = result.params
+    n = int(v.get("rounds") or 0)  # one read per size per round
     lines = []
     if result.server_limit is None:
         largest = max([k for k in p.in_sizes if k <= p.partition_rows] + [k for k in p.probe_sizes], default=0)
@@ -352,7 +358,7 @@ def conclusion(result: Result) -> str:
                 f"{result.halves.second}): keep {result.design_in_limit}; the full sample's choice would be {k}"
                 if result.inconclusive else f"**Recommended IN limit: {k}**")
         lines.append(f"{head} — the smallest size within {tol:g}% of the lowest per-row cost "
-                     f"({v['recommended_per_row_us']:.0f} µs/row, p99 {v['recommended_p99_ms']:.2f} ms; lowest at "
+                     f"({v['recommended_per_row_us']:.0f} µs/row, {_p99_ms(v['recommended_p99_ms'], n)}; lowest at "
                      f"{result.lowest_per_row}) among sizes with p99 <= {p.p99_budget_ms:g} ms "
                      f"(single reads cost {v.get('in1_per_row_us', float('nan')):.0f} µs/row). Bootstrap over "
                      f"{v['rounds']} interleaved rounds: 95% interval {lo}-{hi}, {100 * (result.recommended_share or 0):.0f}% "
@@ -363,7 +369,7 @@ def conclusion(result: Result) -> str:
             lines.append(loader)
         d = result.design_in_limit
         if f"in{d}_p99_ms" in v:
-            lines.append(f"At the design's {d}: p50 {v[f'in{d}_p50_ms']:.2f} ms, p99 {v[f'in{d}_p99_ms']:.2f} ms, "
+            lines.append(f"At the design's {d}: p50 {v[f'in{d}_p50_ms']:.2f} ms, {_p99_ms(v[f'in{d}_p99_ms'], n)}, "
                          f"{v[f'in{d}_per_row_us']:.0f} µs/row.")
         if result.server_limit is None and k > 100:
             lines.append("Above 100 the gain must be weighed against ScyllaDB's default limit of 100: "

@@ -1,0 +1,162 @@
+"""`lab compare` on real load runs (issue 25 item 4): two back-to-back runs of one plan are
+"no difference"; the same run slowed down is found slower, in words; a run compared with
+itself is a warning; the page reads at 1,280 px in headless Chromium.
+
+The runs are real `lab load` runs on the node (short, low rate). The slowed run is the first
+run with every recorded latency multiplied by :data:`SLOWDOWN` (its HDR interval logs, totals
+and summary rewritten), a difference whose size is known."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.load.runner import LoadOptions, run_load
+from lab.measure.hdr import HIGHEST_US, decode, encode, new_histogram, summarize_histogram
+from lab.results.scratch import scratch_keyspace
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+SLOWDOWN = 4.0
+PLAN = {"profile": "chat", "rate": 20.0, "duration_seconds": 25.0, "warmup_seconds": 1.0, "processes": 1,
+        "seed_size": "tiny", "audit": False}
+
+
+def _lab(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, env=dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def two_runs(cluster_config, connection, tmp_path_factory):
+    """Two runs of the same plan, back to back, in one keyspace."""
+    results = tmp_path_factory.mktemp("results")
+    out = []
+    with scratch_keyspace(connection, "cmptest", create=False) as keyspace:
+        for _ in range(2):
+            result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(results=results, **PLAN))
+            out.append(result)
+    yield [r.load_dir.parent for r in out]
+    for r in out:
+        shutil.rmtree(r.state_root, ignore_errors=True)
+
+
+def _scaled(hist, factor: float):
+    out = new_histogram()
+    for it in hist.get_recorded_iterator():
+        out.record_value(min(int(it.value_iterated_to * factor), HIGHEST_US), it.count_added_in_this_iter_step)
+    return out
+
+
+def _slowed_copy(run: Path, dest: Path, factor: float) -> Path:
+    """``run`` with every latency in its interval logs, totals and summary times ``factor``."""
+    shutil.copytree(run, dest)
+    load = dest / "load"
+    for log in (load / "hdr").glob("*.hlog"):
+        lines = []
+        for line in log.read_text().splitlines():
+            if line.startswith("Tag="):
+                head, payload = line.rsplit(",", 1)
+                tag, start, length, _max = head.split(",")
+                hist = _scaled(decode(payload), factor)
+                line = f"{tag},{start},{length},{hist.get_max_value() / 1000:.3f},{encode(hist)}"
+            lines.append(line)
+        log.write_text("\n".join(lines) + "\n")
+    summary = json.loads((load / "summary.json").read_text())
+    for path in (load / "totals").glob("*.json"):
+        totals = json.loads(path.read_text())
+        for op, stats in totals["totals"].items():
+            for kind in ("service", "corrected"):
+                hist = _scaled(decode(stats[kind]), factor)
+                stats[kind] = encode(hist)
+                entry = summary["operations"].get(op)
+                if entry is not None and f"{kind}_us" in entry:
+                    entry[f"{kind}_us"] = summarize_histogram(hist).to_json()
+        path.write_text(json.dumps(totals))
+    (load / "summary.json").write_text(json.dumps(summary))
+    return dest
+
+
+def test_two_runs_of_one_plan_are_no_difference(two_runs, tmp_path):
+    a, b = two_runs
+    proc = _lab("compare", str(a), str(b), "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / f"compare-{a.name}-{b.name}" / "comparison.json").read_text())
+    tested = [t for r in data["operations"] for t in r["tests"].values() if t["p_value"] is not None]
+    assert tested, proc.stdout  # at least the frequent operations had enough intervals for a test
+    assert not any(t["significant"] for t in tested), proc.stdout
+    assert "no difference found" in proc.stdout and "SIGNIFICANT" not in proc.stdout
+    assert "B slower by" not in proc.stdout and "B faster by" not in proc.stdout
+    assert re.search(r"achieved rate", proc.stdout) and "corrected" in proc.stdout
+
+
+def test_a_slowed_run_is_found_slower_in_words(two_runs, tmp_path):
+    a = two_runs[0]
+    slow = _slowed_copy(a, tmp_path / f"{a.name}-slowed", SLOWDOWN)
+    proc = _lab("compare", str(a), str(slow), "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / f"compare-{a.name}-{slow.name}" / "comparison.json").read_text())
+    tests = [t for r in data["operations"] for t in r["tests"].values()]
+    assert all(t["ratio_b_over_a"] == pytest.approx(SLOWDOWN, rel=0.05) for t in tests if t["ratio_b_over_a"])
+    # every test made either finds B slower or has too wide an interval to say; the frequent
+    # operations find it (which ones depends on how much this run's intervals drifted)
+    found = [t for t in tests if t["significant"]]
+    assert found and all(t["verdict"].startswith("B slower by 300% (4.0x)") for t in found), proc.stdout
+    assert "B faster" not in proc.stdout and "verdict: B differs in" in proc.stdout
+
+
+def test_a_run_compared_with_itself_is_a_warning(two_runs, tmp_path):
+    a = two_runs[0]
+    proc = _lab("compare", str(a), str(a), "--results", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: A and B are the same run" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
+def test_the_comparison_page_reads_at_1280_px(two_runs, tmp_path):
+    """No horizontal scroll; every number on one line (no number broken mid-digit); one unit
+    per table, said in its heading; no empty section."""
+    a = two_runs[0]
+    slow = _slowed_copy(a, tmp_path / f"{a.name}-slowed", SLOWDOWN)
+    assert _lab("compare", str(a), str(slow), "--results", str(tmp_path)).returncode == 0
+    page = tmp_path / f"compare-{a.name}-{slow.name}" / "index.html"
+    html = page.read_text()
+    probe = page.with_name("probe.html")
+    probe.write_text(html.replace("</body>", """<script>window.addEventListener('load',()=>{
+      const broken=[];
+      for (const td of document.querySelectorAll('td.num')) {
+        const walker=document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let n=walker.nextNode(); n; n=walker.nextNode()) {
+          const r=document.createRange(); r.selectNodeContents(n);
+          if (n.textContent.trim() && r.getClientRects().length>1) broken.push(n.textContent.trim());
+        }
+      }
+      const h2=[...document.querySelectorAll('h2')].map(h=>h.textContent);
+      const empty=[...document.querySelectorAll('h2')].filter(h=>!h.nextElementSibling||h.nextElementSibling.tagName==='H2').map(h=>h.textContent);
+      document.body.setAttribute('data-width', document.documentElement.scrollWidth);
+      document.body.setAttribute('data-broken', broken.join('|'));
+      document.body.setAttribute('data-h2', h2.join('|'));
+      document.body.setAttribute('data-empty', empty.join('|'));
+    });</script></body>"""))
+    proc = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'ud'}", "--virtual-time-budget=10000",
+                           "--window-size=1280,2000", "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    assert int(re.search(r'data-width="(\d+)"', dom).group(1)) <= 1280
+    assert re.search(r'data-broken="([^"]*)"', dom).group(1) == "", "numbers wrapped mid-number"
+    assert re.search(r'data-empty="([^"]*)"', dom).group(1) == "", "a section heading with nothing under it"
+    h2 = re.search(r'data-h2="([^"]*)"', dom).group(1).split("|")
+    assert not any("constants" in h.lower() for h in h2)  # a load run has none: no header for them
+    for h in h2:
+        if "latency" in h.lower() or "time" in h.lower():
+            assert "(ms)" in h and "µs" not in h, h
+    assert "B slower by 300%" in html
