@@ -36,6 +36,7 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     │   ├── NotFound                no such message / conversation
     │   ├── InvalidState            the message's state forbids it (editing a recalled message)
     │   ├── HeadConflict            conditional conversation_head update lost its race
+    │   ├── Fenced                  a higher fencing_epoch owns the conversation: this writer may not write it
     │   ├── ReactionConflict        the reaction summary kept changing under concurrent overwrites
     │   ├── OutboxError             the outbox could not append or read
     │   └── HotWindowError          the hot window (Redis) could not be written or read
@@ -194,6 +195,11 @@ class InvalidState(StoreError):
 
 class HeadConflict(StoreError):
     pass
+
+
+class Fenced(StoreError):
+    """This writer lost the conversation to a higher fencing epoch (design §2.4): raised before
+    anything is written. Facts: tenant_id, conversation_id, epoch (this writer's), head_epoch."""
 
 
 class ReactionConflict(StoreError):

@@ -207,11 +207,12 @@ def _print_summary(result: Any, *, allow_loader_bound: bool = False) -> None:
 @cluster_options
 def soak(home: Path, duration: float, threads: int, conversations: int, audit_every: float, max_operations: int | None,
          seed: int | None, results: Path, config: ClusterConfig, services: Any) -> None:
-    """A sustained mixed load (send, retry, history, batch read, react, recall) with periodic audits.
+    """A sustained mixed load (send, retry, history, batch read, react, recall, edit) with periodic audits.
 
-    Ends with the totals (operations and errors per kind, acked, lost, duplicated) in
-    results/<run-id>/soak/summary.json; exits 1 when anything acked was lost or duplicated (the
-    final audit checks the outbox too). --outbox / --hot-window as for `lab load`."""
+    Ends with the totals (operations and errors per kind, acked, lost, duplicated, recalls and
+    edits lost) in results/<run-id>/soak/summary.json; exits 1 when anything acked was lost,
+    duplicated or undone (the final audit checks the outbox too). --outbox / --hot-window as for
+    `lab load`."""
     from lab.load.soak import SoakAudit, SoakOptions, run_soak
 
     options = SoakOptions(duration_seconds=duration, threads=threads, conversations=conversations,
@@ -225,8 +226,8 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
             click.echo(f"  {at} {what} failed: {audit.error}")
         else:
             click.echo(f"  {at} {what}: {units.count(audit.acked)} acked, lost {units.count(audit.lost)}, "
-                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)} "
-                       f"({units.seconds(audit.seconds)})")
+                       f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)}, "
+                       f"edits lost {units.count(audit.edits_lost)} ({units.seconds(audit.seconds)})")
 
     click.echo(f"  outbox {services.outbox}, hot window {services.hot_window}"
                + (" (archiver mode)" if services.hot_window == "redis" else ""))
@@ -237,7 +238,7 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
     final = t.final_audit
     counts = (f"acked {units.count(final.acked)}, lost {units.count(final.lost)}, duplicated "
               f"{units.count(final.duplicated)}, replay mismatches {units.count(final.replay_mismatches)}, recalls "
-              f"lost {units.count(final.recalls_lost)}") if final else "no audit ran"
+              f"lost {units.count(final.recalls_lost)}, edits lost {units.count(final.edits_lost)}") if final else "no audit ran"
     if final is not None and final.log is not None:
         counts += (f"; against the {final.log.outbox} outbox: {units.count(final.log.checked)} checked, missing "
                    f"{units.count(final.log.missing)}, logged twice {units.count(final.log.duplicated)}")

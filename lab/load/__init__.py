@@ -24,5 +24,6 @@
     audit        the acks log and the read-back audit (lost / duplicated must be 0)
     soak         ``lab soak``: sustained mixed load on driver threads with periodic audits
     soak_report  what a soak reports: audits, operations, totals
+    soak_checks  the soak's read-back of recalls and edits (recalls lost, edits lost)
     locust/      the Locust side: entrypoint, users, shapes, the per-process runtime, profiles.toml
 """

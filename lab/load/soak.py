@@ -2,10 +2,10 @@
 
 Where ``lab load`` measures (Locust processes, HDR latencies, rates), the soak checks
 correctness over time: worker threads drive a mix of send, retry, history, batch read,
-react, unreact and recall against one MessageStore for ``duration``, and every
+react, unreact, recall and edit against one MessageStore for ``duration``, and every
 ``audit_interval`` seconds the auditor reads every acknowledged send back through the
-public read path (:mod:`lab.load.audit`): each must be readable, exactly once, and every
-acknowledged recall must be on its row (S-7). The run ends with a final audit and the
+public read path (:mod:`lab.load.audit`): each must be readable, exactly once, every
+acknowledged recall must be on its row (S-7), and every acknowledged edit too, or a later one. The run ends with a final audit and the
 totals (operations and errors per kind, acked, lost, duplicated, recalls lost;
 :mod:`lab.load.soak_report`), written to ``results/<run-id>/soak/summary.json``.
 
@@ -40,22 +40,23 @@ from typing import Any
 
 from lab.project import RESULTS_DIR
 from lab.load.audit import Ack, audit_worker
+from lab.load.soak_checks import edits_lost, recalls_lost
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
-from lab.errors import ClusterError, LabError, ValidationError
+from lab.errors import ClusterError, InvalidState, LabError, ValidationError
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
 from lab.results.run_folders import new_run_dir
-from lab.store import MessageState, SendAck, SendRequest, seq_bucket
+from lab.store import SendAck, SendRequest
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",
            "SoakTotals", "run_soak"]
 
-SOAK_OPERATIONS = ("send", "retry", "history", "batch_read", "react", "unreact", "recall")
+SOAK_OPERATIONS = ("send", "retry", "history", "batch_read", "react", "unreact", "recall", "edit")
 DEFAULT_MIX: Mapping[str, int] = {"send": 50, "retry": 5, "history": 20, "batch_read": 10, "react": 8,
-                                  "unreact": 3, "recall": 4}
+                                  "unreact": 3, "recall": 4, "edit": 4}
 DEFAULT_DURATION_SECONDS = 60.0
 DEFAULT_THREADS = 8
 DEFAULT_CONVERSATIONS = 16
@@ -169,6 +170,9 @@ class Soak:
         self._sent: list[_Sent] = []
         self._acks: list[Ack] = []
         self._recalled: dict[tuple[uuid.UUID, int], int] = {}  # (conversation, seq) -> event seq
+        # (conversation, seq) -> the acked edit written last: (edited_at_activity_id, written_at_us)
+        self._edited: dict[tuple[uuid.UUID, int], tuple[int, int]] = {}
+        self.edits_acked = 0
         self._client_ids = itertools.count()
         self._started = 0
         self._stop = threading.Event()
@@ -327,6 +331,23 @@ class Soak:
         with self._lock:
             self._recalled[key] = result.recall_event_conversation_seq
 
+    def _edit(self, rng: random.Random) -> None:
+        sent = self._pick_sent(rng)
+        request, key = sent.request, (sent.request.conversation_id, sent.ack.conversation_seq)
+        body = f"soak {self.tag} edit ".encode() + rng.randbytes(rng.randint(0, BODY_MAX_BYTES))
+        try:
+            result, _ = self._as_client("edit", lambda: self.store.edit(
+                self.tenant_id, request.conversation_id, sent.ack.conversation_seq, body=body,
+                actor_id=request.sender_id))
+        except InvalidState:  # recalled (before or during the edit): it stays recalled, as it must
+            self._count_error("edit", "InvalidState (recalled)", failed=False)
+            return
+        with self._lock:
+            self.edits_acked += 1
+            held = self._edited.get(key)
+            if held is None or result.written_at_us > held[1]:
+                self._edited[key] = (result.edited_at_activity_id, result.written_at_us)
+
     # ---- after the load ----------------------------------------------------------------------
     def acked(self) -> list[tuple[SendRequest, SendAck]]:
         """Every acknowledged send so far: (request, the first ack the client saw)."""
@@ -362,7 +383,7 @@ class Soak:
     def audit(self, *, final: bool = False) -> SoakAudit:
         """Read every acked send (and recall) back; one entry of ``audits``."""
         with self._lock:
-            acks, recalled = list(self._acks), dict(self._recalled)
+            acks, recalled, edited = list(self._acks), dict(self._recalled), dict(self._edited)
         at_seconds = self._watch.seconds(1)
         watch = Stopwatch()
         try:
@@ -372,7 +393,8 @@ class Soak:
             audit = SoakAudit(at_seconds=at_seconds, final=final, acked=res.acked, replays=res.replays,
                               lost=res.lost - res.stored_not_in_history, hidden_by_head=res.stored_not_in_history,
                               duplicated=res.duplicates, replay_mismatches=res.replay_mismatches,
-                              recalls=len(recalled), recalls_lost=self._recalls_lost(recalled),
+                              recalls=len(recalled), recalls_lost=recalls_lost(self.store, self.tenant_id, recalled),
+                              edits=self.edits_acked, edits_lost=edits_lost(self.store, self.tenant_id, edited),
                               examples=tuple(res.examples[:AUDIT_EXAMPLES]), seconds=watch.seconds(2), log=res.log)
         except (LabError, concurrent.futures.TimeoutError) as exc:
             audit = SoakAudit(at_seconds=at_seconds, final=final, error=f"{type(exc).__name__}: {exc}"[:500],
@@ -380,17 +402,6 @@ class Soak:
         with self._lock:
             self.audits.append(audit)
         return audit
-
-    def _recalls_lost(self, recalled: Mapping[tuple[uuid.UUID, int], int]) -> int:
-        """Acked recalls whose row does not carry RECALLED and the event's coordinate."""
-        width = self.store.constants.message_seq_bucket_width
-        rows: dict[tuple[uuid.UUID, int], Any] = {}
-        for conv, bucket in {(c, seq_bucket(s, width)) for c, s in recalled}:
-            for m in self.store.read_bucket(self.tenant_id, conv, bucket):
-                rows[(conv, m.conversation_seq)] = m
-        return sum(1 for key, event in recalled.items()
-                   if key not in rows or rows[key].state is not MessageState.RECALLED
-                   or rows[key].recall_event_conversation_seq != event)
 
     def totals(self) -> SoakTotals:
         operations = {op: OperationCounts(ok=self.ok_ops[op], errors=self.failed_ops[op],

@@ -3,8 +3,10 @@
 ``lost`` is an acked message that neither a history walk nor a direct read of its partition
 returns; ``hidden_by_head`` one its partition holds but history does not show yet (the
 asynchronous conversation_head lags). A soak is ``ok`` when its last audit ran and found
-nothing lost, duplicated or mis-replayed, no recall lost, no batch entry missing and no
-unexpected (non-cluster) error.
+nothing lost, duplicated or mis-replayed, no recall or edit lost, no batch entry missing and
+no unexpected (non-cluster) error. An acked edit is lost when its message is not recalled and its
+row carries neither that edit nor one written after it (the store's rule: of a message's edits,
+the one with the highest write time stands).
 """
 from __future__ import annotations
 
@@ -31,13 +33,16 @@ class SoakAudit:
     replay_mismatches: int | None = None
     recalls: int | None = None
     recalls_lost: int | None = None
+    edits: int | None = None
+    edits_lost: int | None = None
     examples: tuple[str, ...] = ()
     error: str | None = None
     log: LogAudit | None = None          # the final audit: the acks against the outbox
 
     @property
     def clean(self) -> bool:
-        return (self.error is None and (self.lost, self.duplicated, self.replay_mismatches, self.recalls_lost) == (0,) * 4
+        return (self.error is None and (self.lost, self.duplicated, self.replay_mismatches, self.recalls_lost,
+                                        self.edits_lost or 0) == (0,) * 5
                 and (self.log is None or self.log.ok))
 
     def to_json(self) -> dict[str, Any]:
@@ -47,7 +52,8 @@ class SoakAudit:
         return {**out, "acked": self.acked, "replays": self.replays, "lost": self.lost,
                 "hidden_by_head": self.hidden_by_head, "duplicated": self.duplicated,
                 "replay_mismatches": self.replay_mismatches, "recalls": self.recalls,
-                "recalls_lost": self.recalls_lost, "examples": list(self.examples), "seconds": self.seconds,
+                "recalls_lost": self.recalls_lost, "edits": self.edits, "edits_lost": self.edits_lost,
+                "examples": list(self.examples), "seconds": self.seconds,
                 "log": None if self.log is None else self.log.to_json()}
 
 
@@ -102,7 +108,7 @@ class SoakTotals:
                 "operations": {op: o.to_json() for op, o in self.operations.items()},
                 "operations_total": self.operations_total, "errors_total": self.errors_total,
                 **{k: self._final(k) for k in ("acked", "lost", "duplicated", "hidden_by_head", "replay_mismatches",
-                                               "recalls", "recalls_lost")},
+                                               "recalls", "recalls_lost", "edits", "edits_lost")},
                 "sends_failed": self.sends_failed, "replayed_after_error": self.replayed_after_error,
                 "batch_missing": self.batch_missing, "unexpected_errors": self.unexpected_errors,
                 "audits_run": len(self.audits), "audits_failed": sum(1 for a in self.audits if a.error is not None),

@@ -50,9 +50,10 @@ from lab.store.rows.retention import NO_TTL, RetentionPolicy
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
 from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
 from lab.store.write.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
-from lab.store.write.head import ConversationHead, HeadUpdate, read_head
+from lab.store.write.head import ConversationHead, HeadUpdate, check_head_update, read_head
 from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
 from lab.store.write.recall import EditResult, RecallPath, RecallResult
+from lab.store.write.recovery import Recovery
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
 from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath
 from lab.store.write.sequence import Allocation, SequenceAllocator
@@ -93,6 +94,7 @@ class _Parts:
     write_path: WritePath
     archiver: HistoryArchiver
     recall_path: RecallPath
+    recovery: Recovery
     history_reader: HistoryReader
     batch_reader: BatchReader
     reactions: Reactions
@@ -130,6 +132,7 @@ class MessageStore:
         self._archiver_mode = archiver_mode
         self._owns_connection = owns_connection
         self._closed = False
+        parts.recovery.start(on_error=self.close)  # recover() when a writer of state_dir died unclosed
 
     @classmethod
     def open(cls, config: ClusterConfig, *, constants: Constants | None = None,
@@ -175,14 +178,15 @@ class MessageStore:
         sequences = SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
                                       id_generator=MessageIdGenerator(node_id, clock_ms=ctx.clock_ms))
         head_writer = HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover)
-        batch_reader = BatchReader(ctx, hot=hot_layer)
+        batch_reader = BatchReader(ctx, hot=hot_layer)  # recall / edit tell its LRU what they change
+        recall_path = RecallPath(ctx, outbox=log, sequences=sequences, fencing=head_writer.fencing,
+                                 on_change=batch_reader.cache.discard, hot=hot)
         parts = _Parts(
             ctx=ctx, outbox=log, sequences=sequences, head_writer=head_writer,
             write_path=WritePath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode,
                                  hot=hot),
-            archiver=HistoryArchiver(ctx, log),
-            # recall / edit change bodies the LRU may hold: it must forget them
-            recall_path=RecallPath(ctx, outbox=log, sequences=sequences, on_change=batch_reader.cache.discard, hot=hot),
+            archiver=HistoryArchiver(ctx, log), recall_path=recall_path,
+            recovery=Recovery(ctx, outbox=log, recall_path=recall_path, head=head_writer, state_dir=state_dir),
             history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
             batch_reader=batch_reader, reactions=Reactions(ctx),
             lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences, head_writer, log), log=OutboxView(log), hot=hot,
@@ -278,9 +282,9 @@ class MessageStore:
         return self._parts.ctx.encryptor.rotate(tenant_id, conversation_id)
 
     def recover(self) -> int:
-        """S-7: re-emit to the log, then apply, every logged recall / edit event whose row does not
-        carry it (recall: recall_event_conversation_seq empty); returns how many. Run at start-up."""
-        return self._parts.recall_path.recover()
+        """What a crashed writer held in memory, from the log (lab.store.write.recovery): S-7's recall /
+        edit events its rows lack (re-emitted, applied; returns how many) and every head (``heads_restored``)."""
+        return self._parts.recovery.run()
 
     def drain(self, timeout_seconds: float | None = None) -> None:
         """Wait for the asynchronous conversation_head updates submitted so far."""
@@ -291,11 +295,11 @@ class MessageStore:
         check; the failover compare-and-set form when opened with ``head_failover``).
         Returns "written", "unchanged", "dropped" (a regression, counted) or "failed".
         ``send`` does this asynchronously; this is for seeding, migrations and tests."""
-        return self._parts.head_writer.apply(_check_head_update(update))
+        return self._parts.head_writer.apply(check_head_update(update))
 
     def submit_head(self, update: HeadUpdate) -> Future:
         """Queue a head update on the writer's background thread, as ``send`` step 7 does."""
-        return self._parts.head_writer.submit(_check_head_update(update))
+        return self._parts.head_writer.submit(check_head_update(update))
 
     def advance_seq(self, tenant_id: IdLike, conversation_id: IdLike, next_seq: int) -> None:
         """Seq floor: the conversation's next conversation_seq becomes at least ``next_seq``
@@ -418,6 +422,7 @@ class MessageStore:
         self._closed = True
         parts = self._parts
         parts.head_writer.close()  # finishes queued head updates first
+        parts.recovery.stop()  # closed: nothing of this writer is left to recover
         parts.sequences.close()
         parts.outbox.close()
         if parts.hot is not None:
@@ -442,9 +447,3 @@ def __getattr__(name: str) -> Any:
         from lab.store.hot.redis_window import HotWindow
         return HotWindow
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _check_head_update(update: object) -> HeadUpdate:
-    if not isinstance(update, HeadUpdate):
-        raise ValidationError(f"a head update is a lab.store.HeadUpdate, got {type(update).__name__}", field="update")
-    return update

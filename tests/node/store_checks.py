@@ -70,3 +70,32 @@ def outbox_messages(store, tenant_id, conversation_id) -> list:
     return [e for e in store.log.scan()
             if e.record.tenant_id == tenant_id and e.record.conversation_id == conversation_id
             and e.record.kind == "message"]
+
+
+class Replicas:
+    """The store keyspace's replication, turned unavailable and back: :meth:`fail` asks for 3
+    replicas of this 1-node cluster, so every request at LOCAL_QUORUM fails on the server
+    (Unavailable: a real cluster failure, no fake); :meth:`restore` (and leaving the ``with``)
+    puts the keyspace's own replication back."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        original = store.connection.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                            (store.keyspace,)).one().replication
+        self._original = "{" + ", ".join(f"'{k}': '{v}'" for k, v in original.items()) + "}"
+
+    def _alter(self, replication: str) -> None:
+        self.store.connection.execute(f"ALTER KEYSPACE {self.store.keyspace} WITH replication = {replication}")
+        self.store.connection.wait_schema_agreement()
+
+    def fail(self) -> None:
+        self._alter("{'class': 'SimpleStrategy', 'replication_factor': 3}")
+
+    def restore(self) -> None:
+        self._alter(self._original)
+
+    def __enter__(self) -> Replicas:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()

@@ -28,7 +28,7 @@ import pytest
 from lab.errors import CrashInjected
 from lab.store import (CRASH_POINTS, DedupState, FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState, blob_to_u128,
                        u128_to_blob)
-from store_checks import dedup_row, index_rows, new_request, outbox_messages, record_row
+from store_checks import Replicas, dedup_row, index_rows, new_request, outbox_messages, record_row
 
 OUTBOXES = ("local", "kafka")
 pytestmark = [pytest.mark.node,
@@ -38,7 +38,7 @@ WRITE_POINTS = ("after_allocate", "after_reserve", "after_record", "after_outbox
 ARCHIVER_POINTS = ("archiver_after_read", "archiver_after_write", "archiver_after_commit")
 RECALL_POINTS = ("after_recall_log", "after_recall_update")
 EDIT_POINTS = ("after_edit_log", "after_edit_update")
-HEAD_POINTS = ("before_head",)
+HEAD_POINTS = ("before_head", "head_retry")
 ARCHIVED_SENDS = 3
 ALL = ", ".join(MESSAGE_RECORD_COLUMNS)
 
@@ -146,6 +146,28 @@ def test_head_crash_then_retry(open_store, store, tmp_path, outbox_kind):
     crashing.drain()
     assert crashing.faults.fired[point] == 1
     assert store.head(req.tenant_id, req.conversation_id) is None  # step 7 never ran
+    restarted = open_store(state_dir=tmp_path)
+    outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [(ack.message_id, ack.conversation_seq)])
+    restarted.drain()
+    assert store.head(req.tenant_id, req.conversation_id).latest_conversation_seq == ack.conversation_seq
+    assert (outcome.messages, outcome.same_ids) == ("1/1", "yes")
+
+
+def test_head_retry_crash_then_retry(open_store, store, tmp_path, outbox_kind):
+    """head_retry fires on the head writer's thread when an update that failed on the cluster
+    (a real Unavailable) is about to be tried again: the update dies there, the message is
+    committed. The client's retry, once the cluster is back, replays the ack and re-submits it."""
+    point = "head_retry"
+    outcome = OUTCOMES[outbox_kind, point] = Outcome(point, "ack returned, head update died retrying; retry send")
+    plan = FaultPlan().arm(point)
+    crashing = open_store(state_dir=tmp_path, faults=plan)
+    req = new_request()
+    with Replicas(store) as replicas:
+        plan.interleave("before_head", replicas.fail)  # the send is written; then the cluster fails
+        ack = crashing.send(req)
+        crashing.drain()
+    assert crashing.faults.fired[point] == 1
+    assert store.head(req.tenant_id, req.conversation_id) is None  # step 7 never landed
     restarted = open_store(state_dir=tmp_path)
     outcome.messages, outcome.same_ids = check_sends(store, restarted, [req], [(ack.message_id, ack.conversation_seq)])
     restarted.drain()

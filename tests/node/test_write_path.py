@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from lab.errors import Bit63Violation, CrashInjected
+from lab.errors import Bit63Violation, CrashInjected, Fenced
 from lab.store import (BIT63, DedupState, FaultPlan, HeadUpdate, MediaMetadata, MentionTargets, MessageState,
                        MessageType, RetentionClass, RetentionPolicy, blob_to_u128, u128_to_blob)
 from store_checks import (dedup_row, index_rows, new_request, outbox_messages, record_row, record_rows,
@@ -114,10 +114,13 @@ def test_failover_head_is_compare_and_set_under_fencing(open_store):
     new_epoch.drain()
     head = new_epoch.head(tenant, conversation)
     assert (head.fencing_epoch, head.head_version) == (2, first.conversation_seq)
-    # A writer of an older epoch is fenced out even with a higher conversation_seq.
-    fenced = old_epoch.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender))
-    old_epoch.drain()
-    assert fenced.conversation_seq > first.conversation_seq
+    # A writer of an older epoch is fenced out: refused before it writes (it would have been acked
+    # at a seq above the head, invisible; issue 21 item 4), and its head updates are dropped.
+    with pytest.raises(Fenced):
+        old_epoch.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender))
+    stale = HeadUpdate(tenant_id=tenant, conversation_id=conversation, conversation_seq=first.conversation_seq + 10,
+                       message_id=1, last_activity_id=2, sender_id=sender)
+    assert old_epoch.apply_head(stale) == "dropped"
     assert old_epoch.alerts.head_regressions_dropped == 1
     assert new_epoch.head(tenant, conversation).latest_conversation_seq == first.conversation_seq
     later = new_epoch.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender))

@@ -95,7 +95,7 @@ def history_floor(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, buc
     bounds, page = statements.history_bounds, statements.history_older
     width = store.constants.message_seq_bucket_width
     items = [(bounds, (tenant, conversation)),
-             (page, (tenant, conversation, bucket, (bucket + 1) * width, FIRST_CONVERSATION_SEQ, limit))]
+             (page, (tenant, conversation, bucket, (bucket + 1) * width - 1, FIRST_CONVERSATION_SEQ, limit))]
 
     def call() -> int:
         head, rows = store.connection.execute_concurrent(items, concurrency=len(items))

@@ -11,14 +11,18 @@ to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
 - same score, same member is an upsert (§18.1.2b: a replayed write lands on the same slot):
   writing a message removes any other member of its seq first (a resumed send may carry a
   new sealing of the same message; one slot per seq, like message_record's primary key).
-  Scores are doubles, exact up to 2^53; the member's seq prefix keeps larger seqs exact;
+  Scores are doubles, exact up to 2^53; the member's seq prefix keeps larger seqs exact (reads
+  filter on it and fetch on past members a rounded score let in, up to 2^63 - 1);
 - expiry: every write sets the key's TTL to the window and drops, from the oldest end, members
   created before now - window (seq order is creation order within a conversation, up to the
   interleaving of writers' reservation windows); reads skip any older member that is left.
 
 Recall and edit change the hot copy as they change message_record (read, modify, compare-and-
-swap in one script, retried on a race): recalled stays recalled, an older edit never replaces a
-newer one. :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
+swap in one script, retried on a race): recalled stays recalled, an older edit (lower activity id)
+never replaces a newer one. (message_record keeps the edit with the highest write time,
+lab.store.write.recall; the two orders agree for the edits of one writer, whose allocator hands out
+activity ids and write times together; two writers' edits of one message within the same
+millisecond may stand differently here until the archive.) :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
 merges it into each bucket read (message_record's row wins on the same seq), batch reads ask it
 before message_record (so its copy must carry every recall and edit, which it does).
 
@@ -149,6 +153,13 @@ class HotWindow:
                                  cutoff, self.trim_per_write]))
         return True
 
+    def swap(self, old: EncodedRecord, new: EncodedRecord) -> bool:
+        """Replace the copy ``old`` of a message by ``new``, only if the window still holds exactly
+        ``old`` (a racing attempt of the same send, whose copy nobody has recalled or edited since)."""
+        key = self.key(old.tenant_id, old.conversation_id)
+        return bool(self._call(self._swap, keys=[key], args=[_padded(old.conversation_seq), _member(old),
+                                                             _member(new)]))
+
     def _put_one(self, item: tuple[str, list[Any]]) -> Any:
         key, args = item
         return self._call(self._put, keys=[key], args=args)
@@ -208,14 +219,25 @@ class HotWindow:
     # ---- reads ----------------------------------------------------------------------------
     def _members(self, key: str, low: int, high: int, *, newest_first: bool = False,
                  limit: int | None = None) -> list[bytes]:
-        """Members with low <= seq <= high (exact, whatever the double scores round to)."""
-        fetch = None if limit is None else limit + 2  # rounding above 2^53 may admit a neighbour
-        if newest_first:
-            got = self._call(self.client.zrevrangebyscore, key, high, low, start=0 if fetch else None, num=fetch)
-        else:
-            got = self._call(self.client.zrangebyscore, key, low, high, start=0 if fetch else None, num=fetch)
-        out = [m for m in got if low <= int(m[:_SEQ_DIGITS]) <= high]
-        return out if limit is None else out[:limit]
+        """Members with low <= seq <= high (exact, whatever the double scores round to).
+
+        Scores are exact up to 2**53 only: near 2**63 every seq within 1024 of another shares its
+        score (members of one score sort by member, the zero-padded seq: still seq order). So a
+        range by score may return members outside [low, high] first; they are filtered out, and
+        with a ``limit`` the next members are fetched until the limit is met or the range ends."""
+        fetch = None if limit is None else limit + 2
+        out: list[bytes] = []
+        start = 0
+        while True:
+            if newest_first:
+                got = self._call(self.client.zrevrangebyscore, key, high, low,
+                                 start=start if fetch else None, num=fetch)
+            else:
+                got = self._call(self.client.zrangebyscore, key, low, high, start=start if fetch else None, num=fetch)
+            out += [m for m in got if low <= int(m[:_SEQ_DIGITS]) <= high]
+            if limit is None or len(out) >= limit or len(got) < fetch:
+                return out if limit is None else out[:limit]
+            start, fetch = start + len(got), fetch * 2
 
     def range(self, tenant_id: Any, conversation_id: Any, *, low: int, high: int, newest_first: bool,
               limit: int, now_ms: int | None = None) -> list[EncodedRecord]:

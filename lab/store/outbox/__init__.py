@@ -77,23 +77,48 @@ class MessagePayload:
         return cls(record=EncodedRecord.from_wire(data["columns"]))
 
 
+class _Control:
+    """What a recall and an edit share: the write time of the cells they change."""
+
+    created_at_ms: int
+    written_at_us: int | None
+
+    @property
+    def write_time_us(self) -> int:
+        """``USING TIMESTAMP`` of the cells the event changes (lab.store.write.recall): its
+        ``written_at_us``, or for an event logged before write times existed its millisecond."""
+        return self.written_at_us if self.written_at_us is not None else self.created_at_ms * 1000
+
+    def _check(self) -> None:
+        object.__setattr__(self, "actor_id", parse_uuid(self.actor_id))  # type: ignore[attr-defined]
+        u128_to_blob(self.activity_id)  # type: ignore[attr-defined]
+        check_bigint(self.created_at_ms, column="created_at")
+        if self.written_at_us is not None:
+            check_bigint(self.written_at_us, column="written_at_us")
+
+    def _wire(self) -> dict[str, Any]:
+        out = {"actor_id": str(self.actor_id), "activity_id": u128_to_blob(self.activity_id).hex(),  # type: ignore[attr-defined]
+               "created_at": self.created_at_ms}
+        if self.written_at_us is not None:
+            out["written_at_us"] = self.written_at_us
+        return out
+
+
 @dataclass(frozen=True, kw_only=True)
-class RecallEvent:
-    """A recall (§5.3): who, its activity id (u128) and when."""
+class RecallEvent(_Control):
+    """A recall (§5.3): who, its activity id (u128), when, and the write time of its cells."""
 
     kind: ClassVar[str] = KIND_RECALL
     actor_id: uuid.UUID
     activity_id: int
     created_at_ms: int
+    written_at_us: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "actor_id", parse_uuid(self.actor_id))
-        u128_to_blob(self.activity_id)
-        check_bigint(self.created_at_ms, column="created_at")
+        self._check()
 
     def to_wire(self) -> dict[str, Any]:
-        return {"actor_id": str(self.actor_id), "activity_id": u128_to_blob(self.activity_id).hex(),
-                "created_at": self.created_at_ms}
+        return self._wire()
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> RecallEvent:
@@ -101,7 +126,7 @@ class RecallEvent:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EditEvent:
+class EditEvent(_Control):
     """An edit (§5.3): as a recall, plus the new payload sealed for the target row and its key."""
 
     kind: ClassVar[str] = KIND_EDIT
@@ -110,19 +135,16 @@ class EditEvent:
     created_at_ms: int
     payload_or_ciphertext: bytes = field(repr=False)
     dek_id: tuple[str, str, int]
+    written_at_us: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "actor_id", parse_uuid(self.actor_id))
-        u128_to_blob(self.activity_id)
-        check_bigint(self.created_at_ms, column="created_at")
+        self._check()
         if not isinstance(self.payload_or_ciphertext, bytes):
             raise ValidationError("an edit carries its sealed payload as bytes", field="payload_or_ciphertext")
         object.__setattr__(self, "dek_id", tuple(self.dek_id))
 
     def to_wire(self) -> dict[str, Any]:
-        return {"actor_id": str(self.actor_id), "activity_id": u128_to_blob(self.activity_id).hex(),
-                "created_at": self.created_at_ms, "payload_or_ciphertext": self.payload_or_ciphertext.hex(),
-                "dek_id": list(self.dek_id)}
+        return {**self._wire(), "payload_or_ciphertext": self.payload_or_ciphertext.hex(), "dek_id": list(self.dek_id)}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> EditEvent:
@@ -138,7 +160,7 @@ _PAYLOADS: dict[str, type[MessagePayload] | type[RecallEvent] | type[EditEvent]]
 
 def _control_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     return {"actor_id": data["actor_id"], "activity_id": blob_to_u128(bytes.fromhex(data["activity_id"])),
-            "created_at_ms": data["created_at"]}
+            "created_at_ms": data["created_at"], "written_at_us": data.get("written_at_us")}
 
 
 def payload_from_wire(kind: str, data: Mapping[str, Any]) -> OutboxPayload:

@@ -9,4 +9,5 @@
     group_submit concurrent callers' items in shared rounds (the outbox's group commit, the hot
                  window's pipelined puts)
     lru          bounded per-conversation memories
+    writer_marks which writers of a state folder did not close (a crash: recover() at the next open)
 """

@@ -20,6 +20,9 @@ ALERT_NAMES: tuple[str, ...] = (
     "empty_bucket_stops",          # §4.1 / S-3: history_max_empty_bucket_scan empty buckets in a row
     "head_regressions_dropped",    # §2.4: a head write that would regress latest_conversation_seq
     "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
+    "head_update_retries",         # §5.1 step 7: a head update failed on the cluster and was tried again
+    "fenced_refusals",             # §2.4: a send / recall / edit refused, a higher epoch owns the conversation
+    "heads_restored",              # recover(): a head moved up to the log's newest message of its conversation
     "head_cas_retries",            # failover form: compare-and-set lost a race and re-read
     "archiver_expired_skipped",    # archiver: remaining TTL <= 0, the row is not written
     "recall_reemitted",            # recover(): a logged recall/edit its row did not carry, re-emitted (S-7)

@@ -30,6 +30,7 @@ CRASH_POINTS: dict[str, str] = {
     "after_commit": "client_dedup COMMITTED (step 5)",
     "before_ack": "about to return SEND_ACK (step 6)",
     "before_head": "async conversation_head update about to run (step 7)",
+    "head_retry": "a conversation_head update failed on the cluster and is about to be retried (step 7)",
     # archiver (§2.1 note)
     "archiver_after_read": "archiver read a batch from the outbox",
     "archiver_after_write": "archiver wrote the batch, offset not yet committed",

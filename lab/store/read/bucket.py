@@ -58,8 +58,11 @@ class BucketQuery:
         return self.direction == "older"
 
     def params(self) -> tuple[Any, ...]:
-        """Bind values of the direction's statement (``older`` / ``newer``)."""
-        return self.tenant_id, self.conversation_id, self.bucket, self.anchor, self.bound, self.fetch
+        """Bind values of the direction's statement (``older`` / ``newer``). Every bound the CQL
+        gets is inclusive: an older read binds ``anchor - 1``, since ``anchor`` itself may be 2**63,
+        one past the top seq and past any bigint (issue 21 item 5)."""
+        below = self.anchor - 1 if self.descending else self.anchor
+        return self.tenant_id, self.conversation_id, self.bucket, below, self.bound, self.fetch
 
     def covered(self, last_seq: int | None, *, more: bool) -> tuple[int, int]:
         """(low, high) of the seqs this read covered: all of its range, or up to its last row

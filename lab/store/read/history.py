@@ -79,12 +79,13 @@ HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (whe
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
-# H and E; and an older page's bucket read, params (tenant, conversation, bucket, below, from, limit).
-# Module constants: the benchmark's history_floor issues these very texts.
+# H and E; and an older page's bucket read, params (tenant, conversation, bucket, to, from, limit), both
+# bounds inclusive: an exclusive upper bound of the top bucket would be 2**63, past any bigint (issue 21
+# item 5). Module constants: the benchmark's history_floor issues these very texts.
 BOUNDS_CQL = ("SELECT latest_conversation_seq, earliest_available_conversation_seq "
               "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?")
 OLDER_PAGE_CQL = (f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
-                  "AND conversation_seq < ? AND conversation_seq >= ? ORDER BY conversation_seq DESC LIMIT ?")
+                  "AND conversation_seq <= ? AND conversation_seq >= ? ORDER BY conversation_seq DESC LIMIT ?")
 
 
 @dataclass(frozen=True, kw_only=True)

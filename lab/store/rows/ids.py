@@ -11,7 +11,7 @@ CQL has no unsigned types, so every contract id needs a fixed mapping:
 - event_id is only ever compared for equality, so its sign does not matter.
 
 Also here: the seq_bucket arithmetic (integer division, never floats: §4.2) and the
-time-ordered message_id generator whose layout the lab decides (spec README, "Testbed decisions").
+time-ordered message_id generator whose layout the lab decides (spec README, "Lab decisions").
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ there is only retention.
 :meth:`EarliestAdvancer.advance` walks the conversation's buckets upwards from the current E
 (one single-partition ``ORDER BY conversation_seq ASC`` read per bucket, the cheap direction
 on an expired partition) and sets E to the first conversation_seq that still has a row,
-or to H + 1 when nothing up to H is left. Expiry is not monotonic in seq (a compliance_hold
+or to H + 1 when nothing up to H is left (H itself when H is 2**63 - 1, the top of the range: E is a
+bigint like every seq, and a read of [H, H] that finds nothing costs a page one empty bucket read). Expiry is not monotonic in seq (a compliance_hold
 message outlives its neighbours; §2.1), which is why it looks instead of computing E from
 created_at and the retention policy. It is a maintenance job, not a hot path: run it per
 conversation, or :meth:`advance_all` over conversation_head (a full scan), e.g. daily.
@@ -40,6 +41,7 @@ from lab.store.plumbing.context import StoreContext
 from lab.store.write.head import EARLIEST_AVAILABLE_DEFAULT
 from lab.store.rows.ids import IdLike, check_bigint, parse_uuid, seq_bucket
 from lab.store.read.history import FIRST_CONVERSATION_SEQ
+from lab.store.write.sequence import SEQ_MAX
 
 __all__ = ["AdvanceSummary", "DEFAULT_MAX_BUCKETS", "EarliestAdvance", "EarliestAdvancer"]
 
@@ -135,8 +137,8 @@ class EarliestAdvancer:
                     break
         if found is not None:
             candidate, settled = found.conversation_seq, (found.created_at or 0) <= settled_before_ms
-        elif complete:  # nothing left up to H
-            candidate, settled = high + 1, (head.updated_at or 0) <= settled_before_ms
+        elif complete:  # nothing left up to H: E = H + 1, except at the top, where H + 1 would be 2**63
+            candidate, settled = min(high + 1, SEQ_MAX), (head.updated_at or 0) <= settled_before_ms
         else:
             candidate, settled = previous, True
         new = check_bigint(candidate, column="earliest_available_conversation_seq") if settled else previous

@@ -20,7 +20,7 @@ from lab.errors import CryptoError, ValidationError
 from lab.store.rows.ids import DekId, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.rows.records import open_payload, seal_payload
 
-__all__ = ["ConversationHead", "HeadUpdate", "read_head", "seal_preview"]
+__all__ = ["ConversationHead", "HeadUpdate", "check_head_update", "read_head", "seal_preview"]
 
 PREVIEW_MAX_BYTES = 128
 KEY_VERSION_BYTES = 4
@@ -74,6 +74,13 @@ class HeadUpdate:
             raise ValidationError(f"preview must be bytes, got {type(self.preview).__name__}", field="preview")
         if not isinstance(self.e2ee, bool):
             raise ValidationError(f"e2ee must be a bool, got {self.e2ee!r}", field="e2ee")
+
+
+def check_head_update(update: object) -> HeadUpdate:
+    """``update`` if it is a :class:`HeadUpdate` (which checked its values when built), else a typed error."""
+    if not isinstance(update, HeadUpdate):
+        raise ValidationError(f"a head update is a lab.store.HeadUpdate, got {type(update).__name__}", field="update")
+    return update
 
 
 def seal_preview(ctx: StoreContext, update: HeadUpdate) -> bytes:

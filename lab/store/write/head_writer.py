@@ -4,36 +4,46 @@ The send path hands a :class:`~lab.store.write.head.HeadUpdate` to :class:`HeadW
 a background worker applies it, so a slow or failing head never delays SEND_ACK nor fanout
 (§7.4). Failures are retried and, when retries run out, counted (``head_update_failures``).
 
-Monotonic. A blind write gives no ordering guarantee, so the writer compares in the
-application and only then writes (§2.4); an update whose conversation_seq is below the head
-is dropped and counted (``head_regressions_dropped``).
+Monotonic. A blind write gives no ordering guarantee, so the writer reads the head, compares in
+the application and only then writes (§2.4: "实现必须在应用层比较后再写"); an update whose
+conversation_seq is below the head is dropped and counted (``head_regressions_dropped``).
 
-Normal mode compares against the head this writer last wrote, not a read-back. It assumes
-what the design's normal mode is: ONE WRITER OWNS A CONVERSATION, so nobody else moves its
-latest_conversation_seq between this writer's writes. The writer reads the head once per
-conversation (the first update it applies there, or again after a write whose outcome is
-unknown, which forgets the entry) and then keeps the value it wrote in a bounded LRU
-(``cache_entries`` conversations; an evicted one is read again). A conversation whose
-ownership moves (a failover, a writer restart on another node) must be written in failover
-mode until the old owner is fenced out; a normal-mode writer beside another writer of the
-same conversation could regress the head by the gap between their seqs, where the read-back
-form only raced in its read-to-write gap. Requests per update: 1 (the write) instead of 2.
+Fencing (issue 21 item 4). The comparison is with the head as read, epoch included: a head
+written at a higher ``fencing_epoch`` than this writer's is never overwritten; the update is
+dropped and counted, and the conversation is reported to :class:`~lab.store.write.fencing.Fencing`,
+so this writer refuses every further send there (``Fenced``). Normal mode reads the head once
+per conversation and batch, beside the other conversations' reads, then writes blind: 2 requests
+per head write. (Until issue 21 it compared with the head it had itself last written, kept in an
+LRU: 1 request per write, but blind to a takeover, which it then regressed: latest 4101 -> 6.) What
+remains is the design's own blind-write gap: a takeover landing between this writer's read and
+its write is overwritten once, and the new owner's next compare-and-set (which reads with SERIAL)
+writes over it; this writer learns the takeover at its next read. The LRU now only remembers the
+latest H written or read, the history reader's guess of where a latest page starts.
+
+Retries (§5.1 step 7, "失败重试并告警"). A head update that fails on the cluster is tried again
+with a backoff (``head_update_retries`` per retry, crash point ``head_retry`` before each), up
+to ``HEAD_WRITE_ATTEMPTS`` in all; when they run out it is counted (``head_update_failures``) and
+nobody waits for it: the next send, a client's retry of the send, or ``recover()`` (which re-drives
+every head from the log) moves the head.
 
 Batches. The worker takes every update queued so far, keeps per conversation only the highest
 (a lower update queued before it is ``superseded``: the head skips straight to the newer one;
 one queued after it is a dropped regression, as applying in order would have found), reads the
-conversations it has no head for, and writes the rest concurrently (``concurrency`` in
+heads of those conversations concurrently, and writes the rest concurrently (``concurrency`` in
 flight), one write per conversation and batch, so one conversation's writes never overlap.
 Under load the head thus keeps up with any number of senders with fewer writes than sends;
-alone, an update is applied at once, as before.
+alone, an update is applied at once.
 
-Failover form (deviation, spec README "Testbed decisions"). §2.4's
+Failover form (deviation, spec README "Lab decisions"; docs/design-deviations.md). §2.4's
 ``IF fencing_epoch < ? OR (fencing_epoch = ? AND head_version < ?)`` cannot run: CQL ``IF``
 has no ``OR``. :meth:`HeadWriter.apply` in failover mode therefore reads (epoch, version) with
 SERIAL consistency every time, evaluates that predicate in the application, and writes with the
 compare-and-set ``IF fencing_epoch = <read> AND head_version = <read>``; losing the race
 re-reads and retries (``head_cas_retries``). head_version is the conversation_seq of the
-update, which only grows within a writer's epoch. Failover mode keeps no cache.
+update, which only grows within a writer's epoch. A higher epoch whose update is below
+latest_conversation_seq (a new owner whose seqs start lower) writes its epoch alone, with
+head_version = the latest it keeps: the takeover marker that fences the old owner out, without
+moving latest back. Failover mode keeps no cache.
 """
 from __future__ import annotations
 
@@ -49,13 +59,14 @@ from lab.store.plumbing.context import StoreContext
 from lab.store.write.head import HEAD_KEY, HeadUpdate, seal_preview
 from lab.store.rows.ids import check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.plumbing.lru import Lru
+from lab.store.write.fencing import Fencing
 
-__all__ = ["HEAD_CACHE_ENTRIES", "HEAD_WRITE_CONCURRENCY", "HEAD_WRITE_CQL", "HeadWriter"]
+__all__ = ["HEAD_CACHE_ENTRIES", "HEAD_READ_CQL", "HEAD_WRITE_CONCURRENCY", "HEAD_WRITE_CQL", "HeadWriter"]
 
 HEAD_WRITE_ATTEMPTS = 3
 HEAD_RETRY_BACKOFF_SECONDS = 0.05
 HEAD_CAS_ATTEMPTS = 8
-HEAD_CACHE_ENTRIES = 65536      # conversations whose last-written head one writer remembers
+HEAD_CACHE_ENTRIES = 65536      # conversations whose latest H one writer remembers (history hints)
 HEAD_WRITE_CONCURRENCY = 32     # head requests in flight per batch
 _IDLE_POLL_SECONDS = 0.5        # the worker checks this often whether the interpreter is exiting
 _NO_HEAD = 0                    # latest_conversation_seq of a conversation without a head row
@@ -63,7 +74,10 @@ _NO_HEAD = 0                    # latest_conversation_seq of a conversation with
 Key = tuple[uuid.UUID, uuid.UUID]
 _HEAD_SETS = ("latest_conversation_seq = ?, last_message_id = ?, last_activity_id = ?, last_sender_id = ?, "
               "preview_or_placeholder = ?, updated_at = ?, fencing_epoch = ?, head_version = ?")
-# the normal form's blind write (a module constant: the benchmark's send_floor issues this very text)
+# the normal form's read before its blind write, and the write (module constants: the benchmark's
+# send_floor issues these very texts)
+HEAD_READ_CQL = ("SELECT latest_conversation_seq, fencing_epoch, head_version FROM {ks}.conversation_head "
+                 "WHERE tenant_id = ? AND conversation_id = ?")
 HEAD_WRITE_CQL = f"UPDATE {{ks}}.conversation_head SET {_HEAD_SETS} WHERE tenant_id = ? AND conversation_id = ?"
 
 
@@ -71,9 +85,11 @@ class HeadWriter:
     """Applies head updates on one background thread (``submit``) or inline (``apply``)."""
 
     def __init__(self, ctx: StoreContext, *, fencing_epoch: int = 0, failover: bool = False,
-                 cache_entries: int = HEAD_CACHE_ENTRIES, concurrency: int = HEAD_WRITE_CONCURRENCY) -> None:
+                 cache_entries: int = HEAD_CACHE_ENTRIES, concurrency: int = HEAD_WRITE_CONCURRENCY,
+                 fencing: Fencing | None = None) -> None:
         self.ctx = ctx
         self.fencing_epoch = check_bigint(fencing_epoch, column="fencing_epoch")
+        self.fencing = fencing if fencing is not None else Fencing(ctx, epoch=self.fencing_epoch)
         self.failover = failover
         self.concurrency = concurrency
         self._last: Lru[Key, int] = Lru(cache_entries)  # conversation -> latest seq written or read
@@ -84,15 +100,14 @@ class HeadWriter:
         self._sets = _HEAD_SETS
 
     def last_written(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int | None:
-        """The head this writer last wrote (or read) for the conversation, if it remembers one:
+        """The latest H this writer wrote or read for the conversation, if it remembers one:
         the history reader's guess of the bucket a latest page starts in."""
         seq = self._last.get((parse_uuid(tenant_id), parse_uuid(conversation_id)))
         return seq or None
 
     # -- statements ---------------------------------------------------------------------------
     def _select(self):
-        return self.ctx.prepare("SELECT latest_conversation_seq, fencing_epoch, head_version FROM {ks}.conversation_head "
-                                "WHERE tenant_id = ? AND conversation_id = ?", key_columns=HEAD_KEY)
+        return self.ctx.prepare(HEAD_READ_CQL, key_columns=HEAD_KEY)
 
     def _update(self):
         return self.ctx.prepare(HEAD_WRITE_CQL)
@@ -183,49 +198,49 @@ class HeadWriter:
                 future.set_result("dropped")
         if self.failover:
             for update, future in winners.values():
-                future.set_result(self._apply_counted(update))
+                self._settle(future, lambda u=update: self._apply_counted(u))
         else:
             self._apply_blind_batch(list(winners.values()))
         for future in barriers:
             future.set_result(None)
 
     def _apply_blind_batch(self, winners: list[tuple[HeadUpdate, Future]]) -> None:
-        unknown = [(u, f) for u, f in winners if self._last.get((u.tenant_id, u.conversation_id)) is None]
+        """Normal mode, a batch: read every conversation's head (concurrently), compare, then
+        write the updates that move it (concurrently); what failed is retried one at a time."""
         retry: list[tuple[HeadUpdate, Future]] = []
-        for (update, future), (row, error) in zip(unknown, self._gather(
-                [(self._select(), (u.tenant_id, u.conversation_id)) for u, _ in unknown])):
-            if error is None:
-                self._remember_row(update, row)
-            else:
-                retry.append((update, future))
-        unread = {id(u) for u, _ in retry}
         writes: list[tuple[HeadUpdate, Future]] = []
         statements = []
-        for update, future in winners:
-            key = (update.tenant_id, update.conversation_id)
-            if id(update) in unread:
+        reads = self._gather([(self._select(), (u.tenant_id, u.conversation_id)) for u, _ in winners])
+        for (update, future), (row, error) in zip(winners, reads):
+            if error is not None:
+                retry.append((update, future))
                 continue
-            verdict = self._compare(update, self._last.get(key))
+            verdict = self._judge(update, row)
             if verdict != "write":
                 future.set_result(verdict)
                 continue
             try:
-                statements.append((self._update(), (*self._values(update), *key)))
+                statements.append((self._update(), (*self._values(update), update.tenant_id, update.conversation_id)))
             except LabError:  # e.g. the conversation's DEK was erased: retrying cannot help
                 self.ctx.alerts.incr("head_update_failures")
                 future.set_result("failed")
                 continue
             writes.append((update, future))
         for (update, future), (_, error) in zip(writes, self._gather(statements)):
-            key = (update.tenant_id, update.conversation_id)
             if error is None:
-                self._last.put(key, update.conversation_seq, keep_max=True)
+                self._last.put((update.tenant_id, update.conversation_id), update.conversation_seq, keep_max=True)
                 future.set_result("written")
             else:
-                self._last.forget(key)  # the write may or may not have landed: read it next time
                 retry.append((update, future))
         for update, future in retry:  # one at a time, with backoff, as a lone update would be
-            future.set_result(self._apply_counted(update, attempts=HEAD_WRITE_ATTEMPTS - 1))
+            self._settle(future, lambda u=update: self._apply_counted(u, failed_once=True))
+
+    @staticmethod
+    def _settle(future: Future, apply: Any) -> None:
+        try:
+            future.set_result(apply())
+        except CrashInjected as exc:  # a crash point on this thread: the update dies there
+            future.set_exception(exc)
 
     def _gather(self, statements: list[tuple[Any, tuple]]) -> list[tuple[Any, BaseException | None]]:
         """Each statement's first row (or None) and error, ``concurrency`` in flight; unlike
@@ -244,56 +259,64 @@ class HeadWriter:
         return out
 
     # -- one update ---------------------------------------------------------------------------
-    def _apply_counted(self, update: HeadUpdate, *, attempts: int = HEAD_WRITE_ATTEMPTS) -> str:
+    def _apply_counted(self, update: HeadUpdate, *, failed_once: bool = False) -> str:
+        """``apply`` with §5.1 step 7's retries; ``failed_once``: a first attempt (in a batch)
+        already failed on the cluster, so the first call here is a retry."""
+        attempts = HEAD_WRITE_ATTEMPTS - 1 if failed_once else HEAD_WRITE_ATTEMPTS
         for attempt in range(attempts):
+            if failed_once or attempt:
+                self.ctx.alerts.incr("head_update_retries")
+                self.ctx.faults.hit("head_retry")
             try:
                 return self.apply(update)
             except ClusterError:  # transient: timeouts, unavailable replicas
                 if attempt + 1 == attempts:
                     break
                 time.sleep(HEAD_RETRY_BACKOFF_SECONDS * (attempt + 1))
+            except CrashInjected:
+                raise
             except LabError:  # e.g. the conversation's DEK was erased: retrying cannot help
                 break
         # Nobody waits on this future: an uncounted failure would be invisible.
         self.ctx.alerts.incr("head_update_failures")
         return "failed"
 
-    def apply(self, update: HeadUpdate) -> str:
-        """Apply now. Returns "written", "unchanged" (same seq already there) or "dropped"."""
-        return self._apply_cas(update) if self.failover else self._apply_blind(update)
+    def apply(self, update: HeadUpdate, *, replay: bool = False) -> str:
+        """Apply now. Returns "written", "unchanged" (same seq already there) or "dropped".
+        ``replay`` (recovery re-driving the head from the log): an update below the head is
+        old news, "unchanged" and not alerted."""
+        return self._apply_cas(update, replay=replay) if self.failover else self._apply_blind(update, replay=replay)
 
-    def _remember_row(self, update: HeadUpdate, row: Any) -> None:
-        latest = None if row is None else row.latest_conversation_seq
-        self._last.put((update.tenant_id, update.conversation_id), _NO_HEAD if latest is None else latest,
-                       keep_max=True)
+    def _remember(self, update: HeadUpdate, latest: int | None) -> None:
+        if latest is not None:
+            self._last.put((update.tenant_id, update.conversation_id), latest, keep_max=True)
 
-    def _apply_blind(self, update: HeadUpdate) -> str:
+    def _judge(self, update: HeadUpdate, row: Any, *, replay: bool = False) -> str:
+        """Normal mode's comparison with the head as read (None: no head yet): "write", or the verdict."""
+        if row is None:
+            return "write"
+        self._remember(update, row.latest_conversation_seq)
+        if self.fencing.saw(update.tenant_id, update.conversation_id, row.fencing_epoch):
+            self.ctx.alerts.incr("head_regressions_dropped")  # writing would take the head from a higher epoch
+            return "dropped"
+        return self._compare(update, row.latest_conversation_seq, replay=replay)
+
+    def _apply_blind(self, update: HeadUpdate, *, replay: bool = False) -> str:
         key = (update.tenant_id, update.conversation_id)
-        latest = self._last.get(key)
-        if latest is None:  # first update of this conversation here: read the head once
-            self._remember_row(update, self.ctx.connection.execute(self._select(), key).one())
-            latest = self._last.get(key)
-        verdict = self._compare(update, latest)
+        verdict = self._judge(update, self.ctx.connection.execute(self._select(), key).one(), replay=replay)
         if verdict != "write":
             return verdict
-        values = self._values(update)
-        try:
-            self.ctx.connection.execute(self._update(), (*values, *key))
-        except BaseException:
-            self._last.forget(key)
-            raise
+        self.ctx.connection.execute(self._update(), (*self._values(update), *key))
         self._last.put(key, update.conversation_seq, keep_max=True)
         return "written"
 
-    def _compare(self, update: HeadUpdate, latest: int | None) -> str:
-        if latest is not None and latest > update.conversation_seq:
+    def _compare(self, update: HeadUpdate, latest: int | None, *, replay: bool = False) -> str:
+        verdict = _order(update, latest, replay=replay)
+        if verdict == "dropped":
             self.ctx.alerts.incr("head_regressions_dropped")
-            return "dropped"
-        if latest == update.conversation_seq:
-            return "unchanged"  # a resumed send re-submitting the same head
-        return "write"
+        return verdict
 
-    def _apply_cas(self, update: HeadUpdate) -> str:
+    def _apply_cas(self, update: HeadUpdate, *, replay: bool = False) -> str:
         key = (update.tenant_id, update.conversation_id)
         insert = self.ctx.prepare(
             "INSERT INTO {ks}.conversation_head (tenant_id, conversation_id, latest_conversation_seq, last_message_id, "
@@ -301,27 +324,50 @@ class HeadWriter:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
         cas = self.ctx.prepare(f"UPDATE {{ks}}.conversation_head SET {self._sets} WHERE tenant_id = ? AND "
                                "conversation_id = ? IF fencing_epoch = ? AND head_version = ?")
+        marker = self.ctx.prepare("UPDATE {ks}.conversation_head SET fencing_epoch = ?, head_version = ? "
+                                  "WHERE tenant_id = ? AND conversation_id = ? IF fencing_epoch = ? AND head_version = ?")
         for _ in range(HEAD_CAS_ATTEMPTS):
             row = self.ctx.connection.execute(self._select(), key, consistency="SERIAL").one()
             if row is None:
-                applied = self.ctx.connection.execute(insert, (*key, *self._values(update))).one()
+                if self.ctx.connection.execute(insert, (*key, *self._values(update))).one()[0]:
+                    self._last.put(key, update.conversation_seq, keep_max=True)
+                    return "written"
+                self.ctx.alerts.incr("head_cas_retries")
+                continue
+            epoch, version, latest = row.fencing_epoch, row.head_version, row.latest_conversation_seq
+            self._remember(update, latest)
+            if self.fencing.saw(update.tenant_id, update.conversation_id, epoch):
+                self.ctx.alerts.incr("head_regressions_dropped")  # fenced out by a higher epoch
+                return "dropped"
+            # §2.4's predicate, evaluated here because CQL IF has no OR. A missing epoch or
+            # version (a row written before fencing existed) loses to any fenced writer.
+            newer_epoch = epoch is None or self.fencing_epoch > epoch
+            newer = newer_epoch or version is None or update.conversation_seq > version
+            order = _order(update, latest, replay=replay)
+            if order == "write" and newer:
+                if self.ctx.connection.execute(cas, (*self._values(update), *key, epoch, version)).one()[0]:
+                    self._last.put(key, update.conversation_seq, keep_max=True)
+                    return "written"
+            elif newer_epoch and latest is not None:
+                # the takeover marker: this epoch owns the conversation from now on; latest stays
+                if self.ctx.connection.execute(marker, (self.fencing_epoch, latest, *key, epoch, version)).one()[0]:
+                    return self._compare(update, latest, replay=replay)
+            elif order == "write":  # same epoch, its version at or past this seq: not this update's to move
+                self.ctx.alerts.incr("head_regressions_dropped")
+                return "dropped"
             else:
-                epoch, version = row.fencing_epoch, row.head_version
-                # §2.4's predicate, evaluated here because CQL IF has no OR. A missing epoch or
-                # version (a row written before fencing existed) loses to any fenced writer.
-                newer = (epoch is None or self.fencing_epoch > epoch
-                         or (self.fencing_epoch == epoch and (version is None or update.conversation_seq > version)))
-                verdict = self._compare(update, row.latest_conversation_seq)
-                if not newer:
-                    if verdict == "write":  # same seq ahead but fenced out: still a dropped regression
-                        self.ctx.alerts.incr("head_regressions_dropped")
-                        return "dropped"
-                    return verdict
-                if verdict != "write":
-                    return verdict
-                applied = self.ctx.connection.execute(cas, (*self._values(update), *key, epoch, version)).one()
-            if applied[0]:
-                return "written"
+                return self._compare(update, latest, replay=replay)
             self.ctx.alerts.incr("head_cas_retries")
         self.ctx.alerts.incr("head_update_failures")
         return "failed"
+
+
+def _order(update: HeadUpdate, latest: int | None, *, replay: bool = False) -> str:
+    """Where ``update`` stands against the head's latest_conversation_seq: "write" (it moves the
+    head), "unchanged" (the same seq: a resumed send re-submitting its head; or an old one that
+    recovery replays) or "dropped" (a regression)."""
+    if latest is None or latest < update.conversation_seq:
+        return "write"
+    if latest == update.conversation_seq or replay:
+        return "unchanged"
+    return "dropped"

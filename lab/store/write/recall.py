@@ -8,7 +8,7 @@ Recall, in the order §5.3 fixes:
 A non-empty recall_event_conversation_seq therefore means "the event is in the log"; the
 reverse order could lose the event for good in the crash window.
 
-Recovery (S-7) follows the design's condition. :meth:`RecallPath.recover` walks the log's
+Recovery (S-7) follows the design's condition. ``store.recover()`` walks the log's
 CONTROL events and looks at each one's target row: a recall whose row has no
 recall_event_conversation_seq (an edit whose row does not carry its activity) is re-emitted
 to the log, then applied, in the same order as the first attempt (log first, row second).
@@ -48,8 +48,30 @@ a column only the INSERT writes); ``null`` there means no TTL (compliance_hold) 
 ``USING TTL 0``. For a message archived early (above) the remaining TTL comes from the
 retention policy, as the archiver computes it.
 
-Run :meth:`RecallPath.recover` when a writer starts, before it serves: it commits its log
-position, so events it has passed are not looked at again.
+One recall per message (issue 21 item 3). Callers racing on one message (threads, writers,
+processes) must not each log an event: the row can carry only one coordinate, so every other
+event would be a recall the row contradicts, and its caller would be answered a coordinate the row
+does not carry. The serialization point is the one the design gives concurrent retries across
+writers (§2.3): client_dedup's ``INSERT ... IF NOT EXISTS``, keyed by the target
+(``sender_id`` = the conversation, ``client_message_id`` = ``\x1frecall/<seq>``, a key no client
+send can use: control characters are refused there). The caller whose reservation wins logs its
+event; every other caller reads the reserved coordinate and finishes *that* event (logging it
+under the same key if the winner has not yet, or died: the log keeps one entry per key), so all
+are answered with the coordinate the row carries. One LWT per recall (a deviation, listed in
+docs/design-deviations.md); recalls are rare next to sends.
+
+Write times (the rule send, archiver, edit, recall and recovery share: lab.store.write.send).
+An edit's or recall's cells are written ``USING TIMESTAMP`` the write time its event was given
+when allocated (``written_at_us``, in the event's payload), later than the message's created_at;
+per cell the highest write time stands. So the edit that stands is the one with the highest
+write time, whatever order racing edits land in, and recovery, which re-applies an edit only when
+the row's edit is older (``WRITETIME(edited_at_activity_id)``), agrees with the live paths; a
+resumed send or the archiver, writing at created_at, never undoes either. Two edits of one message
+allocated in the same microsecond by two writers would tie (each cell then goes to the larger
+value): the allocator steps 1 µs per allocation, so only separate writers can tie.
+
+Recovery walks the log (``store.recover()``, lab.store.write.recovery) and hands every CONTROL
+event to :meth:`RecallPath.reemit`.
 """
 from __future__ import annotations
 
@@ -63,18 +85,21 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import InvalidState, NotFound, PayloadTooLarge, ValidationError
 from lab.store.rows.ids import IdLike, blob_to_u128, check_conversation_seq, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.rows.model import MessageState, RetentionClass, parse_enum
-from lab.store.outbox import (CONTROL_KINDS, KIND_RECALL, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord,
-                              RecallEvent)
+from lab.store.outbox import KIND_RECALL, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord, RecallEvent
+from lab.store.rows.model import DedupState
 from lab.store.rows.records import MESSAGE_RECORD_KEY, seal_payload
-from lab.store.write.sequence import SequenceAllocator
+from lab.store.write.fencing import Fencing
+from lab.store.write.send import RESERVE_CQL
+from lab.store.write.sequence import Allocation, SequenceAllocator
 
 if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
-__all__ = ["EditResult", "RECOVERY_GROUP", "RecallPath", "RecallResult"]
+__all__ = ["EditResult", "RECALL_DEDUP_KEY", "RecallPath", "RecallResult"]
 
-RECOVERY_GROUP = "control-recovery"
-_RECOVERY_BATCH = 1000
+# client_dedup key of a message's recall: sender_id = the conversation, this client_message_id
+# (the unit separator cannot start a client's own client_message_id: lab.store.rows.ids.check_text_key)
+RECALL_DEDUP_KEY = "\x1frecall/{seq}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +115,7 @@ class EditResult:
     conversation_seq: int
     edit_event_conversation_seq: int
     edited_at_activity_id: int
+    written_at_us: int = 0                # the edit's write time: of a message's edits, the highest stands
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,14 +131,16 @@ class _Target:
     state: MessageState
     recall_event_conversation_seq: int | None
     edited_at_activity_id: int | None
+    edited_written_us: int | None = None   # WRITETIME(edited_at_activity_id): the standing edit's write time
     unarchived: OutboxEntry | None = None  # archiver mode: the logged message, not in message_record yet
 
 
 class RecallPath:
-    def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator,
+    def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, fencing: Fencing,
                  on_change: Callable[[uuid.UUID, int], None] | None = None,
                  hot: HotWindow | None = None) -> None:
         self._hot = hot  # archiver mode's hot window: its copy gets every recall / edit too
+        self.fencing = fencing
         self.ctx = ctx
         self.outbox = outbox
         self.sequences = sequences
@@ -124,7 +152,8 @@ class RecallPath:
     def _target(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> _Target | None:
         bucket = seq_bucket(seq, self.ctx.bucket_width)
         stmt = self.ctx.prepare(
-            "SELECT message_id, state, recall_event_conversation_seq, edited_at_activity_id, TTL(created_at) AS ttl_seconds "
+            "SELECT message_id, state, recall_event_conversation_seq, edited_at_activity_id, "
+            "WRITETIME(edited_at_activity_id) AS edited_written_us, TTL(created_at) AS ttl_seconds "
             "FROM {ks}.message_record WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? "
             "AND conversation_seq = ?", key_columns=MESSAGE_RECORD_KEY)
         row = self.ctx.connection.execute(stmt, (tenant_id, conversation_id, bucket, seq)).one()
@@ -132,7 +161,8 @@ class RecallPath:
         changed = {} if row is None else dict(
             state=parse_enum(MessageState, row.state if row.state is not None else 0),
             recall_event_conversation_seq=row.recall_event_conversation_seq,
-            edited_at_activity_id=None if row.edited_at_activity_id is None else blob_to_u128(row.edited_at_activity_id))
+            edited_at_activity_id=None if row.edited_at_activity_id is None else blob_to_u128(row.edited_at_activity_id),
+            edited_written_us=row.edited_written_us)
         if row is not None and row.message_id is not None:
             return _Target(**common, **changed, message_id=blob_to_u128(row.message_id), ttl_seconds=row.ttl_seconds or 0)
         # Archiver mode: committed but not archived yet (no row, or only the cells an earlier
@@ -178,6 +208,7 @@ class RecallPath:
     def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
                actor_id: IdLike) -> RecallResult:
         tenant_id, conversation_id, seq, actor_id = self._ids(tenant_id, conversation_id, conversation_seq, actor_id)
+        self.fencing.admit(tenant_id, conversation_id)  # Fenced here, before anything is written
         target = self._require_target(tenant_id, conversation_id, seq)
         logged = self.outbox.controls_for(tenant_id, conversation_id, seq, KIND_RECALL)
         if target.recall_event_conversation_seq is not None:
@@ -188,25 +219,42 @@ class RecallPath:
         if logged:  # an earlier attempt logged its event and died: finish that one, never log a second
             entry, replayed = logged[0], True
         else:
-            alloc = self.sequences.allocate(tenant_id, conversation_id)
-            entry = self.outbox.append(OutboxRecord(
-                tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
-                target_seq=seq,
-                payload=RecallEvent(actor_id=actor_id, activity_id=alloc.last_activity_id,
-                                    created_at_ms=self.ctx.clock_ms())))
-            replayed = False
+            entry, replayed = self._log_recall_once(target, actor_id)
         self.ctx.faults.hit("after_recall_log")
         self._apply_recall(target, entry)
         self.ctx.faults.hit("after_recall_update")
         return RecallResult(conversation_seq=seq, recall_event_conversation_seq=entry.record.conversation_seq,
                             activity_id=_activity(entry), replayed=replayed)
 
+    def _log_recall_once(self, target: _Target, actor_id: uuid.UUID) -> tuple[OutboxEntry, bool]:
+        """The message's one recall event, logged by whichever caller reserves it first (module
+        docstring): (entry, replayed), replayed when another caller's reservation won."""
+        alloc = self.sequences.allocate(target.tenant_id, target.conversation_id)
+        row = self.ctx.connection.execute(self.ctx.prepare(RESERVE_CQL), (
+            target.tenant_id, target.conversation_id, RECALL_DEDUP_KEY.format(seq=target.conversation_seq),
+            u128_to_blob(target.message_id), alloc.conversation_seq, int(DedupState.RESERVED),
+            self.ctx.clock_ms())).one()
+        event_seq = alloc.conversation_seq if row[0] else row.conversation_seq  # ours, or the winner's
+        if not row[0]:  # the winner may have logged already; if not (in flight, or dead), log it for it
+            logged = self.outbox.get(target.tenant_id, target.conversation_id, event_seq)
+            if logged is not None and isinstance(logged.record.payload, RecallEvent):
+                return logged, True
+        entry = self.outbox.append(self._event(target, alloc, seq=event_seq, payload=RecallEvent(
+            actor_id=actor_id, activity_id=alloc.last_activity_id, created_at_ms=self.ctx.clock_ms(),
+            written_at_us=alloc.written_at_us)))
+        return entry, entry.duplicate or not row[0]
+
+    @staticmethod
+    def _event(target: _Target, alloc: Allocation, *, seq: int, payload: RecallEvent | EditEvent) -> OutboxRecord:
+        return OutboxRecord(tenant_id=target.tenant_id, conversation_id=target.conversation_id, conversation_seq=seq,
+                            target_seq=target.conversation_seq, payload=payload)
+
     def _apply_recall(self, target: _Target, entry: OutboxEntry) -> None:
         self._ensure_whole(target)
         stmt = self.ctx.prepare(
-            "UPDATE {ks}.message_record USING TTL ? SET state = ?, recall_event_conversation_seq = ? "
+            "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET state = ?, recall_event_conversation_seq = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
-        self.ctx.connection.execute(stmt, (target.ttl_seconds, int(MessageState.RECALLED),
+        self.ctx.connection.execute(stmt, (target.ttl_seconds, _write_time_us(entry), int(MessageState.RECALLED),
                                            entry.record.conversation_seq, target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
         if self._hot is not None:
@@ -227,6 +275,7 @@ class RecallPath:
                                   size=len(body), limit=limit)
         if not isinstance(e2ee, bool):
             raise ValidationError(f"e2ee must be a bool, got {e2ee!r}", field="e2ee")
+        self.fencing.admit(tenant_id, conversation_id)  # Fenced here, before anything is written
         target = self._require_target(tenant_id, conversation_id, seq)
         if target.state is MessageState.RECALLED:
             raise InvalidState("a recalled message cannot be edited", tenant_id=tenant_id,
@@ -235,27 +284,26 @@ class RecallPath:
         blob, dek_id = seal_payload(bytes(body), e2ee=e2ee, encryptor=self.ctx.encryptor, tenant_id=tenant_id,
                                     conversation_id=conversation_id, conversation_seq=seq)
         alloc = self.sequences.allocate(tenant_id, conversation_id)
-        entry = self.outbox.append(OutboxRecord(
-            tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=alloc.conversation_seq,
-            target_seq=seq,
-            payload=EditEvent(actor_id=actor_id, activity_id=alloc.last_activity_id, created_at_ms=self.ctx.clock_ms(),
-                              payload_or_ciphertext=blob, dek_id=dek_id.as_tuple())))
+        entry = self.outbox.append(self._event(target, alloc, seq=alloc.conversation_seq, payload=EditEvent(
+            actor_id=actor_id, activity_id=alloc.last_activity_id, created_at_ms=self.ctx.clock_ms(),
+            payload_or_ciphertext=blob, dek_id=dek_id.as_tuple(), written_at_us=alloc.written_at_us)))
         self.ctx.faults.hit("after_edit_log")
         self._apply_edit(target, entry)
         self.ctx.faults.hit("after_edit_update")
         return EditResult(conversation_seq=seq, edit_event_conversation_seq=alloc.conversation_seq,
-                          edited_at_activity_id=alloc.last_activity_id)
+                          edited_at_activity_id=alloc.last_activity_id, written_at_us=alloc.written_at_us)
 
     def _apply_edit(self, target: _Target, entry: OutboxEntry) -> None:
         self._ensure_whole(target)
         event = entry.record.payload
         assert isinstance(event, EditEvent)
         stmt = self.ctx.prepare(
-            "UPDATE {ks}.message_record USING TTL ? SET payload_or_ciphertext = ?, dek_id = ?, "
+            "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET payload_or_ciphertext = ?, dek_id = ?, "
             "edited_at_activity_id = ?, state = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
         activity = u128_to_blob(event.activity_id)
-        self.ctx.connection.execute(stmt, (target.ttl_seconds, event.payload_or_ciphertext, event.dek_id, activity,
+        self.ctx.connection.execute(stmt, (target.ttl_seconds, event.write_time_us, event.payload_or_ciphertext,
+                                           event.dek_id, activity,
                                            int(MessageState.EDITED), target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
         if self._hot is not None:
@@ -286,22 +334,13 @@ class RecallPath:
             self.ctx.alerts.incr("recalled_state_restored")
         return True
 
-    # -- recovery (S-7) -----------------------------------------------------------------------
-    def recover(self) -> int:
-        """Re-emit and apply every logged recall / edit event whose target row does not carry
-        it (recall: recall_event_conversation_seq empty, S-7); returns how many."""
-        reemitted = 0
-        while True:
-            batch = self.outbox.consume(RECOVERY_GROUP, _RECOVERY_BATCH)  # every partition
-            if not batch:
-                break
-            for entry in batch.entries:
-                if entry.record.kind in CONTROL_KINDS and self._reemit(entry):
-                    reemitted += 1
-            self.outbox.commit_batch(RECOVERY_GROUP, batch)
-        if reemitted:
-            self.ctx.alerts.incr("recall_reemitted", reemitted)
-        return reemitted
+    # -- recovery (S-7; the walk over the log is lab.store.write.recovery) ------------------------
+    def reemit(self, entry: OutboxEntry) -> bool:
+        """S-7 for one logged CONTROL event: when its target row does not carry it (a recall:
+        recall_event_conversation_seq empty; an edit: the row's edit is older, and no recall),
+        re-emit it to the log (idempotent by its key) and apply it, log first as in §5.3.
+        True when it did."""
+        return self._reemit(entry)
 
     def _reemit(self, entry: OutboxEntry) -> bool:
         record = entry.record
@@ -314,10 +353,9 @@ class RecallPath:
                 return False  # the row says the event is in the log: nothing to do
             self._apply_recall(target, self.outbox.append(record))  # re-emit (idempotent), then the row
             return True
-        activity = _activity(entry)
-        if target.state is MessageState.RECALLED or (
-                target.edited_at_activity_id is not None and target.edited_at_activity_id >= activity):
-            return False  # a recall, or a later edit, already superseded this one
+        if target.state is MessageState.RECALLED or target.edited_at_activity_id == _activity(entry) or (
+                target.edited_written_us is not None and target.edited_written_us >= _write_time_us(entry)):
+            return False  # applied, or superseded by a recall or by an edit written later (module docstring)
         self._apply_edit(target, self.outbox.append(record))
         return True
 
@@ -326,3 +364,10 @@ def _activity(entry: OutboxEntry) -> int:
     event = entry.record.payload
     assert isinstance(event, (RecallEvent, EditEvent))
     return event.activity_id
+
+
+def _write_time_us(entry: OutboxEntry) -> int:
+    """The write time of a CONTROL event's cells (lab.store.outbox: ``write_time_us``)."""
+    event = entry.record.payload
+    assert isinstance(event, (RecallEvent, EditEvent))
+    return event.write_time_us

@@ -25,15 +25,26 @@ A retry whose reservation exists:
 - COMMITTED -> replay SEND_ACK (``replayed=True``); no second message. last_activity_id
   (client_dedup has no column for it) comes from the outbox entry, which step 4 wrote
   before step 5 could mark COMMITTED.
-- RESERVED -> an earlier attempt died between steps 1 and 5: finish steps 3-5 with the
-  SAME message_id and conversation_seq. Every write is an idempotent upsert; if the outbox
-  already holds the entry (death after step 4) its sealed columns are written, so the log
-  and the row agree byte for byte. Nothing was acked yet, so the resumed attempt may pick a
-  fresh last_activity_id when no entry exists.
+- RESERVED -> an earlier attempt died between steps 1 and 5 (or is still running): finish
+  steps 3-5 with the SAME message_id and conversation_seq, writing only what is missing
+  (issue 21 item 1), because the message may have been edited, recalled or reacted to since:
+  the outbox holds the entry (death after step 4) -> its record is the message, the row is
+  written only if it is missing or holds another attempt's columns; only the row exists
+  (death after step 3) -> it is the first attempt's, whole (one INSERT into one partition), so
+  the log gets the row as it stands and the row is not written again; neither -> a fresh
+  encoding (nothing was acked, so a new last_activity_id) is written and appended.
 - Attempts racing (two resumes, or a resume beside a first attempt still in flight, from
   threads or processes sharing the outbox): the first outbox append wins and every ack names its
-  columns; an attempt whose append turned out to be a duplicate rewrites the row with
-  them, so its own earlier row write cannot outlive the winner's (tests/node/test_concurrency.py).
+  record; an attempt whose append turned out to be a duplicate of another record rewrites what
+  it wrote with it (the row one µs above the message's write time, the hot copy only if nobody
+  changed it since), so its own write cannot outlive the winner's (tests/node/test_concurrency.py).
+
+Write times, the rule every path shares for which version of a row stands (docs/design-
+deviations.md): a message's cells as sent are written at its created_at (``USING TIMESTAMP``
+created_at in µs) by the first attempt, a resume and the archiver alike; an edit or a recall
+writes its cells at the write time of its own event, allocated later (lab.store.write.recall);
+per cell the highest write time wins. A resume or a replay therefore never undoes a later edit
+or recall, whatever order the writes land in.
 
 Retention: the record's TTL is the *remaining* period from the message's created_at
 (equal to the full period on a first attempt), so a resumed send never outlives its class;
@@ -51,12 +62,14 @@ from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
 from lab.store.write.head import HeadUpdate
+from lab.store.write.fencing import Fencing
 from lab.store.write.head_writer import HeadWriter
 from lab.store.rows.ids import blob_to_u128, check_conversation_seq, check_text_key, parse_uuid, seq_bucket, u128_to_blob
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageType, RetentionClass, parse_enum
 from lab.store.outbox import MessagePayload, Outbox, OutboxEntry, OutboxRecord
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, encode_record
+from lab.store.plumbing.wall_clock import US_PER_MS
 from lab.store.rows.retention import parse_retention_class
 from lab.store.write.sequence import SequenceAllocator
 
@@ -71,6 +84,8 @@ __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck"
 CLIENT_MESSAGE_ID_MAX_CHARS = 128
 CUSTOM_TYPE_MAX_CHARS = 128
 _DEDUP_KEY = ("tenant_id", "sender_id", "client_message_id")
+_STORED_ROW_CQL = (f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE tenant_id = ? "
+                   "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
 # Step 1 and step 5 (module constants: the benchmark's send_floor issues these very texts)
 RESERVE_CQL = ("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
                "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS")
@@ -195,11 +210,12 @@ def message_log_record(record: EncodedRecord) -> OutboxRecord:
 
 class WritePath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, head: HeadWriter,
-                 archiver_mode: bool = False, hot: HotWindow | None = None) -> None:
+                 archiver_mode: bool = False, hot: HotWindow | None = None, fencing: Fencing | None = None) -> None:
         self.ctx = ctx
         self.outbox = outbox
         self.sequences = sequences
         self.head = head
+        self.fencing = fencing if fencing is not None else head.fencing
         self.archiver_mode = archiver_mode
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
 
@@ -209,6 +225,7 @@ class WritePath:
             raise ValidationError(f"send takes a SendRequest, got {type(req).__name__}", field="request")
         c = self.ctx.constants
         req.check_limits(payload_max_bytes=c.payload_max_bytes, thumbnail_max_bytes=c.media_thumbnail_max_bytes)
+        self.fencing.admit(req.tenant_id, req.conversation_id)  # Fenced here, before anything is written
         alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
@@ -234,36 +251,52 @@ class WritePath:
             # The first attempt may have died before step 7; an equal head is a no-op.
             self._submit_head(req, ack)
             return ack
-        if entry is None:
-            entry = self._check_slot_free(req, seq, message_id)
-        if entry is None:
-            record = self._encode(req, message_id=message_id, seq=seq,
-                                  last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
-        else:
+        # Resume: write only what is missing (module docstring).
+        stored = self._stored_row(req, seq)
+        if stored is not None and stored.message_id != u128_to_blob(message_id):
+            raise InvalidId("client_message_id is reserved for another conversation's message",
+                            field="client_message_id", value=req.client_message_id, conversation_seq=seq)
+        if entry is None:  # a concurrent attempt of this same send may have appended since the first look
+            entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
+            if entry is not None and not _holds(entry, message_id):
+                raise InvalidId("client_message_id is reserved for another conversation's message",
+                                field="client_message_id", value=req.client_message_id, conversation_seq=seq)
+        if entry is not None:
             record = _logged_record(entry)
-        return self._finish(req, record, entry=entry, replayed=True)
+            # the row is missing (a resume in archiver mode, an expired row) or another attempt's
+            write = stored is None or stored.last_activity_id != record.last_activity_id
+            return self._finish(req, record, entry=entry, replayed=True, write=write, above=stored is not None)
+        if stored is not None:  # the first attempt's row, with whatever happened to it since
+            return self._finish(req, stored, entry=None, replayed=True, write=False)
+        record = self._encode(req, message_id=message_id, seq=seq,
+                              last_activity_id=self.sequences.next_activity_id(), created_at_ms=created_at_ms)
+        return self._finish(req, record, entry=None, replayed=True)
 
     def _finish(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
-                replayed: bool) -> SendAck:
-        """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert."""
+                replayed: bool, write: bool = True, above: bool = False) -> SendAck:
+        """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert at the
+        message's write time (``above``: one µs over it, to beat another attempt's cells).
+        ``write=False``: the row (or hot copy) is already the message's and is left alone."""
         seq, created_at_ms = record.conversation_seq, record.created_at
-        if not self.archiver_mode:
-            self._write_record(req, record)
-        elif self.hot is not None:  # archiver mode: step 3 writes the hot window instead (§2.1 note)
-            self.hot.put(record)
+        if write and not self.archiver_mode:
+            self._write_record(req, record, above=above)
+        elif write and self.hot is not None and entry is None:  # archiver mode: step 3 writes the hot window
+            self.hot.put(record)  # (§2.1 note); with an entry logged, the first attempt put it already
         self.ctx.faults.hit("after_record")
         if entry is None:
             entry = self.outbox.append(message_log_record(record))
             if entry.duplicate:  # first append wins; a fresh entry holds our own record
-                record = _logged_record(entry)
-            if entry.duplicate and not self.archiver_mode:
-                # A concurrent attempt of this same send (another thread, process or node
-                # that found our reservation) appended first, with its own last_activity_id
-                # and sealing. Its entry is what every ack names, so the row we just wrote
-                # is overwritten with it: log, row and ack agree whoever wrote last.
-                self._write_record(req, record)
-            elif entry.duplicate and self.hot is not None:
-                self.hot.put(record)  # the same for the hot copy: one slot per seq, the winner's record
+                winner = _logged_record(entry)
+                if write and winner.last_activity_id != record.last_activity_id:
+                    # A concurrent attempt of this same send (another thread, process or node
+                    # that found our reservation) appended first, with its own last_activity_id
+                    # and sealing. Its entry is what every ack names, so what we just wrote is
+                    # overwritten with it: log, row and ack agree whoever wrote last.
+                    if not self.archiver_mode:
+                        self._write_record(req, winner, above=True)
+                    elif self.hot is not None:
+                        self.hot.swap(record, winner)  # only if our copy is still there, unchanged
+                record = winner
         self.ctx.faults.hit("after_outbox")
         self._commit(req, record)
         self.ctx.faults.hit("after_commit")
@@ -275,12 +308,14 @@ class WritePath:
         return ack
 
     # -- steps --------------------------------------------------------------------------------
-    def _write_record(self, req: SendRequest, record: EncodedRecord) -> None:
-        """Step 3: message_record + message_index with the remaining TTL of the class."""
+    def _write_record(self, req: SendRequest, record: EncodedRecord, *, above: bool = False) -> None:
+        """Step 3: message_record + message_index with the remaining TTL of the class, at the
+        message's write time (its created_at; ``above``: 1 µs over it)."""
         ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
                                                        created_at_ms=record.created_at, now_ms=self.ctx.clock_ms())
         if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
-            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl))
+            written_at_us = record.created_at * US_PER_MS + (1 if above else 0)
+            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl, timestamp_us=written_at_us))
 
     def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
                 created_at_ms: int) -> EncodedRecord:
@@ -320,42 +355,25 @@ class WritePath:
                                     preview=req.body, e2ee=req.e2ee))
 
     # -- retry helpers ------------------------------------------------------------------------
-    def _record_ids(self, req: SendRequest, seq: int) -> tuple[int, int] | None:
-        """(message_id, last_activity_id) stored at this coordinate, one point read (retries only)."""
-        stmt = self.ctx.prepare("SELECT message_id, last_activity_id FROM {ks}.message_record WHERE tenant_id = ? "
-                                "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?",
-                                key_columns=MESSAGE_RECORD_KEY)
+    def _stored_row(self, req: SendRequest, seq: int) -> EncodedRecord | None:
+        """The whole message_record row at this coordinate, as it stands (one point read; retries
+        only), or None when there is none (or only cells of a row never written whole)."""
+        stmt = self.ctx.prepare(_STORED_ROW_CQL, key_columns=MESSAGE_RECORD_KEY)
         row = self.ctx.connection.execute(stmt, (req.tenant_id, req.conversation_id,
                                                  seq_bucket(seq, self.ctx.constants.message_seq_bucket_width),
                                                  seq)).one()
-        return None if row is None else (blob_to_u128(row.message_id), blob_to_u128(row.last_activity_id))
+        return None if row is None or row.message_id is None else EncodedRecord.of(dict(zip(MESSAGE_RECORD_COLUMNS, row)))
 
     def _committed_activity_id(self, req: SendRequest, seq: int, message_id: int, entry: OutboxEntry | None) -> int:
         if entry is not None:
             return blob_to_u128(_logged_record(entry).last_activity_id)
-        stored = self._record_ids(req, seq)
-        if stored is not None and stored[0] == message_id:
-            return stored[1]
+        stored = self._stored_row(req, seq)
+        if stored is not None and stored.message_id == u128_to_blob(message_id):
+            return blob_to_u128(stored.last_activity_id)
         raise NotFound("client_message_id was committed for a message this conversation does not hold "
                        "(was it reused for another conversation?)", tenant_id=req.tenant_id,
                        conversation_id=req.conversation_id, client_message_id=req.client_message_id,
                        conversation_seq=seq)
-
-    def _check_slot_free(self, req: SendRequest, seq: int, message_id: int) -> OutboxEntry | None:
-        """Before resuming into (conversation, seq): nothing else may live there. A client that
-        reused client_message_id in another conversation would otherwise overwrite a message.
-
-        Returns the outbox entry of this very message when a concurrent attempt of the same
-        send appended it since the caller looked (then the resume reuses its columns)."""
-        stored = self._record_ids(req, seq)
-        if stored is not None and stored[0] != message_id:
-            raise InvalidId("client_message_id is reserved for another conversation's message",
-                            field="client_message_id", value=req.client_message_id, conversation_seq=seq)
-        entry = self.outbox.get(req.tenant_id, req.conversation_id, seq)
-        if entry is not None and not _holds(entry, message_id):
-            raise InvalidId("client_message_id is reserved for another conversation's message",
-                            field="client_message_id", value=req.client_message_id, conversation_seq=seq)
-        return entry
 
 
 def _holds(entry: OutboxEntry, message_id: int) -> bool:

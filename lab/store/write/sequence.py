@@ -1,5 +1,5 @@
 """conversation_seq allocation with reservation windows, plus the ids allocated beside it
-(design §5.1 step 2, §6.3 reference; spec README "Testbed decisions").
+(design §5.1 step 2, §6.3 reference; spec README "Lab decisions").
 
 A writer does not touch durable state per message: it reserves a window of
 ``seq_reservation_window`` (4096) values at once, durably, and hands them out from memory.
@@ -26,7 +26,9 @@ from pathlib import Path
 
 from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, SqliteFile
 from lab.errors import Bit63Violation, InvalidSeq, StoreError, ValidationError
-from lab.store.rows.ids import BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, parse_uuid
+from lab.store.plumbing.wall_clock import US_PER_MS
+from lab.store.rows.ids import (BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, message_id_time_ms,
+                                parse_uuid)
 
 __all__ = ["Allocation", "SequenceAllocator"]
 
@@ -49,6 +51,9 @@ class Allocation:
     conversation_seq: int
     message_id: int
     last_activity_id: int
+    # µs write time of the version this allocation starts (an edit's or recall's cells are written
+    # at it; lab.store.write.recall): strictly increasing per allocator, in last_activity_id order
+    written_at_us: int = 0
 
 
 @dataclass
@@ -71,6 +76,7 @@ class SequenceAllocator:
         self._lock = threading.Lock()  # the §5.1 step-2 critical section
         self._windows: dict[tuple[uuid.UUID, uuid.UUID], _Window] = {}
         self.reservations = 0  # windows this instance reserved (tests, benchmarks)
+        self._written_at_us = 0  # the last write time handed out
         self._db = SqliteFile(path, schema=_SCHEMA, error=StoreError, what="sequence reservations",
                               busy_timeout_seconds=self._busy_timeout_seconds)
 
@@ -108,7 +114,8 @@ class SequenceAllocator:
         return self.allocate(tenant_id, conversation_id).conversation_seq
 
     def allocate(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> Allocation:
-        """The next conversation_seq of this writer, with a fresh message_id and last_activity_id."""
+        """The next conversation_seq of this writer, with a fresh message_id and last_activity_id,
+        and the write time of the version it starts (``written_at_us``: in activity order)."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         key = (tenant_id, conversation_id)
         with self._lock:
@@ -118,7 +125,11 @@ class SequenceAllocator:
                 self._windows[key] = window
             seq = check_conversation_seq(window.next_seq)
             window.next_seq += 1
-            return Allocation(conversation_seq=seq, message_id=self.ids.next_id(), last_activity_id=self.ids.next_id())
+            message_id, activity = self.ids.next_id(), self.ids.next_id()
+            # the activity id's millisecond (the generator never lets it go back), then 1 µs steps
+            self._written_at_us = max(message_id_time_ms(activity) * US_PER_MS, self._written_at_us + 1)
+            return Allocation(conversation_seq=seq, message_id=message_id, last_activity_id=activity,
+                              written_at_us=self._written_at_us)
 
     def next_activity_id(self) -> int:
         """An activity id outside any conversation_seq (a resumed send's last_activity_id)."""

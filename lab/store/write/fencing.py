@@ -1,0 +1,83 @@
+"""Fencing: the conversations this writer has lost to a higher epoch (design §2.4; issue 21 item 4).
+
+conversation_head carries ``fencing_epoch``, the epoch of the writer that last moved it. A
+failover writer that takes a conversation over writes its higher epoch there: with its first
+head update, or, when that update is below the head, with the epoch alone (the takeover marker;
+lab.store.write.head_writer). A writer of a lower epoch has lost the conversation and must stop:
+its messages would be acknowledged at seqs that the new owner's head, and so history, need not
+follow.
+
+A writer learns it two ways, and from then on :meth:`Fencing.admit` raises
+:class:`~lab.errors.Fenced` for that conversation before a seq is allocated or anything is
+written (every refusal counted, ``fenced_refusals``):
+
+- its head writer reads the head before it writes (normal mode once per conversation and batch,
+  failover mode always) and reports a higher epoch here (:meth:`Fencing.saw`);
+- before its first write to a conversation, :meth:`admit` reads the head's epoch once, on the
+  caller's thread: a writer started at a stale epoch is refused before its first write. The
+  conversations it has checked are remembered (an LRU of ``verified_entries``; a forgotten one
+  is read again), so this costs one head read per conversation and writer, not one per send.
+
+What fencing does not close (stated, not hidden): sends a running writer acknowledges between a
+takeover and its head writer's next read of that conversation. They are written and visible
+(the new owner reserves its seq window above every window reserved before, so their seqs are
+below its head), and their head updates are dropped and alerted (``head_regressions_dropped``).
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from lab.errors import Fenced
+from lab.store.plumbing.context import StoreContext
+from lab.store.plumbing.lru import Lru
+from lab.store.rows.ids import check_bigint, parse_uuid
+
+__all__ = ["FENCING_VERIFIED_ENTRIES", "Fencing"]
+
+FENCING_VERIFIED_ENTRIES = 65536  # conversations whose head epoch one writer has checked
+_HEAD_KEY = ("tenant_id", "conversation_id")
+_EPOCH_CQL = "SELECT fencing_epoch FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?"
+
+Key = tuple[uuid.UUID, uuid.UUID]
+
+
+class Fencing:
+    """This writer's epoch and what it knows about higher ones. Thread-safe."""
+
+    def __init__(self, ctx: StoreContext, *, epoch: int, verified_entries: int = FENCING_VERIFIED_ENTRIES) -> None:
+        self.ctx = ctx
+        self.epoch = check_bigint(epoch, column="fencing_epoch")
+        self._verified: Lru[Key, bool] = Lru(verified_entries)
+        self._lock = threading.Lock()
+        self._fenced: dict[Key, int] = {}  # conversation -> the higher epoch that owns it
+
+    def saw(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, head_epoch: int | None) -> bool:
+        """Record the epoch a head read found; True when it fences this writer out."""
+        if head_epoch is None or head_epoch <= self.epoch:
+            return False
+        with self._lock:
+            key = (tenant_id, conversation_id)
+            self._fenced[key] = max(head_epoch, self._fenced.get(key, head_epoch))
+        return True
+
+    def fenced_by(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> int | None:
+        """The higher epoch this writer knows owns the conversation, or None."""
+        with self._lock:
+            return self._fenced.get((parse_uuid(tenant_id), parse_uuid(conversation_id)))
+
+    def admit(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> None:
+        """Raise :class:`Fenced` unless this writer may write the conversation (see the module
+        docstring); the first call per conversation reads the head's epoch."""
+        key = (tenant_id, conversation_id)
+        if self._verified.get(key) is None and self.fenced_by(*key) is None:
+            row: Any = self.ctx.connection.execute(self.ctx.prepare(_EPOCH_CQL, key_columns=_HEAD_KEY), key).one()
+            self.saw(tenant_id, conversation_id, None if row is None else row.fencing_epoch)
+            self._verified.put(key, True)
+        owner = self.fenced_by(*key)
+        if owner is not None:
+            self.ctx.alerts.incr("fenced_refusals")
+            raise Fenced(f"conversation {conversation_id} is owned by fencing epoch {owner}; this writer's epoch is "
+                         f"{self.epoch}: nothing was written", tenant_id=tenant_id, conversation_id=conversation_id,
+                         epoch=self.epoch, head_epoch=owner)
