@@ -204,8 +204,6 @@ def test_grouped_reads(run_dir, cluster_config):
     assert (summary.found == summary.entries).all()
 
 
-
-
 def test_a_notebook_takes_the_outbox_and_hot_window_and_names_them(run_dir, cluster_config, kafka_services,
                                                                     redis_services, tmp_path):
     """Issue 24 item 5: the services reach the notebook's stores (as lab bench store reads them) and its
