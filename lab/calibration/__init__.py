@@ -7,7 +7,7 @@
     recommendations  which notebook value measures which constant; recommendation, confidence (and its legend)
     precision     precision targets stated in advance, sampling until reached or out of budget, halves
     row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes
-    figures       the figures worth a test (b_row by mix, CPU per operation)
+    figures       every notebook figure, a tested function of result tables (the notebooks call them)
     agreement     do two runs agree on a constant (the rule of `lab compare`, the report, --repeat-check)
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     decisions     one decision per constant: keep/change, precision, agreement, TB and nodes, caveats

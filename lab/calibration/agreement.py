@@ -84,12 +84,6 @@ def agreement(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[
     return {**out, "status": "agree" if ma == mb else "disagree", "detail": delta}
 
 
-def agreements(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per constant of either run's ``constants``: :func:`agreement`."""
-    ca, cb = a.get("constants") or {}, b.get("constants") or {}
-    return {name: agreement(ca.get(name), cb.get(name)) for name in list(ca) + [n for n in cb if n not in ca]}
-
-
 def _nodes(cal: Mapping[str, Any]) -> Any:
     return (cal.get("environment") or {}).get("nodes")
 

@@ -60,7 +60,7 @@ ENVIRONMENT_FILE = "environment.json"
 class CalibrationOptions:
     quick: bool = True
     results: Path = RESULTS_DIR
-    notebooks: tuple[str, ...] | None = None              # None: the whole suite (lab.notebooks.NOTEBOOKS)
+    notebooks: tuple[str, ...] | None = None              # None: the whole suite (lab.calibration.notebooks.NOTEBOOKS)
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # notebook -> parameters
     propose: bool = False
     keep_going: bool = False
@@ -213,7 +213,7 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
 
 def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: CalibrationOptions,
              run_dir: Path) -> tuple[NotebookRun, CalibrationError | None]:
-    """One notebook through lab.notebooks.run_notebook: its entry of calibration.json (status,
+    """One notebook through lab.calibration.notebooks.run_notebook: its entry of calibration.json (status,
     seconds, files, values) and the failure, if any."""
     from lab.calibration.notebooks import run_notebook
 

@@ -1,18 +1,74 @@
-"""Figures of the calibration notebooks that are worth a test: plain functions of result tables.
+"""The calibration notebooks' figures: plain functions of result tables, tested like any other code.
 
-Each returns a matplotlib Figure (or None when there is nothing to draw) and touches no
-cluster; the notebooks save them with ``Output.figure``.
+Each takes the tables (and the few numbers) a notebook's result holds, returns a matplotlib
+Figure (or None when there is nothing to draw), touches no cluster and shows nothing; the
+notebooks save them with ``Output.figure``. ``tests/unit/test_figures.py`` checks their axes,
+labels and series.
 
-    b_row_mixes     measured b_row per mix against the row model's prediction
-    cpu_per_op      server and load-generator CPU seconds per operation, with intervals
+    b_row_by_table      live disk bytes per row per table and compression, repeats, design b_row; partition size
+    b_row_mixes         measured b_row per mix against the row model's prediction
+    capacity_tiers      resident TB per tier and b_row source; resident TB over a b_row sweep
+    empty_bucket_pages  requests and p50 per page over runs of empty buckets; the workload's holes
+    grouped_vs_naive    message_record requests and latency per entry, grouped vs naive, per batch shape
+    in_list_latency     p50/p99 and per-row cost over IN sizes, the budget, design and recommended sizes
+    twcs_sstable_counts live SSTables over simulated time, measured against predicted, per table family
+    cpu_per_op          server and load-generator CPU seconds per operation, with intervals
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 FIGSIZE = (12, 4.2)
+WIDE_FIGSIZE = (13, 4.2)
+THREE_FIGSIZE = (16, 4.2)
+DESIGN = {"color": "red", "linestyle": "--"}        # the design's value
+RECOMMENDED = {"color": "green", "linestyle": "-."}  # what the measurement recommends
+REFERENCE = {"color": "grey", "linestyle": ":"}
+
+
+def _plt() -> Any:
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def b_row_by_table(summary: pd.DataFrame, per_repeat: pd.DataFrame, partition: pd.DataFrame, *,
+                   compressions: Sequence[str], design_b_row_bytes: float) -> Any | None:
+    """Left: live disk bytes per row of each table and compression (mean, 95 % CI, each repeat
+    a dot) against the design's b_row; right: one partition's size at the bucket width."""
+    if summary is None or summary.empty:
+        return None
+    fig, axes = _plt().subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [2, 1]})
+    tables = list(dict.fromkeys(summary.table))
+    comps = [c for c in compressions if c in set(summary.compression)]
+    width = 0.8 / max(len(comps), 1)
+    for i, comp in enumerate(comps):
+        part = summary[summary.compression == comp].set_index("table").reindex(tables)
+        x = [j + i * width for j in range(len(tables))]
+        err = [part.b_row_mean_bytes - part.b_row_ci_low_bytes, part.b_row_ci_high_bytes - part.b_row_mean_bytes]
+        axes[0].bar(x, part.b_row_mean_bytes, width, yerr=err, capsize=4, label=f"compression: {comp}")
+        pts = per_repeat[per_repeat.compression == comp]
+        for j, t in enumerate(tables):
+            ys = pts[pts.table == t].b_row_bytes
+            axes[0].scatter([x[j]] * len(ys), ys, color="black", s=10, zorder=3)
+    axes[0].axhline(design_b_row_bytes, **DESIGN, label=f"design b_row {design_b_row_bytes:.0f} B")
+    axes[0].set_xticks([j + width * (len(comps) - 1) / 2 for j in range(len(tables))], tables)
+    axes[0].set_xlabel("table")
+    axes[0].set_ylabel("live disk bytes per row (B), mean and 95% CI")
+    axes[0].legend()
+    if partition is not None and len(partition):
+        axes[1].bar(partition.compression, partition.bytes_at_width / 1e6, label="measured, scaled to 4096 rows")
+        axes[1].axhline(partition.design_bytes_at_width.iloc[0] / 1e6, **DESIGN, label="design 4096 x 600 B")
+        axes[1].set_xlabel("compression")
+        axes[1].set_ylabel("partition size at 4096 rows (MB)")
+        axes[1].legend()
+    else:
+        axes[1].set_axis_off()
+    fig.tight_layout()
+    return fig
 
 
 def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
@@ -20,17 +76,15 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
     right: predicted against measured, the held-out profile marked."""
     if by_mix is None or by_mix.empty:
         return None
-    import matplotlib.pyplot as plt
-
     from lab.calibration.row_model import REGRESSORS
 
-    fig, axes = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
+    fig, axes = _plt().subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
     x = range(len(by_mix))
     err = [by_mix.b_row_mean_bytes - by_mix.b_row_ci_low_bytes, by_mix.b_row_ci_high_bytes - by_mix.b_row_mean_bytes]
     axes[0].bar(x, by_mix.b_row_mean_bytes, yerr=err, capsize=4, color="#1f77b4", label="measured (95% CI)")
     predicted = None
     if model is not None:
-        predicted = [model.predict({c: float(r[c]) for c in REGRESSORS})["mean"] for _, r in by_mix.iterrows()]
+        predicted = [model.predict({c: float(r[c]) for c in REGRESSORS})["mean"] for r in by_mix.to_dict("records")]
         axes[0].scatter(list(x), predicted, color="orange", zorder=3, label="row model")
     axes[0].set_xticks(list(x), [m + ("" if f else "\n(held out)") for m, f in zip(by_mix.mix, by_mix.fitted)],
                        rotation=20, fontsize=8)
@@ -45,7 +99,7 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
             axes[1].scatter(measured[~fitted], [p for p, f in zip(predicted, fitted) if not f], marker="*", s=160,
                             color="red", label="held-out profile")
         top = max(max(measured), max(predicted)) * 1.1
-        axes[1].plot([0, top], [0, top], color="grey", linestyle=":", label="predicted = measured")
+        axes[1].plot([0, top], [0, top], **REFERENCE, label="predicted = measured")
         axes[1].set_xscale("log")
         axes[1].set_yscale("log")
         axes[1].set_xlabel("measured (B per row)")
@@ -57,15 +111,154 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
     return fig
 
 
+def capacity_tiers(sizing: pd.DataFrame, sensitivity: pd.DataFrame, *, design_b_row_bytes: float,
+                   measured_b_row_bytes: float | None) -> Any | None:
+    """Left: resident data (all replicas) per traffic tier, one bar per b_row source; right:
+    resident data at the starter tier over a sweep of b_row, the design and measured b_row marked."""
+    if sizing is None or sizing.empty:
+        return None
+    fig, axes = _plt().subplots(1, 2, figsize=WIDE_FIGSIZE)
+    tiers = list(dict.fromkeys(sizing.messages_per_day))
+    sources = list(dict.fromkeys(sizing.source))
+    width = 0.8 / len(sources)
+    for i, source in enumerate(sources):
+        g = sizing[sizing.source == source].set_index("messages_per_day").reindex(tiers)
+        axes[0].bar([j + i * width for j in range(len(tiers))], g.resident_tb, width,
+                    label=f"{source} b_row {g.b_row_bytes.iloc[0]:.0f} B")
+    axes[0].set_xticks([j + width * (len(sources) - 1) / 2 for j in range(len(tiers))],
+                       [f"{t / 1e6:,.0f} M" for t in tiers])
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("traffic tier (messages per day)")
+    axes[0].set_ylabel("resident data, all replicas (TB)")
+    axes[0].legend()
+    axes[1].plot(sensitivity.b_row_bytes, sensitivity.resident_tb)
+    axes[1].axvline(design_b_row_bytes, **DESIGN, label=f"design {design_b_row_bytes:.0f} B")
+    if measured_b_row_bytes:
+        axes[1].axvline(measured_b_row_bytes, **RECOMMENDED, label=f"measured {measured_b_row_bytes:.0f} B")
+    axes[1].set_xlabel("b_row (bytes per row)")
+    axes[1].set_ylabel("resident data at the starter tier (TB)")
+    axes[1].legend()
+    fig.tight_layout()
+    return fig
+
+
+def empty_bucket_pages(summary: pd.DataFrame, holes: pd.DataFrame, *, design_scan_limit: int,
+                       required: int) -> Any | None:
+    """CQL requests and p50 latency of a history page over runs of empty buckets, one line per
+    scan limit (x: the page stopped on the limit); the workload's holes, design and need marked."""
+    if summary is None or summary.empty:
+        return None
+    fig, axes = _plt().subplots(1, 3, figsize=THREE_FIGSIZE)
+    for limit, g in summary.groupby("scan_limit"):
+        axes[0].plot(g.run, g.requests, marker="o", label=f"max scan {limit}")
+        axes[1].plot(g.run, g.p50_ms, marker="o", label=f"max scan {limit}")
+        stopped = g[g.stopped_on_empty]
+        axes[0].scatter(stopped.run, stopped.requests, marker="x", color="red", zorder=3)
+    axes[0].set_xlabel("consecutive empty buckets in the conversation")
+    axes[0].set_ylabel("CQL requests per history page")
+    axes[0].set_title("x: page stopped (has_more=false, alert)")
+    axes[1].set_xlabel("consecutive empty buckets in the conversation")
+    axes[1].set_ylabel("page latency p50 (ms)")
+    top = max(int(holes.empty_buckets.max()) if len(holes) else 1, 1)
+    axes[2].hist(holes.empty_buckets, bins=range(0, top + 2), align="left")
+    axes[2].axvline(design_scan_limit + 0.5, **DESIGN, label=f"design {design_scan_limit}")
+    axes[2].axvline(required + 0.5, **RECOMMENDED, label=f"workload needs {required}")
+    axes[2].set_yscale("log")
+    axes[2].set_xlabel("empty buckets per hole (workload)")
+    axes[2].set_ylabel("holes (count)")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def grouped_vs_naive(summary: pd.DataFrame, methods: Sequence[str] = ("grouped", "naive")) -> Any | None:
+    """message_record requests per batch and p50 latency per joined entry, per batch shape,
+    one bar per read method; log scales (naive reads one row per request)."""
+    if summary is None or summary.empty:
+        return None
+    fig, axes = _plt().subplots(1, 2, figsize=WIDE_FIGSIZE)
+    shapes = list(dict.fromkeys(summary["shape"]))
+    width = 0.8 / len(methods)
+    for i, method in enumerate(methods):
+        part = summary[summary.method == method].set_index("shape").reindex(shapes)
+        x = [j + i * width for j in range(len(shapes))]
+        axes[0].bar(x, part.record_reads, width, label=method)
+        axes[1].bar(x, part.us_per_entry, width, label=method)
+    for ax in axes:
+        ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(shapes))], shapes, rotation=15)
+        ax.set_xlabel("batch shape")
+        ax.set_yscale("log")
+        ax.legend()
+    axes[0].set_ylabel("message_record requests per batch (count)")
+    axes[1].set_ylabel("p50 latency per joined entry (µs)")
+    fig.tight_layout()
+    return fig
+
+
+def in_list_latency(per_size: pd.DataFrame, *, p99_budget_ms: float, design_in_limit: int,
+                    recommended: int | None) -> Any | None:
+    """Left: p50 and p99 of an IN-list read over its size, the p99 budget; right: the per-row
+    cost; both with the design limit and the recommended size."""
+    ok = per_size[per_size.ok] if per_size is not None and len(per_size) else None
+    if ok is None or ok.empty:
+        return None
+    fig, axes = _plt().subplots(1, 2, figsize=FIGSIZE)
+    axes[0].plot(ok.in_size, ok.p50_ms, marker="o", label="p50")
+    axes[0].plot(ok.in_size, ok.p99_ms, marker="o", label="p99")
+    axes[0].axhline(p99_budget_ms, **DESIGN, label=f"p99 budget {p99_budget_ms:g} ms")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("IN list size (elements)")
+    axes[0].set_ylabel("read latency (ms)")
+    axes[1].plot(ok.in_size, ok.per_row_us, marker="o", label="mean latency / rows")
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("IN list size (elements)")
+    axes[1].set_ylabel("per-row cost (µs per row)")
+    for ax in axes:
+        ax.axvline(design_in_limit, **REFERENCE, label=f"design limit {design_in_limit}")
+        if recommended:
+            ax.axvline(recommended, **RECOMMENDED, label=f"recommended {recommended}")
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def twcs_sstable_counts(series: pd.DataFrame, final: pd.DataFrame) -> Any | None:
+    """Per table family (message_record in days, client_dedup in hours): live SSTables over
+    simulated time, measured (dots) against the window arithmetic (dashed), and after expiry (x)."""
+    if series is None or series.empty:
+        return None
+    families = list(dict.fromkeys(series.family))
+    fig, axes = _plt().subplots(1, len(families), figsize=WIDE_FIGSIZE, squeeze=False)
+    after = final.set_index("table").measured_after_expiry
+    for ax, family in zip(axes[0], families):
+        g = series[series.family == family]
+        unit = g.unit.iloc[0].lower()
+        scale = 86400 if unit == "days" else 3600
+        for table, t in g.groupby("table"):
+            line, = ax.plot(t.simulated_time_s / scale, t.predicted, linestyle="--", label=f"{table} predicted")
+            ax.plot(t.simulated_time_s / scale, t.measured, marker="o", linestyle="", color=line.get_color(),
+                    label=f"{table} measured")
+            if table in after.index:
+                ax.scatter([t.simulated_time_s.max() / scale + 0.5], [after[table]], marker="x", s=60,
+                           color=line.get_color(), label=f"{table} after expiry")
+        ax.set_xlabel(f"simulated time ({unit})")
+        ax.set_ylabel("live SSTables (count)")
+        ax.set_title(family)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def cpu_per_op(summary: pd.DataFrame) -> Any | None:
     """Server and load-generator CPU milliseconds per operation (medians over rounds, 95 %
     bootstrap intervals), side by side; log scale (a grouped read of 500 costs far more than a page)."""
     if summary is None or summary.empty:
         return None
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=FIGSIZE)
+    fig, ax = _plt().subplots(figsize=FIGSIZE)
     x = np.arange(len(summary))
     for i, (side, color) in enumerate((("server", "#1f77b4"), ("loadgen", "#ff7f0e"))):
         mid = summary[f"{side}_ms_per_op"].clip(lower=1e-3)

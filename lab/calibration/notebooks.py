@@ -228,22 +228,6 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
     return read_values(folder, executed)
 
 
-def run_notebooks(names: tuple[str, ...] | list[str], out_dir: Path | str, *, quick: bool = True,
-                  overrides: Mapping[str, Mapping[str, Any]] | None = None, config: ClusterConfig | None = None,
-                  **options: Any) -> dict[str, dict[str, Any]]:
-    """Several notebooks into one run folder, in order; ``capacity`` gets the b_row just measured."""
-    results: dict[str, dict[str, Any]] = {}
-    for name in names:
-        params = dict(QUICK_PARAMETERS.get(name, {}) if quick else {})
-        params.update((overrides or {}).get(name, {}))
-        if name == "capacity" and "b_row" in results and "b_row_values" not in params:
-            params["b_row_values"] = str(Path(out_dir).resolve() / "b_row" / VALUES_FILE)
-        if name == "capacity" and "cpu_cost" in results and "cpu_values" not in params:
-            params["cpu_values"] = str(Path(out_dir).resolve() / "cpu_cost" / VALUES_FILE)
-        results[name] = run_notebook(name, params, out_dir, config=config, **options)
-    return results
-
-
 # ---- JupyterLab ---------------------------------------------------------------------------
 _KERNELS_CHECKED: set[str] = set()
 

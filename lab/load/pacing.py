@@ -91,9 +91,6 @@ class UserPacer:
     def _end_ns(self, i: int) -> int:
         return self.t0_ns + int(self.stages[i].end_s * _NS)
 
-    def stage_index(self) -> int:
-        return self._stage
-
     def next_due(self, now_ns: int) -> int | None:
         """The due time of the next call (may be in the past: the user is behind), or None
         when the stage table is over. A user that joins late starts at the first call due

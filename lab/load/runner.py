@@ -88,7 +88,7 @@ class LoadOptions:
     staircase_max: float | None = None   # steps at 50/75/90/105% of this rate
     step_seconds: float = 20.0
     seed_size: str = "standard"
-    reactor: str | None = None           # driver reactor in the Locust processes (lab.reactors)
+    reactor: str | None = None           # driver reactor in the Locust processes (lab.cluster.reactors)
     native_threads: bool = True          # workers not gevent-patched; store calls in native threads
     node_id_base: int = 100
     interval_seconds: float = 1.0

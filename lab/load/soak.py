@@ -287,7 +287,7 @@ class Soak:
     def _retry(self, rng: random.Random) -> None:
         sent = self._pick_sent(rng)
         ack, _ = self._as_client("retry", lambda: self.store.send(sent.request))
-        with self._lock:  # lab.audit checks the replay names the first ack's message
+        with self._lock:  # lab.load.audit checks the replay names the first ack's message
             self._acks.append(_ack(sent.request, ack, replayed=ack.replayed))
 
     def _history(self, rng: random.Random) -> None:

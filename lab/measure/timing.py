@@ -42,10 +42,6 @@ class Timing:
         return self.ended_ns - self.started_ns
 
     @property
-    def elapsed_us(self) -> float:
-        return self.elapsed_ns / NS_PER_US
-
-    @property
     def elapsed_ms(self) -> float:
         return self.elapsed_ns / NS_PER_MS
 

@@ -1,4 +1,4 @@
-"""FaultPlan (lab.faults): armed points fire the requested number of times; unknown names are refused."""
+"""FaultPlan (lab.store.plumbing.faults): armed points fire the requested number of times; unknown names are refused."""
 from __future__ import annotations
 
 import pytest

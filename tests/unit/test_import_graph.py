@@ -2,7 +2,7 @@
 
 The same reading as ``/work/shared/tools/import_graph.py`` (every import statement, function
 level included, read with ``ast``; nothing of the project runs): a package-level edge from each
-``import lab.x...`` in a module of another package. Function-level imports count: one that only
+import of a lab module in a module of another package. Function-level imports count: one that only
 hides a cycle from import time is still a cycle for a reader.
 """
 from __future__ import annotations

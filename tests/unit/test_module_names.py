@@ -48,7 +48,7 @@ def test_the_check_sees_the_tree():
 
 
 def test_no_variable_is_called_lab():
-    """``lab.connection.execute`` must read as what it is: a module path, never a variable."""
+    """A dotted name that starts with ``lab`` reads as a module path: never a variable's."""
     import ast
 
     root = LAB.parent

@@ -1,4 +1,4 @@
-"""conversation_seq reservation windows (lab.sequence): durable, monotonic, disjoint across
+"""conversation_seq reservation windows (lab.store.write.sequence): durable, monotonic, disjoint across
 processes, bit-63 guarded. Pure: SQLite in tmp_path, no node."""
 from __future__ import annotations
 

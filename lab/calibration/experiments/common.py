@@ -247,9 +247,3 @@ def single_partition_rows(messages: pd.DataFrame, *, rows: int, first_seq: int, 
     out["client_message_id"] = [f"{conversation_id}-{s}" for s in seqs]
     return out
 
-
-def fmt_bytes(n: float) -> str:
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"

@@ -39,7 +39,7 @@ class CassandraAdmin(ClusterAdmin):
         else:
             for cp in config.contact_points:
                 self._targets.append((cp, cp, config.jmx_port, None))
-        # Persistent JMX helpers (lab.jmx), one per endpoint; nodetool is the fallback.
+        # Persistent JMX helpers (lab.cluster.admin.jmx), one per endpoint; nodetool is the fallback.
         self._shells: dict[tuple[str, int], Any] = {}
         self._shell_failed: set[tuple[str, int]] = set()
 

@@ -238,7 +238,7 @@ def _masked(secret: str) -> Iterator[None]:
 class SecureNode:
     """What a client needs to reach a secure embedded node (no password: that is the caller's)."""
 
-    state: Any  # lab.node.ClusterState
+    state: Any  # lab.cluster.embedded.node.ClusterState
     ca_file: Path
     role: str
     keyspace: str
@@ -272,7 +272,7 @@ def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
 
 
 def with_local_tls(options: Any) -> tuple[Any, TlsMaterial]:
-    """``options`` (lab.node.NodeOptions) with TLS on, from the certificates in ``<home>/tls``
+    """``options`` (lab.cluster.embedded.node.NodeOptions) with TLS on, from the certificates in ``<home>/tls``
     (made now if missing or not covering the nodes' addresses)."""
     from lab.cluster.embedded.node import EmbeddedCluster
 

@@ -5,8 +5,8 @@ the runner put in ``LAB_LOAD_PLAN`` and the cluster settings in ``LAB_*``. Users
 through :func:`context`. No store logic here: it opens the store, keeps the bookkeeping a
 load run needs (what was acked, where, when), and writes the process's files:
 
-    <load_dir>/hdr/<worker>.hlog      interval histograms (lab.hdr), every plan.interval_seconds
-    <load_dir>/acks/<worker>.csv      one line per SEND_ACK (lab.audit.AckLog)
+    <load_dir>/hdr/<worker>.hlog      interval histograms (lab.measure.hdr), every plan.interval_seconds
+    <load_dir>/acks/<worker>.csv      one line per SEND_ACK (lab.load.audit.AckLog)
     <load_dir>/totals/<worker>.json   run totals per operation, store alerts, request counts
 """
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 The 3-node cluster is this folder's shared one (``conftest.py``: started once for the folder,
 on its own loopback addresses and JMX ports, killed by its recorded PIDs at the end even when a
-test fails). The load is lab.soak's mixed load (sends with
+test fails). The load is lab.load.soak's mixed load (sends with
 client retries, history, batch reads, reactions, recalls) on driver threads, bounded in time
-and operations, and audited by lab.audit.
+and operations, and audited by lab.load.audit.
 
 The three tests run in order and share the cluster:
 

@@ -1,0 +1,190 @@
+"""lab.calibration.figures: each notebook figure from small hand-made tables (no cluster).
+
+Checked: the panels, their axis labels and scales, how many series each draws, the reference
+lines (design, recommended, budget) with their labels, and None when there is nothing to draw."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from lab.calibration import figures  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+def _legend(ax) -> list[str]:
+    legend = ax.get_legend()
+    return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def _bars(ax) -> list:
+    """The bar groups of an axes (error bars are containers too, of another kind)."""
+    from matplotlib.container import BarContainer
+
+    return [c for c in ax.containers if isinstance(c, BarContainer)]
+
+
+def _bar_groups(ax) -> int:
+    return len(_bars(ax))
+
+
+def test_b_row_by_table():
+    summary = pd.DataFrame({"table": ["message_record", "message_index"] * 2, "compression": ["lz4"] * 2 + ["none"] * 2,
+                            "b_row_mean_bytes": [300.0, 80.0, 700.0, 120.0], "b_row_ci_low_bytes": [290.0, 75, 680, 110],
+                            "b_row_ci_high_bytes": [310.0, 85, 720, 130]})
+    per_repeat = pd.DataFrame({"table": ["message_record"] * 3, "compression": ["lz4"] * 3, "b_row_bytes": [295, 300, 305]})
+    partition = pd.DataFrame({"compression": ["lz4", "none"], "bytes_at_width": [1.2e6, 2.9e6],
+                              "design_bytes_at_width": [4096 * 600] * 2})
+    fig = figures.b_row_by_table(summary, per_repeat, partition, compressions=("lz4", "none"), design_b_row_bytes=600)
+    left, right = fig.axes
+    assert _bar_groups(left) == 2  # one bar group per compression
+    assert [t.get_text() for t in left.get_xticklabels()] == ["message_record", "message_index"]
+    from matplotlib.collections import PathCollection
+
+    dots = [c for c in left.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
+    assert len(dots) == 1 and len(dots[0].get_offsets()) == 3  # a dot per repeat (message_record, lz4)
+    assert _legend(left) == ["design b_row 600 B", "compression: lz4", "compression: none"]
+    assert left.get_ylabel().startswith("live disk bytes per row")
+    assert right.get_ylabel() == "partition size at 4096 rows (MB)"
+    assert [round(p.get_height(), 2) for p in _bars(right)[0]] == [1.2, 2.9]
+    assert figures.b_row_by_table(summary.iloc[:0], per_repeat, partition, compressions=("lz4",),
+                                  design_b_row_bytes=600) is None
+    no_partition = figures.b_row_by_table(summary, per_repeat, partition.iloc[:0], compressions=("lz4", "none"),
+                                          design_b_row_bytes=600)
+    assert not no_partition.axes[1].axison
+
+
+def test_b_row_mixes_with_and_without_a_model():
+    by_mix = pd.DataFrame({"mix": ["text_only", "media_heavy", "chat_mix"], "fitted": [True, True, False],
+                           "b_row_mean_bytes": [200.0, 2500.0, 600.0], "b_row_ci_low_bytes": [190.0, 2400, 580],
+                           "b_row_ci_high_bytes": [210.0, 2600, 620], "payload_bytes": [100.0, 50, 80],
+                           "media_metadata_bytes": [0.0, 40, 10], "thumbnail_bytes": [0.0, 2000, 300]})
+
+    class Model:
+        def predict(self, x):
+            return {"mean": 150 + x["payload_bytes"] + x["media_metadata_bytes"] + x["thumbnail_bytes"]}
+
+    fig = figures.b_row_mixes(by_mix, Model())
+    left, right = fig.axes
+    assert left.get_yscale() == "log" and _bar_groups(left) == 1
+    assert [t.get_text() for t in left.get_xticklabels()][-1] == "chat_mix\n(held out)"
+    assert sorted(_legend(right)) == ["fitted mixes", "held-out profile", "predicted = measured"]
+    assert len(right.collections) == 2 and right.get_xscale() == right.get_yscale() == "log"
+    assert not figures.b_row_mixes(by_mix, None).axes[1].axison
+    assert figures.b_row_mixes(by_mix.iloc[:0], None) is None
+
+
+def test_capacity_tiers():
+    sizing = pd.DataFrame({"source": ["design"] * 2 + ["measured"] * 2 + ["my_mix"] * 2,
+                           "messages_per_day": [2e7, 1e8] * 3, "resident_tb": [15.8, 79.0, 8.0, 40.0, 12.0, 60.0],
+                           "b_row_bytes": [600.0] * 2 + [300.0] * 2 + [450.0] * 2})
+    sensitivity = pd.DataFrame({"b_row_bytes": np.linspace(100, 1200, 12), "resident_tb": np.linspace(2.6, 31.5, 12)})
+    fig = figures.capacity_tiers(sizing, sensitivity, design_b_row_bytes=600, measured_b_row_bytes=300)
+    left, right = fig.axes
+    assert _bar_groups(left) == 3 and all(len(c) == 2 for c in _bars(left))
+    assert [t.get_text() for t in left.get_xticklabels()] == ["20 M", "100 M"]
+    bars = sorted(p.get_x() for c in _bars(left) for p in c)
+    assert all(b - a > 0 for a, b in zip(bars, bars[1:]))  # three sources side by side, none overlapping
+    assert _legend(left) == ["design b_row 600 B", "measured b_row 300 B", "my_mix b_row 450 B"]
+    assert _legend(right) == ["design 600 B", "measured 300 B"] and len(right.lines) == 3
+    fig = figures.capacity_tiers(sizing, sensitivity, design_b_row_bytes=600, measured_b_row_bytes=None)
+    assert _legend(fig.axes[1]) == ["design 600 B"]
+
+
+def test_empty_bucket_pages():
+    summary = pd.DataFrame({"scan_limit": [8, 8, 8, 16, 16, 16], "run": [0, 8, 12] * 2, "requests": [2, 10, 10, 2, 10, 14],
+                            "p50_ms": [1.0, 3.0, 3.1, 1.0, 3.0, 4.0],
+                            "stopped_on_empty": [False, False, True, False, False, False]})
+    holes = pd.DataFrame({"empty_buckets": [0, 0, 1, 2, 5]})
+    fig = figures.empty_bucket_pages(summary, holes, design_scan_limit=8, required=3)
+    requests, latency, hist = fig.axes
+    assert len(requests.lines) == 2 and len(latency.lines) == 2  # one line per scan limit
+    assert len(requests.collections[0].get_offsets()) == 1  # one stopped page of limit 8
+    assert _legend(requests) == ["max scan 8", "max scan 16"]
+    assert _legend(hist) == ["design 8", "workload needs 3"] and hist.get_yscale() == "log"
+    assert sum(p.get_height() for p in hist.patches) == 5
+    assert figures.empty_bucket_pages(summary.iloc[:0], holes, design_scan_limit=8, required=3) is None
+
+
+def test_grouped_vs_naive():
+    summary = pd.DataFrame({"shape": ["s1_group_500", "s1_group_500", "s1_dms_20x5", "s1_dms_20x5"],
+                            "method": ["grouped", "naive"] * 2, "record_reads": [1, 500, 20, 100],
+                            "us_per_entry": [10.0, 90.0, 30.0, 95.0]})
+    fig = figures.grouped_vs_naive(summary)
+    requests, latency = fig.axes
+    assert _bar_groups(requests) == _bar_groups(latency) == 2
+    assert [p.get_height() for p in _bars(requests)[1]] == [500, 100]  # naive, per shape in order
+    assert _legend(requests) == ["grouped", "naive"] and requests.get_yscale() == "log"
+    assert latency.get_ylabel() == "p50 latency per joined entry (µs)"
+
+
+def test_in_list_latency():
+    per_size = pd.DataFrame({"in_size": [1, 10, 100, 1000], "ok": [True, True, True, False],
+                             "p50_ms": [1.0, 1.5, 4.0, None], "p99_ms": [3.0, 4.0, 20.0, None],
+                             "per_row_us": [1000.0, 150.0, 40.0, None]})
+    fig = figures.in_list_latency(per_size, p99_budget_ms=50, design_in_limit=100, recommended=10)
+    lat, cost = fig.axes
+    assert [len(line.get_xdata()) for line in lat.lines[:2]] == [3, 3]  # the refused size is not drawn
+    assert _legend(lat) == ["p50", "p99", "p99 budget 50 ms", "design limit 100", "recommended 10"]
+    assert _legend(cost) == ["mean latency / rows", "design limit 100", "recommended 10"]
+    assert cost.get_xscale() == cost.get_yscale() == "log"
+    fig = figures.in_list_latency(per_size, p99_budget_ms=50, design_in_limit=100, recommended=None)
+    assert "recommended 10" not in _legend(fig.axes[0])
+    assert figures.in_list_latency(per_size[~per_size.ok], p99_budget_ms=50, design_in_limit=100,
+                                   recommended=None) is None
+
+
+def test_twcs_sstable_counts():
+    rows = []
+    for family, unit, tables in (("message_record", "Days", ("message_record_w1", "message_record_w7")),
+                                 ("client_dedup", "hours", ("client_dedup_w1",))):
+        for table in tables:
+            for step in range(1, 4):
+                rows.append({"family": family, "unit": unit, "table": table, "simulated_time_s":
+                             step * (86400 if unit == "Days" else 3600), "measured": step, "predicted": step})
+    final = pd.DataFrame({"table": ["message_record_w1", "message_record_w7", "client_dedup_w1"],
+                          "measured_after_expiry": [1, 2, 0]})
+    fig = figures.twcs_sstable_counts(pd.DataFrame(rows), final)
+    records, dedup = fig.axes
+    assert records.get_title() == "message_record" and records.get_xlabel() == "simulated time (days)"
+    assert dedup.get_xlabel() == "simulated time (hours)"
+    assert len(records.lines) == 4 and len(dedup.lines) == 2  # predicted + measured per table
+    assert len(records.collections) == 2  # after expiry, per table
+    assert _legend(dedup) == ["client_dedup_w1 predicted", "client_dedup_w1 measured", "client_dedup_w1 after expiry"]
+    assert list(records.lines[0].get_xdata()) == [1, 2, 3]
+
+
+def test_cpu_per_op():
+    summary = pd.DataFrame({"op": ["send", "history_latest"], "rate_requested": [60.0, 100.0],
+                            "server_ms_per_op": [2.0, 0.5], "server_ms_per_op_ci_low": [1.5, None],
+                            "server_ms_per_op_ci_high": [2.5, None], "loadgen_ms_per_op": [1.0, 0.3],
+                            "loadgen_ms_per_op_ci_low": [0.9, 0.2], "loadgen_ms_per_op_ci_high": [1.1, 0.4]})
+    ax, = figures.cpu_per_op(summary).axes
+    assert _bar_groups(ax) == 2 and _legend(ax) == ["server (net of idle)", "load generator"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["send\n60/s", "history_latest\n100/s"]
+    assert ax.get_yscale() == "log"
+    assert figures.cpu_per_op(summary.iloc[:0]) is None
+
+
+def test_notebooks_plot_through_these_functions_only():
+    """No inline matplotlib in a notebook: a plot worth showing is worth a tested function here."""
+    import json
+    from pathlib import Path
+
+    inline = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "code" and any(s in source for s in ("matplotlib", "plt.", "subplots(", "axes[")):
+                inline.append(f"{path.name} cell {i}")
+    assert inline == []
