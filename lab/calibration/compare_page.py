@@ -100,7 +100,7 @@ def _too_few_notes(reasons: list[tuple[int, float, str]]) -> list[str]:
         return []
     n, p, where = max(reasons)
     why = too_few(-p, n)
-    rule = ", ".join(f"a {_LABEL[k]} {min_samples(SUMMARY_PERCENTILES[k]):,}" for k in ("p90", "p99", "p999"))
+    rule = ", ".join(f"{_LABEL[k]} from {min_samples(SUMMARY_PERCENTILES[k]):,} calls" for k in ("p90", "p99", "p999"))
     return [f"  {TOO_FEW}: {why} ({where}, the most calls among them); a percentile is shown from 10 calls beyond "
             f"it: {rule}"]
 

@@ -186,7 +186,8 @@ def summary_lines(s: Any) -> Iterator[str]:
     yield from steps_lines(s)
     late = s.in_flight_at_end
     if late is not None and late.count:
-        yield (f"  in flight at the end: {units.count(late.count)} calls finished after the measured window "
+        calls = "1 call" if late.count == 1 else f"{units.count(late.count)} calls"
+        yield (f"  in flight at the end: {calls} finished after the measured window "
                "(not counted as achieved, nor in the latencies above)")
     cpu = s.verdict.loader_cpu_percent_of_core if s.verdict is not None else {}
     if cpu:

@@ -179,7 +179,7 @@ def verdict(test: IntervalTest, *, significant: bool | None, p_adjusted: float |
     """The words a table shows for one test after the multiple-comparison correction."""
     if test.test is None:
         return test.reason or "no test"
-    p = f"p={test.p_value:.2g}" + (f", Holm {p_adjusted:.2g}" if p_adjusted is not None else "")
+    p = f"p={test.p_value:.2g}" + (f", {p_adjusted:.2g} after Holm" if p_adjusted is not None else "")
     ci = f"B/A {test.ratio:.2f} (95% CI {test.ratio_ci_low:.2f}-{test.ratio_ci_high:.2f})"
     if significant:
         return f"{change_words(test.ratio)}, {p}; {ci}"

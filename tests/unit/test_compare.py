@@ -118,6 +118,7 @@ def test_too_few_intervals_and_too_few_calls_are_said(tmp_path):
     assert t["p_value"] is None and t["verdict"] == "10 intervals: too few for a test (needs 20 per run)"
     text = to_text(cmp)
     assert "too few: n=200: too few for p99" in text  # 10 s x 20 calls of send: a p99 needs 1,000
+    assert "p90 from 100 calls, p99 from 1,000 calls, p99.9 from 10,000 calls" in text
     assert "too few" in to_html(cmp)
 
 

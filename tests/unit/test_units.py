@@ -81,6 +81,15 @@ def test_a_tail_percentile_of_few_calls_reads_too_few():
     assert "p99 from 1,000 calls, p99.9 from 10,000" in text
 
 
+def test_calls_in_flight_at_the_end_are_counted_in_words():
+    import dataclasses
+
+    base = _summary(fixed=True, acks=AckCounts(measured=5))
+    for n, words in ((1, "in flight at the end: 1 call finished"), (4, "in flight at the end: 4 calls finished")):
+        late = dataclasses.replace(base.operations["send"], count=n)
+        assert words in "\n".join(summary_lines(dataclasses.replace(base, in_flight_at_end=late)))
+
+
 def test_closed_loop_summary_says_it_is_service_time():
     text = "\n".join(summary_lines(_summary(fixed=False, acks=AckCounts(seed=28, measured=100))))
     assert "service time (closed loop" in text and "corrected p50" not in text
