@@ -5,6 +5,7 @@ the real node ``make test`` starts, or the cluster named by ``LAB_*`` variables,
 fixtures live in ``tests/node/conftest.py``. Nothing here fakes the database."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,22 @@ def report(results_dir):
         _REPORTS.append((title, text, path))
         return path
     return add
+
+
+@pytest.fixture(scope="session")
+def notebook_artifacts():
+    """``notebook_artifacts(folder, name, figure)``: a notebook run left its executed notebook, its HTML
+    with the figures embedded, ``<figure>.png``, values.json and conclusion.md, and papermill injected
+    the parameters beside the notebook's own ``parameters`` cell."""
+    def check(folder: Path, name: str, figure: str) -> None:
+        assert (folder / f"{name}.ipynb").exists()
+        assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
+        assert (folder / f"{figure}.png").stat().st_size > 5_000
+        assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
+        executed = json.loads((folder / f"{name}.ipynb").read_text())
+        tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
+        assert ["parameters"] in tags and ["injected-parameters"] in tags
+    return check
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -55,7 +55,7 @@ from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
 from lab.store.write.recall import EditResult, RecallPath, RecallResult
 from lab.store.write.recovery import Recovery
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
-from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendRequest, WritePath
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendPath, SendRequest
 from lab.store.write.sequence import Allocation, SequenceAllocator
 from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
 from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL,
@@ -91,7 +91,7 @@ class _Parts:
     outbox: Outbox
     sequences: SequenceAllocator
     head_writer: HeadWriter
-    write_path: WritePath
+    send_path: SendPath
     archiver: HistoryArchiver
     recall_path: RecallPath
     recovery: Recovery
@@ -183,7 +183,7 @@ class MessageStore:
                                  on_change=batch_reader.cache.discard, hot=hot)
         parts = _Parts(
             ctx=ctx, outbox=log, sequences=sequences, head_writer=head_writer,
-            write_path=WritePath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode,
+            send_path=SendPath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode,
                                  hot=hot),
             archiver=HistoryArchiver(ctx, log), recall_path=recall_path,
             recovery=Recovery(ctx, outbox=log, recall_path=recall_path, head=head_writer, state_dir=state_dir),
@@ -251,7 +251,7 @@ class MessageStore:
     def send(self, request: SendRequest) -> SendAck:
         """§5.1: dedup reserve, allocate, record (+index), outbox, COMMITTED, ack; head async.
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
-        return self._parts.write_path.send(request)
+        return self._parts.send_path.send(request)
 
     def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
                actor_id: IdLike) -> RecallResult:

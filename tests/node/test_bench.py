@@ -68,9 +68,9 @@ def test_request_counts_match_what_each_method_is(bench):
     send = comps["send_throughput"]["methods"]
     # bare: exactly one LWT per call; the write path: one dedup LWT per send plus its plain writes
     assert send["bare_lwt_insert"]["requests"] == {"client_dedup": {"lwt": TINY.send_ops}}
-    assert send["full_write_path"]["requests"]["client_dedup"]["lwt"] == TINY.send_ops
-    assert send["full_write_path"]["requests"]["message_record"]["write"] == TINY.send_ops
-    assert send["full_write_path"]["requests_per_op"] > send["bare_lwt_insert"]["requests_per_op"]
+    assert send["send"]["requests"]["client_dedup"]["lwt"] == TINY.send_ops
+    assert send["send"]["requests"]["message_record"]["write"] == TINY.send_ops
+    assert send["send"]["requests_per_op"] > send["bare_lwt_insert"]["requests_per_op"]
     # the floors: the write path's statements, once each per call (the head write inline); the outbox
     # append is no CQL request, so both floors issue the same statements
     for floor in ("send_floor", "send_floor_without_outbox"):
@@ -80,7 +80,7 @@ def test_request_counts_match_what_each_method_is(bench):
     # the store sends its floor plus the head reads: at most one head write per send, the head read
     # before each head write (§2.4's compare, fencing) and one per conversation its writer had not
     # written yet (the fencing check of a first send)
-    full = send["full_write_path"]["requests"]
+    full = send["send"]["requests"]
     head_writes = full["conversation_head"].get("write", 0)
     assert head_writes <= TINY.send_ops
     assert full["conversation_head"].get("point_read", 0) <= head_writes + TINY.send_conversations

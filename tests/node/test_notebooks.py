@@ -21,17 +21,7 @@ def run_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("notebooks")
 
 
-def _artifacts(folder: Path, name: str, figure: str) -> None:
-    assert (folder / f"{name}.ipynb").exists()
-    assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
-    assert (folder / f"{figure}.png").stat().st_size > 5_000
-    assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
-    executed = json.loads((folder / f"{name}.ipynb").read_text())
-    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
-    assert ["parameters"] in tags and ["injected-parameters"] in tags
-
-
-def test_b_row(run_dir, cluster_config, connection, admin):
+def test_b_row(run_dir, notebook_artifacts, cluster_config, connection, admin):
     values = run_notebook("b_row", {"rows": 300, "min_repeats": 2, "max_repeats": 3, "target_rel_half_width": 0.5,
                                     "partition_rows": 256, "compression_repeats": 2, "keep_keyspaces": True,
                                     "fit_mixes": ["text_only", "text_long", "files_audio", "photos_small_thumbs"],
@@ -39,7 +29,7 @@ def test_b_row(run_dir, cluster_config, connection, admin):
                           run_dir, config=cluster_config)
     folder = run_dir / "b_row"
     try:
-        _artifacts(folder, "b_row", "b_row")
+        notebook_artifacts(folder, "b_row", "b_row")
         assert 150 < values["b_row_bytes"] < 10_000
         if values["b_row_precision"]["steps"] >= 5:
             assert values["b_row_ci_low_bytes"] <= values["b_row_bytes"] <= values["b_row_ci_high_bytes"]
@@ -90,12 +80,12 @@ def test_b_row(run_dir, cluster_config, connection, admin):
             drop_keyspace(connection, values["keyspace"])
 
 
-def test_in_limit(run_dir, cluster_config):
+def test_in_limit(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "min_rounds": 5,
                                        "max_rounds": 5, "probe_sizes": [500], "p99_budget_ms": 10_000,
                                        "show_progress": False}, run_dir, config=cluster_config)
     folder = run_dir / "in_limit"
-    _artifacts(folder, "in_limit", "in_limit")
+    notebook_artifacts(folder, "in_limit", "in_limit")
     per_size = pd.read_csv(folder / "per_size.csv")
     assert list(per_size.in_size) == [1, 10, 50, 100, 200]
     # the client's CPU per round is recorded; a loader-bound round (over 70% of its core) is not used
@@ -121,13 +111,13 @@ def test_in_limit(run_dir, cluster_config):
     assert values["design_in_limit"] == 100
 
 
-def test_empty_buckets(run_dir, cluster_config):
+def test_empty_buckets(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "min_rounds": 1,
                                             "max_rounds": 1,
                                             "hole_messages": 5000, "show_progress": False}, run_dir,
                           config=cluster_config)
     folder = run_dir / "empty_buckets"
-    _artifacts(folder, "empty_buckets", "empty_buckets")
+    notebook_artifacts(folder, "empty_buckets", "empty_buckets")
     summary = pd.read_csv(folder / "summary.csv")
     for r in summary.itertuples():
         assert r.consistent
@@ -146,13 +136,13 @@ def test_empty_buckets(run_dir, cluster_config):
     assert values["recommended_scan_limit"] >= 8 and values["workload_holes"] > 0
 
 
-def test_twcs_sstables(run_dir, cluster_config, connection, admin):
+def test_twcs_sstables(run_dir, notebook_artifacts, cluster_config, connection, admin):
     values = run_notebook("twcs_sstables", {"record_days": 8, "dedup_hours": 7, "rows_per_interval": 3,
                                             "short_ttl_seconds": 10, "keep_keyspace": True, "show_progress": False},
                           run_dir, config=cluster_config)
     ks = values["keyspace"]
     try:
-        _artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
+        notebook_artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
         final = pd.read_csv(run_dir / "twcs_sstables" / "final.csv")
         assert set(final.table) == {"message_record_w1d", "message_record_w7d", "client_dedup_w1h", "client_dedup_w6h"}
         assert values["all_match_prediction"] and values["expiry_matches_prediction"]
@@ -169,10 +159,10 @@ def test_twcs_sstables(run_dir, cluster_config, connection, admin):
         drop_keyspace(connection, ks)
 
 
-def test_grouped_reads(run_dir, cluster_config):
+def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1, "density_trace_repeats": 2,
                                             "show_progress": False}, run_dir, config=cluster_config)
-    _artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
+    notebook_artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
     # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
     assert values["s1_group_500_grouped_entries"] == 500
     assert values["s1_group_500_grouped_record_reads"] <= 2
@@ -217,3 +207,84 @@ def test_a_notebook_takes_the_outbox_and_hot_window_and_names_them(run_dir, clus
     executed = json.loads((tmp_path / "in_limit" / "in_limit.ipynb").read_text())
     injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
     assert '"outbox": "kafka"' in injected and "password" not in injected
+
+
+SMALL_CPU_DATASET = {"group_backlog": 60, "dm_count": 3, "dm_backlog": 5, "history_conversations": 2,
+                     "history_rows": 120}
+
+
+# Stated CPU costs (ms of server CPU per operation at RF 1), not a measurement: the test checks the
+# model check's arithmetic from them against the operations its mixed windows completed and the
+# CPU the node spent (measured); cpu_cost's own tests measure costs. Running cpu_cost here would
+# cost a minute of the suite's budget.
+STATED_MS_PER_OP = {"send": 2.0, "history_latest": 1.0}
+
+
+@pytest.fixture(scope="module")
+def calibration_inputs(run_dir, cluster_config):
+    """b_row's values (test_b_row's run: a row model over four mixes; a tiny real run when it did
+    not run) and a cpu_cost values file with STATED_MS_PER_OP: what model_check predicts from."""
+    from lab.calibration.experiments import b_row
+    from lab.calibration.experiments.common import Output, open_testbed
+
+    folder = run_dir / "inputs"
+    (folder / "b_row").mkdir(parents=True, exist_ok=True)
+    if (run_dir / "b_row" / "values.json").exists():
+        (folder / "b_row" / "values.json").write_text((run_dir / "b_row" / "values.json").read_text())
+    else:
+        with open_testbed(cluster_config) as testbed:
+            r = b_row.run(testbed, b_row.Params(rows=300, min_repeats=2, max_repeats=2, partition_rows=0,
+                                                compressions=("lz4",), fit_rows=150, fit_repeats=2, show_progress=False,
+                                                fit_mixes=("text_only", "text_long", "files_audio",
+                                                           "photos_small_thumbs")), constants=load_constants())
+            Output(folder / "b_row").record(r.values())
+    cpu = {"operations": list(STATED_MS_PER_OP), "server": "cassandra", "measured_replication_factor": 1}
+    for op, ms in STATED_MS_PER_OP.items():
+        cpu |= {f"cpu_{op}_server_ms_per_op": ms, f"cpu_{op}_requests_per_op": 1.0}
+    (folder / "cpu_cost").mkdir(parents=True, exist_ok=True)
+    (folder / "cpu_cost" / "values.json").write_text(json.dumps(cpu))
+    return folder
+
+
+def test_model_check(cluster_config, calibration_inputs):
+    """The experiment the model_check notebook runs (called directly: no kernel, no figure; the
+    suite's time budget), on the shared node at RF 1."""
+    from lab.calibration.experiments import model_check
+    from lab.calibration.experiments.common import open_testbed
+
+    params = model_check.Params(b_row_values=str(calibration_inputs / "b_row" / "values.json"),
+                                cpu_values=str(calibration_inputs / "cpu_cost" / "values.json"),
+                                sends=300, cpu_rates={"send": 4.0, "history_latest": 4.0}, cpu_rounds=2,
+                                cpu_window_seconds=2.0, cpu_idle_seconds=1.0, cpu_dataset=SMALL_CPU_DATASET,
+                                diagnose_rounds=0, sstable_days=8, sstable_rows_per_day=4, show_progress=False)
+    with open_testbed(cluster_config) as testbed:
+        result = model_check.run(testbed, params, constants=load_constants())
+    values, checks = result.values(), result.table()
+    assert values["single_node"] is (values["nodes"] == 1) and values["sends"] == 300
+    assert "space_amp (conversation_head bytes)" in values["inputs"]["missing"]
+    # disk: every table the sends wrote, measured from the node's files; the row model predicts the records
+    disk = checks[checks.quantity == "disk"]
+    assert {"message_record", "message_index", "client_dedup", "conversation_head"} <= set(disk.table.dropna())
+    rec = disk[disk.table == "message_record"].iloc[0]
+    assert rec.predicted > 0 and abs(rec.error) < 0.25
+    assert pd.isna(disk[disk.table == "conversation_head"].predicted).all()  # no space_amp input: not predicted
+    assert values["model_check_disk_error"] == pytest.approx(
+        disk[(disk.scope == "cluster") & disk.table.isna()].iloc[0].error)
+    # CPU: predicted from the operations the mixed windows completed, measured net of idle; a
+    # loader-bound window (this process the bottleneck on a busy machine) is named and left out
+    load = values["load"]
+    assert load["ops_by_kind"]["send"] > 0 and load["limits"]["max_loader_cpu_percent_of_core"] > 0
+    assert (load["verdict"] == "loader-bound") == bool(load["loader_bound_rounds"])
+    cpu = checks[(checks.quantity == "cpu") & (checks.scope == "cluster")]
+    if len(load["loader_bound_rounds"]) == 2:
+        assert cpu.empty and "loader-bound" in values["skipped"]["cpu"]
+    else:
+        assert cpu.iloc[0].measured != 0
+        if not load["loader_bound_rounds"]:  # at RF 1: the stated cost of every completed operation
+            done = load["ops_by_kind"]
+            assert cpu.iloc[0].predicted == pytest.approx(sum(STATED_MS_PER_OP[op] * n for op, n in done.items()) / 1000)
+    # SSTables: the window arithmetic is exact per node
+    sst = checks[checks.quantity == "sstables"]
+    assert set(sst.table) == {"message_record", "client_dedup"} and sst.met.all()
+    assert values["model_check_sstables_met"] is True
+    assert "**Model check**" in model_check.conclusion(result)

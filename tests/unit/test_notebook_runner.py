@@ -15,16 +15,6 @@ def run_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("notebooks")
 
 
-def _artifacts(folder: Path, name: str, figure: str) -> None:
-    assert (folder / f"{name}.ipynb").exists()
-    assert (folder / f"{name}.html").stat().st_size > 10_000  # figures embedded
-    assert (folder / f"{figure}.png").stat().st_size > 5_000
-    assert (folder / "values.json").exists() and (folder / "conclusion.md").exists()
-    executed = json.loads((folder / f"{name}.ipynb").read_text())
-    tags = [c["metadata"].get("tags", []) for c in executed["cells"]]
-    assert ["parameters"] in tags and ["injected-parameters"] in tags
-
-
 def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path, capfd):
     with pytest.raises(CalibrationError) as info:
         run_notebook("capacity", {"tiers": ["not a number"]}, tmp_path)
@@ -37,11 +27,11 @@ def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path, ca
     assert (tmp_path / "capacity" / "capacity.html").exists()
 
 
-def test_capacity_reads_the_measured_b_row(run_dir):
+def test_capacity_reads_the_measured_b_row(run_dir, notebook_artifacts):
     b_row_values = run_dir / "b_row" / "values.json"
     params = {"b_row_values": str(b_row_values)} if b_row_values.exists() else {"b_row_bytes": 1200.0}
     values = run_notebook("capacity", params, run_dir)
-    _artifacts(run_dir / "capacity", "capacity", "capacity")
+    notebook_artifacts(run_dir / "capacity", "capacity", "capacity")
     assert values["resident_tb_design_20000000"] == pytest.approx(15.768, rel=1e-3)  # §7: ~= 15.8 TB
     measured = values["b_row_measured_bytes"]
     assert values["resident_tb_measured_20000000"] == pytest.approx(15.768 * measured / 600, rel=1e-3)

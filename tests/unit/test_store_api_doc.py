@@ -21,6 +21,6 @@ def test_every_public_member_is_documented():
 
 
 def test_the_parts_are_not_public():
-    parts = {"ctx", "sequences", "head_writer", "write_path", "recall_path", "outbox", "archiver",
+    parts = {"ctx", "sequences", "head_writer", "send_path", "recall_path", "outbox", "archiver",
              "history_reader", "batch_reader", "encryptor", "reactions"}
     assert parts & _public_members() == set()

@@ -4,7 +4,7 @@ node in the same run. A benchmark, not a test: it measures and writes, it assert
 Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``):
 
 ``send_throughput``
-    ``full_write_path`` = ``store.send`` (§5.1: allocate, seal, dedup LWT, message_record +
+    ``send`` = ``store.send`` (§5.1: allocate, seal, dedup LWT, message_record +
     message_index, outbox append (SQLite, fsync), COMMITTED, ack, conversation_head update) vs
     ``send_floor`` = the same statements issued raw (lab.bench.store_paths.floors: dedup LWT, record +
     index together, COMMITTED, head write; values built before the run) vs ``bare_lwt_insert`` =

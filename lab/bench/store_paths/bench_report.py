@@ -99,7 +99,7 @@ def _x99(ratio: Any, *sides: MethodResult) -> str:
 def closing_note(report: StoreBenchReport) -> str:
     env, c = report.environment, report.comparisons
     s = c["send_throughput"]
-    f, b = s.methods["full_write_path"], s.methods["bare_lwt_insert"]
+    f, b = s.methods["send"], s.methods["bare_lwt_insert"]
     fl = s.methods.get("send_floor")
     h = c["history_latest_page"]
     hh, hb = h.methods["history"], h.methods["bare_select"]

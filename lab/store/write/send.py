@@ -76,7 +76,7 @@ from lab.store.write.sequence import SequenceAllocator
 if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
-__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendRequest", "WritePath",
+__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendPath", "SendRequest",
            "message_log_record", "record_statements"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
@@ -208,7 +208,7 @@ def message_log_record(record: EncodedRecord) -> OutboxRecord:
                         conversation_seq=record.conversation_seq, payload=MessagePayload(record=record))
 
 
-class WritePath:
+class SendPath:
     def __init__(self, ctx: StoreContext, *, outbox: Outbox, sequences: SequenceAllocator, head: HeadWriter,
                  archiver_mode: bool = False, hot: HotWindow | None = None, fencing: Fencing | None = None) -> None:
         self.ctx = ctx
