@@ -341,8 +341,13 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
     lo, hi = number(stated.get("ci_low")), number(stated.get("ci_high"))
     current = entry.value
     if rule == "interval":
-        inside = lo is not None and hi is not None and lo <= float(current) <= hi
-        recommended = current if inside or measured is None else round_like(measured, current)
+        if lo is None or hi is None:  # too few rounds for an interval: nothing to recommend from
+            recommended = current
+            if measured is not None:
+                what += " [too few rounds for an interval: no recommendation]"
+        else:
+            inside = lo <= float(current) <= hi
+            recommended = current if inside or measured is None else round_like(measured, current)
     elif rule == "notebook":
         rec = number(stated.get("recommended"))
         recommended = current if rec is None else round_like(rec, current)
