@@ -12,8 +12,11 @@
     propose       the proposed appendix_b.toml change as a reviewable diff (tomlkit round trip)
     decisions     one decision per constant: keep/change, precision, agreement, TB and nodes, caveats
     report        report.html (self-contained): decisions first, then the evidence
+    capacity_section  the report's capacity section: nodes per tier, their inputs' sources, the model check
     disk_sizing   the §7 formula (disk): resident bytes, partitions, disk-bound nodes, the sizing projection
     cpu_sizing    the CPU side: cores and nodes from CPU per operation, beside the disk-bound count
+    amplification lsm_space_amp's definitions: bytes on disk, live bytes, compressed time, steady state, peak
+    predictions   the capacity model's predictions for a run it did not see, and how each is judged (model check)
     rundata       what a run folder holds (calibration, load, notebooks from JupyterLab) for ``lab compare``
     compare       ``lab compare``: two runs side by side (if comparable), constants' agreement, per-interval tests
     compare_page  what ``lab compare`` prints and writes (text, index.html, comparison.json)

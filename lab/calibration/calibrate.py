@@ -121,7 +121,8 @@ def _write(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
 
 def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
     """(notebook, parameters) in suite order: quick parameters (or the notebooks' own defaults
-    in full mode) updated by ``overrides``; capacity reads the b_row and CPU costs of this run."""
+    in full mode) updated by ``overrides``; capacity and model_check read the values of this
+    run's b_row, cpu_cost and space_amp (:data:`lab.calibration.notebooks.RUN_INPUTS`)."""
     from lab.calibration import notebooks as nbs
 
     names = tuple(options.notebooks) if options.notebooks is not None else nbs.NOTEBOOKS
@@ -136,11 +137,8 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
             params["constants_file"] = str(Path(options.constants_path).resolve())
         params.update(options.overrides.get(name, {}))
         _check_parameters(name, params, options)
-        if (name == "capacity" and run_dir is not None and "b_row" in names and "b_row_values" not in params
-                and "b_row_bytes" not in params):
-            params["b_row_values"] = str((run_dir / "b_row" / nbs.VALUES_FILE).resolve())
-        if name == "capacity" and run_dir is not None and "cpu_cost" in names and "cpu_values" not in params:
-            params["cpu_values"] = str((run_dir / "cpu_cost" / nbs.VALUES_FILE).resolve())
+        if run_dir is not None:
+            params = nbs.with_run_inputs(name, params, run_dir, names)
         out.append((name, params))
     return out
 

@@ -8,7 +8,7 @@ test pins them without a node:
     decision(c)          keep 600 B / change 600 -> 1,235 B / keep (inconclusive) / keep (a policy)
     precision_text(c)    ±1.8% (target ±2%: reached) / ±6% (target ±2%: time budget ran out)
     agreement_text(c)    agrees with run X / disagrees (B - A = ...) / no previous full run here
-    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row only)
+    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row, lsm_space_amp)
     caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
 """
 from __future__ import annotations
@@ -81,11 +81,13 @@ def agreement_text(c: Mapping[str, Any], *, mode: str | None = None) -> str:
     return f"{a['status']} with run {a.get('previous_run', '?')}" + (f": {a['detail']}" if a.get("detail") else "")
 
 
-def _sizing(b_row: float, constants: Any) -> Any:
+MEASURED_CAPACITY_CONSTANTS = ("b_row_bytes", "lsm_space_amp")  # the §7 factors a notebook measures
+
+
+def _sizing(constants: Any) -> Any:
     from lab.calibration.disk_sizing import project_sizing
 
-    return project_sizing(constants=constants.replace(b_row_bytes=float(b_row)),
-                          usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
+    return project_sizing(constants=constants, usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
 
 
 def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
@@ -93,12 +95,13 @@ def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
     appendix B, 3.84 TB disks at 50 %)."""
     if name not in CAPACITY_CONSTANTS:
         return "none on TB or nodes (no term of §7)"
-    if name != "b_row_bytes" or c.get("measured") is None:
+    if name not in MEASURED_CAPACITY_CONSTANTS or c.get("measured") is None:
         return "—"
     from lab.constants import Constants
 
     constants = constants or Constants.appendix_b()
-    now, then = _sizing(c["current"], constants), _sizing(c["recommended"], constants)
+    now = _sizing(constants.replace(**{name: c["current"]}))
+    then = _sizing(constants.replace(**{name: c["recommended"]}))
     tier = f"at {fmt(constants.capacity_messages_per_day / 1e6)} M messages/day"
     if not c.get("changed"):
         return f"none: {fmt(now.resident_tb)} TB resident, {now.nodes_needed} nodes {tier}"
@@ -135,6 +138,10 @@ def caveats(name: str, c: Mapping[str, Any], env: Mapping[str, Any]) -> list[str
         profile = observed.get("profile", "chat_mix")
         out.append(f"per replica, for the `{profile}` mix with lz4: another mix is priced by the row model "
                    "(capacity notebook, my_mix); Scylla's SSTable format and compression differ")
+    if name == "lsm_space_amp":
+        out.append("simulated in compressed time (TTLs, gc_grace scaled) at the lab's volumes, for the profile's "
+                   "retention mix; ScyllaDB's default tombstone_gc `repair` keeps expired data until a repair at "
+                   "RF >= 2: more than measured here")
     if c.get("guarded"):
         out.append("immutable for existing tables (§27.2.4)")
     return out

@@ -13,6 +13,8 @@ labels and series.
     in_list_latency     p50/p99 and per-row cost over IN sizes, the budget, design and recommended sizes
     twcs_sstable_counts live SSTables over simulated time, measured against predicted, per table family
     cpu_per_op          server and load-generator CPU seconds per operation, with intervals
+    space_amp           bytes on disk / live bytes over a simulated period; steady and peak per table
+    model_check         each prediction's error against its target (disk, CPU, SSTables)
 """
 from __future__ import annotations
 
@@ -270,5 +272,85 @@ def cpu_per_op(summary: pd.DataFrame) -> Any | None:
     ax.set_yscale("log")
     ax.set_ylabel("CPU ms per operation (median over rounds, 95% CI)")
     ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def space_amp(series: pd.DataFrame, summary: pd.DataFrame, *, steady_start_day: float,
+              design: float | None = None) -> Any | None:
+    """Left: message_record's bytes on disk / live bytes at every step of the simulated period,
+    per scenario (the mean over replicates, the band their range), the steady state's start and
+    appendix B's factor marked; right: steady and peak amplification per table and scenario with
+    their 95 % intervals."""
+    if series is None or series.empty:
+        return None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from lab.calibration.amplification import MAIN_TABLE, step_amplification
+
+    fig, axes = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
+    steps = step_amplification(series)
+    main = steps[steps.table == MAIN_TABLE]
+    for scenario, g in main.groupby("scenario", sort=False):
+        by_step = g.groupby("step").agg(day=("sim_day", "mean"), mean=("amp", "mean"), low=("amp", "min"),
+                                        high=("amp", "max"), peak=("peak_amp", "max"))
+        line, = axes[0].plot(by_step.day, by_step["mean"], marker=".", label=f"{scenario}: disk / live")
+        axes[0].fill_between(by_step.day, by_step.low, by_step.high, color=line.get_color(), alpha=0.2)
+        axes[0].plot(by_step.day, by_step.peak, linestyle=":", color=line.get_color(), label=f"{scenario}: peak")
+    axes[0].axvline(steady_start_day, color="grey", linestyle="--", label="steady state from")
+    if design is not None:
+        axes[0].axhline(design, color="red", linestyle="-.", label=f"appendix B {design:g}")
+    axes[0].set_xlabel("simulated day")
+    axes[0].set_ylabel("message_record: bytes on disk / live bytes")
+    axes[0].legend(fontsize=8)
+    if summary is not None and len(summary):
+        labels = [f"{r.table}\n{r.scenario}" for r in summary.itertuples()]
+        x = np.arange(len(summary))
+        for i, (what, color) in enumerate((("steady", "#1f77b4"), ("peak", "#ff7f0e"))):
+            mid = summary[what].to_numpy()
+            low = summary[f"{what}_ci_low"].fillna(summary[what]).to_numpy()
+            high = summary[f"{what}_ci_high"].fillna(summary[what]).to_numpy()
+            axes[1].bar(x + (i - 0.5) * 0.4, mid, 0.4, yerr=[np.clip(mid - low, 0, None), np.clip(high - mid, 0, None)],
+                        capsize=3, color=color, label=what)
+        axes[1].axhline(1.0, color="grey", linewidth=0.8)
+        axes[1].set_xticks(x, labels, fontsize=7)
+        axes[1].set_ylabel("space amplification (95% CI over replicates)")
+        axes[1].legend(fontsize=8)
+    else:
+        axes[1].set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def model_check(checks: pd.DataFrame) -> Any | None:
+    """Per quantity (disk, CPU, SSTables): each check's prediction error (predicted / measured - 1)
+    with its interval, the target band shaded; the totals (tables or nodes summed) in bold."""
+    if checks is None or checks.empty or checks.error.isna().all():
+        return None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    quantities = [q for q in ("disk", "cpu", "sstables") if q in set(checks.quantity)]
+    fig, axes = plt.subplots(1, len(quantities), figsize=FIGSIZE, squeeze=False,
+                             gridspec_kw={"width_ratios": [max(1, (checks.quantity == q).sum()) for q in quantities]})
+    for ax, q in zip(axes[0], quantities):
+        g = checks[(checks.quantity == q) & checks.error.notna()].reset_index(drop=True)
+        x = np.arange(len(g))
+        err = 100 * g.error.to_numpy(dtype=float)
+        low = 100 * g.error_ci_low.fillna(g.error).to_numpy(dtype=float)
+        high = 100 * g.error_ci_high.fillna(g.error).to_numpy(dtype=float)
+        colors = ["#2ca02c" if m else "#d62728" for m in g.met]
+        ax.errorbar(x, err, yerr=[np.clip(err - low, 0, None), np.clip(high - err, 0, None)], fmt="none",
+                    ecolor="grey", capsize=3)
+        ax.scatter(x, err, c=colors, zorder=3)
+        target = 100 * float(g.target.iloc[0])
+        ax.axhspan(-target, target, color="#2ca02c", alpha=0.12, label=f"target ±{target:g}%")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        labels = [f"{r.scope}\n{r.table}" if isinstance(r.table, str) else f"{r.scope}\n(all)" for r in g.itertuples()]
+        ax.set_xticks(x, labels, fontsize=7, rotation=30)
+        ax.set_title(q)
+        ax.set_ylabel("predicted / measured - 1 (%)")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -23,7 +23,8 @@ from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
-NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "grouped_reads", "cpu_cost", "capacity")
+NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "space_amp", "grouped_reads", "cpu_cost", "capacity",
+             "model_check")
 VALUES_FILE = "values.json"
 
 # Quick parameters: the whole suite in a few minutes on a busy 2-core machine: a smoke test
@@ -40,7 +41,20 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
     "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
     "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
                  "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
+    "space_amp": {"rows_per_day": 30, "seconds_per_day": 1.5, "replicates": 2, "max_batches": 1,
+                  "target_rel_half_width": 0.25, "budget_seconds": 120, "scenarios": ["profile"]},
     "capacity": {},
+    "model_check": {"sends": 500, "cpu_rounds": 2, "cpu_window_seconds": 4.0, "cpu_idle_seconds": 2.0,
+                    "diagnose_rounds": 0, "sstable_days": 9, "sstable_rows_per_day": 10},
+}
+
+# What a notebook reads from the notebooks before it in the same run: parameter -> (notebook
+# whose values.json it is, parameters that make it unnecessary when the caller gives them).
+RUN_INPUTS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "capacity": {"b_row_values": ("b_row", ("b_row_bytes",)), "cpu_values": ("cpu_cost", ()),
+                 "space_amp_values": ("space_amp", ("lsm_space_amp",))},
+    "model_check": {"b_row_values": ("b_row", ("calibration_run",)), "cpu_values": ("cpu_cost", ("calibration_run",)),
+                    "space_amp_values": ("space_amp", ("calibration_run",))},
 }
 
 # What a full run (`lab calibrate --full`) costs here: each notebook's time budget where it
@@ -49,13 +63,24 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
 # machine. The report and `lab calibrate --help` quote the sum.
 FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
     "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
-    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10,
+    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
 }
 
 
 def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
     """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds."""
     return float(sum(FULL_RUN_EXPECTED_SECONDS.get(n, 120.0) for n in (names or NOTEBOOKS)))
+
+
+def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, ran: tuple[str, ...] | list[str] |
+                    Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` plus the values files of this run's earlier notebooks that ``name`` reads
+    (:data:`RUN_INPUTS`), for those in ``ran``, unless the caller set them (or what replaces them)."""
+    out = dict(params)
+    for param, (source, unless) in RUN_INPUTS.get(name, {}).items():
+        if source in ran and param not in out and not any(k in out for k in unless):
+            out[param] = str((Path(run_dir) / source / VALUES_FILE).resolve())
+    return out
 
 
 def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:

@@ -115,6 +115,14 @@ MEASURES: tuple[Measure, ...] = (
             observe=("per_empty_bucket_ms", "per_empty_bucket_ms_ci_low", "per_empty_bucket_ms_ci_high",
                      "worst_case_page_ms_at_recommended",
                      "workload_truncated_share_at_recommended", "workload_truncated_share_at_design")),
+    Measure(constant="lsm_space_amp", notebook="space_amp", measured="lsm_space_amp", rule="interval",
+            ci=("lsm_space_amp_ci_low", "lsm_space_amp_ci_high"), figure="space_amp",
+            precision="lsm_space_amp_precision", halves="lsm_space_amp_halves",
+            what="message_record's bytes on disk (each node's files) / live bytes (a major-compacted twin), mean "
+                 "over the steady interval of a simulated period (TTLs and gc_grace in compressed time), the "
+                 "profile's retention mix; halves of the steady interval must agree (stationary)",
+            observe=("lsm_space_amp_peak", "lsm_space_amp_peak_ci_high", "expiring_only_message_record_space_amp_steady",
+                     "never_expiring_share", "steady_start_day", "days", "replicates", "profile")),
     Measure(constant="message_record_twcs_window_days", notebook="twcs_sstables", measured=None, rule="report",
             figure="twcs_sstables", what="SSTable counts over simulated days; the window is a policy, not measured",
             observe=("message_record_w{current}d_sstables", "message_record_w{current}d_predicted_sstables",
@@ -333,8 +341,13 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
     lo, hi = number(stated.get("ci_low")), number(stated.get("ci_high"))
     current = entry.value
     if rule == "interval":
-        inside = lo is not None and hi is not None and lo <= float(current) <= hi
-        recommended = current if inside or measured is None else round_like(measured, current)
+        if lo is None or hi is None:  # too few rounds for an interval: nothing to recommend from
+            recommended = current
+            if measured is not None:
+                what += " [too few rounds for an interval: no recommendation]"
+        else:
+            inside = lo <= float(current) <= hi
+            recommended = current if inside or measured is None else round_like(measured, current)
     elif rule == "notebook":
         rec = number(stated.get("recommended"))
         recommended = current if rec is None else round_like(rec, current)

@@ -3,7 +3,8 @@
 The page leads with decisions (:mod:`lab.calibration.decisions`): per constant one line, keep
 or change, its precision against the target stated in advance, its agreement with the
 previous run, what it changes in TB and nodes, and the production caveats beside it. Then the
-confidence legend, the capacity summary (disk- vs CPU-bound nodes), the evidence of each
+confidence legend, the capacity summary (disk- vs CPU-bound nodes, where each input came
+from, the model check beside them: :mod:`lab.calibration.capacity_section`), the evidence of each
 constant (a small table and its figure), every notebook's conclusion (rendered from Markdown)
 with its figures, the environment and the lab's own round trip. A quick run says it is one
 at the top, with the command and expected duration of a full run.
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lab.calibration import capacity_section
 from lab.calibration.decisions import agreement_text, caveats, decision, impact, precision_text
 from lab.calibration.recommendations import CONFIDENCE_LEGEND
 from lab.results.html import esc, figure, fmt, key_values, markdown, page, table
@@ -92,31 +94,6 @@ def _measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]
     return sorted((cal.get("constants") or {}).items(),
                   key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
                                   order.get(kv[0], len(order))))
-
-
-def _capacity(cal: Mapping[str, Any]) -> str:
-    values = ((cal.get("notebooks") or {}).get("capacity") or {}).get("values") or {}
-    if not values:
-        return ""
-    rows = []
-    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("resident_tb_design_")), key=int)
-    for tier in tiers:
-        disk = values.get(f"nodes_disk_{tier}", values.get(f"nodes_needed_measured_{tier}",
-                                                           values.get(f"nodes_needed_design_{tier}")))
-        rows.append([f"<td class='num'>{fmt(int(tier))}</td>",
-                     f"<td class='num'>{fmt(values.get(f'resident_tb_design_{tier}'), unit='TB')}</td>",
-                     f"<td class='num'>{fmt(values.get(f'resident_tb_measured_{tier}'), unit='TB')}</td>",
-                     f"<td class='num'>{fmt(disk)}</td>",
-                     f"<td class='num'>{fmt(values.get(f'nodes_cpu_{tier}'))}</td>",
-                     f"<td class='num'>{fmt(values.get(f'server_cores_{tier}'))}</td>",
-                     esc(values.get(f"binding_{tier}", "disk only (no CPU costs)"))])
-    if not rows:
-        return ""
-    return ("<h2>Capacity: disk- and CPU-bound nodes</h2>"
-            + table(["messages / day", "resident (design b_row)", "resident (measured b_row)", "disk-bound nodes",
-                     "CPU-bound nodes", "server cores at peak", "binds"], rows, css="wide")
-            + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations per "
-              "message, cores per node); CPU costs from the cpu_cost notebook of this run.</small></p>")
 
 
 def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
@@ -211,7 +188,7 @@ def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     rt = (cal.get("measurements") or {}).get("round_trip") or {}
     rt_rows = [[esc(k), f"<td class='num'>{fmt(v)}</td>"] for k, v in rt.items()]
     body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal)}{_links(cal)}"
-            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + _capacity(cal)
+            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + capacity_section.render(cal)
             + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
             + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})

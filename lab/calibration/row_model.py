@@ -87,8 +87,8 @@ class HeldOut:
 
     profile: str
     measured_bytes: float
-    measured_ci_low: float
-    measured_ci_high: float
+    measured_ci_low: float | None
+    measured_ci_high: float | None
     predicted_bytes: float
     predicted_ci_low: float
     predicted_ci_high: float
@@ -106,8 +106,12 @@ class HeldOut:
     def agrees(self) -> bool:
         """The two intervals' half-widths combined cover the difference (independent estimates); a
         measurement of too few repeats for an interval (NaN bounds) leaves the prediction's alone."""
-        measured = (self.measured_ci_high - self.measured_ci_low) / 2
-        half = math.hypot(0.0 if math.isnan(measured) else measured, (self.predicted_ci_high - self.predicted_ci_low) / 2)
+        def half_width(low: float | None, high: float | None) -> float:
+            # None: the bounds read back from a values.json, where NaN is written as null
+            return 0.0 if low is None or high is None or math.isnan(high - low) else (high - low) / 2
+
+        half = math.hypot(half_width(self.measured_ci_low, self.measured_ci_high),
+                          half_width(self.predicted_ci_low, self.predicted_ci_high))
         return abs(self.error_bytes) <= half
 
     def to_json(self) -> dict[str, Any]:

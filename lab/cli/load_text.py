@@ -96,21 +96,30 @@ def operation_cpu_lines(s: Any) -> Iterator[str]:
                              for op, c in costs.items())
 
 
+def _step_cpu(st: Any) -> str:
+    """The busiest load process's CPU over the step, % of its core: what the verdict judges
+    against its limit (all processes summed read "78% of a core" beside a valid verdict)."""
+    per = dict(st.verdict.loader_cpu_percent_of_core) if st.verdict is not None else {}
+    if per:
+        top = max(per.values())
+        return f"{units.fmt(top)}%" + (f" (busiest of {len(per)})" if len(per) > 1 else "")
+    cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+    return f"{units.fmt(cpu)}% (all processes)" if cpu is not None else units.MISSING
+
+
 def steps_lines(s: Any) -> Iterator[str]:
     if not s.steps:
         return
-    rows = [["step", "requested", "achieved", "corrected p99", "service p99", "load generator CPU", "verdict"]]
+    rows = [["step", "requested", "achieved", "corrected p99", "service p99", "loader CPU, % of its core", "verdict"]]
     few: list[tuple[int, float, str]] = []
     n = 0
     for st in s.steps:
         n += 0 if st.warmup else 1
-        cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
         name = "the warmup step" if st.warmup else f"step {n}"
         rows.append(["warmup" if st.warmup else str(n), units.rate(st.requested_rate),
                      units.rate(st.achieved_rate), _latency(st.corrected_us, "p99", few, name),
                      _latency(st.service_us, "p99", few, name),
-                     f"{units.fmt(cpu)}% of a core" if cpu is not None else units.MISSING,
-                     st.verdict.verdict if st.verdict is not None else ""])
+                     _step_cpu(st), st.verdict.verdict if st.verdict is not None else ""])
     yield "  staircase:"
     yield from _table(rows, right={1, 2, 3, 4, 5})
     yield from too_few_line(few)
@@ -183,6 +192,9 @@ def summary_lines(s: Any) -> Iterator[str]:
         per_call = (f"; {units.fmt(s.loader_cpu_ms_per_call)} ms of loader CPU per call"
                     if s.loader_cpu_ms_per_call else "")
         yield f"  load generator CPU over the measured window, % of each process's core: {per}{per_call}"
+    not_measured = (s.sizing or {}).get("not_measured")
+    if not_measured:
+        yield f"  {not_measured}"
     yield from operation_cpu_lines(s)
     for w in s.workers:
         m = w.machine or {}

@@ -16,7 +16,9 @@ them through :func:`read_counts`, so the live status line, the Prometheus endpoi
 - ``timeline``: one point per interval: seconds after t0, the process's CPU seconds (all its
   threads: the native threads that run the store calls included), and its cumulative
   measured calls and latency sums, from which the loader CPU, the achieved rate and the
-  schedule lag of any stretch (the window, a staircase step) follow;
+  schedule lag of any stretch (the window, a staircase step) follow, and the calls it has
+  started (any phase): a stretch that started many more calls than it finished piled them up
+  in flight (the store did not keep up), and its CPU per finished call is not the loader's cost;
 - ``measured_seconds``: the part of the measured window the process has run, as of the
   snapshot (rate = calls / measured seconds, per process, summed).
 """
@@ -43,16 +45,18 @@ class TimelinePoint:
     calls: int             # measured calls finished so far (all operations)
     service_us: float      # sum of their service latencies
     corrected_us: float    # sum of their corrected latencies (= service in a closed loop)
+    started: int | None = None  # calls started so far, any phase (None: a snapshot of an older run)
 
     def to_json(self) -> list[float]:
-        return [round(self.t, 3), round(self.cpu_seconds, 4), self.calls, round(self.service_us),
-                round(self.corrected_us)]
+        row = [round(self.t, 3), round(self.cpu_seconds, 4), self.calls, round(self.service_us),
+               round(self.corrected_us)]
+        return row if self.started is None else [*row, self.started]
 
     @classmethod
     def from_json(cls, row: Sequence[float]) -> TimelinePoint:
-        t, cpu, calls, service, corrected = row
+        t, cpu, calls, service, corrected, *rest = row
         return cls(t=float(t), cpu_seconds=float(cpu), calls=int(calls), service_us=float(service),
-                   corrected_us=float(corrected))
+                   corrected_us=float(corrected), started=int(rest[0]) if rest else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +195,19 @@ class LiveCounts:
                 total += pts[-1].cpu_seconds - pts[0].cpu_seconds
                 any_ = True
         return total if any_ else None
+
+    def started_calls(self, start_s: float, end_s: float) -> int | None:
+        """Calls the load processes started in [start_s, end_s] (from their timelines); None when
+        a process's timeline does not count them (an older run)."""
+        total = 0
+        for p in self.processes:
+            pts = [q for q in p.timeline if start_s - EDGE_SECONDS <= q.t <= end_s + EDGE_SECONDS]
+            if len(pts) < 2:
+                continue
+            if pts[0].started is None or pts[-1].started is None:
+                return None
+            total += pts[-1].started - pts[0].started
+        return total
 
     def cpu_total(self, start_s: float, end_s: float) -> tuple[int, float | None, float | None]:
         """All load processes together over the stretch, in % of one core: (intervals, mean, the

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.load.live_counts import EDGE_SECONDS, LiveCounts, read_counts
-from lab.load.loader_sizing import LoaderCost, Sizing, SizingBook, measured_cost, size, usable_cores
+from lab.load.loader_sizing import (LoaderCost, Sizing, SizingBook, size, steady_window, usable_cores, warmup_cost,
+                                   window_cost)
 from lab.load.metrics_endpoint import LiveState, MetricsServer
 from lab.load.pacing import Stage
 from lab.load.plan import LoadPlan
@@ -100,8 +101,8 @@ class RunMonitor:
                 or elapsed < plan.warmup_seconds - SIZING_LEAD_SECONDS):
             return
         upto = min(elapsed, plan.warmup_seconds)
-        cost = measured_cost(profile=plan.profile, driver=self.driver, cpu_seconds=counts.cpu_seconds(0.0, upto),
-                             calls=counts.warmup_calls, source="warmup")
+        cost = warmup_cost(profile=plan.profile, driver=self.driver, cpu_seconds=counts.cpu_seconds(0.0, upto),
+                           finished=counts.warmup_calls, started=counts.started_calls(0.0, upto))
         if cost is None:
             return
         self.warmup_cost = cost
@@ -140,21 +141,27 @@ def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupt
     summary = summarize_run(plan, plan.load_dir, exit_codes=exit_codes, parameters=parameters,
                             interrupted=interrupted, limits=monitor.limits, stopped_at_step=stopped)
     limit = monitor.limits.max_loader_cpu_percent_of_core
-    cost = None
-    if summary.loader_cpu_ms_per_call:
-        cost = measured_cost(profile=plan.profile, driver=monitor.driver, run_id=plan.run_id,
-                             cpu_seconds=summary.loader_cpu_ms_per_call * summary.all_operations.count / 1000,
-                             calls=summary.all_operations.count)
-    cost = cost or monitor.warmup_cost
+    calls = summary.all_operations.count
+    learned = window_cost(profile=plan.profile, driver=monitor.driver, run_id=plan.run_id, finished=calls,
+                          started=summary.calls_started,
+                          cpu_seconds=(summary.loader_cpu_ms_per_call or 0.0) * calls / 1000)
+    book = SizingBook(home)
+    # only a steady measured window teaches the book; else the advice uses the book's (steady windows of earlier
+    # runs), or this warmup's (calls it started: an underestimate when they pile up in flight)
+    cost = learned or book.get(plan.profile, monitor.driver) or monitor.warmup_cost
     sizing: dict[str, Any] = {"processes": plan.workers, "usable_cores": usable_cores(),
                               "max_loader_cpu_percent_of_core": limit, "cost": cost.to_json() if cost else None}
+    if not steady_window(finished=calls, started=summary.calls_started) and calls:
+        sizing["not_measured"] = (f"loader CPU per call not measured in this window: {summary.calls_started:,} calls "
+                                  f"started, {calls:,} finished (calls piled up in flight: the store did not keep "
+                                  "up; not a steady state)")
     top = max((s.rate for s in plan.stages), default=None)
     if cost is not None and top is not None:
         need = size(top, cost, processes=plan.workers, max_cpu_percent_of_core=limit)
         sizing.update(processes_needed=need.processes_needed, machines_needed=need.machines_needed,
                       advice=need.advice())
-    if cost is not None and not web and not interrupted:
-        SizingBook(home).put(cost)
+    if learned is not None and not web and not interrupted:
+        book.put(learned)
     summary = dataclasses.replace(summary, sizing=sizing)
     if summary.steps:
         write_figure([s.to_json() for s in summary.steps], plan.load_dir,

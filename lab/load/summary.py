@@ -22,6 +22,7 @@ from typing import Any
 from lab.load.audit import AuditResult, read_acks
 from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
 from lab.load.live_counts import LiveCounts, read_counts
+from lab.load.loader_sizing import steady_window
 from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
 from lab.load.verdict import Limits, Verdict, judge, lag_trend
@@ -130,6 +131,8 @@ class LoadSummary:
     in_flight_by_operation: Mapping[str, int] = field(default_factory=dict)
     warmup_calls: int = 0
     loader_cpu_ms_per_call: float | None = None        # the load processes' CPU over the window / its calls
+    #                                                    (None unless as many calls started as finished in it)
+    calls_started: int | None = None                   # calls the load processes started in the window
     staircase_stopped_at_step: int | None = None       # 1-based: the first loader-bound step (a staircase stops)
     sizing: Mapping[str, Any] | None = None            # what the rate needs of the loader (lab.load.loader_sizing)
     operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
@@ -170,6 +173,7 @@ class LoadSummary:
                                                     else None)}
         out["warmup_calls"] = self.warmup_calls
         out["loader_cpu_ms_per_call"] = self.loader_cpu_ms_per_call
+        out["calls_started"] = self.calls_started
         if self.sizing is not None:
             out["sizing"] = dict(self.sizing)
         if self.operation_cpu:
@@ -262,6 +266,8 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
     late = counts.late
     late_all = _all(late)
     cpu_seconds = counts.cpu_seconds(start_s, end_s)
+    started = counts.started_calls(start_s, end_s)
+    steady = steady_window(finished=allops.count, started=started)  # else the CPU per finished call is not the cost
     steps = tuple(step_summary(plan, load_dir, counts, limits=limits, upto_s=end_s)) if len(plan.stages) > 1 else ()
     verdict = judge_window(plan, counts, start_s, end_s, achieved=achieved, limits=limits)
     if stopped_at_step is not None:  # the run is judged by the step that stopped it
@@ -289,9 +295,9 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         steps=steps, parameters=dict(parameters or {}), verdict=verdict,
         in_flight_at_end=summarize({"late": late_all}, elapsed_seconds=0, fixed_rate=plan.fixed_rate)["late"],
         in_flight_by_operation={op: s.count for op, s in sorted(late.items())}, warmup_calls=counts.warmup_calls,
-        loader_cpu_ms_per_call=round(1000 * cpu_seconds / allops.count, 4) if cpu_seconds and allops.count else None,
-        staircase_stopped_at_step=stopped_at_step,
-        operation_cpu=operation_cpu(counts, stats, cpu_seconds))
+        loader_cpu_ms_per_call=round(1000 * cpu_seconds / allops.count, 4) if cpu_seconds and steady else None,
+        calls_started=started, staircase_stopped_at_step=stopped_at_step,
+        operation_cpu=operation_cpu(counts, stats, cpu_seconds) if steady else {})
 
 
 def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_seconds: float | None,

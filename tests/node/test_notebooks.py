@@ -3,6 +3,7 @@ parameters, and the values it recorded are checked: present, in range, and consi
 the admin adapter and the request accounting see. Shared 2-core machine: parameters are tiny."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -193,3 +194,84 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     assert (summary.found == summary.entries).all()
 
 
+
+
+SMALL_CPU_DATASET = {"group_backlog": 60, "dm_count": 3, "dm_backlog": 5, "history_conversations": 2,
+                     "history_rows": 120}
+
+
+# Stated CPU costs (ms of server CPU per operation at RF 1), not a measurement: the test checks the
+# model check's arithmetic from them against the operations its mixed windows completed and the
+# CPU the node spent (measured); cpu_cost's own tests measure costs. Running cpu_cost here would
+# cost a minute of the suite's budget.
+STATED_MS_PER_OP = {"send": 2.0, "history_latest": 1.0}
+
+
+@pytest.fixture(scope="module")
+def calibration_inputs(run_dir, cluster_config):
+    """b_row's values (test_b_row's run: a row model over four mixes; a tiny real run when it did
+    not run) and a cpu_cost values file with STATED_MS_PER_OP: what model_check predicts from."""
+    from lab.calibration.experiments import b_row
+    from lab.calibration.experiments.common import Output, open_testbed
+
+    folder = run_dir / "inputs"
+    (folder / "b_row").mkdir(parents=True, exist_ok=True)
+    if (run_dir / "b_row" / "values.json").exists():
+        (folder / "b_row" / "values.json").write_text((run_dir / "b_row" / "values.json").read_text())
+    else:
+        with open_testbed(cluster_config) as testbed:
+            r = b_row.run(testbed, b_row.Params(rows=300, min_repeats=2, max_repeats=2, partition_rows=0,
+                                                compressions=("lz4",), fit_rows=150, fit_repeats=2, show_progress=False,
+                                                fit_mixes=("text_only", "text_long", "files_audio",
+                                                           "photos_small_thumbs")), constants=load_constants())
+            Output(folder / "b_row").record(r.values())
+    cpu = {"operations": list(STATED_MS_PER_OP), "server": "cassandra", "measured_replication_factor": 1}
+    for op, ms in STATED_MS_PER_OP.items():
+        cpu |= {f"cpu_{op}_server_ms_per_op": ms, f"cpu_{op}_requests_per_op": 1.0}
+    (folder / "cpu_cost").mkdir(parents=True, exist_ok=True)
+    (folder / "cpu_cost" / "values.json").write_text(json.dumps(cpu))
+    return folder
+
+
+def test_model_check(cluster_config, calibration_inputs):
+    """The experiment the model_check notebook runs (called directly: no kernel, no figure; the
+    suite's time budget), on the shared node at RF 1."""
+    from lab.calibration.experiments import model_check
+    from lab.calibration.experiments.common import open_testbed
+
+    params = model_check.Params(b_row_values=str(calibration_inputs / "b_row" / "values.json"),
+                                cpu_values=str(calibration_inputs / "cpu_cost" / "values.json"),
+                                sends=300, cpu_rates={"send": 4.0, "history_latest": 4.0}, cpu_rounds=2,
+                                cpu_window_seconds=2.0, cpu_idle_seconds=1.0, cpu_dataset=SMALL_CPU_DATASET,
+                                diagnose_rounds=0, sstable_days=8, sstable_rows_per_day=4, show_progress=False)
+    with open_testbed(cluster_config) as testbed:
+        result = model_check.run(testbed, params, constants=load_constants())
+    values, checks = result.values(), result.table()
+    assert values["single_node"] is (values["nodes"] == 1) and values["sends"] == 300
+    assert "space_amp (conversation_head bytes)" in values["inputs"]["missing"]
+    # disk: every table the sends wrote, measured from the node's files; the row model predicts the records
+    disk = checks[checks.quantity == "disk"]
+    assert {"message_record", "message_index", "client_dedup", "conversation_head"} <= set(disk.table.dropna())
+    rec = disk[disk.table == "message_record"].iloc[0]
+    assert rec.predicted > 0 and abs(rec.error) < 0.25
+    assert pd.isna(disk[disk.table == "conversation_head"].predicted).all()  # no space_amp input: not predicted
+    assert values["model_check_disk_error"] == pytest.approx(
+        disk[(disk.scope == "cluster") & disk.table.isna()].iloc[0].error)
+    # CPU: predicted from the operations the mixed windows completed, measured net of idle; a
+    # loader-bound window (this process the bottleneck on a busy machine) is named and left out
+    load = values["load"]
+    assert load["ops_by_kind"]["send"] > 0 and load["limits"]["max_loader_cpu_percent_of_core"] > 0
+    assert (load["verdict"] == "loader-bound") == bool(load["loader_bound_rounds"])
+    cpu = checks[(checks.quantity == "cpu") & (checks.scope == "cluster")]
+    if len(load["loader_bound_rounds"]) == 2:
+        assert cpu.empty and "loader-bound" in values["skipped"]["cpu"]
+    else:
+        assert cpu.iloc[0].measured != 0
+        if not load["loader_bound_rounds"]:  # at RF 1: the stated cost of every completed operation
+            done = load["ops_by_kind"]
+            assert cpu.iloc[0].predicted == pytest.approx(sum(STATED_MS_PER_OP[op] * n for op, n in done.items()) / 1000)
+    # SSTables: the window arithmetic is exact per node
+    sst = checks[checks.quantity == "sstables"]
+    assert set(sst.table) == {"message_record", "client_dedup"} and sst.met.all()
+    assert values["model_check_sstables_met"] is True
+    assert "**Model check**" in model_check.conclusion(result)

@@ -60,3 +60,16 @@ def test_the_layout_section_names_every_package():
     layout = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
     top = [p.name for p in (ROOT / "lab").iterdir() if (p / "__init__.py").is_file()]
     assert [n for n in top if f"{n}/" not in layout] == []
+
+
+def test_the_loader_sizing_section_has_its_measured_table():
+    """Issue 22's "Done when": the README says how to size loaders with the measured calls/s per
+    loader core per operation (a placeholder line, LOADER_TABLE, stood there on main)."""
+    text = (ROOT / "loadgen" / "README.md").read_text()
+    section = text[text.index("### Sizing the loader"):]
+    section = section[:section.index("\n## ")]
+    assert not re.search(r"^[A-Z][A-Z_]{3,}$", section, re.M), "a placeholder line in the sizing section"
+    rows = [r for r in section.splitlines() if r.startswith("| ") and re.search(r"\d+(\.\d+)? ms", r)]
+    ops = {r.split("|")[1].strip().split(" ")[0] for r in rows}
+    assert {"send", "history_latest", "backfill_s1_group", "react", "edit", "recall"} <= ops, ops
+    assert "calls/s per loader core" in section

@@ -73,3 +73,20 @@ def test_a_half_written_file_is_read_next_time(tmp_path):
     (tmp_path / "totals").mkdir()
     (tmp_path / "totals" / "worker-0.json").write_text('{"worker": ')
     assert read_counts(tmp_path).processes == ()
+
+
+def test_the_timeline_counts_calls_started_and_reads_older_rows():
+    """Calls started, beside calls finished: a stretch whose calls pile up in flight (a store
+    that does not keep up) shows more started than finished (issue 22: its loader CPU per
+    finished call is not the loader's cost)."""
+    p = TimelinePoint(t=1.0, cpu_seconds=0.5, calls=10, service_us=1e4, corrected_us=2e4, started=25)
+    assert TimelinePoint.from_json(p.to_json()) == p
+    assert TimelinePoint.from_json([1.0, 0.5, 10, 1e4, 2e4]).started is None  # a snapshot of an older run
+    piled = tuple(TimelinePoint(t=float(t), cpu_seconds=0.1 * t, calls=5 * t, service_us=0.0, corrected_us=0.0,
+                                started=20 * t) for t in range(11))
+    s = ProcessSnapshot(worker="worker-0", pid=1, written_at=1.0, t0=0.0, final=True, measured_seconds=10,
+                        operations={}, timeline=piled)
+    c = LiveCounts(processes=(s, s))
+    assert c.started_calls(2, 6) == 160 and c.window(2, 6)[0] == 40
+    old = ProcessSnapshot(**{**s.__dict__, "timeline": timeline(0.3, 10, 2.0)})
+    assert LiveCounts(processes=(s, old)).started_calls(2, 6) is None  # unknown for one process: unknown

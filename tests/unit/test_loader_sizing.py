@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.load.loader_sizing import LoaderCost, SizingBook, auto_processes, measured_cost, size
+from lab.load.loader_sizing import (LoaderCost, SizingBook, auto_processes, measured_cost, size, steady_window,
+                                     warmup_cost, window_cost)
 
 
 def cost(ms: float) -> LoaderCost:
@@ -56,3 +57,26 @@ def test_the_book_keeps_the_latest_cost_per_profile_and_driver(tmp_path):
     assert book.get("chat", "gevent") is None
     (tmp_path / "load-sizing.json").write_text("{broken")
     assert book.get("chat", "threads") is None
+
+
+def test_a_window_whose_calls_pile_up_in_flight_measures_no_cost():
+    """lab load --rate 2000 on 2 cores (issue 22): 510 calls finished in the window while ~2,200
+    started (the store did not keep up); CPU / finished calls gave 14.3 ms per call, 2.3 x the
+    steady 6.3 ms, and --processes auto learned it. A window is a steady measure only when about
+    as many calls started as finished in it."""
+    assert steady_window(finished=2069, started=2070) and steady_window(finished=80, started=84)
+    assert not steady_window(finished=510, started=2219)
+    assert not steady_window(finished=0, started=0) and steady_window(finished=100, started=None)
+    kw = dict(profile="chat", driver="threads")
+    assert window_cost(cpu_seconds=7.3, finished=510, started=2219, **kw) is None
+    assert window_cost(cpu_seconds=11.0, finished=2069, started=2070, **kw).cpu_ms_per_call == pytest.approx(5.32, abs=0.01)
+
+
+def test_the_warmup_cost_counts_the_calls_it_started():
+    """A warmup starts from no call in flight: at 150 calls/s against a slow node 21 calls
+    finished and 165 started; CPU / finished said 46 ms per call ("10 processes, 5 machines"),
+    the measured window then 6.3 ms."""
+    c = warmup_cost(profile="chat", driver="threads", cpu_seconds=0.968, finished=21, started=165)
+    assert c.cpu_ms_per_call == pytest.approx(5.87, abs=0.01) and c.calls == 165
+    assert warmup_cost(profile="chat", driver="threads", cpu_seconds=0.968, finished=21, started=None
+                       ).cpu_ms_per_call == pytest.approx(46.1, abs=0.1)  # an older worker: finished calls

@@ -35,7 +35,8 @@ def test_the_endpoint_serves_the_latest_state_over_http():
     with MetricsServer(port=0) as server:
         server.update(LiveState(counts=_counts(), run_id="r1", profile="chat", mode="fixed-rate", requested_rate=5.0,
                                 loader_bound=False))
-        with urllib.request.urlopen(server.url, timeout=5) as r:
+        # a generous socket timeout: 5 s failed in a make unit at load average 20
+        with urllib.request.urlopen(server.url, timeout=60) as r:
             fams = _families(r.read().decode())
     calls = {(s.labels["operation"], s.labels["result"]): s.value for s in fams["lab_load_calls"].samples}
     assert calls[("send", "ok")] == 4 and calls[("send", "error")] == 1 and calls[("edit", "outcome")] == 1

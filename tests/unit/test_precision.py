@@ -159,3 +159,17 @@ def test_a_density_threshold_whose_halves_disagree_is_kept(tmp_path: Path):
     c = assess(read_entries(), {"grouped_reads": {"values": values, "dir": tmp_path}}, run_dir=tmp_path,
                run_id="r", quick=False)["batch_read_range_min_density"]
     assert not c.inconclusive and c.recommended == 0.8 and c.confidence == "medium"
+
+
+def test_an_interval_rule_without_an_interval_recommends_nothing(tmp_path: Path):
+    """Two rounds give a mean and no interval: the constant is kept and the evidence says why
+    (it was replaced by the measured mean, a change from two rounds)."""
+    values = {"b_row_bytes": 1290.0, "b_row_ci_low_bytes": None, "b_row_ci_high_bytes": None}
+    c = assess(read_entries(), {"b_row": {"values": values, "dir": tmp_path}}, run_dir=tmp_path, run_id="r",
+               quick=False)["b_row_bytes"]
+    assert c.measured == 1290 and c.ci_low is None and c.recommended == c.current and not c.changed
+    assert "too few rounds for an interval" in c.evidence
+    values.update(b_row_ci_low_bytes=1280.0, b_row_ci_high_bytes=1300.0)
+    c = assess(read_entries(), {"b_row": {"values": values, "dir": tmp_path}}, run_dir=tmp_path, run_id="r",
+               quick=False)["b_row_bytes"]
+    assert c.changed and c.recommended == 1290

@@ -3,6 +3,8 @@
 mix priced that was never generated."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,6 +13,7 @@ from lab.calibration.row_model import (COEFFICIENTS, DESIGN_MIXES, REGRESSORS, R
                                        mix_profile)
 from lab.errors import ValidationError
 from lab.measure import LinearFit, fit_linear
+from lab.results.jsonio import dumps
 from lab.workload import generate
 
 
@@ -105,3 +108,13 @@ def test_the_capacity_notebook_prices_my_mix_from_the_b_row_run(tmp_path):
     result = capacity.run(capacity.Params(b_row_values=str(values), my_mix=mix), constants=Constants.appendix_b())
     assert result.my_mix is None and "no row model" in result.my_mix_error
     assert "could not be priced" in capacity.conclusion(result)
+
+
+def test_a_held_out_measured_without_an_interval_reads_back_from_values_json():
+    # two repeats of the held-out profile: NaN bounds, written to values.json as null
+    obs = _observations()
+    obs = obs[(obs.mix != "chat_mix") | (obs.repeat < 2)]
+    model = fit_row_model(obs, held_out="chat_mix")
+    back = RowModel.from_json(json.loads(dumps(model.to_json())))
+    assert back.held_out.measured_ci_low is None and back.held_out.agrees == model.held_out.agrees
+    assert back.to_json()["held_out"]["agrees"] == model.held_out.agrees

@@ -14,6 +14,12 @@ message of a mix the lab never generated; the b_row run's row model
 (:mod:`lab.calibration.row_model`) prices it (with its interval) and the sizing gets a third
 source, ``my_mix``, beside the design's and the measured b_row.
 
+lsm_space_amp: a space_amp run's steady-state factor (``space_amp_values``) when it measured
+one and it is stationary, else appendix B's (and ``lsm_space_amp_note`` says why); it applies
+to the measured b_row and ``my_mix``, while the ``design`` rows keep the design's own figures.
+``values["factors"]`` says, per factor of §7, whether its value was measured in the run or
+taken from appendix B.
+
 The CPU side (:mod:`lab.calibration.cpu_sizing`): with a cpu_cost run's values
 (``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
 ``peak_factor``, next to the disk-bound node count, and which of the two binds.
@@ -44,7 +50,8 @@ class Params:
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
     messages_per_conversation_day: float = DEFAULT_MESSAGES_PER_CONVERSATION_DAY
     shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
-    lsm_space_amp: float | None = None        # None: appendix B
+    lsm_space_amp: float | None = None        # None: space_amp_values' steady state if stationary, else appendix B
+    space_amp_values: str | None = None       # path of a space_amp run's values.json
     my_mix: dict[str, float] | None = None    # mean bytes per message: payload_bytes, media_metadata_bytes, thumbnail_bytes
     cpu_values: str | None = None             # path of a cpu_cost run's values.json
     operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
@@ -67,12 +74,29 @@ class Result:
     cpu_operations: pd.DataFrame | None = None  # tier x operation: peak rate, replicas, cores
     cpu_source: str | None = None
     cpu_unresolved: tuple[str, ...] = ()     # operations whose CPU interval reached 0 in the cpu_cost run
+    lsm_space_amp: float | None = None       # the factor the measured / my_mix rows used
+    lsm_space_amp_source: str = "appendix B"
+    lsm_space_amp_note: str = ""             # why appendix B's when a space_amp run was given
+
+    def factors(self) -> dict[str, dict[str, Any]]:
+        """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
+        measured = "measured in this run"
+        return {"b_row_bytes": {"value": self.b_row_measured_bytes or self.design_b_row_bytes,
+                                "source": measured if self.b_row_measured_bytes else "appendix B"},
+                "lsm_space_amp": {"value": self.lsm_space_amp,
+                                  "source": measured if self.lsm_space_amp_source.startswith("measured") else
+                                  self.lsm_space_amp_source, "note": self.lsm_space_amp_note},
+                "replication_factor": {"value": int(self.sizing.replication_factor.iloc[0]), "source": "appendix B"},
+                "capacity_retention_days": {"value": float(self.sizing.retention_days.iloc[0]), "source": "appendix B"},
+                "cpu_ms_per_op": {"value": None, "source": measured if self.cpu is not None else "not given"}}
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
                                "design_b_row_bytes": self.design_b_row_bytes,
                                "usable_disk_bytes_per_node": self.params.usable_disk_bytes_per_node,
-                               "target_utilization": self.params.target_utilization}
+                               "target_utilization": self.params.target_utilization,
+                               "lsm_space_amp_used": self.lsm_space_amp, "lsm_space_amp_source": self.lsm_space_amp_source,
+                               "lsm_space_amp_note": self.lsm_space_amp_note, "factors": self.factors()}
         sizing = self.sizing.assign(tier=self.sizing.messages_per_day.astype(int))
         out |= flatten(sizing, "{value}_{source}_{tier}",
                        {"resident_tb": float, "nodes_needed": int,
@@ -117,6 +141,25 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     return 1
 
 
+def resolve_space_amp(value: float | None, values_path: str | Path | None, constants: Any) -> tuple[float, str, str]:
+    """(lsm_space_amp, where it came from, why not measured): the parameter; else a space_amp
+    run's steady-state factor when it measured one and it is stationary; else appendix B's."""
+    if value is not None:
+        return float(value), "parameter", ""
+    if values_path is None or not Path(values_path).exists():
+        return constants.lsm_space_amp, "appendix B", "no space_amp run given"
+    v = json.loads(Path(values_path).read_text())
+    amp = v.get("lsm_space_amp")
+    if amp is None:
+        return constants.lsm_space_amp, "appendix B", f"the space_amp run {values_path} reached no steady state"
+    if v.get("lsm_space_amp_stationary") is False:
+        h = v.get("lsm_space_amp_halves") or {}
+        return (constants.lsm_space_amp, "appendix B",
+                f"the space_amp run's factor is not stationary: {h.get('first', 0):.2f} then {h.get('second', 0):.2f} "
+                f"over the steady interval (measured {amp:.2f} and growing)")
+    return float(amp), f"measured ({values_path})", ""
+
+
 def price_mix(mix: dict[str, float], values_path: str | Path | None) -> tuple[dict[str, float] | None, str | None]:
     """(b_row of ``mix`` by the b_row run's row model, None) or (None, why not)."""
     from lab.calibration.row_model import RowModel
@@ -133,13 +176,12 @@ def run(params: Params, *, constants: Any) -> Result:
     measured, source = resolve_b_row(params.b_row_bytes, params.b_row_values)
     shards = resolve_shards(params.shards_per_node, params.b_row_values)
     priced, priced_error = price_mix(params.my_mix, params.b_row_values) if params.my_mix is not None else (None, None)
-    if params.lsm_space_amp is not None:
-        constants = constants.replace(lsm_space_amp=params.lsm_space_amp)
+    amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
     rows = []
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", priced["mean"])] if priced else []
     for name, b_row in sources:
-        c = constants.replace(b_row_bytes=b_row)
+        c = constants.replace(b_row_bytes=b_row, lsm_space_amp=constants.lsm_space_amp if name == "design" else amp)
         for tier in params.tiers:
             need = project_sizing(constants=c, messages_per_day=tier,
                                   usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
@@ -155,7 +197,7 @@ def run(params: Params, *, constants: Any) -> Result:
     sizing = pd.DataFrame(rows)
     sweep = np.unique(np.concatenate([np.linspace(200, 4000, 39), [constants.b_row_bytes] + ([measured] if measured else [])]))
     sensitivity = pd.DataFrame({"b_row_bytes": sweep, "resident_tb": [
-        resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=constants.lsm_space_amp,
+        resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=amp,
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
     cpu, cpu_ops = _cpu(params, sizing, constants)
@@ -166,7 +208,8 @@ def run(params: Params, *, constants: Any) -> Result:
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
                   my_mix=priced, my_mix_error=priced_error, cpu=cpu, cpu_operations=cpu_ops,
-                  cpu_source=params.cpu_values if cpu is not None else None, cpu_unresolved=unresolved)
+                  cpu_source=params.cpu_values if cpu is not None else None, cpu_unresolved=unresolved,
+                  lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note)
 
 
 def _cpu(params: Params, sizing: pd.DataFrame, constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -220,7 +263,16 @@ def conclusion(result: Result) -> str:
                      f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of "
                      "7-day TWCS windows.")
     text = "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
-    return text + cpu_lines(result)
+    return text + factor_lines(result) + cpu_lines(result)
+
+
+def factor_lines(result: Result) -> str:
+    """Which factors of §7 this run measured and which it took from appendix B."""
+    f = result.factors()
+    parts = [f"{name} {v['value']:,.4g} ({v['source']})" for name, v in f.items()
+             if name != "cpu_ms_per_op" and v["value"] is not None]
+    note = f" lsm_space_amp is appendix B's: {f['lsm_space_amp']['note']}." if f["lsm_space_amp"]["note"] else ""
+    return "\n\n**Factors of §7** in the measured rows: " + "; ".join(parts) + "." + note
 
 
 def cpu_lines(result: Result) -> str:

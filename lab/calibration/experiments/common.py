@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,8 +158,13 @@ def drop_keyspace(testbed: Testbed, keyspace: str) -> None:
 
 @contextlib.contextmanager
 def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | None = None, keep: bool = False,
-                  state_dir: Path | None = None) -> Iterator[Any]:
-    """A MessageStore on a fresh keyspace with the six tables; dropped afterwards unless ``keep``."""
+                  state_dir: Path | None = None, tables: Sequence[tuple[Any, tuple[str, ...]]] | None = None
+                  ) -> Iterator[Any]:
+    """A MessageStore on a fresh keyspace with the six tables; dropped afterwards unless ``keep``.
+
+    ``tables``: only these, each a :class:`lab.store.TableSpec` (the design's, changed) with the
+    option text its DDL adds; the store's other tables are not created (an experiment that
+    writes three of them saves the schema changes of the rest)."""
     from lab.store import MessageStore
 
     with contextlib.ExitStack() as stack:
@@ -169,7 +174,13 @@ def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | Non
                                   state_dir=state_dir, connection=testbed.connection)
         stack.callback(store.close)
         try:
-            store.create_schema()
+            if tables is None:
+                store.create_schema()
+            else:
+                testbed.connection.create_keyspace(keyspace, testbed.config.replication_map())
+                for spec, options in tables:
+                    testbed.connection.execute(spec.ddl(keyspace, extra_options=tuple(options)))
+                testbed.connection.wait_schema_agreement()
             yield store
         finally:
             if not keep:

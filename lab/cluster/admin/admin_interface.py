@@ -145,6 +145,11 @@ class ClusterAdmin(ABC):
         """SSTable Data files on local disk, or None when the nodes are not local."""
         return None
 
+    def table_directories(self, keyspace: str, table: str) -> dict[str, list[Path]] | None:
+        """Node -> the table's folders on it, for nodes whose data folder the lab can read
+        (:mod:`lab.cluster.admin.disk` sums their files); None when it reaches no such node."""
+        return None
+
     def server_version(self) -> str:
         return self.connection.server_version()
 

@@ -1,5 +1,5 @@
 """Cassandra 5.0 admin: a persistent JMX helper (``jmx``), nodetool as its fallback, per-node
-read/write counts from ``system_views``, and ``*-Data.db`` files on disk for local nodes.
+read/write counts from ``system_views``, and each table's folder (its files) on local nodes.
 
 JMX endpoints: the embedded nodes the lab started (each on 127.0.0.1 at its own JMX port), else
 every contact point at ``config.jmx_port``.
@@ -191,14 +191,19 @@ class CassandraAdmin(ClusterAdmin):
         return out
 
     def data_files(self, keyspace: str, table: str) -> list[Path] | None:
-        files: list[Path] = []
-        nodes = [t[3] for t in self._live_targets() if t[3] is not None]
+        folders = self.table_directories(keyspace, table)
+        if folders is None:
+            return None
+        return sorted(p for dirs in folders.values() for d in dirs for p in d.glob("*-Data.db"))
+
+    def table_directories(self, keyspace: str, table: str) -> dict[str, list[Path]] | None:
+        """The table's folders (``<data>/<keyspace>/<table>-<id>/``) on each embedded node the lab
+        started, by node address; None for nodes it cannot read (not started by the lab)."""
+        nodes = [(t[0], t[3]) for t in self._live_targets() if t[3] is not None]
         if not nodes:
             return None
-        for n in nodes:
-            for table_dir in (Path(n.directory) / "data" / "data" / keyspace).glob(f"{table}-*"):
-                files += [p for p in table_dir.glob("*-Data.db")]
-        return sorted(files)
+        return {address: sorted((Path(n.directory) / "data" / "data" / keyspace).glob(f"{table}-*"))
+                for address, n in nodes}
 
 
 def _shell_stats(raw: dict) -> dict:

@@ -73,6 +73,7 @@ class LoadContext:
         self._stopped_at: float | None = None  # a headless run's test stopped (early, when interrupted)
         self._stop_wall: float | None = None   # the runner's early stop, once published
         self.in_flight = 0                     # calls started and not finished
+        self.started = 0                       # calls started, any phase (lab.load.live_counts: the timeline)
         self._timeline: list[TimelinePoint] = []
         load_dir = plan.load_dir
         self.acks_path = load_dir / "acks" / f"{plan.worker_name()}.csv"
@@ -301,7 +302,7 @@ class LoadContext:
         r = self.recorder
         self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(),
                                             calls=r.calls, service_us=r.service_sum_us,
-                                            corrected_us=r.corrected_sum_us))
+                                            corrected_us=r.corrected_sum_us, started=self.started))
 
     def snapshot(self, *, final: bool = False) -> ProcessSnapshot:
         """What this process has counted as of now (``lab.load.live_counts``: the one source)."""

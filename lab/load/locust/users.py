@@ -96,6 +96,7 @@ class StoreUser(User):
         error: BaseException | None = None
         result = None
         ctx.in_flight += 1
+        ctx.started += 1
         try:
             if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
                 result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))

@@ -1,0 +1,178 @@
+"""Server CPU per node under a fixed-rate mixed load, net of the idle rate: the CPU part of
+the model check (:mod:`lab.calibration.experiments.model_check`).
+
+The dataset and the operations are cpu_cost's (a seeded scratch store: the S-1 group and DMs,
+history conversations, a pool of sends; ``store.send`` / ``history`` / ``batch_read`` /
+``react``); here they run *together*: one fixed-rate schedule at the sum of ``rates`` whose
+calls follow :func:`lab.calibration.predictions.operation_sequence` (each operation at its
+share, evenly spread). Windows alternate idle, mixed, idle, mixed, ..., idle (``rounds`` mixed
+windows); around each, the server's cumulative CPU seconds per node (the admin adapter's
+readings, shards summed) and this process's own CPU time. A mixed window's CPU per node net of
+the idle rate of its two neighbouring idle windows (that node's) is what the operations it
+completed cost; the operations completed are counted per kind, so the prediction uses what
+ran, not what was asked for. The requested and achieved rates and the load generator's CPU
+are recorded: a window that carried less than the stated load says so. This process is the load
+generator: a mixed window in which it was loader-bound (``lab.load.verdict``: over its CPU limit,
+or the rate not offered while calls started late; :func:`lab.load.thread_driver.loader_bound`)
+is marked and never used for the check (its load was not what the window claims).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from lab.calibration.experiments.common import Testbed, scratch_name, scratch_store
+from lab.calibration.predictions import operation_sequence
+from lab.errors import ValidationError
+from lab.load.thread_driver import drive, loader_bound
+from lab.load.verdict import Limits
+from lab.measure import Stopwatch, summarize_histogram
+from lab.measure.process_cpu import CpuMeter
+
+IDLE = "idle"
+WARMUP_SECONDS = 2.0
+WARMUP_RATE = 20.0
+ACHIEVED_SHARE_FLOOR = 0.95   # a mixed window below this share of the requested rate did not carry the load
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixedLoad:
+    """What the windows measured: one row per (window, node), the operations each mixed window
+    completed, and the replication of the scratch keyspace."""
+
+    windows: pd.DataFrame      # seq, kind, wall_seconds, node, cpu_seconds, loadgen_cpu_seconds, ops, errors,
+                               # rate_requested, rate_driven, loadgen_cpu_percent_of_core, lag_ms, loader_bound
+    counts: list[dict[str, int]]   # per mixed window (in order): operations completed by kind
+    copies: int
+    requested_rate: float
+    limits: Limits = Limits()
+
+    def loader_bound_rounds(self) -> list[int]:
+        """The rounds whose mixed window was loader-bound: never used for the check."""
+        w = self.windows.drop_duplicates("seq")
+        return sorted(int(r) for r in w[(w.kind != IDLE) & w.loader_bound.astype(bool)]["round"])
+
+    def rounds(self) -> pd.DataFrame:
+        """Per (round, node): the mixed window's CPU net of its idle neighbours' rate."""
+        w = self.windows
+        rate = {(int(r.seq), r.node): r.cpu_seconds / r.wall_seconds
+                for r in w[w.kind == IDLE].itertuples() if r.wall_seconds > 0}
+        rows = []
+        for r in w[w.kind != IDLE].itertuples():
+            around = [rate[k] for k in ((int(r.seq) - 1, r.node), (int(r.seq) + 1, r.node)) if k in rate]
+            idle = float(np.mean(around)) if around else 0.0
+            rows.append({"round": int(r.round), "node": r.node, "wall_seconds": r.wall_seconds,
+                         "cpu_seconds": r.cpu_seconds, "idle_cores": idle,
+                         "net_cpu_seconds": r.cpu_seconds - idle * r.wall_seconds,
+                         "loader_bound": bool(r.loader_bound)})
+        return pd.DataFrame(rows)
+
+    def load(self) -> dict[str, Any]:
+        """Requested and achieved rates, errors, the load generator's CPU: was the load carried?"""
+        w = self.windows.drop_duplicates("seq")
+        mixed = w[w.kind != IDLE]
+        wall = float(mixed.wall_seconds.sum())
+        ops = int(mixed.ops.sum())
+        achieved = ops / wall if wall else 0.0
+        errors = int(mixed.errors.sum())
+        bound = self.loader_bound_rounds()
+        carried = achieved >= ACHIEVED_SHARE_FLOOR * self.requested_rate and errors == 0 and not bound
+        verdict = ("carried" if carried else "loader-bound" if bound else "errors" if errors
+                   else "below the requested rate")
+        pct = mixed.loadgen_cpu_percent_of_core.dropna()
+        return {"requested_rate": self.requested_rate, "achieved_rate": achieved,
+                "achieved_share": achieved / self.requested_rate if self.requested_rate else None,
+                "errors": errors, "loadgen_cores": float(mixed.loadgen_cpu_seconds.sum()) / wall if wall else None,
+                "loadgen_cpu_percent_of_core_max": float(pct.max()) if len(pct) else None,
+                "loader_bound_rounds": bound, "limits": self.limits.to_json(), "verdict": verdict,
+                "ops_by_kind": dict(sum((Counter(c) for c in self.counts), Counter()))}
+
+
+def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
+                   idle_seconds: float, workers: int = 8, seed: int = 0, keep: bool = False,
+                   show_progress: bool = False, dataset: dict[str, int] | None = None,
+                   limits: Limits | None = None) -> MixedLoad:
+    """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
+    docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...)."""
+    from lab.calibration.experiments import cpu_cost
+    from lab.cluster.admin.server_cpu import cpu_seconds_between
+
+    unknown = sorted(set(rates) - set(cpu_cost.OPERATIONS))
+    if unknown:
+        raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(cpu_cost.OPERATIONS)}",
+                              operations=unknown)
+    limits = limits or Limits()
+    active = {op: float(r) for op, r in rates.items() if r > 0}
+    sequence = operation_sequence(active)
+    total_rate = sum(active.values())
+    cp = cpu_cost.Params(rates=dict(active), window_seconds=window_seconds, max_rounds=rounds + 1, seed=seed,
+                         show_progress=show_progress, **(dataset or {}))
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+    rows: list[dict[str, Any]] = []
+    per_window: list[dict[str, int]] = []
+    with scratch_store(testbed, scratch_name("mcload"), constants=constants, keep=keep) as store:
+        data = cpu_cost._seed(store, cp, constants)
+        copies = testbed.admin.replication(store.keyspace).copies
+        testbed.admin.flush(store.keyspace)
+        testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
+        calls = cpu_cost._calls(store, data, cp)
+
+        def call(k: int) -> None:
+            op = sequence[k % len(sequence)]
+            calls[op](k)
+            with lock:
+                counts[op] += 1
+
+        drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers)
+        store.drain(30)
+
+        def window(seq: int, rnd: int, kind: str) -> None:
+            before, lg = testbed.admin.cpu_readings(), time.process_time()
+            watch = Stopwatch()
+            errors = 0
+            judged: dict[str, Any] = {"rate_requested": 0.0, "rate_driven": 0.0, "loadgen_cpu_percent_of_core": None,
+                                      "lag_ms": None, "loader_bound": False}
+            with lock:
+                counts.clear()
+            if kind == IDLE:
+                time.sleep(idle_seconds)
+            else:
+                with CpuMeter() as meter:  # this process is the load generator: its CPU while it drives
+                    stats, drive_seconds = drive(call, rate=total_rate, seconds=window_seconds, workers=workers)
+                store.drain(30)  # send's asynchronous head update belongs to its window
+                errors = sum(stats.errors.values())
+                s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
+                judged.update(rate_requested=total_rate,
+                              rate_driven=stats.ok / drive_seconds if drive_seconds else 0.0,
+                              loadgen_cpu_percent_of_core=meter.reading.percent_of_core if meter.reading else None,
+                              lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None)
+                judged["loader_bound"] = loader_bound(SimpleNamespace(**judged), limits)
+            wall = watch.seconds()
+            after, lg_after = testbed.admin.cpu_readings(), time.process_time()
+            with lock:
+                done = dict(counts)
+            if kind != IDLE:
+                per_window.append(done)
+            per_node: dict[str, float] = {}
+            for (node, _shard), sec in cpu_seconds_between(before, after).items():
+                per_node[node] = per_node.get(node, 0.0) + sec
+            rows.extend({"seq": seq, "round": rnd, "kind": kind, "wall_seconds": wall, "node": node, "cpu_seconds": sec,
+                         "loadgen_cpu_seconds": lg_after - lg, "ops": sum(done.values()) if kind != IDLE else 0,
+                         "errors": errors, **judged} for node, sec in per_node.items())
+
+        seq = 0
+        window(seq, -1, IDLE)
+        for rnd in range(rounds):
+            window(seq + 1, rnd, "mixed")
+            window(seq + 2, rnd, IDLE)
+            seq += 2
+    return MixedLoad(windows=pd.DataFrame(rows), counts=per_window, copies=copies, requested_rate=total_rate,
+                     limits=limits)

@@ -1,0 +1,339 @@
+"""The capacity model's predictions for a run it did not see, and how a prediction is judged.
+
+A calibration run leaves the constants the capacity model is built from (:class:`Inputs`):
+b_row's row model and per-row bytes of message_index and client_dedup (b_row notebook), the
+bytes of one conversation_head row (space_amp notebook), the server CPU per operation and the
+replication it was measured at (cpu_cost notebook), and the TWCS window arithmetic
+(:func:`lab.calibration.experiments.twcs_sstables.simulate_twcs`). The model_check notebook
+runs something new on any cluster and asks them what it should cost:
+
+    disk (per node, table)  sum over the rows the node holds of the row model's bytes for each row's
+                            payload / media_metadata / thumbnail bytes (message_record); rows x bytes
+                            per row (message_index, client_dedup); one SSTable's fixed components +
+                            conversations x bytes per head row (conversation_head: a few hundred
+                            head rows weigh less than the ~5 KB of an SSTable's Statistics)
+    CPU (per node)          the CPU-bound arithmetic of :func:`lab.calibration.cpu_sizing.cpu_sizing`
+                            for the operations completed in a window, spread evenly over the nodes
+    SSTables (per node)     the window arithmetic over the flushes that reached each node
+
+Each is a :class:`Check`: predicted (with the interval its inputs give: the row model's
+prediction interval, b_row's and cpu_cost's 95 % intervals), measured (with its interval where
+it has one), the error predicted / measured - 1 and the error's interval combining both
+(``[pred_low / meas_high - 1, pred_high / meas_low - 1]``), against the target stated in advance
+(:data:`TARGETS`: disk within 5 %, CPU within 20 %, SSTable counts exact).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lab.calibration.row_model import REGRESSORS, RowModel
+
+# a mix no b_row run measures: more photos with larger thumbnails, longer text and captions than
+# chat_mix, no E2EE change (name -> base profile, [messages] overrides, as row_model.DESIGN_MIXES)
+CHECK_MIXES: dict[str, tuple[str, dict[str, float]]] = {
+    "check_mix": ("chat_mix", {"text": 0.55, "image": 0.25, "video": 0.05, "audio": 0.05, "file": 0.05, "custom": 0.05,
+                               "text_bytes_median": 150.0, "caption_share": 0.5, "thumbnail_bytes_median": 9000.0}),
+}
+TARGETS: Mapping[str, float] = {"disk": 0.05, "cpu": 0.20, "sstables": 0.0}
+DISK_TABLES = ("message_record", "message_index", "client_dedup", "conversation_head")
+PER_ROW_TABLES = ("message_index", "client_dedup")
+
+
+def check_profile(name: str) -> Any:
+    """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
+    from lab.workload import load_profile
+
+    if name not in CHECK_MIXES:
+        return load_profile(name)
+    base, overrides = CHECK_MIXES[name]
+    profile = load_profile(base)
+    return dataclasses.replace(profile, name=name, description=f"model-check mix over {base}: {overrides}",
+                               messages=dataclasses.replace(profile.messages, **overrides))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Inputs:
+    """The constants of one calibration run the predictions use (None: that notebook did not run)."""
+
+    source: str
+    rows_per_repeat: int | None                        # rows per b_row repeat: what its per-row bytes amortise
+    row_model: RowModel | None
+    fitted_mixes: tuple[str, ...]                      # the mixes the row model saw (fitted or held out)
+    per_row_bytes: Mapping[str, tuple[float, float | None, float | None]]  # table -> (mean, ci_low, ci_high)
+    head_bytes_per_conversation: float | None
+    head_sstable_bytes: float | None                   # the fixed components of the head's one SSTable
+    cpu_costs: Mapping[str, Any] | None                # lab.calibration.cpu_sizing.costs_from_values
+    cpu_server: str | None = None
+
+    def missing(self) -> list[str]:
+        out = []
+        if self.row_model is None:
+            out.append("b_row (row model)")
+        if self.head_bytes_per_conversation is None:
+            out.append("space_amp (conversation_head bytes)")
+        if self.cpu_costs is None:
+            out.append("cpu_cost")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "rows_per_repeat": self.rows_per_repeat, "fitted_mixes": list(self.fitted_mixes),
+                "per_row_bytes": {k: list(v) for k, v in self.per_row_bytes.items()},
+                "head_bytes_per_conversation": self.head_bytes_per_conversation,
+                "head_sstable_bytes": self.head_sstable_bytes,
+                "row_model": self.row_model.to_json() if self.row_model else None,
+                "cpu_costs": dict(self.cpu_costs) if self.cpu_costs else None, "missing": self.missing()}
+
+
+def inputs_from_values(*, b_row: Mapping[str, Any] | None, cpu_cost: Mapping[str, Any] | None,
+                       space_amp: Mapping[str, Any] | None, source: str) -> Inputs:
+    """The inputs from the notebooks' ``values.json`` (any of them may be None)."""
+    from lab.calibration.cpu_sizing import costs_from_values
+
+    b_row = b_row or {}
+    comp = (b_row.get("compressions") or ["lz4"])[0]
+    per_row = {}
+    for table in PER_ROW_TABLES:
+        mean = b_row.get(f"b_row_{table}_{comp}_bytes")
+        if mean is not None:
+            per_row[table] = (float(mean), b_row.get(f"b_row_{table}_{comp}_ci_low_bytes"),
+                              b_row.get(f"b_row_{table}_{comp}_ci_high_bytes"))
+    model = RowModel.from_json(b_row["row_model"]) if b_row.get("row_model") else None
+    head = (space_amp or {}).get("conversation_head_bytes_per_conversation")
+    fixed = (space_amp or {}).get("conversation_head_sstable_bytes")
+    rows = b_row.get("rows_per_repeat")
+    return Inputs(source=source, rows_per_repeat=int(rows) if rows else None, row_model=model, fitted_mixes=tuple((b_row.get("b_row_by_mix") or {}).keys()),
+                  per_row_bytes=per_row, head_bytes_per_conversation=float(head) if head else None,
+                  head_sstable_bytes=float(fixed) if fixed is not None else None,
+                  cpu_costs=costs_from_values(cpu_cost) if cpu_cost and cpu_cost.get("operations") else None,
+                  cpu_server=(cpu_cost or {}).get("server"))
+
+
+def inputs_from_run(run_dir: Path | str) -> Inputs:
+    """The inputs of a calibration run folder (``results/<run-id>/``): its notebooks' values.json."""
+    run_dir = Path(run_dir)
+
+    def read(notebook: str) -> dict[str, Any] | None:
+        path = run_dir / notebook / "values.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    return inputs_from_values(b_row=read("b_row"), cpu_cost=read("cpu_cost"), space_amp=read("space_amp"),
+                              source=run_dir.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One quantity, predicted and measured (module docstring)."""
+
+    quantity: str                 # disk | cpu | sstables
+    scope: str                    # a node's address, or "cluster"
+    table: str | None
+    predicted: float | None
+    measured: float
+    unit: str
+    predicted_low: float | None = None
+    predicted_high: float | None = None
+    measured_low: float | None = None
+    measured_high: float | None = None
+    note: str = ""
+
+    @property
+    def target(self) -> float:
+        return TARGETS[self.quantity]
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return self.predicted / self.measured - 1
+
+    @property
+    def error_interval(self) -> tuple[float | None, float | None]:
+        if self.predicted is None or not self.measured:
+            return None, None
+        pl = self.predicted if self.predicted_low is None else self.predicted_low
+        ph = self.predicted if self.predicted_high is None else self.predicted_high
+        ml = self.measured if self.measured_low is None else self.measured_low
+        mh = self.measured if self.measured_high is None else self.measured_high
+        low = pl / mh - 1 if mh > 0 else None
+        high = ph / ml - 1 if ml > 0 else None
+        return low, high
+
+    @property
+    def met(self) -> bool | None:
+        if self.predicted is None:
+            return None
+        if self.quantity == "sstables":
+            return round(self.predicted) == round(self.measured)
+        return self.error is not None and abs(self.error) <= self.target
+
+    def row(self) -> dict[str, Any]:
+        low, high = self.error_interval
+        return {**dataclasses.asdict(self), "error": self.error, "error_ci_low": low, "error_ci_high": high,
+                "target": self.target, "met": self.met}
+
+
+# ---- disk --------------------------------------------------------------------------------------
+def predict_disk(inputs: Inputs, rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (node, table): predicted bytes on disk of the rows each node holds, right after they
+    were flushed (one SSTable holding each row once: no amplification yet).
+
+    ``rows``: one per message sent, with the regressors of :data:`lab.calibration.row_model.REGRESSORS`
+    and, per table, the nodes holding its partition (``<table>_nodes``: a tuple of addresses);
+    ``conversation`` identifies the head row (one per conversation)."""
+    out = []
+    nodes = sorted({n for t in DISK_TABLES for ns in rows[f"{t}_nodes"] for n in ns})
+    for node in nodes:
+        held = {t: rows[[node in ns for ns in rows[f"{t}_nodes"]]] for t in DISK_TABLES}
+        mine = held["message_record"]
+        if inputs.row_model is not None and len(mine):
+            p = inputs.row_model.predict({c: float(mine[c].mean()) for c in REGRESSORS})
+            n = len(mine)
+            out.append({"node": node, "table": "message_record", "rows": n, "predicted": n * p["mean"],
+                        "predicted_low": n * p["prediction_low"], "predicted_high": n * p["prediction_high"],
+                        "input": "row model (b_row)"})
+        for table in PER_ROW_TABLES:
+            n = len(held[table])
+            if table in inputs.per_row_bytes and n:
+                mean, lo, hi = inputs.per_row_bytes[table]
+                out.append({"node": node, "table": table, "rows": n, "predicted": n * mean,
+                            "predicted_low": n * lo if lo is not None else None,
+                            "predicted_high": n * hi if hi is not None else None, "input": f"b_row of {table}"})
+        conversations = held["conversation_head"].conversation.nunique()
+        if inputs.head_bytes_per_conversation is not None and conversations:
+            fixed = inputs.head_sstable_bytes or 0.0   # one SSTable's fixed components: the table is flushed once
+            out.append({"node": node, "table": "conversation_head", "rows": conversations,
+                        "predicted": fixed + conversations * inputs.head_bytes_per_conversation, "predicted_low": None,
+                        "predicted_high": None, "input": "conversation_head: one SSTable + bytes per conversation "
+                                                         "(space_amp)"})
+    return pd.DataFrame(out)
+
+
+def disk_checks(predicted: pd.DataFrame, measured: Mapping[tuple[str, str], int]) -> list[Check]:
+    """Per (node, table), per node (tables summed) and for the cluster: predicted against the
+    bytes read from the nodes. A table without a prediction is left out of the sums (said in
+    the note) so the totals compare like with like."""
+    checks = []
+    by = {(r.node, r.table): r for r in predicted.itertuples()}
+    for (node, table), m in sorted(measured.items()):
+        r = by.get((node, table))
+        checks.append(Check(quantity="disk", scope=node, table=table, predicted=None if r is None else r.predicted,
+                            predicted_low=None if r is None else _num(r.predicted_low),
+                            predicted_high=None if r is None else _num(r.predicted_high), measured=float(m), unit="B",
+                            note="no input for this table" if r is None else r.input))
+    for scope in sorted({c.scope for c in checks}) + ["cluster"]:
+        part = [c for c in checks if c.predicted is not None and (scope == "cluster" or c.scope == scope)
+                and c.table is not None]
+        if not part:
+            continue
+        checks.append(Check(quantity="disk", scope=scope, table=None, predicted=sum(c.predicted for c in part),
+                            predicted_low=_sum_or_none([c.predicted_low or c.predicted for c in part]),
+                            predicted_high=_sum_or_none([c.predicted_high or c.predicted for c in part]),
+                            measured=float(sum(c.measured for c in part)), unit="B",
+                            note=f"tables {', '.join(sorted({c.table for c in part}))}"))
+    return checks
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _sum_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+def row_composition(messages: pd.DataFrame) -> pd.DataFrame:
+    """Per row: the row model's regressors (:func:`lab.calibration.row_model.composition`, row by row)."""
+    from lab.workload import media_for
+
+    out = []
+    for row in messages.to_dict("records"):
+        media = media_for(row)
+        thumb = len(media.thumbnail) if media is not None else 0
+        meta = len(dataclasses.replace(media, thumbnail=b"").encode()) if media is not None else 0
+        out.append({"payload_bytes": float(row["body_bytes"]), "media_metadata_bytes": float(meta),
+                    "thumbnail_bytes": float(thumb)})
+    return pd.DataFrame(out, index=messages.index)
+
+
+# ---- CPU ---------------------------------------------------------------------------------------
+def operation_sequence(rates: Mapping[str, float], length: int = 1000) -> list[str]:
+    """A fixed-rate load's operations in order: each op's share of ``length`` calls follows its
+    rate, evenly spread (smooth weighted round robin), so any window carries the stated mix."""
+    if not rates or any(not isinstance(r, (int, float)) or isinstance(r, bool) or r < 0 for r in rates.values()) \
+            or sum(rates.values()) <= 0:
+        from lab.errors import ValidationError
+
+        raise ValidationError(f"rates must map operations to ops/s >= 0, some > 0, got {dict(rates)}", field="rates")
+    total = float(sum(rates.values()))
+    credit = {op: 0.0 for op in rates}
+    out = []
+    for _ in range(length):
+        for op, r in rates.items():
+            credit[op] += r
+        op = max(credit, key=lambda o: credit[o])
+        credit[op] -= total
+        out.append(op)
+    return out
+
+
+def predict_cpu(inputs: Inputs, counts: Mapping[str, int], wall_seconds: float, *,
+                replication_factor: int) -> dict[str, Any]:
+    """Server CPU seconds, whole cluster, for the operations ``counts`` completed in
+    ``wall_seconds``, by the capacity model's CPU arithmetic (:func:`cpu_sizing` at a peak factor
+    of 1: rate x CPU per op x replicas, writes on RF replicas, reads on a quorum, scaled from the
+    replication cpu_cost measured at). ``per_op``: each operation's share."""
+    from lab.calibration.cpu_sizing import cpu_sizing
+
+    total = sum(counts.values())
+    costs = dict(inputs.cpu_costs or {})
+    if not total or not costs or wall_seconds <= 0:
+        return {"seconds": None, "low": None, "high": None, "per_op": {}}
+    sizing = cpu_sizing(messages_per_day=total / wall_seconds * 86_400,
+                        operations_per_message={op: n / total for op, n in counts.items() if n},
+                        peak_factor=1.0, cores_per_node=1, target_cpu_utilization=1.0,
+                        replication_factor=replication_factor, **costs)
+    low = sizing.server_cores_low * wall_seconds if sizing.server_cores_low is not None else None
+    high = sizing.server_cores_high * wall_seconds if sizing.server_cores_high is not None else None
+    return {"seconds": sizing.server_cores * wall_seconds, "low": low, "high": high,
+            "per_op": {op: e["cores"] * wall_seconds for op, e in sizing.operations.items()},
+            "replicas": {op: e["replicas"] for op, e in sizing.operations.items()}}
+
+
+def cpu_diagnosis(predicted_per_op: Mapping[str, float], counts: Mapping[str, int],
+                  local_ms_per_op: Mapping[str, float]) -> pd.DataFrame:
+    """Which operation's input was off: per operation, the CPU seconds the calibration's cost
+    predicted against the seconds its cost measured on this cluster gives (``local_ms_per_op``,
+    from single-operation windows here), largest difference first."""
+    rows = []
+    for op, predicted in predicted_per_op.items():
+        here = local_ms_per_op.get(op)
+        local = None if here is None else max(here, 0.0) * counts.get(op, 0) / 1000
+        rows.append({"op": op, "ops": counts.get(op, 0), "predicted_seconds": predicted, "local_seconds": local,
+                     "difference_seconds": None if local is None else predicted - local,
+                     "relative": None if not local else predicted / local - 1})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out = out.reindex(out.difference_seconds.abs().sort_values(ascending=False, na_position="last").index)
+    return out.reset_index(drop=True)
+
+
+# ---- SSTables ----------------------------------------------------------------------------------
+def predict_sstables(flushes: list[Mapping[tuple[str, int], int]]) -> dict[str, int]:
+    """Per node: SSTables after ``flushes`` (each: compaction group (node, shard) -> the TWCS
+    window of the newest row that flush put there), by the window arithmetic per group."""
+    from lab.calibration.experiments.twcs_sstables import simulate_twcs
+
+    groups = sorted({g for f in flushes for g in f})
+    out: dict[str, int] = {}
+    for group in groups:
+        windows = [f[group] for f in flushes if group in f]
+        out[group[0]] = out.get(group[0], 0) + simulate_twcs(windows)[-1]
+    return out
