@@ -73,6 +73,7 @@ class CalibrationOptions:
     notebooks_dir: Path | None = None
     allow_quick: bool = False             # propose from a quick run anyway
     previous: Path | None = None          # the run to state agreement with (None: the latest comparable one)
+    services: ServicesConfig | None = None  # the notebooks' stores: outbox, hot window (None: the defaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,12 +186,16 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
     """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
     from lab.cluster.connection import connect
 
+    from lab.calibration.notebooks import services_parameter
+
+    # the notebooks' stores (experiments.common.scratch_store) open with these services; recorded
+    # (no secrets) so that --resume runs the rest of the run with them
+    services = options.services if options.services is not None else ServicesConfig()
     parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
                   "notebooks": {name: params for name, params in suite},
-                  "constants_file": str(options.constants_path)}
+                  "constants_file": str(options.constants_path), "services": services_parameter(services)}
     with connect(config) as conn:
-        # the notebooks' stores (experiments.common.scratch_store) open with the default services
-        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
+        env = {**environment(config, conn, services=services.describe_store()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
             round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
     write_json(run_dir / ENVIRONMENT_FILE, env)
@@ -206,7 +211,8 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     failure, error = None, None
     watch = Stopwatch()
     try:
-        run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
+        run_notebook(name, params, run_dir, config=config, services=options.services,
+                     cell_timeout_seconds=options.cell_timeout_seconds,
                      **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
         status = "ok"
     except CalibrationError as exc:
@@ -317,9 +323,12 @@ def unfinished(run_dir: Path | str) -> list[str]:
 
 
 def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: bool = True,
-                       cell_timeout_seconds: float | None = None, notebooks_dir: Path | None = None) -> CalibrationResult:
+                       cell_timeout_seconds: float | None = None, notebooks_dir: Path | None = None,
+                       services: ServicesConfig | None = None) -> CalibrationResult:
     """Run the notebooks of ``run_dir`` not yet finished (interrupted, failed, not run) into the
-    same folder with the run's own mode and parameters, then assess and report the whole run."""
+    same folder with the run's own mode, parameters and services (outbox, hot window), then
+    assess and report the whole run. ``services`` gives the passwords (never recorded) and, for
+    a run that recorded no services, all of them."""
     run_dir = Path(run_dir)
     if not (run_dir / CALIBRATION_FILE).is_file():
         raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
@@ -336,12 +345,26 @@ def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: 
     options = CalibrationOptions(quick=cal.mode == "quick", results=run_dir.parent, notebooks=tuple(cal.notebooks),
                                  progress=progress, cell_timeout_seconds=cell_timeout_seconds,
                                  constants_path=Path(constants) if constants else APPENDIX_B_PATH,
-                                 notebooks_dir=notebooks_dir)
+                                 notebooks_dir=notebooks_dir,
+                                 services=_run_services((cal.environment.get("parameters") or {}).get("services"),
+                                                        services))
     for name, _ in left:  # an unfinished notebook's partial output would mix with the new one's values
         shutil.rmtree(run_dir / name, ignore_errors=True)
     cal = cal.replace(status="running", error=None, finished_at=None, resumed=(*cal.resumed, {
         "started_at": utc_now_iso(), "notebooks": [n for n, _ in left]}))
     return _session(config, options, run_dir, write_calibration(run_dir, cal), left, wall_before=cal.wall_seconds or 0.0)
+
+
+def _run_services(recorded: Mapping[str, Any] | None, given: ServicesConfig | None) -> ServicesConfig | None:
+    """The services a run recorded, with the passwords of ``given`` (``given`` itself when the run
+    recorded none)."""
+    from lab.cluster.services import load_services
+
+    if recorded is None:
+        return given
+    secrets = {k: getattr(given, k) for k in ("kafka_sasl_password", "redis_password")
+               if given is not None and getattr(given, k) is not None}
+    return load_services(flags={**recorded, **secrets}, env={})
 
 
 def _session(config: ClusterConfig, options: CalibrationOptions, run_dir: Path, cal: CalibrationRun,

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
@@ -127,6 +128,13 @@ def cluster_parameter(config: ClusterConfig) -> dict[str, Any]:
     return {k: v for k, v in config.redacted().items() if k != "password" and v is not None}
 
 
+def services_parameter(services: ServicesConfig) -> dict[str, Any]:
+    """The ``services`` parameter for a notebook: the outbox and hot-window fields, passwords left
+    out (the kernel reads them from ``LAB_*``, as the cluster's), paths as strings."""
+    return {k: v for k, v in services.redacted().items()
+            if v is not None and k not in ("kafka_sasl_password", "redis_password")}
+
+
 def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
@@ -197,7 +205,8 @@ def stop_kernels() -> None:
 
 
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
-                 config: ClusterConfig | None = None, notebooks_dir: Path = NOTEBOOKS_DIR,
+                 config: ClusterConfig | None = None, services: ServicesConfig | None = None,
+                 notebooks_dir: Path = NOTEBOOKS_DIR,
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
                  html: bool = True, cwd: Path = PROJECT_DIR) -> dict[str, Any]:
     """Execute one notebook into ``out_dir/<name>/`` and return the values it recorded."""
@@ -218,6 +227,8 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
         parameters.setdefault("show_progress", False)
     if config is not None:
         parameters["cluster"] = cluster_parameter(config)
+    if services is not None and "services" in _declared(source):  # a notebook without a store takes none
+        parameters["services"] = services_parameter(services)
     try:
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,

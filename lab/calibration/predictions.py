@@ -49,14 +49,9 @@ PER_ROW_TABLES = ("message_index", "client_dedup")
 
 def check_profile(name: str) -> Any:
     """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
-    from lab.workload import load_profile
+    from lab.calibration.row_model import mix_profile
 
-    if name not in CHECK_MIXES:
-        return load_profile(name)
-    base, overrides = CHECK_MIXES[name]
-    profile = load_profile(base)
-    return dataclasses.replace(profile, name=name, description=f"model-check mix over {base}: {overrides}",
-                               messages=dataclasses.replace(profile.messages, **overrides))
+    return mix_profile(name, CHECK_MIXES, "model-check mix")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,7 @@ def _interrupted(cal: Mapping[str, Any], run_dir: Path) -> str:
 
 
 def _banner(cal: Mapping[str, Any], run_dir: Path) -> str:
-    from lab.calibration.presets import FULL_RUN_MEASURED
+    from lab.calibration.presets import FULL_RUN_DURATION
 
     status, mode = cal.get("status"), cal.get("mode")
     out = _interrupted(cal, run_dir) if status == "interrupted" else ""
@@ -64,8 +64,8 @@ def _banner(cal: Mapping[str, Any], run_dir: Path) -> str:
                       "runs each notebook with its shortest parameters and the quick precision targets (b_row ±10%), "
                       "so every recommendation below has <b>low</b> confidence and reads \"would change ... once a "
                       "full run confirms\" (<code>--propose</code> refuses without <code>--allow-quick</code>). For a "
-                      f"calibration run <code>{FULL_RUN_COMMAND}</code>: {FULL_RUN_MEASURED} (each notebook "
-                      f"samples until its precision target or its time budget){took}.</div>")
+                      f"calibration run <code>{FULL_RUN_COMMAND}</code>, each notebook sampling until its precision "
+                      f"target or its time budget: {FULL_RUN_DURATION}{took}.</div>")
     if status != "ok":
         return out
     return out + (f"<div class='banner ok'>Full run: completed in {fmt((cal.get('wall_seconds') or 0) / 60, 2)} min "

@@ -48,15 +48,17 @@ DESIGN_MIXES: Mapping[str, tuple[str, Mapping[str, float]]] = {
 }
 
 
-def mix_profile(name: str) -> Any:
-    """The workload profile named ``name`` (``lab/workload/profiles``) or a design mix."""
+def mix_profile(name: str, mixes: Mapping[str, tuple[str, Mapping[str, float]]] = DESIGN_MIXES,
+                label: str = "design mix") -> Any:
+    """The workload profile named ``name`` (``lab/workload/profiles``) or one of ``mixes``: a base
+    profile with its message mix overridden (the design mixes by default)."""
     from lab.workload import load_profile
 
-    if name not in DESIGN_MIXES:
+    if name not in mixes:
         return load_profile(name)
-    base, overrides = DESIGN_MIXES[name]
+    base, overrides = mixes[name]
     profile = load_profile(base)
-    return dataclasses.replace(profile, name=name, description=f"design mix over {base}: {dict(overrides)}",
+    return dataclasses.replace(profile, name=name, description=f"{label} over {base}: {dict(overrides)}",
                                messages=dataclasses.replace(profile.messages, **overrides))
 
 

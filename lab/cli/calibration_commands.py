@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from lab.cli.cluster_commands import run_preflight_checks
-from lab.calibration.presets import FULL_RUN_MEASURED, QUICK_RUN_MEASURED
-from lab.cli.options import PORT, POSITIVE, cluster_options, home_option, results_option
+from lab.calibration.presets import FULL_RUN_DURATION, QUICK_RUN_DURATION
+from lab.cli.options import (PORT, POSITIVE, SERVICES_FLAGS, cluster_options, home_option, results_option,
+                             services_options)
 from lab.cluster.config import ClusterConfig
 
 
@@ -56,7 +57,8 @@ def _resume_conflicts(ctx: click.Context) -> list[str]:
     from click.core import ParameterSource
 
     names = {"notebooks": "--notebooks", "params": "--param", "my_mix": "--my-mix", "quick": "--quick/--full",
-             "repeat_check": "--repeat-check", "propose_from": "--propose-from", "keep_going": "--keep-going"}
+             "repeat_check": "--repeat-check", "propose_from": "--propose-from", "keep_going": "--keep-going",
+             **{dest: flag for flag, dest, _, _ in SERVICES_FLAGS}}  # the run's own services: recorded
     return [flag for name, flag in names.items() if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
 
 
@@ -87,9 +89,9 @@ def _report_result(result: Any) -> None:
 @click.command("calibrate")
 @home_option
 @click.option("--quick/--full", default=True,
-              help="quick: a smoke test of the pipeline (low confidence, nothing to propose from; "
-                   f"{QUICK_RUN_MEASURED}); full: the notebooks' own parameters and precision targets "
-                   f"({FULL_RUN_MEASURED}; each notebook samples until its target or its time budget)")
+              help=f"quick: a smoke test of the pipeline, low confidence, nothing to propose from: {QUICK_RUN_DURATION}. "
+                   "full: the notebooks' own parameters and precision targets, each notebook sampling until its "
+                   f"target or its time budget: {FULL_RUN_DURATION}")
 @click.option("--notebooks", "notebooks", default=None, metavar="NAMES",
               help="comma-separated subset of the suite, in suite order; 'none' = environment + round trip only")
 @click.option("-p", "--param", "params", multiple=True, metavar="NOTEBOOK.KEY=VALUE",
@@ -112,19 +114,22 @@ def _report_result(result: Any) -> None:
 @click.option("--preflight/--no-preflight", "check_first", default=True, show_default=True,
               help="run `lab preflight` first and stop when a check fails")
 @results_option
+@services_options
 @cluster_options
 @click.pass_context
 def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...],
               my_mix: str | None, resume: Path | None, propose: bool, propose_from: Path | None, allow_quick: bool,
               repeat_check: bool, keep_going: bool, cell_timeout: float | None, progress: bool, check_first: bool,
-              results: Path, config: ClusterConfig) -> None:
+              results: Path, config: ClusterConfig, services: Any) -> None:
     """Run the headless calibration suite and print where the report is.
 
     Writes results/<run-id>/: the executed notebooks and their HTML, figures, calibration.json
     (constants.<name>: current, measured, recommended, unit, confidence, evidence) and
     report.html. A failed notebook fails the run (exit 2) naming the notebook and the cell;
     the partial results stay in the run folder. Ctrl-C stops it (exit 130) with one line naming
-    the notebook and the folder; --resume RUN_DIR finishes it."""
+    the notebook and the folder; --resume RUN_DIR finishes it (with the run's own settings).
+    --outbox / --hot-window (LAB_*, the TOML file's [services]) are the notebooks' store
+    settings, named in the environment block."""
     from lab.calibration.calibrate import (CalibrationOptions, plan, propose_from as _propose_from, resume_calibration,
                                            run_calibration, unfinished)
     from lab.calibration.propose import check_proposable
@@ -146,7 +151,7 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
         overrides.setdefault("capacity", {})["my_mix"] = _my_mix_override(my_mix, selected)
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=overrides,
                                  propose=propose, keep_going=keep_going, progress=progress,
-                                 cell_timeout_seconds=cell_timeout, allow_quick=allow_quick)
+                                 cell_timeout_seconds=cell_timeout, allow_quick=allow_quick, services=services)
     if resume is None:
         plan(options, None)  # unknown notebooks, undeclared or mistyped -p values: refused before anything connects
     elif not (resume / "calibration.json").is_file():
@@ -163,7 +168,8 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
             sys.exit(2)
     if resume is not None:
         click.echo(f"resuming run {resume.name}: {', '.join(unfinished(resume)) or 'the environment and round trip'}")
-        result = resume_calibration(config, resume, progress=progress, cell_timeout_seconds=cell_timeout)
+        result = resume_calibration(config, resume, progress=progress, cell_timeout_seconds=cell_timeout,
+                                    services=services)
     elif repeat_check:
         check = run_repeat_check(config, options)
         if check.comparison_dir is not None:

@@ -56,3 +56,25 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
         assigned = set(re.findall(r"^(\w+)\s*=", cell.source, re.M))
         assert assigned == set(pm.inspect_notebook(str(path))), name
         assert set(QUICK_PARAMETERS.get(name, {})) <= assigned, name
+
+
+def test_a_resumed_run_takes_the_services_it_recorded_with_todays_passwords():
+    """--resume runs the rest of a run on the outbox and hot window it started with (recorded in
+    calibration.json without secrets); the passwords come from LAB_* / the file at resume time."""
+    from lab.calibration.calibrate import _run_services
+    from lab.calibration.notebooks import services_parameter
+    from lab.cluster.services import ServicesConfig
+
+    original = ServicesConfig(outbox="kafka", hot_window="redis", redis_port=16379, redis_password="s3cret")
+    recorded = services_parameter(original)
+    assert "redis_password" not in recorded
+    today = ServicesConfig(redis_password="s3cret")  # LAB_REDIS_PASSWORD, no --outbox / --hot-window given
+    assert _run_services(recorded, today) == original
+    assert _run_services(None, today) is today  # a run that recorded none: today's settings
+
+
+def test_resume_refuses_services_flags(tmp_path):
+    (tmp_path / "calibration.json").write_text("{}")
+    proc = subprocess.run([*LAB, "calibrate", "--resume", str(tmp_path), "--outbox", "kafka"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "--outbox" in proc.stderr and "Traceback" not in proc.stderr

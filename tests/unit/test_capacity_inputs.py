@@ -105,6 +105,7 @@ def test_the_capacity_conclusion_and_summary_give_the_mix_nodes_per_tier(tmp_pat
     assert values["b_row_run"] == values["my_mix_run"] == "b" and values["b_row_confidence"] == "low"
     text = capacity.conclusion(result)
     assert "the b_row run b, the latest b_row run in" in text and "**Your mix `example_mix`**" in text
+    assert "; low confidence) by the row model" in text and "(low confidence))" not in text  # one level of ()
     for tier in ("20,000,000", "100,000,000", "500,000,000"):
         assert f"- {tier} messages/day: " in text.split("**Your mix", 1)[1]
     summary = ci.my_mix_summary(json.loads(json.dumps(values)))

@@ -62,6 +62,18 @@ def test_expected_durations_cover_the_suite():
     assert expected_seconds("quick", NOTEBOOKS) < expected_seconds("full", NOTEBOOKS)
 
 
+def test_the_readme_quotes_the_presets_durations():
+    """One statement of the run durations: the README says what presets says (issue 25 item 8)."""
+    from lab.calibration.presets import minutes
+    from lab.project import PROJECT_DIR
+
+    readme = " ".join((PROJECT_DIR / "README.md").read_text().split())
+    full, quick = minutes(expected_seconds("full", NOTEBOOKS)), minutes(sum(QUICK_RUN_EXPECTED_SECONDS.values()))
+    assert f"up to {full}" in readme and f"{quick} measured" in readme
+    # the figures the README once quoted for a whole run, none of them measured
+    assert not any(stale in readme for stale in ("about 50 min", "about 47 min", "12-25 min"))
+
+
 def test_output_for_a_named_run(tmp_path, capsys):
     out = Output.for_notebook("b_row", None, results=tmp_path, run_name="my-product")
     assert out.dir == tmp_path / "my-product" / "b_row"

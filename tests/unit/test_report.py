@@ -51,9 +51,9 @@ def _run(tmp_path: Path, *, quick: bool, b_row: float = 1235.0, in_limit: int = 
 def test_a_quick_report_says_so_and_names_the_full_run(tmp_path):
     html = render(_run(tmp_path, quick=True), tmp_path)
     assert "Quick run: a smoke test of the pipeline, not a calibration." in html
-    from lab.calibration.presets import FULL_RUN_MEASURED
+    from lab.calibration.presets import FULL_RUN_DURATION
 
-    assert "lab calibrate --full" in html and FULL_RUN_MEASURED in html
+    assert "lab calibrate --full" in html and FULL_RUN_DURATION in html
     assert "--allow-quick" in html and "completed here in 2,400 s" in html
     assert html.count("conf-low'>low<") >= 2  # every measured constant: low in a quick run
     full = render(_run(tmp_path, quick=False), tmp_path)

@@ -308,7 +308,8 @@ def conclusion(result: Result) -> str:
         at = result.b_row_located
         where = (f"the b_row run {at.run_id()}, {at.how}" if at is not None and at.how != "this run"
                  else "the b_row notebook of this run" if at is not None else result.b_row_source)
-        lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:,.0f} B{_conf(result.b_row_confidence)}, "
+        lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:,.0f} B"
+                     f"{', ' + result.b_row_confidence + ' confidence' if result.b_row_confidence else ''}, "
                      f"from {where}): {m.resident_tb:.1f} TB, {m.resident_tb / design.resident_tb:.2f}x the estimate; "
                      f"one full partition {m.partition_bytes / 1e6:.2f} MB vs {design.partition_bytes / 1e6:.2f} MB.")
     else:
@@ -323,7 +324,8 @@ def conclusion(result: Result) -> str:
             f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
             f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of 7-day TWCS windows."
             for r in s[s.source == use].itertuples()]
-    conf = _conf(result.b_row_confidence) if use == "measured" else " (the design's b_row: an estimate)"
+    conf = (f", {result.b_row_confidence} confidence" if result.b_row_confidence else "") if use == "measured" \
+        else ": an estimate"
     text += f"\n\nProduction sizing ({use} b_row{conf}):\n\n" + "\n".join(rows)
     return text + factor_lines(result) + cpu_lines(result)
 
@@ -344,7 +346,8 @@ def mix_lines(result: Result) -> str:
     model = "this run's b_row" if at.how == "this run" else f"the b_row run {at.run_id()} ({at.how})"
     sample = f" over {mix.rows:,} generated messages" if mix.rows else ""
     out = [f"**Your mix `{mix.name}`** ({mix.source}; per message {comp}{sample}): b_row **{mix.b_row_bytes:,.0f} B** "
-           f"(95% CI {mix.ci_low:,.0f}-{mix.ci_high:,.0f}{_conf(result.my_mix_confidence)}) by the row model of "
+           f"(95% CI {mix.ci_low:,.0f}-{mix.ci_high:,.0f}"
+           f"{'; ' + result.my_mix_confidence + ' confidence' if result.my_mix_confidence else ''}) by the row model of "
            f"{model}:", ""]
     s = result.sizing
     cpu = result.cpu[result.cpu.b_row_source == "my_mix"] if result.cpu is not None else None

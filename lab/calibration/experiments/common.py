@@ -13,7 +13,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lab.cluster.config import ClusterConfig, load_config
+from lab.cluster.services import ServicesConfig, load_services
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
 from lab.project import RESULTS_DIR
@@ -35,6 +36,7 @@ SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
 SCRAP_VERSION = 1
 KEYSPACE_PREFIX = "lab"
 RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_SERVICE_SECRETS = ("kafka_sasl_password", "redis_password")  # LAB_* or the file only, never a parameter
 
 
 # ---- output -------------------------------------------------------------------------------
@@ -130,6 +132,15 @@ def cluster_config(cluster: Mapping[str, Any] | None = None, config_file: str | 
     return load_config(flags=flags, env=env, toml_path=config_file)
 
 
+def services_config(services: Mapping[str, Any] | None = None, config_file: str | None = None,
+                    env: Mapping[str, str] | None = None) -> ServicesConfig:
+    """The notebook's outbox and hot-window settings: ``services`` (ServicesConfig fields) over
+    ``LAB_*`` variables of ``env`` over the ``[services]`` table of ``config_file``, as ``lab bench
+    store`` reads them; passwords only from ``LAB_*`` or the file."""
+    flags = {k: v for k, v in dict(services or {}).items() if v is not None and k not in _SERVICE_SECRETS}
+    return load_services(flags=flags, env=dict(env or {}), toml_path=config_file)
+
+
 def constants_from(path: str | None = None, **overrides: Any) -> Constants:
     constants = load_constants(Path(path)) if path else load_constants()
     return constants.replace(**overrides) if overrides else constants
@@ -137,11 +148,18 @@ def constants_from(path: str | None = None, **overrides: Any) -> Constants:
 
 @dataclass
 class Testbed:
-    """A connection, the admin adapter matching the server, and the config they came from."""
+    """A connection, the admin adapter matching the server, the config they came from, and the
+    services (outbox, hot window) the experiment's stores open with."""
 
     config: ClusterConfig
     connection: Any
     admin: Any
+    services: ServicesConfig = field(default_factory=ServicesConfig)
+
+    def environment(self) -> dict[str, Any]:
+        """What a notebook's environment block records: the server and the store's parts."""
+        return {"server": self.connection.server_kind(), "server_version": self.connection.server_version(),
+                "admin": self.admin.name, "services": self.services.describe_store()}
 
     def close(self) -> None:
         self.admin.close()
@@ -149,13 +167,14 @@ class Testbed:
 
 
 @contextlib.contextmanager
-def open_testbed(config: ClusterConfig) -> Iterator[Testbed]:
+def open_testbed(config: ClusterConfig, services: ServicesConfig | None = None) -> Iterator[Testbed]:
     from lab.cluster.admin import admin_for
     from lab.cluster.connection import connect
 
     conn = connect(config)
     try:
-        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn))
+        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn),
+                          services=services if services is not None else ServicesConfig())
     except BaseException:
         conn.close()
         raise
@@ -188,7 +207,8 @@ def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | Non
         if state_dir is None:
             state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-store-")))
         store = MessageStore.open(testbed.config.replace(keyspace=keyspace), constants=constants,
-                                  state_dir=state_dir, connection=testbed.connection)
+                                  state_dir=state_dir, connection=testbed.connection,
+                                  **testbed.services.store_options())
         stack.callback(store.close)
         try:
             if tables is None:
