@@ -40,15 +40,19 @@ def _selected(notebooks: str | None) -> tuple[str, ...] | None:
     return () if notebooks.strip() == "none" else tuple(n.strip() for n in notebooks.split(",") if n.strip())
 
 
-def _my_mix_override(my_mix: str, selected: tuple[str, ...] | None) -> str:
+def _my_mix_override(my_mix: str, selected: tuple[str, ...] | None, results: Path,
+                     capacity: dict[str, Any]) -> str:
     """--my-mix NAME|FILE as the capacity notebook's my_mix (a file by its absolute path); an
-    unknown mix is refused here, before anything runs."""
-    from lab.calibration.capacity_inputs import resolve_mix
+    unknown mix, or one with no b_row row model to price it (b_row not in this run, none in
+    ``results``), is refused here, before anything runs."""
+    from lab.calibration.capacity_inputs import locate_b_row, resolve_mix, row_model_of
 
     if selected is not None and "capacity" not in selected:
         raise click.BadParameter("the capacity notebook prices the mix: add capacity to --notebooks",
                                  param_hint="--my-mix")
     resolve_mix(my_mix)  # ConfigError naming both profile folders
+    if selected is not None and "b_row" not in selected and capacity.get("b_row_values", "auto") == "auto":
+        row_model_of(locate_b_row(Path(results) / "new-run", need_row_model=True))  # CalibrationError: run b_row
     path = Path(my_mix)
     return str(path.resolve()) if path.suffix == ".toml" else my_mix
 
@@ -148,7 +152,8 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
     selected = _selected(notebooks)
     overrides = _parse_overrides(params)
     if my_mix is not None:
-        overrides.setdefault("capacity", {})["my_mix"] = _my_mix_override(my_mix, selected)
+        capacity = overrides.setdefault("capacity", {})
+        capacity["my_mix"] = _my_mix_override(my_mix, selected, results, capacity)
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=overrides,
                                  propose=propose, keep_going=keep_going, progress=progress,
                                  cell_timeout_seconds=cell_timeout, allow_quick=allow_quick, services=services)

@@ -2,15 +2,19 @@
 calibration.json against the notebooks' own outputs, the proposed diff, run comparison, a
 failing notebook, the report rendered by headless Chromium (Debian's ``chromium``, installed
 by ``make test``), and your mix priced end to end (the run prices ``example_mix``: its nodes in
-the conclusion, the report's capacity table and calibration.json; ``--my-mix`` with capacity
-alone finds the latest b_row run and says which; nothing to price from fails)."""
+the conclusion, the report's capacity table and calibration.json), Ctrl-C and --resume on a
+``--my-mix`` capacity-alone run that finds this module's b_row run and says which (the
+refusals that need no node are in tests/unit/test_calibration_params.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -457,11 +461,6 @@ def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
 EXAMPLE = PROJECT_DIR / "datasets" / "profiles" / "example_mix.toml"
 
 
-def _calibrate(results: Path, home: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*LAB, "calibrate", "--quick", "--no-preflight", "--no-progress", "--results", str(results),
-                           "--home", home, *args], capture_output=True, text=True, cwd=ROOT, timeout=900)
-
-
 def test_the_example_mix_is_where_users_look():
     assert EXAMPLE.is_file()
     from lab.workload import load_profile
@@ -491,28 +490,83 @@ def test_the_report_capacity_table_has_the_mix_and_cites_what_ran(run):
     assert "no CPU costs" in section and f"b_row notebook of this run ({run.run_dir.name})" in section
 
 
-def test_capacity_alone_takes_the_latest_b_row_run_and_says_which(run, results, cluster_config):
-    before = {d.name for d in results.iterdir()}
-    proc = _calibrate(results, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", str(EXAMPLE))
+# ---- Ctrl-C and --resume (issue 25 item 2), on a capacity-alone run that prices the mix from this
+# module's b_row run (item 1): one small run, interrupted by a real SIGINT and resumed, no run of its own
+def _interrupt_capacity_alone(results: Path, home: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`lab calibrate --notebooks capacity --my-mix FILE`; SIGINT to its process group (what a
+    terminal's Ctrl-C sends) once capacity is running."""
+    proc = subprocess.Popen([*LAB, "calibrate", "--quick", "--no-preflight", "--no-progress", "--notebooks", "capacity",
+                             "--my-mix", str(EXAMPLE), "-p", "capacity.show_progress=false",
+                             "-p", "capacity.my_mix_rows=2000", "--results", str(results), "--home", home],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True,  # its own process group, as a terminal's foreground job
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    before, found = {d.name for d in results.iterdir()}, None
+    deadline = time.monotonic() + 600
+    try:
+        while found is None and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            for d in results.iterdir():
+                try:
+                    cal = json.loads((d / "calibration.json").read_text()) if d.name not in before else {}
+                except (OSError, ValueError):  # not written yet
+                    continue
+                if (cal.get("notebooks") or {}).get("capacity", {}).get("status") == "running":
+                    found = d
+            time.sleep(0.1)
+        assert found is not None, "capacity never started"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), found
+
+
+@pytest.fixture(scope="module")
+def interrupted(run, results, cluster_config):
+    return _interrupt_capacity_alone(results, str(cluster_config.lab_home))
+
+
+def test_ctrl_c_ends_with_one_line_naming_the_notebook_and_the_folder(interrupted):
+    proc, run_dir = interrupted
+    assert proc.returncode == 130, (proc.stdout, proc.stderr[-3000:])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr and "Aborted!" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+    assert lines[-1] == (f"interrupted in notebook capacity: partial results in {run_dir}; "
+                         f"resume with: lab calibrate --resume {run_dir}"), proc.stderr
+    assert len(lines) <= 2, proc.stderr  # the interrupted line (and at most the kernel's parting words)
+    cal = json.loads((run_dir / "calibration.json").read_text())
+    assert cal["status"] == "interrupted" and cal["notebooks"]["capacity"]["status"] == "interrupted"
+    assert cal["environment"]["server"] and cal["measurements"]["round_trip"]
+    assert cal["environment"]["parameters"]["services"]["outbox"] == "local"  # what --resume runs the rest on
+    html = (run_dir / "report.html").read_text()
+    top = html[:html.index("<h2>")]
+    assert "INTERRUPTED" in top and "in notebook <b>capacity</b>" in top
+    assert f"lab calibrate --resume {run_dir}" in top and "completed here" not in html
+
+
+def test_resume_finishes_the_run_in_its_folder_and_prices_the_mix_from_the_latest_b_row(interrupted, run, results,
+                                                                                         cluster_config):
+    _, run_dir = interrupted
+    before = set(results.iterdir())
+    proc = subprocess.run([*LAB, "calibrate", "--resume", str(run_dir), "--no-preflight", "--no-progress",
+                           "--home", str(cluster_config.lab_home)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (second,) = [d for d in results.iterdir() if d.name not in before and (d / "calibration.json").is_file()]
-    cal = json.loads((second / "calibration.json").read_text())
+    assert set(results.iterdir()) == before  # no new run folder
+    assert f"resuming run {run_dir.name}: capacity" in proc.stdout + proc.stderr
+    cal = json.loads((run_dir / "calibration.json").read_text())
+    assert cal["status"] == "ok" and cal["mode"] == "quick" and cal["notebooks"]["capacity"]["status"] == "ok"
+    assert cal["notebooks"]["capacity"]["parameters"]["my_mix_rows"] == 2000  # the run's own parameters
+    assert len(cal["resumed"]) == 1 and cal["wall_seconds"] > 0
+    # capacity alone: the mix priced by the latest b_row run (this module's), which the run names
     assert cal["my_mix"]["row_model_run"] == run.run_dir.name
     assert "the latest b_row run" in cal["my_mix"]["row_model_from"]
     assert run.run_dir.name in cal["notebooks"]["capacity"]["conclusion"]
-    assert "example_mix" in proc.stdout  # the console names the mix and its price
-
-
-def test_capacity_alone_with_nothing_to_price_from_fails(tmp_path, cluster_config):
-    proc = _calibrate(tmp_path, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", "example_mix")
-    assert proc.returncode == 2, proc.stdout
-    assert "my_mix cannot be priced" in proc.stderr and "b_row" in proc.stderr
-    (run_dir,) = [d for d in tmp_path.iterdir() if (d / "calibration.json").is_file()]
-    assert json.loads((run_dir / "calibration.json").read_text())["status"] == "failed"
-
-
-def test_an_unknown_mix_is_refused_before_anything_runs(tmp_path, cluster_config):
-    proc = _calibrate(tmp_path, str(cluster_config.lab_home), "--notebooks", "capacity", "--my-mix", "no_such_mix")
-    assert proc.returncode == 2 and "no workload profile 'no_such_mix'" in proc.stderr
-    assert "datasets/profiles" in proc.stderr
-    assert not any(tmp_path.iterdir())
+    assert "your mix example_mix" in proc.stdout  # the console names the mix and its price
+    html = (run_dir / "report.html").read_text()
+    assert "INTERRUPTED" not in html and "resumed" in html
+    again = subprocess.run([*LAB, "calibrate", "--resume", str(run_dir), "--no-preflight"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr and "Traceback" not in again.stderr

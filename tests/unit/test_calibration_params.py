@@ -73,8 +73,25 @@ def test_a_resumed_run_takes_the_services_it_recorded_with_todays_passwords():
     assert _run_services(None, today) is today  # a run that recorded none: today's settings
 
 
-def test_resume_refuses_services_flags(tmp_path):
+def _calibrate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAB, "calibrate", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_resume_refuses_what_it_cannot_take(tmp_path):
+    proc = _calibrate("--resume", str(tmp_path))
+    assert proc.returncode == 2 and "no calibration.json" in proc.stderr
     (tmp_path / "calibration.json").write_text("{}")
-    proc = subprocess.run([*LAB, "calibrate", "--resume", str(tmp_path), "--outbox", "kafka"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 2 and "--outbox" in proc.stderr and "Traceback" not in proc.stderr
+    for flag in (["--notebooks", "b_row"], ["--outbox", "kafka"]):  # the run's own notebooks and services
+        proc = _calibrate("--resume", str(tmp_path), *flag)
+        assert proc.returncode == 2 and "--resume" in proc.stderr and flag[0] in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_mix_is_refused_before_anything_runs_when_it_is_unknown_or_nothing_can_price_it(tmp_path):
+    proc = _calibrate("--notebooks", "capacity", "--my-mix", "no_such_mix", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "no workload profile 'no_such_mix'" in proc.stderr
+    assert "datasets/profiles" in proc.stderr
+    # capacity alone with no b_row run in the results folder: nothing to price the mix from
+    proc = _calibrate("--notebooks", "capacity", "--my-mix", "example_mix", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "my_mix cannot be priced" in proc.stderr and "b_row" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not any(tmp_path.iterdir())
