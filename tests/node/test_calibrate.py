@@ -388,6 +388,7 @@ window.addEventListener('load', () => {
   out.thumbs = [...document.querySelectorAll('img.thumb')].map(i => Math.round(i.getBoundingClientRect().width));
   // the caveats every row shares: said once, above the decisions
   out.caveats = document.querySelectorAll('.caveats .caveat').length;
+  out.decisionRows = document.querySelectorAll('table.decisions tr').length;
   out.quickVerbs = [...document.querySelectorAll('table.decisions td.changed')].map(td => td.textContent.split(' ')[0] + ' ' + td.textContent.split(' ')[1]);
   out.capacityTags = [...document.querySelectorAll('h2')].filter(h => h.textContent.startsWith('Capacity')).length ?
     document.querySelectorAll('small[class^="conf-"]').length : -1;
@@ -426,7 +427,9 @@ def test_report_layout_at_1280_px(run, tmp_path):
     assert layout["misaligned"] == []
     assert layout["thumbs"] and min(layout["thumbs"]) >= 560, layout["thumbs"]
     assert layout["caveats"] >= 1
-    assert layout["quickVerbs"] and set(layout["quickVerbs"]) == {"would change"}, layout["quickVerbs"]
+    # a quick run changes nothing in the imperative (which constants change depends on the tiny run:
+    # tests/unit/test_report.py words a change; here every changed row, if any, as rendered)
+    assert layout["decisionRows"] > 1 and set(layout["quickVerbs"]) <= {"would change"}, layout["quickVerbs"]
     assert layout["capacityTags"] >= 3  # measured b_row and your mix per tier, each with its confidence
     assert layout["open"] == "flex" and layout["closed"] == "none"
     assert layout["width"] <= 1280
