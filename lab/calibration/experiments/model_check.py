@@ -16,7 +16,11 @@ every part at RF 1 and the result says so), then measure it:
 2. **CPU**: a fixed-rate mixed load (``cpu_rates``: sends, latest and older pages, S-1 grouped
    reads, reacts, interleaved by :func:`operation_sequence`) in ``cpu_rounds`` windows, each
    between two idle windows (as cpu_cost: server CPU per node from the admin adapter, net of
-   the idle rate around it); predicted from the operations each window completed. When the
+   the idle rate around it); predicted from the operations each window completed. The load
+   runs from ``cpu_workers`` threads, by default sized from the rate x the latency its warmup
+   measured (``ceil(2 x rate x p99)``, 8-64: :func:`~lab.calibration.experiments.mixed_load.workers_for`),
+   so a slow cluster is not starved of callers; a window still loader-bound is left out and
+   the conclusion says how many were. When the
    target is missed, ``diagnose_rounds`` rounds of single-operation windows (the cpu_cost
    experiment, here) measure each operation's cost on this cluster, and the operation whose
    calibrated cost was furthest off is named.
@@ -76,6 +80,7 @@ class Params:
                                          # components then weigh the same per row in both), else 2000
     send_workers: int = 16
     cpu_rates: dict[str, float] | None = None
+    cpu_workers: int | None = None       # the mixed load's threads; None: ceil(2 x rate x the warmup's p99), 8-64
     cpu_window_seconds: float = 10.0
     cpu_idle_seconds: float = 4.0
     cpu_rounds: int = 5
@@ -214,7 +219,8 @@ def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
 
     load = run_mixed_load(testbed, constants=constants, rates=p.rates(), rounds=p.cpu_rounds,
                           window_seconds=p.cpu_window_seconds, idle_seconds=p.cpu_idle_seconds, seed=p.seed,
-                          keep=p.keep_keyspaces, show_progress=p.show_progress, dataset=p.cpu_dataset)
+                          keep=p.keep_keyspaces, show_progress=p.show_progress, dataset=p.cpu_dataset,
+                          workers=p.cpu_workers)
     bound = set(load.loader_bound_rounds())
     rounds = load.rounds()
     nodes = sorted(rounds.node.unique())
@@ -250,7 +256,7 @@ def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
     diagnosis = pd.DataFrame()
     cluster = checks[-1]
     if cluster.met is False and p.diagnose_rounds > 0:
-        diagnosis = _diagnose(testbed, p, constants, dict(per_op), load.load()["ops_by_kind"])
+        diagnosis = _diagnose(testbed, p, constants, dict(per_op), load.load()["ops_by_kind"], load.workers)
     return checks, table, diagnosis, load.load(), load.copies
 
 
@@ -259,7 +265,7 @@ def _scaled_sum(values: pd.Series, k: float) -> float | None:
 
 
 def _diagnose(testbed: Testbed, p: Params, constants: Any, predicted_per_op: dict[str, float],
-              counts: dict[str, int]) -> pd.DataFrame:
+              counts: dict[str, int], workers: int) -> pd.DataFrame:
     """Each operation's cost measured here in single-operation windows (the cpu_cost
     experiment on this cluster), set against what the calibration's cost predicted for it."""
     from lab.calibration.experiments import cpu_cost
@@ -267,7 +273,7 @@ def _diagnose(testbed: Testbed, p: Params, constants: Any, predicted_per_op: dic
     ops = tuple(op for op, r in p.rates().items() if r > 0)
     here = cpu_cost.run(testbed, cpu_cost.Params(operations=ops, min_rounds=p.diagnose_rounds,
                                                  max_rounds=p.diagnose_rounds, window_seconds=p.cpu_window_seconds,
-                                                 idle_seconds=p.cpu_idle_seconds, seed=p.seed + 1,
+                                                 idle_seconds=p.cpu_idle_seconds, seed=p.seed + 1, workers=workers,
                                                  show_progress=p.show_progress), constants=constants)
     local = {r.op: float(r.server_ms_per_op) for r in here.summary.itertuples()}
     return cpu_diagnosis(predicted_per_op, counts, local)
