@@ -91,11 +91,11 @@ def test_the_conclusion_says_the_pool_and_the_loader_bound_windows_left_out():
     checks = tuple(Check(quantity="cpu", scope=s, table=None, predicted=p, measured=m, unit="CPU s")
                    for s, p, m in (("127.0.0.51", 3.0, 3.1), ("127.0.0.52", 3.0, 2.0), ("cluster", 6.0, 5.1)))
     load = {"requested_rate": 53.5, "achieved_rate": 50.0, "verdict": "loader-bound", "loader_bound_rounds": [3],
-            "workers": 33, "workers_rule": "sized: ceil(2 x 53.5/s x the warmup's p99 300.0 ms), within 8-64"}
+            "workers": 33, "workers_rule": "sized: ceil(2 x 53.5/s x the warmup's p99 300.0 ms over 40 calls), within 8-64"}
     result = model_check.Result(params=model_check.Params(parts=("cpu",), cpu_rounds=5), inputs=inputs, checks=checks,
                                 nodes=2, replication_factor=2, server="cassandra", load=load)
     text = model_check.conclusion(result)
-    assert "33 worker threads (sized: ceil(2 x 53.5/s x the warmup's p99 300.0 ms), within 8-64)" in text
+    assert "33 worker threads (sized: ceil(2 x 53.5/s x the warmup's p99 300.0 ms over 40 calls), within 8-64)" in text
     assert "4 of 5 windows (1 loader-bound" in text and "left out" in text
     # the cluster met (+17.6%, target ±20%); one node missed, named under it
     assert text.split("\n\n")[-1] == "Targets: CPU: met (+17.6%, target ±20%); per node: 127.0.0.52 missed (+50.0%)."

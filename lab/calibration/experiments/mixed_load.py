@@ -166,10 +166,11 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
         warm, _ = drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers or MIN_WORKERS)
         store.drain(30)
         if workers is None:
-            p99 = summarize_histogram(warm.service).p99   # µs
+            warm_latency = summarize_histogram(warm.service)   # µs
+            p99 = warm_latency.p99
             workers = workers_for(total_rate, p99 / 1e6 if p99 is not None else None)
-            rule = (f"sized: ceil({WORKERS_HEADROOM:g} x {total_rate:g}/s x the warmup's p99 "
-                    f"{p99 / 1000:.1f} ms), within {MIN_WORKERS}-{MAX_WORKERS}" if p99 is not None
+            rule = (f"sized: ceil({WORKERS_HEADROOM:g} x {total_rate:g}/s x the warmup's p99 {p99 / 1000:.1f} ms over "
+                    f"{warm_latency.count} calls), within {MIN_WORKERS}-{MAX_WORKERS}" if p99 is not None
                     else f"{MIN_WORKERS}: the warmup measured no latency")
         else:
             rule = "given"
