@@ -40,8 +40,10 @@ def check_text(check: Mapping[str, Any], quantity: str) -> str:
     verdict = "met" if met else ("MISSED" if met is False else "?")
     goal = "exact" if quantity == "sstables" else (f"±{100 * float(target):g}%" if target is not None else "")
     missed = check.get(f"model_check_{quantity}_missed") or []
-    under = ("; missed under it: " + ", ".join(f"{m.get('table') or m.get('scope')} {_pct(m.get('error'))}"
-                                                for m in missed)) if missed else ""
+    names = [" ".join(str(x) for x in (None if m.get("scope") == "cluster" else m.get("scope"), m.get("table")) if x)
+             for m in missed]
+    under = ("; missed under it: " + ", ".join(f"{n} {_pct(m.get('error'))}" for n, m in zip(names, missed))
+             if missed else "")
     return f"model check {_pct(err)} ({goal}: {verdict}{ci}{where}{under})"
 
 
