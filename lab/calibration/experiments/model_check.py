@@ -112,6 +112,10 @@ class Result:
     load: dict[str, Any] = dataclasses.field(default_factory=dict)              # requested / achieved, errors
     skipped: dict[str, str] = dataclasses.field(default_factory=dict)           # part -> why
 
+    @property
+    def sends(self) -> int:
+        return sends_of(self.params, self.inputs)
+
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([c.row() for c in self.checks])
 
@@ -126,7 +130,7 @@ class Result:
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"nodes": self.nodes, "replication_factor": self.replication_factor,
                                "server": self.server, "check_mix": self.params.check_mix,
-                               "sends": sends_of(self.params, self.inputs),
+                               "sends": self.sends,
                                "inputs": self.inputs.to_json(), "inputs_source": self.inputs.source,
                                "targets": dict(TARGETS), "load": self.load, "skipped": self.skipped,
                                "single_node": self.nodes == 1}

@@ -104,12 +104,10 @@ def _cpu_text(result: Any, cpu: Check) -> str:
 
 
 def _disk_text(result: Any) -> str:
-    from lab.calibration.experiments.model_check import sends_of
-
     p = result.params
     head = result.headline("disk")
     totals = table_totals(result.checks)
-    text = (f"**Disk** after {sends_of(p, result.inputs):,} sends of `{p.check_mix}` (never measured by the b_row run) "
+    text = (f"**Disk** after {result.sends:,} sends of `{p.check_mix}` (never measured by the b_row run) "
             f"through the full write path, flushed: predicted {head.predicted / 1e6:,.2f} MB, measured "
             f"{head.measured / 1e6:,.2f} MB on the nodes' disks ({head.note}): {_verdict(head)}. "
             if head is not None else "**Disk**: ")
