@@ -39,7 +39,12 @@ def check_text(check: Mapping[str, Any], quantity: str) -> str:
     met = check.get(f"model_check_{quantity}_met")
     verdict = "met" if met else ("MISSED" if met is False else "?")
     goal = "exact" if quantity == "sstables" else (f"±{100 * float(target):g}%" if target is not None else "")
-    return f"model check {_pct(err)} ({goal}: {verdict}{ci}{where})"
+    missed = check.get(f"model_check_{quantity}_missed") or []
+    names = [" ".join(str(x) for x in (None if m.get("scope") == "cluster" else m.get("scope"), m.get("table")) if x)
+             for m in missed]
+    under = ("; missed under it: " + ", ".join(f"{n} {_pct(m.get('error'))}" for n, m in zip(names, missed))
+             if missed else "")
+    return f"model check {_pct(err)} ({goal}: {verdict}{ci}{where}{under})"
 
 
 def factors_text(capacity: Mapping[str, Any]) -> str:
