@@ -45,7 +45,7 @@ from lab.errors import ValidationError
 from lab.load.thread_driver import drive, loader_bound
 from lab.load.verdict import Limits
 from lab.measure import Stopwatch, summarize_histogram
-from lab.measure.process_cpu import CpuMeter
+from lab.measure.process_cpu import CpuMeter, process_cpu_seconds
 
 IDLE = "idle"
 WARMUP_SECONDS = 2.0
@@ -176,7 +176,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
             rule = "given"
 
         def window(seq: int, rnd: int, kind: str) -> None:
-            before, lg = testbed.admin.cpu_readings(), time.process_time()
+            before, lg = testbed.admin.cpu_readings(), process_cpu_seconds()
             watch = Stopwatch()
             errors = 0
             judged: dict[str, Any] = {"rate_requested": 0.0, "rate_driven": 0.0, "loadgen_cpu_percent_of_core": None,
@@ -197,7 +197,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
                               lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None)
                 judged["loader_bound"] = loader_bound(SimpleNamespace(**judged), limits)
             wall = watch.seconds()
-            after, lg_after = testbed.admin.cpu_readings(), time.process_time()
+            after, lg_after = testbed.admin.cpu_readings(), process_cpu_seconds()
             with lock:
                 done = dict(counts)
             if kind != IDLE:

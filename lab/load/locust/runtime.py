@@ -25,6 +25,7 @@ import gevent.monkey
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
 from lab.cluster.services import load_services
+from lab.measure.process_cpu import process_cpu_seconds
 from lab.measure.timing import now_ns, wall_seconds
 from lab.load.live_counts import ProcessSnapshot, TimelinePoint
 from lab.measure.hdr import LATE, IntervalLogWriter, LatencyRecorder
@@ -302,7 +303,7 @@ class LoadContext:
     def _tick(self, now: float) -> None:
         """A timeline point: this process's CPU (all threads) and measured calls at ``now``."""
         r = self.recorder
-        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(),
+        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=process_cpu_seconds(),
                                             calls=r.calls, service_us=r.service_sum_us,
                                             corrected_us=r.corrected_sum_us, started=self.started))
 
