@@ -16,3 +16,4 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = PROJECT_DIR / "notebooks"
 RESULTS_DIR = PROJECT_DIR / "results"
 DATASETS_OUT_DIR = PROJECT_DIR / "datasets" / "out"
+DATASETS_PROFILES_DIR = PROJECT_DIR / "datasets" / "profiles"   # your workload profiles (beside the packaged ones)

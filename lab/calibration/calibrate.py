@@ -16,42 +16,45 @@
 
 Each constant carries its agreement with the previous comparable run (same results folder,
 mode, server and nodes: :mod:`lab.calibration.agreement`), or with ``previous`` when given.
-:func:`run_repeat_check` runs the suite twice and compares the two runs (``lab calibrate
---repeat-check``): the second run's report shows, per constant, whether they agree.
+:mod:`lab.calibration.repeat_check` runs the suite twice and compares the two runs (``lab
+calibrate --repeat-check``): the second run's report shows, per constant, whether they agree.
 
 ``calibration.json`` (:class:`~lab.calibration.contract.CalibrationRun`) is rewritten after
-every step, atomically, so a run that dies half-way still says what it measured. A failing notebook stops the suite (unless ``keep_going``): the run is
+every step, atomically, so a run that dies half-way still says what it measured; the plan (each
+notebook and its parameters) is in it before anything is measured. Ctrl-C ends a run as
+"interrupted": the notebook it stopped is marked so (its partial output kept), the report says
+INTERRUPTED at the top, and :func:`resume_calibration` (``lab calibrate --resume RUN_DIR``)
+later runs the notebooks not yet finished into the same folder, with the run's own mode and
+parameters, and writes one report for the whole run. A failing notebook stops the suite (unless ``keep_going``): the run is
 marked failed with the notebook, the cell and the error, the report is written with the
 partial results, and :class:`~lab.errors.CalibrationError` is raised.
 """
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
+from lab.calibration.contract import CalibrationRun, NotebookRun, RunError
 from lab.calibration.propose import check_proposable, propose
+from lab.calibration.presets import QUICK_PARAMETERS
+from lab.calibration.round_trip import (ROUND_TRIP_KEYSPACE_PREFIX, ROUND_TRIPS_FULL, ROUND_TRIPS_QUICK,
+                                        measure_round_trip)
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
-from lab.measure import Stopwatch, summarize_histogram, timed, utc_now_iso
-from lab.measure.hdr import OpStats, latencies_us
+from lab.measure import Stopwatch, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import read_json, write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 
-ROUND_TRIPS_QUICK = 200
-ROUND_TRIPS_FULL = 2000
-ROUND_TRIP_PAYLOAD_BYTES = 100
-ROUND_TRIP_KEYSPACE_PREFIX = "lab_round_trip"
 CALIBRATION_FILE = "calibration.json"
 ENVIRONMENT_FILE = "environment.json"
 
@@ -70,6 +73,7 @@ class CalibrationOptions:
     notebooks_dir: Path | None = None
     allow_quick: bool = False             # propose from a quick run anyway
     previous: Path | None = None          # the run to state agreement with (None: the latest comparable one)
+    services: ServicesConfig | None = None  # the notebooks' stores: outbox, hot window (None: the defaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,35 +90,22 @@ class CalibrationResult:
         return self.run_dir / CALIBRATION_FILE
 
     @property
+    def interrupted(self) -> bool:
+        return self.calibration.status == "interrupted"
+
+    @property
+    def interrupted_in(self) -> str | None:
+        """The notebook Ctrl-C stopped (None: before the first notebook, or not interrupted)."""
+        return next((n for n, nb in self.calibration.notebooks.items() if nb.status == "interrupted"), None)
+
+    @property
     def proposal_path(self) -> Path | None:
         return self.run_dir / self.calibration.proposal if self.calibration.proposal else None
 
 
-# ---- measurements of the lab itself ---------------------------------------------------------
-def measure_round_trip(conn: Any, keyspace: str, n: int) -> RoundTrip:
-    """Write then read ``n`` small rows one at a time; latencies in microseconds (HdrHistogram)."""
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {keyspace}.lab_round_trip (k uuid PRIMARY KEY, v blob)")
-    conn.wait_schema_agreement()
-    insert = conn.prepare(f"INSERT INTO {keyspace}.lab_round_trip (k, v) VALUES (?, ?)")
-    select = conn.prepare(f"SELECT v FROM {keyspace}.lab_round_trip WHERE k = ?", key_columns=("k",))
-    keys = [uuid.uuid4() for _ in range(n)]
-    writes, reads = OpStats(), OpStats()
-    watch = Stopwatch()
-    for k in keys:
-        _, t = timed(lambda: conn.execute(insert, (k, b"x" * ROUND_TRIP_PAYLOAD_BYTES)))
-        writes.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
-    for k in keys:
-        row, t = timed(lambda: conn.execute(select, (k,)).one())
-        reads.record(latencies_us(started_ns=t.started_ns, ended_ns=t.ended_ns)[0])
-        if row is None:
-            raise CalibrationError(f"round trip lost key {k}", keyspace=keyspace)
-    w, r = summarize_histogram(writes.service), summarize_histogram(reads.service)
-    return RoundTrip(n=n, write_p50_us=w.p50, write_p99_us=w.p99, read_p50_us=r.p50, read_p99_us=r.p99,
-                     seconds=watch.seconds(2))
-
-
 # ---- the run --------------------------------------------------------------------------------
-def _write(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+def write_calibration(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    """calibration.json of ``run_dir``, written atomically; returns ``cal``."""
     write_json(run_dir / CALIBRATION_FILE, cal.to_json())  # atomic: readers never see half a file
     return cal
 
@@ -132,7 +123,7 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
                                f"{', '.join(nbs.NOTEBOOKS)}", notebooks=unknown)
     out = []
     for name in names:
-        params = dict(nbs.QUICK_PARAMETERS.get(name, {}) if options.quick else {})
+        params = dict(QUICK_PARAMETERS.get(name, {}) if options.quick else {})
         if Path(options.constants_path) != APPENDIX_B_PATH:
             params["constants_file"] = str(Path(options.constants_path).resolve())
         params.update(options.overrides.get(name, {}))
@@ -195,12 +186,16 @@ def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list
     """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
     from lab.cluster.connection import connect
 
+    from lab.calibration.notebooks import services_parameter
+
+    # the notebooks' stores (experiments.common.scratch_store) open with these services; recorded
+    # (no secrets) so that --resume runs the rest of the run with them
+    services = options.services if options.services is not None else ServicesConfig()
     parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
                   "notebooks": {name: params for name, params in suite},
-                  "constants_file": str(options.constants_path)}
+                  "constants_file": str(options.constants_path), "services": services_parameter(services)}
     with connect(config) as conn:
-        # the notebooks' stores (experiments.common.scratch_store) open with the default services
-        env = {**environment(config, conn, outbox=ServicesConfig().describe()).to_json(), "parameters": parameters}
+        env = {**environment(config, conn, services=services.describe_store()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
             round_trip = measure_round_trip(conn, keyspace, parameters["round_trips"])
     write_json(run_dir / ENVIRONMENT_FILE, env)
@@ -216,7 +211,8 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     failure, error = None, None
     watch = Stopwatch()
     try:
-        run_notebook(name, params, run_dir, config=config, cell_timeout_seconds=options.cell_timeout_seconds,
+        run_notebook(name, params, run_dir, config=config, services=options.services,
+                     cell_timeout_seconds=options.cell_timeout_seconds,
                      **({"notebooks_dir": options.notebooks_dir} if options.notebooks_dir else {}))
         status = "ok"
     except CalibrationError as exc:
@@ -234,30 +230,44 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     return entry, failure
 
 
-def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, options: CalibrationOptions,
-               run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None]:
-    failure = None
+def _pending(cal: CalibrationRun, suite: list[tuple[str, dict[str, Any]]]) -> CalibrationRun:
     for name, params in suite:
         cal = cal.with_notebook(name, NotebookRun(status="pending", parameters=dict(params)))
-    cal = _write(run_dir, cal)
+    return cal
+
+
+def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, options: CalibrationOptions,
+               run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None, bool]:
+    """The notebooks in order: (the run, the first failure, whether Ctrl-C stopped it). An
+    interrupted notebook keeps its partial output and is marked "interrupted"; the rest "not run"."""
+    failure, current, interrupted = None, None, False
     bar = _progress(len(suite), options.progress and bool(suite))
+    watch = Stopwatch()
     try:
         for name, params in suite:
+            current, watch = (name, params), Stopwatch()
             bar.set_description(f"notebook {name}")
-            cal = _write(run_dir, cal.with_notebook(name, NotebookRun(status="running", parameters=dict(params))))
+            running = NotebookRun(status="running", parameters=dict(params))
+            cal = write_calibration(run_dir, cal.with_notebook(name, running))
             entry, failed = _run_one(name, params, config, options, run_dir)
-            failure = failed or failure
-            cal = _write(run_dir, cal.with_notebook(name, entry))
+            current, failure = None, failed or failure
+            cal = write_calibration(run_dir, cal.with_notebook(name, entry))
             bar.update(1)
             bar.write(f"{name}: {entry.status} in {entry.seconds:.0f} s", file=sys.stderr)
             if failure is not None and not options.keep_going:
                 break
+    except KeyboardInterrupt:
+        interrupted = True
+        if current is not None:
+            name, params = current
+            cal = cal.with_notebook(name, NotebookRun(status="interrupted", parameters=dict(params),
+                                                      seconds=watch.seconds(1), **_collect(run_dir, name)))
     finally:
         bar.close()
         cal = cal.replace(notebooks={n: NotebookRun(status="not run", parameters=nb.parameters)
                                      if nb.status in ("pending", "running") else nb
                                      for n, nb in cal.notebooks.items()})
-    return cal, failure
+    return cal, failure, interrupted
 
 
 def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
@@ -274,18 +284,22 @@ def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOpti
     return cal.replace(constants=constants, previous_run=str(previous))
 
 
-def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch) -> CalibrationRun:
+def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch,
+            wall_before: float = 0.0) -> CalibrationRun:
+    from lab.calibration.capacity_inputs import my_mix_summary
     from lab.results.environment import loadavg
 
     cal = _with_agreement(_assess(cal, run_dir, options), run_dir, options)
     if cal.environment:  # a shared machine's load at the end, beside the one at the start
         cal = cal.replace(environment={**cal.environment, "loadavg_at_end": loadavg()})
-    return _write(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=watch.seconds(1)))
+    capacity = cal.notebooks.get("capacity")
+    return write_calibration(run_dir, cal.replace(finished_at=utc_now_iso(), wall_seconds=round(wall_before + watch.seconds(1), 1),
+                                       my_mix=my_mix_summary(capacity.values if capacity else {})))
 
 
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
-    from lab.calibration.report import write_report
-
+    """One calibration run into a fresh ``results/<run-id>/``. Ctrl-C ends it as "interrupted"
+    (report written, partial results kept): the result says so, nothing is raised."""
     from lab.cluster.connection import connect
 
     options = options or CalibrationOptions()
@@ -294,24 +308,93 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
         check_proposable("quick" if options.quick else "full", allow_quick=options.allow_quick)
     with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
         run_dir = new_run_dir(options.results)
-    watch = Stopwatch()
+    suite = plan(options, run_dir)
     cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
                          started_at=utc_now_iso())
+    return _session(config, options, run_dir, write_calibration(run_dir, _pending(cal, suite)), suite)
+
+
+def unfinished(run_dir: Path | str) -> list[str]:
+    """The notebooks of a run not finished ok (what ``--resume`` would run), in suite order."""
+    path = Path(run_dir) / CALIBRATION_FILE
+    if not path.is_file():
+        raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
+    return [n for n, nb in (read_json(path).get("notebooks") or {}).items() if nb.get("status") != "ok"]
+
+
+def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: bool = True,
+                       cell_timeout_seconds: float | None = None, notebooks_dir: Path | None = None,
+                       services: ServicesConfig | None = None) -> CalibrationResult:
+    """Run the notebooks of ``run_dir`` not yet finished (interrupted, failed, not run) into the
+    same folder with the run's own mode, parameters and services (outbox, hot window), then
+    assess and report the whole run. ``services`` gives the passwords (never recorded) and, for
+    a run that recorded no services, all of them."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CALIBRATION_FILE).is_file():
+        raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
+    cal = CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE))
+    left = [(n, dict(nb.parameters)) for n, nb in cal.notebooks.items() if nb.status != "ok"]
+    if not left and cal.round_trip is not None:
+        raise CalibrationError(f"nothing to resume: every notebook of run {cal.run_id} finished ok "
+                               f"({', '.join(cal.notebooks) or 'none selected'})", run_dir=run_dir)
+    from lab.calibration import notebooks as nbs
+
+    for name, params in left:  # the notebooks may have changed since: refuse before anything runs
+        nbs.check_parameters(name, params, notebooks_dir or nbs.NOTEBOOKS_DIR)
+    constants = (cal.environment.get("parameters") or {}).get("constants_file")
+    options = CalibrationOptions(quick=cal.mode == "quick", results=run_dir.parent, notebooks=tuple(cal.notebooks),
+                                 progress=progress, cell_timeout_seconds=cell_timeout_seconds,
+                                 constants_path=Path(constants) if constants else APPENDIX_B_PATH,
+                                 notebooks_dir=notebooks_dir,
+                                 services=_run_services((cal.environment.get("parameters") or {}).get("services"),
+                                                        services))
+    for name, _ in left:  # an unfinished notebook's partial output would mix with the new one's values
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+    cal = cal.replace(status="running", error=None, finished_at=None, resumed=(*cal.resumed, {
+        "started_at": utc_now_iso(), "notebooks": [n for n, _ in left]}))
+    return _session(config, options, run_dir, write_calibration(run_dir, cal), left, wall_before=cal.wall_seconds or 0.0)
+
+
+def _run_services(recorded: Mapping[str, Any] | None, given: ServicesConfig | None) -> ServicesConfig | None:
+    """The services a run recorded, with the passwords of ``given`` (``given`` itself when the run
+    recorded none)."""
+    from lab.cluster.services import load_services
+
+    if recorded is None:
+        return given
+    secrets = {k: getattr(given, k) for k in ("kafka_sasl_password", "redis_password")
+               if given is not None and getattr(given, k) is not None}
+    return load_services(flags={**recorded, **secrets}, env={})
+
+
+def _session(config: ClusterConfig, options: CalibrationOptions, run_dir: Path, cal: CalibrationRun,
+             suite: list[tuple[str, dict[str, Any]]], wall_before: float = 0.0) -> CalibrationResult:
+    """The lab's own measurements (unless a resumed run has them), the notebooks, the report."""
+    from lab.calibration.report import write_report
+
+    watch = Stopwatch()
     failure: CalibrationError | None = None
+    interrupted = False
     try:
-        suite = plan(options, run_dir)
-        cal = _measure_lab(config, options, suite, run_dir, cal)
-        cal, failure = _run_suite(suite, config, options, run_dir, cal)
+        if cal.round_trip is None:
+            cal = _measure_lab(config, options, [(n, dict(nb.parameters)) for n, nb in cal.notebooks.items()], run_dir,
+                               cal)
+        cal, failure, interrupted = _run_suite(suite, config, options, run_dir, cal)
     except CalibrationError as exc:
         failure = exc
     except LabError as exc:  # no cluster, bad config: the run folder still says why
         failure = CalibrationError(f"{type(exc).__name__}: {exc}", notebook=None, cell=None,
                                    ename=type(exc).__name__, evalue=str(exc))
         failure.__cause__ = exc
-    except KeyboardInterrupt:
-        cal = _finish(cal.replace(status="interrupted"), run_dir, options, watch)
+    except KeyboardInterrupt:  # before the first notebook
+        interrupted = True
+    if interrupted:
+        cal = cal.replace(status="interrupted", notebooks={n: nb if nb.status in ("ok", "failed", "interrupted") else
+                                                           NotebookRun(status="not run", parameters=nb.parameters)
+                                                           for n, nb in cal.notebooks.items()})
+        cal = _finish(cal, run_dir, options, watch, wall_before)
         write_report(cal.to_json(), run_dir)
-        raise
+        return CalibrationResult(run_dir=run_dir, calibration=cal)
     if failure is not None:
         failed = next((nb.error for nb in cal.notebooks.values() if nb.error is not None), None)
         cal = cal.replace(status="failed", error=failed or RunError(
@@ -319,9 +402,9 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
             ename=failure.facts.get("ename", type(failure).__name__), evalue=failure.facts.get("evalue", str(failure))))
     else:
         cal = cal.replace(status="ok")
-    cal = _finish(cal, run_dir, options, watch)
+    cal = _finish(cal, run_dir, options, watch, wall_before)
     if options.propose and failure is None:
-        cal = _write(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path,
+        cal = write_calibration(run_dir, cal.replace(proposal=propose(run_dir, constants_path=options.constants_path,
                                                            allow_quick=options.allow_quick).path.name))
     write_report(cal.to_json(), run_dir)
     if failure is not None:
@@ -339,42 +422,10 @@ def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH,
 
     run_dir = Path(run_dir)
     proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
-    cal = _write(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
+    cal = write_calibration(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
         proposal=proposal.path.name))
     write_report(cal.to_json(), run_dir)
     return proposal.path
-
-
-@dataclass(frozen=True, kw_only=True)
-class RepeatCheck:
-    first: CalibrationResult
-    second: CalibrationResult
-    comparison_dir: Path
-
-    @property
-    def agreement(self) -> dict[str, str]:
-        """Constant -> agreement status of the two runs (measured constants only)."""
-        return {n: c.agreement["status"] for n, c in self.second.calibration.constants.items()
-                if c.agreement and c.measured is not None}
-
-
-def run_repeat_check(config: ClusterConfig, options: CalibrationOptions | None = None) -> RepeatCheck:
-    """The suite twice, back to back (the second states agreement with the first), and `lab
-    compare` of the two; the second run's report shows run-to-run agreement per constant."""
-    from lab.calibration.report import write_report
-    from lab.calibration.compare import compare_runs, write_comparison
-
-    options = options or CalibrationOptions()
-    first = run_calibration(config, dataclasses.replace(options, propose=False))
-    second = run_calibration(config, dataclasses.replace(options, previous=first.run_dir))
-    cmp = write_comparison(compare_runs(first.run_dir, second.run_dir), Path(options.results))
-    rel = cmp.html_path.parent.resolve()
-    cal = _write(second.run_dir, second.calibration.replace(repeat_check={
-        "first_run": first.run_dir.name, "first_run_dir": str(first.run_dir), "comparison": str(rel),
-        "comparison_html": str(cmp.html_path.resolve())}))
-    write_report(cal.to_json(), second.run_dir)
-    return RepeatCheck(first=first, second=CalibrationResult(run_dir=second.run_dir, calibration=cal),
-                       comparison_dir=rel)
 
 
 class _NoBar:

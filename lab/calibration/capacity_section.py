@@ -39,7 +39,12 @@ def check_text(check: Mapping[str, Any], quantity: str) -> str:
     met = check.get(f"model_check_{quantity}_met")
     verdict = "met" if met else ("MISSED" if met is False else "?")
     goal = "exact" if quantity == "sstables" else (f"±{100 * float(target):g}%" if target is not None else "")
-    return f"model check {_pct(err)} ({goal}: {verdict}{ci}{where})"
+    missed = check.get(f"model_check_{quantity}_missed") or []
+    names = [" ".join(str(x) for x in (None if m.get("scope") == "cluster" else m.get("scope"), m.get("table")) if x)
+             for m in missed]
+    under = ("; missed under it: " + ", ".join(f"{n} {_pct(m.get('error'))}" for n, m in zip(names, missed))
+             if missed else "")
+    return f"model check {_pct(err)} ({goal}: {verdict}{ci}{where}{under})"
 
 
 def factors_text(capacity: Mapping[str, Any]) -> str:
@@ -54,38 +59,87 @@ def factors_text(capacity: Mapping[str, Any]) -> str:
     return "; ".join(parts) + (f". lsm_space_amp from appendix B: {note}" if note else "")
 
 
+def _tag(level: str | None) -> str:
+    """The confidence a derived figure inherits from its inputs, beside the figure."""
+    if not level:
+        return ""
+    return f" <small class='conf-{esc(level)}'>{esc(level)}</small>"
+
+
+def _cite(label: str, notebook: str, how: str | None, run: str | None) -> str | None:
+    """'b_row from the b_row notebook of this run (R)', '... of run R (the latest b_row run in ...)'."""
+    if how == "this run":
+        return f"{label} from the {notebook} notebook of this run ({esc(run)})"
+    if run:
+        return f"{label} from the {notebook} notebook of run {esc(run)}" + (f" ({esc(how)})" if how else "")
+    return None
+
+
 def render(cal: Mapping[str, Any]) -> str:
+    """Per tier: resident TB and disk-bound nodes for each b_row source (the design's, the
+    measured, your mix), CPU-bound nodes and cores, which binds; every derived figure with the
+    confidence of its inputs; where the inputs came from and the model check's errors; a
+    footnote citing the runs that actually ran."""
     values, check = _values(cal, "capacity"), _values(cal, "model_check")
-    if not values:
+    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("resident_tb_design_")), key=int)
+    if not tiers:
         return ""
     factors = values.get("factors") or {}
     disk_inputs = ", ".join(f"{n} {('measured' if str(f.get('source', '')).startswith('measured') else f.get('source'))}"
                             for n, f in factors.items() if n in ("b_row_bytes", "lsm_space_amp"))
     cpu_inputs = (factors.get("cpu_ms_per_op") or {}).get("source", "not given")
-    disk_check, cpu_check = check_text(check, "disk"), check_text(check, "cpu")
+    mix = values.get("my_mix_b_row") or {}
+    sources = [("design", f"design b_row {fmt(values.get('design_b_row_bytes'), unit='B')}", "design value")]
+    if values.get("b_row_measured_bytes"):
+        sources.append(("measured", f"measured b_row {fmt(values['b_row_measured_bytes'], unit='B')}",
+                        values.get("b_row_confidence")))
+    if mix:
+        sources.append(("my_mix", f"{values.get('my_mix_name') or 'my_mix'} {fmt(mix.get('mean'), unit='B')} "
+                                  f"(95% CI {fmt(mix.get('ci_low'))}–{fmt(mix.get('ci_high'))})",
+                        values.get("my_mix_confidence")))
+    cpu = values.get("cpu_source") is not None
+    cpu_conf = values.get("cpu_confidence")
     rows = []
-    tiers = sorted((k.rsplit("_", 1)[1] for k in values if k.startswith("resident_tb_design_")), key=int)
     for tier in tiers:
-        disk = values.get(f"nodes_disk_{tier}", values.get(f"nodes_needed_measured_{tier}",
-                                                           values.get(f"nodes_needed_design_{tier}")))
-        cpu = values.get(f"nodes_cpu_{tier}")
-        rows.append([f"<td class='num'>{fmt(int(tier))}</td>",
-                     f"<td class='num'>{fmt(values.get(f'resident_tb_design_{tier}'), unit='TB')}</td>",
-                     f"<td class='num'>{fmt(values.get(f'resident_tb_measured_{tier}'), unit='TB')}</td>",
-                     f"<b>{fmt(disk)}</b><br><small>inputs: {esc(disk_inputs)}; {esc(disk_check)}</small>",
-                     (f"<b>{fmt(cpu)}</b><br><small>inputs: CPU per op {esc(cpu_inputs)}; {esc(cpu_check)}</small>"
-                      if cpu is not None else "—"),
-                     f"<td class='num'>{fmt(values.get(f'server_cores_{tier}'))}</td>",
-                     esc(values.get(f"binding_{tier}", "disk only (no CPU costs)"))])
-    if not rows:
-        return ""
+        row = [f"<td class='num'>{fmt(int(tier))}</td>"]
+        for src, _, conf in sources:
+            tag = "" if src == "design" else _tag(conf)
+            row.append(f"<td class='num'>{fmt(values.get(f'resident_tb_{src}_{tier}'), unit='TB')}<br>"
+                       f"{fmt(values.get(f'nodes_needed_{src}_{tier}'))} nodes{tag}</td>")
+        if cpu:
+            lo, hi = values.get(f"server_cores_ci_low_{tier}"), values.get(f"server_cores_ci_high_{tier}")
+            ci = f" (95% CI {fmt(lo)}–{fmt(hi)})" if lo is not None else ""
+            row.append(f"<td class='num'>{fmt(values.get(f'nodes_cpu_{tier}'))} nodes{_tag(cpu_conf)}<br>"
+                       f"<small>{fmt(values.get(f'server_cores_{tier}'))} cores{ci}</small></td>")
+            binds = [f"{esc(label)}: {esc(values.get(f'binding_{key}{tier}', '?'))}"
+                     for key, label in (("", "measured" if values.get("b_row_measured_bytes") else "design"),
+                                        ("my_mix_", "your mix")) if f"binding_{key}{tier}" in values]
+            row.append("<br>".join(binds))
+        rows.append(row)
+    head = ["<th class='num'>messages / day</th>"] + [
+        f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>" for _, label, _ in sources]
+    if cpu:
+        head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak</small></th>", "binds"]
+    checks = f"Disk-bound nodes: inputs: {disk_inputs or 'appendix B'}; {check_text(check, 'disk')}."
+    if cpu:
+        checks += f" CPU-bound nodes: inputs: CPU per op {cpu_inputs}; {check_text(check, 'cpu')}."
+    cited = [_cite("b_row", "b_row", values.get("b_row_from"), values.get("b_row_run"))
+             or "no measured b_row (the design's only)"]
+    if mix:
+        model = _cite("the row model", "b_row", values.get("my_mix_from"), values.get("my_mix_run")) or "the row model"
+        cited.append(f"{esc(values.get('my_mix_name') or 'my_mix')} ({esc(values.get('my_mix_source'))}) priced by "
+                     f"{model}")
+    cited.append(_cite("CPU costs", "cpu_cost", values.get("cpu_from"), values.get("cpu_run")) if cpu
+                 else "no CPU costs (cpu_cost did not run): the node counts are disk-bound only")
+    factors_line = factors_text(values)
     return ("<h2>Capacity: disk- and CPU-bound nodes</h2>"
-            + f"<p><small>§7 factors of the measured rows: {esc(factors_text(values))}.</small></p>"
-            + table(["messages / day", "resident (design b_row)", "resident (measured)", "disk-bound nodes",
-                     "CPU-bound nodes", "server cores at peak", "binds"], rows, css="wide")
-            + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations per "
-              "message, cores per node); CPU costs from the cpu_cost notebook of this run; the model check predicted a "
-              "run it did not see from the same constants (below).</small></p>" + model_check(check))
+            + (f"<p><small>§7 factors of the measured rows: {esc(factors_line)}.</small></p>" if factors_line else "")
+            + table(head, rows, css="wide")
+            + f"<p><small>{esc(checks)}</small></p>"
+            + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations "
+              "per message, cores per node). Each derived figure carries the confidence of its inputs. Inputs: "
+            + "; ".join(cited) + ". The model check predicted a run it did not see from the same constants (below)."
+              "</small></p>" + model_check(check))
 
 
 def model_check(check: Mapping[str, Any]) -> str:

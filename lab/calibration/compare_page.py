@@ -15,7 +15,7 @@ from typing import Any
 from lab.measure import SUMMARY_PERCENTILES, min_samples, too_few
 from lab.measure.significance import TEST_NAME
 from lab.measure.stats import ALPHA
-from lab.results.html import esc, fmt, name_cell, page, table
+from lab.results.html import esc, fmt, name_html, page, table
 from lab.results.jsonio import write_json
 from lab.results.units import US_PER_MS, rate
 
@@ -223,7 +223,7 @@ def _constant_cells(r: Mapping[str, Any]) -> list[str]:
         delta += f"<br><small>{fmt(100 * r['delta_relative'], signed=True)}%</small>"
     status = r["agreement"]
     cls = "agree" if status == "agree" else ("disagree" if status in ("disagree", "inconclusive") else "")
-    return [name_cell(r["constant"]), measured("a"), measured("b"), f"<td class='num'>{delta}</td>",
+    return [name_html(r["constant"]), measured("a"), measured("b"), f"<td class='num'>{delta}</td>",
             f"<td class='num'>{fmt(r['recommended_a'], unit=unit)} → {fmt(r['recommended_b'], unit=unit)}</td>",
             f"{esc(r['confidence_a'])} / {esc(r['confidence_b'])}",
             f"<td class='{cls}'><b>{esc(status)}</b><br><small>{esc(r['agreement_detail'])}</small></td>"]
@@ -235,7 +235,7 @@ def _html_latency(cmp: Any, kind: str, title: str) -> str:
         return ""
     rows = []
     for cells, test, r in zip(body, tests, [r for r in cmp.operations if r.get(kind)]):
-        rows.append([name_cell(cells[0])] + [_num(c, "too few calls for this percentile" if c == TOO_FEW else None)
+        rows.append([name_html(cells[0])] + [_num(c, "too few calls for this percentile" if c == TOO_FEW else None)
                                        for c in cells[1:-1]] + [_verdict_cell(test, cmp, _measured_in(r))])
     notes = "".join(f"<p><small>{esc(n.strip())}</small></p>" for n in _too_few_notes(reasons))
     return f"<h2>{esc(title)} (ms)</h2>" + table(head, rows, css="cmp") + notes
@@ -264,7 +264,7 @@ def to_html(cmp: Any) -> str:
             ["constant", "measured A", "measured B", "B − A", "recommended A → B", "confidence A / B", "agreement"],
             [_constant_cells(r) for r in cmp.constants], css="wide"))
     if cmp.operations:
-        rows = [[name_cell(r["operation"])] + [_num(fmt(r[k])) for k in ("count_a", "count_b", "errors_a", "errors_b")]
+        rows = [[name_html(r["operation"])] + [_num(fmt(r[k])) for k in ("count_a", "count_b", "errors_a", "errors_b")]
                 + [_num(_rate(r["rate_a"])), _num(_rate(r["rate_b"]))] for r in cmp.operations]
         parts.append("<h2>Calls and achieved rate (calls/s)</h2>" + table(
             ["operation", "calls A", "calls B", "errors A", "errors B", "achieved rate A", "achieved rate B"], rows,
@@ -272,7 +272,7 @@ def to_html(cmp: Any) -> str:
         parts += [_html_latency(cmp, kind, title) for kind, title in KINDS]
     if cmp.samples:
         body, reasons = _sample_rows(cmp)
-        rows = [[name_cell(c[0]), name_cell(c[1])] + [_num(x) for x in c[2:8]] + [_verdict_cell(r["test"], cmp, "no test")]
+        rows = [[name_html(c[0]), name_html(c[1])] + [_num(x) for x in c[2:8]] + [_verdict_cell(r["test"], cmp, "no test")]
                 for c, r in zip(body, cmp.samples)]
         parts.append("<h2>Notebook latency samples (ms)</h2>" + table(
             ["table", "group", "n A", "n B", "p50 A", "p50 B", "p99 A", "p99 B", "verdict"], rows, css="cmp")

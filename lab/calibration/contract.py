@@ -15,7 +15,7 @@ from typing import Any
 from lab.calibration.recommendations import ConstantAssessment
 
 SCHEMA_VERSION = 1
-NOTEBOOK_STATUSES = ("pending", "running", "ok", "failed", "not run")
+NOTEBOOK_STATUSES = ("pending", "running", "ok", "failed", "interrupted", "not run")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,7 +100,7 @@ class RoundTrip:
 class CalibrationRun:
     run_id: str
     mode: str                                       # quick | full
-    status: str                                     # running | ok | failed | interrupted
+    status: str                                     # running | ok | failed | interrupted (Ctrl-C)
     started_at: str
     error: RunError | None = None
     finished_at: str | None = None
@@ -112,6 +112,8 @@ class CalibrationRun:
     proposal: str | None = None                     # file name of the proposed diff
     previous_run: str | None = None                 # run folder each constant's agreement is with
     repeat_check: Mapping[str, Any] | None = None   # --repeat-check: the first run and the comparison
+    resumed: tuple[Mapping[str, Any], ...] = ()     # each --resume: started_at, the notebooks it ran
+    my_mix: Mapping[str, Any] | None = None         # your mix priced by the capacity notebook (lab.calibration.capacity_inputs)
 
     def replace(self, **changes: Any) -> CalibrationRun:
         return dataclasses.replace(self, **changes)
@@ -133,7 +135,8 @@ class CalibrationRun:
                 "measurements": {"round_trip": self.round_trip.to_json()} if self.round_trip else {},
                 "notebooks": {n: nb.to_json() for n, nb in self.notebooks.items()},
                 "constants": {n: c.to_json() for n, c in self.constants.items()}, "proposal": self.proposal,
-                "previous_run": self.previous_run, "repeat_check": dict(self.repeat_check) if self.repeat_check else None}
+                "previous_run": self.previous_run, "repeat_check": dict(self.repeat_check) if self.repeat_check else None,
+                "resumed": [dict(r) for r in self.resumed], "my_mix": dict(self.my_mix) if self.my_mix else None}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CalibrationRun:
@@ -145,4 +148,5 @@ class CalibrationRun:
                    notebooks={n: NotebookRun.from_json(nb) for n, nb in (data.get("notebooks") or {}).items()},
                    constants={n: ConstantAssessment.from_json(c) for n, c in (data.get("constants") or {}).items()},
                    proposal=data.get("proposal"), previous_run=data.get("previous_run"),
-                   repeat_check=data.get("repeat_check"))
+                   repeat_check=data.get("repeat_check"), resumed=tuple(data.get("resumed") or ()),
+                   my_mix=data.get("my_mix"))

@@ -5,11 +5,15 @@ and the caveats of a production reading.
 Pure functions of calibration.json (``constants.<name>`` entries and the environment), so a
 test pins them without a node:
 
-    decision(c)          keep 600 B / change 600 -> 1,235 B / keep (inconclusive) / keep (a policy)
+    decision(c, mode)    keep 600 B / change 600 -> 1,235 B / keep (inconclusive) / keep (a policy);
+                         a quick run: "would change 600 -> 1,235 B once a full run confirms"
     precision_text(c)    ±1.8% (target ±2%: reached) / ±6% (target ±2%: time budget ran out)
     agreement_text(c)    agrees with run X / disagrees (B - A = ...) / no previous full run here
     impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row, lsm_space_amp)
     caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
+    shared_caveats(...)  the caveats every row has, said once above the table
+    measured_first(cal)  the constants in the report's order (measured, observed, the rest)
+    changes_line(cal)    the console's one line of changes, in the report's words and order
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ SHARED_MACHINE_CPUS = 4                   # at or below: the lab's shared VMs, n
 @dataclass(frozen=True, kw_only=True)
 class Decision:
     constant: str
-    action: str          # keep | change | keep (inconclusive) | keep (policy) | keep (guarded)
+    action: str          # keep | change | would keep | would change | keep (inconclusive) | keep (policy) | keep (guarded)
     text: str            # the line a reviewer reads
     changed: bool
 
@@ -38,8 +42,14 @@ def _unit(c: Mapping[str, Any]) -> str:
     return str(c.get("unit") or "")
 
 
-def decision(name: str, c: Mapping[str, Any]) -> Decision:
+QUICK_CONFIRM = "once a full run confirms"
+
+
+def decision(name: str, c: Mapping[str, Any], *, mode: str | None = None) -> Decision:
+    """What to do with appendix B. A quick run decides nothing: its changes read "would change
+    ... once a full run confirms", its keeps "would keep" (never an imperative)."""
     unit, cur, rec = _unit(c), c.get("current"), c.get("recommended")
+    quick = mode == "quick"
     if c.get("inconclusive"):
         h = c.get("halves") or {}
         return Decision(constant=name, action="keep (inconclusive)", changed=False,
@@ -53,12 +63,16 @@ def decision(name: str, c: Mapping[str, Any]) -> Decision:
     if c.get("measured") is None:
         return Decision(constant=name, action="keep (policy)", changed=False,
                         text=f"keep {fmt(cur, unit=unit)}: a policy, observed not measured")
+    measured = fmt(c.get("measured"), unit=unit)
     if c.get("changed"):
+        if quick:
+            return Decision(constant=name, action="would change", changed=True,
+                            text=f"would change {fmt(cur)} → {fmt(rec, unit=unit)} {QUICK_CONFIRM} (measured {measured})")
         return Decision(constant=name, action="change", changed=True,
-                        text=f"change {fmt(cur)} → {fmt(rec, unit=unit)} (measured {fmt(c.get('measured'), unit=unit)})")
+                        text=f"change {fmt(cur)} → {fmt(rec, unit=unit)} (measured {measured})")
     why = ("inside the measured interval" if c.get("rule") == "interval" else "the measurement recommends it")
-    return Decision(constant=name, action="keep", changed=False,
-                    text=f"keep {fmt(cur, unit=unit)} ({why}; measured {fmt(c.get('measured'), unit=unit)})")
+    return Decision(constant=name, action="would keep" if quick else "keep", changed=False,
+                    text=f"{'would keep' if quick else 'keep'} {fmt(cur, unit=unit)} ({why}; measured {measured})")
 
 
 def precision_text(c: Mapping[str, Any]) -> str:
@@ -103,10 +117,11 @@ def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
     now = _sizing(constants.replace(**{name: c["current"]}))
     then = _sizing(constants.replace(**{name: c["recommended"]}))
     tier = f"at {fmt(constants.capacity_messages_per_day / 1e6)} M messages/day"
+    conf = f" ({c.get('confidence', 'no')} confidence)"
     if not c.get("changed"):
         return f"none: {fmt(now.resident_tb)} TB resident, {now.nodes_needed} nodes {tier}"
     return (f"resident {fmt(now.resident_tb)} → {fmt(then.resident_tb)} TB, nodes {now.nodes_needed} → "
-            f"{then.nodes_needed} {tier} (3.84 TB disks at 50%)")
+            f"{then.nodes_needed} {tier} (3.84 TB disks at 50%){conf}")
 
 
 def caveats(name: str, c: Mapping[str, Any], env: Mapping[str, Any]) -> list[str]:
@@ -145,3 +160,42 @@ def caveats(name: str, c: Mapping[str, Any], env: Mapping[str, Any]) -> list[str
     if c.get("guarded"):
         out.append("immutable for existing tables (§27.2.4)")
     return out
+
+
+def shared_caveats(per_constant: Mapping[str, list[str]]) -> tuple[list[str], dict[str, list[str]]]:
+    """(the caveats every constant with caveats has, said once; what is left per constant).
+    One constant alone keeps its own."""
+    lists = [v for v in per_constant.values() if v]
+    if len(lists) < 2:
+        return [], {n: list(v) for n, v in per_constant.items()}
+    shared = [x for x in lists[0] if all(x in other for other in lists[1:])]
+    return shared, {n: [x for x in v if x not in shared] for n, v in per_constant.items()}
+
+
+def measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The constants in the report's order: measured first (in the order of
+    lab.calibration.recommendations.MEASURES: b_row first), then the observed ones, then the rest."""
+    from lab.calibration.recommendations import MEASURES
+
+    order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
+    return sorted((cal.get("constants") or {}).items(),
+                  key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
+                                  order.get(kv[0], len(order))))
+
+
+def changes_line(cal: Mapping[str, Any]) -> str:
+    """The console's line about appendix B, in the report's words: a full run's "recommended
+    changes: b_row_bytes 600 -> 1,235 B", a quick run's "would change once a full run confirms:
+    ..."; inconclusive constants named as kept."""
+    mode = cal.get("mode")
+    changed, inconclusive = [], []
+    for name, c in measured_first(cal):
+        if c.get("inconclusive"):
+            inconclusive.append(name)
+        elif c.get("changed"):
+            changed.append(f"{name} {fmt(c.get('current'))} -> {fmt(c.get('recommended'), unit=_unit(c))}")
+    head = f"would change {QUICK_CONFIRM}" if mode == "quick" else "recommended changes"
+    text = f"{head}: {', '.join(changed) or 'none'}"
+    if inconclusive:
+        text += f"; inconclusive (kept): {', '.join(inconclusive)}"
+    return text

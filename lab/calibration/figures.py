@@ -7,14 +7,19 @@ labels and series.
 
     b_row_by_table      live disk bytes per row per table and compression, repeats, design b_row; partition size
     b_row_mixes         measured b_row per mix against the row model's prediction
-    capacity_tiers      resident TB per tier and b_row source; resident TB over a b_row sweep
+    capacity_sizing     resident TB and nodes per tier and b_row source (a panel per tier), sensitivity to b_row
     empty_bucket_pages  requests and p50 per page over runs of empty buckets; the workload's holes
     grouped_vs_naive    message_record requests and latency per entry, grouped vs naive, per batch shape
     in_list_latency     p50/p99 and per-row cost over IN sizes, the budget, design and recommended sizes
     twcs_sstable_counts live SSTables over simulated time, measured against predicted, per table family
     cpu_per_op          server and load-generator CPU seconds per operation, with intervals
+    constant_history    one appendix-B constant across runs (``lab runs --constant NAME --plot``)
+    log_axis            the one way to put an axis on a log scale: its label says so
     space_amp           bytes on disk / live bytes over a simulated period; steady and peak per table
     model_check         each prediction's error against its target (disk, CPU, SSTables)
+
+Axes are linear unless a log axis is labelled as one (:func:`log_axis`): ratios read off a log
+axis look smaller than they are.
 """
 from __future__ import annotations
 
@@ -24,6 +29,18 @@ from typing import Any
 import pandas as pd
 
 FIGSIZE = (12, 4.2)
+LOG_LABEL = " (log scale)"
+SOURCE_COLORS = {"design": "#7f7f7f", "measured": "#1f77b4", "my_mix": "#2ca02c"}
+CONFIDENCE_COLORS = {"high": "#17701a", "medium": "#b8860b", "low": "#c0392b", "inconclusive": "#7f7f7f",
+                     "none": "#7f7f7f"}
+
+
+def log_axis(ax: Any, axis: str, label: str) -> None:
+    """Put ``axis`` ("x" or "y") of ``ax`` on a log scale with ``label`` saying so."""
+    getattr(ax, f"set_{axis}scale")("log")
+    getattr(ax, f"set_{axis}label")(label + LOG_LABEL)
+
+
 WIDE_FIGSIZE = (13, 4.2)
 THREE_FIGSIZE = (16, 4.2)
 DESIGN = {"color": "red", "linestyle": "--"}        # the design's value
@@ -90,8 +107,7 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
         axes[0].scatter(list(x), predicted, color="orange", zorder=3, label="row model")
     axes[0].set_xticks(list(x), [m + ("" if f else "\n(held out)") for m, f in zip(by_mix.mix, by_mix.fitted)],
                        rotation=20, fontsize=8)
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("message_record bytes per row (B)")
+    log_axis(axes[0], "y", "message_record bytes per row (B)")
     axes[0].legend()
     if predicted is not None:
         fitted = by_mix.fitted.to_numpy()
@@ -102,44 +118,11 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
                             color="red", label="held-out profile")
         top = max(max(measured), max(predicted)) * 1.1
         axes[1].plot([0, top], [0, top], **REFERENCE, label="predicted = measured")
-        axes[1].set_xscale("log")
-        axes[1].set_yscale("log")
-        axes[1].set_xlabel("measured (B per row)")
-        axes[1].set_ylabel("row model (B per row)")
+        log_axis(axes[1], "x", "measured (B per row)")
+        log_axis(axes[1], "y", "row model (B per row)")
         axes[1].legend()
     else:
         axes[1].set_axis_off()
-    fig.tight_layout()
-    return fig
-
-
-def capacity_tiers(sizing: pd.DataFrame, sensitivity: pd.DataFrame, *, design_b_row_bytes: float,
-                   measured_b_row_bytes: float | None) -> Any | None:
-    """Left: resident data (all replicas) per traffic tier, one bar per b_row source; right:
-    resident data at the starter tier over a sweep of b_row, the design and measured b_row marked."""
-    if sizing is None or sizing.empty:
-        return None
-    fig, axes = _plt().subplots(1, 2, figsize=WIDE_FIGSIZE)
-    tiers = list(dict.fromkeys(sizing.messages_per_day))
-    sources = list(dict.fromkeys(sizing.source))
-    width = 0.8 / len(sources)
-    for i, source in enumerate(sources):
-        g = sizing[sizing.source == source].set_index("messages_per_day").reindex(tiers)
-        axes[0].bar([j + i * width for j in range(len(tiers))], g.resident_tb, width,
-                    label=f"{source} b_row {g.b_row_bytes.iloc[0]:.0f} B")
-    axes[0].set_xticks([j + width * (len(sources) - 1) / 2 for j in range(len(tiers))],
-                       [f"{t / 1e6:,.0f} M" for t in tiers])
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel("traffic tier (messages per day)")
-    axes[0].set_ylabel("resident data, all replicas (TB)")
-    axes[0].legend()
-    axes[1].plot(sensitivity.b_row_bytes, sensitivity.resident_tb)
-    axes[1].axvline(design_b_row_bytes, **DESIGN, label=f"design {design_b_row_bytes:.0f} B")
-    if measured_b_row_bytes:
-        axes[1].axvline(measured_b_row_bytes, **RECOMMENDED, label=f"measured {measured_b_row_bytes:.0f} B")
-    axes[1].set_xlabel("b_row (bytes per row)")
-    axes[1].set_ylabel("resident data at the starter tier (TB)")
-    axes[1].legend()
     fig.tight_layout()
     return fig
 
@@ -165,9 +148,8 @@ def empty_bucket_pages(summary: pd.DataFrame, holes: pd.DataFrame, *, design_sca
     axes[2].hist(holes.empty_buckets, bins=range(0, top + 2), align="left")
     axes[2].axvline(design_scan_limit + 0.5, **DESIGN, label=f"design {design_scan_limit}")
     axes[2].axvline(required + 0.5, **RECOMMENDED, label=f"workload needs {required}")
-    axes[2].set_yscale("log")
     axes[2].set_xlabel("empty buckets per hole (workload)")
-    axes[2].set_ylabel("holes (count)")
+    log_axis(axes[2], "y", "holes (count)")
     for ax in axes:
         ax.legend()
     fig.tight_layout()
@@ -190,10 +172,9 @@ def grouped_vs_naive(summary: pd.DataFrame, methods: Sequence[str] = ("grouped",
     for ax in axes:
         ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(shapes))], shapes, rotation=15)
         ax.set_xlabel("batch shape")
-        ax.set_yscale("log")
         ax.legend()
-    axes[0].set_ylabel("message_record requests per batch (count)")
-    axes[1].set_ylabel("p50 latency per joined entry (µs)")
+    log_axis(axes[0], "y", "message_record requests per batch (count)")
+    log_axis(axes[1], "y", "p50 latency per joined entry (µs)")
     fig.tight_layout()
     return fig
 
@@ -209,14 +190,11 @@ def in_list_latency(per_size: pd.DataFrame, *, p99_budget_ms: float, design_in_l
     axes[0].plot(ok.in_size, ok.p50_ms, marker="o", label="p50")
     axes[0].plot(ok.in_size, ok.p99_ms, marker="o", label="p99")
     axes[0].axhline(p99_budget_ms, **DESIGN, label=f"p99 budget {p99_budget_ms:g} ms")
-    axes[0].set_xscale("log")
-    axes[0].set_xlabel("IN list size (elements)")
+    log_axis(axes[0], "x", "IN list size (elements)")
     axes[0].set_ylabel("read latency (ms)")
     axes[1].plot(ok.in_size, ok.per_row_us, marker="o", label="mean latency / rows")
-    axes[1].set_xscale("log")
-    axes[1].set_yscale("log")
-    axes[1].set_xlabel("IN list size (elements)")
-    axes[1].set_ylabel("per-row cost (µs per row)")
+    log_axis(axes[1], "x", "IN list size (elements)")
+    log_axis(axes[1], "y", "per-row cost (µs per row)")
     for ax in axes:
         ax.axvline(design_in_limit, **REFERENCE, label=f"design limit {design_in_limit}")
         if recommended:
@@ -269,9 +247,54 @@ def cpu_per_op(summary: pd.DataFrame) -> Any | None:
         ax.bar(x + (i - 0.5) * 0.4, mid, 0.4, yerr=[(mid - low).clip(lower=0), (high - mid).clip(lower=0)], capsize=3,
                color=color, label=f"{'server (net of idle)' if side == 'server' else 'load generator'}")
     ax.set_xticks(x, [f"{op}\n{r:g}/s" for op, r in zip(summary.op, summary.rate_requested)], fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("CPU ms per operation (median over rounds, 95% CI)")
+    log_axis(ax, "y", "CPU ms per operation (median over rounds, 95% CI)")
     ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def capacity_sizing(sizing: pd.DataFrame, sensitivity: pd.DataFrame, *, design_b_row_bytes: float,
+                    measured_b_row_bytes: float | None = None, my_mix: dict[str, Any] | None = None) -> Any | None:
+    """Left: one panel per traffic tier, a bar per b_row source (design, measured, your mix), each
+    labelled with its resident TB and nodes (linear axes: a panel per tier, so the starter tier
+    is not a sliver beside the largest); right: resident TB at the starter tier against b_row,
+    with a line per source (your mix with its 95% interval)."""
+    if sizing is None or sizing.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    tiers = list(dict.fromkeys(sizing.messages_per_day))
+    sources = list(dict.fromkeys(sizing.source))
+    fig = plt.figure(figsize=(12, 4.4))
+    grid = fig.add_gridspec(1, len(tiers) + 2, width_ratios=[1] * len(tiers) + [0.12, 2.2])
+    for i, tier in enumerate(tiers):
+        ax = fig.add_subplot(grid[0, i])
+        rows = sizing[sizing.messages_per_day == tier].set_index("source").loc[sources]
+        x = range(len(sources))
+        bars = ax.bar(x, rows.resident_tb, 0.7, color=[SOURCE_COLORS.get(s, "#9467bd") for s in sources])
+        for bar, r in zip(bars, rows.itertuples()):
+            ax.annotate(f"{r.resident_tb:,.1f} TB\n{r.nodes_needed:,} nodes", (bar.get_x() + bar.get_width() / 2,
+                        bar.get_height()), ha="center", va="bottom", fontsize=7.5, xytext=(0, 2),
+                        textcoords="offset points")
+        ax.set_xticks(list(x), [s.replace("_", " ") for s in sources], fontsize=8)
+        ax.set_title(f"{tier / 1e6:,.0f} M messages/day", fontsize=9)
+        ax.set_ylim(0, float(rows.resident_tb.max()) * 1.3)
+        if i == 0:
+            ax.set_ylabel("resident data, all replicas (TB)")
+    ax = fig.add_subplot(grid[0, -1])
+    ax.plot(sensitivity.b_row_bytes, sensitivity.resident_tb, color="black", linewidth=1)
+    ax.axvline(design_b_row_bytes, color=SOURCE_COLORS["design"], linestyle="--", label=f"design {design_b_row_bytes:,.0f} B")
+    if measured_b_row_bytes:
+        ax.axvline(measured_b_row_bytes, color=SOURCE_COLORS["measured"], linestyle="-.",
+                   label=f"measured {measured_b_row_bytes:,.0f} B")
+    if my_mix:
+        ax.axvspan(my_mix["ci_low"], my_mix["ci_high"], color=SOURCE_COLORS["my_mix"], alpha=0.15)
+        ax.axvline(my_mix["mean"], color=SOURCE_COLORS["my_mix"], label=f"{my_mix.get('name', 'your mix')} "
+                   f"{my_mix['mean']:,.0f} B (95% CI {my_mix['ci_low']:,.0f}-{my_mix['ci_high']:,.0f})")
+    ax.set_xlabel("b_row (bytes per row)")
+    ax.set_ylabel(f"resident data at {tiers[0] / 1e6:,.0f} M messages/day (TB)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -319,6 +342,42 @@ def space_amp(series: pd.DataFrame, summary: pd.DataFrame, *, steady_start_day: 
         axes[1].legend(fontsize=8)
     else:
         axes[1].set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def constant_history(points: list[Any], name: str, *, current: float | None = None) -> Any | None:
+    """One appendix-B constant across runs, oldest left: each run's measured value with its 95%
+    interval, coloured by confidence, hollow for a quick run; appendix B's value as a line."""
+    if not points:
+        return None
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(points) + 3), 4.2))
+    for i, p in enumerate(points):
+        v = p.value
+        color = CONFIDENCE_COLORS.get(v.confidence, "#1f77b4")
+        if v.ci_low is not None and v.ci_high is not None:
+            ax.errorbar([i], [v.measured], yerr=[[max(v.measured - v.ci_low, 0)], [max(v.ci_high - v.measured, 0)]],
+                        color=color, capsize=4, linewidth=1)
+        ax.plot([i], [v.measured], marker="o", markersize=8, color=color,
+                markerfacecolor="white" if p.mode == "quick" else color, linestyle="none")
+    if current is not None:
+        ax.axhline(current, color="grey", linestyle="--", linewidth=1)
+    unit = points[0].value.unit
+    ax.set_xticks(range(len(points)), [f"{p.run_id[:24]}\n{(p.started or '')[:10]} {p.mode or ''}" for p in points],
+                  rotation=30, ha="right", fontsize=7.5)
+    ax.set_ylabel(f"{name} ({unit})" if unit else name)
+    ax.set_ylim(bottom=0)
+    handles = [Line2D([], [], marker="o", color=c, linestyle="none", label=k) for k, c in CONFIDENCE_COLORS.items()
+               if any(p.value.confidence == k for p in points)]
+    handles.append(Line2D([], [], marker="o", color="black", markerfacecolor="white", linestyle="none",
+                          label="quick run (hollow)"))
+    if current is not None:
+        handles.append(Line2D([], [], color="grey", linestyle="--", label=f"appendix B: {current:,}"))
+    ax.legend(handles=handles, fontsize=8)
+    ax.set_title(f"{name} across runs (95% intervals)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -12,6 +12,7 @@ the password: the kernel inherits ``LAB_PASSWORD`` from the environment instead)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -20,33 +21,13 @@ from collections.abc import Mapping
 
 from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
 NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "space_amp", "grouped_reads", "cpu_cost", "capacity",
              "model_check")
 VALUES_FILE = "values.json"
-
-# Quick parameters: the whole suite in a few minutes on a busy 2-core machine: a smoke test
-# of the pipeline with the quick precision targets (b_row +-10%), never a calibration. Full
-# runs use the notebooks' own defaults (their parameters cell): the full targets and budgets.
-QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
-    "b_row": {"rows": 2000, "min_repeats": 3, "max_repeats": 8, "target_rel_half_width": 0.10, "budget_seconds": 60,
-              "partition_rows": 1024, "compression_repeats": 1, "fit_rows": 500, "fit_repeats": 2},
-    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
-                 "max_rounds": 40, "target_rel_half_width": 0.30, "budget_seconds": 30},
-    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3,
-                      "max_rounds": 10, "target_rel_half_width": 0.30, "budget_seconds": 20, "hole_messages": 20000},
-    "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
-    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
-    "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
-                 "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
-    "space_amp": {"rows_per_day": 30, "seconds_per_day": 1.5, "replicates": 2, "max_batches": 1,
-                  "target_rel_half_width": 0.25, "budget_seconds": 120, "scenarios": ["profile"]},
-    "capacity": {},
-    "model_check": {"sends": 500, "cpu_rounds": 2, "cpu_window_seconds": 4.0, "cpu_idle_seconds": 2.0,
-                    "diagnose_rounds": 0, "sstable_days": 9, "sstable_rows_per_day": 10},
-}
 
 # What a notebook reads from the notebooks before it in the same run: parameter -> (notebook
 # whose values.json it is, parameters that make it unnecessary when the caller gives them).
@@ -57,19 +38,12 @@ RUN_INPUTS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
                     "space_amp_values": ("space_amp", ("calibration_run",))},
 }
 
-# What a full run (`lab calibrate --full`) costs here: each notebook's time budget where it
-# has one (it stops earlier when its precision target is reached) plus the fixed parts
-# (loading, the fit's mixes, the sweeps without a budget), measured on this lab's 2-core
-# machine. The report and `lab calibrate --help` quote the sum.
-FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
-    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
-}
-
-
 def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
-    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds."""
-    return float(sum(FULL_RUN_EXPECTED_SECONDS.get(n, 120.0) for n in (names or NOTEBOOKS)))
+    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds
+    (:data:`lab.calibration.presets.FULL_RUN_EXPECTED_SECONDS`)."""
+    from lab.calibration.presets import expected_seconds
+
+    return expected_seconds("full", names or NOTEBOOKS)
 
 
 def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, ran: tuple[str, ...] | list[str] |
@@ -154,6 +128,13 @@ def cluster_parameter(config: ClusterConfig) -> dict[str, Any]:
     return {k: v for k, v in config.redacted().items() if k != "password" and v is not None}
 
 
+def services_parameter(services: ServicesConfig) -> dict[str, Any]:
+    """The ``services`` parameter for a notebook: the outbox and hot-window fields, passwords left
+    out (the kernel reads them from ``LAB_*``, as the cluster's), paths as strings."""
+    return {k: v for k, v in services.redacted().items()
+            if v is not None and k not in ("kafka_sasl_password", "redis_password")}
+
+
 def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
@@ -195,11 +176,37 @@ def ipc_kernel_manager() -> type:
         def _transport_default(self) -> str:
             return "ipc"
 
+        async def _async_pre_start_kernel(self, **kw: Any) -> Any:
+            _LIVE_KERNELS.append(self)
+            return await super()._async_pre_start_kernel(**kw)
+
     return IpcKernelManager
 
 
+_LIVE_KERNELS: list[Any] = []   # the kernel managers papermill started here (for Ctrl-C)
+KERNEL_STOP_SECONDS = 10.0
+
+
+def stop_kernels() -> None:
+    """Kill the kernels this process started and remove their connection files. On Ctrl-C the
+    kernel (its own session: the terminal's SIGINT does not reach it) would otherwise run its
+    cell on until it notices its parent gone, then print "Parent appears to have exited" after
+    the command's last line."""
+    while _LIVE_KERNELS:
+        km = _LIVE_KERNELS.pop()
+        process = getattr(km.provisioner, "process", None) if km.provisioner is not None else None
+        with contextlib.suppress(Exception):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(timeout=KERNEL_STOP_SECONDS)
+        with contextlib.suppress(Exception):
+            km.cleanup_connection_file()
+            km.cleanup_ipc_files()
+
+
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
-                 config: ClusterConfig | None = None, notebooks_dir: Path = NOTEBOOKS_DIR,
+                 config: ClusterConfig | None = None, services: ServicesConfig | None = None,
+                 notebooks_dir: Path = NOTEBOOKS_DIR,
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
                  html: bool = True, cwd: Path = PROJECT_DIR) -> dict[str, Any]:
     """Execute one notebook into ``out_dir/<name>/`` and return the values it recorded."""
@@ -220,10 +227,15 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
         parameters.setdefault("show_progress", False)
     if config is not None:
         parameters["cluster"] = cluster_parameter(config)
+    if services is not None and "services" in _declared(source):  # a notebook without a store takes none
+        parameters["services"] = services_parameter(services)
     try:
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
                             execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager())
+    except KeyboardInterrupt:
+        stop_kernels()
+        raise
     except PapermillExecutionError as exc:
         raise CalibrationError(
             f"notebook {name} failed in cell {exc.exec_count} (index {exc.cell_index}): {exc.ename}: {exc.evalue}; "
@@ -234,6 +246,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
                                f"{executed}", notebook=name, cell=None, ename=type(exc).__name__, evalue=str(exc),
                                output=str(executed)) from exc
     finally:
+        _LIVE_KERNELS.clear()  # papermill shut it down (or stop_kernels killed it)
         if html:
             try:
                 export_html(executed)

@@ -59,6 +59,9 @@ class Precision:
     steps: int                       # repeats or rounds measured
     seconds: float
     budget_seconds: float
+    step_unit: str = "round"         # what one step is: round, repeat, batch (of samples_per_step samples)
+    samples_per_step: int = 1        # samples the interval is over, per step (a batch of replicates: many)
+    sample_unit: str | None = None   # what a sample is (None: the step itself)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -70,18 +73,23 @@ class Precision:
 
     @property
     def too_few_rounds(self) -> bool:
-        """Fewer rounds than an interval needs (lab.measure.stats.MIN_INTERVAL_ROUNDS): no precision at all."""
-        return self.achieved_rel_half_width is None and self.steps < MIN_INTERVAL_ROUNDS
+        """Fewer samples than an interval needs (lab.measure.stats.MIN_INTERVAL_ROUNDS): no precision at all."""
+        return self.achieved_rel_half_width is None and self.steps * self.samples_per_step < MIN_INTERVAL_ROUNDS
 
     def describe(self) -> str:
+        """The precision in words, each step called what it is (``step_unit``: a round, a repeat,
+        a batch of ``samples_per_step`` replicates)."""
+        steps = _count(self.steps, self.step_unit)
         if self.too_few_rounds:
-            return (f"{TOO_FEW_ROUNDS} ({self.steps} round{'s' if self.steps != 1 else ''}, at least "
-                    f"{MIN_INTERVAL_ROUNDS} needed; target ±{100 * self.target_rel_half_width:g}%): confidence low")
+            sample = self.sample_unit or self.step_unit
+            few = TOO_FEW_ROUNDS if sample == "round" else f"too few {sample}s for an interval"
+            of = f" of {_count(self.samples_per_step, sample)}" if self.sample_unit else ""
+            return (f"{few} ({steps}{of}, at least {MIN_INTERVAL_ROUNDS} {sample}s needed; target "
+                    f"±{100 * self.target_rel_half_width:g}%): confidence low")
         got = "n/a" if self.achieved_rel_half_width is None else f"±{100 * self.achieved_rel_half_width:.1f}%"
         why = {"reached": "target reached", "budget": f"time budget of {self.budget_seconds:.0f} s ran out",
                "limit": "step limit reached"}[self.status]
-        return f"{got} (target ±{100 * self.target_rel_half_width:g}%; {why} after {self.steps} steps, " \
-               f"{self.seconds:.0f} s)"
+        return f"{got} (target ±{100 * self.target_rel_half_width:g}%; {why} after {steps}, {self.seconds:.0f} s)"
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "reached": self.reached, "too_few_rounds": self.too_few_rounds,
@@ -95,15 +103,22 @@ class Precision:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 'es' if unit.endswith(('ch', 'sh', 's', 'x')) else 's'}"
+
+
 def sample_until(step: Callable[[int], None], achieved: Callable[[], float | None], *, quantity: str,
                  target: float, budget_seconds: float, min_steps: int, max_steps: int,
-                 accept: Callable[[], bool] | None = None) -> Precision:
+                 accept: Callable[[], bool] | None = None, step_unit: str = "round", samples_per_step: int = 1,
+                 sample_unit: str | None = None) -> Precision:
     """Call ``step(i)`` for i = 0, 1, ... until ``achieved()`` (relative half-width after the
     steps so far) is at most ``target`` and ``accept()`` holds (e.g. the halves agree; checked
     from ``min_steps`` on), the next step would overrun ``budget_seconds`` (judged by the mean
     step time so far), or ``max_steps``.
 
-    ``min_steps`` always run, whatever the budget: an interval needs them."""
+    ``min_steps`` always run, whatever the budget: an interval needs them. ``step_unit``,
+    ``samples_per_step``, ``sample_unit``: what a step is, in the record's words (a round; a
+    repeat; a batch of 5 replicates)."""
     if min_steps < 1 or max_steps < min_steps:
         raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     watch = Stopwatch()
@@ -124,7 +139,8 @@ def sample_until(step: Callable[[int], None], achieved: Callable[[], float | Non
     if rel is None and steps >= min_steps:
         rel = achieved()
     return Precision(quantity=quantity, target_rel_half_width=target, achieved_rel_half_width=rel, status=status,
-                     steps=steps, seconds=round(watch.seconds(), 1), budget_seconds=budget_seconds)
+                     steps=steps, seconds=round(watch.seconds(), 1), budget_seconds=budget_seconds,
+                     step_unit=step_unit, samples_per_step=samples_per_step, sample_unit=sample_unit)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,14 +49,9 @@ PER_ROW_TABLES = ("message_index", "client_dedup")
 
 def check_profile(name: str) -> Any:
     """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
-    from lab.workload import load_profile
+    from lab.calibration.row_model import mix_profile
 
-    if name not in CHECK_MIXES:
-        return load_profile(name)
-    base, overrides = CHECK_MIXES[name]
-    profile = load_profile(base)
-    return dataclasses.replace(profile, name=name, description=f"model-check mix over {base}: {overrides}",
-                               messages=dataclasses.replace(profile.messages, **overrides))
+    return mix_profile(name, CHECK_MIXES, "model-check mix")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +138,7 @@ class Check:
     measured_low: float | None = None
     measured_high: float | None = None
     note: str = ""
+    rows: int | None = None       # disk: the row copies predicted (per-row input error = difference / rows)
 
     @property
     def target(self) -> float:
@@ -173,6 +169,13 @@ class Check:
         if self.quantity == "sstables":
             return round(self.predicted) == round(self.measured)
         return self.error is not None and abs(self.error) <= self.target
+
+    @property
+    def per_row_error(self) -> float | None:
+        """Disk: (predicted - measured) / row copies, bytes: how far the per-row input was off."""
+        if self.predicted is None or not self.rows:
+            return None
+        return (self.predicted - self.measured) / self.rows
 
     def row(self) -> dict[str, Any]:
         low, high = self.error_interval
@@ -227,7 +230,8 @@ def disk_checks(predicted: pd.DataFrame, measured: Mapping[tuple[str, str], int]
         checks.append(Check(quantity="disk", scope=node, table=table, predicted=None if r is None else r.predicted,
                             predicted_low=None if r is None else _num(r.predicted_low),
                             predicted_high=None if r is None else _num(r.predicted_high), measured=float(m), unit="B",
-                            note="no input for this table" if r is None else r.input))
+                            note="no input for this table" if r is None else r.input,
+                            rows=None if r is None else int(r.rows)))
     for scope in sorted({c.scope for c in checks}) + ["cluster"]:
         part = [c for c in checks if c.predicted is not None and (scope == "cluster" or c.scope == scope)
                 and c.table is not None]
@@ -237,8 +241,25 @@ def disk_checks(predicted: pd.DataFrame, measured: Mapping[tuple[str, str], int]
                             predicted_low=_sum_or_none([c.predicted_low or c.predicted for c in part]),
                             predicted_high=_sum_or_none([c.predicted_high or c.predicted for c in part]),
                             measured=float(sum(c.measured for c in part)), unit="B",
-                            note=f"tables {', '.join(sorted({c.table for c in part}))}"))
+                            note=f"tables {', '.join(sorted({c.table for c in part}))}",
+                            rows=sum(c.rows or 0 for c in part)))
     return checks
+
+
+def table_totals(checks: list[Check] | tuple[Check, ...]) -> list[Check]:
+    """Per table, its (node, table) disk checks summed over the nodes (scope "cluster"): what
+    each table's input predicted for the whole cluster, with the row copies it predicted for
+    (:meth:`Check.per_row_error`)."""
+    out = []
+    for table in dict.fromkeys(c.table for c in checks if c.quantity == "disk" and c.table is not None
+                               and c.predicted is not None):
+        part = [c for c in checks if c.quantity == "disk" and c.table == table and c.predicted is not None]
+        out.append(Check(quantity="disk", scope="cluster", table=table, predicted=sum(c.predicted for c in part),
+                         predicted_low=_sum_or_none([c.predicted_low for c in part]),
+                         predicted_high=_sum_or_none([c.predicted_high for c in part]),
+                         measured=float(sum(c.measured for c in part)), unit="B", note=part[0].note,
+                         rows=sum(c.rows or 0 for c in part) or None))
+    return out
 
 
 def _num(v: Any) -> float | None:

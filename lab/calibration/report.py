@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration import capacity_section
-from lab.calibration.decisions import agreement_text, caveats, decision, impact, precision_text
+from lab.calibration.decisions import (agreement_text, caveats, decision, impact, measured_first, precision_text,
+                                      shared_caveats)
 from lab.calibration.recommendations import CONFIDENCE_LEGEND
-from lab.results.html import esc, figure, fmt, key_values, markdown, page, table
+from lab.results.html import esc, figure, fmt, key_values, markdown, name_html, page, table
 
 REPORT_FILE = "report.html"
 FULL_RUN_COMMAND = "lab calibrate --full"
@@ -34,10 +35,22 @@ def _conf(c: Mapping[str, Any]) -> str:
     return f"<span class='conf-{esc(conf)}'>{esc(conf)}</span>"
 
 
-def _banner(cal: Mapping[str, Any]) -> str:
-    from lab.calibration.notebooks import full_run_expected_seconds
+def _interrupted(cal: Mapping[str, Any], run_dir: Path) -> str:
+    notebooks = cal.get("notebooks") or {}
+    where = next((n for n, nb in notebooks.items() if nb.get("status") == "interrupted"), None)
+    done = [n for n, nb in notebooks.items() if nb.get("status") == "ok"]
+    left = [n for n, nb in notebooks.items() if nb.get("status") != "ok"]
+    at = f"in notebook <b>{esc(where)}</b>" if where else "before the first notebook (environment and round trip)"
+    return (f"<div class='banner fail'><b>INTERRUPTED</b> {at} after {fmt(cal.get('wall_seconds'))} s. "
+            f"Finished: {esc(', '.join(done) or 'none')}; not finished: {esc(', '.join(left) or 'none')}. "
+            f"Resume into this folder: <code>lab calibrate --resume {esc(run_dir.resolve())}</code></div>")
+
+
+def _banner(cal: Mapping[str, Any], run_dir: Path) -> str:
+    from lab.calibration.presets import FULL_RUN_DURATION
 
     status, mode = cal.get("status"), cal.get("mode")
+    out = _interrupted(cal, run_dir) if status == "interrupted" else ""
     if status == "failed":
         e = cal.get("error") or {}
         where = (f"in notebook <b>{esc(e['notebook'])}</b>" + (f", cell {esc(e['cell'])}" if e.get("cell") is not None
@@ -45,16 +58,18 @@ def _banner(cal: Mapping[str, Any]) -> str:
                  if e.get("notebook") else "before the first notebook (environment and round trip)")
         return (f"<div class='banner fail'><b>Run failed</b> {where}: <b>{esc(e.get('ename'))}</b>: "
                 f"{esc(e.get('evalue'))}. Partial results are kept below.</div>")
-    minutes = full_run_expected_seconds() / 60
+    took = (f"; completed here in {fmt(cal.get('wall_seconds'))} s" if status == "ok" else "")
     if mode == "quick":
-        return ("<div class='banner quick'><b>Quick run: a smoke test of the pipeline, not a calibration.</b> It runs "
-                "each notebook with its shortest parameters and the quick precision targets (b_row ±10%), so every "
-                "recommendation below has <b>low</b> confidence: do not change appendix B on it (<code>--propose</code> "
-                f"refuses without <code>--allow-quick</code>). For a calibration run <code>{FULL_RUN_COMMAND}</code>: up "
-                f"to about {minutes:.0f} min on the lab's 2-core machine (each notebook samples until its precision "
-                f"target or its time budget); completed here in {fmt(cal.get('wall_seconds'))} s.</div>")
-    return (f"<div class='banner ok'>Full run: completed in {fmt((cal.get('wall_seconds') or 0) / 60, 2)} min "
-            "(each notebook sampled until its precision target or its time budget: see precision below).</div>")
+        return out + ("<div class='banner quick'><b>Quick run: a smoke test of the pipeline, not a calibration.</b> It "
+                      "runs each notebook with its shortest parameters and the quick precision targets (b_row ±10%), "
+                      "so every recommendation below has <b>low</b> confidence and reads \"would change ... once a "
+                      "full run confirms\" (<code>--propose</code> refuses without <code>--allow-quick</code>). For a "
+                      f"calibration run <code>{FULL_RUN_COMMAND}</code>, each notebook sampling until its precision "
+                      f"target or its time budget: {FULL_RUN_DURATION}{took}.</div>")
+    if status != "ok":
+        return out
+    return out + (f"<div class='banner ok'>Full run: completed in {fmt((cal.get('wall_seconds') or 0) / 60, 2)} min "
+                  "(each notebook sampled until its precision target or its time budget: see precision below).</div>")
 
 
 def _code_spans(escaped: str) -> str:
@@ -63,21 +78,22 @@ def _code_spans(escaped: str) -> str:
 
 
 def _decisions(cal: Mapping[str, Any]) -> str:
-    env = cal.get("environment") or {}
-    rows = []
-    for name, c in _measured_first(cal):
-        if c.get("notebook") is None:
-            continue
-        d = decision(name, c)
-        cav = "".join(f"<div class='caveat'>{_code_spans(esc(x))}</div>" for x in caveats(name, c, env))
-        rows.append([f"<b>{esc(name)}</b><br><small>{esc(c.get('section'))}</small>",
-                     f"<td class='{'changed' if d.changed else ''}'>{esc(d.text)}{cav}</td>",
-                     f"{esc(precision_text(c))}<br>confidence {_conf(c)}",
-                     esc(agreement_text(c, mode=cal.get("mode"))), esc(impact(name, c))])
+    env, mode = cal.get("environment") or {}, cal.get("mode")
+    rows = [(name, c) for name, c in measured_first(cal) if c.get("notebook") is not None]
     if not rows:
         return "<p>No notebook measured a constant in this run.</p>"
-    return table(["constant", "decision (and caveats for production)", "precision", "vs the previous run",
-                  "what it changes (§7)"], rows, css="wide")
+    shared, own = shared_caveats({name: caveats(name, c, env) for name, c in rows})
+    cav = lambda xs: "".join(f"<div class='caveat'>{_code_spans(esc(x))}</div>" for x in xs)  # noqa: E731
+    out = []
+    for name, c in rows:
+        d = decision(name, c, mode=mode)
+        out.append([f"<b>{name_html(name)}</b><br><small>{esc(c.get('section'))}</small>",
+                    f"<td class='{'changed' if d.changed else ''}'>{esc(d.text)}{cav(own[name])}</td>",
+                    f"{esc(precision_text(c))}<br>confidence {_conf(c)}",
+                    esc(agreement_text(c, mode=mode)), esc(impact(name, c))])
+    head = (f"<div class='caveats'><b>For production, every row below:</b>{cav(shared)}</div>" if shared else "")
+    return head + table(["constant", "decision (and its own caveats)", "precision", "vs the previous run",
+                         "what it changes (§7)"], out, css="wide decisions")
 
 
 def _legend() -> str:
@@ -85,20 +101,9 @@ def _legend() -> str:
     return "<h3>Confidence</h3>" + table(["level", "what it means", "how to get (beyond) it"], rows, css="wide")
 
 
-def _measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Measured constants first (in the order of lab.calibration.recommendations.MEASURES: b_row
-    first), then the observed ones, then the rest."""
-    from lab.calibration.recommendations import MEASURES
-
-    order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
-    return sorted((cal.get("constants") or {}).items(),
-                  key=lambda kv: (kv[1].get("notebook") is None, kv[1].get("measured") is None,
-                                  order.get(kv[0], len(order))))
-
-
 def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
     parts = []
-    for name, c in _measured_first(cal):
+    for name, c in measured_first(cal):
         if c.get("notebook") is None:
             continue
         unit = c.get("unit")
@@ -116,14 +121,14 @@ def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
             else esc(c.get("notebook"))
         pairs.append(("source", nb))
         fig = figure(run_dir / c["figure"], href=c["figure"], anchor=f"fig-{name}") if c.get("figure") else ""
-        parts.append(f"<h3 id='c-{esc(name)}'>{esc(name)}</h3><p><small>{esc(c.get('doc'))}</small></p>"
-                     f"<table class='wide'><tr><td class='evidence'>{key_values(pairs)}"
-                     f"<p><small>{esc(c.get('evidence'))}</small></p></td><td style='width:340px'>{fig}</td></tr></table>")
+        parts.append(f"<h3 id='c-{esc(name)}'>{name_html(name)}</h3><p><small>{esc(c.get('doc'))}</small></p>"
+                     f"<div class='evidence'><div class='kv-side'>{key_values(pairs)}"
+                     f"<p><small>{esc(c.get('evidence'))}</small></p></div><div class='fig-side'>{fig}</div></div>")
     others = [[esc(n), f"<td class='num'>{fmt(c.get('current'), unit=c.get('unit'))}</td>", esc(c.get("doc"))]
-              for n, c in _measured_first(cal) if c.get("notebook") is None]
+              for n, c in measured_first(cal) if c.get("notebook") is None]
     if others:
         parts.append("<h3>Not measured in this run</h3><p><small>measured = null, recommended = current.</small></p>"
-                     + table(["constant", "current", "what it governs"], others, css="wide"))
+                     + table(["constant", "<th class='num'>current</th>", "what it governs"], others, css="wide"))
     return "".join(parts)
 
 
@@ -135,11 +140,14 @@ def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:
                            if nb.get(k))
         head = f"<h3 id='nb-{esc(name)}'>{esc(name)} <small>{esc(nb.get('status'))}, {fmt(nb.get('seconds'))} s</small></h3>"
         err = ""
+        if nb.get("status") == "interrupted":
+            err = "<div class='banner fail'>interrupted here: its partial output is in its folder</div>"
         if nb.get("error"):
             e = nb["error"]
             err = (f"<div class='banner fail'>failed in cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: "
                    f"{esc(e.get('evalue'))}</div>")
         figs = "".join(figure(run_dir / f, href=f, anchor=f"nbfig-{f}") for f in nb.get("figures", []))
+        figs = f"<div class='figures'>{figs}</div>" if figs else ""
         params = (f"<details><summary>parameters</summary><pre>{esc(json.dumps(nb.get('parameters', {}), indent=1))}"
                   "</pre></details>")
         parts.append(head + f"<p>{links}</p>" + err + markdown(nb.get("conclusion")) + params + figs)
@@ -177,22 +185,36 @@ def _links(cal: Mapping[str, Any]) -> str:
     if cal.get("previous_run"):
         out.append(f"agreement stated with the previous run <code>{esc(Path(cal['previous_run']).name)}</code>")
     rc = cal.get("repeat_check") or {}
+    for r in cal.get("resumed") or ():
+        out.append(f"resumed {esc(r.get('started_at'))} ({esc(', '.join(r.get('notebooks') or ()))})")
     if rc.get("comparison_html"):
         out.append(f"repeat check: first run <code>{esc(rc.get('first_run'))}</code>, "
                    f"<a href='{esc(Path(rc['comparison_html']).as_uri())}'>the two runs compared</a>")
     return "<p><small>" + "; ".join(out) + "</small></p>"
 
 
+def _round_trip(rt: Mapping[str, Any]) -> str:
+    """One row per operation, a header per column and its unit in the header."""
+    from lab.calibration.round_trip import ROUND_TRIP_PAYLOAD_BYTES
+
+    if not rt:
+        return "<p>Not measured.</p>"
+    rows = [[op, f"<td class='num'>{fmt(rt.get(f'{op}_p50_us'))}</td>", f"<td class='num'>{fmt(rt.get(f'{op}_p99_us'))}</td>"]
+            for op in ("write", "read")]
+    return (table(["operation", "<th class='num'>p50 (µs)</th>", "<th class='num'>p99 (µs)</th>"], rows)
+            + f"<p><small>{fmt(rt.get('n'))} rows of {fmt(ROUND_TRIP_PAYLOAD_BYTES)} B written then read one at a time in a scratch "
+              f"keyspace, {fmt(rt.get('seconds'), unit='s')} in all.</small></p>")
+
+
 def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     run_id = cal.get("run_id", run_dir.name)
-    rt = (cal.get("measurements") or {}).get("round_trip") or {}
-    rt_rows = [[esc(k), f"<td class='num'>{fmt(v)}</td>"] for k, v in rt.items()]
-    body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal)}{_links(cal)}"
+    body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal, run_dir)}"
+            f"{_links(cal)}"
             "<h2>Decisions</h2>" + _decisions(cal) + _legend() + capacity_section.render(cal)
             + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
             + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})
-            + "<h2>Write/read round trip (µs)</h2>" + table(["", "µs"], rt_rows))
+            + "<h2>Write/read round trip</h2>" + _round_trip((cal.get("measurements") or {}).get("round_trip") or {}))
     return page(f"Calibration {run_id}", body)
 
 

@@ -48,37 +48,43 @@ DESIGN_MIXES: Mapping[str, tuple[str, Mapping[str, float]]] = {
 }
 
 
-def mix_profile(name: str) -> Any:
-    """The workload profile named ``name`` (``lab/workload/profiles``) or a design mix."""
+def mix_profile(name: str, mixes: Mapping[str, tuple[str, Mapping[str, float]]] = DESIGN_MIXES,
+                label: str = "design mix") -> Any:
+    """The workload profile named ``name`` (``lab/workload/profiles``) or one of ``mixes``: a base
+    profile with its message mix overridden (the design mixes by default)."""
     from lab.workload import load_profile
 
-    if name not in DESIGN_MIXES:
+    if name not in mixes:
         return load_profile(name)
-    base, overrides = DESIGN_MIXES[name]
+    base, overrides = mixes[name]
     profile = load_profile(base)
-    return dataclasses.replace(profile, name=name, description=f"design mix over {base}: {dict(overrides)}",
+    return dataclasses.replace(profile, name=name, description=f"{label} over {base}: {dict(overrides)}",
                                messages=dataclasses.replace(profile.messages, **overrides))
+
+
+def per_row(messages: pd.DataFrame) -> pd.DataFrame:
+    """Payload, media_metadata (without thumbnail) and thumbnail bytes of each row of a workload
+    table, as the store receives the row (``lab.workload`` materialisation: E2EE rows carry no
+    media metadata, text rows none)."""
+    from lab.workload import media_for
+
+    if len(messages) == 0:
+        raise ValidationError("composition of an empty table")
+    meta, thumb = [], []
+    for row in messages.to_dict("records"):
+        media = media_for(row)
+        thumb.append(0 if media is None else len(media.thumbnail))
+        meta.append(0 if media is None else len(dataclasses.replace(media, thumbnail=b"").encode()))
+    return pd.DataFrame({"payload_bytes": messages["body_bytes"].to_numpy(float), "media_metadata_bytes": meta,
+                         "thumbnail_bytes": thumb, "media": [m > 0 for m in meta]}, index=messages.index)
 
 
 def composition(messages: pd.DataFrame) -> dict[str, float]:
     """Mean payload, media_metadata (without thumbnail) and thumbnail bytes per row of a
-    workload table, from the rows as the store receives them (``lab.workload`` materialisation:
-    E2EE rows carry no media metadata, text rows none)."""
-    from lab.workload import media_for
-
-    n = len(messages)
-    if n == 0:
-        raise ValidationError("composition of an empty table")
-    meta = thumb = media_rows = 0
-    for row in messages.to_dict("records"):
-        media = media_for(row)
-        if media is None:
-            continue
-        media_rows += 1
-        thumb += len(media.thumbnail)
-        meta += len(dataclasses.replace(media, thumbnail=b"").encode())
-    return {"payload_bytes": float(messages["body_bytes"].sum()) / n, "media_metadata_bytes": meta / n,
-            "thumbnail_bytes": thumb / n, "media_share": media_rows / n, "rows": n}
+    workload table (:func:`per_row`), the share of rows with media, and the rows."""
+    rows = per_row(messages)
+    return {**{c: float(rows[c].sum()) / len(rows) for c in REGRESSORS}, "media_share": float(rows["media"].mean()),
+            "rows": len(rows)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -129,9 +129,10 @@ def _notebook_samples(run: Path) -> dict[str, dict[str, list[np.ndarray]]]:
     return out
 
 
-def _notebook_only(path: Path) -> dict[str, Any] | None:
+def notebook_only(path: Path) -> dict[str, Any] | None:
     """A calibration-shaped view of notebooks run from JupyterLab (``<notebook>/values.json``,
-    no calibration.json): constants assessed from the values as ``lab calibrate`` does."""
+    no calibration.json): constants assessed from the values as ``lab calibrate`` does, at low
+    confidence when the notebooks ran with ``preset = "quick"`` (``preset``: the one they recorded)."""
     from lab.calibration.recommendations import assess
     from lab.constants import read_entries
 
@@ -139,9 +140,11 @@ def _notebook_only(path: Path) -> dict[str, Any] | None:
     if not folders:
         return None
     notebooks = {f.name: {"values": json.loads((f / "values.json").read_text()), "dir": f} for f in folders}
-    constants = assess(read_entries(), notebooks, run_dir=path, run_id=path.name, quick=False)
+    presets = {nb["values"].get("preset") for nb in notebooks.values()} - {None}
+    preset = presets.pop() if len(presets) == 1 else None
+    constants = assess(read_entries(), notebooks, run_dir=path, run_id=path.name, quick=preset == "quick")
     server = next((nb["values"].get("server") for nb in notebooks.values() if nb["values"].get("server")), None)
-    return {"run_id": path.name, "mode": "notebooks", "status": "ok",
+    return {"run_id": path.name, "mode": "notebooks", "preset": preset, "status": "ok",
             "environment": {"server": server, "parameters": {"notebooks": {}}},
             "notebooks": {n: {"status": "ok", "values": nb["values"]} for n, nb in notebooks.items()},
             "constants": {n: c.to_json() for n, c in constants.items()}, "notebook_only": True}
@@ -157,7 +160,7 @@ def load_run(path: Path | str) -> RunData:
     load_meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     summary, windows = _load_dir(path, load_meta)
     if cal is None and not summary:
-        cal = _notebook_only(path)
+        cal = notebook_only(path)
     if cal is None and not summary:
         raise CalibrationError(f"{path} is not a run folder: it has no calibration.json, no load/summary.json and no "
                                "<notebook>/values.json", run_dir=str(path))

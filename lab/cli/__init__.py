@@ -4,7 +4,7 @@ the library's config or options object, makes one library call and prints the re
     options               the shared flags (cluster, services, --home, --results), durations, LabGroup
     node_commands         ``lab node start|status|logs|stop|jars|wipe``: the embedded servers
     cluster_commands      ``lab info``, ``lab preflight``
-    calibration_commands  ``lab calibrate``, ``lab compare``, ``lab jupyter``
+    calibration_commands  ``lab calibrate``, ``lab compare``, ``lab runs``, ``lab jupyter``
     load_commands         ``lab load``, ``lab soak``
     bench_commands        ``lab bench store``, ``lab bench load``
     status_line           live progress of long commands on stderr
@@ -30,6 +30,7 @@ def main() -> None:
 
 
 for _command in (node_commands.node, cluster_commands.info, cluster_commands.preflight,
-                 calibration_commands.calibrate, calibration_commands.compare, calibration_commands.jupyter,
+                 calibration_commands.calibrate, calibration_commands.compare, calibration_commands.runs,
+                 calibration_commands.jupyter,
                  load_commands.load, load_commands.soak, bench_commands.bench):
     main.add_command(_command)

@@ -11,7 +11,8 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from lab.cli.options import COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option
+from lab.cli.options import (COUNT, PORT, POSITIVE, SEED, Duration, cluster_options, home_option, results_option,
+                             services_options)
 from lab.cli.load_text import audit_line, summary_lines, verdict_lines
 from lab.cli.status_line import ConsoleProgress
 from lab.cluster.config import ClusterConfig
@@ -100,6 +101,7 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.option("--join-timeout", type=Duration(), default="10m", show_default=True,
               help="--master: how long to wait for the workers; --worker: for the master")
 @results_option
+@services_options
 @cluster_options
 @click.pass_context
 def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
@@ -108,7 +110,8 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
          driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
          as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
-         master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig) -> None:
+         master_host: str | None, master_port: int, join_timeout: float, results: Path, config: ClusterConfig,
+         services: Any) -> None:
     """Run the Locust users against the cluster (headless, or Locust's web UI); write
     results/<run-id>/load/.
 
@@ -116,7 +119,9 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
     omission beside service time), or a staircase with --staircase MAX; --web: the UI with
     the plan's users as its default. Across machines: --master --expect-workers N here,
     --worker --master-host H on each load machine (loadgen/README.md). Ends with the audit:
-    every acknowledged send read back exactly once (lost and duplicates must be 0)."""
+    every acknowledged send read back exactly once (lost and duplicates must be 0), and
+    found once in the outbox. --outbox / --hot-window (LAB_OUTBOX, LAB_HOT_WINDOW, the TOML
+    file's [services]) pick the stores' commit log and archiver mode's Redis hot window."""
     from lab.load.runner import LoadOptions, WebOptions, run_load
     from lab.load.verdict import Limits
 
@@ -127,7 +132,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
             raise click.UsageError(f"--worker takes its plan from the master: drop {', '.join(given)}")
         if master_host is None:
             raise click.UsageError("--worker needs --master-host H (the master's address)")
-        _worker(config, master_host, master_port, join_timeout, results, audit=not no_audit)
+        _worker(config, master_host, master_port, join_timeout, results, audit=not no_audit, services=services)
         return
     if (expect_workers is None) == as_master:
         raise click.UsageError("--master needs --expect-workers N" if as_master
@@ -150,18 +155,18 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
 
         result = run_master(config, options, expect_workers=expect_workers, bind_host=master_bind_host,
                             port=master_port, join_timeout_seconds=join_timeout,
-                            progress=ConsoleProgress())
+                            progress=ConsoleProgress(), services=services)
     else:
-        result = run_load(config, options, progress=ConsoleProgress())
+        result = run_load(config, options, progress=ConsoleProgress(), services=services)
     _print_summary(result, allow_loader_bound=allow_loader_bound)
 
 
 def _worker(config: ClusterConfig, master_host: str, master_port: int, join_timeout: float, results: Path, *,
-            audit: bool) -> None:
+            audit: bool, services: Any) -> None:
     from lab.load.distributed import run_worker
 
     r = run_worker(config, master_host=master_host, port=master_port, results=results,
-                   join_timeout_seconds=join_timeout, audit=audit, progress=ConsoleProgress())
+                   join_timeout_seconds=join_timeout, audit=audit, progress=ConsoleProgress(), services=services)
     a = r.audit
     click.echo(f"worker {r.index}: {units.count(r.acks.total_new)} acknowledged sends ({units.count(r.acks.seed)} "
                f"seed, {units.count(r.acks.measured)} measured); results sent to the master")
@@ -198,14 +203,16 @@ def _print_summary(result: Any, *, allow_loader_bound: bool = False) -> None:
 @click.option("--max-operations", type=COUNT, default=None, help="stop after this many operations as well")
 @click.option("--seed", type=SEED, default=None, help="random seed of the operation mix")
 @results_option
+@services_options
 @cluster_options
 def soak(home: Path, duration: float, threads: int, conversations: int, audit_every: float, max_operations: int | None,
-         seed: int | None, results: Path, config: ClusterConfig) -> None:
+         seed: int | None, results: Path, config: ClusterConfig, services: Any) -> None:
     """A sustained mixed load (send, retry, history, batch read, react, recall, edit) with periodic audits.
 
     Ends with the totals (operations and errors per kind, acked, lost, duplicated, recalls and
     edits lost) in results/<run-id>/soak/summary.json; exits 1 when anything acked was lost,
-    duplicated or undone."""
+    duplicated or undone (the final audit checks the outbox too). --outbox / --hot-window as for
+    `lab load`."""
     from lab.load.soak import SoakAudit, SoakOptions, run_soak
 
     options = SoakOptions(duration_seconds=duration, threads=threads, conversations=conversations,
@@ -222,7 +229,9 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
                        f"duplicated {units.count(audit.duplicated)}, recalls lost {units.count(audit.recalls_lost)}, "
                        f"edits lost {units.count(audit.edits_lost)} ({units.seconds(audit.seconds)})")
 
-    result = run_soak(config, options, progress=progress)
+    click.echo(f"  outbox {services.outbox}, hot window {services.hot_window}"
+               + (" (archiver mode)" if services.hot_window == "redis" else ""))
+    result = run_soak(config, options, progress=progress, services=services)
     t = result.summary.totals
     for op, o in t.operations.items():
         click.echo(f"  {op:<11} {units.count(o.ok):>9} ok {units.count(o.errors):>6} errors")
@@ -230,6 +239,9 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
     counts = (f"acked {units.count(final.acked)}, lost {units.count(final.lost)}, duplicated "
               f"{units.count(final.duplicated)}, replay mismatches {units.count(final.replay_mismatches)}, recalls "
               f"lost {units.count(final.recalls_lost)}, edits lost {units.count(final.edits_lost)}") if final else "no audit ran"
+    if final is not None and final.log is not None:
+        counts += (f"; against the {final.log.outbox} outbox: {units.count(final.log.checked)} checked, missing "
+                   f"{units.count(final.log.missing)}, logged twice {units.count(final.log.duplicated)}")
     click.echo(f"soak {result.summary.run_id}: {units.count(t.operations_total)} operations in "
                f"{units.seconds(t.elapsed_seconds)}, {units.count(t.errors_total)} errors; {counts}")
     click.echo(f"summary: {result.summary_path}")

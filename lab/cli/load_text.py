@@ -145,9 +145,21 @@ def acks_line(s: Any) -> str:
 
 def audit_line(audit: Any) -> str:
     verdict = "ok" if audit.ok else "FAILED"
+    log = getattr(audit, "log", None)
     return (f"  audit {verdict}: {units.count(audit.acked)} acknowledged sends read back (seed and prior included), "
             f"{units.count(audit.found)} found; lost {units.count(audit.lost)}, duplicates "
-            f"{units.count(audit.duplicates)}, replay mismatches {units.count(audit.replay_mismatches)}")
+            f"{units.count(audit.duplicates)}, replay mismatches {units.count(audit.replay_mismatches)}"
+            + (f"; against the {log.outbox} outbox: {units.count(log.checked)} checked, missing "
+               f"{units.count(log.missing)}, logged twice {units.count(log.duplicated)}" if log is not None else ""))
+
+
+def services_line(s: Any) -> str | None:
+    """The outbox and hot window the run's stores used."""
+    services = getattr(s, "services", None) or {}
+    if not services:
+        return None
+    return (f"  stores: outbox {services.get('outbox')}, hot window {services.get('hot_window')}"
+            + (" (archiver mode)" if services.get("archiver_mode") else ""))
 
 
 def verdict_lines(s: Any, *, allowed: bool = False, exit_code: int = 3) -> Iterator[str]:
@@ -196,6 +208,9 @@ def summary_lines(s: Any) -> Iterator[str]:
     if not_measured:
         yield f"  {not_measured}"
     yield from operation_cpu_lines(s)
+    line = services_line(s)
+    if line is not None:
+        yield line
     for w in s.workers:
         m = w.machine or {}
         if m:

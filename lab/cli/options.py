@@ -78,7 +78,7 @@ def cluster_options(fn: Callable) -> Callable:
     return wrapper
 
 
-_SERVICES_FLAGS = [
+SERVICES_FLAGS = [
     ("--outbox", "outbox", str, "local | kafka (LAB_OUTBOX)"),
     ("--kafka-bootstrap-servers", "kafka_bootstrap_servers", str, "host:port,... (LAB_KAFKA_BOOTSTRAP_SERVERS)"),
     ("--kafka-security-protocol", "kafka_security_protocol", str, "PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL"),
@@ -97,12 +97,12 @@ def services_options(fn: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from lab.cluster.services import load_services
 
-        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in _SERVICES_FLAGS}
+        flags = {dest: kwargs.pop(dest) for _, dest, _, _ in SERVICES_FLAGS}
         toml_path = kwargs.get("config_file") or os.environ.get("LAB_CONFIG")
         kwargs["services"] = load_services(flags=flags, env=dict(os.environ), toml_path=toml_path)
         return fn(*args, **kwargs)
 
-    for flag, dest, typ, help_text in reversed(_SERVICES_FLAGS):
+    for flag, dest, typ, help_text in reversed(SERVICES_FLAGS):
         wrapper = click.option(flag, dest, type=typ, default=None, help=help_text)(wrapper)
     return wrapper
 

@@ -155,6 +155,20 @@ class ServicesConfig:
             out.update(redis=f"{self.redis_host}:{self.redis_port}/{self.redis_db}", redis_tls=self.redis_tls)
         return out
 
+    @property
+    def archiver_mode(self) -> bool:
+        """A store on these services runs in archiver mode: the Redis hot window is archiver mode's
+        (the commit path writes it instead of message_record, reads merge it; design §2.1 note)."""
+        return self.hot_window == "redis"
+
+    def store_options(self) -> dict[str, Any]:
+        """``MessageStore.open`` options of a store on these services (lab load, lab soak, the notebooks)."""
+        return {"services": self, "archiver_mode": self.archiver_mode}
+
+    def describe_store(self) -> dict[str, Any]:
+        """:meth:`describe` and whether the store runs in archiver mode (environment blocks, summaries)."""
+        return {**self.describe(), "archiver_mode": self.archiver_mode}
+
     def replace(self, **changes: Any) -> ServicesConfig:
         return dataclasses.replace(self, **changes)
 

@@ -89,6 +89,30 @@ def read_acks(path: Path) -> list[Ack]:
 
 
 @dataclass(kw_only=True)
+class LogAudit:
+    """The acked sends against the outbox (the commit log, §5.1 step 4): each first-time ack must
+    have its message's entry at its coordinate (``missing`` otherwise), and no acked message may be
+    logged at a second coordinate (``duplicated``)."""
+
+    outbox: str                      # local | kafka
+    checked: int = 0
+    missing: int = 0
+    duplicated: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.duplicated == 0
+
+    def merge(self, other: LogAudit) -> None:
+        self.checked += other.checked
+        self.missing += other.missing
+        self.duplicated += other.duplicated
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"ok": self.ok}
+
+
+@dataclass(kw_only=True)
 class AuditResult:
     acked: int = 0                  # distinct first-time acks (sends that created a message)
     acked_by_phase: dict[str, int] = field(default_factory=dict)
@@ -101,10 +125,12 @@ class AuditResult:
     conversations: int = 0
     rows_read: int = 0
     examples: list[str] = field(default_factory=list)
+    log: LogAudit | None = None      # the acks against the outbox (lab load, lab soak)
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicates == 0 and self.replay_mismatches == 0
+        return (self.lost == 0 and self.duplicates == 0 and self.replay_mismatches == 0
+                and (self.log is None or self.log.ok))
 
     def merge(self, other: AuditResult) -> None:
         for name in ("acked", "replays", "found", "lost", "stored_not_in_history", "duplicates",
@@ -113,15 +139,23 @@ class AuditResult:
         for k, v in other.acked_by_phase.items():
             self.acked_by_phase[k] = self.acked_by_phase.get(k, 0) + v
         self.examples = (self.examples + other.examples)[:_EXAMPLES]
+        if other.log is not None:
+            if self.log is None:
+                self.log = LogAudit(outbox=other.log.outbox)
+            self.log.merge(other.log)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"ok": self.ok}
+        out = asdict(self) | {"ok": self.ok}
+        out["log"] = None if self.log is None else self.log.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AuditResult:
         """Back from :meth:`to_json` (a distributed run's workers send their audits to the master)."""
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        known = set(cls.__dataclass_fields__) - {"log"}
+        log = data.get("log")
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   log=None if not log else LogAudit(**{k: v for k, v in log.items() if k != "ok"}))
 
     def _example(self, text: str) -> None:
         if len(self.examples) < _EXAMPLES:
@@ -188,6 +222,44 @@ def audit_rows(acks: Sequence[Ack], rows: Mapping[uuid.UUID, Sequence[StoredRow]
     return res
 
 
+def first_acks(acks: Sequence[Ack]) -> list[Ack]:
+    """The first-time acks (one per client message; replays left out)."""
+    firsts: dict[tuple[uuid.UUID, uuid.UUID, str], Ack] = {}
+    for ack in acks:
+        if not ack.replayed:
+            firsts.setdefault((ack.tenant_id, ack.sender_id, ack.client_message_id), ack)
+    return list(firsts.values())
+
+
+def audit_log(acks: Sequence[Ack], logged: Iterable[tuple[uuid.UUID, int, int]], *, outbox: str) -> LogAudit:
+    """Pure core: ``logged`` = (conversation_id, conversation_seq, message_id) of every message
+    entry of the log (of the acks' tenant)."""
+    res = LogAudit(outbox=outbox)
+    at: dict[tuple[uuid.UUID, int], int] = {}
+    coordinates: dict[int, set[tuple[uuid.UUID, int]]] = defaultdict(set)
+    for conversation, seq, message_id in logged:
+        at.setdefault((conversation, seq), message_id)  # the log is first-write-wins per key
+        coordinates[message_id].add((conversation, seq))
+    for ack in first_acks(acks):
+        res.checked += 1
+        if at.get((ack.conversation_id, ack.conversation_seq)) != ack.message_id:
+            res.missing += 1
+        if len(coordinates.get(ack.message_id, ())) > 1:
+            res.duplicated += 1
+    return res
+
+
+def logged_messages(store: Any, tenant_ids: set[uuid.UUID]) -> list[tuple[uuid.UUID, int, int]]:
+    """(conversation, seq, message_id) of the message entries of ``store``'s log for these tenants."""
+    out = []
+    for entry in store.log.scan():
+        record = entry.record
+        if record.kind == "message" and record.tenant_id in tenant_ids:
+            out.append((record.conversation_id, record.conversation_seq,
+                        int.from_bytes(record.payload.record.message_id, "big")))
+    return out
+
+
 def _stored(m: Any) -> StoredRow:
     from lab.store import MessageType
 
@@ -208,8 +280,9 @@ def read_conversation(store: Any, tenant_id: uuid.UUID, conversation_id: uuid.UU
         anchor = page.next_anchor
 
 
-def audit_worker(store: Any, acks: Sequence[Ack]) -> AuditResult:
-    """Read back every conversation ``acks`` name, with ``store`` (opened on the worker's state)."""
+def audit_worker(store: Any, acks: Sequence[Ack], *, log: bool = False) -> AuditResult:
+    """Read back every conversation ``acks`` name, with ``store`` (opened on the worker's state);
+    ``log``: also check the acks against the store's outbox (:func:`audit_log`)."""
     from lab.store import seq_bucket
 
     convs: dict[uuid.UUID, uuid.UUID] = {a.conversation_id: a.tenant_id for a in acks}
@@ -222,4 +295,8 @@ def audit_worker(store: Any, acks: Sequence[Ack]) -> AuditResult:
         if not a.replayed and (a.conversation_seq, a.message_id) not in seen[a.conversation_id]:
             for m in store.read_bucket(a.tenant_id, a.conversation_id, seq_bucket(a.conversation_seq, width)):
                 elsewhere[a.conversation_id].add(m.message_id)
-    return audit_rows(acks, rows, elsewhere)
+    result = audit_rows(acks, rows, elsewhere)
+    if log:
+        result.log = audit_log(acks, logged_messages(store, {a.tenant_id for a in acks}),
+                               outbox=store.services.outbox)
+    return result

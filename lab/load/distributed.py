@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.load import load_folders
 from lab.load.audit import AuditResult
 from lab.errors import CoordinatorError, LoadError
@@ -61,8 +62,11 @@ def _lab_version() -> str | None:
 def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int, bind_host: str = "127.0.0.1",
                port: int = 5557, join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT_SECONDS,
                results_timeout_seconds: float = DEFAULT_RESULTS_TIMEOUT_SECONDS,
-               progress: LoadProgress | None = None) -> LoadResult:
-    """The Locust master and the coordinator; waits for ``expect_workers`` workers, runs, collects."""
+               progress: LoadProgress | None = None, services: ServicesConfig | None = None) -> LoadResult:
+    """The Locust master and the coordinator; waits for ``expect_workers`` workers, runs, collects.
+    ``services``: the outbox and hot window the schema check and the summary name (each worker
+    opens its stores with its own settings: give every machine the same)."""
+    services = services if services is not None else ServicesConfig()
     progress = progress or NO_PROGRESS
     if expect_workers < 1:
         raise LoadError(f"expect at least 1 worker, got {expect_workers}", expect_workers=expect_workers)
@@ -71,7 +75,7 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
     try:
         return _master(config, options, expect_workers=expect_workers, bind_host=bind_host, port=port,
                        join_timeout_seconds=join_timeout_seconds, results_timeout_seconds=results_timeout_seconds,
-                       progress=progress, metrics=metrics)
+                       progress=progress, metrics=metrics, services=services)
     finally:
         if metrics is not None:
             metrics.close()
@@ -79,8 +83,8 @@ def run_master(config: ClusterConfig, options: LoadOptions, *, expect_workers: i
 
 def _master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int, bind_host: str, port: int,
             join_timeout_seconds: float, results_timeout_seconds: float, progress: LoadProgress,
-            metrics: object) -> LoadResult:
-    folder, env = prepare(config, options, progress)
+            metrics: object, services: ServicesConfig) -> LoadResult:
+    folder, env = prepare(config, options, progress, services=services)
     load_folders.create(folder)
     plan = build_plan(options, folder, workers=expect_workers, start_gate=options.web is None)
     parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
@@ -153,7 +157,8 @@ def _master(config: ClusterConfig, options: LoadOptions, *, expect_workers: int,
                              parameters={k: parameters[k] for k in ("options", "environment", "distributed")}
                              | {"seed_sends_per_worker": [w.get("seed_sends", 0) for _, w in sorted(workers.items())],
                                 "master_cpu": cpu.window(0.0, float("inf")).to_json() if cpu is not None else None})
-    summary = dataclasses.replace(summary, audit=audit if options.audit else None)
+    summary = dataclasses.replace(summary, audit=audit if options.audit else None,
+                                  services=services.describe_store())
     write_json(folder.load_dir / SUMMARY_FILE, summary)
     if missing:
         raise LoadError(f"worker(s) {', '.join(map(str, missing))} sent no results in {results_timeout_seconds:.0f} s; "
@@ -173,8 +178,9 @@ class WorkerResult:
 
 def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, results: Path = RESULTS_DIR,
                join_timeout_seconds: float = DEFAULT_JOIN_TIMEOUT_SECONDS, audit: bool = True,
-               progress: LoadProgress | None = None) -> WorkerResult:
-    """Join the master, seed this worker's key range, run a Locust worker, audit, send the results."""
+               progress: LoadProgress | None = None, services: ServicesConfig | None = None) -> WorkerResult:
+    """Join the master, seed this worker's key range, run a Locust worker, audit, send the results;
+    this machine's stores use ``services`` (its own flags, LAB_* and TOML)."""
     progress = progress or NO_PROGRESS
     client = CoordinatorClient(master_host, port + PORT_OFFSET)
     progress.phase(f"joining the master at {master_host}:{port} (coordinator :{port + PORT_OFFSET})")
@@ -197,12 +203,12 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
     watch = Stopwatch()
     lock = load_folders.StateLock(folder.state_root, name=f"lock-{plan.worker_name()}")
     with lock:
-        seeding = seed_workers(config, plan, folder, progress, indexes=[index])
+        seeding = seed_workers(config, plan, folder, progress, indexes=[index], services=services)
 
         def start(plan: LoadPlan) -> LoadPlan:
             procs.start(locust_cmd(plan, folder.load_dir, role="worker", master_host=master_host,
                                    master_port=answer["locust_port"], index=index, stop_timeout_seconds=0),
-                        child_env(config, plan, index, role="worker"), folder.load_dir)
+                        child_env(config, plan, index, role="worker", services=services), folder.load_dir)
             wait_ready(plan, procs, join_timeout_seconds, indexes=range(index, index + 1))
             client.post("/ready", {"index": index, "seed_sends": seeding["seed_sends_per_worker"][0],
                                    "seconds": watch.seconds(1)})
@@ -227,7 +233,7 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
         result_audit = None
         if audit:
             progress.phase("audit: reading back this worker's acknowledged sends")
-            result_audit = audit_run(config, plan, indexes=[index])
+            result_audit = audit_run(config, plan, indexes=[index], services=services)
     _add_machine(folder.load_dir / "totals" / f"{plan.worker_name()}.json", client, cpu, plan)
     progress.phase("sending the results to the master")
     for pattern in (*WORKER_FILES, "cpu-{w}.csv"):

@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.cluster.config import ClusterConfig
 from lab.load.plan import LoadPlan
@@ -55,11 +56,26 @@ def config_env(config: ClusterConfig) -> dict[str, str]:
     return out
 
 
+def services_env(services: Any) -> dict[str, str]:
+    """``LAB_*`` variables that rebuild ``services`` (lab.cluster.services) in another process;
+    passwords too, the environment being the one channel a secret may take. The request timeout
+    is the cluster config's (``LAB_REQUEST_TIMEOUT_SECONDS``)."""
+    out = {}
+    for f in dataclasses.fields(services):
+        value = getattr(services, f.name)
+        if value is None or f.name == "request_timeout_seconds":
+            continue
+        out[f"LAB_{f.name.upper()}"] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
 def child_env(config: ClusterConfig | None, plan: LoadPlan, worker_index: int | None = None,
-              role: str = "standalone") -> dict[str, str]:
+              role: str = "standalone", services: Any = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     if config is not None:  # the master of a distributed run holds no store and gets no credentials
         env.update(config_env(config))
+        if services is not None:
+            env.update(services_env(services))
     env.update(plan.to_env())
     env["LAB_LOAD_ROLE"] = role
     if plan.native_threads and role != "master":  # the master holds no store and needs the patch

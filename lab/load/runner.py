@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.errors import ConfigError, LoadError
 from lab.load import load_folders
 from lab.load.audit import AuditResult, audit_worker, read_acks
@@ -183,8 +184,8 @@ def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers
                     seed_size=options.seed_size, start_gate=start_gate)
 
 
-def prepare(config: ClusterConfig, options: LoadOptions,
-            progress: LoadProgress = NO_PROGRESS) -> tuple[load_folders.LoadFolder, dict[str, Any]]:
+def prepare(config: ClusterConfig, options: LoadOptions, progress: LoadProgress = NO_PROGRESS, *,
+            services: ServicesConfig | None = None) -> tuple[load_folders.LoadFolder, dict[str, Any]]:
     """Check the options, reach the cluster and create the schema: all before any folder is made."""
     from lab.cluster.connection import connect
     from lab.store import MessageStore
@@ -193,18 +194,20 @@ def prepare(config: ClusterConfig, options: LoadOptions,
     options.user_count()
     folder = load_folders.plan_folder(results=Path(options.results), lab_home=Path(config.lab_home), run_id=options.run_id,
                               run_dir=options.run_dir, subdir=options.load_subdir)
-    progress.phase(f"connecting to {display_host(config)}: schema (created if missing), environment")
+    services = services if services is not None else ServicesConfig()
+    progress.phase(f"connecting to {display_host(config)}: schema (created if missing), environment; outbox "
+                   f"{services.outbox}, hot window {services.hot_window}")
     with connect(config) as conn:
+        # the workers open their stores the same way: an unreachable broker or Redis fails here
         with MessageStore.open(config, state_dir=folder.state_root / "setup", node_id=options.node_id_base - 1,
-                               connection=conn) as store:
+                               connection=conn, **services.store_options()) as store:
             store.create_schema()
-            # the workers open their stores the same way
-            env = environment(config, conn, outbox=store.services.describe()).to_json()
+            env = environment(config, conn, services=services.describe_store()).to_json()
     return folder, env
 
 
 def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.LoadFolder, progress: LoadProgress,
-                 indexes: range | list[int] | None = None) -> dict[str, Any]:
+                 indexes: range | list[int] | None = None, *, services: ServicesConfig | None = None) -> dict[str, Any]:
     """Each worker's seed, or (a reused run id) the history earlier loads left."""
     watch = Stopwatch()
     sent, reused = {}, {}
@@ -217,7 +220,7 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
                        f"of {shape.big_group}, {shape.dms} DMs x {shape.dm_messages}, {shape.chats} chats x "
                        f"{shape.chat_messages}) so readers find history from the first second")
         one = Stopwatch()
-        sent[i] = seed_worker(config, plan.for_worker(i))
+        sent[i] = seed_worker(config, plan.for_worker(i), services=services)
         progress.phase(f"seeded worker {i} in {one.seconds():.1f} s ({sent[i] / max(one.seconds(), 1e-9):,.0f} sends/s)")
     if reused and any(reused.values()):
         progress.phase(f"reusing run {folder.key_base}: {sum(reused.values())} acked sends of earlier loads "
@@ -226,30 +229,37 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
             "prior_acks_per_worker": [reused[i] for i in sorted(reused)], "seed_seconds": watch.seconds(1)}
 
 
-def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgress | None = None) -> LoadResult:
-    """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json)."""
+def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgress | None = None,
+             services: ServicesConfig | None = None) -> LoadResult:
+    """Seed, run Locust (headless or its web UI), collect, audit. Returns the summary (also in summary.json).
+    ``services`` (lab.cluster.services): the outbox and hot window of every store of the run (workers,
+    seeds, audit); the Redis hot window runs the stores in archiver mode (ServicesConfig.store_options)."""
     progress = progress or NO_PROGRESS
+    services = services if services is not None else ServicesConfig()
     options = resolve_processes(options, Path(config.lab_home), progress)
     metrics = start_metrics(options)  # a taken port fails here, before any folder exists
     try:
-        folder, env = prepare(config, options, progress)
+        folder, env = prepare(config, options, progress, services=services)
         load_folders.create(folder)
         lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
         with lock:
             plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
-            seeding = seed_workers(config, plan, folder, progress)
+            seeding = seed_workers(config, plan, folder, progress, services=services)
             parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
                           "locustfile": str(LOCUSTFILE), **seeding}
             write_json(folder.load_dir / "parameters.json", parameters)
-            plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters, metrics)
+            plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters,
+                                                                 services, metrics)
             progress.done()
             summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
                                      web=options.web is not None,
                                      exit_codes=procs.exit_codes(),
                                      parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
+            summary = dataclasses.replace(summary, services=services.describe_store())
             if options.audit:
-                progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends")
-                summary = dataclasses.replace(summary, audit=audit_run(config, plan))
+                progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends, and against the "
+                               f"{services.outbox} outbox")
+                summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
         write_json(folder.load_dir / SUMMARY_FILE, summary)
     finally:
         if metrics is not None:
@@ -265,7 +275,7 @@ def start_metrics(options: LoadOptions) -> MetricsServer | None:
 
 
 def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
-                parameters: dict[str, Any], metrics: MetricsServer | None = None,
+                parameters: dict[str, Any], services: ServicesConfig, metrics: MetricsServer | None = None,
                 ) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
     """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
     load_dir = plan.load_dir
@@ -283,10 +293,10 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
 
     def start(plan: LoadPlan) -> LoadPlan:
         procs.start(locust_cmd(plan, load_dir, role=role, **common),
-                    child_env(None if distributed else config, plan, role=role), load_dir)
+                    child_env(None if distributed else config, plan, role=role, services=services), load_dir)
         for i in range(plan.workers if distributed else 0):
             procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
-                        child_env(config, plan, i, role="worker"), load_dir)
+                        child_env(config, plan, i, role="worker", services=services), load_dir)
         wait_ready(plan, procs, options.startup_seconds)
         if metrics is not None:
             progress.phase(f"metrics: {metrics.url} (Prometheus text format)")
@@ -343,8 +353,10 @@ def write_t0(load_dir: Path, t0: float) -> None:
     tmp.replace(load_dir / "t0")
 
 
-def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] | None = None) -> AuditResult:
-    """Read back every worker's acked sends with a store opened on that worker's state."""
+def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] | None = None, *,
+              services: ServicesConfig | None = None) -> AuditResult:
+    """Read back every worker's acked sends with a store opened on that worker's state and the run's
+    services, and check them against the outbox (the local log of the worker, or the Kafka topic)."""
     from lab.store import MessageStore
 
     total = AuditResult()
@@ -354,8 +366,9 @@ def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] 
         if not path.exists():
             continue
         acks = read_acks(path)
-        with MessageStore.open(config, state_dir=wp.state_dir(), node_id=wp.node_id) as store:
-            total.merge(audit_worker(store, acks))
+        with MessageStore.open(config, state_dir=wp.state_dir(), node_id=wp.node_id,
+                               **(services if services is not None else ServicesConfig()).store_options()) as store:
+            total.merge(audit_worker(store, acks, log=True))
     write_json(plan.load_dir / "audit.json", total)
     return total
 

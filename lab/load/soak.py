@@ -43,6 +43,7 @@ from lab.load.audit import Ack, audit_worker
 from lab.load.soak_checks import edits_lost, recalls_lost
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.errors import ClusterError, InvalidState, LabError, ValidationError
 from lab.measure import Stopwatch, utc_now_iso
 from lab.results.environment import environment
@@ -117,6 +118,7 @@ class SoakSummary:
     environment: Mapping[str, Any]
     state_dir: Path
     totals: SoakTotals
+    services: Mapping[str, Any] = field(default_factory=dict)  # the store's outbox and hot window
 
     @property
     def ok(self) -> bool:
@@ -124,7 +126,8 @@ class SoakSummary:
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "started_at": self.started_at, "options": jsonable(asdict(self.options)),
-                "environment": dict(self.environment), "state_dir": str(self.state_dir), **self.totals.to_json()}
+                "environment": dict(self.environment), "state_dir": str(self.state_dir), "services": dict(self.services),
+                **self.totals.to_json()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -386,13 +389,13 @@ class Soak:
         try:
             # every ack in the snapshot submitted its head update before it returned
             self.store.drain(DRAIN_TIMEOUT_SECONDS)
-            res = audit_worker(self.store, acks)
+            res = audit_worker(self.store, acks, log=final)  # the final audit checks the outbox too
             audit = SoakAudit(at_seconds=at_seconds, final=final, acked=res.acked, replays=res.replays,
                               lost=res.lost - res.stored_not_in_history, hidden_by_head=res.stored_not_in_history,
                               duplicated=res.duplicates, replay_mismatches=res.replay_mismatches,
                               recalls=len(recalled), recalls_lost=recalls_lost(self.store, self.tenant_id, recalled),
                               edits=self.edits_acked, edits_lost=edits_lost(self.store, self.tenant_id, edited),
-                              examples=tuple(res.examples[:AUDIT_EXAMPLES]), seconds=watch.seconds(2))
+                              examples=tuple(res.examples[:AUDIT_EXAMPLES]), seconds=watch.seconds(2), log=res.log)
         except (LabError, concurrent.futures.TimeoutError) as exc:
             audit = SoakAudit(at_seconds=at_seconds, final=final, error=f"{type(exc).__name__}: {exc}"[:500],
                               seconds=watch.seconds(2))
@@ -418,8 +421,10 @@ def _ack(request: SendRequest, ack: SendAck, *, replayed: bool) -> Ack:
 
 
 def run_soak(config: ClusterConfig, options: SoakOptions, *,
-             progress: Callable[[SoakAudit], None] | None = None) -> SoakResult:
-    """Open a store on ``config`` (schema created if missing), soak it, write summary.json."""
+             progress: Callable[[SoakAudit], None] | None = None, services: ServicesConfig | None = None) -> SoakResult:
+    """Open a store on ``config`` (schema created if missing) with ``services`` (its outbox; the
+    Redis hot window in archiver mode: ServicesConfig.store_options), soak it, write summary.json."""
+    services = services if services is not None else ServicesConfig()
     from lab.cluster.connection import connect
     from lab.store import MessageStore
 
@@ -430,11 +435,12 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
         # DEKs and the outbox stay out of results/ (which may be shared); keyed by the run
         state_dir = (Path(config.lab_home) / "soak-state" / run_dir.name).resolve()
         started_at = utc_now_iso()
-        env = environment(config, conn).to_json()
-        with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id, connection=conn) as store:
+        env = environment(config, conn, services=services.describe_store()).to_json()
+        with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id, connection=conn,
+                               **services.store_options()) as store:
             store.create_schema()
             totals = Soak(store, options, progress=progress).run()
     summary = SoakSummary(run_id=run_dir.name, started_at=started_at, options=options, environment=env,
-                          state_dir=state_dir, totals=totals)
+                          state_dir=state_dir, totals=totals, services=services.describe_store())
     write_json(soak_dir / SUMMARY_FILE, summary)
     return SoakResult(run_dir=run_dir, soak_dir=soak_dir, summary=summary)

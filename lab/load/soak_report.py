@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lab.load.audit import LogAudit
+
 
 @dataclass(frozen=True, kw_only=True)
 class SoakAudit:
@@ -35,11 +37,13 @@ class SoakAudit:
     edits_lost: int | None = None
     examples: tuple[str, ...] = ()
     error: str | None = None
+    log: LogAudit | None = None          # the final audit: the acks against the outbox
 
     @property
     def clean(self) -> bool:
-        return self.error is None and (self.lost, self.duplicated, self.replay_mismatches, self.recalls_lost,
-                                       self.edits_lost or 0) == (0,) * 5
+        return (self.error is None and (self.lost, self.duplicated, self.replay_mismatches, self.recalls_lost,
+                                        self.edits_lost or 0) == (0,) * 5
+                and (self.log is None or self.log.ok))
 
     def to_json(self) -> dict[str, Any]:
         out = {"at_seconds": self.at_seconds, "final": self.final}
@@ -49,7 +53,8 @@ class SoakAudit:
                 "hidden_by_head": self.hidden_by_head, "duplicated": self.duplicated,
                 "replay_mismatches": self.replay_mismatches, "recalls": self.recalls,
                 "recalls_lost": self.recalls_lost, "edits": self.edits, "edits_lost": self.edits_lost,
-                "examples": list(self.examples), "seconds": self.seconds}
+                "examples": list(self.examples), "seconds": self.seconds,
+                "log": None if self.log is None else self.log.to_json()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,4 +112,5 @@ class SoakTotals:
                 "sends_failed": self.sends_failed, "replayed_after_error": self.replayed_after_error,
                 "batch_missing": self.batch_missing, "unexpected_errors": self.unexpected_errors,
                 "audits_run": len(self.audits), "audits_failed": sum(1 for a in self.audits if a.error is not None),
-                "audits": [a.to_json() for a in self.audits], "alerts": dict(self.alerts), "ok": self.ok}
+                "audits": [a.to_json() for a in self.audits], "alerts": dict(self.alerts), "ok": self.ok,
+                "log": self.final_audit.log.to_json() if self.final_audit is not None and self.final_audit.log else None}

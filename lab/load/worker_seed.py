@@ -17,8 +17,10 @@ from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message
 SEED_THREADS = 16
 
 
-def seed_worker(config: ClusterConfig, plan: LoadPlan) -> int:
-    """Send the worker's seed conversations through the store; acks go to its ack log."""
+def seed_worker(config: ClusterConfig, plan: LoadPlan, *, services: Any = None) -> int:
+    """Send the worker's seed conversations through the store (with the run's services,
+    ServicesConfig.store_options); acks go to its ack log."""
+    from lab.cluster.services import ServicesConfig
     from lab.store import MessageStore
 
     keys = KeyRange(plan.run_id, plan.worker_index, SEED_SHAPES[plan.seed_size])
@@ -34,7 +36,8 @@ def seed_worker(config: ClusterConfig, plan: LoadPlan) -> int:
                 for i, (conv, senders) in enumerate(plan_items)]
     log = AckLog(plan.load_dir / "acks" / f"{plan.worker_name()}.csv")
     lock = threading.Lock()
-    with MessageStore.open(config, state_dir=plan.state_dir(), node_id=plan.node_id) as store:
+    with MessageStore.open(config, state_dir=plan.state_dir(), node_id=plan.node_id,
+                           **(services if services is not None else ServicesConfig()).store_options()) as store:
         def send(request: Any) -> None:
             ack = store.send(request)
             with lock:

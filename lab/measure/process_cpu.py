@@ -5,7 +5,8 @@ measurement: when it spends most of a window on its own CPU (decoding, decryptin
 the latency it records is its own queueing, not the server's (issue 22). :class:`CpuMeter`
 reads ``time.process_time`` (every thread of the process) and the monotonic clock at the start
 and the end of a window; ``percent_of_core`` is CPU seconds over wall seconds, in % of one
-core, the figure ``lab.load.verdict`` holds to its limit (70 %).
+core, the figure ``lab.load.verdict`` holds to its limit (70 %). :func:`thread_cpu_ns` is the
+calling thread's own CPU clock (``lab.load.operation_cpu``: a call's part of the loader's CPU).
 """
 from __future__ import annotations
 
@@ -13,6 +14,16 @@ import time
 from dataclasses import dataclass
 
 from lab.measure.timing import NS_PER_SECOND, now_ns
+
+
+def process_cpu_seconds() -> float:
+    """This process's CPU time in seconds, every thread (``time.process_time``): differences only."""
+    return time.process_time()
+
+
+def thread_cpu_ns() -> int:
+    """The calling thread's CPU time in ns (``time.thread_time_ns``): differences only."""
+    return time.thread_time_ns()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,16 +40,16 @@ class CpuMeter:
     """``with CpuMeter() as m: ...`` then ``m.reading``; or ``start()`` / ``stop()``."""
 
     def __init__(self) -> None:
-        self._cpu = time.process_time()
+        self._cpu = process_cpu_seconds()
         self._wall = now_ns()
         self.reading: CpuReading | None = None
 
     def start(self) -> CpuMeter:
-        self._cpu, self._wall, self.reading = time.process_time(), now_ns(), None
+        self._cpu, self._wall, self.reading = process_cpu_seconds(), now_ns(), None
         return self
 
     def stop(self) -> CpuReading:
-        self.reading = CpuReading(cpu_seconds=time.process_time() - self._cpu,
+        self.reading = CpuReading(cpu_seconds=process_cpu_seconds() - self._cpu,
                                   wall_seconds=(now_ns() - self._wall) / NS_PER_SECOND)
         return self.reading
 

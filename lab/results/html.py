@@ -6,8 +6,10 @@ numbers are formatted one way (:func:`fmt`, from :mod:`lab.results.units`, the l
 formatting of numbers and units: separators, never ``2e+07``, the unit after the number);
 Markdown (the notebooks' conclusions) is rendered by :func:`markdown` (mistune, HTML in the
 source escaped). A figure (:func:`figure`) is a thumbnail that opens full size in a lightbox
-(CSS ``:target``, no script) and links to the PNG file itself. The layout fits a 1,280 px
-window: tables take the page's width and wrap.
+(CSS ``:target``; Escape closes it, the page's one script) and links to the PNG file itself.
+The layout fits a 1,280 px window: tables take the page's width and wrap, names wrap at their
+underscores only (:func:`name_html`), figures are shown two to a row (a 1,280 px window gives
+each about 600 px) or beside their evidence.
 """
 from __future__ import annotations
 
@@ -20,17 +22,17 @@ from typing import Any
 
 from lab.results.units import fmt
 
-__all__ = ["esc", "fmt", "page", "name_cell", "table", "embedded_png"]
+__all__ = ["esc", "fmt", "page", "table", "embedded_png", "name_html"]
 
-THUMB_WIDTH_PX = 320
 PAGE_MAX_WIDTH_PX = 1240
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.2em auto;padding:0 1em;color:#222;max-width:%dpx;box-sizing:border-box}
 h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ccc}h3{margin-bottom:.3em}
 table{border-collapse:collapse;margin:.5em 0;max-width:100%%}td,th{padding:4px 8px;text-align:left;vertical-align:top}
-table.wide{width:100%%;table-layout:fixed}td{overflow-wrap:anywhere}td.name{overflow-wrap:normal}
+table.wide{width:100%%;table-layout:fixed}td{overflow-wrap:break-word}
 tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
-.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th.num{white-space:normal}
+.seg{white-space:nowrap}
 .changed{background:#fff3c4;font-weight:bold}.guarded{color:#8a5a00}
 .banner{padding:.8em 1em;margin:1em 0;border-radius:4px}
 .fail{background:#fde2e2;border:1px solid #d33}.ok{background:#e3f6e3;border:1px solid #3a3}
@@ -39,8 +41,11 @@ tr:nth-child(even){background:#f5f5f5}th{background:#e8e8e8}
 .conf-low,.conf-inconclusive{color:#b33;font-weight:bold}.conf-none{color:#888}
 .agree{color:#17701a}.disagree{color:#b33;font-weight:bold}
 .sig{font-weight:bold;color:#b33}
-img.thumb{width:%dpx;max-width:100%%;border:1px solid #ddd;cursor:zoom-in}img.full{max-width:100%%;border:1px solid #ddd}
-figure{margin:.4em 0;display:inline-block;vertical-align:top}figcaption{font-size:.85em}
+img.thumb{width:100%%;border:1px solid #ddd;cursor:zoom-in}img.full{max-width:100%%;border:1px solid #ddd}
+figure{margin:.4em 0;display:inline-block;vertical-align:top;width:100%%}figcaption{font-size:.85em}
+.figures{display:grid;grid-template-columns:1fr 1fr;gap:.6em 1.2em}.figures figure{margin:0}
+.evidence{display:flex;gap:1.2em;align-items:flex-start}.evidence .kv-side{flex:0 0 44%%;font-size:.9em}
+.evidence .fig-side{flex:1 1 auto;min-width:0}
 .lightbox{display:none}
 .lightbox:target{display:flex;position:fixed;inset:0;z-index:10;background:rgba(0,0,0,.85);
   align-items:center;justify-content:center;flex-direction:column}
@@ -50,7 +55,12 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;white-space:pre-wrap}
 small{color:#666}.md p{margin:.4em 0}.md ul{margin:.3em 0}
 td.evidence{font-size:.9em}table.kv td{padding:1px 8px 1px 0;border:0}table.kv tr{background:none}
 .caveat{font-size:.85em;color:#6b4b00;background:#fffaf0;border-left:3px solid #d90;padding:2px 6px;margin:3px 0}
-""" % (PAGE_MAX_WIDTH_PX, THUMB_WIDTH_PX)
+.caveats{margin:.5em 0}
+""" % (PAGE_MAX_WIDTH_PX,)
+# The one script of a page: Escape closes an open lightbox (it is a :target; clearing the hash closes it).
+# history.replaceState alone does not reset :target in Chromium: the fragment navigation does.
+_SCRIPT = ("document.addEventListener('keydown',function(e){if(e.key==='Escape'&&location.hash.length>1){"
+           "location.hash='';history.replaceState(null,'',location.pathname+location.search);}});")
 
 
 def esc(value: Any) -> str:
@@ -60,18 +70,21 @@ def esc(value: Any) -> str:
 def page(title: str, body: str) -> str:
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+            f"<style>{_CSS}</style></head><body>{body}<script>{_SCRIPT}</script></body></html>\n")
 
 
-def name_cell(name: Any) -> str:
-    """A table cell for an identifier (operation, constant, notebook table): it may wrap after an
-    underscore, never mid-word ("backfill_s1_grou p" in a narrow column)."""
-    return f"<td class='name'>{esc(name).replace('_', '_<wbr>')}</td>"
+def name_html(name: str) -> str:
+    """A name with underscores (``batch_read_range_min_density``) that wraps only after an
+    underscore, never inside a part."""
+    parts = str(name).split("_")
+    segs = [p + ("_" if i < len(parts) - 1 else "") for i, p in enumerate(parts)]
+    return "<wbr>".join(f"<span class='seg'>{esc(s)}</span>" for s in segs if s)
 
 
 def table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, raw: bool = True, css: str = "") -> str:
-    """``rows`` of already-escaped HTML cells (``raw``) or plain values (escaped here)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    """``rows`` of already-escaped HTML cells (``raw``) or plain values (escaped here); a header
+    given as ``<th ...>`` (a numeric column's ``<th class='num'>``) is used as it is."""
+    head = "".join(h if str(h).startswith("<th") else f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(c if raw and str(c).startswith("<td") else f"<td>{c if raw else esc(c)}</td>"
                                     for c in row) + "</tr>" for row in rows)
     cls = f" class='{css}'" if css else ""
@@ -96,9 +109,9 @@ def _anchor(name: str) -> str:
 
 
 def figure(path: Path, *, href: str, caption: str = "", alt: str = "", anchor: str | None = None) -> str:
-    """A thumbnail that opens full size in a lightbox (``#<anchor>``; "close" or Escape-free back
-    link returns), a "full size" link to the PNG file (``href``, relative to the page), and the
-    caption. The image is embedded once and shown twice."""
+    """A figure at its column's width that opens full size in a lightbox (``#<anchor>``; "close",
+    a click or Escape closes it), a "full size" link to the PNG file (``href``, relative to the
+    page), and the caption. The image is embedded once and shown twice."""
     if not path.is_file():
         return f"<small>missing figure {esc(path.name)}</small>"
     ident = _anchor(anchor or f"fig-{href}")

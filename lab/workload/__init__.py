@@ -12,10 +12,11 @@ stored. The public names below are the package's API (``from lab.workload import
 from lab.workload.files import DEFAULT_OUT_DIR, TABLES, dataset_dir, ensure, load, save
 from lab.workload.synthesis import GENERATOR_VERSION, TYPE_ORDER, Workload, generate
 from lab.workload.materialise import body_for, media_for, mentions_for, messages_of, send_requests, to_message, to_send_request
-from lab.workload.profiles import (PROFILES_DIR, RETENTION_ORDER, SIZES, ConversationShape, HoleModel, MessageMix,
-                                   Profile, load_profile, profile_from_mapping, profile_names)
+from lab.workload.profiles import (PROFILE_DIRS, PROFILES_DIR, RETENTION_ORDER, SIZES, USER_PROFILES_DIR,
+                                   ConversationShape, HoleModel, MessageMix, Profile, load_profile, profile_from_mapping,
+                                   profile_names, profile_path, profile_source)
 
-__all__ = ["DEFAULT_OUT_DIR", "GENERATOR_VERSION", "PROFILES_DIR", "RETENTION_ORDER", "SIZES", "TABLES", "TYPE_ORDER",
-           "ConversationShape", "HoleModel", "MessageMix", "Profile", "Workload", "body_for", "dataset_dir", "ensure",
+__all__ = ["DEFAULT_OUT_DIR", "GENERATOR_VERSION", "PROFILE_DIRS", "PROFILES_DIR", "RETENTION_ORDER", "SIZES", "TABLES",
+           "TYPE_ORDER", "USER_PROFILES_DIR", "ConversationShape", "HoleModel", "MessageMix", "Profile", "Workload", "body_for", "dataset_dir", "ensure",
            "generate", "load", "load_profile", "media_for", "mentions_for", "messages_of", "profile_from_mapping",
-           "profile_names", "save", "send_requests", "to_message", "to_send_request"]
+           "profile_names", "profile_path", "profile_source", "save", "send_requests", "to_message", "to_send_request"]

@@ -1,5 +1,6 @@
 """Workload profiles: what a message population looks like (``lab/workload/profiles/<name>.toml``,
-package data; every field documented in ``datasets/README.md``).
+package data, and yours in ``datasets/profiles/<name>.toml``, which win over a packaged profile
+of the same name; every field documented in ``datasets/README.md``).
 
 A profile gives the conversation shapes (direct chats and groups of up to 1000 members, whose
 message-weighted recipients average R_avg ~= 22, design §7), the message mix (types, body and
@@ -12,7 +13,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ import numpy as np
 
 from lab.constants import Constants
 from lab.errors import ConfigError, ValidationError
+from lab.project import DATASETS_PROFILES_DIR, PROJECT_DIR
 from lab.store import RetentionClass
 
 _DEFAULTS = Constants.appendix_b()
 
-PROFILES_DIR = Path(__file__).with_name("profiles")
+PROFILES_DIR = Path(__file__).with_name("profiles")      # packaged
+USER_PROFILES_DIR = DATASETS_PROFILES_DIR                   # datasets/profiles/: yours, found first
+PROFILE_DIRS = (USER_PROFILES_DIR, PROFILES_DIR)
 SIZES = ("quick", "full")
 RETENTION_ORDER = (RetentionClass.DEFAULT, RetentionClass.EPHEMERAL_24H, RetentionClass.COMPLIANCE_HOLD,
                    RetentionClass.TENANT_CUSTOM)
@@ -153,21 +157,55 @@ def profile_from_mapping(data: Mapping[str, Any], *, source_sha256: str = "") ->
     return profile
 
 
-def profile_names(profiles_dir: Path = PROFILES_DIR) -> list[str]:
-    return sorted(p.stem for p in Path(profiles_dir).glob("*.toml"))
+def _dirs(profiles_dir: Path | Sequence[Path] | None) -> tuple[Path, ...]:
+    if profiles_dir is None:
+        return PROFILE_DIRS
+    return (Path(profiles_dir),) if isinstance(profiles_dir, (str, Path)) else tuple(Path(d) for d in profiles_dir)
 
 
-def load_profile(name_or_path: str | Path, profiles_dir: Path = PROFILES_DIR) -> Profile:
-    """A profile by name (``lab/workload/profiles/<name>.toml``) or by path."""
+def profile_names(profiles_dir: Path | Sequence[Path] | None = None) -> list[str]:
+    """Every profile name: yours (``datasets/profiles/``) and the packaged ones."""
+    return sorted({p.stem for d in _dirs(profiles_dir) for p in d.glob("*.toml")})
+
+
+def profile_path(name_or_path: str | Path, profiles_dir: Path | Sequence[Path] | None = None) -> Path:
+    """The file a profile name means: ``datasets/profiles/<name>.toml`` (yours) before
+    ``lab/workload/profiles/<name>.toml`` (packaged); a ``.toml`` path as it is."""
     path = Path(name_or_path)
-    if path.suffix != ".toml":
-        path = Path(profiles_dir) / f"{name_or_path}.toml"
+    if path.suffix == ".toml":
+        return path
+    dirs = _dirs(profiles_dir)
+    found = next((d / f"{name_or_path}.toml" for d in dirs if (d / f"{name_or_path}.toml").is_file()), None)
+    if found is None:
+        where = " or ".join(_shown(d) + "/" for d in dirs)
+        raise ConfigError(f"no workload profile {str(name_or_path)!r} in {where} (known: "
+                          f"{', '.join(profile_names(dirs))}); copy datasets/profiles/example_mix.toml to start one",
+                          profile=str(name_or_path))
+    return found
+
+
+def _shown(path: Path) -> str:
+    """A path as a user finds it: relative to the project folder when inside it."""
+    try:
+        return Path(path).resolve().relative_to(PROJECT_DIR).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def profile_source(name_or_path: str | Path, profiles_dir: Path | Sequence[Path] | None = None) -> str:
+    """Where a profile comes from, as a user finds it (``datasets/profiles/my_mix.toml``)."""
+    return _shown(profile_path(name_or_path, profiles_dir))
+
+
+def load_profile(name_or_path: str | Path, profiles_dir: Path | Sequence[Path] | None = None) -> Profile:
+    """A profile by name (yours in ``datasets/profiles/`` win over the packaged
+    ``lab/workload/profiles/``) or by path."""
+    path = profile_path(name_or_path, profiles_dir)
     try:
         raw = path.read_bytes()
         data = tomllib.loads(raw.decode())
     except FileNotFoundError:
-        raise ConfigError(f"no workload profile {name_or_path!r} (known: {', '.join(profile_names(profiles_dir))})",
-                          profile=str(name_or_path)) from None
+        raise ConfigError(f"no workload profile file {path}", profile=str(name_or_path)) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read profile {path}: {exc}", path=str(path)) from exc
     return profile_from_mapping(data, source_sha256=hashlib.sha256(raw).hexdigest())

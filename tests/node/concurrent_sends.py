@@ -9,9 +9,10 @@ Paxos contention round times out, for instance) is retried with the same request
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
+
+from fan_out import fan_out
 
 CLIENT_ATTEMPTS = 5
 
@@ -32,34 +33,16 @@ def send_as_client(store: Any, request: Any) -> tuple[Any, int]:
 
 def race(stores: list[Any], request: Any, threads: int, before_start: Any = None) -> list[dict[str, Any]]:
     """``threads`` threads (spread over ``stores``) send ``request`` at the same instant."""
-    gate = threading.Barrier(threads + 1)
-    out: list[dict[str, Any]] = []
-    lock = threading.Lock()
+    def one(i: int) -> dict[str, Any]:
+        ack, failures = send_as_client(stores[i % len(stores)], request)
+        return {"message_id": ack.message_id, "conversation_seq": ack.conversation_seq,
+                "last_activity_id": ack.last_activity_id, "replayed": ack.replayed, "failures": failures}
 
-    def one(i: int) -> None:
-        gate.wait()
-        try:
-            ack, failures = send_as_client(stores[i % len(stores)], request)
-            row = {"message_id": ack.message_id, "conversation_seq": ack.conversation_seq,
-                   "last_activity_id": ack.last_activity_id, "replayed": ack.replayed, "failures": failures}
-        except Exception as exc:  # reported to the test, which fails on it
-            row = {"error": f"{type(exc).__name__}: {exc}"}
-        with lock:
-            out.append(row)
-
-    workers = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    if before_start is not None:
-        before_start()  # e.g. a cross-process barrier: every process opens its gate together
-    gate.wait()
-    for w in workers:
-        w.join()
-    return out
+    return fan_out(threads, one, before_start)
 
 
-def process_main(config: Any, state_dir: str, node_id: int, requests: list[Any], threads: int,
-                 barrier: Any, results: Any, options: dict[str, Any] | None = None) -> None:
+def process_main(barrier: Any, results: Any, config: Any, state_dir: str, node_id: int, requests: list[Any],
+                 threads: int, options: dict[str, Any] | None = None) -> None:
     """Child process: its own MessageStore on the shared keyspace and state_dir; one race per
     request, every process starting each race together (``barrier``)."""
     from lab.store import MessageStore

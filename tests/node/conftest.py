@@ -3,6 +3,7 @@ configuration, the session's connection, scratch keyspaces, the admin adapter, s
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,18 @@ def redis_services(services_config):
     except redis.RedisError as exc:
         pytest.fail(f"no Redis at {services.redis_host}:{services.redis_port} ({exc}): run `lab node start`")
     return services
+
+
+@pytest.fixture
+def window(redis_services):
+    """A Redis hot window in a namespace of its own, its keys deleted afterwards."""
+    from lab.store import HotWindow
+
+    w = HotWindow.open(redis_services, namespace=f"test_{uuid.uuid4().hex[:8]}", window_days=7)
+    yield w
+    for key in w.client.scan_iter(f"{w.namespace}:*"):
+        w.client.delete(key)
+    w.close()
 
 
 @pytest.fixture(scope="session")

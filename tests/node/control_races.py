@@ -5,9 +5,10 @@ the target function by name in a fresh interpreter.
 """
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
+
+from fan_out import fan_out
 
 CLIENT_ATTEMPTS = 5
 
@@ -30,40 +31,22 @@ def race(stores: list[Any], op: str, target: tuple[Any, Any, int], actor: Any, t
     """``threads`` threads (spread over ``stores``) call ``op`` ("recall" or "edit") on ``target``
     at the same instant; each result as a dict (or its error)."""
     tenant, conversation, seq = target
-    gate = threading.Barrier(threads + 1)
-    out: list[dict[str, Any]] = []
-    lock = threading.Lock()
 
-    def one(i: int) -> None:
+    def one(i: int) -> dict[str, Any]:
         store = stores[i % len(stores)]
-        gate.wait()
-        try:
-            if op == "recall":
-                r = as_client(lambda: store.recall(tenant, conversation, seq, actor_id=actor))
-                row = {"event_seq": r.recall_event_conversation_seq, "replayed": r.replayed}
-            else:
-                body = f"edit {id(store)} {i}".encode()
-                r = as_client(lambda: store.edit(tenant, conversation, seq, body=body, actor_id=actor))
-                row = {"event_seq": r.edit_event_conversation_seq, "activity": r.edited_at_activity_id,
-                       "body": body.decode()}
-        except Exception as exc:  # reported to the test, which fails on it
-            row = {"error": f"{type(exc).__name__}: {exc}"}
-        with lock:
-            out.append(row)
+        if op == "recall":
+            r = as_client(lambda: store.recall(tenant, conversation, seq, actor_id=actor))
+            return {"event_seq": r.recall_event_conversation_seq, "replayed": r.replayed}
+        body = f"edit {id(store)} {i}".encode()
+        r = as_client(lambda: store.edit(tenant, conversation, seq, body=body, actor_id=actor))
+        return {"event_seq": r.edit_event_conversation_seq, "activity": r.edited_at_activity_id, "body": body.decode()}
 
-    workers = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    if before_start is not None:
-        before_start()  # a cross-process barrier: every process opens its gate together
-    gate.wait()
-    for w in workers:
-        w.join()
-    return out
+    return fan_out(threads, one, before_start)
 
 
-def process_main(config: Any, state_dir: str, node_id: int, races: list[tuple[str, tuple[Any, Any, int]]],
-                 actor: Any, threads: int, barrier: Any, results: Any, options: dict[str, Any] | None = None) -> None:
+def process_main(barrier: Any, results: Any, config: Any, state_dir: str, node_id: int,
+                 races: list[tuple[str, tuple[Any, Any, int]]], actor: Any, threads: int,
+                 options: dict[str, Any] | None = None) -> None:
     """Child process: its own MessageStore on the shared keyspace and state_dir; one race per
     ``(op, target)`` of ``races``, every process starting each race together (``barrier``)."""
     from lab.store import MessageStore

@@ -1,14 +1,20 @@
 """Calibration runs against the real node: the notebook suite with the shortest parameters,
 calibration.json against the notebooks' own outputs, the proposed diff, run comparison, a
-failing notebook, and the report rendered by headless Chromium (Debian's ``chromium``,
-installed by ``make test``)."""
+failing notebook, the report rendered by headless Chromium (Debian's ``chromium``, installed
+by ``make test``), and your mix priced end to end (the run prices ``example_mix``: its nodes in
+the conclusion, the report's capacity table and calibration.json), Ctrl-C and --resume on a
+``--my-mix`` capacity-alone run that finds this module's b_row run and says which (the
+refusals that need no node are in tests/unit/test_calibration_params.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +23,7 @@ from lab.calibration.calibrate import CalibrationOptions, run_calibration
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.calibration.recommendations import MEASURES, NOT_MEASURED
 from lab.calibration.notebooks import NOTEBOOKS
+from lab.project import PROJECT_DIR
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 from lab.results.jsonio import jsonable
 
@@ -40,7 +47,7 @@ TINY: dict[str, dict] = {
                       "short_ttl_seconds": 5, "show_progress": False},
     "grouped_reads": {"dataset_messages": 300, "mix_sizes": [20], "group_backlog": 40, "dm_count": 3,
                       "dm_backlog": 2, "repeats": 2, "show_progress": False},
-    "capacity": {"show_progress": False},
+    "capacity": {"show_progress": False, "my_mix": "example_mix", "my_mix_rows": 2000},
 }
 
 
@@ -146,7 +153,7 @@ def test_values_match_the_notebooks_own_outputs(run):
         scraps = _scraps(run.run_dir / nb["notebook"])
         for key in ("b_row_bytes", "b_row_ci_low_bytes", "recommended_in_limit", "recommended_scan_limit"):
             if key in own:
-                assert scraps[key] == own[key], (name, key)
+                assert scraps.get(key) == own[key], (name, key)  # a None is not glued (no null scrap)
     for m in MEASURES:
         c = cal["constants"][m.constant]
         if m.notebook not in cal["notebooks"]:
@@ -359,6 +366,78 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     assert blue > 2000 and dark > 50_000
 
 
+PROBE = """
+window.addEventListener('load', () => {
+  const out = {};
+  // names wrap at their underscores only: no part of a name spans two lines
+  out.broken = [...document.querySelectorAll('.seg')].filter(s => s.getClientRects().length > 1).map(s => s.textContent);
+  // headers over their own columns: every row as many cells as its table's header, numeric headers aligned as numbers
+  out.misaligned = [];
+  for (const t of document.querySelectorAll('table')) {
+    const head = t.rows[0], n = head ? head.cells.length : 0;
+    for (const r of [...t.rows].slice(1)) {
+      if (r.cells.length !== n) out.misaligned.push(head.textContent.slice(0, 60) + ' / ' + r.textContent.slice(0, 60));
+    }
+    [...head.cells].forEach((th, i) => {
+      const col = [...t.rows].slice(1).map(r => r.cells[i]).filter(Boolean);
+      const numeric = col.length && col.every(c => c.classList.contains('num'));
+      if (numeric && getComputedStyle(th).textAlign !== 'right') out.misaligned.push('header ' + th.textContent);
+    });
+  }
+  // figures: large enough to read inline (two to a row, or beside their evidence)
+  out.thumbs = [...document.querySelectorAll('img.thumb')].map(i => Math.round(i.getBoundingClientRect().width));
+  // the caveats every row shares: said once, above the decisions
+  out.caveats = document.querySelectorAll('.caveats .caveat').length;
+  out.decisionRows = document.querySelectorAll('table.decisions tr').length;
+  out.quickVerbs = [...document.querySelectorAll('table.decisions td.changed')].map(td => td.textContent.split(' ')[0] + ' ' + td.textContent.split(' ')[1]);
+  out.capacityTags = [...document.querySelectorAll('h2')].filter(h => h.textContent.startsWith('Capacity')).length ?
+    document.querySelectorAll('small[class^="conf-"]').length : -1;
+  // the lightbox opens on its anchor and Escape closes it
+  const box = document.getElementById('fig-b_row_bytes');
+  location.hash = 'fig-b_row_bytes';
+  out.open = getComputedStyle(box).display;
+  document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}));
+  out.closed = getComputedStyle(box).display;
+  out.width = document.documentElement.scrollWidth;
+  document.body.setAttribute('data-layout', JSON.stringify(out));
+});
+"""
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
+def test_report_layout_at_1280_px(run, tmp_path):
+    """At 1,280 px in headless Chromium: names break only at underscores, every header sits over
+    its own column, figures are at least 560 px wide inline, the caveats all rows share are said
+    once above the decisions, a quick run's decisions read "would change", the capacity figures
+    carry their confidence, and Escape closes the lightbox. The screenshot is kept beside the
+    report (report-1280.png) for a reader to look at."""
+    import html as html_lib
+
+    report = run.report_path
+    probe = report.with_name("report-layout-probe.html")
+    probe.write_text(report.read_text().replace("</body>", f"<script>{PROBE}</script></body>"))
+    try:
+        dom = _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
+                        user_data=tmp_path / "ud")
+    finally:
+        probe.unlink()
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    layout = json.loads(html_lib.unescape(re.search(r'data-layout="([^"]*)"', dom.stdout).group(1)))
+    assert layout["broken"] == [], "names broken inside a part"
+    assert layout["misaligned"] == []
+    assert layout["thumbs"] and min(layout["thumbs"]) >= 560, layout["thumbs"]
+    assert layout["caveats"] >= 1
+    # a quick run changes nothing in the imperative (which constants change depends on the tiny run:
+    # tests/unit/test_report.py words a change; here every changed row, if any, as rendered)
+    assert layout["decisionRows"] > 1 and set(layout["quickVerbs"]) <= {"would change"}, layout["quickVerbs"]
+    assert layout["capacityTags"] >= 3  # measured b_row and your mix per tier, each with its confidence
+    assert layout["open"] == "flex" and layout["closed"] == "none"
+    assert layout["width"] <= 1280
+    shot = report.with_name("report-1280.png")
+    proc = _chromium(f"--screenshot={shot}", "--window-size=1280,2400", report.as_uri(), user_data=tmp_path / "ud2")
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+
+
 # ---- --repeat-check --------------------------------------------------------------------------
 def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
     params = [f"--param=b_row.{k}={json.dumps(v)}" for k, v in TINY["b_row"].items()]
@@ -379,3 +458,118 @@ def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
     assert rows["b_row_bytes"]["agreement"] == b_row["agreement"]["status"]
     report = (runs[1] / "report.html").read_text()
     assert f"with run {first['run_id']}" in report and "the two runs compared" in report
+
+
+# ---- your mix (issue 25 item 1): priced by this module's run, no run of its own -------------------
+EXAMPLE = PROJECT_DIR / "datasets" / "profiles" / "example_mix.toml"
+
+
+def test_the_example_mix_is_where_users_look():
+    assert EXAMPLE.is_file()
+    from lab.workload import load_profile
+
+    assert load_profile("example_mix").name == "example_mix"
+
+
+def test_the_mix_is_priced_in_calibration_json_and_the_conclusion(run):
+    cal = run.calibration.to_json()
+    mix = cal["my_mix"]
+    assert mix["name"] == "example_mix" and mix["source"] == "datasets/profiles/example_mix.toml"
+    assert mix["ci_low"] < mix["b_row_bytes"] < mix["ci_high"] and mix["confidence"] == "low"
+    assert mix["row_model_run"] == run.run_dir.name and mix["row_model_from"] == "this run"
+    tiers = cal["notebooks"]["capacity"]["values"]
+    for tier, nodes in mix["nodes_disk"].items():
+        assert nodes == tiers[f"nodes_needed_my_mix_{tier}"] >= 1
+    conclusion = cal["notebooks"]["capacity"]["conclusion"]
+    assert "example_mix" in conclusion and f"**{mix['nodes_disk']['20000000']} nodes**" in conclusion
+
+
+def test_the_report_capacity_table_has_the_mix_and_cites_what_ran(run):
+    cal = run.calibration.to_json()
+    html = run.report_path.read_text()
+    section = html[html.index("<h2>Capacity"):html.index("<h2>Evidence")]
+    assert "example_mix" in section and f"{cal['my_mix']['nodes_disk']['20000000']}" in section
+    assert "cpu_cost notebook of this run" not in section  # cpu_cost did not run
+    assert "no CPU costs" in section and f"b_row notebook of this run ({run.run_dir.name})" in section
+
+
+# ---- Ctrl-C and --resume (issue 25 item 2), on a capacity-alone run that prices the mix from this
+# module's b_row run (item 1): one small run, interrupted by a real SIGINT and resumed, no run of its own
+def _interrupt_capacity_alone(results: Path, home: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`lab calibrate --notebooks capacity --my-mix FILE`; SIGINT to its process group (what a
+    terminal's Ctrl-C sends) once capacity is running."""
+    proc = subprocess.Popen([*LAB, "calibrate", "--quick", "--no-preflight", "--no-progress", "--notebooks", "capacity",
+                             "--my-mix", str(EXAMPLE), "-p", "capacity.show_progress=false",
+                             "-p", "capacity.my_mix_rows=2000", "--results", str(results), "--home", home],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True,  # its own process group, as a terminal's foreground job
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    before, found = {d.name for d in results.iterdir()}, None
+    deadline = time.monotonic() + 600
+    try:
+        while found is None and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            for d in results.iterdir():
+                try:
+                    cal = json.loads((d / "calibration.json").read_text()) if d.name not in before else {}
+                except (OSError, ValueError):  # not written yet
+                    continue
+                if (cal.get("notebooks") or {}).get("capacity", {}).get("status") == "running":
+                    found = d
+            time.sleep(0.1)
+        assert found is not None, "capacity never started"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), found
+
+
+@pytest.fixture(scope="module")
+def interrupted(run, results, cluster_config):
+    return _interrupt_capacity_alone(results, str(cluster_config.lab_home))
+
+
+def test_ctrl_c_ends_with_one_line_naming_the_notebook_and_the_folder(interrupted):
+    proc, run_dir = interrupted
+    assert proc.returncode == 130, (proc.stdout, proc.stderr[-3000:])
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in proc.stderr and "Aborted!" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
+    assert lines[-1] == (f"interrupted in notebook capacity: partial results in {run_dir}; "
+                         f"resume with: lab calibrate --resume {run_dir}"), proc.stderr
+    assert len(lines) <= 2, proc.stderr  # the interrupted line (and at most the kernel's parting words)
+    cal = json.loads((run_dir / "calibration.json").read_text())
+    assert cal["status"] == "interrupted" and cal["notebooks"]["capacity"]["status"] == "interrupted"
+    assert cal["environment"]["server"] and cal["measurements"]["round_trip"]
+    assert cal["environment"]["parameters"]["services"]["outbox"] == "local"  # what --resume runs the rest on
+    html = (run_dir / "report.html").read_text()
+    top = html[:html.index("<h2>")]
+    assert "INTERRUPTED" in top and "in notebook <b>capacity</b>" in top
+    assert f"lab calibrate --resume {run_dir}" in top and "completed here" not in html
+
+
+def test_resume_finishes_the_run_in_its_folder_and_prices_the_mix_from_the_latest_b_row(interrupted, run, results,
+                                                                                         cluster_config):
+    _, run_dir = interrupted
+    before = set(results.iterdir())
+    proc = subprocess.run([*LAB, "calibrate", "--resume", str(run_dir), "--no-preflight", "--no-progress",
+                           "--home", str(cluster_config.lab_home)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(results.iterdir()) == before  # no new run folder
+    assert f"resuming run {run_dir.name}: capacity" in proc.stdout + proc.stderr
+    cal = json.loads((run_dir / "calibration.json").read_text())
+    assert cal["status"] == "ok" and cal["mode"] == "quick" and cal["notebooks"]["capacity"]["status"] == "ok"
+    assert cal["notebooks"]["capacity"]["parameters"]["my_mix_rows"] == 2000  # the run's own parameters
+    assert len(cal["resumed"]) == 1 and cal["wall_seconds"] > 0
+    # capacity alone: the mix priced by the latest b_row run (this module's), which the run names
+    assert cal["my_mix"]["row_model_run"] == run.run_dir.name
+    assert "the latest b_row run" in cal["my_mix"]["row_model_from"]
+    assert run.run_dir.name in cal["notebooks"]["capacity"]["conclusion"]
+    assert "your mix example_mix" in proc.stdout  # the console names the mix and its price
+    html = (run_dir / "report.html").read_text()
+    assert "INTERRUPTED" not in html and "resumed" in html
+    again = subprocess.run([*LAB, "calibrate", "--resume", str(run_dir), "--no-preflight"], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120)
+    assert again.returncode == 2 and "nothing to resume" in again.stderr and "Traceback" not in again.stderr

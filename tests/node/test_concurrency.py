@@ -14,7 +14,6 @@ parametrized for the module, and the writers share the log as they share the sta
 """
 from __future__ import annotations
 
-import multiprocessing
 import random
 import threading
 import uuid
@@ -22,6 +21,7 @@ import uuid
 import pytest
 
 from concurrent_sends import process_main, race, send_as_client
+from fan_out import fan_out_processes
 from lab.errors import CrashInjected
 from lab.store import DedupState, FaultPlan, HeadUpdate, blob_to_u128, u128_to_blob
 from store_checks import dedup_row, index_rows, new_request, outbox_messages
@@ -120,26 +120,12 @@ def test_two_resumes_of_one_send_leave_the_row_their_acks_name(store, open_store
 
 
 def test_processes_send_one_message(store, cluster_config, store_state_dir, store_options):
-    spawn = multiprocessing.get_context("spawn")  # the parent's driver threads must not be forked
     requests = [new_request() for _ in range(PROCESS_ROUNDS)]
-    barrier = spawn.Barrier(PROCESSES, timeout=PROCESS_TIMEOUT_SECONDS)
-    results = spawn.Queue()
     config = cluster_config.replace(keyspace=store.keyspace)
     options = store_options(store_state_dir)  # the same outbox (and log) as the module's stores
-    procs = [spawn.Process(target=process_main, args=(config, str(store_state_dir), 20 + i, requests,
-                                                       PROCESS_THREADS, barrier, results, options))
-             for i in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    try:
-        reports = [results.get(timeout=PROCESS_TIMEOUT_SECONDS) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():  # only our own child, by handle
-                p.kill()
-    failed = [(node, err) for node, _, err in reports if err]
-    assert not failed, failed
+    reports = fan_out_processes(process_main, lambda i: (config, str(store_state_dir), 20 + i, requests,
+                                                         PROCESS_THREADS, options),
+                                PROCESSES, PROCESS_TIMEOUT_SECONDS)
     retries = 0
     for i, request in enumerate(requests):
         acks = [a for _, rounds, _ in reports for a in rounds[i]]

@@ -11,12 +11,12 @@ Every test runs with each outbox (``outbox_kind`` parametrized for the module).
 """
 from __future__ import annotations
 
-import multiprocessing
 import uuid
 
 import pytest
 
 from control_races import process_main, race
+from fan_out import fan_out_processes
 from lab.store import MESSAGE_RECORD_COLUMNS, MessageState
 from store_checks import new_request, record_row
 
@@ -96,24 +96,10 @@ def test_racing_processes(open_store, tmp_path, cluster_config, store_options):
     first.create_schema()
     targets, actor = sent_targets(first, 2 * PROCESS_ROUNDS)
     races = [("recall" if i % 2 == 0 else "edit", target) for i, target in enumerate(targets)]
-    spawn = multiprocessing.get_context("spawn")  # the parent's driver threads must not be forked
-    barrier = spawn.Barrier(PROCESSES, timeout=PROCESS_TIMEOUT_SECONDS)
-    results = spawn.Queue()
     config = cluster_config.replace(keyspace=first.keyspace)
-    procs = [spawn.Process(target=process_main, args=(config, str(tmp_path), 61 + i, races, actor,
-                                                       PROCESS_THREADS, barrier, results, store_options(tmp_path)))
-             for i in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    try:
-        reports = [results.get(timeout=PROCESS_TIMEOUT_SECONDS) for _ in procs]
-    finally:
-        for p in procs:
-            p.join(timeout=30)
-            if p.is_alive():  # only our own child, by handle
-                p.kill()
-    failed = [(node, err) for node, _, err in reports if err]
-    assert not failed, failed
+    reports = fan_out_processes(process_main, lambda i: (config, str(tmp_path), 61 + i, races, actor, PROCESS_THREADS,
+                                                         store_options(tmp_path)),
+                                PROCESSES, PROCESS_TIMEOUT_SECONDS)
     for i, (op, target) in enumerate(races):
         check = check_recall if op == "recall" else check_edits
         check(first, target, [r for _, rounds, _ in reports for r in rounds[i]])

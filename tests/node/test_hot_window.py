@@ -15,15 +15,6 @@ pytestmark = pytest.mark.node
 DAY_SECONDS = 86_400
 
 
-@pytest.fixture
-def window(redis_services):
-    w = HotWindow.open(redis_services, namespace=f"test_{uuid.uuid4().hex[:8]}", window_days=7)
-    yield w
-    for key in w.client.scan_iter(f"{w.namespace}:*"):
-        w.client.delete(key)
-    w.close()
-
-
 def columns(tenant, conversation, seq, *, body=b"x", created_at=None, **extra):
     sender = uuid.UUID(int=1)
     return EncodedRecord(tenant_id=tenant, conversation_id=conversation, seq_bucket=seq // 4096, conversation_seq=seq,

@@ -9,21 +9,12 @@ import uuid
 
 import pytest
 
-from lab.store import EncodedRecord, HotWindow, u128_to_blob
+from lab.store import EncodedRecord, u128_to_blob
 from lab.store.hot.redis_window import _member
 
 pytestmark = pytest.mark.node
 CALLERS = 8
 PUTS_EACH = 40
-
-
-@pytest.fixture
-def window(redis_services):
-    w = HotWindow.open(redis_services, namespace=f"test_{uuid.uuid4().hex[:8]}", window_days=7)
-    yield w
-    for key in w.client.scan_iter(f"{w.namespace}:*"):
-        w.client.delete(key)
-    w.close()
 
 
 def _columns(tenant, conversation, seq):

@@ -194,6 +194,19 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     assert (summary.found == summary.entries).all()
 
 
+def test_a_notebook_takes_the_outbox_and_hot_window_and_names_them(run_dir, cluster_config, kafka_services,
+                                                                    redis_services, tmp_path):
+    """Issue 24 item 5: the services reach the notebook's stores (as lab bench store reads them) and its
+    environment block; here the design's real parts: the Kafka outbox and archiver mode's Redis hot window."""
+    services = kafka_services.replace(hot_window="redis")
+    values = run_notebook("in_limit", {"partition_rows": 50, "in_sizes": [1, 10], "min_rounds": 2, "max_rounds": 2,
+                                       "probe_sizes": [20], "p99_budget_ms": 10_000, "show_progress": False},
+                          tmp_path, config=cluster_config, services=services)
+    assert values["services"]["outbox"] == "kafka" and values["services"]["hot_window"] == "redis"
+    assert values["services"]["archiver_mode"] is True and "kafka_bootstrap_servers" in values["services"]
+    executed = json.loads((tmp_path / "in_limit" / "in_limit.ipynb").read_text())
+    injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+    assert '"outbox": "kafka"' in injected and "password" not in injected
 
 
 SMALL_CPU_DATASET = {"group_backlog": 60, "dm_count": 3, "dm_backlog": 5, "history_conversations": 2,

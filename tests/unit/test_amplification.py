@@ -133,3 +133,28 @@ def test_arrivals_spread_the_rows_over_the_period_in_time_order():
     assert list(out.row) == [0, 1, 2, 3]
     assert out.arrival_s.iloc[0] == 0 and out.arrival_s.iloc[-1] == 2 * DAY_S - 1
     assert out.arrival_s.is_monotonic_increasing
+
+
+def test_the_conclusion_counts_replicates_per_scenario_not_scenarios_x_replicates():
+    # 5 replicates of each of two retention mixes (one batch): 5 replicates, not 10
+    from lab.calibration.experiments import space_amp
+    from lab.calibration.precision import Precision
+
+    s = pd.concat([_series([(40, 1.2), (45, 1.3)], replicates=5).assign(scenario=sc)
+                   for sc in ("profile", "expiring_only")], ignore_index=True)
+    reps = per_replicate(s, start_day=39)
+    mix = {"default": {"share": 1.0, "ttl_days": 30.0}}
+    design = {"design_lsm_space_amp": 1.2, "window_days": 7, "gc_grace_seconds": 86_400, "retention_mix": mix,
+              "retention_mixes": {"profile": mix, "expiring_only": mix}, "never_expiring_share": 0.0,
+              "capacity_sstables_per_node": 6, "nodes": 1, "disk_source": "files"}
+    precision = Precision(quantity="lsm_space_amp", target_rel_half_width=0.05, achieved_rel_half_width=0.03,
+                          status="reached", steps=1, seconds=300.0, budget_seconds=900, step_unit="batch",
+                          samples_per_step=5, sample_unit="replicate")
+    result = space_amp.Result(params=space_amp.Params(), series=s, summary=summarize_tables(reps, s), per_replicate=reps,
+                              precision=precision, halves={sc: halves_of(s[s.scenario == sc], 39, tolerance=0.5)
+                                                           for sc in ("profile", "expiring_only")},
+                              design=design, steady_start_day=39, days=46, late_steps=0, head=None)
+    assert result.values()["replicates"] == 5
+    text = space_amp.conclusion(result)
+    assert "5 replicates of each of the 2 retention mixes (profile, expiring_only)" in text
+    assert "10 replicate" not in text and "after 1 batch" in text and "round" not in text

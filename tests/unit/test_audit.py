@@ -45,3 +45,22 @@ def test_audit_counts_losses_and_classifies_them():
     assert (res.lost, res.stored_not_in_history, res.found) == (1, 1, 1) and not res.ok
     res = audit_rows([_ack(1, 11, "a")], {C: [_row(1, 77, "a")]})  # right seq, another message
     assert res.lost == 1
+
+
+def test_the_log_audit_finds_missing_and_twice_logged_acks():
+    """audit_log: each first-time ack must have its message's entry at its coordinate; a message
+    logged at a second coordinate is counted; replays are not checked again."""
+    from lab.load.audit import audit_log
+
+    t, c, s = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+
+    def ack(seq: int, mid: int, cmid: str, replayed: bool = False) -> Ack:
+        return Ack(phase="measured", tenant_id=t, conversation_id=c, conversation_seq=seq, message_id=mid,
+                   client_message_id=cmid, sender_id=s, replayed=replayed)
+    acks = [ack(1, 11, "a"), ack(2, 12, "b"), ack(3, 13, "c"), ack(1, 11, "a", replayed=True)]
+    clean = audit_log(acks, [(c, 1, 11), (c, 2, 12), (c, 3, 13)], outbox="kafka")
+    assert (clean.checked, clean.missing, clean.duplicated, clean.ok) == (3, 0, 0, True)
+    # seq 2 holds another message (first write wins), seq 3 never logged, 11 logged twice
+    bad = audit_log(acks, [(c, 1, 11), (c, 2, 99), (c, 2, 12), (c, 7, 11)], outbox="local")
+    assert (bad.checked, bad.missing, bad.duplicated, bad.ok) == (3, 2, 1, False)
+    assert bad.to_json()["outbox"] == "local" and bad.to_json()["ok"] is False

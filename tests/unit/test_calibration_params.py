@@ -47,7 +47,8 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
     import nbformat
     import papermill as pm
 
-    from lab.calibration.notebooks import NOTEBOOKS, QUICK_PARAMETERS, notebook_path
+    from lab.calibration.notebooks import NOTEBOOKS, notebook_path
+    from lab.calibration.presets import QUICK_PARAMETERS
 
     for name in NOTEBOOKS:
         path = notebook_path(name)
@@ -55,3 +56,42 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
         assigned = set(re.findall(r"^(\w+)\s*=", cell.source, re.M))
         assert assigned == set(pm.inspect_notebook(str(path))), name
         assert set(QUICK_PARAMETERS.get(name, {})) <= assigned, name
+
+
+def test_a_resumed_run_takes_the_services_it_recorded_with_todays_passwords():
+    """--resume runs the rest of a run on the outbox and hot window it started with (recorded in
+    calibration.json without secrets); the passwords come from LAB_* / the file at resume time."""
+    from lab.calibration.calibrate import _run_services
+    from lab.calibration.notebooks import services_parameter
+    from lab.cluster.services import ServicesConfig
+
+    original = ServicesConfig(outbox="kafka", hot_window="redis", redis_port=16379, redis_password="s3cret")
+    recorded = services_parameter(original)
+    assert "redis_password" not in recorded
+    today = ServicesConfig(redis_password="s3cret")  # LAB_REDIS_PASSWORD, no --outbox / --hot-window given
+    assert _run_services(recorded, today) == original
+    assert _run_services(None, today) is today  # a run that recorded none: today's settings
+
+
+def _calibrate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAB, "calibrate", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def test_resume_refuses_what_it_cannot_take(tmp_path):
+    proc = _calibrate("--resume", str(tmp_path))
+    assert proc.returncode == 2 and "no calibration.json" in proc.stderr
+    (tmp_path / "calibration.json").write_text("{}")
+    for flag in (["--notebooks", "b_row"], ["--outbox", "kafka"]):  # the run's own notebooks and services
+        proc = _calibrate("--resume", str(tmp_path), *flag)
+        assert proc.returncode == 2 and "--resume" in proc.stderr and flag[0] in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_mix_is_refused_before_anything_runs_when_it_is_unknown_or_nothing_can_price_it(tmp_path):
+    proc = _calibrate("--notebooks", "capacity", "--my-mix", "no_such_mix", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "no workload profile 'no_such_mix'" in proc.stderr
+    assert "datasets/profiles" in proc.stderr
+    # capacity alone with no b_row run in the results folder: nothing to price the mix from
+    proc = _calibrate("--notebooks", "capacity", "--my-mix", "example_mix", "--results", str(tmp_path))
+    assert proc.returncode == 2 and "my_mix cannot be priced" in proc.stderr and "b_row" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not any(tmp_path.iterdir())

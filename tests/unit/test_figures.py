@@ -1,19 +1,89 @@
 """lab.calibration.figures: each notebook figure from small hand-made tables (no cluster).
 
 Checked: the panels, their axis labels and scales, how many series each draws, the reference
-lines (design, recommended, budget) with their labels, and None when there is nothing to draw."""
+lines (design, recommended, budget) with their labels, and None when there is nothing to draw;
+the capacity figure's bars never overlap and every b_row source has its line; axes are linear
+unless a log axis says so in its label; a constant's history across runs."""
 from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from lab.calibration import figures  # noqa: E402
+from lab.calibration.experiments import capacity  # noqa: E402
+from lab.constants import Constants  # noqa: E402
+
+FIGURES_SOURCE = Path(figures.__file__).read_text()
+
+
+@pytest.fixture
+def sized():
+    """The capacity experiment's own tables for three b_row sources at the default tiers."""
+    constants = Constants.appendix_b()
+    r = capacity.run(capacity.Params(b_row_bytes=1250.0), constants=constants)
+    mine = r.sizing[r.sizing.source == "measured"].assign(source="my_mix", resident_tb=lambda d: d.resident_tb * 1.8,
+                                                           nodes_needed=lambda d: d.nodes_needed * 2)
+    return r, pd.concat([r.sizing, mine], ignore_index=True)
+
+
+def test_capacity_bars_of_tiers_and_sources_never_overlap(sized):
+    r, sizing = sized
+    mix = {"name": "example_mix", "mean": 2300.0, "ci_low": 2200.0, "ci_high": 2400.0}
+    fig = figures.capacity_sizing(sizing, r.sensitivity, design_b_row_bytes=600, measured_b_row_bytes=1250.0,
+                                  my_mix=mix)
+    panels = [ax for ax in fig.axes if ax.get_title().endswith("messages/day")]
+    assert len(panels) == 3  # a panel per tier: each readable on its own linear axis
+    for ax in panels:
+        bars = [(p.get_x(), p.get_x() + p.get_width()) for p in ax.patches if p.get_width() > 0]
+        assert len(bars) == 3
+        for (_, a1), (b0, _) in itertools.combinations(sorted(bars), 2):
+            assert a1 <= b0, "bars overlap"
+        assert ax.get_yscale() == "linear"
+        labels = [t.get_text() for t in ax.texts]
+        assert any("nodes" in t and "TB" in t for t in labels)
+    sens = fig.axes[-1]
+    legend = [t.get_text() for t in sens.get_legend().get_texts()]
+    assert any(t.startswith("design 600 B") for t in legend) and any(t.startswith("measured 1,250 B") for t in legend)
+    assert any("example_mix 2,300 B (95% CI 2,200-2,400)" in t for t in legend)
+    assert sens.get_xlim()[1] >= 2400  # your mix is on the axis
+
+
+def test_axes_are_linear_unless_a_log_axis_says_so():
+    """No figure sets a log scale except through log_axis, whose label says "log scale"."""
+    tree = ast.parse(FIGURES_SOURCE)
+    direct = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr in ("set_xscale", "set_yscale", "loglog", "semilogx", "semilogy")]
+    assert direct == [], f"log scale set directly at lines {direct}: use figures.log_axis"
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    figures.log_axis(ax, "y", "CPU ms per operation")
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "CPU ms per operation (log scale)"
+    plt.close(fig)
+
+
+def test_constant_history_draws_each_run_with_its_interval():
+    from lab.calibration.catalog import HistoryPoint, MeasuredConstant
+
+    points = [HistoryPoint(run_id=f"r{i}", started=f"2026-12-0{i + 1}T00:00:00", mode=mode, server="cassandra",
+                           value=MeasuredConstant(measured=v, unit="B", confidence=conf, ci_low=v - 20, ci_high=v + 20))
+              for i, (v, mode, conf) in enumerate([(1230, "quick", "low"), (1245, "full", "high"), (1300, "full", "medium")])]
+    fig = figures.constant_history(points, "b_row_bytes", current=600)
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    assert [t.get_text().split("\n")[0] for t in ax.get_xticklabels()] == ["r0", "r1", "r2"]
+    assert ax.get_ylabel() == "b_row_bytes (B)"
+    assert any("appendix B: 600" in t.get_text() for t in ax.get_legend().get_texts())
+    assert figures.constant_history([], "b_row_bytes") is None
 
 
 @pytest.fixture(autouse=True)
@@ -84,23 +154,6 @@ def test_b_row_mixes_with_and_without_a_model():
     assert figures.b_row_mixes(by_mix.iloc[:0], None) is None
 
 
-def test_capacity_tiers():
-    sizing = pd.DataFrame({"source": ["design"] * 2 + ["measured"] * 2 + ["my_mix"] * 2,
-                           "messages_per_day": [2e7, 1e8] * 3, "resident_tb": [15.8, 79.0, 8.0, 40.0, 12.0, 60.0],
-                           "b_row_bytes": [600.0] * 2 + [300.0] * 2 + [450.0] * 2})
-    sensitivity = pd.DataFrame({"b_row_bytes": np.linspace(100, 1200, 12), "resident_tb": np.linspace(2.6, 31.5, 12)})
-    fig = figures.capacity_tiers(sizing, sensitivity, design_b_row_bytes=600, measured_b_row_bytes=300)
-    left, right = fig.axes
-    assert _bar_groups(left) == 3 and all(len(c) == 2 for c in _bars(left))
-    assert [t.get_text() for t in left.get_xticklabels()] == ["20 M", "100 M"]
-    bars = sorted(p.get_x() for c in _bars(left) for p in c)
-    assert all(b - a > 0 for a, b in zip(bars, bars[1:]))  # three sources side by side, none overlapping
-    assert _legend(left) == ["design b_row 600 B", "measured b_row 300 B", "my_mix b_row 450 B"]
-    assert _legend(right) == ["design 600 B", "measured 300 B"] and len(right.lines) == 3
-    fig = figures.capacity_tiers(sizing, sensitivity, design_b_row_bytes=600, measured_b_row_bytes=None)
-    assert _legend(fig.axes[1]) == ["design 600 B"]
-
-
 def test_empty_bucket_pages():
     summary = pd.DataFrame({"scan_limit": [8, 8, 8, 16, 16, 16], "run": [0, 8, 12] * 2, "requests": [2, 10, 10, 2, 10, 14],
                             "p50_ms": [1.0, 3.0, 3.1, 1.0, 3.0, 4.0],
@@ -112,6 +165,7 @@ def test_empty_bucket_pages():
     assert len(requests.collections[0].get_offsets()) == 1  # one stopped page of limit 8
     assert _legend(requests) == ["max scan 8", "max scan 16"]
     assert _legend(hist) == ["design 8", "workload needs 3"] and hist.get_yscale() == "log"
+    assert hist.get_ylabel() == "holes (count) (log scale)"
     assert sum(p.get_height() for p in hist.patches) == 5
     assert figures.empty_bucket_pages(summary.iloc[:0], holes, design_scan_limit=8, required=3) is None
 
@@ -125,7 +179,7 @@ def test_grouped_vs_naive():
     assert _bar_groups(requests) == _bar_groups(latency) == 2
     assert [p.get_height() for p in _bars(requests)[1]] == [500, 100]  # naive, per shape in order
     assert _legend(requests) == ["grouped", "naive"] and requests.get_yscale() == "log"
-    assert latency.get_ylabel() == "p50 latency per joined entry (µs)"
+    assert latency.get_ylabel() == "p50 latency per joined entry (µs) (log scale)"
 
 
 def test_in_list_latency():
@@ -137,7 +191,7 @@ def test_in_list_latency():
     assert [len(line.get_xdata()) for line in lat.lines[:2]] == [3, 3]  # the refused size is not drawn
     assert _legend(lat) == ["p50", "p99", "p99 budget 50 ms", "design limit 100", "recommended 10"]
     assert _legend(cost) == ["mean latency / rows", "design limit 100", "recommended 10"]
-    assert cost.get_xscale() == cost.get_yscale() == "log"
+    assert cost.get_xscale() == cost.get_yscale() == "log" and cost.get_xlabel().endswith("(log scale)")
     fig = figures.in_list_latency(per_size, p99_budget_ms=50, design_in_limit=100, recommended=None)
     assert "recommended 10" not in _legend(fig.axes[0])
     assert figures.in_list_latency(per_size[~per_size.ok], p99_budget_ms=50, design_in_limit=100,

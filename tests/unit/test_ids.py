@@ -78,7 +78,7 @@ def test_parse_uuid_accepts_uuid_and_str():
     assert parse_uuid(str(value).upper()) == value
 
 
-@pytest.mark.parametrize("bad", ["", "not-a-uuid", "1234", None, 42, b"\x00" * 16, uuid.uuid4().bytes])
+@pytest.mark.parametrize("bad", ["", "not-a-uuid", "1234", None, 42, b"\x00" * 16, uuid.UUID(int=0x49BD4AC97C2A49C1A88BF025C0A00616).bytes])
 def test_parse_uuid_rejects_malformed_and_wrong_type(bad):
     with pytest.raises(InvalidId) as info:
         parse_uuid(bad)

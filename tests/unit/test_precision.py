@@ -173,3 +173,28 @@ def test_an_interval_rule_without_an_interval_recommends_nothing(tmp_path: Path)
     c = assess(read_entries(), {"b_row": {"values": values, "dir": tmp_path}}, run_dir=tmp_path, run_id="r",
                quick=False)["b_row_bytes"]
     assert c.changed and c.recommended == 1290
+
+
+def test_a_step_is_called_what_it_is():
+    # space_amp samples in batches of replicates: one batch of one replicate is neither "1 round"
+    # nor an interval; 2 batches of 5 replicates are "2 batches"
+    one = Precision(quantity="lsm_space_amp", target_rel_half_width=0.5, achieved_rel_half_width=None,
+                    status="limit", steps=1, seconds=60.0, budget_seconds=900, step_unit="batch", samples_per_step=1,
+                    sample_unit="replicate")
+    assert one.too_few_rounds and "round" not in one.describe()
+    assert one.describe().startswith("too few replicates for an interval (1 batch of 1 replicate, at least 5 "
+                                     "replicates needed")
+    two = Precision(quantity="lsm_space_amp", target_rel_half_width=0.05, achieved_rel_half_width=0.08,
+                    status="limit", steps=2, seconds=600.0, budget_seconds=900, step_unit="batch", samples_per_step=5,
+                    sample_unit="replicate")
+    assert "after 2 batches, 600 s" in two.describe() and "round" not in two.describe()
+    # one batch of 5 replicates carries an interval: not "too few"
+    assert not Precision(quantity="x", target_rel_half_width=0.05, achieved_rel_half_width=None, status="limit",
+                         steps=1, seconds=1, budget_seconds=1, step_unit="batch", samples_per_step=5,
+                         sample_unit="replicate").too_few_rounds
+    assert Precision.from_json(two.to_json()) == two
+    # the callers that sample rounds keep their words
+    _, step, achieved = _sampler([100, 101, 99, 100])
+    p = sample_until(step, achieved, quantity="x", target=0.02, budget_seconds=60, min_steps=3, max_steps=3,
+                     step_unit="repeat")
+    assert "3 repeats" in p.describe() and p.step_unit == "repeat"

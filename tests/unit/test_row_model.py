@@ -103,11 +103,14 @@ def test_the_capacity_notebook_prices_my_mix_from_the_b_row_run(tmp_path):
     assert v["my_mix_b_row_bytes"] == pytest.approx(model.predict(mix)["mean"])
     assert set(result.sizing.source) == {"design", "measured", "my_mix"}
     assert v["resident_tb_my_mix_20000000"] > 0 and "Your mix" in capacity.conclusion(result)
-    # no row model in the b_row run: said, not guessed
+    assert v["my_mix_name"] == "my_mix" and v["my_mix_source"] == "composition" and v["my_mix_from"] == "given"
+    # no row model in the b_row run and none beside it: an error naming why, not an "ok" run with the mix unpriced
+    from lab.errors import CalibrationError
+
     values.write_text(json.dumps({"b_row_bytes": 1200.0}))
-    result = capacity.run(capacity.Params(b_row_values=str(values), my_mix=mix), constants=Constants.appendix_b())
-    assert result.my_mix is None and "no row model" in result.my_mix_error
-    assert "could not be priced" in capacity.conclusion(result)
+    with pytest.raises(CalibrationError, match="my_mix cannot be priced"):
+        capacity.run(capacity.Params(b_row_values=str(values), my_mix=mix, run_dir=str(tmp_path / "run")),
+                     constants=Constants.appendix_b())
 
 
 def test_a_held_out_measured_without_an_interval_reads_back_from_values_json():

@@ -9,7 +9,7 @@ import pytest
 
 from lab.errors import Bit63Violation
 from lab.store import BIT63, MessageIdGenerator
-from lab.store.write.sequence import SequenceAllocator
+from lab.store.write.sequence import WRITE_TIME_SLOTS, SequenceAllocator, next_write_time_us
 
 WINDOW = 16
 TENANT, CONVERSATION = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -78,3 +78,25 @@ def test_processes_get_disjoint_values(tmp_path):
     values = [v for seqs in results for v in seqs]
     assert len(values) == len(set(values)) == 60
     assert all(seqs == sorted(seqs) for seqs in results)
+
+
+def test_two_writers_never_hand_out_one_write_time(tmp_path):
+    """A tie of two edits' write times mixes the row cell by cell (CI: three processes racing edits
+    left one edit's body under another's edited_at_activity_id): writers of different node_ids mod
+    16, on one frozen millisecond, never share a write time; each one's strictly increase."""
+    now = [1_700_000_000_000]
+    writers = [SequenceAllocator(tmp_path / f"seq{n}.sqlite", window=WINDOW,
+                                 id_generator=MessageIdGenerator(n, clock_ms=lambda: now[0])) for n in (61, 62, 63)]
+    times = {n: [w.allocate(TENANT, CONVERSATION).written_at_us for _ in range(100)] for n, w in enumerate(writers)}
+    for own in times.values():
+        assert own == sorted(own) and len(set(own)) == len(own) and own[0] >= now[0] * 1000
+    every = [t for own in times.values() for t in own]
+    assert len(set(every)) == len(every)
+
+
+@pytest.mark.parametrize("time_ms, last_us, slot", [(0, 0, 0), (1, 0, 15), (5, 5_000, 0), (5, 5_015, 15),
+                                                   (2**40, 0, 7), (5, 9_999, 3)])
+def test_next_write_time_is_above_the_last_in_its_slot(time_ms, last_us, slot):
+    got = next_write_time_us(time_ms, last_us, slot=slot)
+    assert got > last_us and got >= time_ms * 1000 and got % WRITE_TIME_SLOTS == slot
+    assert got - max(time_ms * 1000, last_us + 1) < WRITE_TIME_SLOTS

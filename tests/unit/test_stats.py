@@ -81,17 +81,22 @@ def test_sample_std_divides_by_n_minus_one():
 
 def test_no_timer_or_statistic_outside_lab_measure():
     """One clock and one definition of each statistic: elsewhere a duration is a Stopwatch /
-    now_ns / timed, a median is percentile(xs, 50), a spread sample_std (lab.measure)."""
+    now_ns / timed, a CPU time process_cpu_seconds / thread_cpu_ns / CpuMeter, a median is
+    percentile(xs, 50), a spread sample_std (lab.measure)."""
     import ast
     from pathlib import Path
 
     lab_dir = Path(__file__).resolve().parents[2] / "lab"
-    banned = {"perf_counter", "perf_counter_ns", "median", "quantile", "percentile", "nanpercentile", "std", "var"}
+    banned = {"perf_counter", "perf_counter_ns", "median", "quantile", "percentile", "nanpercentile", "std", "var",
+              "process_time", "process_time_ns", "thread_time", "thread_time_ns"}  # CPU clocks: lab.measure.process_cpu
     found = []
     for path in sorted(lab_dir.rglob("*.py")):
         if "measure" in path.relative_to(lab_dir).parts[:1]:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "time":
+                found += [f"{path.relative_to(lab_dir.parent)}:{node.lineno} from time import {a.name}"
+                          for a in node.names if a.name in banned]
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in banned:
                 owner = ast.unparse(node.func.value)
                 if node.func.attr == "percentile" and owner not in ("np", "numpy"):

@@ -111,8 +111,3 @@ def test_status_line():
     assert status_text(LiveStatus(elapsed_seconds=70, total_seconds=60, late=4)).startswith(
         "  stopping   1 min 00 s / 1 min 00 s  0 calls  0 errors  4 finished after the end (not counted)")
     assert "idle" in status_text(LiveStatus(elapsed_seconds=5, total_seconds=None, active=False))
-
-
-def test_a_name_cell_breaks_only_after_an_underscore():
-    assert html.name_cell("backfill_s1_group") == "<td class='name'>backfill_<wbr>s1_<wbr>group</td>"
-    assert html.name_cell("<b>") == "<td class='name'>&lt;b&gt;</td>"

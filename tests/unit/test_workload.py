@@ -122,3 +122,26 @@ def test_rows_become_store_messages_and_send_requests(chat_mix):
     assert {req.client_message_id for req in requests} == {r["client_message_id"] for r in rows}
     for req in requests:  # a SendRequest checked itself when built; the store's limits on top
         req.check_limits(payload_max_bytes=65536, thumbnail_max_bytes=32768)
+
+
+def test_your_profiles_in_datasets_profiles_are_read_beside_the_packaged_ones_and_win(tmp_path):
+    """datasets/profiles/ is where an engineer drops the mix of their own product: a file there
+    is a profile by its name, and one named like a packaged profile replaces it."""
+    assert workload.USER_PROFILES_DIR.name == "profiles" and workload.USER_PROFILES_DIR.parent.name == "datasets"
+    assert "example_mix" in workload.profile_names()  # the example to copy, found by name
+    assert workload.profile_source("example_mix") == "datasets/profiles/example_mix.toml"
+    assert workload.profile_source("chat_mix") == "lab/workload/profiles/chat_mix.toml"
+    mine, packaged = tmp_path / "mine", tmp_path / "packaged"
+    mine.mkdir()
+    packaged.mkdir()
+    (packaged / "chat_mix.toml").write_text(workload.profile_path("chat_mix").read_text())
+    (packaged / "text_only.toml").write_text(workload.profile_path("text_only").read_text())
+    (mine / "chat_mix.toml").write_text('name = "chat_mix"\ndescription = "mine"\n[messages]\ntext = 1.0\nimage = 0.0\n'
+                                        'video = 0.0\naudio = 0.0\nfile = 0.0\ncustom = 0.0\n')
+    dirs = (mine, packaged)
+    assert workload.profile_names(dirs) == ["chat_mix", "text_only"]
+    assert workload.load_profile("chat_mix", dirs).description == "mine"  # yours wins
+    assert workload.load_profile("text_only", dirs).name == "text_only"
+    with pytest.raises(ConfigError, match=r"no workload profile 'nope' in .*mine/ or .*packaged/ \(known: chat_mix, "
+                                          r"text_only\); copy datasets/profiles/example_mix.toml"):
+        workload.load_profile("nope", dirs)

@@ -110,8 +110,8 @@ def closing_note(report: StoreBenchReport) -> str:
         f"{env.get('loadavg_at_start')} -> {env.get('loadavg_at_end')}), commit {str(env.get('git_commit'))[:10]}"
         f"{' + uncommitted changes' if env.get('git_dirty') else ''}.",
         f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
-        f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['full_over_bare_throughput']}x "
-        f"(the bare LWT is {s.ratio['bare_over_full_throughput']}x faster); ack p50/p99 "
+        f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['send_over_bare_throughput']}x "
+        f"(the bare LWT is {s.ratio['bare_over_send_throughput']}x faster); ack p50/p99 "
         f"{_fmt(f.latency_us.p50)}/{_p99(f)} µs vs {_fmt(b.latency_us.p50)}/{_p99(b)} µs "
         f"({f.requests_per_op} vs {b.requests_per_op} CQL requests per send; ack-only "
         f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)}).",
@@ -120,16 +120,16 @@ def closing_note(report: StoreBenchReport) -> str:
         lines.append(
             f"- Send vs its own steps raw (send_floor: dedup LWT, record + index together, the durable outbox append, "
             f"COMMITTED, head write): {_fmt(f.throughput_ops_per_s)} vs {_fmt(fl.throughput_ops_per_s)} sends/s -> "
-            f"{s.ratio['full_over_floor_throughput']}x (goal >= {SEND_FLOOR_GOAL}); ack p50/p99 "
+            f"{s.ratio['send_over_floor_throughput']}x (goal >= {SEND_FLOOR_GOAL}); ack p50/p99 "
             f"{_fmt(f.latency_us.p50)}/{_p99(f)} vs {_fmt(fl.latency_us.p50)}/{_p99(fl)} "
-            f"µs ({s.ratio['full_over_floor_p50_latency']}x / {_x99(s.ratio['full_over_floor_p99_latency'], f, fl)}); "
+            f"µs ({s.ratio['send_over_floor_p50_latency']}x / {_x99(s.ratio['send_over_floor_p99_latency'], f, fl)}); "
             f"{f.requests_per_op} vs {fl.requests_per_op} CQL requests per send.")
     fn = s.methods.get("send_floor_without_outbox")
     if fn is not None:
         lines.append(
             f"- Send vs its statements alone (send_floor_without_outbox, the floor before issue 24): "
             f"{_fmt(f.throughput_ops_per_s)} vs {_fmt(fn.throughput_ops_per_s)} sends/s -> "
-            f"{s.ratio['full_over_floor_without_outbox_throughput']}x; the outbox append costs the floor "
+            f"{s.ratio['send_over_floor_without_outbox_throughput']}x; the outbox append costs the floor "
             f"{s.ratio['floor_over_floor_without_outbox_throughput']}x of its throughput.")
     lines.append(
         f"- Latest history page ({report.params.history_limit} messages): p50 "

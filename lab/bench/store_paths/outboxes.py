@@ -19,7 +19,9 @@ time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Then o
 alternates the methods send by send (``serial_ops`` each, order flipped every round): the
 latency without queueing, where a difference between two methods is the price of what
 differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
-the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller.
+the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller, and
+``HotWindow.put`` from ``concurrency`` callers at once (``hot_window_scaling``: the hot window's cost
+under concurrency over one caller's, per send and per put; issue 24's goal: within 2x).
 Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
 :mod:`lab.measure`).
 """
@@ -54,6 +56,7 @@ BENCH_DIR = "bench"
 JSON_FILE = "outbox.json"
 KEYSPACE_PREFIX = "bench_outbox"
 PRIMITIVE_HOT_WINDOW_DAYS = 7
+HOT_WINDOW_SCALING_GOAL = 2.0  # the hot window's cost per send under concurrency over one caller's, at most (issue 24)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +138,21 @@ class OutboxBenchReport:
                 "mean": round(hot.sends.latency_us.mean - base.sends.latency_us.mean, 1)}
 
     @property
+    def hot_window_scaling(self) -> dict[str, float | None] | None:
+        """What the hot window costs per send under ``concurrency`` callers over what it costs one
+        caller (issue 24's goal: within 2x), at the send (p50 and mean of ``kafka_hot -
+        kafka_archiver``) and for ``HotWindow.put`` alone (p50 with ``concurrency`` concurrent
+        putters over one putter)."""
+        h = self.hot_window_per_send_us
+        if h is None:
+            return None
+        one, many = self.primitives.get("hot_window_put"), self.primitives.get("hot_window_put_concurrent")
+        return {"per_send_p50": a_over_b(h["p50"], h["serial_p50"], digits=RATIO_DIGITS),
+                "per_send_mean": a_over_b(h["mean"], h["serial_mean"], digits=RATIO_DIGITS),
+                "put_p50": a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS)
+                if one is not None and many is not None else None}
+
+    @property
     def closing_note(self) -> str:
         p = self.params
         lines = [f"send with each outbox (same node, same run, {p.concurrency} callers, {p.ops} sends each):"]
@@ -149,9 +167,15 @@ class OutboxBenchReport:
                      f"{ratios['kafka_over_local_serial_p50']})")
         h = self.hot_window_per_send_us
         if h is not None:
+            scaling = self.hot_window_scaling or {}
+            many = self.primitives.get("hot_window_put_concurrent")
             lines.append(f"  hot window per send (kafka_hot - kafka_archiver, one caller): {h['serial_p50']:+} µs at "
-                         f"p50, {h['serial_mean']:+} µs mean; under {p.concurrency} callers {h['p50']:+} µs at p50; "
-                         f"HotWindow.put alone p50 {self.primitives['hot_window_put'].latency_us.p50} µs")
+                         f"p50, {h['serial_mean']:+} µs mean; under {p.concurrency} callers {h['p50']:+} µs at p50, "
+                         f"{h['mean']:+} µs mean -> {scaling.get('per_send_p50')}x / {scaling.get('per_send_mean')}x "
+                         f"the one-caller cost (goal <= {HOT_WINDOW_SCALING_GOAL})")
+            lines.append(f"  HotWindow.put alone: p50 {self.primitives['hot_window_put'].latency_us.p50} µs one caller"
+                         + (f", {many.latency_us.p50} µs with {p.concurrency} concurrent callers "
+                            f"({scaling.get('put_p50')}x; {many.throughput_ops_per_s} puts/s)" if many else ""))
         lines.append(f"  append alone, one caller: local p50 {self.primitives['local_append'].latency_us.p50} µs, "
                      f"kafka p50 {self.primitives['kafka_append'].latency_us.p50} µs")
         return "\n".join(lines)
@@ -165,6 +189,7 @@ class OutboxBenchReport:
                "ratios": self.ratios}
         if self.hot_window_per_send_us is not None:
             out["hot_window_per_send_us"] = self.hot_window_per_send_us
+            out["hot_window_scaling"] = self.hot_window_scaling
         return {**out, "closing_note": self.closing_note}
 
 
@@ -237,6 +262,21 @@ def _primitive(name: str, n: int, fn: Callable[[int], Any]) -> MethodResult:
     return method.result()
 
 
+def _concurrent_primitive(name: str, n: int, callers: int, fn: Callable[[int], Any]) -> MethodResult:
+    """``n`` calls of ``fn`` from ``callers`` threads at once (closed loop): each call's latency, and
+    the throughput over the whole stretch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    method = Method(name)
+    t0 = now_ns()
+    with ThreadPoolExecutor(callers, thread_name_prefix="bench-primitive") as pool:
+        timings = list(pool.map(lambda i: timed(lambda: fn(i))[1], range(n)))
+    method.elapsed_ns = now_ns() - t0
+    for t in timings:
+        method.record(t)
+    return method.result()
+
+
 def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path,
                 params: OutboxBenchParams, with_hot: bool) -> dict[str, MethodResult]:
     """The outbox append and the hot-window write alone, one caller, on instances of their own."""
@@ -264,6 +304,11 @@ def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, 
         hot = HotWindow.open(services, namespace=keyspace, window_days=PRIMITIVE_HOT_WINDOW_DAYS)
         try:
             out["hot_window_put"] = _primitive("hot_window_put", params.primitive_ops, lambda i: hot.put(at(i)))
+            # the same puts from `concurrency` callers at once, each caller its own conversation (as senders)
+            convs = [uuid.uuid4() for _ in range(params.concurrency)]
+            out["hot_window_put_concurrent"] = _concurrent_primitive(
+                "hot_window_put_concurrent", params.primitive_ops, params.concurrency,
+                lambda i: hot.put(at(i).replace(conversation_id=convs[i % len(convs)])))
             for key in hot.client.scan_iter(f"{keyspace}:*"):
                 hot.client.delete(key)
         finally:

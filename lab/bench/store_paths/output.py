@@ -46,8 +46,8 @@ def write_chart(path: Path, report: StoreBenchReport) -> None:
     bars = ax.bar(names, [s.methods[n].throughput_ops_per_s or 0 for n in names],
                   color=["tab:blue", "tab:green", "tab:gray"][:len(names)])
     ax.bar_label(bars, fmt="%.0f")
-    ax.set_title(f"send throughput (ops/s)\nfull/floor = {s.ratio.get('full_over_floor_throughput')}, "
-                 f"full/bare = {s.ratio['full_over_bare_throughput']}", fontsize=9)
+    ax.set_title(f"send throughput (ops/s)\nsend/floor = {s.ratio.get('send_over_floor_throughput')}, "
+                 f"send/bare = {s.ratio['send_over_bare_throughput']}", fontsize=9)
     ax.tick_params(axis="x", labelsize=8)
     for ax, key in zip(axes[1:], latency_keys):
         comp = comps[key]

@@ -14,7 +14,8 @@ returned tables and print the generated conclusion; everything worth testing liv
     capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing, CPU vs disk
     model_check.ipynb        model_check     the capacity model's predictions against a run it did not see
 
-``mixed_load`` runs model_check's fixed-rate mixed load (server CPU per node, net of idle).
+``mixed_load`` runs model_check's fixed-rate mixed load (server CPU per node, net of idle);
+``model_check_text`` writes model_check's conclusion (each headline verdict, what missed under it).
 ``common`` is what they share: the notebook's output folder, the cluster session, scratch
 keyspaces and stores, bulk loading of workload rows (statistics and timers: ``lab.measure``).
 """

@@ -316,7 +316,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
 
         precision = sample_until(repeat, achieved, quantity="b_row_bytes", target=params.target_rel_half_width,
                                  budget_seconds=params.budget_seconds, min_steps=params.min_repeats,
-                                 max_steps=params.max_repeats)
+                                 max_steps=params.max_repeats, step_unit="repeat")
         final_compression = space.final_compression
     others = [m for m in dict.fromkeys(params.fit_mixes + ((params.held_out,) if params.held_out else ()))
               if m != params.profile]

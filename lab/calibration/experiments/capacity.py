@@ -9,10 +9,19 @@ windows (per shard on Scylla: times the shards per node, from the parameter or t
 b_row is bytes of ONE replica per row (the b_row notebook divides the bytes summed over the
 nodes by the copies of each row), so the §7 formula's RF factor is the only one applied here.
 
-Your product's mix: ``my_mix`` gives the mean payload, media_metadata and thumbnail bytes per
-message of a mix the lab never generated; the b_row run's row model
-(:mod:`lab.calibration.row_model`) prices it (with its interval) and the sizing gets a third
-source, ``my_mix``, beside the design's and the measured b_row.
+Where b_row comes from (``b_row_values``): a b_row run's values.json, or ``"auto"``: the b_row
+of this run folder, else the latest b_row run in the results folder holding it
+(:func:`lab.calibration.capacity_inputs.locate_b_row`); the conclusion says which.
+
+Your product's mix (``my_mix``): a workload profile by name (``datasets/profiles/<name>.toml``
+first), a profile file, or the mean payload, media_metadata and thumbnail bytes per message;
+the b_row run's row model (:mod:`lab.calibration.row_model`) prices it with its interval
+(:mod:`lab.calibration.capacity_inputs`) and the sizing gets a third source, ``my_mix``, beside the
+design's and the measured b_row. A mix that cannot be priced is an error, not a footnote.
+
+Every derived figure (nodes, cores) carries the confidence of its inputs (the b_row run's and
+the cpu_cost run's, by :func:`lab.calibration.recommendations.confidence_of`; a quick run's
+are low).
 
 lsm_space_amp: a space_amp run's steady-state factor (``space_amp_values``) when it measured
 one and it is stationary, else appendix B's (and ``lsm_space_amp_note`` says why); it applies
@@ -34,6 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.capacity_inputs import (MIX_ROWS, Located, MixPrice, input_confidence, locate_b_row, locate_cpu,
+                                             price, resolve_mix, row_model_of)
+
 from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
                                           DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
 from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
@@ -44,7 +56,8 @@ from lab.results.jsonio import flatten
 @dataclass(frozen=True, kw_only=True)
 class Params:
     b_row_bytes: float | None = None          # measured b_row; None: read b_row_values
-    b_row_values: str | None = None           # path of a b_row run's values.json
+    b_row_values: str | None = None           # path of a b_row run's values.json, or "auto" (this run's, else the latest)
+    run_dir: str | None = None                # the run folder this notebook writes in (for "auto")
     tiers: tuple[float, ...] = DEFAULT_TIERS_MESSAGES_PER_DAY
     usable_disk_bytes_per_node: float = 3.84e12
     target_utilization: float = DEFAULT_TARGET_UTILIZATION
@@ -52,8 +65,9 @@ class Params:
     shards_per_node: int | None = None        # None: the b_row run's (Scylla shards), else 1
     lsm_space_amp: float | None = None        # None: space_amp_values' steady state if stationary, else appendix B
     space_amp_values: str | None = None       # path of a space_amp run's values.json
-    my_mix: dict[str, float] | None = None    # mean bytes per message: payload_bytes, media_metadata_bytes, thumbnail_bytes
-    cpu_values: str | None = None             # path of a cpu_cost run's values.json
+    my_mix: str | dict[str, float] | None = None  # a profile name or .toml file, or mean bytes per message
+    my_mix_rows: int = MIX_ROWS               # generated messages a profile is priced on
+    cpu_values: str | None = None             # path of a cpu_cost run's values.json, or "auto" (this run's)
     operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
     peak_factor: float = DEFAULT_PEAK_FACTOR
     cores_per_node: int = DEFAULT_CORES_PER_NODE
@@ -64,15 +78,20 @@ class Params:
 class Result:
     params: Params
     b_row_measured_bytes: float | None
-    b_row_source: str
+    b_row_source: str                        # "parameter", a values.json path, or "none (design value only)"
     design_b_row_bytes: float
     sizing: pd.DataFrame       # tier x source
     sensitivity: pd.DataFrame  # b_row sweep at the starter tier
-    my_mix: dict[str, float] | None = None   # the row model's price of params.my_mix (mean, ci, prediction)
-    my_mix_error: str | None = None
-    cpu: pd.DataFrame | None = None          # tier: cores, CPU- vs disk-bound nodes, which binds
+    b_row_located: Located | None = None     # where the b_row run was found (and how)
+    b_row_confidence: str | None = None
+    my_mix: MixPrice | None = None           # params.my_mix priced by the row model
+    my_mix_located: Located | None = None    # the b_row run whose row model priced it
+    my_mix_confidence: str | None = None
+    cpu: pd.DataFrame | None = None          # tier x b_row source: cores, CPU- vs disk-bound nodes, which binds
     cpu_operations: pd.DataFrame | None = None  # tier x operation: peak rate, replicas, cores
     cpu_source: str | None = None
+    cpu_located: Located | None = None
+    cpu_confidence: str | None = None
     cpu_unresolved: tuple[str, ...] = ()     # operations whose CPU interval reached 0 in the cpu_cost run
     lsm_space_amp: float | None = None       # the factor the measured / my_mix rows used
     lsm_space_amp_source: str = "appendix B"
@@ -90,13 +109,20 @@ class Result:
                 "capacity_retention_days": {"value": float(self.sizing.retention_days.iloc[0]), "source": "appendix B"},
                 "cpu_ms_per_op": {"value": None, "source": measured if self.cpu is not None else "not given"}}
 
+    def primary(self) -> str:
+        """The b_row source the production sizing is stated in: measured, else the design's."""
+        return "measured" if self.b_row_measured_bytes else "design"
+
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"b_row_measured_bytes": self.b_row_measured_bytes, "b_row_source": self.b_row_source,
                                "design_b_row_bytes": self.design_b_row_bytes,
                                "usable_disk_bytes_per_node": self.params.usable_disk_bytes_per_node,
                                "target_utilization": self.params.target_utilization,
+                               "b_row_confidence": self.b_row_confidence,
                                "lsm_space_amp_used": self.lsm_space_amp, "lsm_space_amp_source": self.lsm_space_amp_source,
                                "lsm_space_amp_note": self.lsm_space_amp_note, "factors": self.factors()}
+        if self.b_row_located is not None:
+            out.update(b_row_from=self.b_row_located.how, b_row_run=self.b_row_located.run_id())
         sizing = self.sizing.assign(tier=self.sizing.messages_per_day.astype(int))
         out |= flatten(sizing, "{value}_{source}_{tier}",
                        {"resident_tb": float, "nodes_needed": int,
@@ -105,19 +131,25 @@ class Result:
         out |= flatten(sizing.drop_duplicates("source", keep="last"), "{value}_{source}",
                        {"partition_mb": ("partition_bytes", lambda b: float(b) / 1e6)})
         if self.cpu is not None:
-            out["cpu_source"] = self.cpu_source
-            out["peak_factor"] = self.params.peak_factor
-            out["cores_per_node"] = self.params.cores_per_node
-            out["operations_per_message"] = dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
-            out |= flatten(self.cpu.assign(tier=self.cpu.messages_per_day.astype(int)), "{value}_{tier}",
-                           {"server_cores": float, "nodes_cpu": int,
+            out.update(cpu_source=self.cpu_source, cpu_confidence=self.cpu_confidence, peak_factor=self.params.peak_factor,
+                       cores_per_node=self.params.cores_per_node,
+                       operations_per_message=dict(self.params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE))
+            if self.cpu_located is not None:
+                out.update(cpu_from=self.cpu_located.how, cpu_run=self.cpu_located.run_id())
+            cpu = self.cpu.assign(tier=self.cpu.messages_per_day.astype(int))
+            mine = cpu.b_row_source == "my_mix"
+            out |= flatten(cpu[mine], "{value}_my_mix_{tier}", {"nodes": int, "binding": str})
+            out |= flatten(cpu[~mine], "{value}_{tier}",
+                           {"server_cores": float, "server_cores_ci_low": "server_cores_low",
+                            "server_cores_ci_high": "server_cores_high", "nodes_cpu": int,
                             "nodes_disk": lambda n: int(n) if n is not None else None, "binding": str,
                             "rule_of_thumb_cores": float})
         if self.params.my_mix is not None:
-            out["my_mix"] = dict(self.params.my_mix)
-            out["my_mix_b_row"] = self.my_mix
-            out["my_mix_b_row_bytes"] = self.my_mix["mean"] if self.my_mix else None
-            out["my_mix_error"] = self.my_mix_error
+            mix = self.my_mix
+            out["my_mix"] = self.params.my_mix if isinstance(self.params.my_mix, str) else dict(self.params.my_mix)
+            out.update(my_mix_name=mix.name, my_mix_source=mix.source, my_mix_b_row=mix.to_json(),
+                       my_mix_b_row_bytes=mix.b_row_bytes, my_mix_confidence=self.my_mix_confidence,
+                       my_mix_from=self.my_mix_located.how, my_mix_run=self.my_mix_located.run_id())
         return out
 
 
@@ -160,77 +192,109 @@ def resolve_space_amp(value: float | None, values_path: str | Path | None, const
     return float(amp), f"measured ({values_path})", ""
 
 
-def price_mix(mix: dict[str, float], values_path: str | Path | None) -> tuple[dict[str, float] | None, str | None]:
-    """(b_row of ``mix`` by the b_row run's row model, None) or (None, why not)."""
-    from lab.calibration.row_model import RowModel
-
-    if values_path is None or not Path(values_path).exists():
-        return None, "no b_row run (b_row_values) to take the row model from"
-    model = json.loads(Path(values_path).read_text()).get("row_model")
-    if not model:
-        return None, f"the b_row run {values_path} has no row model (its fit_mixes were not measured)"
-    return RowModel.from_json(model).predict(mix), None
+def _located(given: str | None, auto: Any, run_dir: str | None) -> Located | None:
+    """A values.json given as a path ("this run" when it is in this run's folder, else "given"),
+    found ("auto"), or none."""
+    if given is None:
+        return None
+    if given == "auto":
+        return auto()
+    path = Path(given)
+    if not path.exists():
+        return Located(path=None, how=f"{given} not found")
+    mine = run_dir is not None and path.resolve().parent.parent == Path(run_dir).resolve()
+    return Located(path=path, how="this run" if mine else "given")
 
 
 def run(params: Params, *, constants: Any) -> Result:
-    measured, source = resolve_b_row(params.b_row_bytes, params.b_row_values)
-    shards = resolve_shards(params.shards_per_node, params.b_row_values)
-    priced, priced_error = price_mix(params.my_mix, params.b_row_values) if params.my_mix is not None else (None, None)
+    b_row_at = _located(params.b_row_values, lambda: locate_b_row(params.run_dir), params.run_dir)
+    b_row_path = b_row_at.path if b_row_at is not None else None
+    measured, source = resolve_b_row(params.b_row_bytes, b_row_path)
+    shards = resolve_shards(params.shards_per_node, b_row_path)
+    b_row_conf = (input_confidence(b_row_path, measured="b_row_bytes", ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"),
+                                   precision="b_row_precision") if params.b_row_bytes is None else None)
+    mix = mix_at = mix_conf = None
+    if params.my_mix is not None:
+        spec = resolve_mix(params.my_mix)
+        mix_at = (b_row_at if b_row_at is not None and b_row_at.path is not None and _has_model(b_row_at.path)
+                  else locate_b_row(params.run_dir, need_row_model=True))
+        mix = price(spec, row_model_of(mix_at), rows=params.my_mix_rows)  # CalibrationError when it cannot
+        mix_conf = input_confidence(mix_at.path, measured="b_row_bytes",
+                                    ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), precision="b_row_precision")
     amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
-    rows = []
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
-    sources += [("my_mix", priced["mean"])] if priced else []
-    for name, b_row in sources:
-        c = constants.replace(b_row_bytes=b_row, lsm_space_amp=constants.lsm_space_amp if name == "design" else amp)
-        for tier in params.tiers:
-            need = project_sizing(constants=c, messages_per_day=tier,
-                                  usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
-                                  target_utilization=params.target_utilization,
-                                  messages_per_conversation_day=params.messages_per_conversation_day,
-                                  shards_per_node=shards)
-            at = project_sizing(constants=c, messages_per_day=tier, node_count=need.nodes_needed,
-                                usable_disk_bytes_per_node=params.usable_disk_bytes_per_node,
-                                target_utilization=params.target_utilization,
-                                messages_per_conversation_day=params.messages_per_conversation_day,
-                                shards_per_node=shards)
-            rows.append({"source": name, **at.as_row()})
-    sizing = pd.DataFrame(rows)
-    sweep = np.unique(np.concatenate([np.linspace(200, 4000, 39), [constants.b_row_bytes] + ([measured] if measured else [])]))
+    sources += [("my_mix", mix.b_row_bytes)] if mix else []
+    # the design rows keep the design's own factors; the measured and my_mix rows use the measured lsm_space_amp
+    sizing = pd.DataFrame([{"source": name, **_sized(params, constants.replace(
+        b_row_bytes=b_row, lsm_space_amp=constants.lsm_space_amp if name == "design" else amp), tier, shards)}
+        for name, b_row in sources for tier in params.tiers])
+    extra = [constants.b_row_bytes] + ([measured] if measured else []) + ([mix.ci_high] if mix else [])
+    sweep = np.unique(np.concatenate([np.linspace(200, max(4000, 1.2 * max(extra)), 39), extra]))
     sensitivity = pd.DataFrame({"b_row_bytes": sweep, "resident_tb": [
         resident_bytes(m_day=constants.capacity_messages_per_day, b_row_bytes=float(b), lsm_space_amp=amp,
                        replication_factor=constants.replication_factor,
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
-    cpu, cpu_ops = _cpu(params, sizing, constants)
-    unresolved = ()
+    cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
+    cpu_path = cpu_at.path if cpu_at is not None else None
+    cpu, cpu_ops = _cpu(params, cpu_path, sizing, constants)
+    unresolved: tuple[str, ...] = ()
+    cpu_conf = None
     if cpu is not None:
-        cpu_values = json.loads(Path(params.cpu_values).read_text())
+        cpu_values = json.loads(Path(cpu_path).read_text())
         unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
+        cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
-                  my_mix=priced, my_mix_error=priced_error, cpu=cpu, cpu_operations=cpu_ops,
-                  cpu_source=params.cpu_values if cpu is not None else None, cpu_unresolved=unresolved,
+                  b_row_located=b_row_at if b_row_path is not None else None, b_row_confidence=b_row_conf,
+                  my_mix=mix, my_mix_located=mix_at, my_mix_confidence=mix_conf, cpu=cpu, cpu_operations=cpu_ops,
+                  cpu_source=str(cpu_path) if cpu is not None else None, cpu_located=cpu_at if cpu is not None else None,
+                  cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
                   lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note)
 
 
-def _cpu(params: Params, sizing: pd.DataFrame, constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """Per tier: the CPU sizing beside the disk-bound nodes of the b_row the sizing used last
-    (measured, else the design's)."""
-    if params.cpu_values is None or not Path(params.cpu_values).exists():
+def _has_model(values_path: Path) -> bool:
+    try:
+        return bool(json.loads(Path(values_path).read_text()).get("row_model"))
+    except (OSError, ValueError):
+        return False
+
+
+def _sized(params: Params, c: Any, tier: float, shards: int) -> dict[str, Any]:
+    """One tier at one b_row: the nodes needed, then the sizing on that many nodes."""
+    common = {"constants": c, "messages_per_day": tier, "usable_disk_bytes_per_node": params.usable_disk_bytes_per_node,
+              "target_utilization": params.target_utilization,
+              "messages_per_conversation_day": params.messages_per_conversation_day, "shards_per_node": shards}
+    need = project_sizing(**common)
+    return project_sizing(**common, node_count=need.nodes_needed).as_row()
+
+
+def _cpu(params: Params, cpu_path: Path | None, sizing: pd.DataFrame,
+         constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """Per tier: the CPU sizing beside the disk-bound nodes of the measured b_row (else the
+    design's) and, when priced, of your mix."""
+    if cpu_path is None or not Path(cpu_path).exists():
         return None, None
-    costs = costs_from_values(json.loads(Path(params.cpu_values).read_text()))
+    costs = costs_from_values(json.loads(Path(cpu_path).read_text()))
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
-    source = "measured" if (sizing.source == "measured").any() else "design"
+    sources = ["measured" if (sizing.source == "measured").any() else "design"]
+    sources += ["my_mix"] if (sizing.source == "my_mix").any() else []
     rows, op_rows = [], []
     for tier in params.tiers:
-        disk = sizing[(sizing.source == source) & (sizing.messages_per_day == tier)]
-        c = cpu_sizing(messages_per_day=tier, operations_per_message=mix, peak_factor=params.peak_factor,
-                       cores_per_node=params.cores_per_node, target_cpu_utilization=params.target_cpu_utilization,
-                       replication_factor=constants.replication_factor,
-                       nodes_disk=int(disk.nodes_needed.iloc[0]) if len(disk) else None, **costs)
-        rows.append({**c.as_row(), "b_row_source": source})
-        op_rows += [{"messages_per_day": tier, "op": op, **entry} for op, entry in c.operations.items()]
+        for source in sources:
+            disk = sizing[(sizing.source == source) & (sizing.messages_per_day == tier)]
+            c = cpu_sizing(messages_per_day=tier, operations_per_message=mix, peak_factor=params.peak_factor,
+                           cores_per_node=params.cores_per_node, target_cpu_utilization=params.target_cpu_utilization,
+                           replication_factor=constants.replication_factor,
+                           nodes_disk=int(disk.nodes_needed.iloc[0]) if len(disk) else None, **costs)
+            rows.append({**c.as_row(), "b_row_source": source})
+            if source == sources[0]:
+                op_rows += [{"messages_per_day": tier, "op": op, **entry} for op, entry in c.operations.items()]
     return pd.DataFrame(rows), pd.DataFrame(op_rows)
+
+
+def _conf(level: str | None) -> str:
+    return f" ({level} confidence)" if level else ""
 
 
 def conclusion(result: Result) -> str:
@@ -241,28 +305,28 @@ def conclusion(result: Result) -> str:
              f"{design.resident_tb:.1f} TB resident (the design's 15.8 TB)."]
     if result.b_row_measured_bytes:
         m = s[s.source == "measured"].iloc[0]
-        lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:.0f} B, from {result.b_row_source}): "
-                     f"{m.resident_tb:.1f} TB, {m.resident_tb / design.resident_tb:.2f}x the estimate; one full "
-                     f"partition {m.partition_bytes / 1e6:.2f} MB vs {design.partition_bytes / 1e6:.2f} MB.")
+        at = result.b_row_located
+        where = (f"the b_row run {at.run_id()}, {at.how}" if at is not None and at.how != "this run"
+                 else "the b_row notebook of this run" if at is not None else result.b_row_source)
+        lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:,.0f} B"
+                     f"{', ' + result.b_row_confidence + ' confidence' if result.b_row_confidence else ''}, "
+                     f"from {where}): {m.resident_tb:.1f} TB, {m.resident_tb / design.resident_tb:.2f}x the estimate; "
+                     f"one full partition {m.partition_bytes / 1e6:.2f} MB vs {design.partition_bytes / 1e6:.2f} MB.")
     else:
-        lines.append("No measured b_row was given: run the b_row notebook first (or pass `b_row_bytes`).")
-    if result.params.my_mix is not None:
-        if result.my_mix:
-            mine = s[s.source == "my_mix"].iloc[0]
-            mx = result.my_mix
-            lines[-1] += (f" **Your mix** ({', '.join(f'{k} {v:,.0f}' for k, v in result.params.my_mix.items())} per "
-                          f"message): b_row {mx['mean']:,.0f} B (95% CI {mx['ci_low']:,.0f}-{mx['ci_high']:,.0f}) by the "
-                          f"row model, {mine.resident_tb:.1f} TB at the starter tier.")
-        else:
-            lines[-1] += f" Your mix could not be priced: {result.my_mix_error}."
-    use = "measured" if result.b_row_measured_bytes else "design"
-    for r in s[s.source == use].itertuples():
-        lines.append(f"- {r.messages_per_day:,.0f} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** "
-                     f"({r.disk_bytes_per_node / 1e12:.2f} TB each on {result.params.usable_disk_bytes_per_node / 1e12:.2f} TB "
-                     f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
-                     f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of "
-                     "7-day TWCS windows.")
-    text = "\n\n".join(lines[:2]) + f"\n\nProduction sizing ({use} b_row):\n\n" + "\n".join(lines[2:])
+        lines.append("No measured b_row: no b_row run in this run folder or beside it; run the b_row notebook first "
+                     "(or pass `b_row_bytes`).")
+    text = "\n\n".join(lines)
+    if result.my_mix is not None:
+        text += "\n\n" + mix_lines(result)
+    use = result.primary()
+    rows = [f"- {r.messages_per_day:,.0f} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** "
+            f"({r.disk_bytes_per_node / 1e12:.2f} TB each on {result.params.usable_disk_bytes_per_node / 1e12:.2f} TB "
+            f"disks at <= {result.params.target_utilization:.0%}), {r.partitions_per_node:,.0f} partitions and "
+            f"{r.message_record_sstables_per_node} message_record SSTables per node after a year of 7-day TWCS windows."
+            for r in s[s.source == use].itertuples()]
+    conf = (f", {result.b_row_confidence} confidence" if result.b_row_confidence else "") if use == "measured" \
+        else ": an estimate"
+    text += f"\n\nProduction sizing ({use} b_row{conf}):\n\n" + "\n".join(rows)
     return text + factor_lines(result) + cpu_lines(result)
 
 
@@ -275,18 +339,47 @@ def factor_lines(result: Result) -> str:
     return "\n\n**Factors of §7** in the measured rows: " + "; ".join(parts) + "." + note
 
 
+def mix_lines(result: Result) -> str:
+    """Your mix: its price with the interval and where the row model came from, its nodes per tier."""
+    mix, at = result.my_mix, result.my_mix_located
+    comp = ", ".join(f"{k.replace('_bytes', '')} {v:,.0f} B" for k, v in mix.composition.items())
+    model = "this run's b_row" if at.how == "this run" else f"the b_row run {at.run_id()} ({at.how})"
+    sample = f" over {mix.rows:,} generated messages" if mix.rows else ""
+    out = [f"**Your mix `{mix.name}`** ({mix.source}; per message {comp}{sample}): b_row **{mix.b_row_bytes:,.0f} B** "
+           f"(95% CI {mix.ci_low:,.0f}-{mix.ci_high:,.0f}"
+           f"{'; ' + result.my_mix_confidence + ' confidence' if result.my_mix_confidence else ''}) by the row model of "
+           f"{model}:", ""]
+    s = result.sizing
+    cpu = result.cpu[result.cpu.b_row_source == "my_mix"] if result.cpu is not None else None
+    for r in s[s.source == "my_mix"].itertuples():
+        line = f"- {r.messages_per_day:,.0f} messages/day: {r.resident_tb:.1f} TB over **{r.nodes_needed} nodes** (disk)"
+        if cpu is not None and len(cpu):
+            c = cpu[cpu.messages_per_day == r.messages_per_day].iloc[0]
+            line += f"; with the CPU side **{c.nodes} nodes**, {c.binding.upper()} binds"
+        out.append(line + ".")
+    return "\n".join(out)
+
+
+def _cpu_where(result: Result) -> str:
+    at = result.cpu_located
+    if at is None or at.how == "given":
+        return str(result.cpu_source)
+    return "the cpu_cost notebook of this run" if at.how == "this run" else f"{at.run_id()} ({at.how})"
+
+
 def cpu_lines(result: Result) -> str:
     if result.cpu is None:
-        return ("\n\n**CPU**: no cpu_cost run given (`cpu_values`): the node counts above are disk-bound only; "
-                "run the cpu_cost notebook for the CPU side.")
+        return ("\n\n**CPU**: no cpu_cost run in this run folder and none given (`cpu_values`): the node counts "
+                "above are disk-bound only; run the cpu_cost notebook for the CPU side.")
     p = result.params
     mix = ", ".join(f"{op} {n:g}" for op, n in (p.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE).items())
-    out = [f"\n\n**CPU side** (server CPU per operation from {result.cpu_source}; per message sent: {mix}; peak "
+    out = [f"\n\n**CPU side** (server CPU per operation from {_cpu_where(result)}; per message sent: {mix}; peak "
            f"{p.peak_factor:g}x the daily mean; {p.cores_per_node} cores per node at <= {p.target_cpu_utilization:.0%}; "
            "writes on RF replicas, reads on a quorum):", ""]
-    for r in result.cpu.itertuples():
-        ci = (f" (95% CI {r.server_cores_low:,.1f}-{r.server_cores_high:,.1f}, nodes {r.nodes_cpu_low}-{r.nodes_cpu_high})"
-              if r.server_cores_low is not None else "")
+    for r in result.cpu[result.cpu.b_row_source != "my_mix"].itertuples():
+        ci = (f" (95% CI {r.server_cores_low:,.1f}-{r.server_cores_high:,.1f}, nodes {r.nodes_cpu_low}-{r.nodes_cpu_high}"
+              f"{'; ' + result.cpu_confidence + ' confidence' if result.cpu_confidence else ''})"
+              if r.server_cores_low is not None else _conf(result.cpu_confidence))
         out.append(f"- {r.messages_per_day:,.0f} messages/day: peak {r.peak_messages_per_second:,.0f} sends/s, "
                    f"{r.server_cores:,.1f} server cores{ci} -> **{r.nodes_cpu} CPU-bound nodes** vs "
                    f"**{r.nodes_disk} disk-bound**: {r.binding.upper()} binds ({r.nodes} nodes). ScyllaDB's ~12.5K "

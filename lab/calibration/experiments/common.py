@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from lab.cluster.config import ClusterConfig, load_config
+from lab.cluster.services import ServicesConfig, load_services
 from lab.constants import Constants, load_constants
+from lab.errors import ValidationError
 from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
@@ -31,6 +35,8 @@ FIGURE_DPI = 110
 SCRAP_MIMETYPE = "application/scrapbook.scrap.json+json"
 SCRAP_VERSION = 1
 KEYSPACE_PREFIX = "lab"
+RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+_SERVICE_SECRETS = ("kafka_sasl_password", "redis_password")  # LAB_* or the file only, never a parameter
 
 
 # ---- output -------------------------------------------------------------------------------
@@ -64,16 +70,29 @@ class Output:
         self.values: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
 
     @classmethod
-    def for_notebook(cls, notebook: str, out_dir: str | Path | None = None,
-                     results: Path = RESULTS_DIR) -> Output:
-        """``out_dir`` as given (papermill runs), else a fresh ``results/<run-id>/<notebook>/``."""
-        return cls(Path(out_dir) if out_dir else new_run_dir(results) / notebook)
+    def for_notebook(cls, notebook: str, out_dir: str | Path | None = None, results: Path = RESULTS_DIR, *,
+                     run_name: str | None = None) -> Output:
+        """``out_dir`` as given (papermill runs); else ``results/<run_name>/<notebook>/`` (a named
+        run: the notebooks of one investigation together, a rerun replacing that notebook's
+        results); else a fresh ``results/<run-id>/<notebook>/``."""
+        if out_dir:
+            return cls(Path(out_dir))
+        if run_name is None:
+            return cls(new_run_dir(results) / notebook)
+        if not isinstance(run_name, str) or not RUN_NAME.fullmatch(run_name):
+            raise ValidationError(f"run_name must be a folder name (letters, digits, '.', '_', '-'; not starting "
+                                  f"with '.' or '-'), got {run_name!r}", run_name=run_name)
+        folder = Path(results) / run_name / notebook
+        if folder.exists():
+            print(f"replacing the {notebook} results of run {run_name} ({folder})")
+            shutil.rmtree(folder)
+        return cls(folder)
 
     def value(self, name: str, value: Any) -> Any:
         value = jsonable(value)
         self.values[name] = value
         write_json(self.dir / VALUES_FILE, self.values, sort_keys=True)
-        if _in_kernel():
+        if _in_kernel() and value is not None:  # scrapbook's scrap schema has no null: a None would break reading
             _glue(name, value)
         return value
 
@@ -113,6 +132,15 @@ def cluster_config(cluster: Mapping[str, Any] | None = None, config_file: str | 
     return load_config(flags=flags, env=env, toml_path=config_file)
 
 
+def services_config(services: Mapping[str, Any] | None = None, config_file: str | None = None,
+                    env: Mapping[str, str] | None = None) -> ServicesConfig:
+    """The notebook's outbox and hot-window settings: ``services`` (ServicesConfig fields) over
+    ``LAB_*`` variables of ``env`` over the ``[services]`` table of ``config_file``, as ``lab bench
+    store`` reads them; passwords only from ``LAB_*`` or the file."""
+    flags = {k: v for k, v in dict(services or {}).items() if v is not None and k not in _SERVICE_SECRETS}
+    return load_services(flags=flags, env=dict(env or {}), toml_path=config_file)
+
+
 def constants_from(path: str | None = None, **overrides: Any) -> Constants:
     constants = load_constants(Path(path)) if path else load_constants()
     return constants.replace(**overrides) if overrides else constants
@@ -120,11 +148,18 @@ def constants_from(path: str | None = None, **overrides: Any) -> Constants:
 
 @dataclass
 class Testbed:
-    """A connection, the admin adapter matching the server, and the config they came from."""
+    """A connection, the admin adapter matching the server, the config they came from, and the
+    services (outbox, hot window) the experiment's stores open with."""
 
     config: ClusterConfig
     connection: Any
     admin: Any
+    services: ServicesConfig = field(default_factory=ServicesConfig)
+
+    def environment(self) -> dict[str, Any]:
+        """What a notebook's environment block records: the server and the store's parts."""
+        return {"server": self.connection.server_kind(), "server_version": self.connection.server_version(),
+                "admin": self.admin.name, "services": self.services.describe_store()}
 
     def close(self) -> None:
         self.admin.close()
@@ -132,13 +167,14 @@ class Testbed:
 
 
 @contextlib.contextmanager
-def open_testbed(config: ClusterConfig) -> Iterator[Testbed]:
+def open_testbed(config: ClusterConfig, services: ServicesConfig | None = None) -> Iterator[Testbed]:
     from lab.cluster.admin import admin_for
     from lab.cluster.connection import connect
 
     conn = connect(config)
     try:
-        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn))
+        testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn),
+                          services=services if services is not None else ServicesConfig())
     except BaseException:
         conn.close()
         raise
@@ -171,7 +207,8 @@ def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | Non
         if state_dir is None:
             state_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lab-store-")))
         store = MessageStore.open(testbed.config.replace(keyspace=keyspace), constants=constants,
-                                  state_dir=state_dir, connection=testbed.connection)
+                                  state_dir=state_dir, connection=testbed.connection,
+                                  **testbed.services.store_options())
         stack.callback(store.close)
         try:
             if tables is None:

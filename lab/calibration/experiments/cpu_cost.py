@@ -260,7 +260,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         store.drain(30)
 
         def window(rnd: int, seq: int, op: str) -> None:
-            before_cpu, before_lg = testbed.admin.cpu_readings(), time.process_time()
+            before_cpu, loader = testbed.admin.cpu_readings(), CpuMeter()  # this process: the load generator
             before_req = _requests(store.connection.counter.snapshot())
             watch = Stopwatch()
             driving, drive_seconds = None, 0.0
@@ -274,7 +274,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 driving = meter.reading
                 store.drain(30)  # send's asynchronous head update belongs to its window
             wall = watch.seconds()
-            after_cpu, after_lg = testbed.admin.cpu_readings(), time.process_time()
+            after_cpu, loader_cpu = testbed.admin.cpu_readings(), loader.stop()
             delta = cpu_seconds_between(before_cpu, after_cpu)
             source["cpu"] = after_cpu[0].source if after_cpu else None
             for (node, shard), sec in delta.items():
@@ -282,7 +282,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
             windows.append({"round": rnd, "seq": seq, "op": op, "rate_requested": 0.0 if op == IDLE else params.rate(op),
                             "ops": stats.ok, "errors": sum(stats.errors.values()), "wall_seconds": wall,
-                            "server_cpu_seconds": sum(delta.values()), "loadgen_cpu_seconds": after_lg - before_lg,
+                            "server_cpu_seconds": sum(delta.values()), "loadgen_cpu_seconds": loader_cpu.cpu_seconds,
                             "requests": _requests(store.connection.counter.snapshot()) - before_req,
                             "service_p50_ms": (s.p50 or 0) / 1000, "corrected_p99_ms": (c.p99 or 0) / 1000,
                             "loadgen_cpu_percent_of_core": driving.percent_of_core if driving else None,

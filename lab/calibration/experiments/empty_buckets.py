@@ -195,7 +195,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         for limit in params.scan_limits:
             readers[limit] = stack.enter_context(MessageStore.open(
                 testbed.config.replace(keyspace=store.keyspace), constants=constants.replace(history_max_empty_bucket_scan=limit),
-                state_dir=state, connection=testbed.connection))
+                state_dir=state, connection=testbed.connection, **testbed.services.store_options()))
         round_cpu: list[float] = []
 
         def one_round(rep: int) -> None:

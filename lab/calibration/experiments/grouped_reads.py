@@ -281,7 +281,7 @@ def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Par
     bucket = by_seq[0].conversation_seq // constants.message_seq_bucket_width
     # Same keyspace and state (DEKs) as ``store``; only the range threshold differs; no LRU.
     readers = {method: MessageStore.open(testbed.config.replace(keyspace=store.keyspace), state_dir=store.state_dir,
-                                         connection=testbed.connection,
+                                         connection=testbed.connection, **testbed.services.store_options(),
                                          constants=constants.replace(batch_read_range_min_density=threshold,
                                                                      body_lru_entries=0))
                for method, threshold in (("range", 0.0), ("in", 2.0))}

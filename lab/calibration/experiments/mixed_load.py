@@ -15,9 +15,20 @@ are recorded: a window that carried less than the stated load says so. This proc
 generator: a mixed window in which it was loader-bound (``lab.load.verdict``: over its CPU limit,
 or the rate not offered while calls started late; :func:`lab.load.thread_driver.loader_bound`)
 is marked and never used for the check (its load was not what the window claims).
+
+Worker threads. A fixed-rate schedule needs as many calls in flight as rate x latency (Little's
+law); with too few threads, calls queue for a thread, start late and the window is judged
+loader-bound although neither this process's CPU nor the cluster was the limit (a slow 3-node
+cluster at RF 3 with the former fixed 8 threads). Unless ``workers`` is given, the pool is
+sized after the warmup from what it measured: ``workers = ceil(2 x rate x p99 service latency
+of the warmup calls)`` (:func:`workers_for`: the headroom 2 covers a latency that grows from the
+warmup's rate to the full one), at least 8 and at most 64. The count and its inputs are
+recorded (``load()["workers"]``, ``["workers_rule"]``); the loader-bound verdict still judges
+every window, so a pool that was still too small shows as loader-bound windows, left out.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -34,12 +45,26 @@ from lab.errors import ValidationError
 from lab.load.thread_driver import drive, loader_bound
 from lab.load.verdict import Limits
 from lab.measure import Stopwatch, summarize_histogram
-from lab.measure.process_cpu import CpuMeter
+from lab.measure.process_cpu import CpuMeter, process_cpu_seconds
 
 IDLE = "idle"
 WARMUP_SECONDS = 2.0
 WARMUP_RATE = 20.0
 ACHIEVED_SHARE_FLOOR = 0.95   # a mixed window below this share of the requested rate did not carry the load
+MIN_WORKERS = 8                # the former fixed pool: the floor of the sized one
+MAX_WORKERS = 64
+WORKERS_HEADROOM = 2.0
+
+
+def workers_for(rate: float, latency_seconds: float | None) -> int:
+    """Threads for ``rate`` calls/s of ``latency_seconds`` each: ceil(headroom x rate x latency)
+    (Little's law with room to spare), within [MIN_WORKERS, MAX_WORKERS]; MIN_WORKERS when the
+    latency is unknown."""
+    if rate < 0 or (latency_seconds is not None and latency_seconds < 0):
+        raise ValidationError(f"rate and latency must be >= 0, got {rate}, {latency_seconds}", rate=rate)
+    if not latency_seconds:
+        return MIN_WORKERS
+    return max(MIN_WORKERS, min(MAX_WORKERS, math.ceil(WORKERS_HEADROOM * rate * latency_seconds)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +78,8 @@ class MixedLoad:
     copies: int
     requested_rate: float
     limits: Limits = Limits()
+    workers: int = MIN_WORKERS
+    workers_rule: str = ""     # how the count was chosen (given, or sized from rate x the warmup's p99)
 
     def loader_bound_rounds(self) -> list[int]:
         """The rounds whose mixed window was loader-bound: never used for the check."""
@@ -92,15 +119,17 @@ class MixedLoad:
                 "errors": errors, "loadgen_cores": float(mixed.loadgen_cpu_seconds.sum()) / wall if wall else None,
                 "loadgen_cpu_percent_of_core_max": float(pct.max()) if len(pct) else None,
                 "loader_bound_rounds": bound, "limits": self.limits.to_json(), "verdict": verdict,
+                "workers": self.workers, "workers_rule": self.workers_rule,
                 "ops_by_kind": dict(sum((Counter(c) for c in self.counts), Counter()))}
 
 
 def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float], rounds: int, window_seconds: float,
-                   idle_seconds: float, workers: int = 8, seed: int = 0, keep: bool = False,
+                   idle_seconds: float, workers: int | None = None, seed: int = 0, keep: bool = False,
                    show_progress: bool = False, dataset: dict[str, int] | None = None,
                    limits: Limits | None = None) -> MixedLoad:
     """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
-    docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...)."""
+    docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...);
+    ``workers``: the driver's threads (None: sized after the warmup, :func:`workers_for`)."""
     from lab.calibration.experiments import cpu_cost
     from lab.cluster.admin.server_cpu import cpu_seconds_between
 
@@ -108,6 +137,9 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
     if unknown:
         raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(cpu_cost.OPERATIONS)}",
                               operations=unknown)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValidationError(f"workers must be a whole number >= 1 (or None: sized), got {workers!r}",
+                              field="workers", value=workers)
     limits = limits or Limits()
     active = {op: float(r) for op, r in rates.items() if r > 0}
     sequence = operation_sequence(active)
@@ -131,11 +163,20 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
             with lock:
                 counts[op] += 1
 
-        drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers)
+        warm, _ = drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers or MIN_WORKERS)
         store.drain(30)
+        if workers is None:
+            warm_latency = summarize_histogram(warm.service)   # µs
+            p99 = warm_latency.p99
+            workers = workers_for(total_rate, p99 / 1e6 if p99 is not None else None)
+            rule = (f"sized: ceil({WORKERS_HEADROOM:g} x {total_rate:g}/s x the warmup's p99 {p99 / 1000:.1f} ms over "
+                    f"{warm_latency.count} calls), within {MIN_WORKERS}-{MAX_WORKERS}" if p99 is not None
+                    else f"{MIN_WORKERS}: the warmup measured no latency")
+        else:
+            rule = "given"
 
         def window(seq: int, rnd: int, kind: str) -> None:
-            before, lg = testbed.admin.cpu_readings(), time.process_time()
+            before, lg = testbed.admin.cpu_readings(), process_cpu_seconds()
             watch = Stopwatch()
             errors = 0
             judged: dict[str, Any] = {"rate_requested": 0.0, "rate_driven": 0.0, "loadgen_cpu_percent_of_core": None,
@@ -156,7 +197,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
                               lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None)
                 judged["loader_bound"] = loader_bound(SimpleNamespace(**judged), limits)
             wall = watch.seconds()
-            after, lg_after = testbed.admin.cpu_readings(), time.process_time()
+            after, lg_after = testbed.admin.cpu_readings(), process_cpu_seconds()
             with lock:
                 done = dict(counts)
             if kind != IDLE:
@@ -175,4 +216,4 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
             window(seq + 2, rnd, IDLE)
             seq += 2
     return MixedLoad(windows=pd.DataFrame(rows), counts=per_window, copies=copies, requested_rate=total_rate,
-                     limits=limits)
+                     limits=limits, workers=workers, workers_rule=rule)

@@ -110,8 +110,7 @@ class Result:
                                "steady_state_reached": self.steady_reached, "late_steps": self.late_steps,
                                "seconds_per_day": self.params.seconds_per_day, "profile": self.params.profile,
                                "rows_per_day": self.params.rows_per_day, "scenarios": list(self.params.scenarios),
-                               "replicates": int(len(reps[["scenario", "batch", "replicate"]].drop_duplicates()))
-                               if len(reps) else 0,
+                               "replicates": replicates_per_scenario(reps),
                                **head_values(self.head),
                                "keyspaces": [list(k) for k in self.keyspaces]}
         out |= flatten(self.summary, "{scenario}_{table}_space_amp_{value}",
@@ -131,6 +130,15 @@ class Result:
         out["lsm_space_amp_halves"] = h.to_json() if h is not None else None
         out["lsm_space_amp_precision"] = self.precision.to_json()
         return out
+
+
+def replicates_per_scenario(reps: pd.DataFrame) -> int:
+    """Replicates (over all batches) behind each scenario's interval: the profile's (every
+    scenario runs as many), not scenarios x replicates."""
+    if not len(reps):
+        return 0
+    mine = reps[reps.scenario == PROFILE] if (reps.scenario == PROFILE).any() else reps
+    return len(mine[["scenario", "batch", "replicate"]].drop_duplicates()) // mine.scenario.nunique()
 
 
 def _plain(v: Any) -> Any:
@@ -320,7 +328,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     precision = sample_until(lambda b: _batch(testbed, params, constants, b, days, scale, scenarios, series, late, kept), achieved,
                              quantity="lsm_space_amp (message_record, steady state)",
                              target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
-                             min_steps=1, max_steps=max(1, params.max_batches))
+                             min_steps=1, max_steps=max(1, params.max_batches), step_unit="batch",
+                             samples_per_step=params.replicates, sample_unit="replicate")
     frame = pd.DataFrame(series)
     reps = per_replicate(frame, start)
     design = {"design_lsm_space_amp": constants.lsm_space_amp, "window_days": window_days,
@@ -345,6 +354,10 @@ def _ci(low: float | None, high: float | None) -> str:
     return f"95% CI {low:.3f}-{high:.3f}"
 
 
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
 def _ttl_text(days: float) -> str:
     return "never" if not days else f"{days:g} d"
 
@@ -352,12 +365,15 @@ def _ttl_text(days: float) -> str:
 def conclusion(result: Result) -> str:
     v = result.values()
     p = result.params
+    scenarios = list(result.design.get("retention_mixes") or [PROFILE])
     mix = ", ".join(f"{name} {m['share']:.0%} (TTL {_ttl_text(m['ttl_days'])})"
                     for name, m in result.design["retention_mix"].items())
     lines = [f"**Simulated period**: {result.days} days of `{p.profile}` ({p.rows_per_day} rows a day per replicate; "
              f"retention mix {mix}), {p.seconds_per_day:g} wall seconds per simulated day, a flush every "
              f"{p.flush_every_days} day(s), message_record in {result.design['window_days']}-day TWCS windows; "
-             f"{v['replicates']} replicate(s), {result.late_steps} late step(s). Steady state from day "
+             f"{_count(v['replicates'], 'replicate')}"
+             + (f" of each of the {len(scenarios)} retention mixes ({', '.join(scenarios)})" if len(scenarios) > 1 else "")
+             + f", {result.late_steps} late step(s). Steady state from day "
              f"{result.steady_start_day} (longest finite TTL + window + gc_grace + a flush)."]
     if not result.steady_reached:
         lines.append(f"**The period ended before the steady state** (day {result.steady_start_day}): the figures below "

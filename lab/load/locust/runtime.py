@@ -24,6 +24,8 @@ import gevent.monkey
 
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
+from lab.cluster.services import load_services
+from lab.measure.process_cpu import process_cpu_seconds
 from lab.measure.timing import now_ns, wall_seconds
 from lab.load.live_counts import ProcessSnapshot, TimelinePoint
 from lab.measure.hdr import LATE, IntervalLogWriter, LatencyRecorder
@@ -51,6 +53,7 @@ class LoadContext:
     def __init__(self, plan: LoadPlan, env: dict[str, str]) -> None:
         self.plan = plan
         self.config = load_config(env=env)
+        self.services = load_services(env=env)  # the run's outbox and hot window (LAB_*, from the runner)
         self.profile = load_profile(plan.profile)
         self.keys = KeyRange(plan.run_id, plan.worker_index, SEED_SHAPES[plan.seed_size])
         self.recorder = LatencyRecorder(fixed_rate=plan.fixed_rate)
@@ -199,7 +202,7 @@ class LoadContext:
         else:
             self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
         self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
-                                       connection=self.connection)
+                                       connection=self.connection, **self.services.store_options())
         self.acks = AckLog(self.acks_path)
 
     def start(self) -> None:
@@ -300,7 +303,7 @@ class LoadContext:
     def _tick(self, now: float) -> None:
         """A timeline point: this process's CPU (all threads) and measured calls at ``now``."""
         r = self.recorder
-        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=time.process_time(),
+        self._timeline.append(TimelinePoint(t=now - getattr(self, "_log_t0", now), cpu_seconds=process_cpu_seconds(),
                                             calls=r.calls, service_us=r.service_sum_us,
                                             corrected_us=r.corrected_sum_us, started=self.started))
 

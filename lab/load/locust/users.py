@@ -25,7 +25,6 @@ The kinds, weighted per load profile (``lab/load/profiles.toml``):
 from __future__ import annotations
 
 import random
-from time import thread_time_ns
 from typing import Any
 from collections.abc import Callable
 
@@ -34,6 +33,7 @@ from locust import User, task
 
 from lab.errors import RequestTimeout
 from lab.load.outcomes import OUTCOME_REQUEST_TYPE, classify, locust_name
+from lab.measure.process_cpu import thread_cpu_ns
 from lab.measure.timing import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
@@ -140,11 +140,11 @@ class StoreUser(User):
 def _timed_cpu(cpu: list[int], fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """``fn(*args, **kwargs)`` in the thread pool's native thread, its CPU there in ``cpu[0]``
     (lab.load.operation_cpu: the caller's part of a call's loader CPU)."""
-    t = thread_time_ns()
+    t = thread_cpu_ns()
     try:
         return fn(*args, **kwargs)
     finally:
-        cpu[0] = thread_time_ns() - t
+        cpu[0] = thread_cpu_ns() - t
 
 
 class SenderUser(StoreUser):

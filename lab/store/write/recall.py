@@ -66,9 +66,13 @@ when allocated (``written_at_us``, in the event's payload), later than the messa
 per cell the highest write time stands. So the edit that stands is the one with the highest
 write time, whatever order racing edits land in, and recovery, which re-applies an edit only when
 the row's edit is older (``WRITETIME(edited_at_activity_id)``), agrees with the live paths; a
-resumed send or the archiver, writing at created_at, never undoes either. Two edits of one message
-allocated in the same microsecond by two writers would tie (each cell then goes to the larger
-value): the allocator steps 1 µs per allocation, so only separate writers can tie.
+resumed send or the archiver, writing at created_at, never undoes either. Two edits written at the
+same microsecond would tie, and a tie resolves each cell by its value (Cassandra and Scylla alike):
+the row would carry one edit's body and the other's edited_at_activity_id. One allocator never
+repeats a write time, and two writers never share one: each takes the microseconds of its own
+residue class, node_id mod 16 (lab.store.write.sequence.WRITE_TIME_SLOTS). Before that, every
+writer's first edit in a millisecond was written at the millisecond's first microsecond, and
+three processes racing edits mixed a row (CI, test_control_races::test_racing_processes[kafka]).
 
 Recovery walks the log (``store.recover()``, lab.store.write.recovery) and hands every CONTROL
 event to :meth:`RecallPath.reemit`.

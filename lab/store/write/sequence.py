@@ -30,7 +30,7 @@ from lab.store.plumbing.wall_clock import US_PER_MS
 from lab.store.rows.ids import (BIT63, MessageIdGenerator, check_bigint, check_conversation_seq, message_id_time_ms,
                                 parse_uuid)
 
-__all__ = ["Allocation", "SequenceAllocator"]
+__all__ = ["Allocation", "SequenceAllocator", "WRITE_TIME_SLOTS", "next_write_time_us"]
 
 SEQ_MAX = BIT63 - 1  # the largest conversation_seq a signed bigint keeps in unsigned order
 
@@ -46,13 +46,32 @@ CREATE TABLE IF NOT EXISTS seq_window (
 """
 
 
+# Write times of two writers never tie (issue 21 item 3): a tie between two edits of one message
+# resolves each cell by value (Cassandra and Scylla alike), so the row would carry one edit's body
+# and the other's edited_at_activity_id. Each writer takes the microseconds of its own residue
+# class (node_id mod WRITE_TIME_SLOTS) inside the millisecond: 1000 / 16 = 62 allocations per
+# millisecond per writer before its write times run ahead of its clock (they never go back).
+# Writers whose node_ids are congruent mod 16 can still tie: give concurrent writers node_ids
+# that differ mod 16 (the lab's do).
+WRITE_TIME_SLOTS = 16
+
+
+def next_write_time_us(time_ms: int, last_us: int, *, slot: int) -> int:
+    """The write time after ``last_us`` for an allocation in millisecond ``time_ms``: at least the
+    millisecond's first microsecond, above ``last_us``, and congruent to ``slot`` mod
+    WRITE_TIME_SLOTS (so two writers of different slots never hand out the same one)."""
+    floor = max(time_ms * US_PER_MS, last_us + 1)
+    return floor + (slot - floor) % WRITE_TIME_SLOTS
+
+
 @dataclass(frozen=True, kw_only=True)
 class Allocation:
     conversation_seq: int
     message_id: int
     last_activity_id: int
     # µs write time of the version this allocation starts (an edit's or recall's cells are written
-    # at it; lab.store.write.recall): strictly increasing per allocator, in last_activity_id order
+    # at it; lab.store.write.recall): strictly increasing per allocator, in last_activity_id order,
+    # never equal to another writer's (WRITE_TIME_SLOTS)
     written_at_us: int = 0
 
 
@@ -126,8 +145,8 @@ class SequenceAllocator:
             seq = check_conversation_seq(window.next_seq)
             window.next_seq += 1
             message_id, activity = self.ids.next_id(), self.ids.next_id()
-            # the activity id's millisecond (the generator never lets it go back), then 1 µs steps
-            self._written_at_us = max(message_id_time_ms(activity) * US_PER_MS, self._written_at_us + 1)
+            self._written_at_us = next_write_time_us(message_id_time_ms(activity), self._written_at_us,
+                                                     slot=self.ids.node_id % WRITE_TIME_SLOTS)
             return Allocation(conversation_seq=seq, message_id=message_id, last_activity_id=activity,
                               written_at_us=self._written_at_us)
 

@@ -17,7 +17,7 @@ from lab.calibration.experiments import b_row, capacity
 from lab.calibration.experiments.common import open_testbed
 from lab.constants import load_constants
 
-PARAMS = b_row.Params(rows=1000, min_repeats=1, max_repeats=1, seed=11, partition_rows=0, compressions=("lz4",),
+PARAMS = b_row.Params(rows=400, min_repeats=1, max_repeats=1, seed=11, partition_rows=0, compressions=("lz4",),
                       fit_mixes=(), held_out=None, show_progress=False)
 TOLERANCE = 0.02
 FIGURES: dict[str, dict] = {}

@@ -1,6 +1,6 @@
 """The send path of design §5.1 on the real node: round trip, retries, the monotonic head,
 reservation windows across writer restarts, the bit-63 guard (S-2) and per-class TTLs.
-Crash points: tests/test_crash_points.py."""
+Crash points: tests/node/test_crash_points.py."""
 from __future__ import annotations
 
 import uuid

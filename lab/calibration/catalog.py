@@ -1,0 +1,176 @@
+"""The runs in a results folder, and one constant across them (``lab runs``).
+
+    list_runs(results)                 one :class:`RunEntry` per run folder, oldest first: kind
+                                       (calibration, notebooks, load, soak, bench, compare), mode,
+                                       status, server, the constants it measured
+    constant_history(results, name)    one :class:`HistoryPoint` per run that measured ``name``:
+                                       value, 95% interval, recommendation, confidence, agreement
+
+Read only: nothing here writes into a run folder. A folder of notebooks run from JupyterLab
+(``<notebook>/values.json``, no calibration.json) is read as `lab compare` reads it
+(:func:`lab.calibration.rundata.notebook_only`: constants assessed as ``lab calibrate`` would),
+its mode the notebooks' ``preset`` (quick / full) when they recorded one. Runs are ordered by when they started
+(calibration.json's ``started_at``, else the oldest file's time), so a named run (``run_name``)
+sits among the timestamped ones where it belongs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.calibration.rundata import notebook_only
+from lab.results.units import fmt
+
+KINDS = ("calibration", "notebooks", "load", "soak", "bench", "compare")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredConstant:
+    measured: float | int
+    unit: str
+    confidence: str
+    recommended: float | int | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    changed: bool = False
+    inconclusive: bool = False
+    agreement: str | None = None          # with the previous comparable run (calibration runs)
+
+    def text(self) -> str:
+        return f"{fmt(self.measured, unit=self.unit or None)} ({self.confidence})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEntry:
+    run_id: str
+    path: Path
+    kinds: tuple[str, ...]
+    started: str | None                   # ISO-8601 UTC
+    mode: str | None                      # quick | full | notebooks | fixed-rate | closed-loop | ...
+    status: str | None                    # ok | failed | interrupted | running | None (not recorded)
+    server: str | None                    # "cassandra 5.0.9, 1 node"
+    notebooks: tuple[str, ...] = ()
+    constants: Mapping[str, MeasuredConstant] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "+".join(self.kinds)
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["path"], out["kind"] = str(self.path), self.kind
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryPoint:
+    run_id: str
+    started: str | None
+    mode: str | None
+    server: str | None
+    value: MeasuredConstant
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "started": self.started, "mode": self.mode, "server": self.server,
+                **dataclasses.asdict(self.value)}
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _server(env: Mapping[str, Any] | None) -> str | None:
+    env = env or {}
+    if not env.get("server"):
+        return None
+    nodes = env.get("nodes")
+    tail = f", {nodes} node{'s' if nodes != 1 else ''}" if isinstance(nodes, int) else ""
+    return f"{env['server']} {env.get('server_version') or ''}".strip() + tail
+
+
+def _oldest_mtime(path: Path) -> str | None:
+    times = [p.stat().st_mtime for p in path.rglob("*") if p.is_file()]
+    if not times:
+        return None
+    return _dt.datetime.fromtimestamp(min(times), _dt.UTC).isoformat(timespec="seconds")
+
+
+def _constants(entries: Mapping[str, Any] | None) -> dict[str, MeasuredConstant]:
+    out = {}
+    for name, c in (entries or {}).items():
+        if not isinstance(c, Mapping) or c.get("measured") is None:
+            continue
+        agreement = (c.get("agreement") or {}).get("status") if isinstance(c.get("agreement"), Mapping) else None
+        out[name] = MeasuredConstant(measured=c["measured"], unit=str(c.get("unit") or ""),
+                                     confidence=str(c.get("confidence") or "none"), recommended=c.get("recommended"),
+                                     ci_low=c.get("ci_low"), ci_high=c.get("ci_high"),
+                                     changed=bool(c.get("changed")), inconclusive=bool(c.get("inconclusive")),
+                                     agreement=agreement)
+    return out
+
+
+def read_run(path: Path | str) -> RunEntry | None:
+    """What ``path`` holds as a run, or None when it is not a run folder."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    cal = _read(path / "calibration.json")
+    comparison = _read(path / "comparison.json")
+    load = _read(path / "load" / "summary.json")
+    soak = _read(path / "soak" / "summary.json")
+    nbs = notebook_only(path) if cal is None else None
+    kinds = [k for k, present in (("calibration", cal is not None), ("notebooks", nbs is not None),
+                                  ("load", load is not None), ("soak", soak is not None),
+                                  ("bench", (path / "bench").is_dir()), ("compare", comparison is not None)) if present]
+    if not kinds:
+        return None
+    fields: dict[str, Any] = {"mode": None, "status": None, "server": None, "constants": {}}
+    if cal is not None:
+        fields = {"mode": cal.get("mode"), "status": cal.get("status"), "server": _server(cal.get("environment")),
+                  "constants": _constants(cal.get("constants"))}
+        notebooks = tuple(cal.get("notebooks") or ())
+    elif nbs is not None:
+        fields = {"mode": nbs["preset"] or "notebooks", "status": "ok", "server": nbs["environment"]["server"],
+                  "constants": _constants(nbs["constants"])}
+        notebooks = tuple(nbs["notebooks"])
+    else:
+        notebooks = ()
+    if load is not None:
+        env = ((load.get("parameters") or {}).get("environment")) or {}
+        fields["mode"] = fields["mode"] or load.get("mode")
+        fields["server"] = fields["server"] or _server(env)
+        fields["status"] = fields["status"] or ("ok" if (load.get("audit") or {}).get("ok", True) else "audit failed")
+    started = (cal or {}).get("started_at") or _oldest_mtime(path)
+    return RunEntry(run_id=(cal or {}).get("run_id", path.name), path=path, kinds=tuple(kinds), started=started,
+                    notebooks=notebooks, **fields)
+
+
+def list_runs(results: Path | str) -> list[RunEntry]:
+    """Every run folder directly under ``results``, oldest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    runs = [r for r in (read_run(p) for p in sorted(results.iterdir())) if r is not None]
+    return sorted(runs, key=lambda r: (r.started or "", r.run_id))
+
+
+def constant_history(results: Path | str, name: str, *, runs: list[RunEntry] | None = None) -> list[HistoryPoint]:
+    """``name`` in every run that measured it, oldest first."""
+    from lab.constants import read_entries
+    from lab.errors import ValidationError
+
+    known = read_entries()
+    if name not in known:
+        raise ValidationError(f"no appendix-B constant {name!r} (known: {', '.join(sorted(known))})", constant=name)
+    runs = list_runs(results) if runs is None else runs
+    return [HistoryPoint(run_id=r.run_id, started=r.started, mode=r.mode, server=r.server, value=r.constants[name])
+            for r in runs if name in r.constants]

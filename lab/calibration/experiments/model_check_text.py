@@ -1,0 +1,146 @@
+"""The model check's conclusion in words (:mod:`lab.calibration.experiments.model_check`).
+
+Every quantity is judged by its headline (disk and CPU: the cluster, tables or nodes summed;
+SSTables: every count) against the target stated in advance, and the checks under it that
+missed are named with their error: a table whose input was off while the cluster's disk was
+met is "disk: met (-1.1%, target ±5%); per table: `client_dedup` missed (-15.4%): its per-row
+input is ~22 B low", never "Targets missed: disk".
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from lab.calibration.predictions import Check, table_totals
+
+QUANTITY_NAMES = {"disk": "disk", "cpu": "CPU", "sstables": "SSTables"}
+ROW_INPUTS = {"message_record": "the row model's bytes per row", "conversation_head": "its bytes per conversation"}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{100 * x:+.1f}%"
+
+
+def _verdict(c: Check) -> str:
+    low, high = c.error_interval
+    ci = f" (95% CI {_pct(low)} to {_pct(high)})" if low is not None and high is not None and low != high else ""
+    target = "exact" if c.quantity == "sstables" else f"±{100 * c.target:g}%"
+    return f"error {_pct(c.error)}{ci}, target {target}: **{'met' if c.met else 'MISSED'}**"
+
+
+def input_off(c: Check) -> str:
+    """``its per-row input is ~22 B low``: a table's miss in bytes per row copy (disk)."""
+    per_row = c.per_row_error
+    if per_row is None:
+        return ""
+    what = ROW_INPUTS.get(c.table or "", "its per-row input")
+    return f": {what} is ~{abs(per_row):,.0f} B {'low' if per_row < 0 else 'high'}"
+
+
+def missed_under(checks: tuple[Check, ...] | list[Check], quantity: str) -> list[Check]:
+    """The checks under a quantity's headline that missed: disk per table (nodes summed) and per
+    node (tables summed); CPU per node; SSTables per node and table."""
+    mine = [c for c in checks if c.quantity == quantity and c.met is False]
+    if quantity == "disk":
+        return [c for c in table_totals(checks) if c.met is False] + [c for c in mine if c.scope != "cluster"
+                                                                      and c.table is None]
+    if quantity == "cpu":
+        return [c for c in mine if c.scope != "cluster"]
+    return mine
+
+
+def quantity_verdict(result: Any, quantity: str) -> str | None:
+    """``disk: met (-1.1%, target ±5%); per table: `client_dedup` missed (-15.4%): ...``."""
+    head = result.headline(quantity)
+    if head is None:
+        return None
+    name = QUANTITY_NAMES[quantity]
+    missed = missed_under(result.checks, quantity)
+    if quantity == "sstables":
+        return (f"{name}: every count exact" if not missed else f"{name}: **{len(missed)} count(s) MISSED** ("
+                + ", ".join(f"{c.scope} `{c.table}` {c.measured:.0f}, predicted {c.predicted:.0f}" for c in missed)
+                + ")")
+    text = f"{name}: {'met' if head.met else '**MISSED**'} ({_pct(head.error)}, target ±{100 * head.target:g}%)"
+    tables = [c for c in missed if c.table is not None]
+    nodes = [c for c in missed if c.table is None]
+    if tables:
+        text += "; per table: " + ", ".join(f"`{c.table}` missed ({_pct(c.error)}){input_off(c)}" for c in tables)
+    if nodes:
+        text += "; per node: " + ", ".join(f"{c.scope} missed ({_pct(c.error)})" for c in nodes)
+    return text
+
+
+def targets_line(result: Any) -> str:
+    """The conclusion's last line: each quantity's headline and what missed under it."""
+    verdicts = [v for q in QUANTITY_NAMES if (v := quantity_verdict(result, q)) is not None]
+    if not verdicts:
+        return "Nothing was checked."
+    clean = all(result.headline(q) is None or (result.headline(q).met and not missed_under(result.checks, q))
+                for q in QUANTITY_NAMES)
+    return ("All targets met: " if clean else "Targets: ") + "; ".join(verdicts) + "."
+
+
+def _cpu_text(result: Any, cpu: Check) -> str:
+    p, load = result.params, result.load
+    bound = load.get("loader_bound_rounds") or []
+    workers = load.get("workers")
+    used = p.cpu_rounds - len(bound)
+    text = (f"**CPU** under a fixed-rate mix ({', '.join(f'{op} {r:g}/s' for op, r in p.rates().items())}; "
+            f"achieved {load.get('achieved_rate', 0):.1f} of {load.get('requested_rate', 0):.1f} ops/s: "
+            f"{load.get('verdict')}"
+            + (f"; {workers} worker threads ({load.get('workers_rule')})" if workers else "") + "), "
+            + (f"{used} of {p.cpu_rounds} windows ({len(bound)} loader-bound: this process, not the cluster, "
+               "set their pace; left out)" if bound else f"{p.cpu_rounds} windows")
+            + f" of {p.cpu_window_seconds:g} s net of the idle rate: "
+            f"predicted {cpu.predicted:.2f} CPU s, measured {cpu.measured:.2f} CPU s (cluster): {_verdict(cpu)}. "
+            + "Per node: " + "; ".join(f"{c.scope} {_pct(c.error)}" for c in result.checks
+                                      if c.quantity == "cpu" and c.scope != "cluster") + ".")
+    d = result.cpu_diagnosis
+    if len(d) and d.difference_seconds.notna().any():
+        top = d.iloc[0]
+        text += (f" Diagnosis (each operation's cost measured here): `{top.op}` was furthest off: predicted "
+                 f"{top.predicted_seconds:.2f} CPU s for its {top.ops} calls, {top.local_seconds:.2f} s at its cost "
+                 f"here ({_pct(top.relative)}).")
+    return text
+
+
+def _disk_text(result: Any) -> str:
+    p = result.params
+    head = result.headline("disk")
+    totals = table_totals(result.checks)
+    text = (f"**Disk** after {result.sends:,} sends of `{p.check_mix}` (never measured by the b_row run) "
+            f"through the full write path, flushed: predicted {head.predicted / 1e6:,.2f} MB, measured "
+            f"{head.measured / 1e6:,.2f} MB on the nodes' disks ({head.note}): {_verdict(head)}. "
+            if head is not None else "**Disk**: ")
+    text += "Per table: " + "; ".join(f"`{c.table}` {_pct(c.error)}" for c in totals) + "."
+    worst = max(totals, key=lambda c: abs(c.predicted - c.measured), default=None)
+    if head is not None and not head.met and worst is not None:
+        text += (f" The input furthest off: `{worst.table}` (predicted {worst.predicted / 1e6:,.2f} MB, measured "
+                 f"{worst.measured / 1e6:,.2f} MB{input_off(worst)}).")
+    return text
+
+
+def conclusion(result: Any) -> str:
+    """The model check in words: where it ran, each part, and the targets line."""
+    p = result.params
+    where = (f"{result.server}, {result.nodes} node(s) at RF {result.replication_factor}"
+             + (" (a single node: the disk and CPU parts at RF 1; `lab node start --nodes 3` for RF 3)"
+                if result.nodes == 1 else ""))
+    missing = result.inputs.missing()
+    lines = [f"**Model check** on {where}, predicting from the constants of calibration run `{result.inputs.source}`"
+             + (f" (missing: {', '.join(missing)})" if missing else "") + "."]
+    for part, why in result.skipped.items():
+        lines.append(f"**{part}**: not checked: {why}.")
+    if any(c.quantity == "disk" for c in result.checks):
+        lines.append(_disk_text(result))
+    cpu = result.headline("cpu")
+    if cpu is not None:
+        lines.append(_cpu_text(result, cpu))
+    sst = [c for c in result.checks if c.quantity == "sstables"]
+    if sst:
+        off = [c for c in sst if not c.met]
+        lines.append(f"**SSTables** after {p.sstable_days} simulated days (a flush per day): "
+                     + "; ".join(f"{c.scope} `{c.table}` {c.measured:.0f} (predicted {c.predicted:.0f})" for c in sst)
+                     + (": every count exact." if not off else
+                        f": **{len(off)} count(s) differ from the window arithmetic**."))
+    lines.append(targets_line(result))
+    return "\n\n".join(lines)

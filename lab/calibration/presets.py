@@ -1,0 +1,156 @@
+"""Presets of the notebooks' parameters, and what each costs in time.
+
+``quick``: the shortest parameters (:data:`QUICK_PARAMETERS`: a smoke test of the pipeline with
+the quick precision targets, never a calibration); ``full``: the notebooks' own parameters
+cells (the full targets and time budgets). ``lab calibrate --quick|--full`` runs the suite with
+one or the other. A notebook opened in JupyterLab takes ``preset = "quick"`` (or ``"full"``)
+in its parameters cell; its setup cell calls :func:`apply_preset`, which sets the preset's
+values of the parameters still at their defaults (a value you edited stays), records which
+parameters the notebook ran with (``preset`` in values.json: quick, full or custom) and prints
+the expected duration.
+
+The quick durations are measured on the lab's 2-core machine shared with other work (one whole
+`lab calibrate --quick`, load average 3.4-4.2); the full ones are the notebooks' time budgets,
+not a timed run (:data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`). A busier machine
+takes longer; a full notebook stops earlier when it reaches its precision target.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lab.errors import ValidationError
+from lab.project import NOTEBOOKS_DIR
+
+if TYPE_CHECKING:
+    from lab.calibration.experiments.common import Output
+
+PRESETS = ("quick", "full")
+
+QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
+    "b_row": {"rows": 2000, "min_repeats": 3, "max_repeats": 8, "target_rel_half_width": 0.10, "budget_seconds": 60,
+              "partition_rows": 1024, "compression_repeats": 1, "fit_rows": 500, "fit_repeats": 2},
+    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
+                 "max_rounds": 40, "target_rel_half_width": 0.30, "budget_seconds": 30},
+    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3,
+                      "max_rounds": 10, "target_rel_half_width": 0.30, "budget_seconds": 20, "hole_messages": 20000},
+    "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
+    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
+    "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
+                 "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
+    "space_amp": {"rows_per_day": 30, "seconds_per_day": 1.5, "replicates": 2, "max_batches": 1,
+                  "target_rel_half_width": 0.25, "budget_seconds": 120, "scenarios": ["profile"]},
+    "capacity": {},
+    "model_check": {"sends": 500, "cpu_rounds": 2, "cpu_window_seconds": 4.0, "cpu_idle_seconds": 2.0,
+                    "diagnose_rounds": 0, "sstable_days": 9, "sstable_rows_per_day": 10},
+}
+
+# Seconds per notebook. Full: the budget where a notebook has one plus its fixed parts (a sum of
+# budgets, not a timed run). Quick: measured, `lab calibrate --quick` of 2026-12-01 23:26 UTC, every
+# notebook in one run at load average 3.4-4.2 (QUICK_RUN_WALL_SECONDS in all, with the preflight,
+# environment and round trip; the 7 notebooks of an earlier run took 889 s at load 13-18).
+FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
+    "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
+    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
+}
+QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {
+    "b_row": 96, "in_limit": 20, "empty_buckets": 28, "twcs_sstables": 29, "space_amp": 105, "grouped_reads": 70,
+    "cpu_cost": 83, "capacity": 15, "model_check": 62,
+}
+QUICK_RUN_WALL_SECONDS = 517.0
+UNKNOWN_NOTEBOOK_SECONDS = 120.0
+
+
+def expected_seconds(preset: str, names: tuple[str, ...] | list[str]) -> float:
+    """Upper estimate of ``names`` run with ``preset``, in seconds."""
+    table = QUICK_RUN_EXPECTED_SECONDS if preset == "quick" else FULL_RUN_EXPECTED_SECONDS
+    return float(sum(table.get(n, UNKNOWN_NOTEBOOK_SECONDS) for n in names))
+
+
+def minutes(seconds: float) -> str:
+    """'about 3 min', 'about 73 min' (never '0 min')."""
+    return f"about {max(1, round(seconds / 60))} min"
+
+
+_SUITE = tuple(FULL_RUN_EXPECTED_SECONDS)  # every notebook of the suite has a full-run figure
+# The one statement of the two runs' durations (lab calibrate --help, the report's banner, the
+# README quotes them): what was timed and what is a sum of budgets, said as such.
+QUICK_RUN_DURATION = (f"{minutes(QUICK_RUN_WALL_SECONDS)} measured on the lab's 2-core machine at load average 4 "
+                      "(longer when it is busier)")
+FULL_RUN_DURATION = (f"up to {minutes(expected_seconds('full', _SUITE))} on the lab's 2-core machine (the sum of the "
+                     "notebooks' time budgets; a whole full run not yet timed)")
+
+
+def declared_defaults(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
+    """The notebook's parameters cell: name -> default value (literals only)."""
+    import papermill as pm
+
+    out = {}
+    for name, spec in pm.inspect_notebook(str(Path(notebooks_dir) / f"{notebook}.ipynb")).items():
+        try:
+            out[name] = ast.literal_eval(spec["default"])
+        except (ValueError, SyntaxError):
+            continue
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    norm = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
+    return norm(a) == norm(b)
+
+
+def ran_with(notebook: str, namespace: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """Which parameters ``namespace`` holds of those the quick preset sets: "full" (all at their
+    declared defaults), "quick" (all the quick values) or "custom"."""
+    quick = QUICK_PARAMETERS.get(notebook, {})
+    names = [n for n in quick if n in namespace and n in defaults]
+    if all(_same(namespace[n], defaults[n]) for n in names):
+        return "full"
+    return "quick" if all(_same(namespace[n], quick[n]) for n in names) else "custom"
+
+
+def apply_preset(notebook: str, preset: str | None, namespace: MutableMapping[str, Any], *,
+                 out: Output | None = None, notebooks_dir: Path = NOTEBOOKS_DIR, echo: bool = True) -> dict[str, Any]:
+    """Set ``preset``'s values in ``namespace`` (a notebook's globals) for the parameters still at
+    their declared defaults and return what changed ("full" and None change nothing: the
+    parameters cell is the full run). Records ``preset`` (what the notebook runs with: quick,
+    full or custom) in ``out`` and prints it with the expected duration."""
+    if preset not in (*PRESETS, None):
+        raise ValidationError(f"preset must be one of {', '.join(PRESETS)} (or None), got {preset!r}", preset=preset)
+    defaults = declared_defaults(notebook, notebooks_dir)
+    changed: dict[str, Any] = {}
+    kept: list[str] = []
+    if preset == "quick":
+        for name, value in QUICK_PARAMETERS.get(notebook, {}).items():
+            if name not in namespace:
+                continue
+            if name in defaults and _same(namespace[name], defaults[name]):
+                namespace[name] = changed[name] = value
+            elif not _same(namespace[name], value):
+                kept.append(name)
+    effective = ran_with(notebook, namespace, defaults)
+    if out is not None:
+        out.value("preset", effective)
+    if echo:
+        print(preset_line(notebook, effective, changed, kept))
+    return changed
+
+
+def preset_line(notebook: str, effective: str, changed: Mapping[str, Any], kept: list[str]) -> str:
+    quick, full = (minutes(expected_seconds(p, [notebook])) for p in ("quick", "full"))
+    if effective == "custom":
+        text = f"{notebook} runs with edited parameters (quick preset {quick}, full {full} on the lab's 2-core machine)"
+    else:
+        other = "full" if effective == "quick" else "quick"
+        text = (f"{notebook} runs with the {effective} parameters: expected {quick if effective == 'quick' else full} "
+                f"on the lab's 2-core machine ({other}: {full if effective == 'quick' else quick}")
+        text += '; set preset = "quick" for a smoke test)' if effective == "full" else ")"
+    if changed:
+        text += "; the preset set " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
+    if kept:
+        text += "; kept your " + ", ".join(kept)
+    if effective == "quick":
+        text += ". Quick: a smoke test of the pipeline (low confidence), not a calibration."
+    return text

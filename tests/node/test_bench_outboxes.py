@@ -1,0 +1,31 @@
+"""`lab bench store --outboxes` with tiny parameters on the embedded node, broker and Redis: every
+method and primitive present, counts adding up, the hot window's scaling stated beside its goal.
+Shape and consistency only; no speed is asserted."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.bench.store_paths.outboxes import OutboxBenchParams, run_outbox_bench
+
+pytestmark = pytest.mark.node
+
+TINY = OutboxBenchParams(ops=8, block=4, warmup=2, concurrency=2, conversations=2, body_bytes=32, primitive_ops=8,
+                         serial_ops=4)
+
+
+def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_config, kafka_services, redis_services,
+                                                                        tmp_path):
+    result = run_outbox_bench(cluster_config, redis_services.replace(outbox="local"), TINY, run_dir=tmp_path)
+    data = json.loads(result.json_path.read_text())
+    assert set(data["methods"]) == {"local", "kafka", "kafka_archiver", "kafka_hot"}
+    for name, m in data["methods"].items():
+        assert m["count"] == m["ok"] == TINY.ops and m["errors"] == {}, name
+        assert m["serial_ack_latency_us"]["count"] == TINY.serial_ops
+    assert set(data["primitives"]) == {"local_append", "kafka_append", "hot_window_put", "hot_window_put_concurrent"}
+    assert all(p["count"] == TINY.primitive_ops for p in data["primitives"].values())
+    scaling = data["hot_window_scaling"]
+    assert set(scaling) == {"per_send_p50", "per_send_mean", "put_p50"} and scaling["put_p50"] > 0
+    note = result.closing_note
+    assert "hot window per send" in note and "goal <= 2.0" in note and "concurrent callers" in note
