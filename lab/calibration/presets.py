@@ -9,9 +9,10 @@ values of the parameters still at their defaults (a value you edited stays), rec
 parameters the notebook ran with (``preset`` in values.json: quick, full or custom) and prints
 the expected duration.
 
-The durations are measured on the lab's 2-core machine shared with other work (load average
-10-17; :data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`): a full notebook stops earlier when it reaches its precision
-target, later when the machine is busier.
+The quick durations are measured on the lab's 2-core machine shared with other work (one whole
+`lab calibrate --quick`, load average 3.4-4.2); the full ones are the notebooks' time budgets,
+not a timed run (:data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`). A busier machine
+takes longer; a full notebook stops earlier when it reaches its precision target.
 """
 from __future__ import annotations
 
@@ -46,17 +47,19 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
                     "diagnose_rounds": 0, "sstable_days": 9, "sstable_rows_per_day": 10},
 }
 
-# Seconds per notebook, measured (quick: `lab calibrate --quick` of 2026-12-01, 889 s in all; full:
-# the budget where a notebook has one plus its fixed parts, until the full run below replaces them).
+# Seconds per notebook. Full: the budget where a notebook has one plus its fixed parts (a sum of
+# budgets, not a timed run). Quick: measured, `lab calibrate --quick` of 2026-12-01 23:26 UTC, every
+# notebook in one run at load average 3.4-4.2 (QUICK_RUN_WALL_SECONDS in all, with the preflight,
+# environment and round trip; the 7 notebooks of an earlier run took 889 s at load 13-18).
 FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
     "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
     "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
 }
-# space_amp and model_check (landed after that quick run) are not in it yet: UNKNOWN_NOTEBOOK_SECONDS.
 QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 250, "in_limit": 85, "empty_buckets": 100, "twcs_sstables": 90, "grouped_reads": 175, "cpu_cost": 155,
-    "capacity": 40,
+    "b_row": 96, "in_limit": 20, "empty_buckets": 28, "twcs_sstables": 29, "space_amp": 105, "grouped_reads": 70,
+    "cpu_cost": 83, "capacity": 15, "model_check": 62,
 }
+QUICK_RUN_WALL_SECONDS = 517.0
 UNKNOWN_NOTEBOOK_SECONDS = 120.0
 
 
@@ -74,9 +77,8 @@ def minutes(seconds: float) -> str:
 _SUITE = tuple(FULL_RUN_EXPECTED_SECONDS)  # every notebook of the suite has a full-run figure
 # The one statement of the two runs' durations (lab calibrate --help, the report's banner, the
 # README quotes them): what was timed and what is a sum of budgets, said as such.
-QUICK_RUN_DURATION = (f"{minutes(sum(QUICK_RUN_EXPECTED_SECONDS.values()))} measured on the lab's 2-core machine "
-                      f"before space_amp and model_check joined the suite ({minutes(expected_seconds('quick', _SUITE))} "
-                      "with them, not yet timed)")
+QUICK_RUN_DURATION = (f"{minutes(QUICK_RUN_WALL_SECONDS)} measured on the lab's 2-core machine at load average 4 "
+                      "(longer when it is busier)")
 FULL_RUN_DURATION = (f"up to {minutes(expected_seconds('full', _SUITE))} on the lab's 2-core machine (the sum of the "
                      "notebooks' time budgets; a whole full run not yet timed)")
 
