@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from awkward_password import PASSWORD, SECRET_BITS
 from lab.cluster.config import ClusterConfig, load_config
 from lab.cluster.connection import connect
 from lab.errors import ConnectError, LabError, RequestError
@@ -26,9 +27,6 @@ LAB = [sys.executable, "-m", "lab.cli"]
 ADDRESS = "127.0.0.31"
 JMX_PORT = 7831
 ROLE = "labrole"
-# quotes and a FROM clause inside: escaping and accounting must both cope
-PASSWORD = f"pw'{secrets.token_hex(6)}' FROM tbl_{secrets.token_hex(4)}"
-SECRET_BITS = (PASSWORD, PASSWORD.split("'")[1], PASSWORD.rsplit(" ", 1)[1])
 
 
 def _assert_secret_free(text: str, where: str) -> None:

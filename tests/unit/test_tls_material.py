@@ -1,25 +1,13 @@
 """The local CA and node keystore are reused, and renewed when the node addresses change."""
 from __future__ import annotations
 
-import secrets
 import stat
-import sys
-from pathlib import Path
 
 from lab.cluster.embedded.security import (
     KEYSTORE_FILENAME,
     KEYSTORE_PASSWORD_FILENAME,
     ensure_tls_material,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-LAB = [sys.executable, "-m", "lab.cli"]
-ADDRESS = "127.0.0.31"
-JMX_PORT = 7831
-ROLE = "labrole"
-# quotes and a FROM clause inside: escaping and accounting must both cope
-PASSWORD = f"pw'{secrets.token_hex(6)}' FROM tbl_{secrets.token_hex(4)}"
-SECRET_BITS = (PASSWORD, PASSWORD.split("'")[1], PASSWORD.rsplit(" ", 1)[1])
 
 
 # ---- no node needed -------------------------------------------------------------------------
