@@ -38,13 +38,6 @@ RUN_INPUTS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
                     "space_amp_values": ("space_amp", ("calibration_run",))},
 }
 
-def full_run_expected_seconds(names: tuple[str, ...] | None = None) -> float:
-    """Upper estimate of a full run of ``names`` (default: the whole suite), in seconds
-    (:data:`lab.calibration.presets.FULL_RUN_EXPECTED_SECONDS`)."""
-    from lab.calibration.presets import expected_seconds
-
-    return expected_seconds("full", names or NOTEBOOKS)
-
 
 def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, ran: tuple[str, ...] | list[str] |
                     Mapping[str, Any]) -> dict[str, Any]:
