@@ -316,6 +316,18 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=180)
 
 
+def _probe_dom(page: Path, script: str, *, user_data: Path) -> subprocess.CompletedProcess:
+    """``page``'s DOM as headless Chromium lays it out at 1,280 px, after ``script`` ran on load
+    (in a copy of the page beside it, removed afterwards)."""
+    probe = page.with_name(f"{page.stem}-probe.html")
+    probe.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
+    try:
+        return _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
+                         user_data=user_data)
+    finally:
+        probe.unlink()
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (make test installs it)")
 def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     """Every figure decodes, the page fits a 1,280 px window (no horizontal scroll), it leads
@@ -326,19 +338,12 @@ def test_report_renders_in_headless_chromium_with_its_figures(run, tmp_path):
     html = report.read_text()
     n_imgs = html.count("<img ")
     assert n_imgs >= len(SUITE)
-    # a copy of the page that reports what the browser decoded and laid out
-    probe = report.with_name("report-probe.html")
-    probe.write_text(html.replace("</body>", "<script>window.addEventListener('load',()=>{const i=[...document."
-                                  "images];const h=[...document.querySelectorAll('h2')].map(x=>x.textContent);"
-                                  "document.body.setAttribute('data-probe',i.length+':'+i.filter(x=>x."
-                                  "complete&&x.naturalWidth>0).length);document.body.setAttribute('data-width',"
-                                  "document.documentElement.scrollWidth);document.body.setAttribute('data-h2',"
-                                  "h.join('|'));});</script></body>"))
-    try:
-        dom = _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
-                        user_data=tmp_path / "ud1")
-    finally:
-        probe.unlink()
+    # what the browser decoded and laid out
+    dom = _probe_dom(report, "window.addEventListener('load',()=>{const i=[...document.images];const h=[...document."
+                             "querySelectorAll('h2')].map(x=>x.textContent);document.body.setAttribute('data-probe',"
+                             "i.length+':'+i.filter(x=>x.complete&&x.naturalWidth>0).length);document.body."
+                             "setAttribute('data-width',document.documentElement.scrollWidth);document.body."
+                             "setAttribute('data-h2',h.join('|'));});", user_data=tmp_path / "ud1")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'data-probe="{n_imgs}:{n_imgs}"' in dom.stdout
     width = int(re.search(r'data-width="(\d+)"', dom.stdout).group(1))
@@ -414,13 +419,7 @@ def test_report_layout_at_1280_px(run, tmp_path):
     import html as html_lib
 
     report = run.report_path
-    probe = report.with_name("report-layout-probe.html")
-    probe.write_text(report.read_text().replace("</body>", f"<script>{PROBE}</script></body>"))
-    try:
-        dom = _chromium("--virtual-time-budget=10000", "--window-size=1280,2000", "--dump-dom", probe.as_uri(),
-                        user_data=tmp_path / "ud")
-    finally:
-        probe.unlink()
+    dom = _probe_dom(report, PROBE, user_data=tmp_path / "ud")
     assert dom.returncode == 0, dom.stderr[-2000:]
     layout = json.loads(html_lib.unescape(re.search(r'data-layout="([^"]*)"', dom.stdout).group(1)))
     assert layout["broken"] == [], "names broken inside a part"
