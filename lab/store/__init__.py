@@ -42,7 +42,8 @@ from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
 from lab.store.plumbing.wall_clock import wall_clock_ms
 from lab.store.crypto import Encryptor, LocalKeyStore
 from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerator, blob_to_u128, check_bigint,
-                                compose_message_id, parse_uuid, seq_bucket, split_message_id, u128_to_blob)
+                                compose_message_id, minted_message_id, parse_uuid, seq_bucket, split_message_id,
+                                u128_to_blob)
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
@@ -70,7 +71,7 @@ __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GR
            "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
            "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
            "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY",
-           "MessageIdGenerator", "MessagePayload", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
+           "MessageIdGenerator", "MessagePayload", "minted_message_id", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
            "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
            "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
            "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",

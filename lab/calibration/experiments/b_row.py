@@ -2,7 +2,10 @@
 
 Method. For each repeat (a fresh dataset of ``rows`` rows: same profile, seed + repeat) the rows are written to
 message_record / message_index / client_dedup exactly as the store encodes them
-(``RecordLoader``), the keyspace is flushed and each table major-compacted to one SSTable, and
+(``RecordLoader``: message_ids shaped as the store's allocator mints them, ~8 random bytes each,
+and the client_dedup row as the send path leaves it, reservation then COMMITTED update, whose
+cells carry a write time of their own; the model check's client_dedup was ~22 B a row low
+without both), the keyspace is flushed and each table major-compacted to one SSTable, and
 the admin adapter's live disk bytes of one replica (every SSTable component: Data, Index,
 Filter, Statistics, ...; summed over the nodes, divided by the copies each row has among them)
 are divided by the rows written: b_row is per replica on any cluster, and the capacity formula
@@ -253,8 +256,9 @@ class _Keyspace:
         if self.loaded:
             _truncate(self.testbed, self.ks)
         _set_compression(self.testbed, self.ks, first, TABLES, self.current)
-        RecordLoader(self.store, dedup=dedup).load(messages, seed=seed, show_progress=self.params.show_progress,
-                                                   desc=desc)
+        # ids as the store mints them: b_row prices sent rows, whose ids do not compress
+        RecordLoader(self.store, dedup=dedup, minted_ids=True).load(messages, seed=seed,
+                                                                    show_progress=self.params.show_progress, desc=desc)
         self.loaded = True
         measured = {first: _measure(self.testbed, self.ks, tables, flush=True)}
         for comp in compressions[1:]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import re
 import shutil
 import tempfile
@@ -236,23 +237,40 @@ def progress(iterable: Iterable[Any], *, total: int | None = None, desc: str = "
 class RecordLoader:
     """Bulk-writes workload rows at their own coordinates through the store's seeding API
     (``store.seeding.write``: sealed with the store's DEKs, message_record + message_index with the
-    full TTL of each row's retention class, plus the COMMITTED client_dedup row unless
-    ``dedup=False``). No LWT and no conversation_seq allocation, so the dataset's own seqs (and
-    holes) land as generated; concurrent, so a few thousand rows load in seconds."""
+    full TTL of each row's retention class, plus the client_dedup row as the send path leaves it
+    unless ``dedup=False``). No LWT and no conversation_seq allocation, so the dataset's own seqs
+    (and holes) land as generated; concurrent, so a few thousand rows load in seconds.
 
-    def __init__(self, store: Any, *, concurrency: int = DEFAULT_LOAD_CONCURRENCY, dedup: bool = True) -> None:
+    message_ids: by default (created_at, node 1, row), which readers recompute
+    (``compose_message_id``); ``minted_ids=True`` gives each row an id shaped as the store's
+    allocator mints it when the row is written (``minted_message_id``: the time part now, the
+    counter a random 62-bit value drawn from ``seed``), for measurements of bytes on disk (b_row):
+    the default ids' zero counter bytes compress away where a sent row's random ones do not, and
+    their time parts spread over the dataset's months share fewer leading bytes than the ids of
+    rows written within seconds of each other, as sent rows are."""
+
+    def __init__(self, store: Any, *, concurrency: int = DEFAULT_LOAD_CONCURRENCY, dedup: bool = True,
+                 minted_ids: bool = False) -> None:
         self.store = store
         self.concurrency = concurrency
         self.dedup = dedup
+        self.minted_ids = minted_ids
 
     def load(self, messages: pd.DataFrame, *, seed: int, show_progress: bool = False, desc: str = "load") -> int:
         """Write every row, each stamped with its own write time; returns the number written."""
-        from lab.store import FULL_TTL, STAMP_NOW
+        from lab.store import FULL_TTL, STAMP_NOW, minted_message_id, wall_clock_ms
         from lab.workload import to_message
 
         rows = messages.to_dict("records")
-        built = (to_message(row, seed=seed) for row in progress(rows, total=len(rows), desc=desc,
-                                                                 enabled=show_progress))
+        draw = random.Random(seed).getrandbits
+
+        def message_id(row: dict[str, Any]) -> int | None:
+            if not self.minted_ids:
+                return None
+            return minted_message_id(time_ms=wall_clock_ms(), node_id=1, random_bits=draw)
+
+        built = (to_message(row, seed=seed, message_id=message_id(row))
+                 for row in progress(rows, total=len(rows), desc=desc, enabled=show_progress))
         return self.store.seeding.write(built, ttl_seconds=FULL_TTL, timestamp_us=STAMP_NOW,
                                         dedup=self.dedup, concurrency=self.concurrency)
 

@@ -12,7 +12,11 @@ every part at RF 1 and the result says so), then measure it:
    ``send_workers`` threads; flushed; then each node's bytes on disk per table (its own files,
    :mod:`lab.cluster.admin.disk`) against the prediction for the rows that node holds (the
    driver's token map says which). A fresh flush holds every row once: the steady-state
-   amplification is the space_amp notebook's to check, not this part's.
+   amplification is the space_amp notebook's to check, not this part's. Each table is then
+   compacted to one SSTable per node, as b_row measures it: with ``sends`` = b_row's rows per
+   repeat an SSTable's fixed components (Statistics, Filter, TOC, ...; ~10 KB) weigh the same
+   per row on both sides, which a memtable flushed early by a shared node's memory pressure
+   (two SSTables: ~10 B a row more at 1,000 rows) would break.
 2. **CPU**: a fixed-rate mixed load (``cpu_rates``: sends, latest and older pages, S-1 grouped
    reads, reacts, interleaved by :func:`operation_sequence`) in ``cpu_rounds`` windows, each
    between two idle windows (as cpu_cost: server CPU per node from the admin adapter, net of
@@ -22,8 +26,9 @@ every part at RF 1 and the result says so), then measure it:
    so a slow cluster is not starved of callers; a window still loader-bound is left out and
    the conclusion says how many were. When the
    target is missed, ``diagnose_rounds`` rounds of single-operation windows (the cpu_cost
-   experiment, here) measure each operation's cost on this cluster, and the operation whose
-   calibrated cost was furthest off is named.
+   experiment, here, each operation at its rate in ``cpu_rates`` on the ``cpu_dataset`` the mix
+   ran on: :func:`diagnosis_params`) measure each operation's cost on this cluster, and the
+   operation whose calibrated cost was furthest off is named.
 3. **SSTables**: ``sstable_days`` simulated days of the check mix written through
    ``store.seeding`` with backdated write timestamps (no TTL), a flush per day, into the
    design's tables (message_record TWCS 7 days, client_dedup TWCS 6 hours); each node's count
@@ -55,7 +60,7 @@ from lab.calibration.predictions import (Check, Inputs, TARGETS, check_profile, 
 from lab.cluster.admin.disk import settled_disk_bytes
 from lab.errors import ValidationError
 
-__all__ = ["Params", "Result", "conclusion", "run"]   # conclusion: model_check_text's, the notebook's name for it
+__all__ = ["Params", "Result", "conclusion", "diagnosis_params", "run"]   # conclusion: model_check_text's, the notebook's name for it
 
 DEFAULT_CPU_RATES = {"send": 15.0, "history_latest": 25.0, "history_older": 5.0, "batch_s1_dm": 2.0,
                      "batch_s1_group": 0.5, "react": 6.0}
@@ -207,6 +212,8 @@ def _disk_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs) -> t
         rows["conversation"] = [f"{r.tenant_id}/{r.conversation_id}" for r in requests]
         testbed.admin.flush(store.keyspace)
         testbed.admin.wait_for_compactions(timeout=120, keyspace=store.keyspace)
+        for t in PARTITION_KEYS:  # one SSTable per table and node, as b_row measures (module docstring)
+            testbed.admin.compact(store.keyspace, t)
         reads = settled_disk_bytes(testbed.admin, [(store.keyspace, t) for t in PARTITION_KEYS])
         measured = {(node, t): b for (_ks, t), read in reads.items() for node, b in read.per_node.items()}
     predicted = predict_disk(inputs, rows)
@@ -268,24 +275,37 @@ def _scaled_sum(values: pd.Series, k: float) -> float | None:
     return None if values.isna().any() else float(values.sum()) * k
 
 
+def diagnosis_params(p: Params, workers: int) -> Any:
+    """The cpu_cost parameters of the diagnosis: each operation of the check's mix alone, at the
+    rate the mixed load offered it (its rate in ``p.rates()``: the mix interleaves them at these
+    shares), on the mixed load's dataset (``p.cpu_dataset``: a group read of 60 entries is not one
+    of 500), with its threads and windows. cpu_cost's defaults (send 60/s, pages 100/s, ...: 4-12x
+    the check's, and its own dataset) would measure other operations than the ones that missed."""
+    from lab.calibration.experiments import cpu_cost
+
+    rates = {op: float(r) for op, r in p.rates().items() if r > 0}
+    return cpu_cost.Params(operations=tuple(rates), rates=rates, min_rounds=p.diagnose_rounds,
+                           max_rounds=p.diagnose_rounds, window_seconds=p.cpu_window_seconds,
+                           idle_seconds=p.cpu_idle_seconds, seed=p.seed + 1, workers=workers,
+                           show_progress=p.show_progress, **(p.cpu_dataset or {}))
+
+
 def _diagnose(testbed: Testbed, p: Params, constants: Any, predicted_per_op: dict[str, float],
               counts: dict[str, int], workers: int) -> pd.DataFrame:
     """Each operation's cost measured here in single-operation windows (the cpu_cost
-    experiment on this cluster), set against what the calibration's cost predicted for it."""
+    experiment on this cluster, at the check's own rates and dataset: :func:`diagnosis_params`),
+    set against what the calibration's cost predicted for it."""
     from lab.calibration.experiments import cpu_cost
 
-    ops = tuple(op for op, r in p.rates().items() if r > 0)
-    here = cpu_cost.run(testbed, cpu_cost.Params(operations=ops, min_rounds=p.diagnose_rounds,
-                                                 max_rounds=p.diagnose_rounds, window_seconds=p.cpu_window_seconds,
-                                                 idle_seconds=p.cpu_idle_seconds, seed=p.seed + 1, workers=workers,
-                                                 show_progress=p.show_progress), constants=constants)
+    here = cpu_cost.run(testbed, diagnosis_params(p, workers), constants=constants)
     local = {r.op: float(r.server_ms_per_op) for r in here.summary.itertuples()}
     return cpu_diagnosis(predicted_per_op, counts, local)
 
 
 def _table_of(stmt: Any) -> str:
-    """The table an INSERT statement writes (``INSERT INTO ks.table ...``)."""
-    return stmt.cql.split("INTO", 1)[1].split("(", 1)[0].strip().split(".")[-1]
+    """The table an upsert writes (``INSERT INTO ks.table (...`` or ``UPDATE ks.table USING ...``)."""
+    head = stmt.cql.split("INTO", 1)[1] if stmt.cql.lstrip().upper().startswith("INSERT") else stmt.cql.split(None, 2)[1]
+    return head.split("(", 1)[0].strip().split()[0].split(".")[-1]
 
 
 def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Check], pd.DataFrame]:

@@ -277,6 +277,14 @@ def compose_message_id(*, time_ms: int, node_id: int, counter: int) -> int:
             | (int(node_id) << MESSAGE_ID_COUNTER_BITS) | int(counter))
 
 
+def minted_message_id(*, time_ms: int, node_id: int, random_bits: Callable[[int], int] = secrets.randbits) -> int:
+    """A message_id shaped as :class:`MessageIdGenerator` mints the first of a millisecond: the
+    counter starts at a random value below 2**62 (``random_bits(62)``). For rows written
+    without the allocator whose bytes on disk must be a sent row's: ~8 random bytes per id that
+    no compressor shrinks, where a small counter's zero bytes compress away."""
+    return compose_message_id(time_ms=time_ms, node_id=node_id, counter=random_bits(_COUNTER_START_BITS))
+
+
 def split_message_id(message_id: int) -> MessageIdParts:
     u128_to_blob(message_id)  # range and type check
     return MessageIdParts(
@@ -318,7 +326,7 @@ class MessageIdGenerator:
             now_ms = int(self._clock_ms())
             if now_ms > self._last_ms:
                 self._last_ms = now_ms
-                self._counter = secrets.randbits(_COUNTER_START_BITS)
+                self._counter = secrets.randbits(_COUNTER_START_BITS)  # as minted_message_id
             elif self._counter < MESSAGE_ID_COUNTER_MAX:
                 self._counter += 1
             else:  # counter exhausted within one millisecond: borrow the next one

@@ -11,8 +11,9 @@ written by the statements the commit path and the archiver use
 *remaining* period of the message's retention class from its created_at, as the archiver
 writes it (an already-expired message is skipped, as the archiver skips it).
 
-What seeding skips: the client_dedup LWT (``dedup=True`` writes the COMMITTED row directly),
-the outbox (:meth:`Seeder.log_append` builds a message's append for a caller to make) and the
+What seeding skips: the client_dedup LWT; ``dedup=True`` writes the row the send path leaves
+(step 1's reservation, step 5's COMMITTED update: :data:`DEDUP_RESERVE_CQL`, :data:`DEDUP_COMMIT_CQL`)
+without its Paxos round, the outbox (:meth:`Seeder.log_append` builds a message's append for a caller to make) and the
 asynchronous head update. Set the head with ``store.apply_head`` and
 seq floors (holes) with ``store.advance_seq``; ids for new messages come from the store's
 own allocator (:meth:`Seeder.allocate`), so seeded and sent messages never share a seq.
@@ -38,10 +39,10 @@ from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, EncodedRecord, Messag
 from lab.store.write.head import HeadUpdate
 from lab.store.write.head_writer import HeadWriter
 from lab.store.outbox import Outbox, OutboxEntry
-from lab.store.write.send import SendAck, message_log_record, record_statements
+from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, message_log_record, record_statements
 from lab.store.write.sequence import Allocation, SequenceAllocator
 
-__all__ = ["FULL_TTL", "SEED_CONCURRENCY", "STAMP_NOW", "Seeder"]
+__all__ = ["DEDUP_COMMIT_CQL", "DEDUP_RESERVE_CQL", "FULL_TTL", "SEED_CONCURRENCY", "STAMP_NOW", "Seeder"]
 
 SEED_CONCURRENCY = 64  # plain upserts in flight while seeding
 # ttl_seconds="full": the class's whole period from now, whatever the row's created_at (bulk loads
@@ -52,6 +53,18 @@ TtlChoice = int | Literal["full"] | None
 # statements are built, one write time per row as the commit path's single upsert has
 STAMP_NOW = "now"
 StampChoice = int | Literal["now"] | None
+# client_dedup as the send path leaves it: step 1's reservation (row liveness and cells at the
+# message's write time, the table's default TTL) overwritten by step 5's COMMITTED update, whose
+# cells carry a later write time of their own. The send path's very texts, the reservation
+# without IF NOT EXISTS (no Paxos round: seeding writes no duplicates) and both with a pinned
+# write time so the commit is the later write whatever order they land in. On disk each of the
+# row's four regular cells then stores its own timestamp (in one INSERT they share the row's):
+# measured on the node, ~21 B a row with lz4 (tests/node/test_model_check.py).
+DEDUP_RESERVE_CQL = RESERVE_CQL.replace(" IF NOT EXISTS", " USING TIMESTAMP ?")
+DEDUP_COMMIT_CQL = COMMIT_CQL.replace("USING TTL ?", "USING TTL ? AND TIMESTAMP ?")
+# the commit's write time after the reservation's: any later microsecond stores the same bytes
+# (a cell's timestamp is encoded as its distance from the SSTable's oldest, not from its row's)
+DEDUP_COMMIT_AFTER_US = 1
 
 
 class Seeder:
@@ -93,7 +106,10 @@ class Seeder:
         class's whole period from now; an int = that TTL (0 = none).
         ``timestamp_us`` pins the write time (``USING TIMESTAMP``; ``"now"``, :data:`STAMP_NOW`:
         the current microsecond, per message); ``index`` writes
-        message_index too; ``dedup`` adds the client_dedup row in state COMMITTED.
+        message_index too; ``dedup`` adds the client_dedup row as the send path leaves it: the
+        reservation at the write time (``timestamp_us``, or now when None) and the COMMITTED update
+        :data:`DEDUP_COMMIT_AFTER_US` later with the full dedup TTL (the send path's commit TTL for
+        a message committed within a second of its reservation).
         """
         ctx = self._ctx
         if not isinstance(message, Message):
@@ -112,13 +128,18 @@ class Seeder:
         record = self._encode(message)
         items = record_statements(ctx, record, ttl_seconds, timestamp_us=timestamp_us, index=index)
         if dedup:
-            using = "" if timestamp_us is None else " USING TIMESTAMP ?"
-            stmt = ctx.prepare("INSERT INTO {ks}.client_dedup (tenant_id, sender_id, client_message_id, message_id, "
-                               f"conversation_seq, state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?){using}")
-            values = (record.tenant_id, record.sender_id, record.client_message_id, record.message_id,
-                      record.conversation_seq, int(DedupState.COMMITTED), record.created_at)
-            items.append((stmt, values + (() if timestamp_us is None else (timestamp_us,))))
+            items += self._dedup_statements(record, time.time_ns() // 1000 if timestamp_us is None else timestamp_us)
         return items
+
+    def _dedup_statements(self, record: EncodedRecord, reserved_at_us: int) -> list[tuple[Stmt, tuple]]:
+        ctx = self._ctx
+        key = (record.tenant_id, record.sender_id, record.client_message_id)
+        reserve = (ctx.prepare(DEDUP_RESERVE_CQL), key + (record.message_id, record.conversation_seq,
+                                                          int(DedupState.RESERVED), record.created_at, reserved_at_us))
+        commit = (ctx.prepare(DEDUP_COMMIT_CQL), (ctx.constants.client_dedup_ttl_seconds,
+                                                  reserved_at_us + DEDUP_COMMIT_AFTER_US, int(DedupState.COMMITTED),
+                                                  record.message_id, record.conversation_seq, record.created_at) + key)
+        return [reserve, commit]
 
     def log_append(self, message: Message) -> Callable[[], OutboxEntry]:
         """The message's outbox append exactly as the commit path's step 4 makes it
