@@ -20,6 +20,7 @@ from lab.store.rows.ids import (
     compose_message_id,
     event_id,
     message_id_time_ms,
+    minted_message_id,
     parse_uuid,
     seq_bucket,
     seq_bucket_bounds,
@@ -281,6 +282,23 @@ def test_message_id_layout():
 def test_compose_message_id_rejects_out_of_range(kwargs):
     with pytest.raises(InvalidId):
         compose_message_id(**kwargs)
+
+
+def test_minted_message_id_is_shaped_as_the_generator_mints_a_milliseconds_first():
+    """Its counter is random_bits(62), as MessageIdGenerator starts each millisecond: ~8 random
+    bytes, which b_row needs for bytes on disk that match a sent row's."""
+    asked = []
+
+    def bits(k: int) -> int:
+        asked.append(k)
+        return (1 << k) - 1 - len(asked)
+
+    mid = minted_message_id(time_ms=1_700_000_000_123, node_id=1, random_bits=bits)
+    assert split_message_id(mid) == (1_700_000_000_123, 1, (1 << 62) - 2) and asked == [62]
+    first = MessageIdGenerator(1, clock_ms=lambda: 1_700_000_000_123).next_id()
+    assert split_message_id(first).counter < 1 << 62
+    counters = {split_message_id(minted_message_id(time_ms=5, node_id=1)).counter for _ in range(50)}
+    assert len(counters) == 50 and max(counters) > 1 << 48   # random, not a small row counter
 
 
 def test_generator_embeds_clock_and_node():
