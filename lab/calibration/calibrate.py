@@ -230,6 +230,13 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     return entry, failure
 
 
+def _not_run_for(name: str, params: dict[str, Any], blocked: list[str]) -> NotebookRun:
+    """``name``'s entry when an input notebook of this run did not finish: not run, and why."""
+    evalue = f"{name} not run: it reads the values of {' and '.join(blocked)} of this run, which did not finish"
+    return NotebookRun(status="not run", parameters=dict(params), seconds=0.0,
+                       error=RunError(notebook=name, cell=None, ename="InputNotMeasured", evalue=evalue))
+
+
 def _pending(cal: CalibrationRun, suite: list[tuple[str, dict[str, Any]]]) -> CalibrationRun:
     for name, params in suite:
         cal = cal.with_notebook(name, NotebookRun(status="pending", parameters=dict(params)))
@@ -240,6 +247,8 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
                run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None, bool]:
     """The notebooks in order: (the run, the first failure, whether Ctrl-C stopped it). An
     interrupted notebook keeps its partial output and is marked "interrupted"; the rest "not run"."""
+    from lab.calibration.notebooks import failed_inputs
+
     failure, current, interrupted = None, None, False
     bar = _progress(len(suite), options.progress and bool(suite))
     watch = Stopwatch()
@@ -247,13 +256,18 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
         for name, params in suite:
             current, watch = (name, params), Stopwatch()
             bar.set_description(f"notebook {name}")
-            running = NotebookRun(status="running", parameters=dict(params))
-            cal = write_calibration(run_dir, cal.with_notebook(name, running))
-            entry, failed = _run_one(name, params, config, options, run_dir)
+            blocked = failed_inputs(name, params, run_dir, {n: nb.status for n, nb in cal.notebooks.items()})
+            if blocked:  # (--keep-going) it reads the values of a notebook of this run that failed
+                entry, failed = _not_run_for(name, params, blocked), None
+            else:
+                running = NotebookRun(status="running", parameters=dict(params))
+                cal = write_calibration(run_dir, cal.with_notebook(name, running))
+                entry, failed = _run_one(name, params, config, options, run_dir)
             current, failure = None, failed or failure
             cal = write_calibration(run_dir, cal.with_notebook(name, entry))
             bar.update(1)
-            bar.write(f"{name}: {entry.status} in {entry.seconds:.0f} s", file=sys.stderr)
+            bar.write(entry.error.evalue if blocked else f"{name}: {entry.status} in {entry.seconds:.0f} s",
+                      file=sys.stderr)
             if failure is not None and not options.keep_going:
                 break
     except KeyboardInterrupt:
