@@ -181,19 +181,26 @@ def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> 
     return cal.replace(constants=constants)
 
 
+def _run_parameters(mode: str, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """What the run runs with, recorded in calibration.json's environment from its first write
+    (before the environment is measured), so that ``--resume`` of a run stopped at any point takes
+    the run's own constants file and services (no secrets), never today's: the notebooks' stores
+    (experiments.common.scratch_store) open with these services."""
+    from lab.calibration.notebooks import services_parameter
+
+    services = options.services if options.services is not None else ServicesConfig()
+    return {"mode": mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
+            "notebooks": {name: params for name, params in suite},
+            "constants_file": str(options.constants_path), "services": services_parameter(services)}
+
+
 def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
                  run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
     """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
     from lab.cluster.connection import connect
 
-    from lab.calibration.notebooks import services_parameter
-
-    # the notebooks' stores (experiments.common.scratch_store) open with these services; recorded
-    # (no secrets) so that --resume runs the rest of the run with them
     services = options.services if options.services is not None else ServicesConfig()
-    parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
-                  "notebooks": {name: params for name, params in suite},
-                  "constants_file": str(options.constants_path), "services": services_parameter(services)}
+    parameters = _run_parameters(cal.mode, options, suite)
     with connect(config) as conn:
         env = {**environment(config, conn, services=services.describe_store()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
@@ -323,8 +330,9 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
         run_dir = new_run_dir(options.results)
     suite = plan(options, run_dir)
-    cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
-                         started_at=utc_now_iso())
+    mode = "quick" if options.quick else "full"
+    cal = CalibrationRun(run_id=run_dir.name, mode=mode, status="running", started_at=utc_now_iso(),
+                         environment={"parameters": _run_parameters(mode, options, suite)})
     return _session(config, options, run_dir, write_calibration(run_dir, _pending(cal, suite)), suite)
 
 
