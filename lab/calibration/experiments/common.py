@@ -39,6 +39,19 @@ RUN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _SERVICE_SECRETS = ("kafka_sasl_password", "redis_password")  # LAB_* or the file only, never a parameter
 
 
+# ---- settings every timed experiment shares ---------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class TimedParams:
+    """The settings every experiment that times the cluster from this process shares (its own
+    ``Params`` derive from it): the loader-CPU limit above which a round, window or timed read is
+    the client's latency (loader-bound, left out and counted), the data seed, whether the keyspace
+    outlives the run, and the progress bar."""
+    max_loader_cpu_percent_of_core: float = 70.0
+    seed: int = 0
+    keep_keyspace: bool = False
+    show_progress: bool = True
+
+
 # ---- output -------------------------------------------------------------------------------
 def _in_kernel() -> bool:
     try:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
 from lab.calibration.precision import Precision, sample_until
 from lab.cluster.admin.server_cpu import cpu_seconds_between
@@ -78,7 +78,7 @@ PRECISION_RESAMPLES = 400  # the precision check between rounds (the summary use
 
 
 @dataclass(frozen=True, kw_only=True)
-class Params:
+class Params(TimedParams):
     operations: tuple[str, ...] = OPERATIONS
     rates: dict[str, float] | None = None      # ops/s per operation (None: DEFAULT_RATES)
     window_seconds: float = 8.0
@@ -88,7 +88,6 @@ class Params:
     target_rel_half_width: float = 0.20        # of each operation's server CPU per op (bootstrap 95% CI)
     quiet_cores: float = 0.15                  # an idle window at or below this is quiet (no other client busy)
     min_quiet_windows: int = 3                 # quiet windows an operation needs to be estimated from them
-    max_loader_cpu_percent_of_core: float = 70.0  # a window whose driving used more of this process is loader-bound
     budget_seconds: float = 720.0
     workers: int = 8
     group_backlog: int = 500
@@ -98,9 +97,6 @@ class Params:
     history_rows: int = 400                    # rows per history conversation (several pages)
     page_limit: int = 50
     profile: str = "chat_mix"
-    seed: int = 0
-    keep_keyspace: bool = False
-    show_progress: bool = True
 
     def rate(self, op: str) -> float:
         return float((self.rates or {}).get(op, DEFAULT_RATES[op]))

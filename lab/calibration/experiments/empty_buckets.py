@@ -36,7 +36,7 @@ import pandas as pd
 
 from lab.store import compose_message_id
 from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 from lab.measure.process_cpu import CpuMeter
@@ -44,7 +44,7 @@ from lab.results.jsonio import flatten
 
 
 @dataclass(frozen=True, kw_only=True)
-class Params:
+class Params(TimedParams):
     runs: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8, 9, 10, 12, 16, 20, 24, 30)
     scan_limits: tuple[int, ...] = (4, 8, 16, 32)
     min_rounds: int = 5                # rounds always run: every scan limit x run length once each
@@ -58,10 +58,6 @@ class Params:
     hole_profile: str = "chat_mix"
     hole_messages: int = 200_000
     target_truncated_share: float = 0.001
-    max_loader_cpu_percent_of_core: float = 70.0  # a round in which this process used more is loader-bound
-    seed: int = 0
-    keep_keyspace: bool = False
-    show_progress: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,7 +40,7 @@ import pandas as pd
 from lab.errors import CalibrationError
 from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, progress, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, halves
 from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
 from lab.measure.process_cpu import CpuMeter
@@ -54,7 +54,7 @@ NAIVE_CONCURRENCY = 32
 
 
 @dataclass(frozen=True, kw_only=True)
-class Params:
+class Params(TimedParams):
     profile: str = "chat_mix"
     dataset_messages: int = 2000
     mix_sizes: tuple[int, ...] = (50, 200)
@@ -66,10 +66,6 @@ class Params:
     density_entries: int = 400
     densities: tuple[float, ...] = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
     density_trace_repeats: int = 6  # traced requests per density and method (each trace waits for its events)
-    max_loader_cpu_percent_of_core: float = 70.0  # a timed read during which this process used more is loader-bound
-    seed: int = 0
-    keep_keyspace: bool = False
-    show_progress: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)

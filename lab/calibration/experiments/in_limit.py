@@ -40,7 +40,7 @@ import pandas as pd
 from lab.errors import InListTooLong, LabError
 from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
 from lab.measure.process_cpu import CpuMeter
@@ -53,7 +53,7 @@ _SETTINGS_SCYLLA = ("max_clustering_key_restrictions_per_query", "max_partition_
 
 
 @dataclass(frozen=True, kw_only=True)
-class Params:
+class Params(TimedParams):
     profile: str = "chat_mix"
     partition_rows: int = 1024
     in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
@@ -65,10 +65,6 @@ class Params:
     warmup: int = 20
     p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
-    max_loader_cpu_percent_of_core: float = 70.0  # a round in which this process used more is loader-bound
-    seed: int = 0
-    keep_keyspace: bool = False
-    show_progress: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
