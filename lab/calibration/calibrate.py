@@ -181,19 +181,26 @@ def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> 
     return cal.replace(constants=constants)
 
 
+def _run_parameters(mode: str, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """What the run runs with, recorded in calibration.json's environment from its first write
+    (before the environment is measured), so that ``--resume`` of a run stopped at any point takes
+    the run's own constants file and services (no secrets), never today's: the notebooks' stores
+    (experiments.common.scratch_store) open with these services."""
+    from lab.calibration.notebooks import services_parameter
+
+    services = options.services if options.services is not None else ServicesConfig()
+    return {"mode": mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
+            "notebooks": {name: params for name, params in suite},
+            "constants_file": str(options.constants_path), "services": services_parameter(services)}
+
+
 def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
                  run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
     """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
     from lab.cluster.connection import connect
 
-    from lab.calibration.notebooks import services_parameter
-
-    # the notebooks' stores (experiments.common.scratch_store) open with these services; recorded
-    # (no secrets) so that --resume runs the rest of the run with them
     services = options.services if options.services is not None else ServicesConfig()
-    parameters = {"mode": cal.mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
-                  "notebooks": {name: params for name, params in suite},
-                  "constants_file": str(options.constants_path), "services": services_parameter(services)}
+    parameters = _run_parameters(cal.mode, options, suite)
     with connect(config) as conn:
         env = {**environment(config, conn, services=services.describe_store()).to_json(), "parameters": parameters}
         with scratch_keyspace(conn, ROUND_TRIP_KEYSPACE_PREFIX) as keyspace:
@@ -230,6 +237,13 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
     return entry, failure
 
 
+def _not_run_for(name: str, params: dict[str, Any], blocked: list[str]) -> NotebookRun:
+    """``name``'s entry when an input notebook of this run did not finish: not run, and why."""
+    evalue = f"{name} not run: it reads the values of {' and '.join(blocked)} of this run, which did not finish"
+    return NotebookRun(status="not run", parameters=dict(params), seconds=0.0,
+                       error=RunError(notebook=name, cell=None, ename="InputNotMeasured", evalue=evalue))
+
+
 def _pending(cal: CalibrationRun, suite: list[tuple[str, dict[str, Any]]]) -> CalibrationRun:
     for name, params in suite:
         cal = cal.with_notebook(name, NotebookRun(status="pending", parameters=dict(params)))
@@ -240,6 +254,8 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
                run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None, bool]:
     """The notebooks in order: (the run, the first failure, whether Ctrl-C stopped it). An
     interrupted notebook keeps its partial output and is marked "interrupted"; the rest "not run"."""
+    from lab.calibration.notebooks import failed_inputs
+
     failure, current, interrupted = None, None, False
     bar = _progress(len(suite), options.progress and bool(suite))
     watch = Stopwatch()
@@ -247,13 +263,18 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
         for name, params in suite:
             current, watch = (name, params), Stopwatch()
             bar.set_description(f"notebook {name}")
-            running = NotebookRun(status="running", parameters=dict(params))
-            cal = write_calibration(run_dir, cal.with_notebook(name, running))
-            entry, failed = _run_one(name, params, config, options, run_dir)
+            blocked = failed_inputs(name, params, run_dir, {n: nb.status for n, nb in cal.notebooks.items()})
+            if blocked:  # (--keep-going) it reads the values of a notebook of this run that failed
+                entry, failed = _not_run_for(name, params, blocked), None
+            else:
+                running = NotebookRun(status="running", parameters=dict(params))
+                cal = write_calibration(run_dir, cal.with_notebook(name, running))
+                entry, failed = _run_one(name, params, config, options, run_dir)
             current, failure = None, failed or failure
             cal = write_calibration(run_dir, cal.with_notebook(name, entry))
             bar.update(1)
-            bar.write(f"{name}: {entry.status} in {entry.seconds:.0f} s", file=sys.stderr)
+            bar.write(entry.error.evalue if blocked else f"{name}: {entry.status} in {entry.seconds:.0f} s",
+                      file=sys.stderr)
             if failure is not None and not options.keep_going:
                 break
     except KeyboardInterrupt:
@@ -309,8 +330,9 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
     with connect(config):  # so is an unreachable cluster (ConnectError, with its fix)
         run_dir = new_run_dir(options.results)
     suite = plan(options, run_dir)
-    cal = CalibrationRun(run_id=run_dir.name, mode="quick" if options.quick else "full", status="running",
-                         started_at=utc_now_iso())
+    mode = "quick" if options.quick else "full"
+    cal = CalibrationRun(run_id=run_dir.name, mode=mode, status="running", started_at=utc_now_iso(),
+                         environment={"parameters": _run_parameters(mode, options, suite)})
     return _session(config, options, run_dir, write_calibration(run_dir, _pending(cal, suite)), suite)
 
 

@@ -50,6 +50,20 @@ def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, r
     return out
 
 
+def failed_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str,
+                  statuses: Mapping[str, str]) -> list[str]:
+    """The notebooks of this run whose values ``name`` was given to read (:data:`RUN_INPUTS`,
+    by :func:`with_run_inputs`) and that did not finish ("failed", "not run", ...): ``name``
+    would only fail on their missing or partial values.json. A path the caller gave instead
+    (another run's values) is not this run's and never blocks."""
+    out = []
+    for param, (source, _) in RUN_INPUTS.get(name, {}).items():
+        ours = str((Path(run_dir) / source / VALUES_FILE).resolve())
+        if params.get(param) == ours and statuses.get(source, "ok") != "ok":
+            out.append(source)
+    return out
+
+
 def notebook_path(name: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     path = Path(notebooks_dir) / f"{name}.ipynb"
     if not path.exists():

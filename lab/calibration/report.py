@@ -142,7 +142,9 @@ def _notebooks_section(cal: Mapping[str, Any], run_dir: Path) -> str:
         err = ""
         if nb.get("status") == "interrupted":
             err = "<div class='banner fail'>interrupted here: its partial output is in its folder</div>"
-        if nb.get("error"):
+        if nb.get("error") and nb.get("status") == "not run":  # an input notebook of this run failed
+            err = f"<div class='banner fail'>{esc(nb['error'].get('evalue'))}</div>"
+        elif nb.get("error"):
             e = nb["error"]
             err = (f"<div class='banner fail'>failed in cell {esc(e.get('cell'))}: <b>{esc(e.get('ename'))}</b>: "
                    f"{esc(e.get('evalue'))}</div>")

@@ -525,6 +525,33 @@ def _interrupt_capacity_alone(results: Path, home: str) -> tuple[subprocess.Comp
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), found
 
 
+def test_ctrl_c_before_the_environment_keeps_what_the_run_runs_with(results, cluster_config):
+    """SIGINT as soon as the run folder exists (while the environment and round trip are measured,
+    before any notebook): calibration.json already records the run's services and constants file,
+    so --resume takes them, not whatever LAB_* says the day it resumes."""
+    proc = subprocess.Popen([*LAB, "calibrate", "--quick", "--no-preflight", "--no-progress", "--notebooks", "none",
+                             "--results", str(results), "--home", str(cluster_config.lab_home)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    before, found = {d.name for d in results.iterdir()}, None
+    deadline = time.monotonic() + 300
+    try:
+        while found is None and time.monotonic() < deadline and proc.poll() is None:
+            found = next((d for d in results.iterdir() if d.name not in before and (d / "calibration.json").exists()),
+                         None)
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert found is not None and "Traceback" not in err, err[-3000:]
+    cal = json.loads((found / "calibration.json").read_text())
+    assert cal["status"] in ("interrupted", "ok"), cal["status"]  # ok: the run was quicker than the signal
+    recorded = cal["environment"]["parameters"]
+    assert recorded["services"]["outbox"] == "local" and recorded["constants_file"] and recorded["mode"] == "quick"
+
+
 @pytest.fixture(scope="module")
 def interrupted(run, results, cluster_config):
     return _interrupt_capacity_alone(results, str(cluster_config.lab_home))

@@ -39,6 +39,27 @@ def test_the_plan_passes_this_runs_b_row_and_cpu_costs_to_capacity(tmp_path):
     assert "cpu_values" not in dict(plan(CalibrationOptions(notebooks=("b_row", "capacity")), tmp_path))["capacity"]
 
 
+def test_a_notebook_whose_input_of_this_run_failed_is_not_run_and_says_which(tmp_path):
+    """--keep-going after b_row failed: capacity would only fail on b_row's missing values.json,
+    so it is not run and names b_row; another run's values given by hand never block it."""
+    from lab.calibration.calibrate import _not_run_for
+    from lab.calibration.notebooks import failed_inputs
+    from lab.calibration.report import render
+
+    suite = dict(plan(CalibrationOptions(notebooks=("b_row", "cpu_cost", "capacity", "model_check")), tmp_path))
+    assert failed_inputs("capacity", suite["capacity"], tmp_path, {"b_row": "failed", "cpu_cost": "ok"}) == ["b_row"]
+    assert failed_inputs("capacity", suite["capacity"], tmp_path,
+                         {"b_row": "ok", "cpu_cost": "not run"}) == ["cpu_cost"]
+    assert failed_inputs("capacity", suite["capacity"], tmp_path, {"b_row": "ok", "cpu_cost": "ok"}) == []
+    assert failed_inputs("b_row", suite["b_row"], tmp_path, {}) == []  # reads no other notebook
+    elsewhere = {**suite["capacity"], "b_row_values": str(tmp_path / "other-run" / "b_row" / "values.json")}
+    assert failed_inputs("capacity", elsewhere, tmp_path, {"b_row": "failed", "cpu_cost": "ok"}) == []
+    entry = _not_run_for("capacity", suite["capacity"], ["b_row"])
+    assert entry.status == "not run" and "reads the values of b_row of this run" in entry.error.evalue
+    html = render({"status": "failed", "mode": "quick", "notebooks": {"capacity": entry.to_json()}}, tmp_path)
+    assert "capacity not run: it reads the values of b_row" in html and "failed in cell" not in html
+
+
 def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
     """papermill skips a parameters line it cannot parse (e.g. '<=' in its comment) and
     `lab calibrate -p` then refuses that parameter as unknown."""
