@@ -26,6 +26,17 @@ def test_top_gives_self_and_inclusive_shares(tmp_path):
     assert "| 100.0 | main (lab/x.py) |" in incl_part and "| 80.0 | batch_read (lab/store/batch_read.py) |" in incl_part
 
 
+def test_top_leaves_out_samples_taken_while_importing(tmp_path):
+    path = tmp_path / "p.txt"
+    importing = ('process 1:"python -m x";_run_module_as_main (<frozen runpy>:1);'
+                 '_find_and_load (<frozen importlib._bootstrap>:1176);<module> (/repo/lab/store/x.py:1) 30\n')
+    path.write_text(RAW + importing)
+    text = top(path)
+    assert text.startswith("# p.txt: 40 samples; 30 taken while importing modules, left out: shares of the other 10")
+    assert "| 60.0 | _decode (lab/store/records.py) |" in text  # of the 10 samples of the workload
+    assert "importlib" not in text and "<module>" not in text
+
+
 def test_frame_name_shortens_paths():
     assert frame_name("f (/a/b/lib/python3.11/json/decoder.py:12)") == "f (json/decoder.py)"
     assert frame_name("g (/w/wt/lab/store/ids.py:1)") == "g (lab/store/ids.py)"

@@ -11,7 +11,11 @@
     built before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor
     pays no encoding, sealing, validation or head bookkeeping: that difference is what the ratio
     measures. The floor writes the head inline, one per send; the store writes it after the ack and
-    only the newest per conversation and batch, as its design allows.
+    only the newest per conversation and batch, as its design allows, and reads the head before
+    each write (§2.4's compare in the application, which also sees a takeover: issue 21's
+    fencing), a request the floor does not make; the store also reads the head's epoch once per
+    conversation its writer has not checked (fencing's admit). The floor's 5 requests per send
+    against the send's 6 (plus the first send of each conversation) are these reads.
 
 ``send_floor_without_outbox``
     The same without the outbox append (the floor before issue 24), so the log's own cost stays

@@ -134,9 +134,8 @@ class Encryptor:
                     or not 0 <= conversation_seq < BIT63:  # the unusual: decrypt() checks and names it
                 return self.decrypt(blob, tenant_id=tenant_id, conversation_id=conversation_id,
                                     conversation_seq=conversation_seq, dek_id=dek_id)
-            view = memoryview(blob)  # slices of a view copy nothing
-            try:
-                return cipher.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:],
+            try:  # bytes slices: cheaper than a memoryview and its slices for a row's few hundred bytes
+                return cipher.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:],
                                       prefix + conversation_seq.to_bytes(8, "big") + version)
             except InvalidTag:
                 raise DecryptError("authentication failed: wrong key, wrong row (AAD) or tampered ciphertext",

@@ -75,7 +75,8 @@ Key = tuple[uuid.UUID, uuid.UUID]
 _HEAD_SETS = ("latest_conversation_seq = ?, last_message_id = ?, last_activity_id = ?, last_sender_id = ?, "
               "preview_or_placeholder = ?, updated_at = ?, fencing_epoch = ?, head_version = ?")
 # the normal form's read before its blind write, and the write (module constants: the benchmark's
-# send_floor issues these very texts)
+# send_floor issues the write's very text; it leaves the read out, so a send makes one request per
+# head write more than its floor: §2.4's compare and the fencing check, both required)
 HEAD_READ_CQL = ("SELECT latest_conversation_seq, fencing_epoch, head_version FROM {ks}.conversation_head "
                  "WHERE tenant_id = ? AND conversation_id = ?")
 HEAD_WRITE_CQL = f"UPDATE {{ks}}.conversation_head SET {_HEAD_SETS} WHERE tenant_id = ? AND conversation_id = ?"
