@@ -93,6 +93,24 @@ def histogram_percentiles(hist: Any, ps: Iterable[float]) -> list[int | None]:
     return out
 
 
+def histogram_mean(hist: Any) -> float:
+    """HdrHistogram's own mean (``get_mean_value``: every recorded bucket at its median
+    equivalent value, weighted by its count, over the total count), summed over the non-empty
+    buckets found with numpy: hdrh's recorded iterator walks the whole counts array in Python,
+    0.2-0.9 s per histogram, seconds of every load run's summary (and of each metrics scrape)."""
+    n = hist.get_total_count()
+    if n == 0:
+        return 0.0
+    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+    total = 0  # an int, as hdrh's: exact however many calls
+    for index in np.flatnonzero(counts):
+        count = hist.get_count_at_index(int(index))
+        value = hist.get_highest_equivalent_value(hist.get_value_from_index(int(index)))
+        low = hist.get_lowest_equivalent_value(value)
+        total += count * (low + ((value - low + 1) >> 1))  # the bucket's median equivalent value
+    return float(total) / n
+
+
 @dataclass(frozen=True, kw_only=True)
 class LatencySummary:
     """count, p50/p90/p99/p999, max and mean of one set of latencies (one unit, given by the
@@ -131,7 +149,7 @@ def summarize_histogram(hist: Any) -> LatencySummary:
     pcts = histogram_percentiles(hist, SUMMARY_PERCENTILES.values())
     return LatencySummary(count=n, **dict(zip(SUMMARY_PERCENTILES, pcts)),
                           max=hist.get_max_value() if n else None,
-                          mean=round(hist.get_mean_value(), 1) if n else None)
+                          mean=round(histogram_mean(hist), 1) if n else None)
 
 
 def summarize_samples(samples: Iterable[float]) -> LatencySummary:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lab.measure import latency_summary, nearest_rank, percentile, summarize_histogram, summarize_samples
 from lab.measure.hdr import new_histogram
-from lab.measure.percentiles import histogram_percentiles
+from lab.measure.percentiles import histogram_mean, histogram_percentiles
 
 PS = (0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0)
 
@@ -45,6 +45,22 @@ def test_histogram_and_sample_list_agree(values):
     for p, h in zip(PS, ours):
         s = int(percentile(values, p))
         assert hist.get_lowest_equivalent_value(s) <= h <= hist.get_highest_equivalent_value(s), p
+
+
+def test_histogram_mean_is_hdrhs_own_mean():
+    """The summaries' mean is exactly HdrHistogram's get_mean_value, found without its walk of
+    every bucket (the oracle takes ~0.2 s a histogram: three of them, each a different shape)."""
+    rng = np.random.default_rng(7)
+    small = [(int(v), 1) for v in rng.integers(1, 2048, 200)]  # the first bucket: one value per sub-bucket
+    wide = [(int(v), int(c)) for v, c in zip(rng.lognormal(8, 2.5, 500).astype(int) + 1, rng.integers(1, 1000, 500))]
+    for values in (small, wide, [(50_000_000, 3), (1, 1)]):
+        hist = new_histogram()
+        for v, count in values:
+            hist.record_value(min(v, 50_000_000), count)
+        expected = hist.get_mean_value()
+        assert histogram_mean(hist) == expected
+        assert summarize_histogram(hist).mean == round(expected, 1)
+    assert histogram_mean(new_histogram()) == 0.0 and summarize_histogram(new_histogram()).mean is None
 
 
 def test_summaries_of_samples_and_of_histograms_have_one_shape():
