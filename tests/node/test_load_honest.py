@@ -214,4 +214,7 @@ def test_a_staircase_stops_at_its_first_loader_bound_step(keyspace, tmp_path, la
     assert steps[0]["verdict"]["verdict"] == LOADER_BOUND
     assert summary["staircase_stopped_at_step"] == 1 and len([s for s in steps if s.get("ran", True)]) == 1
     assert (load / "staircase.png").stat().st_size > 1000
+    # every user ended at the stop: none (a user with no call due in the steps above all) was left
+    # asleep for Locust to kill after its --stop-timeout
+    assert "Not all users finished" not in (load / "locust.log").read_text()
     shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)

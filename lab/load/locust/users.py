@@ -28,7 +28,6 @@ import random
 from typing import Any
 from collections.abc import Callable
 
-import gevent
 from locust import User, task
 
 from lab.errors import RequestTimeout
@@ -61,7 +60,11 @@ class StoreUser(User):
                                 phase=random.random()) if plan.fixed_rate else None
         self._due: int | None = None
         self._done = False
-        gevent.sleep(self.wait_time())
+        # Locust's wait, not gevent.sleep: the user sleeps until its first due call in Locust's
+        # waiting state, so a stop ends it at once. A user with no call due in the whole stage table
+        # (a staircase's low steps split over many users) sleeps IDLE_SECONDS here; asleep in the
+        # running state it held every stop for Locust's full --stop-timeout (30 s)
+        self.wait()
 
     def wait_time(self) -> float:
         now = now_ns()
