@@ -94,9 +94,9 @@ def test_compare_refuses_a_loader_bound_run_unless_forced(bound_and_valid, keysp
 
 
 def test_allow_loader_bound_keeps_exit_0(keyspace, tmp_path, lab_home):
-    proc = _lab("load", "--profile", "send_only", "--rate", "5", "--duration", "3s", "--processes", "1",
-                "--seed-size", "tiny", "--max-loader-cpu", "1", "--allow-loader-bound", "--no-audit",
-                "--results", str(tmp_path), keyspace=keyspace)
+    proc = _lab("load", "--profile", "send_only", "--rate", "5", "--duration", "3s", "--warmup", "1s",
+                "--processes", "1", "--seed-size", "tiny", "--max-loader-cpu", "1", "--allow-loader-bound",
+                "--no-audit", "--results", str(tmp_path), keyspace=keyspace)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "LOADER-BOUND" in proc.stdout
     shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)
@@ -160,8 +160,9 @@ def test_the_metrics_endpoint_is_scraped_during_a_load(keyspace, tmp_path, lab_h
     err = tmp_path / "stderr.txt"
     with open(err, "w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--profile", "send_only", "--rate", "10",
-                                 "--users", "40", "--duration", "8s", "--processes", "1", "--seed-size", "tiny",
-                                 "--no-audit", "--metrics-port", str(port), "--results", str(tmp_path / "r")],
+                                 "--users", "40", "--duration", "8s", "--warmup", "1s", "--processes", "1",
+                                 "--seed-size", "tiny", "--no-audit", "--metrics-port", str(port),
+                                 "--results", str(tmp_path / "r")],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=f, text=True,
                                 env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
     scrapes = []
@@ -203,8 +204,8 @@ def test_the_metrics_endpoint_is_scraped_during_a_load(keyspace, tmp_path, lab_h
 
 # ---- staircase -----------------------------------------------------------------------------------
 def test_a_staircase_stops_at_its_first_loader_bound_step(keyspace, tmp_path, lab_home):
-    proc = _lab("load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--users", "40",
-                "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
+    proc = _lab("load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--warmup", "1s",
+                "--users", "40", "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
                 "--results", str(tmp_path), keyspace=keyspace)
     assert proc.returncode == LOADER_BOUND_EXIT, proc.stderr[-3000:]
     assert re.search(r"capacity was not reached", proc.stdout), proc.stdout

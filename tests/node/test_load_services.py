@@ -35,8 +35,8 @@ def _drop_state(cluster_config, results: Path, kind: str) -> None:
 def test_lab_load_on_the_kafka_outbox_audits_the_log(cluster_config, connection, kafka_services, tmp_path):
     results = tmp_path / "results"
     with scratch_keyspace(connection, "loadkafka", create=False) as keyspace:
-        proc = _lab(["load", "--profile", "send_only", "--rate", "15", "--duration", "3s", "--seed-size", "tiny",
-                     "--outbox", "kafka", "--results", str(results)], keyspace)
+        proc = _lab(["load", "--profile", "send_only", "--rate", "15", "--duration", "3s", "--warmup", "1s",
+                     "--seed-size", "tiny", "--outbox", "kafka", "--results", str(results)], keyspace)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [summary_path] = results.glob("*/load/summary.json")
     s = read_json(summary_path)
