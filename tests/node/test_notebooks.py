@@ -160,7 +160,10 @@ def test_twcs_sstables(run_dir, notebook_artifacts, cluster_config, connection, 
 
 
 def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
+    # three densities, not the nine of a measurement: each traced request waits for its trace events
+    # (about half a second), and the sweep traces 5 requests per density and round (1 range, 4 IN lists)
     values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1, "density_trace_repeats": 2,
+                                            "densities": [1.0, 0.5, 0.25], "density_partition_rows": 1600,
                                             "show_progress": False}, run_dir, config=cluster_config)
     notebook_artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
     # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
