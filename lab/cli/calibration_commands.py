@@ -134,8 +134,8 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
     the notebook and the folder; --resume RUN_DIR finishes it (with the run's own settings).
     --outbox / --hot-window (LAB_*, the TOML file's [services]) are the notebooks' store
     settings, named in the environment block."""
-    from lab.calibration.calibrate import (CalibrationOptions, plan, propose_from as _propose_from, resume_calibration,
-                                           run_calibration, unfinished)
+    from lab.calibration.calibrate import CalibrationOptions, plan, propose_from as _propose_from, run_calibration
+    from lab.calibration.resume import resume_calibration, unfinished
     from lab.calibration.propose import check_proposable
     from lab.calibration.repeat_check import run_repeat_check
 
