@@ -4,4 +4,5 @@
     users       StoreUser (abstract: owns the store, times each call) and one user per kind
     shapes      LoadTestShape stage tables (fixed rate, staircase) from the plan
     runtime     the per-process context: store, recorder, acks log, interval logs, totals
+    interrupt   Ctrl-C (SIGINT) taken between two users' steps, never inside a call
 """

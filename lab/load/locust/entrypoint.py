@@ -16,6 +16,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner
 
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.locust import runtime
+from lab.load.locust.interrupt import ctrl_c_between_calls
 from lab.load.locust import users as _users
 
 _plan = LoadPlan.from_env(os.environ)
@@ -31,6 +32,7 @@ if _plan.duration_seconds > 0:  # headless runs end with their stage table; the 
 
 
 if os.environ.get("LAB_LOAD_ROLE") != "master":  # the master of a distributed run holds no store
+    ctrl_c_between_calls()  # lab load stops its processes with SIGINT: never inside a user's call
     runtime.init_context().open()
 
 
