@@ -30,7 +30,8 @@ from lab.measure.timing import now_ns, wall_seconds
 from lab.load.live_counts import ProcessSnapshot, TimelinePoint
 from lab.measure.hdr import LATE, IntervalLogWriter, LatencyRecorder
 from lab.results.jsonio import write_json
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile
+from lab.load.templates import worker_templates
 from lab.cluster.reactors import LOCUST_REACTOR
 
 _NS = 1_000_000_000
@@ -184,13 +185,13 @@ class LoadContext:
                     self._counter += 1
 
     def open(self) -> None:
-        """Build the message templates, connect and open the store. Runs when the locustfile is
+        """Load the message templates, connect and open the store. Runs when the locustfile is
         imported, before Locust starts its runner: this is seconds of CPU (numpy, the driver's
         metadata) that would otherwise starve the worker's heartbeats to the master."""
         from lab.cluster.connection import connect
         from lab.store import MessageStore
 
-        self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
+        self.templates = tuple(worker_templates(self.plan))  # the seeder's file: no pandas import here
         if not gevent.monkey.is_module_patched("threading"):
             # Locust started with LOCUST_SKIP_MONKEY_PATCH (lab load's default): the driver keeps its
             # default reactor in a real thread and every store call runs in one of gevent's native
