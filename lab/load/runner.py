@@ -12,8 +12,10 @@ Sequence of a run:
      any folder exists: bad input or an unreachable cluster leave nothing behind;
   2. a seed per worker (``lab.load.worker_seed``): a big group, 20 DMs and some chats, sent through
      the store from this process so readers have history from the first second (a reused
-     run id, ``lab.load.load_folders``, keeps its seed instead);
-  3. Locust starts. Headless: every process anchors at the same wall-clock ``t0`` (a few
+     run id, ``lab.load.load_folders``, keeps its seed instead). Headless, the Locust processes
+     start first and import while this seeds: they read the seed and open their stores once
+     ``<load_dir>/seeded`` is written (``LoadPlan.seed_gate``);
+  3. Locust runs. Headless: every process anchors at the same wall-clock ``t0`` (a few
      seconds ahead, for start-up); warmup calls are not measured; no call starts after the
      end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
      SIGTERM), measured from each test's start after the warmup;
@@ -40,6 +42,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
@@ -175,13 +178,14 @@ class LoadResult:
 
 
 # ---- the run -----------------------------------------------------------------------------------
-def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers: int, start_gate: bool) -> LoadPlan:
+def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers: int, start_gate: bool,
+               seed_gate: bool = False) -> LoadPlan:
     return LoadPlan(run_id=folder.key_base, load_dir=folder.load_dir, state_root=folder.state_root,
                     profile=options.profile, users=options.user_count(), workers=workers, stages=options.stages(),
                     warmup_seconds=options.warmup_seconds, duration_seconds=options.measured_seconds(),
                     reactor=options.reactor, native_threads=options.native_threads,
                     node_id_base=options.node_id_base, interval_seconds=options.interval_seconds,
-                    seed_size=options.seed_size, start_gate=start_gate)
+                    seed_size=options.seed_size, start_gate=start_gate, seed_gate=seed_gate)
 
 
 def prepare(config: ClusterConfig, options: LoadOptions, progress: LoadProgress = NO_PROGRESS, *,
@@ -243,13 +247,20 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
         load_folders.create(folder)
         lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
         with lock:
-            plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
-            seeding = seed_workers(config, plan, folder, progress, services=services)
+            headless = options.web is None  # seeds while Locust starts; the web UI's processes start seeded
+            plan = build_plan(options, folder, workers=options.processes, start_gate=headless, seed_gate=headless)
             parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
-                          "locustfile": str(LOCUSTFILE), **seeding}
-            write_json(folder.load_dir / "parameters.json", parameters)
+                          "locustfile": str(LOCUSTFILE)}
+
+            def seed() -> None:
+                parameters.update(seed_workers(config, plan, folder, progress, services=services))
+                write_json(folder.load_dir / "parameters.json", parameters)
+
+            if not plan.seed_gate:
+                seed()
             plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters,
-                                                                 services, metrics)
+                                                                 services, metrics, seed=seed)
+            seeding = {k: v for k, v in parameters.items() if k.startswith(("seed_", "prior_"))}
             progress.done()
             summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
                                      web=options.web is not None,
@@ -261,11 +272,17 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
                                f"{services.outbox} outbox")
                 summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
         write_json(folder.load_dir / SUMMARY_FILE, summary)
+    except SeedInterrupted:
+        raise KeyboardInterrupt from None
     finally:
         if metrics is not None:
             metrics.close()
     return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,
                       interrupted=interrupted)
+
+
+class SeedInterrupted(BaseException):
+    """Ctrl-C while the workers were seeded: run_load raises KeyboardInterrupt, as before any run."""
 
 
 def start_metrics(options: LoadOptions) -> MetricsServer | None:
@@ -276,8 +293,9 @@ def start_metrics(options: LoadOptions) -> MetricsServer | None:
 
 def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
                 parameters: dict[str, Any], services: ServicesConfig, metrics: MetricsServer | None = None,
-                ) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
-    """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
+                seed: Callable[[], None] | None = None) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
+    """Start the Locust processes, seed while they start (``plan.seed_gate``: they open their stores
+    once ``seeded`` is written), open the start gate, wait for the end (or Ctrl-C), stop them."""
     load_dir = plan.load_dir
     distributed = plan.workers > 1
     port = free_port() if distributed else None
@@ -297,6 +315,12 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
         for i in range(plan.workers if distributed else 0):
             procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
                         child_env(config, plan, i, role="worker", services=services), load_dir)
+        if plan.seed_gate and seed is not None:  # seconds of Locust's start-up overlap the seed
+            try:
+                seed()
+            except KeyboardInterrupt as exc:  # no run started: not a stopped run with a summary
+                raise SeedInterrupted from exc
+            plan.seeded_path().write_text("")
         wait_ready(plan, procs, options.startup_seconds)
         if metrics is not None:
             progress.phase(f"metrics: {metrics.url} (Prometheus text format)")

@@ -1,6 +1,7 @@
 """lab.load.templates: the seeder's templates reach the Locust process whole, without pandas."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -40,3 +41,32 @@ def test_the_locust_process_reads_the_file_without_importing_pandas(tmp_path):
             "n = len(worker_templates(p)); print(n, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(len(build_templates(plan))), "False"]
+
+
+def test_a_seed_gated_process_reads_the_seed_once_the_runner_says_it_is_on_disk(tmp_path):
+    """lab load seeds while its Locust processes start: what they know of the seed (the
+    conversations' acked messages) is read after ``seeded`` appears, not when they start."""
+    import threading
+    import uuid
+
+    from lab.load.audit import Ack, AckLog
+    from lab.load.locust.runtime import LoadContext
+
+    plan = LoadPlan(run_id="r", load_dir=tmp_path / "load", state_root=tmp_path / "state", profile="chat",
+                    users=2, workers=1, seed_size="tiny", seed_gate=True)
+    ctx = LoadContext(plan, env={})
+    assert not any(c.messages for c in ctx.conversations.values())  # nothing seeded yet
+    group = ctx.keys.big_group
+    log = AckLog(ctx.acks_path)
+    for seq in (1, 2, 3):
+        log.append(Ack(phase="seed", tenant_id=ctx.keys.tenant_id, conversation_id=group, conversation_seq=seq,
+                       message_id=seq, client_message_id=f"seed-{seq}", sender_id=uuid.uuid4()))
+    log.close()
+    timer = threading.Timer(0.3, plan.seeded_path().write_text, args=("",))
+    timer.start()
+    ctx._wait_for_seed()
+    assert plan.seeded_path().exists()
+    ctx._read_seed_acks()
+    assert ctx.conversations[group].messages == [(1, 1), (2, 2), (3, 3)]
+    ungated = LoadContext(dataclasses.replace(plan, seed_gate=False), env={})  # the web UI: seeded before
+    assert ungated.conversations[group].messages == [(1, 1), (2, 2), (3, 3)]
