@@ -272,17 +272,11 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
                                f"{services.outbox} outbox")
                 summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
         write_json(folder.load_dir / SUMMARY_FILE, summary)
-    except SeedInterrupted:
-        raise KeyboardInterrupt from None
     finally:
         if metrics is not None:
             metrics.close()
     return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,
                       interrupted=interrupted)
-
-
-class SeedInterrupted(BaseException):
-    """Ctrl-C while the workers were seeded: run_load raises KeyboardInterrupt, as before any run."""
 
 
 def start_metrics(options: LoadOptions) -> MetricsServer | None:
@@ -309,18 +303,16 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
 
-    def start(plan: LoadPlan) -> LoadPlan:
+    def launch(plan: LoadPlan) -> None:
         procs.start(locust_cmd(plan, load_dir, role=role, **common),
                     child_env(None if distributed else config, plan, role=role, services=services), load_dir)
         for i in range(plan.workers if distributed else 0):
             procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
                         child_env(config, plan, i, role="worker", services=services), load_dir)
-        if plan.seed_gate and seed is not None:  # seconds of Locust's start-up overlap the seed
-            try:
-                seed()
-            except KeyboardInterrupt as exc:  # no run started: not a stopped run with a summary
-                raise SeedInterrupted from exc
-            plan.seeded_path().write_text("")
+
+    def start(plan: LoadPlan) -> LoadPlan:
+        if not procs.procs:
+            launch(plan)
         wait_ready(plan, procs, options.startup_seconds)
         if metrics is not None:
             progress.phase(f"metrics: {metrics.url} (Prometheus text format)")
@@ -337,6 +329,10 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
         return plan
 
     try:
+        if plan.seed_gate and seed is not None:  # seconds of Locust's start-up overlap the seed; Ctrl-C
+            launch(plan)                         # here ends lab load before any run, as it always did
+            seed()
+            plan.seeded_path().write_text("")
         end = drive(plan, procs, progress, start=start, cpu_csv=load_dir / "cpu.csv",
                     watch=lambda plan: wait_until_done(plan, procs, monitor,
                                                        stop_timeout_seconds=options.stop_timeout_seconds,
