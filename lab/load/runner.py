@@ -60,6 +60,7 @@ from lab.load.loader_sizing import driver_name, resolve_processes
 from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
+from lab.load.templates import build_templates
 from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary
 from lab.load.verdict import Limits
@@ -217,7 +218,8 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
     sent, reused = {}, {}
     for i in indexes if indexes is not None else range(plan.workers):
         reused[i] = load_folders.copy_prior_acks(folder, i)
-        if folder.seeded(i):
+        if folder.seeded(i):  # its seed kept; its Locust process still reads its templates from a file
+            build_templates(plan.for_worker(i))
             continue
         shape = SEED_SHAPES[plan.seed_size]
         progress.phase(f"seeding worker {i}: {shape.sends:,} sends through the store ({plan.seed_size} seed: a group "
