@@ -1,6 +1,6 @@
 """Ctrl-C in a load process, delivered where no user is mid-call.
 
-``lab load`` stops its Locust processes with SIGINT (:meth:`lab.load.processes.LoadProcesses.stop`).
+``lab load`` stops its Locust processes with SIGINT (:meth:`lab.load.processes.Processes.stop`).
 Python's own SIGINT handler raises KeyboardInterrupt in whatever code runs at that moment: in a
 load process that is often a user's greenlet between recording a send's ack and counting the call,
 which then dies half-recorded (a fresh-clone run counted 45 measured acks against 44 sends ok;
