@@ -23,7 +23,7 @@ Per-store defaults (constants, retention policy, archiver mode) are set at ``ope
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,19 +48,19 @@ from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
 from lab.store.rows.retention import NO_TTL, RetentionPolicy
+from lab.store.baseline import BaselineStatements, baseline_statements
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
 from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
 from lab.store.write.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
 from lab.store.write.head import ConversationHead, HeadUpdate, check_head_update, read_head
-from lab.store.write.head_writer import HEAD_WRITE_CQL, HeadWriter
+from lab.store.write.head_writer import HeadWriter
 from lab.store.write.recall import EditResult, RecallPath, RecallResult
 from lab.store.write.recovery import Recovery
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
-from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, SendPath, SendRequest
+from lab.store.write.send import SendAck, SendPath, SendRequest
 from lab.store.write.sequence import Allocation, SequenceAllocator
 from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
-from lab.store.read.history import (BOUNDS_CQL, DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, OLDER_PAGE_CQL,
-                                    Direction, HistoryPage, HistoryReader)
+from lab.store.read.history import DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, Direction, HistoryPage, HistoryReader
 from lab.store.read.lookup import AdminLookup
 from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary
 
@@ -105,20 +105,6 @@ class _Parts:
     earliest: EarliestAdvancer
     hot: Any = None  # archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None
     services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
-
-
-@dataclass(frozen=True, kw_only=True)
-class BaselineStatements:
-    """The prepared statements the store's own paths issue, for floors that issue them raw (``lab bench
-    store``): a floor differs from the path only by what the path does around them. Bind values in each
-    statement's column order; ``batch_read(tenant_id, entries)``: what batch_read issues, nothing cached."""
-
-    reserve: Stmt          # send step 1: the client_dedup reservation, INSERT ... IF NOT EXISTS
-    commit: Stmt           # send step 5: client_dedup state = COMMITTED, USING TTL
-    head_write: Stmt       # step 7: the conversation_head blind write (not the failover form)
-    history_bounds: Stmt   # a page's H and E from conversation_head
-    history_older: Stmt    # an older page's read of one message_record bucket
-    batch_read: Callable[[IdLike, Iterable[BatchEntry]], list[tuple[Stmt, tuple]]]
 
 
 class MessageStore:
@@ -399,11 +385,7 @@ class MessageStore:
     def baseline_statements(self) -> BaselineStatements:
         """The prepared statements of send and history, exactly as the store prepares them
         (the commit path's record upserts come from ``seeding.statements``)."""
-        prepare = self._parts.ctx.prepare
-        return BaselineStatements(reserve=prepare(RESERVE_CQL), commit=prepare(COMMIT_CQL),
-                                  head_write=prepare(HEAD_WRITE_CQL),
-                                  history_bounds=prepare(BOUNDS_CQL, key_columns=("tenant_id", "conversation_id")),
-                                  history_older=prepare(OLDER_PAGE_CQL), batch_read=self._parts.batch_reader.statements)
+        return baseline_statements(self._parts.ctx, self._parts.batch_reader)
 
     def decode_record(self, row: Any) -> Message:
         """A :class:`Message` from a raw message_record row (driver row or mapping), opened

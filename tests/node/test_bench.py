@@ -46,9 +46,9 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
                 "grouped_vs_naive_group_1x30": (TINY.group_repeats, TINY.group_warmup),
                 "grouped_vs_naive_dm_3x2": (TINY.dm_repeats, TINY.dm_warmup)}
     for key, comp in comps.items():
-        # the send against its raw steps with and without the outbox append (issues 13, 24), the latest page
+        # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
-        assert len(comp["methods"]) == {"send_throughput": 4}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 5}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -77,6 +77,12 @@ def test_request_counts_match_what_each_method_is(bench):
         assert send[floor]["requests"] == {
             "client_dedup": {"lwt": TINY.send_ops, "write": TINY.send_ops}, "message_record": {"write": TINY.send_ops},
             "message_index": {"write": TINY.send_ops}, "conversation_head": {"write": TINY.send_ops}}
+    # the like-for-like floor: the same plus the head read before each head write and the fencing read
+    # on each conversation's first call (calls are numbered from the warm-up's, which is not counted)
+    like = send["send_floor_with_head_read"]["requests"]
+    first_calls = max(0, min(TINY.send_conversations, TINY.send_warmup + TINY.send_ops) - TINY.send_warmup)
+    assert like == {**send["send_floor"]["requests"], "conversation_head": {
+        "write": TINY.send_ops, "point_read": TINY.send_ops + first_calls}}, like
     # the store sends its floor plus the head reads: at most one head write per send, the head read
     # before each head write (§2.4's compare, fencing) and one per conversation its writer had not
     # written yet (the fencing check of a first send)
@@ -117,6 +123,7 @@ def test_the_closing_note_states_both_send_floors_and_the_goals(bench):
     result, report = bench
     note = report["closing_note"]
     assert "durable outbox append" in note and "send_floor_without_outbox" in note
+    assert "send_floor_with_head_read" in note and "like for like" in note
     assert "goal >= 0.9" in note and "goal <= 1.15" in note and "goal <= 1.5" in note
 
 

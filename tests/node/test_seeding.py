@@ -81,6 +81,8 @@ def test_baseline_statements_are_the_store_s_own(store):
     reserved = store.connection.execute(baseline.reserve, (tenant, sender, "floor-1", bytes(16), 1, 0, 1)).one()
     assert reserved[0] is True
     assert store.connection.execute(baseline.history_bounds, (tenant, uuid.uuid4())).one() is None
+    for read in (baseline.head_read, baseline.fencing_read):  # the send's head reads (the like-for-like floor)
+        assert store.connection.execute(read, (tenant, uuid.uuid4())).one() is None
 
 
 def test_log_append_appends_what_send_logs(store):

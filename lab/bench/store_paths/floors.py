@@ -1,24 +1,28 @@
 """The store's own CQL floors (issue 13): each path's exact statements, issued raw, nothing else.
 
-``send_floor``
+``send_floor_with_head_read``
     What one ``store.send`` must do, from the same thread pool, in the write path's order: the
-    dedup reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently,
-    the durable outbox append (§5.1 step 4: the store's own log, the local SQLite file's group
-    commit and fsync, ``store.seeding.log_append``), the COMMITTED update, the conversation_head
+    fencing epoch read on the first send of each conversation (``Fencing.admit``), the dedup
+    reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently, the
+    durable outbox append (§5.1 step 4: the store's own log, the local SQLite file's group commit
+    and fsync, ``store.seeding.log_append``), the COMMITTED update, then the conversation_head read
+    (§2.4's compare in the application, which also sees a takeover: issue 21's fencing) and its
     blind write. The very statements the store prepares (``store.baseline_statements()``:
-    ``reserve``, ``commit``, ``head_write``; the commit path's upserts through
-    ``store.seeding.statements``); the values of every call, the log entry's JSON included, are
-    built before the run (rows sealed by the store's encoder, a sealed-size preview), so the floor
-    pays no encoding, sealing, validation or head bookkeeping: that difference is what the ratio
-    measures. The floor writes the head inline, one per send; the store writes it after the ack and
-    only the newest per conversation and batch, as its design allows, and reads the head before
-    each write (§2.4's compare in the application, which also sees a takeover: issue 21's
-    fencing), a request the floor does not make; the store also reads the head's epoch once per
-    conversation its writer has not checked (fencing's admit). The floor's 5 requests per send
-    against the send's 6 (plus the first send of each conversation) are these reads.
+    ``fencing_read``, ``reserve``, ``commit``, ``head_read``, ``head_write``; the commit path's
+    upserts through ``store.seeding.statements``); the values of every call, the log entry's JSON
+    included, are built before the run (rows sealed by the store's encoder, a sealed-size preview),
+    so the floor pays no encoding, sealing, validation or head bookkeeping: that difference is what
+    the ratio measures. The floor reads and writes the head inline, once per send; the store does
+    it after the ack, on its head writer's thread, and only for the newest update per conversation
+    and batch, as its design allows (so under load it may make fewer head requests than this floor).
+
+``send_floor``
+    The same without the head read and the fencing read (the floor of issue 13 with issue 24's
+    outbox append): the send makes these reads and this floor does not, so the difference between
+    the two floors is their cost.
 
 ``send_floor_without_outbox``
-    The same without the outbox append (the floor before issue 24), so the log's own cost stays
+    ``send_floor`` without the outbox append (the floor before issue 24), so the log's own cost stays
     visible as the difference between the two floors.
 
 ``history_floor``
@@ -43,14 +47,18 @@ _PREVIEW_OVERHEAD_BYTES = 4 + 12 + 1 + 16
 _PREVIEW_MAX_BYTES = 128
 
 
-def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool = True) -> list[Callable[[], None]]:
+def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool = True,
+                     head_read: bool = False) -> list[Callable[[], None]]:
     """``n`` ready calls of the send floor, spread round-robin over ``conversations`` of their
     own (their own sequence windows), each a new client_message_id of its conversation's sender;
-    ``outbox=False``: without the log append (``send_floor_without_outbox``)."""
+    ``outbox=False``: without the log append (``send_floor_without_outbox``); ``head_read=True``:
+    with the head read before each head write and the fencing read on each conversation's first
+    call (``send_floor_with_head_read``)."""
     p, store = run.params, run.store
     conn = store.connection
     statements = store.baseline_statements()
     reserve, commit, head = statements.reserve, statements.commit, statements.head_write
+    read_head, read_epoch = statements.head_read, statements.fencing_read
     width = store.constants.message_seq_bucket_width
     dedup_ttl = store.constants.client_dedup_ttl_seconds
     tenant = uuid.uuid4()
@@ -76,15 +84,21 @@ def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool 
         commit_params = (dedup_ttl, int(DedupState.COMMITTED), message_id, seq, now_ms + i, *dedup_key)
         head_params = (seq, message_id, u128_to_blob(alloc.last_activity_id), senders[k], preview, now_ms + i, 0, seq,
                        tenant, convs[k])
+        head_key = (tenant, convs[k]) if head_read else None
+        first = head_read and i < conversations  # the conversation's first call: fencing's epoch read
 
         def call(reserve_params=reserve_params, record_and_index=record_and_index, log_append=log_append,
-                 commit_params=commit_params, head_params=head_params) -> None:
+                 commit_params=commit_params, head_params=head_params, head_key=head_key, first=first) -> None:
+            if first:
+                conn.execute(read_epoch, head_key).one()
             if not conn.execute(reserve, reserve_params).one()[0]:
                 raise RuntimeError("send floor: the reservation was not applied")
             conn.execute_concurrent(record_and_index, concurrency=len(record_and_index))
             if log_append is not None:
                 log_append()
             conn.execute(commit, commit_params)
+            if head_key is not None:
+                conn.execute(read_head, head_key).one()
             conn.execute(head, head_params)
         calls.append(call)
     return calls

@@ -1,8 +1,10 @@
 """``send_throughput``: the full write path (``store.send``) against its own steps issued raw
-(``send_floor``: the statements and the durable outbox append; ``send_floor_without_outbox``: the
-statements alone; lab.bench.store_paths.floors) and against the bare dedup LWT alone.
+(``send_floor_with_head_read``: the statements, the durable outbox append and the head / fencing
+reads the send must make, like for like; ``send_floor``: without those reads;
+``send_floor_without_outbox``: the statements alone; lab.bench.store_paths.floors) and against the
+bare dedup LWT alone.
 
-All four on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
+All five on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
 all pay the same client overhead; interleaved blocks, the order reversed every round (A B C D,
 D C B A, ...), after one discarded warm-up block each. A write-path block ends after
 ``store.drain()``: its throughput includes the head updates it caused (sustainable, not ack-only;
@@ -40,8 +42,13 @@ def bench_send(run: BenchRun) -> Comparison:
         if not row[0]:
             raise RuntimeError("bare LWT not applied")
 
-    floor_calls = send_floor_calls(run, p.send_warmup + p.send_ops, conversations=p.send_conversations)
-    no_log_calls = send_floor_calls(run, p.send_warmup + p.send_ops, conversations=p.send_conversations, outbox=False)
+    n_calls = p.send_warmup + p.send_ops
+    like_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations, head_read=True)
+    floor_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations)
+    no_log_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations, outbox=False)
+
+    def floor_with_head_read(i: int) -> None:
+        like_calls[i]()
 
     def floor(i: int) -> None:
         floor_calls[i]()
@@ -49,7 +56,9 @@ def bench_send(run: BenchRun) -> Comparison:
     def floor_without_outbox(i: int) -> None:
         no_log_calls[i]()
 
-    methods = {"send": (Method("send"), full), "send_floor": (Method("send_floor"), floor),
+    methods = {"send": (Method("send"), full),
+               "send_floor_with_head_read": (Method("send_floor_with_head_read"), floor_with_head_read),
+               "send_floor": (Method("send_floor"), floor),
                "send_floor_without_outbox": (Method("send_floor_without_outbox"), floor_without_outbox),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0}
@@ -87,19 +96,27 @@ def bench_send(run: BenchRun) -> Comparison:
     ack_only = (round(send_m.stats.ok / (ack_ns["send"] / NS_PER_SECOND), 2)
                 if ack_ns["send"] else None)
     f = send_m.result(ack_only_throughput_ops_per_s=ack_only)
+    fh = methods["send_floor_with_head_read"][0].result()
     fl = methods["send_floor"][0].result()
     fn = methods["send_floor_without_outbox"][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
-        description="send throughput: store.send (full §5.1 path) vs its own steps issued raw (send_floor: "
-                    "dedup LWT, record + index together, the durable outbox append, COMMITTED, head write; "
-                    "send_floor_without_outbox: the same without the append) vs the bare client_dedup INSERT ... "
-                    "IF NOT EXISTS alone",
-        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all four",
+        description="send throughput: store.send (full §5.1 path) vs its own steps issued raw "
+                    "(send_floor_with_head_read: the fencing read on a conversation's first send, dedup LWT, record + "
+                    "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
+                    "without the two reads; send_floor_without_outbox: send_floor without the append) vs the bare "
+                    "client_dedup INSERT ... IF NOT EXISTS alone",
+        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all five",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain()",
-        methods={f.name: f, fl.name: fl, fn.name: fn, b.name: b},
-        ratio={"send_over_floor_throughput": a_over_b(f.throughput_ops_per_s, fl.throughput_ops_per_s,
+        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, b.name: b},
+        ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
+                                                                    digits=RATIO_DIGITS),
+               "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
+                                                                     digits=RATIO_DIGITS),
+               "floor_with_head_read_over_floor_throughput": a_over_b(fh.throughput_ops_per_s,
+                                                                      fl.throughput_ops_per_s, digits=RATIO_DIGITS),
+               "send_over_floor_throughput": a_over_b(f.throughput_ops_per_s, fl.throughput_ops_per_s,
                                                       digits=RATIO_DIGITS),
                "send_over_floor_without_outbox_throughput": a_over_b(f.throughput_ops_per_s, fn.throughput_ops_per_s,
                                                                      digits=RATIO_DIGITS),
