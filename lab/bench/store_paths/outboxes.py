@@ -142,13 +142,15 @@ class OutboxBenchReport:
         """What the hot window costs per send under ``concurrency`` callers over what it costs one
         caller (issue 24's goal: within 2x), at the send (p50 and mean of ``kafka_hot -
         kafka_archiver``) and for ``HotWindow.put`` alone (p50 with ``concurrency`` concurrent
-        putters over one putter)."""
+        putters over one putter). A per-send ratio is None when either difference is not positive:
+        the two methods' latencies differ by less than this run's noise, and a ratio of a negative
+        difference means nothing."""
         h = self.hot_window_per_send_us
         if h is None:
             return None
         one, many = self.primitives.get("hot_window_put"), self.primitives.get("hot_window_put_concurrent")
-        return {"per_send_p50": a_over_b(h["p50"], h["serial_p50"], digits=RATIO_DIGITS),
-                "per_send_mean": a_over_b(h["mean"], h["serial_mean"], digits=RATIO_DIGITS),
+        return {"per_send_p50": _cost_ratio(h["p50"], h["serial_p50"]),
+                "per_send_mean": _cost_ratio(h["mean"], h["serial_mean"]),
                 "put_p50": a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS)
                 if one is not None and many is not None else None}
 
@@ -171,8 +173,9 @@ class OutboxBenchReport:
             many = self.primitives.get("hot_window_put_concurrent")
             lines.append(f"  hot window per send (kafka_hot - kafka_archiver, one caller): {h['serial_p50']:+} µs at "
                          f"p50, {h['serial_mean']:+} µs mean; under {p.concurrency} callers {h['p50']:+} µs at p50, "
-                         f"{h['mean']:+} µs mean -> {scaling.get('per_send_p50')}x / {scaling.get('per_send_mean')}x "
-                         f"the one-caller cost (goal <= {HOT_WINDOW_SCALING_GOAL})")
+                         f"{h['mean']:+} µs mean -> {_times(scaling.get('per_send_p50'))} at p50 / "
+                         f"{_times(scaling.get('per_send_mean'))} mean the one-caller cost (goal <= "
+                         f"{HOT_WINDOW_SCALING_GOAL})")
             lines.append(f"  HotWindow.put alone: p50 {self.primitives['hot_window_put'].latency_us.p50} µs one caller"
                          + (f", {many.latency_us.p50} µs with {p.concurrency} concurrent callers "
                             f"({scaling.get('put_p50')}x; {many.throughput_ops_per_s} puts/s)" if many else ""))
@@ -191,6 +194,15 @@ class OutboxBenchReport:
             out["hot_window_per_send_us"] = self.hot_window_per_send_us
             out["hot_window_scaling"] = self.hot_window_scaling
         return {**out, "closing_note": self.closing_note}
+
+
+def _cost_ratio(many: float, one: float) -> float | None:
+    """A cost under concurrency over one caller's, when both costs are measurable (> 0)."""
+    return a_over_b(many, one, digits=RATIO_DIGITS) if many > 0 and one > 0 else None
+
+
+def _times(ratio: float | None) -> str:
+    return f"{ratio}x" if ratio is not None else "not measurable (a difference <= 0: within this run's noise)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,6 +41,7 @@ import redis
 
 from lab.errors import HotWindowError, ValidationError
 from lab.store.hot import HotLayer
+from lab.store.hot.script_rounds import ScriptRounds
 from lab.store.plumbing.group_submit import GroupSubmit
 from lab.store.rows.ids import check_conversation_seq, parse_uuid
 from lab.store.rows.model import MessageState
@@ -107,11 +108,11 @@ class HotWindow:
         self.namespace = namespace
         self.window_seconds = window_seconds
         self.trim_per_write = trim_per_write
-        self._put = client.register_script(_PUT)
+        self._put = ScriptRounds(client, _PUT)  # on a connection of its own (one round at a time)
         self._swap = client.register_script(_SWAP)
         self.requests = 0  # Redis round trips issued (the read/write paths report them)
         # concurrent puts (a store's sending threads) share one pipelined round trip
-        self._puts: GroupSubmit[tuple[str, list[Any]], Any] = GroupSubmit(self._put_round, self._put_one)
+        self._puts: GroupSubmit[tuple[str, list[Any]], Any] = GroupSubmit(self._put_round)
 
     @classmethod
     def open(cls, services: Any, *, namespace: str, window_days: int) -> HotWindow:
@@ -160,25 +161,13 @@ class HotWindow:
         return bool(self._call(self._swap, keys=[key], args=[_padded(old.conversation_seq), _member(old),
                                                              _member(new)]))
 
-    def _put_one(self, item: tuple[str, list[Any]]) -> Any:
-        key, args = item
-        return self._call(self._put, keys=[key], args=args)
-
     def _put_round(self, items: list[tuple[str, list[Any]]]) -> list[Any]:
-        """The puts of concurrent callers in one pipelined round trip (EVALSHA each; the script is
-        loaded once and again only if the server lost it). Each put is an upsert of its own
-        member, so a round replayed after NOSCRIPT writes what one round would."""
-        for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            for key, args in items:
-                pipe.execute_command("EVALSHA", self._put.sha, 1, key, *args)
-            try:
-                return self._call(pipe.execute)
-            except HotWindowError as exc:
-                if attempt == 2 or not isinstance(exc.__cause__, redis.exceptions.NoScriptError):
-                    raise
-                self._put.sha = self._call(self.client.script_load, _PUT)
-        raise AssertionError("unreachable")
+        """The puts of concurrent callers (one alone, or many) in one pipelined round trip:
+        EVALSHA each, packed and sent at once (:mod:`lab.store.hot.script_rounds`; the script is
+        loaded again if the server lost it). Each put is an upsert of its own member, so a round
+        replayed (after NOSCRIPT, or a connection error by the client's retry policy) writes what
+        one round would."""
+        return self._call(self._put.run, items)
 
     def _update(self, tenant_id: Any, conversation_id: Any, seq: int,
                 change: Callable[[EncodedRecord], EncodedRecord | None]) -> bool:
@@ -278,6 +267,7 @@ class HotWindow:
         return self._call(self.client.ttl, self.key(parse_uuid(tenant_id), parse_uuid(conversation_id)))
 
     def close(self) -> None:
+        self._put.close()
         self.client.close()
 
 
