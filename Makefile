@@ -28,8 +28,11 @@ setup: $(STAMP) git-filters  ## venv + packages + Cassandra and Kafka jars + the
 # Notebooks are committed without outputs: nbstripout as this clone's git clean filter (the
 # attribute is in .gitattributes; the filter command lives in .git/config, so each clone installs
 # it). Running cells or JupyterLab's autosave then changes nothing git sees; a no-op outside git.
+# Then the index's stat cache is refreshed (notebooks compared as stored, no filter): in a fresh
+# clone every file is as new as the index, so each `git status` of a run's environment (which
+# must not write the index) put every notebook through nbstripout: 10 s, its timeout, per run.
 git-filters:  ## nbstripout as the git filter of notebooks/*.ipynb (outputs never committed)
-	@if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install && echo "nbstripout: installed as this clone's git filter"; fi
+	@if git rev-parse --git-dir >/dev/null 2>&1; then $(BIN)/nbstripout --install && echo "nbstripout: installed as this clone's git filter" && { git -c filter.nbstripout.clean=cat update-index -q --refresh >/dev/null || true; }; fi
 
 node: setup redis  ## start (or reuse) the embedded node, Kafka broker and Redis
 	$(BIN)/lab node start --home $(LAB_HOME)
