@@ -41,6 +41,7 @@ from typing import Any
 import redis
 
 from lab.errors import HotWindowError, ValidationError
+from lab.measure import now_ns
 from lab.store.hot import HotLayer
 from lab.store.hot.script_rounds import ScriptRounds
 from lab.store.plumbing.group_submit import GroupSubmit
@@ -155,11 +156,11 @@ class HotWindow:
         cutoff = self._cutoff_ms(now_ms)
         if record.created_at < cutoff:
             return False
-        start = time.perf_counter_ns()
+        start = now_ns()
         key = self.key(record.tenant_id, record.conversation_id)
         self._puts.submit((key, [_padded(record.conversation_seq), _member(record), self.window_seconds * 1000,
                                  cutoff, self.trim_per_write]))
-        elapsed = time.perf_counter_ns() - start
+        elapsed = now_ns() - start
         with self._timing:
             self.put_ns += elapsed
             self.puts_timed += 1
