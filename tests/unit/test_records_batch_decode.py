@@ -14,11 +14,13 @@ import pytest
 from lab.errors import DecryptError, KeyDestroyed, ValidationError
 from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, decode_rows, encode_record
+from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_row, decode_rows,
+                                    encode_record)
 
 T = uuid.UUID(int=11)
 CONVERSATIONS = (uuid.UUID(int=21), uuid.UUID(int=22), uuid.UUID(int=23))
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
+KeylessRow = namedtuple("KeylessRow", PARTITION_ROW_COLUMNS)  # the batch read's SELECT: its partition's key left out
 
 
 def _message(conversation: uuid.UUID, seq: int, rng: random.Random) -> Message:
@@ -103,3 +105,31 @@ def test_a_recall_coordinate_wins_over_a_racing_state_cell(enc):
                                                      recall_event_conversation_seq=99, state=MessageState.EDITED), enc))
     [m] = decode_rows([Row(**columns)], enc)
     assert m.state is MessageState.RECALLED and m == decode_row(Row(**columns), enc)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_partition_read_without_its_key_decodes_as_its_whole_rows(enc, seed):
+    """decode_rows(partition=...) (the batch read selects every column but the partition key): the
+    same Messages as the whole rows, field by field; the errors are the whole row's."""
+    rng = random.Random(seed)
+    whole = []
+    for seq in range(1, 31):
+        if seq == 15:
+            enc.rotate(T, CONVERSATIONS[0])  # two key versions in one partition
+        whole.append(Row(**_fresh_uuids(vars(encode_record(_message(CONVERSATIONS[0], seq, rng), enc)))))
+    keyless = [KeylessRow(*row[3:]) for row in whole]
+    partition = (T, CONVERSATIONS[0], 0)
+    out = decode_rows(keyless, enc, partition=partition)
+    expected = [decode_row(r, enc) for r in whole]
+    assert out == expected and all(vars(m) == vars(o) for m, o in zip(out, expected))
+    moved = keyless[0]._replace(conversation_seq=99)
+    with pytest.raises(DecryptError):  # a ciphertext at another seq: the AAD has the partition's key and the seq
+        decode_rows([moved], enc, partition=partition)
+    with pytest.raises(DecryptError):  # the right rows named with another partition's key
+        decode_rows(keyless[:1], enc, partition=(T, CONVERSATIONS[1], 0))
+    with pytest.raises(ValidationError):  # a row without message_id is not a message
+        decode_rows([keyless[0]._replace(message_id=None)], enc, partition=partition)
+    with pytest.raises(ValidationError):
+        decode_rows(keyless[:1], enc, partition=(T, None, 0))
+    enc.destroy(T, CONVERSATIONS[0])
+    assert decode_rows(keyless[:2], enc, partition=partition, skip_destroyed=True) == [None, None]

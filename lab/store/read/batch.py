@@ -52,11 +52,11 @@ from lab.store.rows.ids import BIT63, U128_MAX, blob_to_u128, check_conversation
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer
 from lab.store.read.bucket import check_bucket_rows, whole_rows
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
+from lab.store.rows.records import PARTITION_ROW_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
 
-_COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
+_COLUMNS = ", ".join(PARTITION_ROW_COLUMNS)  # the group names its partition: its key is not selected
 _SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
 _NONE = object()
@@ -206,11 +206,12 @@ class _Group:
 
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
-    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (rows -> messages, None for
-    a crypto-erased one) to :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
+    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (one partition's rows without
+    its key, and the key -> messages, None for a crypto-erased one) to
+    :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
-                 decode: Callable[[list[Any]], list[Message | None]] | None = None,
+                 decode: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int]], list[Message | None]] | None = None,
                  concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
         self._hot = hot
@@ -219,7 +220,7 @@ class BatchReader:
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
         self.concurrency = concurrency
         self._decode = decode if decode is not None else (
-            lambda rows: decode_rows(rows, ctx.encryptor, skip_destroyed=True))
+            lambda rows, partition: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -334,7 +335,7 @@ class BatchReader:
                     continue
                 ours.append(row)
             # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
-            fresh = [m for m in self._decode(ours) if m is not None]
+            fresh = [m for m in self._decode(ours, (tenant_id, group.conversation_id, group.bucket)) if m is not None]
             decoded += len(fresh)
             messages.update((m.message_id, m) for m in fresh)
             self.cache.put_many(fresh)

@@ -36,7 +36,7 @@ from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import MessageState, MessageType, RetentionClass, parse_enum
 
 __all__ = ["ENVELOPE_E2EE", "ENVELOPE_PLAIN", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "EncodedRecord", "Message",
-           "RECORD_SCHEMA_VERSION", "decode_row", "decode_rows", "encode_record", "open_payload", "seal_payload"]
+           "PARTITION_ROW_COLUMNS", "RECORD_SCHEMA_VERSION", "decode_row", "decode_rows", "encode_record", "open_payload", "seal_payload"]
 
 _DEFAULTS = Constants.appendix_b()
 E = TypeVar("E", MessageType, MessageState, RetentionClass)
@@ -53,6 +53,11 @@ RECORD_SCHEMA_VERSION = 1
 # What every row the store writes has; a row without them is not a message (decode refuses it).
 _WHOLE_ROW_COLUMNS = MESSAGE_RECORD_KEY + ("message_id", "last_activity_id")
 _ENUM_BY_VALUE = {cls: {int(m): m for m in cls} for cls in (MessageType, MessageState, RetentionClass)}
+# What a read of one known partition selects (the batch read): every column but the partition key
+# (tenant_id, conversation_id, seq_bucket), which the read names itself; decode_rows(partition=...)
+# puts it back. Two UUIDs a row fewer for the driver to build (issue 24 item 2).
+_PARTITION_KEY_COLUMNS = 3
+PARTITION_ROW_COLUMNS = MESSAGE_RECORD_COLUMNS[_PARTITION_KEY_COLUMNS:]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,25 +257,34 @@ _DEFAULT_CLASS = RetentionClass.DEFAULT
 _TYPES, _STATES, _CLASSES = (_ENUM_BY_VALUE[c] for c in (MessageType, MessageState, RetentionClass))
 
 
-def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False) -> list[Message | None]:
+def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False,
+                partition: tuple[uuid.UUID, uuid.UUID, int] | None = None) -> list[Message | None]:
     """:func:`decode_row` of each row, in one pass: the key of each (conversation, dek_id) of the
     rows is looked up once (``Encryptor.opening_key``), and a row of the common shape (the store's
     own SELECT, whole, a sealed blob) is opened and built inline, without per-row calls into the
     checks that only an unusual row needs (those rows take the checked path and raise what it
     raises). ``skip_destroyed``: a row whose key was crypto-erased decodes as None instead of
-    raising KeyDestroyed (a batch reports it missing)."""
+    raising KeyDestroyed (a batch reports it missing). ``partition``: the rows are one partition's,
+    read without its key (tuples in :data:`PARTITION_ROW_COLUMNS` order: the batch read's SELECT),
+    and each decodes as the whole row ``partition + row``."""
     keys = _Keys(encryptor)
+    if partition is not None and (len(partition) != _PARTITION_KEY_COLUMNS or partition[0] is None
+                                  or partition[1] is None or partition[2] is None):
+        raise ValidationError(f"partition must be (tenant_id, conversation_id, seq_bucket), got {partition!r}",
+                              field="partition")
     out: list[Message | None] = []
     append = out.append
     new, from_bytes, ordered = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES
     last: tuple[Any, int, int, Any] = (None, -1, -1, None)  # (dek, tenant, conversation) of the last key, the key
     for row in rows:
+        columns = (partition + tuple(row) if partition is not None else row if type(row) in ordered
+                   else _columns(row))
         (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
          client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
-         recall_seq, edited_at, created_at, retention_class, dek) = row if type(row) in ordered else _columns(row)
+         recall_seq, edited_at, created_at, retention_class, dek) = columns
         if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
                 or last_activity_id is None:
-            values = dict(zip(MESSAGE_RECORD_COLUMNS, _columns(row)))
+            values = dict(zip(MESSAGE_RECORD_COLUMNS, columns))
             missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
             raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
                                   conversation_seq=seq)
