@@ -27,7 +27,7 @@ from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import dialect_named
 from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
-from lab.cluster.row_factory import cached_named_tuple_factory
+from lab.cluster.row_factory import cached_named_tuple_factory, install_uuid_deserializer
 from lab.errors import ClusterError, ConnectError, CredentialsNotUsed
 
 # A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
@@ -281,6 +281,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
     extra: dict[str, Any] = {}
     connection_class = reactor_class(reactor)
     stop_libev_loop_at_exit()  # the driver's default loop made every process wait ~5 s at exit
+    install_uuid_deserializer()  # UUID cells without uuid.UUID's general constructor (lab.cluster.row_factory)
     if connection_class is not None:
         extra["connection_class"] = connection_class
     profile = ExecutionProfile(
