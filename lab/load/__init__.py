@@ -16,6 +16,7 @@
     staircase_figure  a staircase's latency against its rate (``staircase.png``)
     thread_driver  a fixed rate from a thread pool in the caller's process (the notebooks' load), judged the same way
     worker_seed  a worker's seed conversations, sent through the store before the run
+    templates    a worker's message templates, written by its seeder for its Locust process
     summary      ``load/summary.json``: LoadSummary per operation, per step, acks, workers
     loadgen_cpu  the load generator's CPU while it runs
     operation_cpu  loader CPU per call of each operation (the calling thread's measured, the rest shared)

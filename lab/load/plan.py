@@ -103,6 +103,7 @@ class LoadPlan:
     node_id_base: int = DEFAULT_NODE_ID_BASE
     interval_seconds: float = DEFAULT_INTERVAL_SECONDS
     seed_size: str = "standard"
+    seed_gate: bool = False         # the runner seeds while Locust starts: open the store once it is seeded
 
     def __post_init__(self) -> None:
         if self.users < 1 or self.workers < 1 or not 0 <= self.worker_index < self.workers:
@@ -146,6 +147,10 @@ class LoadPlan:
 
     def ready_path(self) -> Path:
         return self.load_dir / "ready" / self.worker_name()
+
+    def seeded_path(self) -> Path:
+        """Written by the runner once every worker's seed (acks, templates) is on disk (``seed_gate``)."""
+        return self.load_dir / "seeded"
 
     def t0_path(self) -> Path:
         return self.load_dir / "t0"

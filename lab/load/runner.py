@@ -12,8 +12,10 @@ Sequence of a run:
      any folder exists: bad input or an unreachable cluster leave nothing behind;
   2. a seed per worker (``lab.load.worker_seed``): a big group, 20 DMs and some chats, sent through
      the store from this process so readers have history from the first second (a reused
-     run id, ``lab.load.load_folders``, keeps its seed instead);
-  3. Locust starts. Headless: every process anchors at the same wall-clock ``t0`` (a few
+     run id, ``lab.load.load_folders``, keeps its seed instead). Headless, the Locust processes
+     start first and import while this seeds: they read the seed and open their stores once
+     ``<load_dir>/seeded`` is written (``LoadPlan.seed_gate``);
+  3. Locust runs. Headless: every process anchors at the same wall-clock ``t0`` (a few
      seconds ahead, for start-up); warmup calls are not measured; no call starts after the
      end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
      SIGTERM), measured from each test's start after the warmup;
@@ -40,6 +42,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
@@ -57,6 +60,7 @@ from lab.load.loader_sizing import driver_name, resolve_processes
 from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
+from lab.load.templates import build_templates
 from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary
 from lab.load.verdict import Limits
@@ -175,13 +179,14 @@ class LoadResult:
 
 
 # ---- the run -----------------------------------------------------------------------------------
-def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers: int, start_gate: bool) -> LoadPlan:
+def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers: int, start_gate: bool,
+               seed_gate: bool = False) -> LoadPlan:
     return LoadPlan(run_id=folder.key_base, load_dir=folder.load_dir, state_root=folder.state_root,
                     profile=options.profile, users=options.user_count(), workers=workers, stages=options.stages(),
                     warmup_seconds=options.warmup_seconds, duration_seconds=options.measured_seconds(),
                     reactor=options.reactor, native_threads=options.native_threads,
                     node_id_base=options.node_id_base, interval_seconds=options.interval_seconds,
-                    seed_size=options.seed_size, start_gate=start_gate)
+                    seed_size=options.seed_size, start_gate=start_gate, seed_gate=seed_gate)
 
 
 def prepare(config: ClusterConfig, options: LoadOptions, progress: LoadProgress = NO_PROGRESS, *,
@@ -213,7 +218,8 @@ def seed_workers(config: ClusterConfig, plan: LoadPlan, folder: load_folders.Loa
     sent, reused = {}, {}
     for i in indexes if indexes is not None else range(plan.workers):
         reused[i] = load_folders.copy_prior_acks(folder, i)
-        if folder.seeded(i):
+        if folder.seeded(i):  # its seed kept; its Locust process still reads its templates from a file
+            build_templates(plan.for_worker(i))
             continue
         shape = SEED_SHAPES[plan.seed_size]
         progress.phase(f"seeding worker {i}: {shape.sends:,} sends through the store ({plan.seed_size} seed: a group "
@@ -243,13 +249,20 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
         load_folders.create(folder)
         lock = load_folders.StateLock(folder.state_root) if folder.named else contextlib.nullcontext()
         with lock:
-            plan = build_plan(options, folder, workers=options.processes, start_gate=options.web is None)
-            seeding = seed_workers(config, plan, folder, progress, services=services)
+            headless = options.web is None  # seeds while Locust starts; the web UI's processes start seeded
+            plan = build_plan(options, folder, workers=options.processes, start_gate=headless, seed_gate=headless)
             parameters = {"options": jsonable(dataclasses.asdict(options)), "plan": plan.to_json(), "environment": env,
-                          "locustfile": str(LOCUSTFILE), **seeding}
-            write_json(folder.load_dir / "parameters.json", parameters)
+                          "locustfile": str(LOCUSTFILE)}
+
+            def seed() -> None:
+                parameters.update(seed_workers(config, plan, folder, progress, services=services))
+                write_json(folder.load_dir / "parameters.json", parameters)
+
+            if not plan.seed_gate:
+                seed()
             plan, procs, cpu, interrupted, monitor = _run_locust(config, plan, options, progress, parameters,
-                                                                 services, metrics)
+                                                                 services, metrics, seed=seed)
+            seeding = {k: v for k, v in parameters.items() if k.startswith(("seed_", "prior_"))}
             progress.done()
             summary = finish_summary(plan, monitor, home=Path(config.lab_home), interrupted=interrupted,
                                      web=options.web is not None,
@@ -276,8 +289,9 @@ def start_metrics(options: LoadOptions) -> MetricsServer | None:
 
 def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, progress: LoadProgress,
                 parameters: dict[str, Any], services: ServicesConfig, metrics: MetricsServer | None = None,
-                ) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
-    """Start the Locust processes, open the start gate, wait for the end (or Ctrl-C), stop them."""
+                seed: Callable[[], None] | None = None) -> tuple[LoadPlan, Processes, CpuMonitor | None, bool, RunMonitor]:
+    """Start the Locust processes, seed while they start (``plan.seed_gate``: they open their stores
+    once ``seeded`` is written), open the start gate, wait for the end (or Ctrl-C), stop them."""
     load_dir = plan.load_dir
     distributed = plan.workers > 1
     port = free_port() if distributed else None
@@ -291,12 +305,16 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
 
-    def start(plan: LoadPlan) -> LoadPlan:
+    def launch(plan: LoadPlan) -> None:
         procs.start(locust_cmd(plan, load_dir, role=role, **common),
                     child_env(None if distributed else config, plan, role=role, services=services), load_dir)
         for i in range(plan.workers if distributed else 0):
             procs.start(locust_cmd(plan, load_dir, role="worker", index=i, **common),
                         child_env(config, plan, i, role="worker", services=services), load_dir)
+
+    def start(plan: LoadPlan) -> LoadPlan:
+        if not procs.procs:
+            launch(plan)
         wait_ready(plan, procs, options.startup_seconds)
         if metrics is not None:
             progress.phase(f"metrics: {metrics.url} (Prometheus text format)")
@@ -313,6 +331,10 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
         return plan
 
     try:
+        if plan.seed_gate and seed is not None:  # seconds of Locust's start-up overlap the seed; Ctrl-C
+            launch(plan)                         # here ends lab load before any run, as it always did
+            seed()
+            plan.seeded_path().write_text("")
         end = drive(plan, procs, progress, start=start, cpu_csv=load_dir / "cpu.csv",
                     watch=lambda plan: wait_until_done(plan, procs, monitor,
                                                        stop_timeout_seconds=options.stop_timeout_seconds,

@@ -12,7 +12,8 @@ from typing import Any
 
 from lab.cluster.config import ClusterConfig
 from lab.load.audit import Ack, AckLog
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan
+from lab.load.templates import build_templates
 
 SEED_THREADS = 16
 
@@ -25,7 +26,7 @@ def seed_worker(config: ClusterConfig, plan: LoadPlan, *, services: Any = None) 
 
     keys = KeyRange(plan.run_id, plan.worker_index, SEED_SHAPES[plan.seed_size])
     shape = keys.shape
-    templates = message_templates(load_profile(plan.profile).content, seed=plan.worker_index)
+    templates = build_templates(plan)  # also written for the worker's Locust process (lab.load.templates)
     plan_items: list[tuple[Any, Any]] = [(keys.big_group, keys.senders(keys.big_group, 50))] * shape.big_group
     for c in keys.dms():
         plan_items += [(c, keys.senders(c, 2))] * shape.dm_messages

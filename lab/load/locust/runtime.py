@@ -30,11 +30,13 @@ from lab.measure.timing import now_ns, wall_seconds
 from lab.load.live_counts import ProcessSnapshot, TimelinePoint
 from lab.measure.hdr import LATE, IntervalLogWriter, LatencyRecorder
 from lab.results.jsonio import write_json
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile
+from lab.load.templates import worker_templates
 from lab.cluster.reactors import LOCUST_REACTOR
 
 _NS = 1_000_000_000
 _CONTEXT: LoadContext | None = None
+SEED_GATE_POLL_SECONDS = 0.05
 
 
 class Conversation:
@@ -84,6 +86,8 @@ class LoadContext:
         self.totals_path = load_dir / "totals" / f"{plan.worker_name()}.json"
         self._by_kind: dict[str, list[Conversation]] | None = None
         self._register_conversations()
+        if not plan.seed_gate:
+            self._read_seed_acks()
 
     # ---- clock -------------------------------------------------------------------------
     def _ns_of_wall(self, wall: float) -> int:
@@ -177,6 +181,17 @@ class LoadContext:
             self.conversations[c] = Conversation(c, "dm", k.senders(c, 2))
         for c in k.chats():
             self.conversations[c] = Conversation(c, "chat", k.senders(c, 8))
+
+    def _wait_for_seed(self) -> None:
+        """``seed_gate``: the runner seeds while this process starts; the seed's acks and
+        templates are read once it says they are all on disk (an orphan gives up)."""
+        parent = os.getppid()
+        while self.plan.seed_gate and not self.plan.seeded_path().exists():
+            if os.getppid() != parent:
+                raise RuntimeError("the runner that started this load process is gone")
+            time.sleep(SEED_GATE_POLL_SECONDS)
+
+    def _read_seed_acks(self) -> None:
         if self.acks_path.exists():  # the runner's seed sends
             for ack in read_acks(self.acks_path):
                 if not ack.replayed and ack.conversation_id in self.conversations:
@@ -184,13 +199,16 @@ class LoadContext:
                     self._counter += 1
 
     def open(self) -> None:
-        """Build the message templates, connect and open the store. Runs when the locustfile is
+        """Load the message templates, connect and open the store. Runs when the locustfile is
         imported, before Locust starts its runner: this is seconds of CPU (numpy, the driver's
         metadata) that would otherwise starve the worker's heartbeats to the master."""
         from lab.cluster.connection import connect
         from lab.store import MessageStore
 
-        self.templates = tuple(message_templates(self.profile.content, seed=self.plan.worker_index))
+        self._wait_for_seed()
+        if self.plan.seed_gate:
+            self._read_seed_acks()
+        self.templates = tuple(worker_templates(self.plan))  # the seeder's file: no pandas import here
         if not gevent.monkey.is_module_patched("threading"):
             # Locust started with LOCUST_SKIP_MONKEY_PATCH (lab load's default): the driver keeps its
             # default reactor in a real thread and every store call runs in one of gevent's native

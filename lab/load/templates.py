@@ -1,0 +1,45 @@
+"""One worker's message templates, built once per run and handed to its Locust process.
+
+Building them (:func:`lab.load.plan.message_templates`) needs the workload generator, i.e.
+pandas: importing it took a Locust process 1.5-2 s of its start-up for 0.12 s of building.
+The process that seeds the worker (the runner, or a distributed worker) builds them anyway,
+so it writes them to ``<load_dir>/templates/<worker>.pickle`` (also for a reused run id's
+kept seed) and the Locust process reads that file; a process that finds none (a bare
+``locust -f``) builds them itself and writes the file. The file is the run's own (same folder, same lab
+version, written by this module): the same (profile, worker) always gives the same templates.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.load.plan import LoadPlan, load_profile, message_templates
+
+
+def templates_path(plan: LoadPlan) -> Path:
+    return plan.load_dir / "templates" / f"{plan.worker_name()}.pickle"
+
+
+def build_templates(plan: LoadPlan) -> tuple[Any, ...]:
+    """Build the worker's templates and write them for its Locust process."""
+    templates = tuple(message_templates(load_profile(plan.profile).content, seed=plan.worker_index))
+    path = templates_path(plan)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps((plan.profile, templates), protocol=pickle.HIGHEST_PROTOCOL))
+    tmp.replace(path)  # whole or absent: a reader never sees half a file
+    return templates
+
+
+def worker_templates(plan: LoadPlan) -> Sequence[Any]:
+    """The worker's templates: the file its seeder wrote, or built now (and written)."""
+    try:
+        profile, templates = pickle.loads(templates_path(plan).read_bytes())
+    except FileNotFoundError:
+        return build_templates(plan)
+    if profile != plan.profile:  # a reused folder's file from another profile: not this run's
+        return build_templates(plan)
+    return templates
