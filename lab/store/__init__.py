@@ -218,6 +218,11 @@ class MessageStore:
         return self._node_id
 
     @property
+    def hot_window(self) -> Any:
+        """Archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None."""
+        return self._parts.hot
+
+    @property
     def archiver_mode(self) -> bool:
         return self._archiver_mode
 

@@ -26,6 +26,10 @@ def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_co
     assert set(data["primitives"]) == {"local_append", "kafka_append", "hot_window_put", "hot_window_put_concurrent"}
     assert all(p["count"] == TINY.primitive_ops for p in data["primitives"].values())
     scaling = data["hot_window_scaling"]
-    assert set(scaling) == {"per_send_p50", "per_send_mean", "put_p50"} and scaling["put_p50"] > 0
+    assert set(scaling) == {"per_send_p50", "per_send_mean", "in_send_mean", "put_p50"} and scaling["put_p50"] > 0
+    inside = data["hot_window_in_send_us"]  # the kafka_hot sends' own time in HotWindow.put, measured
+    assert set(inside) == {"callers", "one_caller"} and inside["callers"] > 0 and inside["one_caller"] > 0
+    assert scaling["in_send_mean"] == round(inside["callers"] / inside["one_caller"], 3)
     note = result.closing_note
     assert "hot window per send" in note and "goal <= 2.0" in note and "concurrent callers" in note
+    assert "time in HotWindow.put per send" in note

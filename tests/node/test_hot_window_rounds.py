@@ -105,7 +105,7 @@ def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
     """Every member once, scored by its seq, in seq order (the design's order: conversation_seq),
     with its own body; the rounds carried more than one put each (the puts were grouped)."""
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    rounds_before = window._puts.rounds
+    rounds_before, timed_before, ns_before = window._puts.rounds, window.puts_timed, window.put_ns
 
     def caller(i: int) -> None:
         for n in range(PUTS_EACH):
@@ -118,6 +118,8 @@ def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
     got = window.range(tenant, conversation, low=1, high=10**6, newest_first=False, limit=10**4)
     assert [(c.conversation_seq, c.payload_or_ciphertext) for c in got] == [(s, b"body %d" % s) for s in seqs]
     assert window._puts.rounds - rounds_before <= CALLERS * PUTS_EACH
+    assert window.puts_timed - timed_before == CALLERS * PUTS_EACH  # every put timed, none lost to a race
+    assert window.put_ns > ns_before
 
 
 def test_eight_threads_replaying_the_same_puts_land_each_once(window):

@@ -21,7 +21,11 @@ latency without queueing, where a difference between two methods is the price of
 differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
 the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller, and
 ``HotWindow.put`` from ``concurrency`` callers at once (``hot_window_scaling``: the hot window's cost
-under concurrency over one caller's, per send and per put; issue 24's goal: within 2x).
+under concurrency over one caller's, per send and per put; issue 24's goal: within 2x). Beside the
+difference of two methods' latencies, which under load also holds how the hot window's extra work
+slows every other step of a saturated machine, ``hot_window_in_send_us`` is the time the kafka_hot
+sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, under the callers and
+by one caller.
 Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
 :mod:`lab.measure`).
 """
@@ -111,6 +115,7 @@ class OutboxBenchReport:
     environment: Mapping[str, Any]
     methods: Mapping[str, OutboxMethodResult]
     primitives: Mapping[str, MethodResult]
+    hot_window_in_send_us: Mapping[str, float] | None = None  # mean µs in HotWindow.put per send of kafka_hot
 
     @property
     def ratios(self) -> dict[str, float | None]:
@@ -149,8 +154,10 @@ class OutboxBenchReport:
         if h is None:
             return None
         one, many = self.primitives.get("hot_window_put"), self.primitives.get("hot_window_put_concurrent")
+        inside = self.hot_window_in_send_us or {}
         return {"per_send_p50": _cost_ratio(h["p50"], h["serial_p50"]),
                 "per_send_mean": _cost_ratio(h["mean"], h["serial_mean"]),
+                "in_send_mean": _cost_ratio(inside.get("callers", 0), inside.get("one_caller", 0)),
                 "put_p50": a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS)
                 if one is not None and many is not None else None}
 
@@ -176,6 +183,10 @@ class OutboxBenchReport:
                          f"{h['mean']:+} µs mean -> {_times(scaling.get('per_send_p50'))} at p50 / "
                          f"{_times(scaling.get('per_send_mean'))} mean the one-caller cost (goal <= "
                          f"{HOT_WINDOW_SCALING_GOAL})")
+            inside = self.hot_window_in_send_us or {}
+            lines.append(f"  time in HotWindow.put per send (kafka_hot, timed around the put): {inside.get('one_caller')} "
+                         f"µs mean one caller, {inside.get('callers')} µs under {p.concurrency} callers -> "
+                         f"{_times(scaling.get('in_send_mean'))} (goal <= {HOT_WINDOW_SCALING_GOAL})")
             lines.append(f"  HotWindow.put alone: p50 {self.primitives['hot_window_put'].latency_us.p50} µs one caller"
                          + (f", {many.latency_us.p50} µs with {p.concurrency} concurrent callers "
                             f"({scaling.get('put_p50')}x; {many.throughput_ops_per_s} puts/s)" if many else ""))
@@ -192,6 +203,7 @@ class OutboxBenchReport:
                "ratios": self.ratios}
         if self.hot_window_per_send_us is not None:
             out["hot_window_per_send_us"] = self.hot_window_per_send_us
+            out["hot_window_in_send_us"] = dict(self.hot_window_in_send_us or {})
             out["hot_window_scaling"] = self.hot_window_scaling
         return {**out, "closing_note": self.closing_note}
 
@@ -221,6 +233,16 @@ class _Outbox:
     def __init__(self, name: str, store: MessageStore) -> None:
         self.name, self.store = name, store
         self.sends, self.serial = Method(name), Method(name)
+        self.hot_in_send: dict[str, float] = {}  # mean µs in HotWindow.put per send: 'callers', 'one_caller'
+
+    def hot_mark(self) -> tuple[int, int] | None:
+        hot = self.store.hot_window
+        return None if hot is None else (hot.put_ns, hot.puts_timed)
+
+    def hot_since(self, mark: tuple[int, int] | None, label: str) -> None:
+        now = self.hot_mark()
+        if mark is not None and now is not None and now[1] > mark[1]:
+            self.hot_in_send[label] = round((now[0] - mark[0]) / (now[1] - mark[1]) / 1000, 1)
 
     def result(self) -> OutboxMethodResult:
         return OutboxMethodResult(sends=self.sends.result(), serial=self.serial.result())
@@ -249,11 +271,15 @@ def _sends(methods: list[_Outbox], params: OutboxBenchParams, pool: ThreadPoolEx
 
     for m in methods:
         block(m, params.warmup, measured=False)
+    marks = [m.hot_mark() for m in methods]
     rounds = params.ops // params.block
     for r in range(rounds):
         for m in methods[r % len(methods):] + methods[:r % len(methods)]:
             block(m, params.block, measured=True)
         log(f"  outbox send round {r + 1}/{rounds}")
+    for m, mark in zip(methods, marks):
+        m.hot_since(mark, "callers")
+    marks = [m.hot_mark() for m in methods]
     log(f"  one caller, methods alternating send by send ({params.serial_ops} each)")
     for r in range(params.serial_ops):
         for m in (methods if r % 2 == 0 else methods[::-1]):
@@ -261,6 +287,8 @@ def _sends(methods: list[_Outbox], params: OutboxBenchParams, pool: ThreadPoolEx
             _, t = timed(lambda: send(m.store, i), errors=True)
             m.serial.elapsed_ns += t.elapsed_ns
             m.serial.record(t)
+    for m, mark in zip(methods, marks):
+        m.hot_since(mark, "one_caller")
     for m in methods:
         m.store.drain()
 
@@ -377,6 +405,8 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
                 s.close()
     report = OutboxBenchReport(run_id=run_dir.name, keyspace=keyspace, topic=kafka.kafka_topic,
                                wall_seconds=wall.seconds(2), params=params, environment=env,
-                               methods={m.name: m.result() for m in methods}, primitives=primitives)
+                               methods={m.name: m.result() for m in methods}, primitives=primitives,
+                               hot_window_in_send_us=next((m.hot_in_send for m in methods if m.name == "kafka_hot"),
+                                                          None))
     path = write_json(out_dir / JSON_FILE, report)
     return OutboxBenchResult(json_path=path, report=report)

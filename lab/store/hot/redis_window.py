@@ -32,6 +32,7 @@ unarchived messages until the archiver catches up; nothing acknowledged is lost.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -40,6 +41,7 @@ from typing import Any
 import redis
 
 from lab.errors import HotWindowError, ValidationError
+from lab.measure import now_ns
 from lab.store.hot import HotLayer
 from lab.store.hot.script_rounds import ScriptRounds
 from lab.store.plumbing.group_submit import GroupSubmit
@@ -111,6 +113,11 @@ class HotWindow:
         self._put = ScriptRounds(client, _PUT)  # on a connection of its own (one round at a time)
         self._swap = client.register_script(_SWAP)
         self.requests = 0  # Redis round trips issued (the read/write paths report them)
+        # the callers' time in put (encoding, waiting for and taking part in a round), and the puts
+        # timed: the hot window's own time per send (lab bench store --outboxes)
+        self.put_ns = 0
+        self.puts_timed = 0
+        self._timing = threading.Lock()
         # concurrent puts (a store's sending threads) share one pipelined round trip
         self._puts: GroupSubmit[tuple[str, list[Any]], Any] = GroupSubmit(self._put_round)
 
@@ -149,9 +156,14 @@ class HotWindow:
         cutoff = self._cutoff_ms(now_ms)
         if record.created_at < cutoff:
             return False
+        start = now_ns()
         key = self.key(record.tenant_id, record.conversation_id)
         self._puts.submit((key, [_padded(record.conversation_seq), _member(record), self.window_seconds * 1000,
                                  cutoff, self.trim_per_write]))
+        elapsed = now_ns() - start
+        with self._timing:
+            self.put_ns += elapsed
+            self.puts_timed += 1
         return True
 
     def swap(self, old: EncodedRecord, new: EncodedRecord) -> bool:

@@ -1,6 +1,6 @@
-"""lab.cluster.row_factory.uuid_from_bytes (the driver's UUID cells, issue 24 item 2): the very
+"""lab.cluster.row_factory (issue 24 item 2): uuid_from_bytes (the driver's UUID cells) is the very
 uuid.UUID the constructor builds, for every kind of UUID, and the driver's deserializers use it
-once installed. Pure: no node (tests/node/test_batch.py and the read paths' node tests read UUIDs
+once installed; the row factory's rows are the driver's named tuples. Pure: no node (tests/node/test_batch.py and the read paths' node tests read UUIDs
 through it)."""
 from __future__ import annotations
 
@@ -48,3 +48,18 @@ def test_the_driver_deserializes_with_it_once_installed():
     for cql_type in (cassandra.cqltypes.UUIDType, cassandra.cqltypes.TimeUUIDType):
         got = cql_type.deserialize(value.bytes, 4)
         assert type(got) is uuid.UUID and got == value
+
+
+def test_the_row_factory_gives_the_driver_s_named_tuples():
+    """lab.cluster.row_factory.cached_named_tuple_factory: the rows the driver's named_tuple_factory
+    builds (fields, values, equality), one class per column list."""
+    from cassandra.query import named_tuple_factory
+
+    from lab.cluster.row_factory import cached_named_tuple_factory
+
+    columns, rows = ["a", "b_c", "d"], [(1, "x", None), (2, "y", b"z")]
+    ours, driver = cached_named_tuple_factory(columns, rows), named_tuple_factory(columns, rows)
+    assert ours == driver and [r._fields for r in ours] == [r._fields for r in driver]
+    assert [r._asdict() for r in ours] == [r._asdict() for r in driver] and ours[1].b_c == "y"
+    assert type(ours[0]) is type(cached_named_tuple_factory(columns, rows[:1])[0])
+    assert cached_named_tuple_factory(columns, []) == []
