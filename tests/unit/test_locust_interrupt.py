@@ -16,12 +16,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     import gevent
     from lab.load.locust.interrupt import ctrl_c_between_calls
 
     if sys.argv[1] == "installed":
         ctrl_c_between_calls()
+    else:  # Python's own handler (Python leaves SIGINT ignored when it starts ignored, as under CI)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     state = {"steps": 0, "whole": 0}
 
     def user():
@@ -42,9 +44,15 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _run(mode: str) -> str:
+    # the child starts with SIGINT ignored, as a background job's children and CI's do (the fresh-clone
+    # CI of c159d32 ran this so): the handler must take SIGINT anyway
     proc = subprocess.Popen([sys.executable, "-c", CHILD, mode], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint)
     try:
         assert proc.stdout.readline().strip() == "step", proc.stderr.read()
         time.sleep(0.3)  # inside the step
