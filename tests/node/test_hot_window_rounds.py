@@ -30,17 +30,14 @@ def _columns(tenant, conversation, seq):
                          retention_class=0, created_at=time.time_ns() // 1_000_000)
 
 
-def _put_concurrently(window, tenant, conversations):
+def _threads(target):
     start = threading.Barrier(CALLERS)
     errors = []
 
     def caller(i: int) -> None:
         start.wait()
         try:
-            for n in range(PUTS_EACH):
-                # callers 0-3 share one conversation (interleaved seqs), the others write their own
-                conversation = conversations[0] if i < 4 else conversations[i]
-                assert window.put(_columns(tenant, conversation, 1 + i + CALLERS * n))
+            target(i)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(CALLERS)]
@@ -48,7 +45,17 @@ def _put_concurrently(window, tenant, conversations):
         t.start()
     for t in threads:
         t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a caller still running after 120 s"
     assert not errors, errors
+
+
+def _put_concurrently(window, tenant, conversations):
+    def caller(i: int) -> None:
+        for n in range(PUTS_EACH):
+            # callers 0-3 share one conversation (interleaved seqs), the others write their own
+            conversation = conversations[0] if i < 4 else conversations[i]
+            assert window.put(_columns(tenant, conversation, 1 + i + CALLERS * n))
+    _threads(caller)
 
 
 def test_concurrent_puts_each_land_once_in_their_slot(window):
@@ -81,24 +88,6 @@ def test_a_round_the_server_has_no_script_for_loads_it_and_is_replayed(window):
 
 def _members(window, tenant, conversation):
     return window.client.zrange(window.key(tenant, conversation), 0, -1, withscores=True)
-
-
-def _threads(target):
-    start = threading.Barrier(CALLERS)
-    errors = []
-
-    def caller(i: int) -> None:
-        start.wait()
-        try:
-            target(i)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(CALLERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
 
 
 def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
