@@ -149,7 +149,9 @@ def test_the_live_status_counts_what_the_summary_counts(cluster_config, keyspace
     counts = read_counts(result.load_dir)
     assert counts.calls == s.all_operations.count and counts.final
     assert s.in_flight_at_end.count == counts.late_calls
-    assert not any(st.calls == 0 and st.elapsed_seconds > 3 for st in measured), measured
+    # the line reads the totals each process writes once an interval (1 s): it may lag one interval, so a line
+    # up to warmup + 2 intervals may still show 0 (a fresh-clone CI saw 0 at 3.01 s, one interval in)
+    assert not any(st.calls == 0 and st.elapsed_seconds > 4 for st in measured), measured
 
 
 # ---- the metrics endpoint ----------------------------------------------------------------------
