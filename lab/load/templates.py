@@ -10,13 +10,13 @@ version, written by this module): the same (profile, worker) always gives the sa
 """
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lab.load.plan import LoadPlan, load_profile, message_templates
+from lab.results.jsonio import write_atomic
 
 
 def templates_path(plan: LoadPlan) -> Path:
@@ -28,9 +28,7 @@ def build_templates(plan: LoadPlan) -> tuple[Any, ...]:
     templates = tuple(message_templates(load_profile(plan.profile).content, seed=plan.worker_index))
     path = templates_path(plan)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(pickle.dumps((plan.profile, templates), protocol=pickle.HIGHEST_PROTOCOL))
-    tmp.replace(path)  # whole or absent: a reader never sees half a file
+    write_atomic(path, pickle.dumps((plan.profile, templates), protocol=pickle.HIGHEST_PROTOCOL))
     return templates
 
 

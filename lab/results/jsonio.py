@@ -77,12 +77,16 @@ def dumps(data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> str:
 
 def write_json(path: Path | str, data: Any, *, indent: int | None = 2, sort_keys: bool = False) -> Path:
     """``data`` (through :func:`jsonable`) to ``path``, atomically."""
+    return write_atomic(path, dumps(data, indent=indent, sort_keys=sort_keys).encode("utf-8"))
+
+
+def write_atomic(path: Path | str, data: bytes) -> Path:
+    """``data`` to ``path``, whole or not at all: a reader never sees half a file."""
     path = Path(path)
-    text = dumps(data, indent=indent, sort_keys=sort_keys)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
