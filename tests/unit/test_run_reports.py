@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from lab.bench.load_generator_report import LoadBenchParams, LoadBenchReport, OperationCosts, Staircase,
-                                             ThroughputRun
+from lab.bench.load_generator_report import (LoadBenchParams, LoadBenchReport, OperationCosts, Staircase,
+                                             ThroughputRun)
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.calibration.recommendations import ConstantAssessment
 from lab.load.loadgen_cpu import CpuWindow
