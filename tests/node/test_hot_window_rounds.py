@@ -74,14 +74,15 @@ def test_a_round_the_server_has_no_script_for_loads_it_and_is_replayed(window):
     """As after a Redis restart or SCRIPT FLUSH: the pipelined EVALSHA answers NOSCRIPT. The script
     object is made to name a script the server never saw (no SCRIPT FLUSH on a shared Redis) and a
     round of three puts is run as concurrent callers' puts are."""
-    window._put.sha = "0" * 40
+    for rounds in window._rounds:
+        rounds.sha = "0" * 40
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     cutoff = window._cutoff_ms(None)
     items = [(window.key(tenant, conversation), [f"{seq:020d}", _member(_columns(tenant, conversation, seq)),
                                                   window.window_seconds * 1000, cutoff, window.trim_per_write])
              for seq in (1, 2, 3)]
     assert len(window._put_round(items)) == 3
-    assert window._put.sha != "0" * 40
+    assert window._rounds[0].sha != "0" * 40
     got = window.range(tenant, conversation, low=1, high=10, newest_first=False, limit=10)
     assert [c.conversation_seq for c in got] == [1, 2, 3]
 
@@ -132,10 +133,10 @@ def test_an_error_reply_mid_round_fails_the_round_and_the_next_round_works(windo
     with pytest.raises(HotWindowError) as caught:
         window._put_round([item(1), item(2, trim="not a number"), item(3)])
     assert isinstance(caught.value.__cause__, redis.ResponseError)
-    connection = window._put._connection
+    connection = window._rounds[0]._connection
     assert connection is not None  # kept: still in step
     assert window._put_round([item(4)]) == [1]
-    assert window._put._connection is connection
+    assert window._rounds[0]._connection is connection
     assert [int(m[:20]) for m, _ in _members(window, tenant, conversation)] == [1, 2, 3, 4]
 
 
@@ -144,7 +145,7 @@ def test_a_round_after_the_server_closed_its_connection_reconnects(window):
     Redis): the next put still lands."""
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     assert window.put(_columns(tenant, conversation, 1))
-    connection = window._put._connection
+    connection = window._rounds[0]._connection  # a lone caller's puts ride lane 0
     connection.send_command("CLIENT", "ID")
     own_id = connection.read_response()
     assert window.client.client_kill_filter(_id=own_id) == 1

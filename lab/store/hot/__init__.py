@@ -12,7 +12,8 @@ and the batch reader is read beside message_record:
   and read from message_record as before (S-1 counts only message_record requests).
 
 The lab's hot window is Redis (``redis_window``: :class:`HotWindow`, and :class:`HotWindowLayer`
-behind this seam; ``script_rounds``: its puts' pipelined rounds on a connection of their own),
+behind this seam; ``script_rounds``: its puts' pipelined rounds, several in flight at once, each lane on a
+connection of its own),
 opened by the store in archiver mode with ``hot_window="redis"``; without it the readers run with
 ``hot=None`` and read message_record only.
 """

@@ -44,7 +44,7 @@ from lab.errors import HotWindowError, ValidationError
 from lab.measure import now_ns
 from lab.store.hot import HotLayer
 from lab.store.hot.script_rounds import ScriptRounds
-from lab.store.plumbing.group_submit import GroupSubmit
+from lab.store.plumbing.lanes import Lanes
 from lab.store.rows.ids import check_conversation_seq, parse_uuid
 from lab.store.rows.model import MessageState
 from lab.store.rows.encoded import EncodedRecord
@@ -54,6 +54,7 @@ __all__ = ["HotWindow", "HotWindowLayer"]
 
 SECONDS_PER_DAY = 86_400
 DEFAULT_TRIM_PER_WRITE = 16  # expired members dropped per write at most: bounded work per send
+DEFAULT_PUT_CONNECTIONS = 4  # rounds of puts in flight at once at most, each on a Redis connection of its own
 _CAS_ATTEMPTS = 16
 _SEQ_DIGITS = 20
 _TIME_DIGITS = 13
@@ -102,15 +103,20 @@ class HotWindow:
     """The hot layer of one store keyspace (``namespace``) on one Redis."""
 
     def __init__(self, client: redis.Redis, *, namespace: str, window_seconds: int,
-                 trim_per_write: int = DEFAULT_TRIM_PER_WRITE) -> None:
+                 trim_per_write: int = DEFAULT_TRIM_PER_WRITE,
+                 put_connections: int = DEFAULT_PUT_CONNECTIONS) -> None:
         if not isinstance(window_seconds, int) or window_seconds <= 0:
             raise ValidationError(f"window_seconds must be a positive int, got {window_seconds!r}",
                                   field="window_seconds")
+        if not isinstance(put_connections, int) or put_connections <= 0:
+            raise ValidationError(f"put_connections must be a positive int, got {put_connections!r}",
+                                  field="put_connections")
         self.client = client
         self.namespace = namespace
         self.window_seconds = window_seconds
         self.trim_per_write = trim_per_write
-        self._put = ScriptRounds(client, _PUT)  # on a connection of its own (one round at a time)
+        # the puts' rounds, each lane on a connection of its own (made at its first round)
+        self._rounds = [ScriptRounds(client, _PUT) for _ in range(put_connections)]
         self._swap = client.register_script(_SWAP)
         self.requests = 0  # Redis round trips issued (the read/write paths report them)
         # the callers' time in put (encoding, waiting for and taking part in a round), and the puts
@@ -118,14 +124,18 @@ class HotWindow:
         self.put_ns = 0
         self.puts_timed = 0
         self._timing = threading.Lock()
-        # concurrent puts (a store's sending threads) share one pipelined round trip
-        self._puts: GroupSubmit[tuple[str, list[Any]], Any] = GroupSubmit(self._put_round)
+        # concurrent puts (a store's sending threads): a free lane's round each while there is one,
+        # else grouped into the next pipelined round of the least loaded lane (lab.store.plumbing.lanes)
+        self._puts: Lanes[tuple[str, list[Any]], Any] = Lanes(
+            [lambda items, lane=lane: self._put_round(items, lane=lane) for lane in range(put_connections)])
 
     @classmethod
-    def open(cls, services: Any, *, namespace: str, window_days: int) -> HotWindow:
+    def open(cls, services: Any, *, namespace: str, window_days: int,
+             put_connections: int = DEFAULT_PUT_CONNECTIONS) -> HotWindow:
         """From :class:`lab.cluster.services.ServicesConfig`; checks that Redis answers."""
         client = redis.Redis(**services.redis_client_kwargs())
-        window = cls(client, namespace=namespace, window_seconds=window_days * SECONDS_PER_DAY)
+        window = cls(client, namespace=namespace, window_seconds=window_days * SECONDS_PER_DAY,
+                     put_connections=put_connections)
         window._call(client.ping)
         return window
 
@@ -173,13 +183,13 @@ class HotWindow:
         return bool(self._call(self._swap, keys=[key], args=[_padded(old.conversation_seq), _member(old),
                                                              _member(new)]))
 
-    def _put_round(self, items: list[tuple[str, list[Any]]]) -> list[Any]:
-        """The puts of concurrent callers (one alone, or many) in one pipelined round trip:
-        EVALSHA each, packed and sent at once (:mod:`lab.store.hot.script_rounds`; the script is
-        loaded again if the server lost it). Each put is an upsert of its own member, so a round
-        replayed (after NOSCRIPT, or a connection error by the client's retry policy) writes what
-        one round would."""
-        return self._call(self._put.run, items)
+    def _put_round(self, items: list[tuple[str, list[Any]]], *, lane: int = 0) -> list[Any]:
+        """The puts of concurrent callers (one alone, or many) in one pipelined round trip on the
+        lane's connection: EVALSHA each, packed and sent at once (:mod:`lab.store.hot.script_rounds`;
+        the script is loaded again if the server lost it). Each put is an upsert of its own member
+        (an atomic script), so rounds in flight at once on other lanes, and a round replayed (after
+        NOSCRIPT, or a connection error by the client's retry policy), write what one round would."""
+        return self._call(self._rounds[lane].run, items)
 
     def _update(self, tenant_id: Any, conversation_id: Any, seq: int,
                 change: Callable[[EncodedRecord], EncodedRecord | None]) -> bool:
@@ -279,7 +289,8 @@ class HotWindow:
         return self._call(self.client.ttl, self.key(parse_uuid(tenant_id), parse_uuid(conversation_id)))
 
     def close(self) -> None:
-        self._put.close()
+        for rounds in self._rounds:
+            rounds.close()
         self.client.close()
 
 

@@ -9,8 +9,9 @@ GIL through all of it: under 8 sending threads that Python, not Redis, was what 
 queued on (a profile of ``lab bench store --outboxes``). Here a call costs its packing (a
 few byte joins) and its reply parse.
 
-The caller runs one round at a time (the hot window's group submit has one leader at a time),
-so the connection needs no lock. It is made by the client's own pool (same host, credentials,
+The caller runs one round at a time on an instance (the hot window holds one instance per lane
+of :mod:`lab.store.plumbing.lanes`, and a lane's group submit has one leader at a time), so the
+connection needs no lock; rounds of other instances are in flight at once on their own connections. It is made by the client's own pool (same host, credentials,
 TLS, timeouts), kept for the next round, and dropped after any error (the next round connects
 again); a connection error or timeout retries the round by the client's retry policy, which is
 safe because every call of a round is an upsert. A server that does not know the script

@@ -8,6 +8,8 @@
     sqlite_file  the local SQLite state files (WAL, busy timeout, group commit)
     group_submit concurrent callers' items in shared rounds (the outbox's group commit, the hot
                  window's pipelined puts)
+    lanes        several group-submit rounds in flight at once, a caller taking the least loaded
+                 lane (the hot window's puts, a Redis connection per lane)
     lru          bounded per-conversation memories
     writer_marks which writers of a state folder did not close (a crash: recover() at the next open)
 """

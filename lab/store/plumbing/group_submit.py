@@ -12,8 +12,8 @@ type carrying the cause (an exception instance must not be raised in two threads
 Alone, a caller pays one extra lock round over calling ``run_one`` itself; under N concurrent
 callers the rounds carry up to N items each, so per-item fixed costs (an fsync, a network round
 trip, a client library's per-call work) are paid once per round. Used by the local outbox's
-group commit (:mod:`lab.store.plumbing.sqlite_file`) and the hot window's pipelined writes
-(:mod:`lab.store.hot.redis_window`). Fork-safe: a child starts with an empty queue.
+group commit (:mod:`lab.store.plumbing.sqlite_file`) and, one per lane, the hot window's
+pipelined writes (:mod:`lab.store.plumbing.lanes`, :mod:`lab.store.hot.redis_window`). Fork-safe: a child starts with an empty queue.
 """
 from __future__ import annotations
 
