@@ -53,6 +53,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
     profiling         ``--profile``: the store's hot paths under py-spy (flame graphs, top-frame tables)
+    flamegraph        the flame graph (SVG) of py-spy's raw stacks, drawn by the lab
 """
 from lab.bench.store_paths.grouped_vs_naive import naive_point_reads
 from lab.bench.store_paths.params import BenchParams

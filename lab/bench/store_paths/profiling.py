@@ -3,9 +3,10 @@
 Each workload runs in a child process (``python -m lab.bench.store_paths.profiling``) under
 ``py-spy record``, twice: every thread on the wall clock (waits show as their frames; ``idle``
 samples idle frames too) and only the thread holding the GIL (``--gil``: the Python CPU that
-bounds a client on 2 shared cores). Per workload and view: a flame graph (``<mode>[.gil].svg``),
-the raw collapsed stacks (``.txt``) and their self / inclusive tables (``.top.md``, :func:`top`),
-in ``results/<run-id>/bench/profile/``. Workloads, each on a scratch keyspace of its own
+bounds a client on 2 shared cores). Per workload and view, from the one run's samples: the raw
+collapsed stacks (``<mode>[.gil].txt``), their flame graph (``.svg``, drawn by
+:mod:`lab.bench.store_paths.flamegraph`, not by a second py-spy run) and their self / inclusive
+tables (``.top.md``, :func:`top`), in ``results/<run-id>/bench/profile/``. Workloads, each on a scratch keyspace of its own
 (dropped at the end), through the store's public API:
 
     send            ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.bench.store_paths import flamegraph
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import BenchRun
 from lab.cluster.config import ClusterConfig
@@ -134,26 +136,25 @@ def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
     for mode in params.modes:
         for suffix, view in VIEWS:
             flags = ["--gil"] if view == "gil" else (["--idle"] if params.idle else [])
-            for fmt, ext in (("flamegraph", "svg"), ("raw", "txt")):
-                path = out / f"{mode}{suffix}.{ext}"
-                split = mode in GROUPED_SHAPES and fmt == "raw" and view == "wall"
-                report = out / f"{mode}{suffix}.{ext}.log"
-                cmd = [str(pyspy), "record", "-r", str(params.sample_rate_hz), "-f", fmt, "-o", str(path), *flags,
-                       "--", sys.executable, "-m", __name__, mode, "--seconds", str(params.seconds),
-                       "--report", str(report), *(["--split", str(out / "grouped_split.txt")] if split else [])]
-                log(f"profile {mode} ({view}, {fmt})")
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                # py-spy exits 0 whatever its child did: the workload's report says it finished
-                if done.returncode != 0 or not report.exists():
-                    raise BenchError(f"profiling {mode!r} ({view}, {fmt}) failed (py-spy exit {done.returncode}): "
-                                     f"{(done.stderr or done.stdout).strip()[-800:]}", mode=mode)
-                files.append(path)
-                keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
-                keyspaces.append(keyspace)
-                report.unlink()
+            raw, report = out / f"{mode}{suffix}.txt", out / f"{mode}{suffix}.log"
+            split = ["--split", str(out / "grouped_split.txt")] if mode in GROUPED_SHAPES and view == "wall" else []
+            cmd = [str(pyspy), "record", "-r", str(params.sample_rate_hz), "-f", "raw", "-o", str(raw), *flags,
+                   "--", sys.executable, "-m", __name__, mode, "--seconds", str(params.seconds),
+                   "--report", str(report), *split]
+            log(f"profile {mode} ({view})")
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            # py-spy exits 0 whatever its child did: the workload's report says it finished
+            if done.returncode != 0 or not report.exists():
+                raise BenchError(f"profiling {mode!r} ({view}) failed (py-spy exit {done.returncode}): "
+                                 f"{(done.stderr or done.stdout).strip()[-800:]}", mode=mode)
+            keyspace, _, workloads[mode] = report.read_text().strip().partition("\n")
+            keyspaces.append(keyspace)
+            report.unlink()
+            graph = out / f"{mode}{suffix}.svg"  # drawn from the stacks just recorded: one run per view
+            graph.write_text(flamegraph.svg(raw.read_text(), title=f"{mode}: {view} ({params.seconds:g} s)"))
             top_path = out / f"{mode}{suffix}.top.md"
-            top_path.write_text(top(out / f"{mode}{suffix}.txt"))
-            files.append(top_path)
+            top_path.write_text(top(raw))
+            files += [graph, raw, top_path]
     if (out / "grouped_split.txt").exists():
         files.append(out / "grouped_split.txt")
     return ProfileResult(out_dir=out, params=params, files=tuple(files), workloads=workloads,
