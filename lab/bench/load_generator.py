@@ -219,7 +219,7 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
                                      **{**common, "warmup_seconds": 0.0}), state_dirs)
     staircase = Staircase(max_rate=max_send, load_dir=str(stair.load_dir),
                           audit_ok=stair.summary.audit.ok if stair.summary.audit is not None else None,
-                          steps=stair.summary.steps)
+                          steps=stair.summary.steps, stopped_at_step=stair.summary.staircase_stopped_at_step)
     return LoadBenchReport(run_id=run_dir.name, params=params, keyspace=keyspace, environment=env,
                            plain_send=plain_send, locust_send=locust_send, locust_read=locust_read,
                            plain_read=plain_read, staircase=staircase, plain_send_fixed=plain_fixed,

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.load import pacing
 from lab.load.loadgen_cpu import CpuWindow
 from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu
 from lab.load.summary import StepSummary
@@ -24,7 +25,7 @@ __all__ = ["CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchRes
            "ThroughputRun"]
 
 RATIO_DIGITS = 3
-STAIRCASE_FRACTIONS = "50/75/90/105%"
+STAIRCASE_FRACTIONS = "/".join(f"{round(f * 100)}" for f in pacing.STAIRCASE_FRACTIONS) + "%"  # 50/75/90/105%
 CPU_RATIO_GOAL = 1.25  # Locust's CPU per call over the plain pool's, at most (issue 24)
 FIXED_RATE_FRACTION = 0.5  # the fixed-rate pair runs at this share of the lower measured send maximum
 _MS_PER_S = 1000.0
@@ -95,13 +96,40 @@ class ThroughputRun:
 
 @dataclass(frozen=True, kw_only=True)
 class Staircase:
+    """The fixed-rate send steps; a staircase stops after its first loader-bound step (the steps
+    above it would measure the load generator), so ``steps`` may be fewer than ``planned_steps``."""
+
     max_rate: float
     load_dir: str
     audit_ok: bool | None
     steps: tuple[StepSummary, ...]
+    planned_steps: int = len(pacing.STAIRCASE_FRACTIONS)
+    stopped_at_step: int | None = None     # 1-based: the loader-bound step the run stopped at
+
+    @property
+    def lines(self) -> list[str]:
+        """One line per step with its verdict (a loader-bound step's latencies are the load
+        generator's, so it says so and why), then why the staircase ended early, if it did."""
+        out = []
+        for st in self.steps:
+            cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
+            v = st.verdict
+            verdict = ("not judged" if v is None else "valid" if not v.loader_bound else
+                       "LOADER-BOUND, not a result: " + "; ".join(r.text for r in v.reasons))
+            out.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
+                       f"p99 {units.percentile_ms(st.corrected_us, 'p99')} (service "
+                       f"{units.percentile_ms(st.service_us, 'p99')})  load generator CPU {units.fmt(cpu)}% of one "
+                       f"core  {verdict}")
+        left = self.planned_steps - len(self.steps)
+        if self.stopped_at_step is not None and left > 0:
+            out.append(f"  stopped at step {self.stopped_at_step} of {self.planned_steps} (loader-bound): the "
+                       f"{left} step(s) above it would measure the load generator, not the store; to go higher "
+                       "give it more load processes (--processes) or load machines")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"max_rate": self.max_rate, "load_dir": self.load_dir, "audit_ok": self.audit_ok,
+                "planned_steps": self.planned_steps, "stopped_at_step": self.stopped_at_step,
                 "steps": [s.to_json() for s in self.steps]}
 
 
@@ -180,13 +208,12 @@ class LoadBenchReport:
             lines += [f"    {op:<18} {units.fmt(c.loader_cpu_ms_per_call)} ms  "
                       f"{units.rate(c.calls_per_loader_core_second)}  ({c.calls} calls)"
                       for op, c in sorted(self.chat.operations.items())]
+        elif self.chat is not None:
+            lines.append(f"  {self.chat.profile} profile per operation: not measured (calls started and finished in "
+                         "its window differ too much for a CPU per call: run longer)")
         lines.append(f"staircase (send_only, fixed rate, max {units.rate(self.staircase.max_rate)}; p99 corrected for "
                      "coordinated omission, then service time):")
-        for st in self.staircase.steps:
-            cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
-            lines.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
-                         f"p99 {units.percentile_ms(st.corrected_us, 'p99')} (service {units.percentile_ms(st.service_us, 'p99')})  "
-                         f"load generator CPU {units.fmt(cpu)}% of one core")
+        lines += self.staircase.lines
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:

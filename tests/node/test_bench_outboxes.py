@@ -26,10 +26,20 @@ def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_co
     assert set(data["primitives"]) == {"local_append", "kafka_append", "hot_window_put", "hot_window_put_concurrent"}
     assert all(p["count"] == TINY.primitive_ops for p in data["primitives"].values())
     scaling = data["hot_window_scaling"]
-    assert set(scaling) == {"per_send_p50", "per_send_mean", "in_send_mean", "put_p50"} and scaling["put_p50"] > 0
+    assert set(scaling) == {"per_send_p50", "per_send_mean", "in_send_mean", "put_p50", "rest_of_send_mean",
+                            "archiver_send_mean"} and scaling["put_p50"] > 0
     inside = data["hot_window_in_send_us"]  # the kafka_hot sends' own time in HotWindow.put, measured
-    assert set(inside) == {"callers", "one_caller"} and inside["callers"] > 0 and inside["one_caller"] > 0
+    assert set(inside) == {"callers", "one_caller", "puts_per_round", "rounds_in_flight_max"}
+    assert inside["callers"] > 0 and inside["one_caller"] > 0
     assert scaling["in_send_mean"] == round(inside["callers"] / inside["one_caller"], 3)
+    # every put of the callers' blocks rode some round: at least one put per round, rounds overlapped at most
+    # as many as the callers
+    assert inside["puts_per_round"] >= 1 and 1 <= inside["rounds_in_flight_max"] <= TINY.concurrency
+    # the rest of the kafka_hot send: its mean ack latency less its mean time in the put, same ratio
+    hot = data["methods"]["kafka_hot"]
+    rest = (hot["ack_latency_us"]["mean"] - inside["callers"], hot["serial_ack_latency_us"]["mean"] - inside["one_caller"])
+    assert scaling["rest_of_send_mean"] == (round(rest[0] / rest[1], 3) if min(rest) > 0 else None)
     note = result.closing_note
     assert "hot window per send" in note and "goal <= 2.0" in note and "concurrent callers" in note
     assert "time in HotWindow.put per send" in note
+    assert "the rest of the kafka_hot send" in note and "kafka_archiver's send" in note

@@ -133,3 +133,22 @@ def test_one_partition_read_without_its_key_decodes_as_its_whole_rows(enc, seed)
         decode_rows(keyless[:1], enc, partition=(T, None, 0))
     enc.destroy(T, CONVERSATIONS[0])
     assert decode_rows(keyless[:2], enc, partition=partition, skip_destroyed=True) == [None, None]
+
+
+def test_rows_not_wanted_decode_as_none_unopened(enc):
+    """decode_rows(wanted=...) (the batch read's group: seq -> message_id): a row at a seq not asked for,
+    or another message at a wanted seq, decodes as None without being opened (a tampered one raises
+    nothing); the wanted rows decode as without it."""
+    rng = random.Random(7)
+    whole = [Row(**vars(encode_record(_message(CONVERSATIONS[0], seq, rng), enc))) for seq in range(1, 9)]
+    keyless = [KeylessRow(*row[3:]) for row in whole]
+    keyless[5] = keyless[5]._replace(payload_or_ciphertext=b"\0" * 40)  # tampered, not asked for
+    partition = (T, CONVERSATIONS[0], 0)
+    expected = decode_rows(keyless[:5], enc, partition=partition)
+    wanted = {m.conversation_seq: m.message_id for m in expected if m.conversation_seq != 2}
+    wanted[3] += 1  # another message at seq 3: the row there is not the one asked for
+    out = decode_rows(keyless, enc, partition=partition, wanted=wanted)
+    assert [m is None for m in out] == [False, True, True, False, False, True, True, True]
+    assert [m for m in out if m is not None] == [expected[0], expected[3], expected[4]]
+    with pytest.raises(DecryptError):
+        decode_rows(keyless[5:6], enc, partition=partition, wanted={6: int.from_bytes(whole[5].message_id, "big")})

@@ -5,12 +5,14 @@ import dataclasses
 
 import pytest
 
-from lab.bench.load_generator_report import LoadBenchParams, LoadBenchReport, Staircase, ThroughputRun
+from lab.bench.load_generator_report import (LoadBenchParams, LoadBenchReport, OperationCosts, Staircase,
+                                             ThroughputRun)
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.calibration.recommendations import ConstantAssessment
 from lab.load.loadgen_cpu import CpuWindow
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.load.summary import StepSummary
+from lab.load.verdict import LOADER_BOUND, Reason, Verdict
 from lab.measure import summarize_samples
 from lab.measure.hdr import LatencyRecorder, OperationSummary, summarize
 from lab.results.jsonio import jsonable
@@ -78,6 +80,29 @@ def test_load_bench_report_says_its_ratios():
         dataclasses.replace(step, service_us=LAT, corrected_us=LAT),)))
     assert "p99 too few (service too few)" in few.closing_note  # 4 calls: no p99 (issue 25 item 5)
     assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None}  # no CPU measured
+    unsteady = dataclasses.replace(report, chat=OperationCosts(profile="chat", load_dir="l4",
+                                                               run=run(10.0, load_dir="l4"), operations={}))
+    assert "chat profile per operation: not measured" in unsteady.closing_note  # said, not left out
+
+
+def test_a_loader_bound_staircase_step_says_so_and_why_the_staircase_ended():
+    """bench/load's staircase printed a loader-bound step like a result and left the steps it did
+    not run unsaid (a run of a6af1e2: two of four steps, the second at 75% loader CPU)."""
+    def step(rate: float, verdict: Verdict | None) -> StepSummary:
+        return StepSummary(start_s=0, end_s=6, requested_rate=rate, warmup=False, achieved_rate=rate * 0.97,
+                           service_us=LAT_MANY, corrected_us=LAT_MANY,
+                           loadgen_cpu=CpuWindow(samples=6, mean_percent_of_one_core=60.0), verdict=verdict)
+    bound = Verdict(verdict=LOADER_BOUND, reasons=(Reason(check="loader_cpu", measured=75.0, limit=70.0,
+                                                          unit="% of one core", text="worker-0 used 75% of its core"),))
+    stair = Staircase(max_rate=200.0, load_dir="l", audit_ok=True, stopped_at_step=2,
+                      steps=(step(100.0, Verdict(verdict="valid")), step(150.0, bound)))
+    first, second, end = stair.lines
+    assert first.endswith("valid") and "LOADER-BOUND" not in first
+    assert "LOADER-BOUND, not a result: worker-0 used 75% of its core" in second
+    assert "stopped at step 2 of 4" in end and "2 step(s) above it" in end
+    assert jsonable(stair)["stopped_at_step"] == 2 and jsonable(stair)["planned_steps"] == 4
+    whole = Staircase(max_rate=200.0, load_dir="l", audit_ok=True, steps=(step(100.0, None),) * 4)
+    assert len(whole.lines) == 4 and whole.lines[0].endswith("not judged")
 
 
 def test_load_bench_report_puts_the_cpu_per_call_side_by_side():

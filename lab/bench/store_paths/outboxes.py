@@ -155,11 +155,19 @@ class OutboxBenchReport:
             return None
         one, many = self.primitives.get("hot_window_put"), self.primitives.get("hot_window_put_concurrent")
         inside = self.hot_window_in_send_us or {}
+        hot, base = self.methods["kafka_hot"], self.methods["kafka_archiver"]
+        rest = {k: hot_mean - inside.get(k, 0) for k, hot_mean in (("callers", hot.sends.latency_us.mean),
+                                                                   ("one_caller", hot.serial.latency_us.mean))}
         return {"per_send_p50": _cost_ratio(h["p50"], h["serial_p50"]),
                 "per_send_mean": _cost_ratio(h["mean"], h["serial_mean"]),
                 "in_send_mean": _cost_ratio(inside.get("callers", 0), inside.get("one_caller", 0)),
                 "put_p50": a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS)
-                if one is not None and many is not None else None}
+                if one is not None and many is not None else None,
+                # the same ratio for what the kafka_hot send does besides the put (its mean latency less
+                # its mean time in the put), and for kafka_archiver's whole send: how much this machine
+                # inflates every step under the callers (GIL, CPU), beside the put's own in_send_mean
+                "rest_of_send_mean": _cost_ratio(rest["callers"], rest["one_caller"]),
+                "archiver_send_mean": _cost_ratio(base.sends.latency_us.mean, base.serial.latency_us.mean)}
 
     @property
     def closing_note(self) -> str:
@@ -186,7 +194,12 @@ class OutboxBenchReport:
             inside = self.hot_window_in_send_us or {}
             lines.append(f"  time in HotWindow.put per send (kafka_hot, timed around the put): {inside.get('one_caller')} "
                          f"µs mean one caller, {inside.get('callers')} µs under {p.concurrency} callers -> "
-                         f"{_times(scaling.get('in_send_mean'))} (goal <= {HOT_WINDOW_SCALING_GOAL})")
+                         f"{_times(scaling.get('in_send_mean'))} (goal <= {HOT_WINDOW_SCALING_GOAL}); the rest of "
+                         f"the kafka_hot send (its mean less the put) {_times(scaling.get('rest_of_send_mean'))}, "
+                         f"kafka_archiver's send {_times(scaling.get('archiver_send_mean'))}: every step's "
+                         f"{p.concurrency}-vs-1 inflation on this machine, beside the put's"
+                         + (f"; {inside['puts_per_round']} puts per round, up to {inside['rounds_in_flight_max']:.0f}"
+                            " rounds in flight" if "puts_per_round" in inside else ""))
             lines.append(f"  HotWindow.put alone: p50 {self.primitives['hot_window_put'].latency_us.p50} µs one caller"
                          + (f", {many.latency_us.p50} µs with {p.concurrency} concurrent callers "
                             f"({scaling.get('put_p50')}x; {many.throughput_ops_per_s} puts/s)" if many else ""))
@@ -235,14 +248,17 @@ class _Outbox:
         self.sends, self.serial = Method(name), Method(name)
         self.hot_in_send: dict[str, float] = {}  # mean µs in HotWindow.put per send: 'callers', 'one_caller'
 
-    def hot_mark(self) -> tuple[int, int] | None:
+    def hot_mark(self) -> tuple[int, int, int] | None:
         hot = self.store.hot_window
-        return None if hot is None else (hot.put_ns, hot.puts_timed)
+        return None if hot is None else (hot.put_ns, hot.puts_timed, hot.put_rounds)
 
-    def hot_since(self, mark: tuple[int, int] | None, label: str) -> None:
+    def hot_since(self, mark: tuple[int, int, int] | None, label: str) -> None:
         now = self.hot_mark()
         if mark is not None and now is not None and now[1] > mark[1]:
             self.hot_in_send[label] = round((now[0] - mark[0]) / (now[1] - mark[1]) / 1000, 1)
+            if label == "callers" and now[2] > mark[2]:  # the grouping and overlap the callers' puts got
+                self.hot_in_send["puts_per_round"] = round((now[1] - mark[1]) / (now[2] - mark[2]), 2)
+                self.hot_in_send["rounds_in_flight_max"] = self.store.hot_window.put_rounds_in_flight_max
 
     def result(self) -> OutboxMethodResult:
         return OutboxMethodResult(sends=self.sends.result(), serial=self.serial.result())

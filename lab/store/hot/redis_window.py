@@ -139,6 +139,16 @@ class HotWindow:
         window._call(client.ping)
         return window
 
+    @property
+    def put_rounds(self) -> int:
+        """Rounds of puts run so far (puts / rounds: the grouping the puts got)."""
+        return self._puts.rounds
+
+    @property
+    def put_rounds_in_flight_max(self) -> int:
+        """Rounds of puts in flight at once, at most so far (at most ``put_connections``)."""
+        return self._puts.most_in_flight
+
     def __repr__(self) -> str:
         kw = self.client.connection_pool.connection_kwargs
         return f"HotWindow({kw.get('host')}:{kw.get('port')}, namespace={self.namespace!r}, {self.window_seconds}s)"

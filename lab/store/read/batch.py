@@ -48,7 +48,7 @@ from typing import Any
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
-from lab.store.rows.ids import BIT63, U128_MAX, blob_to_u128, check_conversation_seq, parse_uuid, u128_to_blob
+from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer
 from lab.store.read.bucket import check_bucket_rows, whole_rows
@@ -207,11 +207,13 @@ class _Group:
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
     cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (one partition's rows without
-    its key, and the key -> messages, None for a crypto-erased one) to
+    its key, the key, and the group's seq -> message_id -> messages, None for a row not asked for or a
+    crypto-erased one) to
     :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
-                 decode: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int]], list[Message | None]] | None = None,
+                 decode: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int], Mapping[int, int]],
+                                  list[Message | None]] | None = None,
                  concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
         self._hot = hot
@@ -220,7 +222,8 @@ class BatchReader:
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
         self.concurrency = concurrency
         self._decode = decode if decode is not None else (
-            lambda rows, partition: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition))
+            lambda rows, partition, wanted: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition,
+                                                        wanted=wanted))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -326,16 +329,10 @@ class BatchReader:
                 continue
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
-            ours = []
-            wanted = group.wanted
-            for row in whole_rows(rows, self.ctx):
-                message_id = wanted.get(row.conversation_seq)
-                # a row whose message_id differs is another message at that coordinate: not ours
-                if message_id is None or message_id in messages or blob_to_u128(row.message_id) != message_id:
-                    continue
-                ours.append(row)
-            # a crypto-erased conversation decodes as None: reported as missing, not a failed batch
-            fresh = [m for m in self._decode(ours, (tenant_id, group.conversation_id, group.bucket)) if m is not None]
+            # None: a row not asked for (a range's other rows; another message at a wanted coordinate), or
+            # a crypto-erased conversation's (reported as missing, not a failed batch)
+            fresh = [m for m in self._decode(whole_rows(rows, self.ctx), (tenant_id, group.conversation_id, group.bucket),
+                                             group.wanted) if m is not None]
             decoded += len(fresh)
             messages.update((m.message_id, m) for m in fresh)
             self.cache.put_many(fresh)

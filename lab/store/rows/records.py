@@ -19,8 +19,9 @@ archiver writes the very bytes the commit path sealed (an archive run twice writ
 from __future__ import annotations
 
 import functools
+import struct
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -197,10 +198,6 @@ def _enum(enum_cls: type[E], value: Any) -> E:
     return member if member is not None else parse_enum(enum_cls, value)
 
 
-def _opt_u128(value: Any) -> int | None:
-    return None if value is None else blob_to_u128(value)
-
-
 def decode_row(row: Any, encryptor: Encryptor) -> Message:
     """A :class:`Message` from a driver row of ``SELECT * FROM message_record`` (or a mapping
     with the same column names). Raises CryptoError (DecryptError / KeyDestroyed) when the
@@ -230,24 +227,43 @@ def _columns(row: Any) -> tuple[Any, ...]:
 
 class _Keys:
     """The opening keys of one batch by (tenant, conversation, dek_id), each looked up once
-    (``Encryptor.opening_key``); a key that failed fails every row of it the same way."""
+    (``Encryptor.opening_key``); a key that failed fails every row of it the same way. A key is
+    ``(cipher, pack, prefix, version, dek_id)``: ``pack(prefix, seq, version)`` is the row's AAD
+    ``prefix || seq (8 B BE) || version`` in one call (one bytes object, not three concatenated)."""
 
     def __init__(self, encryptor: Encryptor) -> None:
         self._encryptor = encryptor
-        self._keys: dict[tuple[int, int, Any], tuple[Any, bytes, bytes, DekId] | CryptoError] = {}
+        self._keys: dict[tuple[int, int, Any], tuple[Any, Callable[..., bytes], bytes, bytes, DekId] | CryptoError] = {}
 
-    def get(self, tenant_id: Any, conversation_id: Any, dek: Any) -> tuple[Any, bytes, bytes, DekId] | CryptoError:
+    def get(self, tenant_id: Any, conversation_id: Any,
+            dek: Any) -> tuple[Any, Callable[..., bytes], bytes, bytes, DekId] | CryptoError:
         slot = (tenant_id.int, conversation_id.int, dek if type(dek) is tuple else tuple(dek))
         found = self._keys.get(slot)
         if found is None:
             dek_id = _dek_id(slot[2])
             try:
-                found = (*self._encryptor.opening_key(tenant_id=tenant_id, conversation_id=conversation_id,
-                                                      dek_id=dek_id), dek_id)
+                cipher, prefix, version = self._encryptor.opening_key(tenant_id=tenant_id,
+                                                                      conversation_id=conversation_id, dek_id=dek_id)
+                found = (cipher, _aad_packer(len(prefix), len(version)), prefix, version, dek_id)
             except CryptoError as exc:
                 found = exc
             self._keys[slot] = found
         return found
+
+
+@functools.lru_cache(maxsize=8)
+def _aad_packer(prefix_bytes: int, version_bytes: int) -> Callable[..., bytes]:
+    return struct.Struct(f">{prefix_bytes}sQ{version_bytes}s").pack
+
+
+class _Fields:
+    """:class:`Message`'s layout without its dataclass. decode_rows sets a row's fields on one of these
+    with plain attribute stores (the interpreter's fast path for a new instance) and then assigns
+    ``__class__ = Message``: the same frozen Message the constructor builds (type, fields, __dict__),
+    at about a quarter of the cost of ``object.__new__(Message)`` + ``__dict__.update`` of a 23-key
+    dict literal (grouped 1x500 read, issue 24 item 2). A plain class like Message (a __dict__, weak
+    references, no slots), so the assignment is allowed; tests/unit/test_records_decode.py checks the
+    result against the constructor's."""
 
 
 _UUID = uuid.UUID
@@ -255,10 +271,19 @@ _TEXT = MessageType.TEXT
 _NORMAL, _RECALLED = MessageState.NORMAL, MessageState.RECALLED
 _DEFAULT_CLASS = RetentionClass.DEFAULT
 _TYPES, _STATES, _CLASSES = (_ENUM_BY_VALUE[c] for c in (MessageType, MessageState, RetentionClass))
+_NO_KEY = object()
+
+
+def _partial_row(columns: tuple[Any, ...]) -> ValidationError:
+    values = dict(zip(MESSAGE_RECORD_COLUMNS, columns))
+    missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
+    return ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
+                           conversation_seq=values["conversation_seq"])
 
 
 def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False,
-                partition: tuple[uuid.UUID, uuid.UUID, int] | None = None) -> list[Message | None]:
+                partition: tuple[uuid.UUID, uuid.UUID, int] | None = None,
+                wanted: Mapping[int, int] | None = None) -> list[Message | None]:
     """:func:`decode_row` of each row, in one pass: the key of each (conversation, dek_id) of the
     rows is looked up once (``Encryptor.opening_key``), and a row of the common shape (the store's
     own SELECT, whole, a sealed blob) is opened and built inline, without per-row calls into the
@@ -266,51 +291,64 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     raises). ``skip_destroyed``: a row whose key was crypto-erased decodes as None instead of
     raising KeyDestroyed (a batch reports it missing). ``partition``: the rows are one partition's,
     read without its key (tuples in :data:`PARTITION_ROW_COLUMNS` order: the batch read's SELECT),
-    and each decodes as the whole row ``partition + row``."""
+    and each decodes as the whole row ``partition + row``. ``wanted``: conversation_seq -> message_id
+    of the rows asked for (the batch read's group); any other row (another message at that coordinate,
+    a row in a range read's span that was not asked for) decodes as None, unopened."""
     keys = _Keys(encryptor)
-    if partition is not None and (len(partition) != _PARTITION_KEY_COLUMNS or partition[0] is None
-                                  or partition[1] is None or partition[2] is None):
-        raise ValidationError(f"partition must be (tenant_id, conversation_id, seq_bucket), got {partition!r}",
-                              field="partition")
+    keyless = partition is not None
+    if keyless:
+        if len(partition) != _PARTITION_KEY_COLUMNS or partition[0] is None or partition[1] is None \
+                or partition[2] is None:
+            raise ValidationError(f"partition must be (tenant_id, conversation_id, seq_bucket), got {partition!r}",
+                                  field="partition")
+        tenant_id, conversation_id, bucket = partition
     out: list[Message | None] = []
     append = out.append
-    new, from_bytes, ordered = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES
-    last: tuple[Any, int, int, Any] = (None, -1, -1, None)  # (dek, tenant, conversation) of the last key, the key
+    new, from_bytes, ordered, message_class = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES, Message
+    # the last key and what it was for: rows of one read mostly share one key (no lookup)
+    last_dek: Any = _NO_KEY
+    last_tenant = last_conversation = -1
+    key: Any = None
     for row in rows:
-        columns = (partition + tuple(row) if partition is not None else row if type(row) in ordered
-                   else _columns(row))
-        (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
-         client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
-         recall_seq, edited_at, created_at, retention_class, dek) = columns
-        if tenant_id is None or conversation_id is None or bucket is None or seq is None or message_id is None \
-                or last_activity_id is None:
-            values = dict(zip(MESSAGE_RECORD_COLUMNS, columns))
-            missing = [name for name in _WHOLE_ROW_COLUMNS if values[name] is None]
-            raise ValidationError(f"not a whole message_record row: {', '.join(missing)} missing", columns=missing,
-                                  conversation_seq=seq)
+        if keyless:
+            (seq, message_id, last_activity_id, sender_id, sender_device_id, client_message_id, message_type,
+             custom_type, schema_version, payload, media, reply_to, mentions, state, recall_seq, edited_at,
+             created_at, retention_class, dek) = row
+        else:
+            columns = row if type(row) in ordered else _columns(row)
+            (tenant_id, conversation_id, bucket, seq, message_id, last_activity_id, sender_id, sender_device_id,
+             client_message_id, message_type, custom_type, schema_version, payload, media, reply_to, mentions, state,
+             recall_seq, edited_at, created_at, retention_class, dek) = columns
+        if message_id is not None:
+            mid = from_bytes(message_id, "big") if type(message_id) is bytes and len(message_id) == 16 \
+                else blob_to_u128(message_id)
+            if wanted is not None and wanted.get(seq) != mid:
+                append(None)  # not asked for: not opened, not checked
+                continue
+        if seq is None or message_id is None or last_activity_id is None or not keyless and (
+                tenant_id is None or conversation_id is None or bucket is None):
+            raise _partial_row(partition + tuple(row) if keyless else tuple(columns))
         body, e2ee, dek_id = b"", False, None
         if payload is not None:
             if dek is None:
                 raise ValidationError("row has a payload but no dek_id", column="dek_id", conversation_seq=seq)
-            if dek == last[0] and type(tenant_id) is _UUID and type(conversation_id) is _UUID \
-                    and tenant_id.int == last[1] and conversation_id.int == last[2]:
-                key = last[3]  # rows of one read mostly share one key: no lookup
-            else:
+            if dek != last_dek or not (keyless or type(tenant_id) is _UUID and type(conversation_id) is _UUID
+                                       and tenant_id.int == last_tenant and conversation_id.int == last_conversation):
                 tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
                 key = keys.get(tenant_id, conversation_id, dek)
-                last = (dek, tenant_id.int, conversation_id.int, key)
+                last_dek, last_tenant, last_conversation = dek, tenant_id.int, conversation_id.int
             if type(key) is not tuple:
                 if skip_destroyed and isinstance(key, KeyDestroyed):
                     append(None)
                     continue
                 raise key
-            cipher, prefix, version, dek_id = key
+            cipher, pack, prefix, version, dek_id = key
             if type(payload) is bytes and len(payload) >= MIN_BLOB_BYTES and type(seq) is int and 0 <= seq < BIT63:
                 # bytes slices, not memoryview slices: copying a few hundred bytes costs less than the
                 # view and its two slices (50-row page: 0.94x the decode time, paired runs, issue 24)
                 try:
                     envelope = cipher.decrypt(payload[:NONCE_BYTES], payload[NONCE_BYTES:],
-                                              prefix + seq.to_bytes(8, "big") + version)
+                                              pack(prefix, seq, version))
                 except InvalidTag:
                     raise DecryptError("authentication failed: wrong key, wrong row (AAD) or tampered ciphertext",
                                        tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq,
@@ -327,34 +365,37 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
                 body, e2ee = _envelope(envelope, seq)  # raises: no valid flag byte
         elif dek is not None:
             dek_id = _dek_id(dek if type(dek) is tuple else tuple(dek))
-        message = new(Message)
-        message.__dict__.update({  # every field once (tests/unit/test_records_decode.py), no dataclass __init__
-            "tenant_id": tenant_id, "conversation_id": conversation_id, "seq_bucket": bucket, "conversation_seq": seq,
-            "message_id": from_bytes(message_id, "big") if type(message_id) is bytes and len(message_id) == 16
-            else blob_to_u128(message_id),
-            "last_activity_id": from_bytes(last_activity_id, "big")
-            if type(last_activity_id) is bytes and len(last_activity_id) == 16 else blob_to_u128(last_activity_id),
-            "sender_id": sender_id, "sender_device_id": sender_device_id,
-            "client_message_id": client_message_id or "",
-            "message_type": _TEXT if message_type == 1 and type(message_type) is int
-            else _TYPES.get(message_type) or _enum(MessageType, message_type),
-            "custom_type": custom_type,
-            "schema_version": schema_version or RECORD_SCHEMA_VERSION,
-            "body": body, "e2ee": e2ee,
-            "media": None if media is None else MediaMetadata.decode(media),
-            "reply_to_conversation_seq": reply_to,
-            "mentions": None if mentions is None else MentionTargets.decode(mentions),
-            # Recalled stays recalled: only a recall sets the coordinate (lab.store.write.recall), so a row
-            # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
-            "state": _RECALLED if recall_seq is not None else _NORMAL if not state
-            else _STATES.get(state) or _enum(MessageState, state),
-            "recall_event_conversation_seq": recall_seq,
-            "edited_at_activity_id": _opt_u128(edited_at),
-            "created_at_ms": created_at or 0,
-            "retention_class": _DEFAULT_CLASS if not retention_class
-            else _CLASSES.get(retention_class) or _enum(RetentionClass, retention_class),
-            "dek_id": dek_id,
-        })
+        # every field once, in Message's order (tests/unit/test_records_decode.py), no dataclass __init__
+        message = new(_Fields)
+        message.tenant_id = tenant_id
+        message.conversation_id = conversation_id
+        message.seq_bucket = bucket
+        message.conversation_seq = seq
+        message.message_id = mid
+        message.last_activity_id = from_bytes(last_activity_id, "big") \
+            if type(last_activity_id) is bytes and len(last_activity_id) == 16 else blob_to_u128(last_activity_id)
+        message.sender_id = sender_id
+        message.sender_device_id = sender_device_id
+        message.client_message_id = client_message_id or ""
+        message.message_type = _TEXT if message_type == 1 and type(message_type) is int \
+            else _TYPES.get(message_type) or _enum(MessageType, message_type)
+        message.custom_type = custom_type
+        message.schema_version = schema_version or RECORD_SCHEMA_VERSION
+        message.body = body
+        message.e2ee = e2ee
+        message.media = None if media is None else MediaMetadata.decode(media)
+        message.reply_to_conversation_seq = reply_to
+        message.mentions = None if mentions is None else MentionTargets.decode(mentions)
+        # Recalled stays recalled: only a recall sets the coordinate (lab.store.write.recall), so a row
+        # carrying it reads as RECALLED even in the instant a racing edit's state cell wins.
+        message.state = _RECALLED if recall_seq is not None else _NORMAL if not state \
+            else _STATES.get(state) or _enum(MessageState, state)
+        message.recall_event_conversation_seq = recall_seq
+        message.edited_at_activity_id = None if edited_at is None else blob_to_u128(edited_at)
+        message.created_at_ms = created_at or 0
+        message.retention_class = _DEFAULT_CLASS if not retention_class \
+            else _CLASSES.get(retention_class) or _enum(RetentionClass, retention_class)
+        message.dek_id = dek_id
+        message.__class__ = message_class
         append(message)
     return out
-
