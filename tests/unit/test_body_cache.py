@@ -1,0 +1,56 @@
+"""BodyCache (lab.store.read.batch): the body LRU by (tenant, message_id), and by coordinate for discard_at:
+tenants, conversations and extreme ids never alias, eviction drops the coordinate too. Pure: messages built
+by the constructor, no node."""
+from __future__ import annotations
+
+import uuid
+
+from lab.store import MessageType
+from lab.store.read.batch import BodyCache
+from lab.store.rows.records import Message
+
+T1, T2 = uuid.UUID(int=1), uuid.UUID(int=(1 << 128) - 1)
+C1, C2 = uuid.UUID(int=5), uuid.UUID(int=(1 << 127) + 5)
+
+
+def _message(tenant, conversation, seq, message_id):
+    return Message(tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=seq,
+                   message_id=message_id, last_activity_id=message_id, sender_id=tenant, sender_device_id=tenant,
+                   client_message_id=f"c{seq}", message_type=MessageType.TEXT, body=b"b%d" % seq)
+
+
+def test_tenants_conversations_and_extreme_ids_never_alias():
+    cache = BodyCache(100)
+    top = (1 << 128) - 1
+    messages = [_message(T1, C1, 1, 7), _message(T2, C1, 1, 7), _message(T1, C2, 1, top), _message(T2, C2, (1 << 63) - 1, 0)]
+    cache.put_many(messages)
+    assert len(cache) == 4
+    assert cache.get(T1, 7) is messages[0] and cache.get(T2, 7) is messages[1]
+    assert cache.get(T1, top) is messages[2] and cache.get(T2, 0) is messages[3] and cache.get(T1, 0) is None
+    assert cache.get_many(T2, [7, 0, -1, "x", 1 << 130]) == {7: messages[1], 0: messages[3]}
+    cache.discard_at(T2, C1, 1)       # T2's message at (C1, 1) only
+    assert cache.get(T2, 7) is None and cache.get(T1, 7) is messages[0]
+    cache.discard_at(T2, C2, (1 << 63) - 1)
+    assert cache.get(T2, 0) is None
+    cache.discard(T1, top)
+    assert cache.get(T1, top) is None and len(cache) == 1
+    assert cache.discard_conversation(T1, C2) == 0 and cache.discard_conversation(T1, C1) == 1 and len(cache) == 0
+
+
+def test_eviction_drops_the_coordinate_too():
+    cache = BodyCache(2)
+    a, b, c = _message(T1, C1, 1, 11), _message(T1, C1, 2, 12), _message(T1, C2, 3, 13)
+    cache.put_many([a, b])
+    assert cache.get(T1, 11) is a       # a is now the most recent: b is evicted next
+    cache.put(c)
+    assert cache.get(T1, 12) is None and cache.get(T1, 11) is a and cache.get(T1, 13) is c
+    assert len(cache._at) == 2          # b's coordinate went with it
+    cache.put(_message(T1, C1, 2, 22))  # another message at b's old coordinate: discard_at finds it
+    cache.discard_at(T1, C1, 2)
+    assert cache.get(T1, 22) is None and len(cache) == 1
+
+
+def test_zero_entries_caches_nothing():
+    cache = BodyCache(0)
+    cache.put(_message(T1, C1, 1, 1))
+    assert len(cache) == 0 and cache.get(T1, 1) is None
