@@ -60,7 +60,7 @@ from lab.load.loader_sizing import driver_name, resolve_processes
 from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
-from lab.load.templates import build_templates
+from lab.load.templates import build_templates, import_generator_meanwhile
 from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary
 from lab.load.verdict import Limits
@@ -244,6 +244,7 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
     services = services if services is not None else ServicesConfig()
     options = resolve_processes(options, Path(config.lab_home), progress)
     metrics = start_metrics(options)  # a taken port fails here, before any folder exists
+    generator = import_generator_meanwhile()  # the seed's templates need pandas: imported while the schema is made
     try:
         folder, env = prepare(config, options, progress, services=services)
         load_folders.create(folder)
@@ -275,6 +276,7 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
                 summary = dataclasses.replace(summary, audit=audit_run(config, plan, services=services))
         write_json(folder.load_dir / SUMMARY_FILE, summary)
     finally:
+        generator.join()
         if metrics is not None:
             metrics.close()
     return LoadResult(run_dir=folder.run_dir, load_dir=folder.load_dir, summary=summary, state_root=folder.state_root,

@@ -50,3 +50,27 @@ def test_suite_has_one_notebook_per_measurement():
         params = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
         assert len(params) == 1, name
         assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), f"{name} saved with outputs"
+
+
+def test_the_kernel_is_killed_once_every_cell_has_run_not_left_to_exit(tmp_path):
+    """Every cell runs and its outputs are kept; then the kernel is killed, not asked to exit:
+    its own exit (IPython clearing its namespace, the driver's loop thread joined) took ~2 s of
+    every notebook. A hook the kernel would run at exit never runs."""
+    import nbformat
+
+    from lab.calibration.kernel import KERNEL_NAME
+
+    params = nbformat.v4.new_code_cell('marker = ""\nout_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(
+        "import atexit, json, pathlib\n"
+        "atexit.register(pathlib.Path(marker).write_text, 'the kernel exited by itself')\n"
+        "pathlib.Path(out_dir, 'values.json').write_text(json.dumps({'ran': True}))")])
+    nb.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": KERNEL_NAME, "language": "python"}
+    (tmp_path / "nbs").mkdir()
+    nbformat.write(nb, tmp_path / "nbs" / "probe.ipynb")
+    marker = tmp_path / "exited"
+    values = run_notebook("probe", {"marker": str(marker)}, tmp_path / "out", notebooks_dir=tmp_path / "nbs",
+                          html=False)
+    assert values == {"ran": True}
+    assert not marker.exists()

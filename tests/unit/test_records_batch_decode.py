@@ -46,6 +46,10 @@ def _message(conversation: uuid.UUID, seq: int, rng: random.Random) -> Message:
     return Message(**(fields | extra))
 
 
+def fields_of(message: Message) -> list:
+    return [(f.name, type(getattr(message, f.name)), getattr(message, f.name)) for f in dataclasses.fields(message)]
+
+
 def _fresh_uuids(columns: dict) -> dict:
     # the driver builds new UUID objects for every row: equal, never identical
     return columns | {k: uuid.UUID(bytes=columns[k].bytes) for k in ("tenant_id", "conversation_id", "sender_id")}
@@ -69,7 +73,7 @@ def test_a_mixed_batch_decodes_as_its_rows_do_one_by_one(enc, seed):
     batch = decode_rows(rows, enc)
     one_by_one = [decode_row(r, enc) for r in rows]
     assert batch == one_by_one
-    assert all(type(m) is Message and vars(m) == vars(o) for m, o in zip(batch, one_by_one))
+    assert all(type(m) is Message and fields_of(m) == fields_of(o) for m, o in zip(batch, one_by_one))
 
 
 def test_the_batch_raises_what_the_row_raises(enc):
@@ -121,7 +125,7 @@ def test_one_partition_read_without_its_key_decodes_as_its_whole_rows(enc, seed)
     partition = (T, CONVERSATIONS[0], 0)
     out = decode_rows(keyless, enc, partition=partition)
     expected = [decode_row(r, enc) for r in whole]
-    assert out == expected and all(vars(m) == vars(o) for m, o in zip(out, expected))
+    assert out == expected and all(fields_of(m) == fields_of(o) for m, o in zip(out, expected))
     moved = keyless[0]._replace(conversation_seq=99)
     with pytest.raises(DecryptError):  # a ciphertext at another seq: the AAD has the partition's key and the seq
         decode_rows([moved], enc, partition=partition)

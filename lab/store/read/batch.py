@@ -38,6 +38,7 @@ REACTION_UPDATE (§13.6.2), so caching it beside an immutable-ish body would ser
 """
 from __future__ import annotations
 
+import operator
 import threading
 import uuid
 from collections import OrderedDict
@@ -60,6 +61,7 @@ _COLUMNS = ", ".join(PARTITION_ROW_COLUMNS)  # the group names its partition: it
 _SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
 _NONE = object()
+_MESSAGE_ID = operator.attrgetter("message_id")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,12 +282,22 @@ class BatchReader:
         """The statements that read ``missing`` (grouped by partition: records and summaries), who
         owns each result, and the number of groups."""
         width = self.constants.message_seq_bucket_width
-        groups: dict[tuple[uuid.UUID, int], dict[int, int]] = {}
+        # by (conversation_id.int, bucket): ints hash in C, a UUID's hash is a Python call per entry
+        groups: dict[tuple[int, int], tuple[uuid.UUID, int, dict[int, int]]] = {}
+        last_conversation: Any = None
+        last_bucket = -1
+        wanted: dict[int, int] = {}
         for message_id, (conversation_id, seq) in missing.items():  # seqs checked: the bucket is their division
-            groups.setdefault((conversation_id, seq // width), {})[seq] = message_id
+            bucket = seq // width
+            if conversation_id is not last_conversation or bucket != last_bucket:  # entries come conversation-wise
+                key = (conversation_id.int, bucket)
+                if key not in groups:
+                    groups[key] = (conversation_id, bucket, {})
+                wanted, last_conversation, last_bucket = groups[key][2], conversation_id, bucket
+            wanted[seq] = message_id
         statements: list[tuple[Stmt, tuple[Any, ...]]] = []
         owners: list[tuple[str, _Group]] = []
-        for (conversation_id, bucket), wanted in groups.items():
+        for conversation_id, bucket, wanted in groups.values():
             group = _Group(conversation_id=conversation_id, bucket=bucket, wanted=wanted)
             for kind, args in group.predicates(self.constants.batch_read_in_list_limit,
                                                self.constants.batch_read_range_min_density):
@@ -334,7 +346,7 @@ class BatchReader:
             fresh = [m for m in self._decode(whole_rows(rows, self.ctx), (tenant_id, group.conversation_id, group.bucket),
                                              group.wanted) if m is not None]
             decoded += len(fresh)
-            messages.update((m.message_id, m) for m in fresh)
+            messages.update(zip(map(_MESSAGE_ID, fresh), fresh))
             self.cache.put_many(fresh)
         for message_id, row in pending_summaries:
             if message_id in messages:
