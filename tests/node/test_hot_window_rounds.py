@@ -96,11 +96,14 @@ def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
     with its own body; the rounds carried more than one put each (the puts were grouped)."""
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     rounds_before, timed_before, ns_before = window._puts.rounds, window.puts_timed, window.put_ns
+    requests_before = window.requests
 
     def caller(i: int) -> None:
         for n in range(PUTS_EACH):
             assert window.put(_columns(tenant, conversation, 1 + i + CALLERS * n))
     _threads(caller)
+    # a request counted per round, none lost to rounds of several lanes counting at once
+    assert window.requests - requests_before == window._puts.rounds - rounds_before
     members = _members(window, tenant, conversation)
     seqs = [int(member[:20]) for member, _ in members]
     assert seqs == list(range(1, CALLERS * PUTS_EACH + 1))  # none lost, none twice, in seq order

@@ -25,7 +25,10 @@ under concurrency over one caller's, per send and per put; issue 24's goal: with
 difference of two methods' latencies, which under load also holds how the hot window's extra work
 slows every other step of a saturated machine, ``hot_window_in_send_us`` is the time the kafka_hot
 sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, under the callers and
-by one caller.
+by one caller; beside its ratio, the same ratio for the rest of the kafka_hot send and for
+kafka_archiver's send (``rest_of_send_mean``, ``archiver_send_mean``): on a small, busy machine GIL
+and CPU contention inflate every step under the callers, and the put serializes only where its ratio
+exceeds theirs.
 Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
 :mod:`lab.measure`).
 """

@@ -118,12 +118,13 @@ class HotWindow:
         # the puts' rounds, each lane on a connection of its own (made at its first round)
         self._rounds = [ScriptRounds(client, _PUT) for _ in range(put_connections)]
         self._swap = client.register_script(_SWAP)
-        self.requests = 0  # Redis round trips issued (the read/write paths report them)
+        self.requests = 0  # Redis round trips issued (the read/write paths report them; counted under a lock:
+        # several rounds of puts run at once)
         # the callers' time in put (encoding, waiting for and taking part in a round), and the puts
         # timed: the hot window's own time per send (lab bench store --outboxes)
         self.put_ns = 0
         self.puts_timed = 0
-        self._timing = threading.Lock()
+        self._counting = threading.Lock()
         # concurrent puts (a store's sending threads): a free lane's round each while there is one,
         # else grouped into the next pipelined round of the least loaded lane (lab.store.plumbing.lanes)
         self._puts: Lanes[tuple[str, list[Any]], Any] = Lanes(
@@ -157,7 +158,8 @@ class HotWindow:
         return f"{self.namespace}:hot:{{{tenant_id}:{conversation_id}}}"
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        self.requests += 1
+        with self._counting:
+            self.requests += 1
         try:
             return fn(*args, **kwargs)
         except redis.RedisError as exc:
@@ -181,7 +183,7 @@ class HotWindow:
         self._puts.submit((key, [_padded(record.conversation_seq), _member(record), self.window_seconds * 1000,
                                  cutoff, self.trim_per_write]))
         elapsed = now_ns() - start
-        with self._timing:
+        with self._counting:
             self.put_ns += elapsed
             self.puts_timed += 1
         return True
