@@ -7,6 +7,7 @@
     contract      calibration.json as frozen dataclasses (CalibrationRun, NotebookRun, RoundTrip, RunError)
     notebooks     run one notebook headless (papermill), typed parameters; ``lab jupyter``
     kernel        the project's Jupyter kernel (spec, install) and its one-line-error extension
+    nbimports     importing papermill / nbformat / nbconvert without jsonschema's optional IRI grammar (6-10 s)
     recommendations  which notebook value measures which constant; recommendation, confidence (and its legend)
     precision     precision targets stated in advance, sampling until reached or out of budget, halves
     row_model     b_row for any mix: overhead + a x payload + b x media_metadata + c x thumbnail bytes

@@ -20,6 +20,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
+from lab.calibration.nbimports import skip_iri_grammar
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
@@ -102,6 +103,7 @@ def _fits(value: Any, default: Any) -> bool:
 
 
 def _declared(path: Path) -> dict[str, Any]:
+    skip_iri_grammar()
     import papermill as pm
 
     return pm.inspect_notebook(str(path))
@@ -146,6 +148,7 @@ def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
         return None
+    skip_iri_grammar()
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -165,6 +168,7 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     if path.exists():
         return json.loads(path.read_text())
     if notebook is not None and notebook.exists():
+        skip_iri_grammar()
         import scrapbook as sb
 
         return {name: scrap.data for name, scrap in sb.read_notebook(str(notebook)).scraps.items()}
@@ -217,6 +221,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
                  html: bool = True, cwd: Path = PROJECT_DIR) -> dict[str, Any]:
     """Execute one notebook into ``out_dir/<name>/`` and return the values it recorded."""
+    skip_iri_grammar()
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 

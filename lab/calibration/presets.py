@@ -91,6 +91,9 @@ FULL_RUN_DURATION = (f"{minutes(FULL_RUN_WALL_SECONDS)} measured on the lab's 2-
 
 def declared_defaults(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
     """The notebook's parameters cell: name -> default value (literals only)."""
+    from lab.calibration.nbimports import skip_iri_grammar
+
+    skip_iri_grammar()
     import papermill as pm
 
     out = {}

@@ -74,3 +74,18 @@ def test_the_kernel_is_killed_once_every_cell_has_run_not_left_to_exit(tmp_path)
                           html=False)
     assert values == {"ran": True}
     assert not marker.exists()
+
+
+def test_the_notebook_tools_load_without_jsonschemas_iri_grammar():
+    """Reading a notebook's parameters (papermill), exporting HTML (nbconvert) and validating
+    (nbformat) work without importing rfc3987_syntax, whose grammar took 6-10 s to build at import
+    (lab.calibration.nbimports). In a child process: this one may have imported it already."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lab.calibration.notebooks import check_parameters, export_html, notebook_path; "
+            "check_parameters('capacity', {}); import nbformat; nb = nbformat.read(notebook_path('capacity'), 4); "
+            "nbformat.validate(nb); print(sys.modules.get('rfc3987_syntax'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "None"
