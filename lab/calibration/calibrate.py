@@ -253,12 +253,14 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
                run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None, bool]:
     """The notebooks in order: (the run, the first failure, whether Ctrl-C stopped it). An
     interrupted notebook keeps its partial output and is marked "interrupted"; the rest "not run"."""
-    from lab.calibration.notebooks import failed_inputs
+    from lab.calibration.notebooks import failed_inputs, preload
 
     failure, current, interrupted = None, None, False
     bar = _progress(len(suite), options.progress and bool(suite))
     watch = Stopwatch()
     try:
+        if suite:
+            preload()  # before any notebook is "running": a Ctrl-C during these imports could be lost
         for name, params in suite:
             current, watch = (name, params), Stopwatch()
             bar.set_description(f"notebook {name}")

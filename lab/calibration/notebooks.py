@@ -215,6 +215,25 @@ def stop_kernels() -> None:
             km.cleanup_ipc_files()
 
 
+def preload() -> None:
+    """Import what running a notebook imports on first use (papermill, nbclient, the kernel
+    manager and its provisioner, the kernel spec check, nbconvert's HTML exporter), before a
+    notebook is marked running: a Ctrl-C that lands while an import releases its module lock is
+    dropped by Python ("Exception ignored in _get_module_lock.<locals>.cb: KeyboardInterrupt"),
+    and the notebook then ran to its end as if nobody had asked it to stop (seen once in
+    test_calibrate's Ctrl-C test, which signals as soon as capacity is "running")."""
+    skip_iri_grammar()
+    import nbclient  # noqa: F401
+    import papermill  # noqa: F401
+    import papermill.engines  # noqa: F401
+    from jupyter_client.provisioning import LocalProvisioner  # noqa: F401
+    from nbconvert import HTMLExporter  # noqa: F401
+
+    ipc_kernel_manager()
+    if sys.executable not in _KERNELS_CHECKED:
+        ensure_kernel()
+
+
 def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | str, *,
                  config: ClusterConfig | None = None, services: ServicesConfig | None = None,
                  notebooks_dir: Path = NOTEBOOKS_DIR,

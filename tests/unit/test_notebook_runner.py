@@ -89,3 +89,30 @@ def test_the_notebook_tools_load_without_jsonschemas_iri_grammar():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-1] == "None"
+
+
+def test_preload_leaves_nothing_to_import_before_a_notebooks_cells_run(tmp_path):
+    """lab calibrate imports the notebook tools before it marks a notebook "running": Python drops
+    a KeyboardInterrupt raised while an import releases its module lock, so a Ctrl-C during the
+    first notebook's imports (papermill, nbclient, the kernel manager: 300 modules) was lost. In a
+    child process (this one has imported them already): after preload(), running a notebook
+    imports only what its HTML export needs, after its cells ran (html=False here: nothing)."""
+    import subprocess
+    import sys
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    code = ("import sys, json; from pathlib import Path; import nbformat\n"
+            "from lab.calibration import notebooks as nb\n"
+            "from lab.calibration.kernel import KERNEL_NAME\n"
+            "p = nbformat.v4.new_code_cell('out_dir = \"\"'); p.metadata['tags'] = ['parameters']\n"
+            "book = nbformat.v4.new_notebook(cells=[p, nbformat.v4.new_code_cell("
+            "'import json, pathlib; pathlib.Path(out_dir, \"values.json\").write_text(json.dumps({\"ran\": 1}))')])\n"
+            "book.metadata['kernelspec'] = {'name': KERNEL_NAME, 'display_name': KERNEL_NAME, 'language': 'python'}\n"
+            f"nbformat.write(book, {str(nbs / 'probe.ipynb')!r})\n"
+            "nb.preload(); before = set(sys.modules)\n"
+            f"nb.run_notebook('probe', {{}}, {str(tmp_path / 'out')!r}, notebooks_dir=Path({str(nbs)!r}), html=False)\n"
+            "print(json.dumps(sorted(set(sys.modules) - before)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []
