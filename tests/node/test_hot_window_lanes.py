@@ -8,26 +8,17 @@ Redis: the request is on the server, its answer waits in the socket). Nothing ab
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
+from hot_records import hot_record
 
 from lab.errors import HotWindowError
-from lab.store import EncodedRecord, HotWindow, u128_to_blob
+from lab.store import HotWindow
 from lab.store.hot.redis_window import _member
 
 pytestmark = pytest.mark.node
 WAIT_SECONDS = 60  # a deadlock guard only: every wait below ends as soon as the other side acts
-
-
-def _columns(tenant, conversation, seq):
-    sender = uuid.UUID(int=1)
-    return EncodedRecord(tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=seq,
-                         message_id=u128_to_blob(seq), last_activity_id=u128_to_blob(seq), sender_id=sender,
-                         sender_device_id=sender, client_message_id=f"c-{seq}", message_type=1, schema_version=1,
-                         state=0, payload_or_ciphertext=b"body %d" % seq, dek_id=("conversation", "k", 1),
-                         retention_class=0, created_at=time.time_ns() // 1_000_000)
 
 
 def _client_id(connection) -> int:
@@ -87,11 +78,11 @@ def lanes_window(redis_services):
 
 def test_a_second_round_is_sent_and_answered_while_the_first_is_in_flight(lanes_window):
     window, tenant, conversation = lanes_window, uuid.uuid4(), uuid.uuid4()
-    assert window.put(_columns(tenant, conversation, 1))  # alone: lane 0, which connects
+    assert window.put(hot_record(tenant, conversation, 1))  # alone: lane 0, which connects
     assert window._rounds[1]._connection is None  # a lone caller never opened a second connection
-    held = _HeldRound(window, _columns(tenant, conversation, 2))
+    held = _HeldRound(window, hot_record(tenant, conversation, 2))
     rounds_before = window._puts.rounds
-    assert window.put(_columns(tenant, conversation, 3))  # lane 0 busy: a round of its own on lane 1
+    assert window.put(hot_record(tenant, conversation, 3))  # lane 0 busy: a round of its own on lane 1
     assert held.in_flight  # seq 3 was written and answered while seq 2's round waited for its reply
     assert window._puts.rounds == rounds_before + 1 and window._puts.most_in_flight >= 2
     second = window._rounds[1]._connection
@@ -106,16 +97,16 @@ def test_a_closed_connection_reconnects_while_another_lanes_round_is_in_flight(l
     """The server drops lane 1's connection (CLIENT KILL of its own id) while lane 0's round waits for
     its reply: lane 1's next round reconnects and lands, and lane 0's round then lands too."""
     window, tenant, conversation = lanes_window, uuid.uuid4(), uuid.uuid4()
-    assert window.put(_columns(tenant, conversation, 1))
-    held = _HeldRound(window, _columns(tenant, conversation, 2))
-    assert window.put(_columns(tenant, conversation, 3))  # lane 1 connects
+    assert window.put(hot_record(tenant, conversation, 1))
+    held = _HeldRound(window, hot_record(tenant, conversation, 2))
+    assert window.put(hot_record(tenant, conversation, 3))  # lane 1 connects
     killed = window._rounds[1]._connection
     assert window.client.client_kill_filter(_id=_client_id(killed)) == 1
-    assert window.put(_columns(tenant, conversation, 4))  # lane 1 again, on a new connection
+    assert window.put(hot_record(tenant, conversation, 4))  # lane 1 again, on a new connection
     assert held.in_flight
     held.release()
     assert _seqs(window, tenant, conversation) == [1, 2, 3, 4]
-    assert window.put(_columns(tenant, conversation, 5))  # alone again: lane 0, still in step
+    assert window.put(hot_record(tenant, conversation, 5))  # alone again: lane 0, still in step
     assert _seqs(window, tenant, conversation) == [1, 2, 3, 4, 5]
 
 
@@ -125,10 +116,10 @@ def test_an_error_reply_fails_only_its_own_lanes_round(lanes_window):
     window, tenant, conversation = lanes_window, uuid.uuid4(), uuid.uuid4()
 
     def item(seq, trim=window.trim_per_write):
-        return (window.key(tenant, conversation), [f"{seq:020d}", _member(_columns(tenant, conversation, seq)),
+        return (window.key(tenant, conversation), [f"{seq:020d}", _member(hot_record(tenant, conversation, seq)),
                                                    window.window_seconds * 1000, window._cutoff_ms(None), trim])
-    assert window.put(_columns(tenant, conversation, 1))
-    held = _HeldRound(window, _columns(tenant, conversation, 2))
+    assert window.put(hot_record(tenant, conversation, 1))
+    held = _HeldRound(window, hot_record(tenant, conversation, 2))
     with pytest.raises(HotWindowError):
         window._put_round([item(3), item(4, trim="not a number")], lane=1)
     lane1 = window._rounds[1]._connection
@@ -136,7 +127,7 @@ def test_an_error_reply_fails_only_its_own_lanes_round(lanes_window):
     held.release()
     assert window._put_round([item(5)], lane=1) == [1]
     assert window._rounds[1]._connection is lane1  # kept: still in step
-    assert window.put(_columns(tenant, conversation, 6))
+    assert window.put(hot_record(tenant, conversation, 6))
     assert _seqs(window, tenant, conversation) == [1, 2, 3, 4, 5, 6]
 
 
@@ -144,9 +135,9 @@ def test_close_closes_every_lanes_connection(redis_services):
     window = HotWindow.open(redis_services, namespace=f"test_{uuid.uuid4().hex[:8]}", window_days=7,
                             put_connections=2)
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    assert window.put(_columns(tenant, conversation, 1))
-    held = _HeldRound(window, _columns(tenant, conversation, 2))
-    assert window.put(_columns(tenant, conversation, 3))
+    assert window.put(hot_record(tenant, conversation, 1))
+    held = _HeldRound(window, hot_record(tenant, conversation, 2))
+    assert window.put(hot_record(tenant, conversation, 3))
     held.release()
     ids = [_client_id(r._connection) for r in window._rounds]
     assert len(set(ids)) == 2

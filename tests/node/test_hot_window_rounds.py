@@ -6,28 +6,18 @@ closed, leaves the next round working (lab.store.hot.script_rounds). Nothing abo
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 
 import pytest
+from hot_records import hot_record
 import redis
 
 from lab.errors import HotWindowError
-from lab.store import EncodedRecord, u128_to_blob
 from lab.store.hot.redis_window import _member
 
 pytestmark = pytest.mark.node
 CALLERS = 8
 PUTS_EACH = 40
-
-
-def _columns(tenant, conversation, seq):
-    sender = uuid.UUID(int=1)
-    return EncodedRecord(tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=seq,
-                         message_id=u128_to_blob(seq), last_activity_id=u128_to_blob(seq), sender_id=sender,
-                         sender_device_id=sender, client_message_id=f"c-{seq}", message_type=1, schema_version=1,
-                         state=0, payload_or_ciphertext=b"body %d" % seq, dek_id=("conversation", "k", 1),
-                         retention_class=0, created_at=time.time_ns() // 1_000_000)
 
 
 def _threads(target):
@@ -54,7 +44,7 @@ def _put_concurrently(window, tenant, conversations):
         for n in range(PUTS_EACH):
             # callers 0-3 share one conversation (interleaved seqs), the others write their own
             conversation = conversations[0] if i < 4 else conversations[i]
-            assert window.put(_columns(tenant, conversation, 1 + i + CALLERS * n))
+            assert window.put(hot_record(tenant, conversation, 1 + i + CALLERS * n))
     _threads(caller)
 
 
@@ -78,7 +68,7 @@ def test_a_round_the_server_has_no_script_for_loads_it_and_is_replayed(window):
         rounds.sha = "0" * 40
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     cutoff = window._cutoff_ms(None)
-    items = [(window.key(tenant, conversation), [f"{seq:020d}", _member(_columns(tenant, conversation, seq)),
+    items = [(window.key(tenant, conversation), [f"{seq:020d}", _member(hot_record(tenant, conversation, seq)),
                                                   window.window_seconds * 1000, cutoff, window.trim_per_write])
              for seq in (1, 2, 3)]
     assert len(window._put_round(items)) == 3
@@ -100,7 +90,7 @@ def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
 
     def caller(i: int) -> None:
         for n in range(PUTS_EACH):
-            assert window.put(_columns(tenant, conversation, 1 + i + CALLERS * n))
+            assert window.put(hot_record(tenant, conversation, 1 + i + CALLERS * n))
     _threads(caller)
     # a request counted per round, none lost to rounds of several lanes counting at once
     assert window.requests - requests_before == window._puts.rounds - rounds_before
@@ -118,7 +108,7 @@ def test_eight_threads_into_one_conversation_lose_and_duplicate_nothing(window):
 def test_eight_threads_replaying_the_same_puts_land_each_once(window):
     """A put is an upsert: the same 40 messages put by 8 threads at once leave 40 members, one per seq."""
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    records = [_columns(tenant, conversation, seq) for seq in range(1, PUTS_EACH + 1)]
+    records = [hot_record(tenant, conversation, seq) for seq in range(1, PUTS_EACH + 1)]
     _threads(lambda i: [window.put(r) for r in (records if i % 2 else records[::-1])])
     members = _members(window, tenant, conversation)
     assert [int(member[:20]) for member, _ in members] == list(range(1, PUTS_EACH + 1))
@@ -131,7 +121,7 @@ def test_an_error_reply_mid_round_fails_the_round_and_the_next_round_works(windo
     cutoff = window._cutoff_ms(None)
 
     def item(seq, trim=window.trim_per_write):
-        return (window.key(tenant, conversation), [f"{seq:020d}", _member(_columns(tenant, conversation, seq)),
+        return (window.key(tenant, conversation), [f"{seq:020d}", _member(hot_record(tenant, conversation, seq)),
                                                    window.window_seconds * 1000, cutoff, trim])
     with pytest.raises(HotWindowError) as caught:
         window._put_round([item(1), item(2, trim="not a number"), item(3)])
@@ -147,10 +137,10 @@ def test_a_round_after_the_server_closed_its_connection_reconnects(window):
     """The server drops the puts' connection (CLIENT KILL of its own id, nothing else on the shared
     Redis): the next put still lands."""
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    assert window.put(_columns(tenant, conversation, 1))
+    assert window.put(hot_record(tenant, conversation, 1))
     connection = window._rounds[0]._connection  # a lone caller's puts ride lane 0
     connection.send_command("CLIENT", "ID")
     own_id = connection.read_response()
     assert window.client.client_kill_filter(_id=own_id) == 1
-    assert window.put(_columns(tenant, conversation, 2))
+    assert window.put(hot_record(tenant, conversation, 2))
     assert [int(m[:20]) for m, _ in _members(window, tenant, conversation)] == [1, 2]

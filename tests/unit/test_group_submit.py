@@ -2,31 +2,13 @@
 result after the round that holds its item, a failed round fails each of its callers. Pure: threads."""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
+from concurrent_callers import call_at_once
 
 from lab.errors import HotWindowError
 from lab.store.plumbing.group_submit import GroupSubmit
-
-
-def _run(group: GroupSubmit, items: list[int]) -> dict[int, object]:
-    out: dict[int, object] = {}
-    start = threading.Barrier(len(items))
-
-    def call(i: int) -> None:
-        start.wait()
-        try:
-            out[i] = group.submit(i)
-        except Exception as exc:  # noqa: BLE001 - the test looks at what each caller got
-            out[i] = exc
-    threads = [threading.Thread(target=call, args=(i,)) for i in items]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    return out
 
 
 def test_each_caller_gets_its_own_result_and_rounds_are_shared():
@@ -37,7 +19,7 @@ def test_each_caller_gets_its_own_result_and_rounds_are_shared():
         time.sleep(0.01)  # a round in progress: the others queue behind it
         return [i * 10 for i in items]
     group = GroupSubmit(batch, lambda i: batch([i])[0], max_batch=8)
-    out = _run(group, list(range(40)))
+    out = call_at_once(group.submit, list(range(40)))
     assert out == {i: i * 10 for i in range(40)}
     assert sorted(i for r in rounds for i in r) == list(range(40))  # every item in exactly one round
     assert max(len(r) for r in rounds) <= 8 and len(rounds) < 40 and group.rounds == len(rounds)
@@ -53,7 +35,7 @@ def test_a_failed_round_fails_each_of_its_callers_with_an_error_of_its_own():
     def batch(items: list[int]) -> list[int]:
         time.sleep(0.01)
         raise HotWindowError("redis went away", namespace="ks")
-    out = _run(GroupSubmit(batch), list(range(6)))
+    out = call_at_once(GroupSubmit(batch).submit, list(range(6)))
     errors = list(out.values())
     assert all(isinstance(e, HotWindowError) and e.facts["namespace"] == "ks" for e in errors)
     assert len({id(e) for e in errors}) == len(errors)  # never one instance raised in two threads

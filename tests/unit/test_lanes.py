@@ -6,30 +6,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+from concurrent_callers import call_at_once
 
 from lab.errors import HotWindowError
 from lab.store.plumbing.lanes import Lanes
 
 WAIT_SECONDS = 30  # a deadlock guard only
-
-
-def _call_all(lanes: Lanes, items: list[int]) -> dict[int, object]:
-    out: dict[int, object] = {}
-    start = threading.Barrier(len(items))
-
-    def call(i: int) -> None:
-        start.wait()
-        try:
-            out[i] = lanes.submit(i)
-        except Exception as exc:  # noqa: BLE001 - the test looks at what each caller got
-            out[i] = exc
-    threads = [threading.Thread(target=call, args=(i,)) for i in items]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(WAIT_SECONDS)
-    assert not any(t.is_alive() for t in threads)
-    return out
 
 
 def test_a_lone_caller_always_uses_lane_0():
@@ -51,7 +33,7 @@ def test_as_many_rounds_in_flight_as_lanes():
             return [i * 10 for i in items]
         return run
     lanes = Lanes([lane(n) for n in range(3)])
-    assert _call_all(lanes, [1, 2, 3]) == {1: 10, 2: 20, 3: 30}
+    assert call_at_once(lanes.submit, [1, 2, 3]) == {1: 10, 2: 20, 3: 30}
     assert sorted(used) == [0, 1, 2] and lanes.most_in_flight == 3
 
 
@@ -88,7 +70,7 @@ def test_a_failed_round_fails_only_its_own_lanes_callers():
     def bad(items: list[int]) -> list[int]:
         meet.wait()
         raise HotWindowError("redis went away", namespace="ks")
-    out = _call_all(Lanes([good, bad]), [1, 2])
+    out = call_at_once(Lanes([good, bad]).submit, [1, 2])
     assert sorted(v for v in out.values() if isinstance(v, int)) in ([1], [2])
     assert sum(isinstance(v, HotWindowError) for v in out.values()) == 1
 
