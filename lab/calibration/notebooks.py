@@ -26,6 +26,9 @@ from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
 
+# once, before any function here imports papermill, nbformat or nbconvert (lab.calibration.nbimports)
+skip_iri_grammar()
+
 NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "space_amp", "grouped_reads", "cpu_cost", "capacity",
              "model_check")
 VALUES_FILE = "values.json"
@@ -103,7 +106,6 @@ def _fits(value: Any, default: Any) -> bool:
 
 
 def _declared(path: Path) -> dict[str, Any]:
-    skip_iri_grammar()
     import papermill as pm
 
     return pm.inspect_notebook(str(path))
@@ -148,7 +150,6 @@ def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
         return None
-    skip_iri_grammar()
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -168,7 +169,6 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     if path.exists():
         return json.loads(path.read_text())
     if notebook is not None and notebook.exists():
-        skip_iri_grammar()
         import scrapbook as sb
 
         return {name: scrap.data for name, scrap in sb.read_notebook(str(notebook)).scraps.items()}
@@ -222,7 +222,6 @@ def preload() -> None:
     dropped by Python ("Exception ignored in _get_module_lock.<locals>.cb: KeyboardInterrupt"),
     and the notebook then ran to its end as if nobody had asked it to stop (seen once in
     test_calibrate's Ctrl-C test, which signals as soon as capacity is "running")."""
-    skip_iri_grammar()
     import nbclient  # noqa: F401
     import papermill  # noqa: F401
     import papermill.engines  # noqa: F401
@@ -240,7 +239,6 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
                  kernel_name: str = KERNEL_NAME, cell_timeout_seconds: float | None = None,
                  html: bool = True, cwd: Path = PROJECT_DIR) -> dict[str, Any]:
     """Execute one notebook into ``out_dir/<name>/`` and return the values it recorded."""
-    skip_iri_grammar()
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
