@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,37 @@ LOADER_BOUND_EXIT = 3
 
 def _lab(*args: str, keyspace: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lab.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
+                          timeout=timeout, env=_env(keyspace))
+
+
+def _env(keyspace: str) -> dict[str, str]:
+    return {**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"}
 
 
 def _run_dir(results: Path) -> Path:
     (run,) = [p for p in results.iterdir() if p.is_dir()]
     return run
+
+
+class _Started:
+    """One `lab load` started in the background, its output in files (two run at once: no pipe fills)."""
+
+    def __init__(self, args: list[str], *, keyspace: str, folder: Path) -> None:
+        self.folder, self.results = folder, folder / "results"
+        self.out, self.err = folder / "stdout.txt", folder / "stderr.txt"
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "lab.cli", *args, "--results", str(self.results)],
+                                         cwd=ROOT, stdout=out, stderr=err, text=True, env=_env(keyspace))
+
+    def finish(self, timeout: float = 300) -> tuple[subprocess.CompletedProcess, Path]:
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+        done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.out.read_text(),
+                                           self.err.read_text())
+        return done, _run_dir(self.results)
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +73,58 @@ def keyspace(connection):
         yield ks
 
 
+# One small load over a 1 % loader CPU limit, as `lab load` judges it (exit 3) and with
+# --allow-loader-bound (exit 0), side by side: the limit makes both loader-bound whatever else the
+# machine runs. Then the same load within the default 70 % (valid), alone, its metrics endpoint
+# scraped over HTTP while it runs (issue 25 item 7).
+COMMON = ["load", "--profile", "send_only", "--rate", "10", "--users", "40", "--duration", "8s", "--warmup", "2s",
+          "--processes", "1", "--seed-size", "tiny"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Valid:
+    proc: subprocess.CompletedProcess
+    run: Path
+    port: int
+    scrapes: list[str]
+
+
 @pytest.fixture(scope="module")
-def bound_and_valid(keyspace, tmp_path_factory, lab_home):
-    """The same small load twice: over a 1 % loader CPU limit (loader-bound), and within the
-    default 70 % (valid)."""
-    common = ["load", "--profile", "send_only", "--rate", "10", "--users", "40", "--duration", "8s", "--warmup", "2s",
-              "--processes", "1", "--seed-size", "tiny"]
-    out = {}
-    for name, extra in (("bound", ["--max-loader-cpu", "1"]), ("valid", [])):
-        results = tmp_path_factory.mktemp(name)
-        proc = _lab(*common, *extra, "--results", str(results), keyspace=keyspace)
-        out[name] = (proc, _run_dir(results))
+def loads(keyspace, connection, tmp_path_factory, lab_home):
+    out: dict[str, object] = {}
+    with scratch_keyspace(connection, "loadallow", create=False) as allow_keyspace:
+        started = {
+            "bound": _Started([*COMMON, "--max-loader-cpu", "1"], keyspace=keyspace,
+                              folder=tmp_path_factory.mktemp("bound")),
+            "allowed": _Started(["load", "--profile", "send_only", "--rate", "5", "--duration", "3s", "--warmup", "1s",
+                                 "--processes", "1", "--seed-size", "tiny", "--max-loader-cpu", "1",
+                                 "--allow-loader-bound", "--no-audit"], keyspace=allow_keyspace,
+                                folder=tmp_path_factory.mktemp("allowed")),
+        }
+        for name, load in started.items():
+            out[name] = load.finish()
+    port = free_port()
+    valid = _Started([*COMMON, "--metrics-port", str(port)], keyspace=keyspace, folder=tmp_path_factory.mktemp("valid"))
+    scrapes = []
+    try:
+        deadline = time.monotonic() + 180
+        while valid.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    scrapes.append(r.read().decode())
+            except OSError:
+                pass
+            time.sleep(1)
+    finally:
+        proc, run = valid.finish(timeout=120)
+    out["valid"] = _Valid(proc=proc, run=run, port=port, scrapes=scrapes)
     yield out
-    for _proc, run in out.values():
-        shutil.rmtree(Path(lab_home) / "load-state" / f"{run.name}-load", ignore_errors=True)
+    for folder in (out["bound"][1], out["allowed"][1], run):
+        shutil.rmtree(Path(lab_home) / "load-state" / f"{folder.name}-load", ignore_errors=True)
 
 
-def test_a_loader_bound_run_says_so_and_exits_with_its_own_code(bound_and_valid):
-    proc, run = bound_and_valid["bound"]
+def test_a_loader_bound_run_says_so_and_exits_with_its_own_code(loads):
+    proc, run = loads["bound"]
     assert proc.returncode == LOADER_BOUND_EXIT, proc.stderr[-3000:]
     out = proc.stdout
     block = out[out.index("LOADER-BOUND"):]
@@ -75,16 +135,17 @@ def test_a_loader_bound_run_says_so_and_exits_with_its_own_code(bound_and_valid)
     assert summary["verdict"]["limits"]["max_loader_cpu_percent_of_core"] == 1
 
 
-def test_the_same_load_within_the_limits_is_valid(bound_and_valid):
-    proc, run = bound_and_valid["valid"]
+def test_the_same_load_within_the_limits_is_valid(loads):
+    valid = loads["valid"]
+    proc, run = valid.proc, valid.run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_json(run / "load" / "summary.json")
     assert summary["verdict"]["verdict"] == VALID, summary["verdict"]
     assert "verdict: valid" in proc.stdout
 
 
-def test_compare_refuses_a_loader_bound_run_unless_forced(bound_and_valid, keyspace, tmp_path):
-    (_, bound), (_, valid) = bound_and_valid["bound"], bound_and_valid["valid"]
+def test_compare_refuses_a_loader_bound_run_unless_forced(loads, keyspace, tmp_path):
+    (_, bound), valid = loads["bound"], loads["valid"].run
     refused = _lab("compare", str(valid), str(bound), "--results", str(tmp_path), keyspace=keyspace)
     assert refused.returncode == 2 and "loader-bound" in refused.stderr, refused.stderr
     assert not any(tmp_path.iterdir())  # nothing written
@@ -93,13 +154,10 @@ def test_compare_refuses_a_loader_bound_run_unless_forced(bound_and_valid, keysp
     assert "loader-bound" in forced.stdout
 
 
-def test_allow_loader_bound_keeps_exit_0(keyspace, tmp_path, lab_home):
-    proc = _lab("load", "--profile", "send_only", "--rate", "5", "--duration", "3s", "--warmup", "1s",
-                "--processes", "1", "--seed-size", "tiny", "--max-loader-cpu", "1", "--allow-loader-bound",
-                "--no-audit", "--results", str(tmp_path), keyspace=keyspace)
+def test_allow_loader_bound_keeps_exit_0(loads):
+    proc, _run = loads["allowed"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "LOADER-BOUND" in proc.stdout
-    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)
 
 
 # ---- outcomes --------------------------------------------------------------------------------------
@@ -155,41 +213,20 @@ def test_the_live_status_counts_what_the_summary_counts(cluster_config, keyspace
 
 
 # ---- the metrics endpoint ----------------------------------------------------------------------
-def test_the_metrics_endpoint_is_scraped_during_a_load(keyspace, tmp_path, lab_home):
+def test_the_metrics_endpoint_is_scraped_during_a_load(loads):
     from prometheus_client.parser import text_string_to_metric_families
 
-    port = free_port()
-    err = tmp_path / "stderr.txt"
-    with open(err, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--profile", "send_only", "--rate", "10",
-                                 "--users", "40", "--duration", "8s", "--warmup", "1s", "--processes", "1",
-                                 "--seed-size", "tiny", "--no-audit", "--metrics-port", str(port),
-                                 "--results", str(tmp_path / "r")],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=f, text=True,
-                                env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
-    scrapes = []
-    try:
-        deadline = time.monotonic() + 180
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    scrapes.append(r.read().decode())
-            except OSError:
-                pass
-            time.sleep(1)
-        out, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err.read_text()[-3000:]
-    assert f"metrics: http://127.0.0.1:{port}/metrics" in err.read_text()
+    valid = loads["valid"]
+    proc, port, scrapes = valid.proc, valid.port, valid.scrapes
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"metrics: http://127.0.0.1:{port}/metrics" in proc.stderr
 
     def calls(text: str) -> float:
         return sum(s.value for fam in text_string_to_metric_families(text) if fam.name == "lab_load_calls"
                    for s in fam.samples if s.name == "lab_load_calls_total")
 
     with_calls = [t for t in scrapes if calls(t) > 0]
-    assert len(with_calls) >= 3, scrapes[-1:] or err.read_text()
+    assert len(with_calls) >= 3, scrapes[-1:] or proc.stderr
     assert calls(with_calls[-1]) >= calls(with_calls[0])
     last = {fam.name: fam for fam in text_string_to_metric_families(with_calls[-1])}
     for name in ("lab_load_info", "lab_load_calls", "lab_load_requested_rate_calls_per_second",
@@ -198,10 +235,9 @@ def test_the_metrics_endpoint_is_scraped_during_a_load(keyspace, tmp_path, lab_h
     quantiles = {s.labels.get("quantile") for s in last["lab_load_latency_seconds"].samples
                  if s.labels.get("latency") == "corrected"}
     assert {"0.5", "0.99"} <= quantiles
-    summary = read_json(_run_dir(tmp_path / "r") / "load" / "summary.json")
+    summary = read_json(valid.run / "load" / "summary.json")
     assert calls(with_calls[-1]) <= summary["all_operations"]["count"]
     assert summary["all_operations"]["count"] - calls(with_calls[-1]) <= 0.05 * summary["all_operations"]["count"] + 12
-    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path / 'r').name}-load", ignore_errors=True)
 
 
 # ---- staircase -----------------------------------------------------------------------------------
