@@ -12,7 +12,9 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
     Concurrency: a thread pool of ``send_concurrency`` closed-loop callers (``store.send`` is
     synchronous; the raw sides use the same pool and the synchronous ``Connection.execute`` so
     all pay the same client overhead). The methods run in interleaved blocks, the order reversed
-    every round (A B C, C B A, ...), after one discarded warm-up block each. A write-path block
+    every round (A B C, C B A, ...), after one discarded warm-up block each; the send over each
+    floor is also reported per round (the median of the rounds' ratios, their range and interval:
+    ``paired_rounds``), the figure to quote. A write-path block
     ends after ``store.drain()``: its throughput includes the asynchronous head updates it caused
     (sustainable, not ack-only; ack-only is reported too).
 
@@ -52,6 +54,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     output            store.csv and store.png
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
+    outbox_primitives each commit-path step alone (outbox append, hot-window put) and the bare Redis round trip
     profiling         ``--profile``: the store's hot paths under py-spy (flame graphs, top-frame tables)
     flamegraph        the flame graph (SVG) of py-spy's raw stacks, drawn by the lab
 """
