@@ -190,7 +190,8 @@ class LoadBenchReport:
         ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
         r = self.cpu_ratios
         lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run "
-                 f"(throughput ratio; client CPU per call, Locust / plain, goal <= {CPU_RATIO_GOAL}):",
+                 f"(throughput ratio; client CPU per call, Locust / plain, goal <= {CPU_RATIO_GOAL}; both sides' "
+                 f"client GC {(self.environment.get('services') or {}).get('client_gc', 'default')}):",
                  f"  send max: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
                  f"{self.ratio_send}; CPU per call {_ms(ls)} vs {_ms(ps)} -> {r['send_max']}",
                  f"  read max: Locust {units.rate(lr.throughput)} vs plain {units.rate(pr.throughput)} -> ratio "

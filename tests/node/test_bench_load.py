@@ -35,5 +35,6 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     assert len(steps) == 4 or stopped == len(steps)  # fewer steps only when a loader-bound one stopped it
     assert stopped is None or steps[stopped - 1]["verdict"]["verdict"] == "loader-bound"
     note = result.report.closing_note
+    assert data["environment"]["services"]["client_gc"] == "freeze" and "client GC freeze" in note  # both sides
     assert f"goal <= {CPU_RATIO_GOAL}" in note and "calls/s per loader core" in note
     assert all(("valid" in line or "LOADER-BOUND" in line) for line in note.splitlines() if "requested" in line)
