@@ -127,6 +127,26 @@ def test_the_closing_note_states_both_send_floors_and_the_goals(bench):
     assert "goal >= 0.9" in note and "goal <= 1.15" in note and "goal <= 1.5" in note
 
 
+def test_send_and_its_floors_are_paired_round_by_round(bench):
+    """Each measured round's block of every send method, and per pair the ratio of the two blocks of
+    each round (lab.measure.paired_ratio); two rounds give no interval, so the note says the figure
+    is not vouched for."""
+    _, report = bench
+    pr = report["comparisons"]["send_throughput"]["paired_rounds"]
+    rounds = TINY.send_ops // TINY.send_block
+    assert pr["rounds"] == rounds and pr["block_calls"] == TINY.send_block
+    by_round = pr["throughput_by_round"]
+    assert set(by_round) == set(report["comparisons"]["send_throughput"]["methods"])
+    assert all(len(xs) == rounds and all(x > 0 for x in xs) for xs in by_round.values())
+    like = pr["ratios"]["send_over_floor_with_head_read_throughput"]
+    assert like["ratios"] == pytest.approx([s / f for s, f in zip(by_round["send"], by_round["send_floor_with_head_read"])],
+                                           abs=2e-3)
+    assert like["rounds"] == rounds and like["low"] <= like["median"] <= like["high"]
+    assert (like["ci_low"], like["ci_high"], like["vouched"]) == (None, None, False)
+    assert pr["goal"]["verdict"] == "undecided" and not pr["goal"]["vouched"]
+    assert f"{rounds} paired rounds" in report["closing_note"] and "NOT VOUCHED FOR" in report["closing_note"]
+
+
 def test_environment_parameters_and_keyspace_dropped(bench, connection):
     _, report = bench
     env = report["environment"]

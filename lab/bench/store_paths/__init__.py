@@ -12,7 +12,9 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
     Concurrency: a thread pool of ``send_concurrency`` closed-loop callers (``store.send`` is
     synchronous; the raw sides use the same pool and the synchronous ``Connection.execute`` so
     all pay the same client overhead). The methods run in interleaved blocks, the order reversed
-    every round (A B C, C B A, ...), after one discarded warm-up block each. A write-path block
+    every round (A B C, C B A, ...), after one discarded warm-up block each; the send over each
+    floor is also reported per round (the median of the rounds' ratios, their range and interval:
+    ``paired_rounds``), the figure to quote. A write-path block
     ends after ``store.drain()``: its throughput includes the asynchronous head updates it caused
     (sustainable, not ack-only; ack-only is reported too).
 

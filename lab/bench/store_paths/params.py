@@ -14,7 +14,9 @@ class BenchParams:
     mode: str = "custom"
     # send_throughput
     send_ops: int = 2000            # measured calls per method
-    send_block: int = 200           # calls per interleaved block
+    # calls per interleaved block: short rounds (a tenth of a second to a second each), so both blocks
+    # of a round see the same machine; a multiple of send_concurrency (every caller busy to the end)
+    send_block: int = 80
     send_warmup: int = 100          # calls per method in the discarded warm-up block
     send_concurrency: int = 8       # thread-pool callers
     send_conversations: int = 64    # sends spread round-robin over this many conversations / senders
@@ -51,7 +53,7 @@ class BenchParams:
         if not quick:
             return cls(mode="full")
         # sized for a shared 2-core machine: under a minute unless the machine is very busy
-        return cls(mode="quick", send_ops=200, send_block=50, send_warmup=25, history_messages=60,
+        return cls(mode="quick", send_ops=240, send_block=40, send_warmup=24, history_messages=60,
                    history_ops=80, history_warmup=10, group_repeats=3, group_warmup=1, dm_repeats=6, dm_warmup=1)
 
     @property

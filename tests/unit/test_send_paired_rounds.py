@@ -1,0 +1,36 @@
+"""The store bench's send vs its like-for-like floor per round (send_throughput.paired_rounds) and
+the closing note's line for it: a figure the run cannot pin is said not to be a result."""
+from __future__ import annotations
+
+from lab.bench.store_paths.bench_report import paired_line
+from lab.bench.store_paths.send_throughput import PAIRED, paired_rounds
+
+METHODS = {m for pair in PAIRED.values() for m in pair}
+
+
+def _rounds(send: list[float], like: list[float]) -> dict:
+    by_round = {m: [100.0] * len(send) for m in METHODS}
+    by_round["send"], by_round["send_floor_with_head_read"] = send, like
+    return paired_rounds(by_round, block_calls=80)
+
+
+def test_each_round_gives_one_ratio_and_a_steady_run_is_judged_against_the_goal():
+    pr = _rounds([95, 96, 94, 95, 96, 95, 94, 95], [100.0] * 8)
+    like = pr["ratios"]["send_over_floor_with_head_read_throughput"]
+    assert like["ratios"] == [0.95, 0.96, 0.94, 0.95, 0.96, 0.95, 0.94, 0.95] and like["median"] == 0.95
+    assert pr["rounds"] == 8 and pr["throughput_by_round"]["send"][0] == 95
+    assert pr["goal"] == {"ratio": "send_over_floor_with_head_read_throughput", "at_least": 0.9, "vouched": True,
+                          "verdict": "met"}
+    line = paired_line(pr)
+    assert "8 paired rounds (80 calls per side" in line and "median 0.95x (range 0.94-0.96x)" in line
+    assert "goal >= 0.9: met" in line and "NOT VOUCHED" not in line
+
+
+def test_a_wide_spread_or_too_few_rounds_is_not_a_result():
+    wide = _rounds([60, 140, 70, 130, 90, 110, 80, 120], [100.0] * 8)
+    assert not wide["goal"]["vouched"]
+    assert "NOT VOUCHED FOR, not a result" in paired_line(wide) and "goal >= 0.9: " not in paired_line(wide)
+    few = _rounds([95, 95], [100.0, 100.0])
+    assert few["goal"] == {**few["goal"], "vouched": False, "verdict": "undecided"}
+    assert "too few rounds for an interval" in paired_line(few) and "NOT VOUCHED FOR" in paired_line(few)
+    assert "not measured" in paired_line(_rounds([], []))
