@@ -128,9 +128,12 @@ def paired_line(pr: Mapping[str, Any]) -> str:
     else:
         verdict = f"goal >= {goal['at_least']}: {goal['verdict']}"
     others = pr["ratios"]
+    cpu = pr.get("cpu_ratios", {}).get(goal["ratio"].replace("_throughput", "_cpu_per_call"))
     return (head + f"{spread} -> {verdict}. Per round too: send / send_floor "
             f"{_range(others['send_over_floor_throughput'])}, send_floor / send_floor_without_outbox "
-            f"{_range(others['floor_over_floor_without_outbox_throughput'])}.")
+            f"{_range(others['floor_over_floor_without_outbox_throughput'])}"
+            + ("" if cpu is None or cpu["median"] is None else
+               f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}") + ".")
 
 
 def closing_note(report: StoreBenchReport) -> str:
