@@ -23,11 +23,12 @@ def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_co
     for name, m in data["methods"].items():
         assert m["count"] == m["ok"] == TINY.ops and m["errors"] == {}, name
         assert m["serial_ack_latency_us"]["count"] == TINY.serial_ops
-    assert set(data["primitives"]) == {"local_append", "kafka_append", "hot_window_put", "hot_window_put_concurrent"}
+    assert set(data["primitives"]) == {"local_append", "kafka_append", "hot_window_put", "hot_window_put_concurrent",
+                                      "redis_ping", "redis_ping_concurrent"}
     assert all(p["count"] == TINY.primitive_ops for p in data["primitives"].values())
     scaling = data["hot_window_scaling"]
     assert set(scaling) == {"per_send_p50", "per_send_mean", "in_send_mean", "put_p50", "rest_of_send_mean",
-                            "archiver_send_mean"} and scaling["put_p50"] > 0
+                            "archiver_send_mean", "ping_p50"} and scaling["put_p50"] > 0 and scaling["ping_p50"] > 0
     inside = data["hot_window_in_send_us"]  # the kafka_hot sends' own time in HotWindow.put, measured
     assert set(inside) == {"callers", "one_caller", "puts_per_round", "rounds_in_flight_max"}
     assert inside["callers"] > 0 and inside["one_caller"] > 0
@@ -42,4 +43,8 @@ def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_co
     note = result.closing_note
     assert "hot window per send" in note and "goal <= 2.0" in note and "concurrent callers" in note
     assert "time in HotWindow.put per send" in note
+    p = data["primitives"]  # the control: a bare round trip to the same Redis, beside the put
+    assert scaling["ping_p50"] == round(p["redis_ping_concurrent"]["latency_us"]["p50"]
+                                        / p["redis_ping"]["latency_us"]["p50"], 3)
+    assert "control, a bare round trip to the same Redis (PING)" in note
     assert "the rest of the kafka_hot send" in note and "kafka_archiver's send" in note

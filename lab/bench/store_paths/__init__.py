@@ -54,6 +54,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     output            store.csv and store.png
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
+    outbox_primitives each commit-path step alone (outbox append, hot-window put) and the bare Redis round trip
     profiling         ``--profile``: the store's hot paths under py-spy (flame graphs, top-frame tables)
     flamegraph        the flame graph (SVG) of py-spy's raw stacks, drawn by the lab
 """

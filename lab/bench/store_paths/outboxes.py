@@ -19,9 +19,10 @@ time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Then o
 alternates the methods send by send (``serial_ops`` each, order flipped every round): the
 latency without queueing, where a difference between two methods is the price of what
 differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
-the two primitives alone: ``outbox.append`` of each outbox and ``HotWindow.put``, one caller, and
-``HotWindow.put`` from ``concurrency`` callers at once (``hot_window_scaling``: the hot window's cost
-under concurrency over one caller's, per send and per put; issue 24's goal: within 2x). Beside the
+the primitives alone (:mod:`lab.bench.store_paths.outbox_primitives`): ``outbox.append`` of each
+outbox and ``HotWindow.put``, one caller, ``HotWindow.put`` from ``concurrency`` callers at once, and
+the control, a bare Redis round trip, the same two ways (``hot_window_scaling``: the hot window's cost
+under concurrency over one caller's, per send and per put, and the control's; issue 24's goal: within 2x). Beside the
 difference of two methods' latencies, which under load also holds how the hot window's extra work
 slows every other step of a saturated machine, ``hot_window_in_send_us`` is the time the kafka_hot
 sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, under the callers and
@@ -37,12 +38,13 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.bench.store_paths.outbox_primitives import outbox_primitives
 from lab.bench.store_paths.recording import Log, Method, MethodResult
 from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.cluster.config import ClusterConfig
@@ -55,14 +57,13 @@ from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
-from lab.store import EncodedRecord, MessageStore, MessageType, SendRequest, wall_clock_ms
+from lab.store import MessageStore, SendRequest
 
 __all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_outbox_bench"]
 
 BENCH_DIR = "bench"
 JSON_FILE = "outbox.json"
 KEYSPACE_PREFIX = "bench_outbox"
-PRIMITIVE_HOT_WINDOW_DAYS = 7
 HOT_WINDOW_SCALING_GOAL = 2.0  # the hot window's cost per send under concurrency over one caller's, at most (issue 24)
 
 
@@ -164,8 +165,9 @@ class OutboxBenchReport:
         return {"per_send_p50": _cost_ratio(h["p50"], h["serial_p50"]),
                 "per_send_mean": _cost_ratio(h["mean"], h["serial_mean"]),
                 "in_send_mean": _cost_ratio(inside.get("callers", 0), inside.get("one_caller", 0)),
-                "put_p50": a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS)
-                if one is not None and many is not None else None,
+                "put_p50": _p50_ratio(many, one),
+                # the control: a bare Redis round trip (PING) under the callers over one caller's
+                "ping_p50": _p50_ratio(self.primitives.get("redis_ping_concurrent"), self.primitives.get("redis_ping")),
                 # the same ratio for what the kafka_hot send does besides the put (its mean latency less
                 # its mean time in the put), and for kafka_archiver's whole send: how much this machine
                 # inflates every step under the callers (GIL, CPU), beside the put's own in_send_mean
@@ -206,6 +208,12 @@ class OutboxBenchReport:
             lines.append(f"  HotWindow.put alone: p50 {self.primitives['hot_window_put'].latency_us.p50} µs one caller"
                          + (f", {many.latency_us.p50} µs with {p.concurrency} concurrent callers "
                             f"({scaling.get('put_p50')}x; {many.throughput_ops_per_s} puts/s)" if many else ""))
+            ping, pings = self.primitives.get("redis_ping"), self.primitives.get("redis_ping_concurrent")
+            if ping is not None and pings is not None:
+                lines.append(f"  control, a bare round trip to the same Redis (PING): p50 {ping.latency_us.p50} µs one "
+                             f"caller ({ping.throughput_ops_per_s}/s), {pings.latency_us.p50} µs with {p.concurrency} "
+                             f"callers ({scaling.get('ping_p50')}x; {pings.throughput_ops_per_s}/s): what this process "
+                             f"and machine do to any round trip under {p.concurrency} callers")
         lines.append(f"  append alone, one caller: local p50 {self.primitives['local_append'].latency_us.p50} µs, "
                      f"kafka p50 {self.primitives['kafka_append'].latency_us.p50} µs")
         return "\n".join(lines)
@@ -227,6 +235,10 @@ class OutboxBenchReport:
 def _cost_ratio(many: float, one: float) -> float | None:
     """A cost under concurrency over one caller's, when both costs are measurable (> 0)."""
     return a_over_b(many, one, digits=RATIO_DIGITS) if many > 0 and one > 0 else None
+
+
+def _p50_ratio(many: MethodResult | None, one: MethodResult | None) -> float | None:
+    return a_over_b(many.latency_us.p50, one.latency_us.p50, digits=RATIO_DIGITS) if many and one else None
 
 
 def _times(ratio: float | None) -> str:
@@ -312,69 +324,6 @@ def _sends(methods: list[_Outbox], params: OutboxBenchParams, pool: ThreadPoolEx
         m.store.drain()
 
 
-def _primitive(name: str, n: int, fn: Callable[[int], Any]) -> MethodResult:
-    method = Method(name)
-    for i in range(n):
-        _, t = timed(lambda: fn(i))
-        method.elapsed_ns += t.elapsed_ns
-        method.record(t)
-    return method.result()
-
-
-def _concurrent_primitive(name: str, n: int, callers: int, fn: Callable[[int], Any]) -> MethodResult:
-    """``n`` calls of ``fn`` from ``callers`` threads at once (closed loop): each call's latency, and
-    the throughput over the whole stretch."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    method = Method(name)
-    t0 = now_ns()
-    with ThreadPoolExecutor(callers, thread_name_prefix="bench-primitive") as pool:
-        timings = list(pool.map(lambda i: timed(lambda: fn(i))[1], range(n)))
-    method.elapsed_ns = now_ns() - t0
-    for t in timings:
-        method.record(t)
-    return method.result()
-
-
-def _primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path,
-                params: OutboxBenchParams, with_hot: bool) -> dict[str, MethodResult]:
-    """The outbox append and the hot-window write alone, one caller, on instances of their own."""
-    from lab.store import HotWindow, MessagePayload, OutboxRecord, open_outbox
-
-    tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    # what the commit path logs and writes to the hot window: a whole record with a body of body_bytes
-    record = EncodedRecord(
-        tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=1, message_id=bytes(16),
-        last_activity_id=bytes(16), sender_id=tenant, sender_device_id=tenant, client_message_id="primitive",
-        message_type=int(MessageType.TEXT), schema_version=1, state=0, payload_or_ciphertext=b"x" * params.body_bytes,
-        dek_id=("conversation", "primitive", 1), retention_class=0, created_at=wall_clock_ms())
-
-    def at(i: int) -> EncodedRecord:
-        return record.replace(conversation_seq=i + 1, message_id=(i + 1).to_bytes(16, "big"))
-
-    out: dict[str, MethodResult] = {}
-    for name, options in (("local", {"path": state_dir / "primitive-outbox.sqlite"}),
-                          ("kafka", {"services": kafka, "topic": f"{kafka.kafka_topic}.primitive"})):
-        with open_outbox(name, **options) as box:
-            out[f"{name}_append"] = _primitive(f"{name}_append", params.primitive_ops, lambda i: box.append(
-                OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=i + 1,
-                             payload=MessagePayload(record=at(i)))))
-    if with_hot:
-        hot = HotWindow.open(services, namespace=keyspace, window_days=PRIMITIVE_HOT_WINDOW_DAYS)
-        try:
-            out["hot_window_put"] = _primitive("hot_window_put", params.primitive_ops, lambda i: hot.put(at(i)))
-            # the same puts from `concurrency` callers at once, each caller its own conversation (as senders)
-            convs = [uuid.uuid4() for _ in range(params.concurrency)]
-            out["hot_window_put_concurrent"] = _concurrent_primitive(
-                "hot_window_put_concurrent", params.primitive_ops, params.concurrency,
-                lambda i: hot.put(at(i).replace(conversation_id=convs[i % len(convs)])))
-            for key in hot.client.scan_iter(f"{keyspace}:*"):
-                hot.client.delete(key)
-        finally:
-            hot.close()
-    return out
-
-
 def _hot_window_reachable(services: ServicesConfig, keyspace: str) -> bool:
     from lab.store import HotWindow
 
@@ -418,7 +367,9 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
                 methods.append(method("kafka_hot", services=kafka.replace(hot_window="redis"), archiver_mode=True))
             log(f"keyspace {keyspace}: {', '.join(m.name for m in methods)}; {params.concurrency} callers")
             _sends(methods, params, pool, log)
-            primitives = _primitives(services, kafka, keyspace, Path(tmp), params, with_hot)
+            primitives = outbox_primitives(services, kafka, keyspace, Path(tmp), ops=params.primitive_ops,
+                                           concurrency=params.concurrency, body_bytes=params.body_bytes,
+                                           with_hot=with_hot)
         finally:
             for s in stores:
                 s.close()
