@@ -144,6 +144,10 @@ def test_send_and_its_floors_are_paired_round_by_round(bench):
     assert like["rounds"] == rounds and like["low"] <= like["median"] <= like["high"]
     assert (like["ci_low"], like["ci_high"], like["vouched"]) == (None, None, False)
     assert pr["goal"]["verdict"] == "undecided" and not pr["goal"]["vouched"]
+    cpu = pr["cpu_ms_per_call_by_round"]  # the client's CPU per call of each block, paired the same way
+    assert set(cpu) == set(by_round) and all(len(xs) == rounds and all(x > 0 for x in xs) for xs in cpu.values())
+    assert pr["cpu_ratios"]["send_over_floor_with_head_read_cpu_per_call"]["rounds"] == rounds
+    assert "CPU per call, send / like-for-like floor" in report["closing_note"]
     assert f"{rounds} paired rounds" in report["closing_note"] and "NOT VOUCHED FOR" in report["closing_note"]
 
 
@@ -152,6 +156,7 @@ def test_environment_parameters_and_keyspace_dropped(bench, connection):
     env = report["environment"]
     assert env["server"] in ("cassandra", "scylla") and env["server_version"]
     assert env["nodes"] >= 1 and env["machine"]["cpus"] >= 1 and "git_commit" in env
+    assert env["client_gc"] == "freeze" and "client GC freeze" in report["closing_note"]  # the default, named
     assert report["parameters"]["send_ops"] == TINY.send_ops and report["parameters"]["mode"] == "custom"
     assert report["keyspace"].startswith("bench_") and report["keyspace_dropped"]
     names = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}

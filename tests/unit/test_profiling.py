@@ -37,6 +37,21 @@ def test_top_leaves_out_samples_taken_while_importing(tmp_path):
     assert "importlib" not in text and "<module>" not in text
 
 
+def test_top_leaves_out_the_workloads_setup(tmp_path):
+    """The send floor's calls are built before its clock (sealing, JSON): not what the floor does."""
+    path = tmp_path / "p.txt"
+    building = ('process 1:"python -m x";work (/repo/lab/bench/store_paths/profiling.py:9);'
+                'send_floor_calls (/repo/lab/bench/store_paths/floors.py:80);encode (/repo/lab/store/x.py:1) 5\n'
+                'process 1:"python -m x";_scratch_store (/repo/p.py:1);MessageStore.create_schema (/repo/s.py:2) 3\n'
+                'process 1:"python -m x";one (/repo/p.py:1);send_floor_calls.<locals>.call (/repo/lab/bench/store_paths/floors.py:96) 2\n')
+    path.write_text(RAW + building)
+    text = top(path)
+    assert text.startswith("# p.txt: 20 samples; 8 while setting the workload up (schema, calls built before the "
+                           "clock), left out: shares of the other 12")
+    assert "encode" not in text and "create_schema" not in text
+    assert "send_floor_calls.<locals>.call (lab/bench/store_paths/floors.py)" in text  # the floor running is kept
+
+
 def test_frame_name_shortens_paths():
     assert frame_name("f (/a/b/lib/python3.11/json/decoder.py:12)") == "f (json/decoder.py)"
     assert frame_name("g (/w/wt/lab/store/ids.py:1)") == "g (lab/store/ids.py)"

@@ -114,23 +114,24 @@ def paired_line(pr: Mapping[str, Any]) -> str:
             f"round, the two blocks back to back, the order reversed every round): ")
     if r["median"] is None:
         return head + "not measured (no round had both sides)."
-    limit = f"±{100 * pr['vouch_rel_half_width']:.0f}%"
-    if r["ci_low"] is None:
-        spread = f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS})"
-    else:
-        spread = (f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x "
-                  f"(±{100 * r['rel_half_width']:.1f}%)")
-    if not goal["vouched"]:
-        verdict = (f"NOT VOUCHED FOR, not a result: the run cannot pin the ratio within {limit} (more rounds or a "
-                   f"quieter machine), so it cannot say whether the goal >= {goal['at_least']} is met")
-    elif goal["verdict"] == "undecided":
-        verdict = f"goal >= {goal['at_least']}: undecided (the interval straddles it)"
-    else:
-        verdict = f"goal >= {goal['at_least']}: {goal['verdict']}"
     others = pr["ratios"]
-    return (head + f"{spread} -> {verdict}. Per round too: send / send_floor "
-            f"{_range(others['send_over_floor_throughput'])}, send_floor / send_floor_without_outbox "
-            f"{_range(others['floor_over_floor_without_outbox_throughput'])}.")
+    cpu = pr.get("cpu_ratios", {}).get(goal["ratio"].replace("_throughput", "_cpu_per_call"))
+    tail = (f" Per round too: send / send_floor {_range(others['send_over_floor_throughput'])}, send_floor / "
+            f"send_floor_without_outbox {_range(others['floor_over_floor_without_outbox_throughput'])}"
+            + ("" if cpu is None or cpu["median"] is None else
+               f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}") + ".")
+    goal_text = f"goal >= {goal['at_least']}"
+    if r["ci_low"] is None:
+        return (head + f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS}) -> NOT VOUCHED "
+                f"FOR, not a result: neither the figure nor the {goal_text} (more rounds)." + tail)
+    spread = f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x (±{100 * r['rel_half_width']:.1f}%)"
+    figure = ("" if goal["vouched"] else
+              f"; NOT VOUCHED FOR as a figure: the run cannot pin the ratio within "
+              f"±{100 * pr['vouch_rel_half_width']:.0f}% (more rounds or a quieter machine)")
+    verdict = {"met": f"{goal_text}: met (the whole interval is at or above it)",
+               "not met": f"{goal_text}: not met (the whole interval is below it)"}.get(
+        goal["verdict"], f"{goal_text}: undecided, not a result either way (the interval straddles it)")
+    return head + f"{spread}{figure} -> {verdict}." + tail
 
 
 def closing_note(report: StoreBenchReport) -> str:
@@ -146,7 +147,7 @@ def closing_note(report: StoreBenchReport) -> str:
         f"Store benchmark {report.run_id} ({report.params.mode}): {env.get('server')} "
         f"{env.get('server_version')}, {env.get('nodes')} node(s), {env['machine']['cpus']} CPUs (load average "
         f"{env.get('loadavg_at_start')} -> {env.get('loadavg_at_end')}), commit {str(env.get('git_commit'))[:10]}"
-        f"{' + uncommitted changes' if env.get('git_dirty') else ''}.",
+        f"{' + uncommitted changes' if env.get('git_dirty') else ''}; client GC {env.get('client_gc', 'default')}.",
         f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
         f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['send_over_bare_throughput']}x "
         f"(the bare LWT is {s.ratio['bare_over_send_throughput']}x faster); ack p50/p99 "

@@ -10,7 +10,9 @@ tables (``.top.md``, :func:`top`), in ``results/<run-id>/bench/profile/``. Workl
 (dropped at the end), through the store's public API:
 
     send            ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations
-    send_floor      the same statements issued raw from 8 threads (:mod:`lab.bench.store_paths.floors`)
+    send_floor      its like-for-like floor from 8 threads (``send_floor_with_head_read``: the same statements,
+                    the durable outbox append and the head / fencing reads, issued raw;
+                    :mod:`lab.bench.store_paths.floors`), its calls built before its clock starts
     history         the latest page (50 of 80 messages), one caller
     grouped_1x500   ``store.batch_read`` of one group's 500 messages, body LRU cleared, one caller
     grouped_20x5    the same over 20 DMs x 5
@@ -49,6 +51,7 @@ MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
 GROUPED_SHAPES = {"grouped_1x500": (1, 500), "grouped_20x5": (20, 5)}  # conversations x messages
 SEND_THREADS = 8
 SEND_CONVERSATIONS = 64
+FLOOR_CALLS_PER_SECOND = 1000  # the floor's calls built ahead (it ran at 50-400/s on this node)
 HISTORY_MESSAGES, HISTORY_LIMIT = 80, 50
 SAMPLE_RATE_HZ = 250
 DEFAULT_SECONDS = 20.0
@@ -167,9 +170,11 @@ def top(path: Path, n: int = TOP_FRAMES) -> str:
     Samples taken while a module was being imported or compiled (a stack through importlib's frames)
     are left out and counted in the title: py-spy samples the workload's process from its start, and its
     imports held 67-77% of the GIL samples of a 10 s history or send workload, hiding the frames
-    the workload repeats (issue 24)."""
+    the workload repeats (issue 24). So are the samples of the workload's setup (its schema, the
+    send floor's calls built before its clock: they were 30-40% of the floor's GIL samples, and the
+    table then showed JSON encoding and sealing the floor never does while it runs)."""
     self_, incl = collections.Counter(), collections.Counter()
-    total = importing = 0
+    total = importing = setup = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack:
@@ -179,15 +184,20 @@ def top(path: Path, n: int = TOP_FRAMES) -> str:
         if _IMPORT_FRAME in stack:
             importing += k
             continue
+        if any(frame in stack for frame in _SETUP_FRAMES):
+            setup += k
+            continue
         frames = [frame_name(f) for f in stack.split(";")[1:]]  # drop the thread / process root
         if not frames:
             continue
         self_[frames[-1]] += k
         for f in set(frames):
             incl[f] += k
-    kept = total - importing
+    kept = total - importing - setup
+    left_out = [f"{importing} taken while importing modules"] * bool(importing) + [
+        f"{setup} while setting the workload up (schema, calls built before the clock)"] * bool(setup)
     title = f"# {path.name}: {total} samples" + (
-        f"; {importing} taken while importing modules, left out: shares of the other {kept}" if importing else "")
+        f"; {', '.join(left_out)}, left out: shares of the other {kept}" if left_out else "")
     total = kept or 1
     lines = [title, "", "| self % | function |", "|---:|---|"]
     lines += [f"| {100 * v / total:.1f} | {f} |" for f, v in self_.most_common(n)]
@@ -197,6 +207,7 @@ def top(path: Path, n: int = TOP_FRAMES) -> str:
 
 
 _IMPORT_FRAME = "(<frozen importlib."  # importlib's frames: finding, compiling and running a module
+_SETUP_FRAMES = ("send_floor_calls (", "create_schema (")  # a workload's setup, before its clock
 
 
 def frame_name(frame: str) -> str:
@@ -270,7 +281,8 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
             calls = _threads(send, seconds)
             store.drain()
         elif mode == "send_floor":
-            floor = send_floor_calls(run, int(seconds * 2000), conversations=SEND_CONVERSATIONS)
+            floor = send_floor_calls(run, int(seconds * FLOOR_CALLS_PER_SECOND), conversations=SEND_CONVERSATIONS,
+                                     head_read=True)
             calls = _threads(lambda i: floor[i](), seconds)  # the calls are built before the clock starts
         elif mode == "history":
             conversation = uuid.uuid4()

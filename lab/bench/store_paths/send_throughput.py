@@ -28,7 +28,9 @@ from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
+from lab.measure.process_cpu import CpuMeter
 from lab.measure.timing import NS_PER_SECOND
+
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 
@@ -74,23 +76,27 @@ def bench_send(run: BenchRun) -> Comparison:
     ack_ns = {"send": 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
     by_round: dict[str, list[float | None]] = {name: [] for name in methods}  # each block's throughput
+    cpu_by_round: dict[str, list[float | None]] = {name: [] for name in methods}  # client CPU ms per call
 
     def block(name: str, n: int, measured: bool) -> None:
         method, fn = methods[name]
         before = run.snapshot()
-        t0 = now_ns()
         calls = [next(counters[name]) for _ in range(n)]
+        cpu = CpuMeter()
+        t0 = now_ns()
         timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
         if name == "send":
             store.drain()  # the head updates this block caused belong to this block
         t1 = now_ns()
+        used = cpu.stop()
         if not measured:
             method.warmup += n
             return
         method.add_requests(before, run.snapshot())
         method.elapsed_ns += t1 - t0
         by_round[name].append(a_over_b(sum(t.error is None for t in timings), (t1 - t0) / NS_PER_SECOND))
+        cpu_by_round[name].append(a_over_b(used.cpu_seconds * MS_PER_SECOND, n))
         if name in ack_ns:
             ack_ns[name] += t_ack - t0
         for t in timings:
@@ -113,7 +119,7 @@ def bench_send(run: BenchRun) -> Comparison:
     fn = methods["send_floor_without_outbox"][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
-        paired_rounds=paired_rounds(by_round, block_calls=p.send_block),
+        paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
         description="send throughput: store.send (full §5.1 path) vs its own steps issued raw "
                     "(send_floor_with_head_read: the fencing read on a conversation's first send, dedup LWT, record + "
                     "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
@@ -145,6 +151,7 @@ def bench_send(run: BenchRun) -> Comparison:
                "send_over_bare_p99_latency": a_over_b(f.latency_us.p99, b.latency_us.p99, digits=RATIO_DIGITS)})
 
 
+MS_PER_SECOND = 1000
 # the per-round ratios reported (store.json's paired_rounds.ratios), each send over one floor
 PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with_head_read"),
           "send_over_floor_throughput": ("send", "send_floor"),
@@ -154,11 +161,15 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # issue 24's goal: >= SEND_FLOOR_GOAL
 
 
-def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int) -> dict[str, Any]:
+def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
+                  cpu_ms_per_call: dict[str, list[float | None]] | None = None) -> dict[str, Any]:
     """store.json's ``paired_rounds``: each measured round's throughput per method and, per pair,
     the ratio of the two blocks of each round (lab.measure.paired_ratio): both blocks of a round
     ran back to back on the same machine, so a burst of someone else's load or a flush of the node
-    moves one round, not the whole figure."""
+    moves one round, not the whole figure. ``cpu_ms_per_call``: this process's CPU (every thread:
+    callers, the driver's I/O loop, the head writer) per call of each block, and per pair the same
+    ratio of it (``cpu_ratios``): what the store adds on the client over its statements, which the
+    node's own noise moves less than it moves throughput."""
     ratios = {key: paired_ratio(by_round[a], by_round[b]) for key, (a, b) in PAIRED.items()}
     like = ratios[GOAL_RATIO]
     return {"block_calls": block_calls, "rounds": len(by_round["send"]),
@@ -167,4 +178,10 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int) 
                      "verdict": like.against(SEND_FLOOR_GOAL, at_least=True)},
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
-            "ratios": {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()}}
+            "ratios": {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()},
+            **({} if cpu_ms_per_call is None else {
+                "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
+                                             for name, xs in cpu_ms_per_call.items()},
+                "cpu_ratios": {key.replace("_throughput", "_cpu_per_call"):
+                               paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]).to_json(RATIO_DIGITS)
+                               for key, (a, b) in PAIRED.items()}})}
