@@ -43,7 +43,7 @@ from lab.cluster.config import ClusterConfig
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
 from lab.load.worker_seed import seed_worker
-from lab.measure import now_ns, summarize_histogram
+from lab.measure import client_gc, now_ns, summarize_histogram
 from lab.measure.timing import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
 from lab.project import RESULTS_DIR
@@ -114,16 +114,21 @@ def _locust_run(result: LoadResult) -> ThroughputRun:
                          audit_ok=s.audit.ok if s.audit is not None else None, load_dir=str(result.load_dir))
 
 
-def _run(config: ClusterConfig, options: LoadOptions, state_dirs: list[Path]) -> LoadResult:
-    result = run_load(config, options)
+def _run(config: ClusterConfig, options: LoadOptions, state_dirs: list[Path], services: Any) -> LoadResult:
+    result = run_load(config, options, services=services)
     if result.state_root is not None:
         state_dirs.append(result.state_root)
     return result
 
 
 def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: Path = RESULTS_DIR,
-                   log: Callable[[str], None] = lambda _m: None) -> LoadBenchResult:
+                   log: Callable[[str], None] = lambda _m: None, services: Any = None) -> LoadBenchResult:
+    """``services`` (lab.cluster.services, default ServicesConfig()): every store of both sides, and
+    both sides' ``client_gc`` (the plain client's in this process, the Locust workers' in theirs)."""
     from lab.cluster.connection import connect
+    from lab.cluster.services import ServicesConfig
+
+    services = services if services is not None else ServicesConfig()
 
     state_dirs: list[Path] = []
     try:
@@ -131,9 +136,9 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
             run_dir = new_run_dir(Path(results))  # after the cluster answered: a failed connect leaves no folder
             bench_dir = run_dir / BENCH_DIR
             bench_dir.mkdir()
-            env = environment(config, conn).to_json()
+            env = environment(config, conn, services=services.describe_run()).to_json()
             report = _measure(config.replace(keyspace=keyspace), params, run_dir, state_dirs, log,
-                              keyspace=keyspace, env=env)
+                              keyspace=keyspace, env=env, services=services)
     finally:
         for d in state_dirs:  # the DEKs of a dropped keyspace protect nothing
             shutil.rmtree(d, ignore_errors=True)
@@ -142,7 +147,7 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
 
 
 def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, state_dirs: list[Path],
-             log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any]) -> LoadBenchReport:
+             log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any], services: Any) -> LoadBenchReport:
     """The four maximum runs (ABBA), the fixed-rate pair, the chat profile's operations and the
     staircase, in the scratch keyspace of ``config``."""
     from lab.store import MessageStore
@@ -155,10 +160,11 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
                           profile="read_only", users=params.concurrency, seed_size=params.seed_size,
                           node_id_base=90)
     state_dirs.append(plain_plan.state_root)
-    with MessageStore.open(config, state_dir=plain_plan.state_root / "setup", node_id=89) as s:
+    with MessageStore.open(config, state_dir=plain_plan.state_root / "setup", node_id=89,
+                           **services.store_options()) as s:
         s.create_schema()
     log("seeding the plain client's conversations")
-    seed_worker(config, plain_plan)
+    seed_worker(config, plain_plan, services=services)
     # reads see the seeded conversations as the Locust readers do (range 0, never sent to);
     # sends go to a range of their own (1), as the Locust senders have theirs
     keys = KeyRange(plain_plan.run_id, 0, SEED_SHAPES[params.seed_size])
@@ -185,16 +191,18 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
                 break
             page = store.history(keys.tenant_id, conv, direction="older", anchor=page.next_anchor)
 
-    with MessageStore.open(config, state_dir=plain_plan.state_dir(), node_id=plain_plan.node_id) as store:
+    with MessageStore.open(config, state_dir=plain_plan.state_dir(), node_id=plain_plan.node_id,
+                           **services.store_options()) as store:
+        client_gc.settle(services.client_gc)  # the plain side's set-up is done, as a Locust worker's is
         log(f"plain send: {params.concurrency} threads, {params.seconds:g} s")
         plain_send = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                             call=send, store=store)
         log("Locust send")
         locust_send = _locust_run(_run(config, LoadOptions(
-            profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common), state_dirs))
+            profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common), state_dirs, services))
         log("Locust read")
         locust_read = _locust_run(_run(config, LoadOptions(
-            profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common), state_dirs))
+            profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common), state_dirs, services))
         log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
         plain_read = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                             call=read, store=store)
@@ -206,17 +214,17 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
     log(f"Locust send at {fixed:g}/s")
     locust_fixed = _locust_run(_run(config, LoadOptions(
         profile="send_only", rate=fixed, users=params.concurrency, load_subdir="load-send-fixed", **common),
-        state_dirs))
+        state_dirs, services))
     log(f"Locust {CHAT_PROFILE} profile: loader CPU per operation")
     chat = _run(config, LoadOptions(profile=CHAT_PROFILE, users=params.concurrency, load_subdir="load-chat",
-                                    **common), state_dirs)
+                                    **common), state_dirs, services)
     costs = OperationCosts(profile=CHAT_PROFILE, load_dir=str(chat.load_dir), run=_locust_run(chat),
                            operations=chat.summary.operation_cpu)
     max_send = max(plain_send.throughput, locust_send.throughput)
     log(f"staircase at {STAIRCASE_FRACTIONS} of {max_send:.1f} sends/s")
     stair = _run(config, LoadOptions(profile="send_only", staircase_max=max_send,
                                      step_seconds=params.step_seconds, load_subdir="load-staircase",
-                                     **{**common, "warmup_seconds": 0.0}), state_dirs)
+                                     **{**common, "warmup_seconds": 0.0}), state_dirs, services)
     staircase = Staircase(max_rate=max_send, load_dir=str(stair.load_dir),
                           audit_ok=stair.summary.audit.ok if stair.summary.audit is not None else None,
                           steps=stair.summary.steps, stopped_at_step=stair.summary.staircase_stopped_at_step)

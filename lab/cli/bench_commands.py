@@ -64,7 +64,8 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, pr
         click.echo(prof.closing_note)
         return
     if not outboxes_only:
-        result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log)
+        result = run_bench(config, BenchParams.preset(quick=quick), results=results, run_dir=run_dir, log=log,
+                           gc_mode=services.client_gc)
         click.echo(result.closing_note)
         click.echo(f"store.json: {result.json_path}")
     if outboxes or outboxes_only:
@@ -79,16 +80,18 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, pr
 @click.option("--concurrency", type=COUNT, default=None, help="plain client threads = Locust users")
 @click.option("--processes", type=COUNT, default=None, help="Locust worker processes")
 @results_option
+@services_options
 @cluster_options
 def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,
-               config: ClusterConfig) -> None:
+               config: ClusterConfig, services: Any) -> None:
     """`lab load` against a plain driver client issuing the same store calls (max send and read
-    throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json."""
+    throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json.
+    --outbox / --hot-window / --client-gc: both sides' stores and processes (as for lab load)."""
     from lab.bench.load_generator import LoadBenchParams, run_load_bench
 
     params = LoadBenchParams.preset(quick=quick)
     changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}
     result = run_load_bench(config, dataclasses.replace(params, **changes), results=results,
-                            log=lambda msg: click.echo(msg, err=True))
+                            log=lambda msg: click.echo(msg, err=True), services=services)
     click.echo(result.closing_note)
     click.echo(f"load.json: {result.json_path}")

@@ -230,7 +230,7 @@ def soak(home: Path, duration: float, threads: int, conversations: int, audit_ev
                        f"edits lost {units.count(audit.edits_lost)} ({units.seconds(audit.seconds)})")
 
     click.echo(f"  outbox {services.outbox}, hot window {services.hot_window}"
-               + (" (archiver mode)" if services.hot_window == "redis" else ""))
+               + (" (archiver mode)" if services.hot_window == "redis" else "") + f"; client GC {services.client_gc}")
     result = run_soak(config, options, progress=progress, services=services)
     t = result.summary.totals
     for op, o in t.operations.items():

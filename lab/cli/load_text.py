@@ -159,7 +159,8 @@ def services_line(s: Any) -> str | None:
     if not services:
         return None
     return (f"  stores: outbox {services.get('outbox')}, hot window {services.get('hot_window')}"
-            + (" (archiver mode)" if services.get("archiver_mode") else ""))
+            + (" (archiver mode)" if services.get("archiver_mode") else "")
+            + (f"; load processes' client GC {services['client_gc']}" if services.get("client_gc") else ""))
 
 
 def verdict_lines(s: Any, *, allowed: bool = False, exit_code: int = 3) -> Iterator[str]:

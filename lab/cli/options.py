@@ -85,6 +85,7 @@ SERVICES_FLAGS = [
     ("--hot-window", "hot_window", str, "off | redis: archiver mode's hot window (LAB_HOT_WINDOW)"),
     ("--redis-host", "redis_host", str, "Redis of the hot window (LAB_REDIS_HOST)"),
     ("--redis-port", "redis_port", PORT, "(LAB_REDIS_PORT)"),
+    ("--client-gc", "client_gc", str, "freeze | default: this lab process's cyclic GC after set-up (LAB_CLIENT_GC)"),
 ]
 
 

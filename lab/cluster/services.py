@@ -22,6 +22,7 @@ from typing import Any
 
 from lab.cluster.settings import as_bool, as_int, blame, expected, layered, read_table
 from lab.errors import ConfigError
+from lab.measure.client_gc import CLIENT_GC_MODES, DEFAULT_CLIENT_GC
 
 OUTBOX_KINDS = ("local", "kafka")
 HOT_WINDOW_KINDS = ("off", "redis")
@@ -41,7 +42,9 @@ _TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 @dataclass(frozen=True, kw_only=True)
 class ServicesConfig:
-    """The outbox and hot-window settings of one lab process."""
+    """The outbox and hot-window settings of one lab process, and what that process does with
+    Python's cyclic GC (``client_gc``, lab.measure.client_gc: the lab's own bench and load
+    processes apply it; the store never reads it)."""
 
     outbox: str = "local"
     kafka_bootstrap_servers: str = DEFAULT_KAFKA_BOOTSTRAP
@@ -66,10 +69,11 @@ class ServicesConfig:
     redis_tls: bool = False
     redis_tls_ca_file: Path | None = None
     request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    client_gc: str = DEFAULT_CLIENT_GC
 
     def __post_init__(self) -> None:
         for name, allowed in (("outbox", OUTBOX_KINDS), ("hot_window", HOT_WINDOW_KINDS),
-                              ("kafka_security_protocol", SECURITY_PROTOCOLS)):
+                              ("kafka_security_protocol", SECURITY_PROTOCOLS), ("client_gc", CLIENT_GC_MODES)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}",
                                   field=name)
@@ -169,6 +173,11 @@ class ServicesConfig:
         """:meth:`describe` and whether the store runs in archiver mode (environment blocks, summaries)."""
         return {**self.describe(), "archiver_mode": self.archiver_mode}
 
+    def describe_run(self) -> dict[str, Any]:
+        """:meth:`describe_store` and ``client_gc``: for the runs whose processes apply it (lab load's
+        workers, lab soak, lab bench load), not the notebooks' kernels, which do not."""
+        return {**self.describe_store(), "client_gc": self.client_gc}
+
     def replace(self, **changes: Any) -> ServicesConfig:
         return dataclasses.replace(self, **changes)
 
@@ -207,7 +216,7 @@ def _coerce(name: str, value: Any) -> Any:
             return as_bool(value)
         if name in _UPPER_FIELDS:
             return str(value).upper()
-        if name in ("outbox", "hot_window"):
+        if name in ("outbox", "hot_window", "client_gc"):
             return str(value).lower()
         return str(value)
     except (TypeError, ValueError):

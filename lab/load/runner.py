@@ -207,7 +207,7 @@ def prepare(config: ClusterConfig, options: LoadOptions, progress: LoadProgress 
         with MessageStore.open(config, state_dir=folder.state_root / "setup", node_id=options.node_id_base - 1,
                                connection=conn, **services.store_options()) as store:
             store.create_schema()
-            env = environment(config, conn, services=services.describe_store()).to_json()
+            env = environment(config, conn, services=services.describe_run()).to_json()
     return folder, env
 
 
@@ -269,7 +269,7 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
                                      web=options.web is not None,
                                      exit_codes=procs.exit_codes(),
                                      parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
-            summary = dataclasses.replace(summary, services=services.describe_store())
+            summary = dataclasses.replace(summary, services=services.describe_run())
             if options.audit:
                 progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends, and against the "
                                f"{services.outbox} outbox")

@@ -45,7 +45,7 @@ from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.errors import ClusterError, InvalidState, LabError, ValidationError
-from lab.measure import Stopwatch, utc_now_iso
+from lab.measure import Stopwatch, client_gc, utc_now_iso
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
 from lab.results.run_folders import new_run_dir
@@ -435,12 +435,13 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
         # DEKs and the outbox stay out of results/ (which may be shared); keyed by the run
         state_dir = (Path(config.lab_home) / "soak-state" / run_dir.name).resolve()
         started_at = utc_now_iso()
-        env = environment(config, conn, services=services.describe_store()).to_json()
+        env = environment(config, conn, services=services.describe_run()).to_json()
         with MessageStore.open(config, state_dir=state_dir, node_id=options.node_id, connection=conn,
                                **services.store_options()) as store:
             store.create_schema()
+            client_gc.settle(services.client_gc)
             totals = Soak(store, options, progress=progress).run()
     summary = SoakSummary(run_id=run_dir.name, started_at=started_at, options=options, environment=env,
-                          state_dir=state_dir, totals=totals, services=services.describe_store())
+                          state_dir=state_dir, totals=totals, services=services.describe_run())
     write_json(soak_dir / SUMMARY_FILE, summary)
     return SoakResult(run_dir=run_dir, soak_dir=soak_dir, summary=summary)

@@ -12,6 +12,7 @@
                  range and interval, and whether that interval vouches for the figure (``paired_ratio``)
     regression   least squares with coefficient intervals and prediction intervals (``fit_linear``)
     process_cpu  this process's CPU over a window (``CpuMeter``): is the client what limits a measurement?
+    client_gc    what the lab's own bench and load processes do with Python's cyclic GC (``settle``)
 
 One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
 :func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank

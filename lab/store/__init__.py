@@ -46,7 +46,8 @@ from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerat
                                 u128_to_blob)
 from lab.store.rows.media import MediaMetadata, MentionTargets
 from lab.store.rows.model import DedupState, MessageState, MessageType, RetentionClass
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, EncodedRecord, Message, decode_row
+from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, PARTITION_ROW_COLUMNS, EncodedRecord, Message,
+                                    decode_row)
 from lab.store.rows.retention import NO_TTL, RetentionPolicy
 from lab.store.baseline import BaselineStatements, baseline_statements
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
@@ -70,7 +71,7 @@ __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GR
            "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
            "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
            "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
-           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY",
+           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS",
            "MessageIdGenerator", "MessagePayload", "minted_message_id", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
            "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
            "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",

@@ -156,6 +156,7 @@ def test_environment_parameters_and_keyspace_dropped(bench, connection):
     env = report["environment"]
     assert env["server"] in ("cassandra", "scylla") and env["server_version"]
     assert env["nodes"] >= 1 and env["machine"]["cpus"] >= 1 and "git_commit" in env
+    assert env["client_gc"] == "freeze" and "client GC freeze" in report["closing_note"]  # the default, named
     assert report["parameters"]["send_ops"] == TINY.send_ops and report["parameters"]["mode"] == "custom"
     assert report["keyspace"].startswith("bench_") and report["keyspace_dropped"]
     names = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}

@@ -26,6 +26,12 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     assert data["locust_send"]["audit_ok"] is True  # every acked send is in the store
     assert set(data["cpu_per_call_ratios"]) == {"send_max", "read_max", "send_fixed_rate"}
     assert all(r is not None and r > 0 for r in data["cpu_per_call_ratios"].values())
+    # the goal is judged only on ratios whose two sides ran at the same rate, each named with its ratio
+    same, goal = data["cpu_per_call_same_rate"], data["cpu_goal"]
+    assert set(same) == set(data["cpu_per_call_ratios"]) and all(isinstance(v, bool) for v in same.values())
+    assert goal["judged_on"] == {k: r for k, r in data["cpu_per_call_ratios"].items() if same[k]}
+    assert goal["met"] == (all(r <= goal["goal"] for r in goal["judged_on"].values()) if goal["judged_on"] else None)
+    assert "judged on the pairs run at the same rate" in data["closing_note"]
     assert data["operation_cpu"]["operations"]  # the chat profile's operations, each with its loader CPU
     stair = data["staircase"]
     steps = stair["steps"]
@@ -35,5 +41,6 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     assert len(steps) == 4 or stopped == len(steps)  # fewer steps only when a loader-bound one stopped it
     assert stopped is None or steps[stopped - 1]["verdict"]["verdict"] == "loader-bound"
     note = result.report.closing_note
+    assert data["environment"]["services"]["client_gc"] == "freeze" and "client GC freeze" in note  # both sides
     assert f"goal <= {CPU_RATIO_GOAL}" in note and "calls/s per loader core" in note
     assert all(("valid" in line or "LOADER-BOUND" in line) for line in note.splitlines() if "requested" in line)

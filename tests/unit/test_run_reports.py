@@ -162,3 +162,35 @@ def test_a_run_that_failed_before_its_notebooks_says_so_in_the_report(tmp_path):
     html = render({"run_id": "r", "status": "failed", "error": {"notebook": "b_row", "cell": 4, "ename": "E",
                                                                  "evalue": "v"}}, tmp_path)
     assert "Run failed</b> in notebook <b>b_row</b>, cell 4: <b>E</b>: v" in html
+
+
+def test_cpu_per_call_at_unequal_rates_is_shown_but_not_judged_against_the_goal():
+    """A client's CPU per call falls as its rate rises (the run of 55ff8db: the plain client's own
+    4.5 ms per send at 155/s, 8.54 ms at 56.5/s), so Locust at 113/s vs plain at 155/s (1.318) is not
+    the load generator's overhead; the goal is judged on the pairs that ran at the same rate."""
+    def side(rate: float, cpu_ms: float, locust: bool, **kw) -> ThroughputRun:
+        pct = cpu_ms * rate / 10  # % of one core
+        extra = (dict(loadgen_cpu=CpuWindow(samples=10, mean_percent_of_one_core=pct), load_dir="l") if locust
+                 else dict(client_cpu_percent_of_one_core=pct))
+        return ThroughputRun(calls=int(rate * 10), errors=0, throughput=rate, service_us=LAT, measured_seconds=10.0,
+                             **extra, **kw)
+    report = LoadBenchReport(run_id="r", params=LoadBenchParams(), keyspace="k", environment={},
+                             plain_send=side(155.0, 4.5, False), locust_send=side(113.0, 5.93, True),
+                             locust_read=side(216.0, 3.8, True), plain_read=side(201.0, 3.93, False),
+                             staircase=Staircase(max_rate=155.0, load_dir="l3", audit_ok=True, steps=()),
+                             plain_send_fixed=side(56.5, 8.54, False, requested_rate=56.5),
+                             locust_send_fixed=side(56.9, 7.75, True, requested_rate=56.5))
+    assert report.same_rate == {"send_max": False, "read_max": True, "send_fixed_rate": True}
+    goal = report.cpu_goal
+    assert set(goal["judged_on"]) == {"read_max", "send_fixed_rate"} and goal["met"] is True
+    note = report.closing_note
+    assert "-> 1.318 (not like for like: Locust ran at 0.73x the plain client's rate" in note
+    assert "the plain client's own 4.5 ms at 155/s vs 8.54 ms at 56.5/s" in note
+    assert "judged on the pairs run at the same rate (within 10%): read_max 0.967, send_fixed_rate 0.907 -> met" in note
+    data = jsonable(report)
+    assert data["cpu_per_call_same_rate"]["send_max"] is False and data["cpu_goal"]["met"] is True
+    worse = dataclasses.replace(report, locust_send_fixed=side(56.9, 11.0, True, requested_rate=56.5))
+    assert worse.cpu_goal["met"] is False and "-> NOT met" in worse.closing_note  # a like-for-like miss is a miss
+    apart = dataclasses.replace(report, locust_read=side(100.0, 3.8, True), locust_send_fixed=None,
+                                plain_send_fixed=None)
+    assert apart.cpu_goal["met"] is None and "not judged: no pair ran at the same rate" in apart.closing_note

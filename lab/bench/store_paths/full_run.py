@@ -25,7 +25,7 @@ from lab.bench.store_paths.send_throughput import bench_send
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, connect
 from lab.cluster.services import ServicesConfig
-from lab.measure import Stopwatch, utc_now_iso
+from lab.measure import Stopwatch, client_gc, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment, loadavg
 from lab.results.jsonio import write_json
@@ -80,11 +80,12 @@ def _flush(config: ClusterConfig, conn: Connection, keyspace: str) -> bool | str
 
 
 def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keyspace: str, params: BenchParams,
-             pool: ThreadPoolExecutor, log: Log,
-             timings: dict[str, float]) -> tuple[dict[str, Comparison], bool | str, dict[str, Any]]:
+             pool: ThreadPoolExecutor, log: Log, timings: dict[str, float],
+             gc_mode: str) -> tuple[dict[str, Comparison], bool | str, dict[str, Any]]:
     with _phase(timings, "schema_seconds"):
         log(f"keyspace {keyspace}: creating the schema")
         store.create_schema()
+    client_gc.settle(gc_mode)  # each measured phase starts after a set-up (lab.measure.client_gc)
     with _phase(timings, "send_seconds"):
         log(f"send throughput: full write path vs bare LWT ({params.send_concurrency} threads)")
         comparisons = {"send_throughput": bench_send(BenchRun(store, params, pool, log))}
@@ -98,6 +99,7 @@ def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keysp
         with _phase(timings, "flush_seconds"):
             log("flushing memtables")
             flushed = _flush(config, conn, keyspace)
+    client_gc.settle(gc_mode)
     with _phase(timings, "history_seconds"):
         log("latest history page vs bare SELECT")
         comparisons["history_latest_page"] = bench_history(run, *history_seed)
@@ -109,9 +111,11 @@ def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keysp
 
 
 def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RESULTS_DIR,
-              run_dir: Path | None = None, log: Log | None = None, chart: bool = True) -> BenchResult:
+              run_dir: Path | None = None, log: Log | None = None, chart: bool = True,
+              gc_mode: str = client_gc.DEFAULT_CLIENT_GC) -> BenchResult:
     """Run every comparison on a fresh keyspace (dropped at the end) and write
-    ``<run_dir>/bench/store.json`` (+ ``store.csv``, ``store.png``)."""
+    ``<run_dir>/bench/store.json`` (+ ``store.csv``, ``store.png``). ``gc_mode``: this process's
+    ``client_gc`` (lab.measure.client_gc), applied after each set-up and recorded."""
     log = log or (lambda _msg: None)
     run_dir = run_dir or new_run_dir(Path(results))
     out_dir = run_dir / BENCH_DIR
@@ -121,13 +125,15 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     timings: dict[str, float] = {}
     with connect(config) as conn:
         # the benchmark's store opens with the default services (the local outbox)
-        env = environment(config, conn, client=CLIENT_NOTE, outbox=ServicesConfig().describe()).to_json()
+        env = environment(config, conn, client=CLIENT_NOTE, outbox=ServicesConfig().describe(),
+                          client_gc=gc_mode).to_json()
         drop = Stopwatch()
         with scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace, \
                 tempfile.TemporaryDirectory(prefix="lab-bench-state-") as state_dir, \
                 ThreadPoolExecutor(params.send_concurrency, thread_name_prefix="bench-send") as pool, \
                 MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn) as store:
-            comparisons, flushed, alerts = _measure(store, config, conn, keyspace, params, pool, log, timings)
+            comparisons, flushed, alerts = _measure(store, config, conn, keyspace, params, pool, log, timings,
+                                                      gc_mode)
             drop.restart()
         timings["drop_seconds"] = round(drop.seconds(), 2)  # closing the store and dropping the keyspace
         env["loadavg_at_end"] = loadavg()

@@ -13,7 +13,7 @@ from lab.bench.store_paths.floors import history_floor
 from lab.bench.store_paths.recording import BenchRun, Method, alternate
 from lab.bench.store_paths.bench_report import RATIO_DIGITS, Comparison
 from lab.measure import a_over_b
-from lab.store import MESSAGE_RECORD_COLUMNS, SendAck, seq_bucket
+from lab.store import PARTITION_ROW_COLUMNS, SendAck, seq_bucket
 
 
 def bench_history(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:
@@ -21,7 +21,7 @@ def bench_history(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, ack
     width = store.constants.message_seq_bucket_width
     bucket = seq_bucket(max(a.conversation_seq for a in acks), width)
     bare_stmt = store.prepare_raw(
-        f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE tenant_id = ? AND "
+        f"SELECT {', '.join(PARTITION_ROW_COLUMNS)} FROM {{ks}}.message_record WHERE tenant_id = ? AND "
         "conversation_id = ? AND seq_bucket = ? ORDER BY conversation_seq DESC LIMIT ?")
     expected = min(p.history_limit, sum(1 for a in acks if seq_bucket(a.conversation_seq, width) == bucket))
     history_m, floor_m, bare_m = Method("history"), Method("history_floor"), Method("bare_select")

@@ -53,6 +53,7 @@ from lab.cluster.services import ServicesConfig
 from lab.results import units
 from lab.measure import Stopwatch, a_over_b, now_ns, timed
 from lab.project import RESULTS_DIR
+from lab.measure import client_gc
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
@@ -349,7 +350,7 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
             ThreadPoolExecutor(params.concurrency, thread_name_prefix="bench-outbox") as pool:
         kafka = services.replace(outbox="kafka", kafka_topic=f"bench.{keyspace}")
         with_hot = _hot_window_reachable(services, keyspace)
-        env = environment(config, conn, hot_window_measured=with_hot, services={
+        env = environment(config, conn, hot_window_measured=with_hot, client_gc=services.client_gc, services={
             n: s.describe() for n, s in (("local", services.replace(outbox="local")), ("kafka", kafka))}).to_json()
         cfg = config.replace(keyspace=keyspace)
         stores: list[MessageStore] = []
@@ -366,6 +367,7 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
                 methods.append(method("kafka_archiver", services=kafka, archiver_mode=True))
                 methods.append(method("kafka_hot", services=kafka.replace(hot_window="redis"), archiver_mode=True))
             log(f"keyspace {keyspace}: {', '.join(m.name for m in methods)}; {params.concurrency} callers")
+            client_gc.settle(services.client_gc)  # set-up done: every method measured under the same collector
             _sends(methods, params, pool, log)
             primitives = outbox_primitives(services, kafka, keyspace, Path(tmp), ops=params.primitive_ops,
                                            concurrency=params.concurrency, body_bytes=params.body_bytes,

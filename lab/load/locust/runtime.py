@@ -25,6 +25,7 @@ import gevent.monkey
 from lab.load.audit import Ack, AckLog, read_acks
 from lab.cluster.config import load_config
 from lab.cluster.services import load_services
+from lab.measure import client_gc
 from lab.measure.process_cpu import process_cpu_seconds
 from lab.measure.timing import now_ns, wall_seconds
 from lab.load.live_counts import ProcessSnapshot, TimelinePoint
@@ -222,6 +223,7 @@ class LoadContext:
         self.store = MessageStore.open(self.config, state_dir=self.plan.state_dir(), node_id=self.plan.node_id,
                                        connection=self.connection, **self.services.store_options())
         self.acks = AckLog(self.acks_path)
+        client_gc.settle(self.services.client_gc)  # set-up done (lab.measure.client_gc)
 
     def start(self) -> None:
         """Report ready, wait for t0 (start gate), start the interval log (in a greenlet: users

@@ -69,7 +69,7 @@ from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, whole_rows
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
-from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_rows
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows
 
 DIRECTIONS: tuple[str, ...] = ("older", "newer")
 DEFAULT_HISTORY_LIMIT = 50
@@ -78,13 +78,16 @@ FIRST_CONVERSATION_SEQ = 1  # conversation_seq starts at 1; 0 is the head's "no 
 HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (where their latest page starts)
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
+# A page's reads name their partition, so they do not select its key: per row the driver builds two
+# UUIDs and a bigint fewer, and decode_rows(partition=...) puts the page's one key back (issue 24 item 2).
+_ROW_COLUMNS = ", ".join(PARTITION_ROW_COLUMNS)
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
 # H and E; and an older page's bucket read, params (tenant, conversation, bucket, to, from, limit), both
 # bounds inclusive: an exclusive upper bound of the top bucket would be 2**63, past any bigint (issue 21
 # item 5). Module constants: the benchmark's history_floor issues these very texts.
 BOUNDS_CQL = ("SELECT latest_conversation_seq, earliest_available_conversation_seq "
               "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?")
-OLDER_PAGE_CQL = (f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+OLDER_PAGE_CQL = (f"SELECT {_ROW_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
                   "AND conversation_seq <= ? AND conversation_seq >= ? ORDER BY conversation_seq DESC LIMIT ?")
 
 
@@ -126,9 +129,11 @@ def _check_limit(limit: object) -> int:
 class HistoryReader:
     """Reads history pages of one store. Statements are prepared on first use, so
     constructing a reader touches nothing (the tables may not exist yet). ``decode``
-    (rows -> messages) defaults to :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
+    (``rows, partition=None -> messages``: a page's rows come without their partition's key, named by
+    ``partition``; a whole-partition read's with it) defaults to :func:`lab.store.rows.records.decode_rows`
+    with the store's encryptor."""
 
-    def __init__(self, ctx: StoreContext, *, decode: Callable[[list[Any]], list[Message]] | None = None,
+    def __init__(self, ctx: StoreContext, *, decode: Callable[..., list[Message]] | None = None,
                  hot: HotLayer | None = None, written_head: Callable[[uuid.UUID, uuid.UUID], int | None] | None = None,
                  hint_entries: int = HEAD_HINT_ENTRIES) -> None:
         self.ctx = ctx
@@ -139,7 +144,8 @@ class HistoryReader:
         self.connection = ctx.connection
         self.constants = ctx.constants
         # rows -> messages, the key looked up once per read (lab.store.rows.records.decode_rows)
-        self._decode = decode if decode is not None else (lambda rows: decode_rows(rows, ctx.encryptor))
+        self._decode = decode if decode is not None else (
+            lambda rows, partition=None: decode_rows(rows, ctx.encryptor, partition=partition))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -148,7 +154,7 @@ class HistoryReader:
             cql = {
                 "bounds": BOUNDS_CQL,
                 "older": OLDER_PAGE_CQL,
-                "newer": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
+                "newer": f"SELECT {_ROW_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "
                          f"AND conversation_seq > ? AND conversation_seq <= ? "
                          f"ORDER BY conversation_seq ASC LIMIT ?",
                 "bucket": f"SELECT {_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} LIMIT ?",
@@ -317,7 +323,7 @@ class HistoryReader:
         return self._decoded(q, rows, more=len(rows) == q.fetch, last_seq=rows[-1].conversation_seq if rows else None)
 
     def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> BucketRead:
-        messages = self._decode(whole_rows(rows, self.ctx))
+        messages = self._decode(whole_rows(rows, self.ctx), (q.tenant_id, q.conversation_id, q.bucket))
         if self._hot is not None:
             # the hot layer is merged over the range this read covered
             low, high = q.covered(last_seq, more=more)
