@@ -143,7 +143,7 @@ def test_send_and_its_floors_are_paired_round_by_round(bench):
                                            abs=2e-3)
     assert like["rounds"] == rounds and like["low"] <= like["median"] <= like["high"]
     assert (like["ci_low"], like["ci_high"], like["vouched"]) == (None, None, False)
-    assert pr["goal"]["verdict"] == "undecided" and not pr["goal"]["vouched"]
+    assert pr["goal"]["verdict"] == "not judged" and not pr["goal"]["vouched"]
     cpu = pr["cpu_ms_per_call_by_round"]  # the client's CPU per call of each block, paired the same way
     assert set(cpu) == set(by_round) and all(len(xs) == rounds and all(x > 0 for x in xs) for xs in cpu.values())
     assert pr["cpu_ratios"]["send_over_floor_with_head_read_cpu_per_call"]["rounds"] == rounds

@@ -125,13 +125,14 @@ def paired_line(pr: Mapping[str, Any]) -> str:
         return (head + f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS}) -> NOT VOUCHED "
                 f"FOR, not a result: neither the figure nor the {goal_text} (more rounds)." + tail)
     spread = f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x (±{100 * r['rel_half_width']:.1f}%)"
-    figure = ("" if goal["vouched"] else
-              f"; NOT VOUCHED FOR as a figure: the run cannot pin the ratio within "
-              f"±{100 * pr['vouch_rel_half_width']:.0f}% (more rounds or a quieter machine)")
+    if not goal["vouched"]:
+        return (head + f"{spread} -> NOT VOUCHED FOR, not a result: the run cannot pin the ratio within "
+                f"±{100 * pr['vouch_rel_half_width']:.0f}% (more rounds or a quieter machine), so the {goal_text} is "
+                f"not judged." + tail)
     verdict = {"met": f"{goal_text}: met (the whole interval is at or above it)",
                "not met": f"{goal_text}: not met (the whole interval is below it)"}.get(
-        goal["verdict"], f"{goal_text}: undecided, not a result either way (the interval straddles it)")
-    return head + f"{spread}{figure} -> {verdict}." + tail
+        goal["verdict"], f"{goal_text}: undecided (the interval straddles it)")
+    return head + f"{spread} -> {verdict}." + tail
 
 
 def closing_note(report: StoreBenchReport) -> str:
