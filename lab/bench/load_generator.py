@@ -132,7 +132,8 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
 
     state_dirs: list[Path] = []
     try:
-        with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace:
+        with client_gc.restored(), connect(config) as conn, \
+                scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace:
             run_dir = new_run_dir(Path(results))  # after the cluster answered: a failed connect leaves no folder
             bench_dir = run_dir / BENCH_DIR
             bench_dir.mkdir()

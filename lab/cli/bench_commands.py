@@ -50,7 +50,7 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, pr
 
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731
     if profile:  # options checked before anything connects or writes
-        changes: dict[str, Any] = {"idle": idle}
+        changes: dict[str, Any] = {"idle": idle, "client_gc": services.client_gc}
         if profile_modes:
             changes["modes"] = tuple(m.strip() for m in profile_modes.split(",") if m.strip())
         if profile_seconds is not None:

@@ -428,7 +428,8 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
     from lab.cluster.connection import connect
     from lab.store import MessageStore
 
-    with connect(config) as conn:  # an unreachable cluster fails here, before a run folder exists
+    # an unreachable cluster fails at connect, before a run folder exists; the caller's GC as it was, after
+    with client_gc.restored(), connect(config) as conn:
         run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(Path(options.results))
         soak_dir = run_dir / SOAK_SUBDIR
         soak_dir.mkdir(parents=True, exist_ok=False)

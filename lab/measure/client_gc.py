@@ -18,10 +18,17 @@ plain client, the Locust workers of ``lab load``, the process of ``lab soak``; n
 kernels), never the store's: the store (lab.store) does not read it. It is the ``client_gc`` setting of :mod:`lab.cluster.services`
 (``--client-gc``, ``LAB_CLIENT_GC``, the ``[services]`` table), applied the same way to both
 sides of every comparison and named in the runs' environment blocks and summaries.
+
+The library functions that settle (``run_bench``, ``run_outbox_bench``, ``run_load_bench``,
+``run_soak``) can be called from any Python process (a notebook's kernel, a test session): each
+runs inside :func:`restored`, so the caller's collector is as it was once the run returns or fails.
+A process the lab owns whole (a Locust worker) settles without it.
 """
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from lab.errors import ConfigError
 
@@ -41,3 +48,17 @@ def settle(mode: str) -> None:
         gc.freeze()
         gc.set_threshold(*FREEZE_THRESHOLDS)
 
+
+
+@contextmanager
+def restored() -> Iterator[None]:
+    """The caller's collector as it was on entry once the block ends (returns or raises): its
+    thresholds, and unfrozen when nothing was frozen on entry (objects a caller froze itself
+    stay frozen: Python cannot unfreeze part of the permanent generation)."""
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        yield
+    finally:
+        if not frozen:
+            gc.unfreeze()
+        gc.set_threshold(*thresholds)

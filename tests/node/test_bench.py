@@ -184,5 +184,6 @@ def test_profile_writes_flame_graphs_and_tables_and_drops_its_keyspaces(cluster_
     split = (result.out_dir / "grouped_split.txt").read_text()
     assert "batch_read: p50" in split and "raw_naive_point_reads: p50" in split
     assert result.workloads["grouped_20x5"].startswith("grouped_20x5: ")
+    assert "client GC freeze" in result.closing_note  # the workload process's collector, named
     after = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
     assert len(result.keyspaces) == 2 and not set(result.keyspaces) & (before | after)  # one per py-spy run, dropped

@@ -3,6 +3,7 @@ method and primitive present, counts adding up, the hot window's scaling stated 
 Shape and consistency only; no speed is asserted."""
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -17,7 +18,10 @@ TINY = OutboxBenchParams(ops=8, block=4, warmup=2, concurrency=2, conversations=
 
 def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_config, kafka_services, redis_services,
                                                                         tmp_path):
+    thresholds, frozen = gc.get_threshold(), gc.get_freeze_count()
     result = run_outbox_bench(cluster_config, redis_services.replace(outbox="local"), TINY, run_dir=tmp_path)
+    # it froze this process's collector while it measured (client_gc "freeze"), and gave it back
+    assert gc.get_threshold() == thresholds and (frozen or gc.get_freeze_count() == 0)
     data = json.loads(result.json_path.read_text())
     assert set(data["methods"]) == {"local", "kafka", "kafka_archiver", "kafka_hot"}
     for name, m in data["methods"].items():

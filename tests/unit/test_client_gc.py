@@ -52,8 +52,7 @@ PYTHON_THRESHOLDS = (700, 10, 10)  # CPython's defaults
 
 def test_freeze_moves_set_up_into_the_permanent_generation_and_default_leaves_it():
     thresholds = gc.get_threshold()
-    # the whole suite is one process: a node test that ran a bench before this one (tests/node runs
-    # first) left its collector frozen with the bench's thresholds; start from Python's own
+    # the whole suite is one process: start from Python's own collector whatever ran before
     gc.unfreeze()
     gc.set_threshold(*PYTHON_THRESHOLDS)
     try:
@@ -62,6 +61,34 @@ def test_freeze_moves_set_up_into_the_permanent_generation_and_default_leaves_it
         keep = [[i] for i in range(100)]  # set-up's objects
         client_gc.settle("freeze")
         assert gc.get_freeze_count() >= len(keep) and gc.get_threshold() == client_gc.FREEZE_THRESHOLDS
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
+def test_a_run_leaves_the_callers_collector_as_it_was():
+    """run_bench & co. settle the process they run in; called from a notebook's kernel or a test
+    session they left it frozen with the bench's thresholds for good (the suite's test_client_gc
+    failed after tests/node/test_bench.py). Inside ``restored`` the caller gets its collector back,
+    on return and on an error."""
+    thresholds = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(*PYTHON_THRESHOLDS)
+    try:
+        keep = [[i] for i in range(100)]
+        with client_gc.restored():
+            client_gc.settle("freeze")
+            assert gc.get_freeze_count() >= len(keep)
+        assert gc.get_freeze_count() == 0 and gc.get_threshold() == PYTHON_THRESHOLDS
+        with pytest.raises(RuntimeError), client_gc.restored():
+            client_gc.settle("freeze")
+            raise RuntimeError("a run that fails")
+        assert gc.get_freeze_count() == 0 and gc.get_threshold() == PYTHON_THRESHOLDS
+        gc.freeze()  # what a caller froze itself stays frozen (Python cannot unfreeze part of it)
+        frozen = gc.get_freeze_count()
+        with client_gc.restored():
+            client_gc.settle("freeze")
+        assert gc.get_freeze_count() >= frozen and gc.get_threshold() == PYTHON_THRESHOLDS
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)

@@ -65,3 +65,6 @@ def test_params_refuse_unknown_workloads_and_non_positive_seconds():
         ProfileParams(modes=("send", "nope"))
     with pytest.raises(ConfigError):
         ProfileParams(seconds=0)
+    assert ProfileParams().client_gc == "freeze"  # the workload process's GC, as the bench's (lab.measure.client_gc)
+    with pytest.raises(ConfigError, match="client_gc"):
+        ProfileParams(client_gc="off")

@@ -123,7 +123,7 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
     wall = Stopwatch()
     started_at = utc_now_iso()
     timings: dict[str, float] = {}
-    with connect(config) as conn:
+    with client_gc.restored(), connect(config) as conn:  # the caller's GC as it was, after
         # the benchmark's store opens with the default services (the local outbox)
         env = environment(config, conn, client=CLIENT_NOTE, outbox=ServicesConfig().describe(),
                           client_gc=gc_mode).to_json()

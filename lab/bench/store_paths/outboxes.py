@@ -345,7 +345,8 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
     out_dir = run_dir / BENCH_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     wall = Stopwatch()
-    with connect(config) as conn, scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace, \
+    with client_gc.restored(), connect(config) as conn, \
+            scratch_keyspace(conn, KEYSPACE_PREFIX, create=False) as keyspace, \
             tempfile.TemporaryDirectory(prefix="lab-bench-outbox-") as tmp, \
             ThreadPoolExecutor(params.concurrency, thread_name_prefix="bench-outbox") as pool:
         kafka = services.replace(outbox="kafka", kafka_topic=f"bench.{keyspace}")

@@ -44,7 +44,7 @@ from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import BenchRun
 from lab.cluster.config import ClusterConfig
 from lab.errors import BenchError, ConfigError
-from lab.measure import Stopwatch, now_ns, percentile
+from lab.measure import Stopwatch, client_gc, now_ns, percentile
 from lab.measure.timing import NS_PER_MS, NS_PER_SECOND
 
 MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
@@ -71,12 +71,16 @@ class ProfileParams:
     seconds: float = DEFAULT_SECONDS
     sample_rate_hz: int = SAMPLE_RATE_HZ
     idle: bool = False  # the wall view also samples idle (waiting) frames
+    client_gc: str = client_gc.DEFAULT_CLIENT_GC  # the workload process's, as the bench's (lab.measure.client_gc)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.modes if m not in MODES]
         if unknown or not self.modes:
             raise ConfigError(f"unknown profile workload(s) {unknown or '(none)'}; known: {', '.join(MODES)}",
                               field="modes")
+        if self.client_gc not in client_gc.CLIENT_GC_MODES:
+            raise ConfigError(f"client_gc must be one of {', '.join(client_gc.CLIENT_GC_MODES)}, got "
+                              f"{self.client_gc!r}", field="client_gc")
         if self.seconds <= 0 or self.sample_rate_hz <= 0:
             raise ConfigError("profile seconds and sample rate must be positive", field="seconds")
 
@@ -99,7 +103,7 @@ class ProfileResult:
     @property
     def closing_note(self) -> str:
         lines = [f"profiles of {len(self.params.modes)} workload(s), {self.params.seconds:g} s each, "
-                 f"in {self.out_dir}"]
+                 f"client GC {self.params.client_gc}, in {self.out_dir}"]
         lines += [f"  {line}" for line in self.workloads.values()]
         lines.append("  read <mode>.gil.top.md first: the Python CPU (GIL holder) per function")
         return "\n".join(lines)
@@ -143,7 +147,7 @@ def run_profile(config: ClusterConfig, params: ProfileParams, *, run_dir: Path,
             split = ["--split", str(out / "grouped_split.txt")] if mode in GROUPED_SHAPES and view == "wall" else []
             cmd = [str(pyspy), "record", "-r", str(params.sample_rate_hz), "-f", "raw", "-o", str(raw), *flags,
                    "--", sys.executable, "-m", __name__, mode, "--seconds", str(params.seconds),
-                   "--report", str(report), *split]
+                   "--report", str(report), "--client-gc", params.client_gc, *split]
             log(f"profile {mode} ({view})")
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             # py-spy exits 0 whatever its child did: the workload's report says it finished
@@ -207,7 +211,7 @@ def top(path: Path, n: int = TOP_FRAMES) -> str:
 
 
 _IMPORT_FRAME = "(<frozen importlib."  # importlib's frames: finding, compiling and running a module
-_SETUP_FRAMES = ("send_floor_calls (", "create_schema (")  # a workload's setup, before its clock
+_SETUP_FRAMES = ("send_floor_calls (", "create_schema (", "settle (")  # a workload's setup, before its clock
 
 
 def frame_name(frame: str) -> str:
@@ -260,9 +264,10 @@ def _threads(call: Callable[[int], None], seconds: float) -> int:
         return sum(pool.map(one, range(SEND_THREADS)))
 
 
-def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None) -> tuple[str, str]:
+def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None,
+         gc_mode: str = client_gc.DEFAULT_CLIENT_GC) -> tuple[str, str]:
     """Run one workload for ``seconds`` on a scratch keyspace (dropped at the end): (its
-    keyspace, its one-line report)."""
+    keyspace, its one-line report). ``gc_mode`` is applied once its set-up is done, before its clock."""
     from lab.bench.store_paths.floors import send_floor_calls
     from lab.bench.store_paths.seeded_rows import seed_conversation
     from lab.store import BatchEntry, SendRequest
@@ -278,15 +283,18 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
                 c = conversations[i % SEND_CONVERSATIONS]
                 store.send(SendRequest(tenant_id=tenant, conversation_id=c, sender_id=c, sender_device_id=c,
                                        client_message_id=f"p-{i}", body=b"profile message body " * 10))
+            client_gc.settle(gc_mode)
             calls = _threads(send, seconds)
             store.drain()
         elif mode == "send_floor":
             floor = send_floor_calls(run, int(seconds * FLOOR_CALLS_PER_SECOND), conversations=SEND_CONVERSATIONS,
                                      head_read=True)
+            client_gc.settle(gc_mode)
             calls = _threads(lambda i: floor[i](), seconds)  # the calls are built before the clock starts
         elif mode == "history":
             conversation = uuid.uuid4()
             seed_conversation(run, tenant, conversation, HISTORY_MESSAGES)
+            client_gc.settle(gc_mode)
             running = _until(seconds)
             while running():
                 page = store.history(tenant, conversation, limit=HISTORY_LIMIT)
@@ -301,6 +309,7 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
                 entries += [BatchEntry(conversation_id=conversation, conversation_seq=a.conversation_seq,
                                        message_id=a.message_id)
                             for a in seed_conversation(run, tenant, conversation, per_conversation)]
+            client_gc.settle(gc_mode)
             if split_path is not None:
                 with split_path.open("a") as f:
                     f.write(f"# {mode}\n{grouped_split(store, tenant, entries)}\n")
@@ -370,8 +379,9 @@ def _child(argv: list[str] | None = None) -> None:
     ap.add_argument("--seconds", type=float, default=DEFAULT_SECONDS)
     ap.add_argument("--split", type=Path, default=None)
     ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--client-gc", choices=client_gc.CLIENT_GC_MODES, default=client_gc.DEFAULT_CLIENT_GC)
     a = ap.parse_args(argv)
-    keyspace, line = work(load_config(env=os.environ), a.mode, a.seconds, split_path=a.split)
+    keyspace, line = work(load_config(env=os.environ), a.mode, a.seconds, split_path=a.split, gc_mode=a.client_gc)
     if a.report is not None:
         a.report.write_text(f"{keyspace}\n{line}\n")
     print(line)
