@@ -62,67 +62,8 @@ def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results")
 
 
-class _Background:
-    """A `lab calibrate` run started in the background; its output in files, collected by ``wait``."""
-
-    def __init__(self, args: list[str], folder: Path) -> None:
-        self.folder = folder
-        self.out, self.err = folder / "stdout.txt", folder / "stderr.txt"
-        with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.proc = subprocess.Popen([*LAB, "calibrate", *args], stdout=out, stderr=err, text=True, cwd=ROOT)
-
-    def wait(self, timeout: float) -> subprocess.CompletedProcess:
-        try:
-            self.proc.wait(timeout=timeout)
-        finally:
-            self.stop()
-        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, self.out.read_text(),
-                                           self.err.read_text())
-
-    def stop(self) -> None:
-        """Ends a run still going (its test failed or never ran: the module is over)."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-# Two CLI runs whose results do not depend on the machine's speed (a failure, and b_row's bytes per
-# row twice) start in the background when the module's own run starts and run beside it, each in a
-# folder of its own: the calibration spends much of its time waiting on the node (flushes,
-# compactions, a kernel starting), which the others use.
 @pytest.fixture(scope="module")
-def failed_started(cluster_config, tmp_path_factory):
-    """Through the CLI: in_limit succeeds, then grouped_reads raises on an unknown profile."""
-    folder = tmp_path_factory.mktemp("failed")
-    params = [f"--param=in_limit.{k}={json.dumps(v)}" for k, v in TINY["in_limit"].items()]
-    params += [f"--param=grouped_reads.{k}={json.dumps(v)}" for k, v in TINY["grouped_reads"].items()]
-    started = _Background(["--quick", "--no-progress", "--notebooks", "in_limit,grouped_reads", *params,
-                           "-p", "grouped_reads.profile=no_such_profile", "--results", str(folder / "results"),
-                           "--home", str(cluster_config.lab_home)], folder)
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
-def repeat_started(cluster_config, tmp_path_factory):
-    """`lab calibrate --repeat-check` of b_row alone. b_row_bytes is what the two runs are compared
-    on: no fit mixes (8 of TINY's 10 repeats, twice; the row model is tested on this module's run
-    and in test_notebooks)."""
-    folder = tmp_path_factory.mktemp("repeat")
-    params = [f"--param=b_row.{k}={json.dumps(v)}" for k, v in (TINY["b_row"] | {"fit_mixes": []}).items()]
-    started = _Background(["--quick", "--repeat-check", "--no-progress", "--no-preflight", "--notebooks", "b_row",
-                           *params, "--results", str(folder / "results"), "--home", str(cluster_config.lab_home)],
-                          folder)
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
-def run(cluster_config, results, failed_started, repeat_started):
+def run(cluster_config, results):
     """One quick calibration (TINY parameters) of SUITE, with --propose (allowed on a quick run)."""
     return run_calibration(cluster_config, CalibrationOptions(
         quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
@@ -130,9 +71,14 @@ def run(cluster_config, results, failed_started, repeat_started):
 
 
 @pytest.fixture(scope="module")
-def failed_run(failed_started):
-    proc = failed_started.wait(timeout=600)
-    results = failed_started.folder / "results"
+def failed_run(cluster_config, results):
+    """Through the CLI: in_limit succeeds, then grouped_reads raises on an unknown profile."""
+    env_home = ["--home", str(cluster_config.lab_home)]
+    params = [f"--param=in_limit.{k}={json.dumps(v)}" for k, v in TINY["in_limit"].items()]
+    params += [f"--param=grouped_reads.{k}={json.dumps(v)}" for k, v in TINY["grouped_reads"].items()]
+    proc = subprocess.run([*LAB, "calibrate", "--quick", "--no-progress", "--notebooks", "in_limit,grouped_reads",
+                           *params, "-p", "grouped_reads.profile=no_such_profile", "--results", str(results),
+                           *env_home], capture_output=True, text=True, cwd=ROOT, timeout=600)
     dirs = [d for d in results.iterdir() if d.is_dir() and (d / "calibration.json").exists()
             and json.loads((d / "calibration.json").read_text())["status"] == "failed"]
     assert len(dirs) == 1, (proc.stdout, proc.stderr[-3000:])
@@ -492,11 +438,15 @@ def test_report_layout_at_1280_px(run, tmp_path):
 
 
 # ---- --repeat-check --------------------------------------------------------------------------
-def test_repeat_check_runs_twice_and_states_agreement(repeat_started):
-    proc = repeat_started.wait(timeout=900)
+def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
+    # b_row_bytes is what the two runs are compared on: no fit mixes (8 of TINY's 10 repeats, twice;
+    # the row model is tested on this module's run and in test_notebooks)
+    params = [f"--param=b_row.{k}={json.dumps(v)}" for k, v in (TINY["b_row"] | {"fit_mixes": []}).items()]
+    proc = subprocess.run([*LAB, "calibrate", "--quick", "--repeat-check", "--no-progress", "--no-preflight",
+                           "--notebooks", "b_row", *params, "--results", str(tmp_path),
+                           "--home", str(cluster_config.lab_home)], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = repeat_started.folder / "results"
-    runs = sorted(d for d in results.iterdir() if (d / "calibration.json").is_file())
+    runs = sorted(d for d in tmp_path.iterdir() if (d / "calibration.json").is_file())
     assert len(runs) == 2
     first, second = (json.loads((d / "calibration.json").read_text()) for d in runs)
     assert second["repeat_check"]["first_run"] == first["run_id"] and second["previous_run"] == str(runs[0])
