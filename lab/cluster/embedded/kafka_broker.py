@@ -101,6 +101,17 @@ class BrokerState:
         return Path(self.directory) / "logs" / "server.log"
 
 
+
+def new_cluster_id(draw=lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64 (22 characters), never one that starts
+    with '-': ``kafka-storage format -t <id>`` reads such an id as an option and fails ("argument
+    --cluster-id/-t: expected one argument"; 1 start in 64, seen in a fresh-clone CI), and Kafka's own
+    ``Uuid.randomUuid()`` draws again in that case too."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
 class EmbeddedBroker:
     """Resolve, format, start, inspect and stop the lab's own Kafka broker."""
 
@@ -126,7 +137,7 @@ class EmbeddedBroker:
         if (data / "meta.properties").exists():
             return 0.0
         data.mkdir(parents=True, exist_ok=True)
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         watch = Stopwatch()
         proc = subprocess.run([java_bin, "-Xmx256m", *self._logging_flags(), "-cp", str(self.lib_dir / "*"),
                                STORAGE_TOOL_CLASS, "format", "-t", cluster_id, "-c",
