@@ -49,7 +49,6 @@ def settle(mode: str) -> None:
         gc.set_threshold(*FREEZE_THRESHOLDS)
 
 
-
 @contextmanager
 def restored() -> Iterator[None]:
     """The caller's collector as it was on entry once the block ends (returns or raises): its

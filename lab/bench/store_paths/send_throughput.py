@@ -29,8 +29,7 @@ from lab.bench.store_paths.bench_report import RATIO_DIGITS, SEND_FLOOR_GOAL, Co
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
-from lab.measure.timing import NS_PER_SECOND
-
+from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 
@@ -151,7 +150,6 @@ def bench_send(run: BenchRun) -> Comparison:
                "send_over_bare_p99_latency": a_over_b(f.latency_us.p99, b.latency_us.p99, digits=RATIO_DIGITS)})
 
 
-MS_PER_SECOND = 1000
 # the per-round ratios reported (store.json's paired_rounds.ratios), each send over one floor
 PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with_head_read"),
           "send_over_floor_throughput": ("send", "send_floor"),
