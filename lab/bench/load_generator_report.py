@@ -22,6 +22,7 @@ from lab.load.loadgen_cpu import CpuWindow
 from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu
 from lab.load.summary import StepSummary
 from lab.measure import LatencySummary, a_over_b
+from lab.measure.timing import MS_PER_SECOND
 from lab.results import units
 
 __all__ = ["CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase",
@@ -35,7 +36,6 @@ CPU_RATIO_GOAL = 1.25  # Locust's CPU per call over the plain pool's, at most (i
 # more calls), so at unequal rates the ratio measures the rates, not the load generator
 SAME_RATE_TOLERANCE = 0.10
 FIXED_RATE_FRACTION = 0.5  # the fixed-rate pair runs at this share of the lower measured send maximum
-_MS_PER_S = 1000.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,12 +79,12 @@ class ThroughputRun:
         cpu = self.cpu_percent_of_one_core
         if cpu is None or not self.calls or not self.measured_seconds:
             return None
-        return round(cpu / 100 * self.measured_seconds * _MS_PER_S / self.calls, 4)
+        return round(cpu / 100 * self.measured_seconds * MS_PER_SECOND / self.calls, 4)
 
     @property
     def calls_per_core_second(self) -> float | None:
         ms = self.cpu_ms_per_call
-        return round(_MS_PER_S / ms, 1) if ms else None
+        return round(MS_PER_SECOND / ms, 1) if ms else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"calls": self.calls, "errors": self.errors, "throughput": self.throughput,

@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lab.measure.timing import MS_PER_SECOND
+
 __all__ = ["APPORTIONED_NOTE", "OperationCpu", "apportion"]
 
 APPORTIONED_NOTE = ("caller-thread CPU per call measured per operation; the process's other CPU (driver I/O "
                     "thread, head writer, Locust) shared out in proportion")
-_MS_PER_S = 1000.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +54,8 @@ def apportion(calls: Mapping[str, int], caller_cpu_seconds: Mapping[str, float],
         scale = max(1.0, process_cpu_seconds / callers)
     out = {}
     for op, n in ops.items():
-        caller_ms = _MS_PER_S * caller_cpu_seconds[op] / n
+        caller_ms = MS_PER_SECOND * caller_cpu_seconds[op] / n
         loader_ms = None if scale is None else caller_ms * scale
         out[op] = OperationCpu(calls=n, caller_cpu_ms_per_call=caller_ms, loader_cpu_ms_per_call=loader_ms,
-                               calls_per_loader_core_second=_MS_PER_S / loader_ms if loader_ms else None)
+                               calls_per_loader_core_second=MS_PER_SECOND / loader_ms if loader_ms else None)
     return out

@@ -176,7 +176,8 @@ class CassandraAdmin(ClusterAdmin):
     def cpu_readings(self) -> list[Any]:
         """The JVM's CPU time per node: ``/proc/<pid>/stat`` of an embedded node the lab
         started (its recorded PID), else JMX ``ProcessCpuTime`` through the JMX helper."""
-        from lab.cluster.admin.server_cpu import NS_PER_SECOND, CpuReading, proc_cpu_seconds
+        from lab.cluster.admin.server_cpu import CpuReading, proc_cpu_seconds
+        from lab.measure.timing import NS_PER_SECOND
 
         out = []
         for address, host, port, node in self._live_targets():

@@ -24,12 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from lab.errors import AdminError
+from lab.measure.timing import MS_PER_SECOND
 
 REACTOR_BUSY_MS = "scylla_reactor_cpu_busy_ms"
 REACTOR_UTILIZATION = "scylla_reactor_utilization"
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-MS_PER_SECOND = 1000.0
-NS_PER_SECOND = 1e9
 
 
 @dataclass(frozen=True, kw_only=True)
