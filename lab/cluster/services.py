@@ -175,7 +175,7 @@ class ServicesConfig:
 
     def describe_run(self) -> dict[str, Any]:
         """:meth:`describe_store` and ``client_gc``: for the runs whose processes apply it (lab load's
-        workers, lab soak, lab bench load), not the notebooks' kernels, which do not."""
+        workers, lab soak, lab bench load, the notebooks' kernels through ``open_testbed``)."""
         return {**self.describe_store(), "client_gc": self.client_gc}
 
     def replace(self, **changes: Any) -> ServicesConfig:

@@ -14,8 +14,9 @@ collections walk only what the measured calls allocate, and collects the younges
 calls make are still collected. ``default`` leaves Python's collector as it is.
 
 A process-wide choice of the lab's own processes (``lab bench store``, ``lab bench load`` and its
-plain client, the Locust workers of ``lab load``, the process of ``lab soak``; not the notebooks'
-kernels), never the store's: the store (lab.store) does not read it. It is the ``client_gc`` setting of :mod:`lab.cluster.services`
+plain client, the Locust workers of ``lab load``, the process of ``lab soak``, a notebook's kernel
+while its testbed is open: lab.calibration.experiments.common.open_testbed), never the store's:
+the store (lab.store) does not read it. It is the ``client_gc`` setting of :mod:`lab.cluster.services`
 (``--client-gc``, ``LAB_CLIENT_GC``, the ``[services]`` table), applied the same way to both
 sides of every comparison and named in the runs' environment blocks and summaries.
 

@@ -3,13 +3,17 @@ parameters, and the values it recorded are checked: present, in range, and consi
 the admin adapter and the request accounting see. Shared 2-core machine: parameters are tiny."""
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from lab.calibration.experiments import common
 from lab.calibration.notebooks import run_notebook
+from lab.cluster.services import ServicesConfig
+from lab.measure import client_gc
 from lab.results.scratch import drop_keyspace
 from lab.constants import load_constants
 
@@ -207,6 +211,7 @@ def test_a_notebook_takes_the_outbox_and_hot_window_and_names_them(run_dir, clus
                           tmp_path, config=cluster_config, services=services)
     assert values["services"]["outbox"] == "kafka" and values["services"]["hot_window"] == "redis"
     assert values["services"]["archiver_mode"] is True and "kafka_bootstrap_servers" in values["services"]
+    assert values["services"]["client_gc"] == client_gc.DEFAULT_CLIENT_GC  # the kernel's collector, as applied
     executed = json.loads((tmp_path / "in_limit" / "in_limit.ipynb").read_text())
     injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
     assert '"outbox": "kafka"' in injected and "password" not in injected
@@ -291,3 +296,30 @@ def test_model_check(cluster_config, calibration_inputs):
     assert set(sst.table) == {"message_record", "client_dedup"} and sst.met.all()
     assert values["model_check_sstables_met"] is True
     assert "**Model check**" in model_check.conclusion(result)
+
+
+@pytest.mark.parametrize("mode", client_gc.CLIENT_GC_MODES)
+def test_a_testbed_applies_client_gc_and_gives_the_kernel_its_collector_back(cluster_config, mode):
+    """The notebooks' loader CPU is measured with the collector the bench and load processes use
+    (client_gc), and the kernel (here the test session) gets its own back when the testbed closes."""
+    thresholds, was_frozen = gc.get_threshold(), gc.get_freeze_count()
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    try:
+        with common.open_testbed(cluster_config, ServicesConfig(client_gc=mode)) as testbed:
+            assert testbed.environment()["services"]["client_gc"] == mode
+            if mode == "freeze":
+                assert gc.get_threshold() == client_gc.FREEZE_THRESHOLDS and gc.get_freeze_count() > 0
+                garbage = [object() for _ in range(1000)]
+                testbed.settle_client_gc()  # a later set-up phase frozen too
+                assert gc.get_freeze_count() > 0 and gc.is_tracked(garbage)
+            else:
+                assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+        with pytest.raises(RuntimeError), common.open_testbed(cluster_config, ServicesConfig(client_gc=mode)):
+            raise RuntimeError("an experiment failed")
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0  # also when it fails
+    finally:
+        gc.set_threshold(*thresholds)
+        if was_frozen:
+            gc.freeze()

@@ -25,6 +25,7 @@ from lab.cluster.config import ClusterConfig, load_config
 from lab.cluster.services import ServicesConfig, load_services
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
+from lab.measure import client_gc
 from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
@@ -171,9 +172,18 @@ class Testbed:
     services: ServicesConfig = field(default_factory=ServicesConfig)
 
     def environment(self) -> dict[str, Any]:
-        """What a notebook's environment block records: the server and the store's parts."""
+        """What a notebook's environment block records: the server, the store's parts and this
+        process's cyclic GC (``client_gc``: :func:`open_testbed` applies it)."""
         return {"server": self.connection.server_kind(), "server_version": self.connection.server_version(),
-                "admin": self.admin.name, "services": self.services.describe_store()}
+                "admin": self.admin.name, "services": self.services.describe_run()}
+
+    def settle_client_gc(self) -> None:
+        """This process's collector as the services' ``client_gc`` says, again, now that a later
+        set-up phase is done (lab.measure.client_gc.settle): an experiment that drives calls and
+        reads this process's CPU (the load generator's) calls it once its rows are seeded, as
+        ``lab bench store`` and the load processes do, so the loader CPU it reports is measured as
+        theirs is."""
+        client_gc.settle(self.services.client_gc)
 
     def close(self) -> None:
         self.admin.close()
@@ -192,10 +202,13 @@ def open_testbed(config: ClusterConfig, services: ServicesConfig | None = None) 
     except BaseException:
         conn.close()
         raise
-    try:
-        yield testbed
-    finally:
-        testbed.close()
+    # the kernel (or test session) gets its own collector back once the testbed closes
+    with client_gc.restored():
+        try:
+            testbed.settle_client_gc()
+            yield testbed
+        finally:
+            testbed.close()
 
 
 def scratch_name(experiment: str) -> str:

@@ -251,6 +251,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         with contextlib.suppress(Exception):
             testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
         calls = _calls(store, data, params)
+        testbed.settle_client_gc()  # set-up done: the loader's collector as the bench's (client_gc)
         for op in params.operations:  # warm-up: statements prepared, caches and JIT warm
             drive(calls[op], rate=min(params.rate(op), 10.0), seconds=1.0, workers=params.workers)
         store.drain(30)

@@ -156,6 +156,7 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
         testbed.admin.flush(store.keyspace)
         testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
         calls = cpu_cost._calls(store, data, cp)
+        testbed.settle_client_gc()  # set-up done: the loader's collector as the bench's (client_gc)
 
         def call(k: int) -> None:
             op = sequence[k % len(sequence)]
