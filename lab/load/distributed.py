@@ -234,7 +234,7 @@ def run_worker(config: ClusterConfig, *, master_host: str, port: int = 5557, res
         if audit:
             progress.phase("audit: reading back this worker's acknowledged sends")
             result_audit = audit_run(config, plan, indexes=[index], services=services)
-    _add_machine(folder.load_dir / "totals" / f"{plan.worker_name()}.json", client, cpu, plan)
+    _add_machine(folder.load_dir / "totals" / f"{plan.worker_name()}.json", client, cpu, plan, services)
     progress.phase("sending the results to the master")
     for pattern in (*WORKER_FILES, "cpu-{w}.csv"):
         name = pattern.format(w=plan.worker_name())
@@ -255,15 +255,19 @@ def _forward_until_exit(procs: Processes, client: CoordinatorClient, index: int,
         time.sleep(FORWARD_SECONDS)
 
 
-def _add_machine(totals_path: Path, client: CoordinatorClient, cpu: CpuMonitor | None, plan: LoadPlan) -> None:
-    """The worker's machine in its totals (the master's summary lists it per worker)."""
+def _add_machine(totals_path: Path, client: CoordinatorClient, cpu: CpuMonitor | None, plan: LoadPlan,
+                 services: ServicesConfig | None) -> None:
+    """The worker's machine in its totals (the master's summary lists it per worker), with the
+    settings its own processes ran with (outbox, hot window, client_gc: its own flags, LAB_* and
+    TOML, which the master does not see)."""
     with contextlib.suppress(FileNotFoundError):
         data = read_json(totals_path)
         window = cpu.window(plan.warmup_seconds, plan.end_seconds if plan.duration_seconds > 0 else float("inf")) \
             if cpu is not None else None
         data["machine"] = {"host": socket.gethostname(), "clock_offset_seconds": client.offset_seconds,
                            "round_trip_ms": round(1000 * client.rtt_seconds, 2) if client.rtt_seconds else None,
-                           "loadgen_cpu": window.to_json() if window is not None else None}
+                           "loadgen_cpu": window.to_json() if window is not None else None,
+                           "services": (services if services is not None else ServicesConfig()).describe_run()}
         write_json(totals_path, data, indent=None)
 
 

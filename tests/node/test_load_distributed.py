@@ -23,6 +23,7 @@ from lab.store import KEYSTORE_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER_HOST = "127.0.0.3"
+WORKER_CLIENT_GC = {1: {"LAB_CLIENT_GC": "freeze"}, 2: {"LAB_CLIENT_GC": "default"}}  # each machine's own setting, recorded per worker
 
 
 def _ports() -> int:
@@ -50,7 +51,8 @@ def distributed_run(connection, tmp_path_factory, lab_home):
                       "--allow-loader-bound", "--results", str(base / "master"), env=env, out=base / "master.txt")
         workers = [_lab("--worker", "--master-host", MASTER_HOST, "--master-port", str(port),
                         "--home", str(base / f"home{i}"), "--results", str(base / f"results{i}"),
-                        env={**env, "LAB_HOME": str(base / f"home{i}")}, out=base / f"worker{i}.txt")
+                        env={**env, "LAB_HOME": str(base / f"home{i}"), **WORKER_CLIENT_GC[i]},
+                        out=base / f"worker{i}.txt")
                    for i in (1, 2)]
         extra = None
         try:
@@ -89,6 +91,9 @@ def test_the_run_is_collected_on_the_master(distributed_run):
     for w in s["workers"]:
         assert w["acks"] > 0 and w["machine"]["host"] and abs(w["machine"]["clock_offset_seconds"]) < 1
         assert w["machine"]["loadgen_cpu"]["samples"] > 0
+        assert w["machine"]["services"]["outbox"] == "local"
+    # each worker records the client_gc its own processes applied (the master cannot see it)
+    assert sorted(w["machine"]["services"]["client_gc"] for w in s["workers"]) == ["default", "freeze"]
     for name in ("hdr/worker-0.hlog", "hdr/worker-1.hlog", "acks/worker-0.csv", "acks/worker-1.csv",
                  "totals/worker-0.json", "totals/worker-1.json", "locust-worker-0.log", "audit.json",
                  "locust_stats_history.csv"):
