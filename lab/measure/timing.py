@@ -20,6 +20,7 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_SECOND = 1_000_000_000
 MS_PER_SECOND = 1_000
+US_PER_SECOND = 1_000_000
 
 now_ns = time.perf_counter_ns
 wall_seconds = time.time

@@ -52,3 +52,28 @@ def test_outbox_bench_reports_each_outbox_and_the_hot_windows_scaling(cluster_co
                                         / p["redis_ping"]["latency_us"]["p50"], 3)
     assert "control, a bare round trip to the same Redis (PING)" in note
     assert "the rest of the kafka_hot send" in note and "kafka_archiver's send" in note
+    # the cost beside the latency: Redis's commandstats and CPU diffed around each Redis phase, and this process's CPU
+    cost = data["hot_window_cost"]
+    assert set(cost["phases"]) == {"put_one_caller", "put_callers", "ping_one_caller", "ping_callers"}
+    for name, phase in cost["phases"].items():
+        # every call the phase issued reached the server (others' calls may add to the shared server's counts)
+        assert phase["ops"] == TINY.primitive_ops and phase["calls"] >= phase["ops"], name
+        assert phase["command_usec"] >= 0 and phase["client_cpu_seconds"] > 0 and phase["server_cpu_seconds"] >= 0, name
+        assert 1 <= phase["rounds"] <= phase["ops"] and phase["other_calls"] >= 0, name
+        assert phase["quiet"] == (phase["other_calls"] == 0), name
+    assert cost["phases"]["put_one_caller"]["command_usec"] > 0  # a put's script runs for microseconds (a PING may not)
+    assert cost["phases"]["put_one_caller"]["command"] == "evalsha" and cost["phases"]["ping_one_caller"]["command"] == "ping"
+    # one caller: one put per round; the callers' puts grouped into at most as many rounds as puts
+    assert cost["phases"]["put_one_caller"]["rounds"] == TINY.primitive_ops
+    assert cost["phases"]["ping_callers"]["rounds"] == TINY.primitive_ops
+    for kind, figures in cost["ratios"].items():
+        assert all(r is None or r > 0 for r in figures.values()), kind
+    assert cost["ratios"]["put"]["client_cpu_us_per_op"] == round(
+        cost["phases"]["put_callers"]["client_cpu_us_per_op"] / cost["phases"]["put_one_caller"]["client_cpu_us_per_op"], 3)
+    goal = cost["goal"]
+    assert goal["limit"] == 2.0 and goal["latency"]["put_p50"] == scaling["put_p50"]
+    assert goal["latency"]["ping_p50"] == scaling["ping_p50"]
+    assert goal["latency"]["verdict"] in {"met", "NOT met", "not meetable on this machine"}
+    assert goal["cost"]["verdict"] in {"met", "NOT met", "not judged"}
+    assert ("server_cpu_us_per_op" in goal["cost"]["judged"]) == goal["cost"]["server_cpu_judged"]
+    assert "hot window cost per put, one caller -> 2 callers" in note and "goal (issue 24 item 4" in note

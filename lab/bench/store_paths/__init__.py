@@ -55,6 +55,7 @@ Every run creates its own keyspace (``bench_<hex>``, :mod:`lab.results.scratch`)
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
     outbox_primitives each commit-path step alone (outbox append, hot-window put) and the bare Redis round trip
+    redis_cost        the hot window's cost per put (Redis INFO diffed, this process's CPU), one caller vs the callers
     profiling         ``--profile``: the store's hot paths under py-spy (flame graphs, top-frame tables)
     flamegraph        the flame graph (SVG) of py-spy's raw stacks, drawn by the lab
 """

@@ -13,6 +13,9 @@ Measures, asserts nothing.
                                       under that many callers: the put serializes beyond the machine
                                       only where its own ratio exceeds this one.
 
+Each of the four Redis phases also measures its cost (:mod:`lab.bench.store_paths.redis_cost`): the
+server's commandstats and CPU diffed around it, and this process's CPU, per put or PING.
+
 Closed loop: with every caller busy, latency = callers / throughput (Little's law), so a ratio of
 ``concurrency`` callers over one stays under 2 only while throughput grows at least
 ``concurrency / 2`` times; the throughputs are recorded beside the latencies for that reason.
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.recording import Method, MethodResult
+from lab.bench.store_paths.redis_cost import PING_COMMANDS, PUT_COMMANDS, PhaseCost, costed
 from lab.cluster.services import ServicesConfig
 from lab.measure import now_ns, timed
 from lab.store import EncodedRecord, MessageType, wall_clock_ms
@@ -58,9 +62,11 @@ def _concurrent_primitive(name: str, n: int, callers: int, fn: Callable[[int], A
 
 
 def outbox_primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace: str, state_dir: Path, *,
-                      ops: int, concurrency: int, body_bytes: int, with_hot: bool) -> dict[str, MethodResult]:
+                      ops: int, concurrency: int, body_bytes: int,
+                      with_hot: bool) -> tuple[dict[str, MethodResult], dict[str, PhaseCost]]:
     """The outbox append and the hot-window write alone, and the bare Redis round trip (the
-    control), on instances of their own; the hot window's keys of ``keyspace`` are deleted after."""
+    control), on instances of their own; the hot window's keys of ``keyspace`` are deleted after.
+    Returns each primitive's latencies, and each Redis phase's cost (by the primitive's name)."""
     from lab.store import HotWindow, MessagePayload, OutboxRecord, open_outbox
 
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
@@ -81,21 +87,30 @@ def outbox_primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace:
             out[f"{name}_append"] = _primitive(f"{name}_append", ops, lambda i: box.append(
                 OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=i + 1,
                              payload=MessagePayload(record=at(i)))))
+    costs: dict[str, PhaseCost] = {}
     if with_hot:
         hot = HotWindow.open(services, namespace=keyspace, window_days=PRIMITIVE_HOT_WINDOW_DAYS)
+
+        def phase(name: str, commands: tuple[str, tuple[str, ...]], run: Callable[[], MethodResult],
+                  puts: bool) -> None:
+            out[name], costs[name] = costed(hot.client, commands, run, ops=ops,
+                                            rounds=(lambda: hot.put_rounds) if puts else None)
+
         try:
-            out["hot_window_put"] = _primitive("hot_window_put", ops, lambda i: hot.put(at(i)))
+            phase("hot_window_put", PUT_COMMANDS, lambda: _primitive("hot_window_put", ops, lambda i: hot.put(at(i))),
+                  puts=True)
             # the same puts from `concurrency` callers at once, each caller its own conversation (as senders)
             convs = [uuid.uuid4() for _ in range(concurrency)]
-            out["hot_window_put_concurrent"] = _concurrent_primitive(
+            phase("hot_window_put_concurrent", PUT_COMMANDS, lambda: _concurrent_primitive(
                 "hot_window_put_concurrent", ops, concurrency,
-                lambda i: hot.put(at(i).replace(conversation_id=convs[i % len(convs)])))
+                lambda i: hot.put(at(i).replace(conversation_id=convs[i % len(convs)]))), puts=True)
             # the control: the same Redis, a bare round trip (redis-py's pool: a connection per caller)
-            out["redis_ping"] = _primitive("redis_ping", ops, lambda _i: hot.client.ping())
-            out["redis_ping_concurrent"] = _concurrent_primitive("redis_ping_concurrent", ops, concurrency,
-                                                                 lambda _i: hot.client.ping())
+            phase("redis_ping", PING_COMMANDS, lambda: _primitive("redis_ping", ops, lambda _i: hot.client.ping()),
+                  puts=False)
+            phase("redis_ping_concurrent", PING_COMMANDS, lambda: _concurrent_primitive(
+                "redis_ping_concurrent", ops, concurrency, lambda _i: hot.client.ping()), puts=False)
             for key in hot.client.scan_iter(f"{keyspace}:*"):
                 hot.client.delete(key)
         finally:
             hot.close()
-    return out
+    return out, costs

@@ -29,7 +29,10 @@ sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, und
 by one caller; beside its ratio, the same ratio for the rest of the kafka_hot send and for
 kafka_archiver's send (``rest_of_send_mean``, ``archiver_send_mean``): on a small, busy machine GIL
 and CPU contention inflate every step under the callers, and the put serializes only where its ratio
-exceeds theirs.
+exceeds theirs. And the cost beside the latency (``hot_window_cost``,
+:mod:`lab.bench.store_paths.redis_cost`): Redis's own time and CPU per put and this process's CPU per
+put, one caller and the callers, the PING control's the same way, and the goal judged on both: the
+latency ratio (not meetable where the control's own exceeds the limit) and the cost ratios.
 Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
 :mod:`lab.measure`).
 """
@@ -46,6 +49,7 @@ from typing import Any
 
 from lab.bench.store_paths.outbox_primitives import outbox_primitives
 from lab.bench.store_paths.recording import Log, Method, MethodResult
+from lab.bench.store_paths.redis_cost import HotWindowCost, PhaseCost
 from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
@@ -54,7 +58,7 @@ from lab.results import units
 from lab.measure import Stopwatch, a_over_b, now_ns, timed
 from lab.project import RESULTS_DIR
 from lab.measure import client_gc
-from lab.results.environment import environment
+from lab.results.environment import environment, loadavg
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
@@ -121,6 +125,8 @@ class OutboxBenchReport:
     methods: Mapping[str, OutboxMethodResult]
     primitives: Mapping[str, MethodResult]
     hot_window_in_send_us: Mapping[str, float] | None = None  # mean µs in HotWindow.put per send of kafka_hot
+    redis_costs: Mapping[str, PhaseCost] | None = None  # each Redis primitive's cost (lab.bench.store_paths.redis_cost)
+    loadavg_after_primitives: list[float] | None = None
 
     @property
     def ratios(self) -> dict[str, float | None]:
@@ -176,6 +182,18 @@ class OutboxBenchReport:
                 "archiver_send_mean": _cost_ratio(base.sends.latency_us.mean, base.serial.latency_us.mean)}
 
     @property
+    def hot_window_cost(self) -> HotWindowCost | None:
+        """The put's cost per put, callers over one caller, beside the PING control's and the latency ratios."""
+        c, scaling = self.redis_costs or {}, self.hot_window_scaling or {}
+        names = ("hot_window_put", "hot_window_put_concurrent", "redis_ping", "redis_ping_concurrent")
+        if not all(n in c for n in names):
+            return None
+        return HotWindowCost(concurrency=self.params.concurrency, limit=HOT_WINDOW_SCALING_GOAL, put_one=c[names[0]],
+                             put_callers=c[names[1]], ping_one=c[names[2]], ping_callers=c[names[3]],
+                             put_p50_ratio=scaling.get("put_p50"), ping_p50_ratio=scaling.get("ping_p50"),
+                             loadavg=self.loadavg_after_primitives)
+
+    @property
     def closing_note(self) -> str:
         p = self.params
         lines = [f"send with each outbox (same node, same run, {p.concurrency} callers, {p.ops} sends each):"]
@@ -215,6 +233,8 @@ class OutboxBenchReport:
                              f"caller ({ping.throughput_ops_per_s}/s), {pings.latency_us.p50} µs with {p.concurrency} "
                              f"callers ({scaling.get('ping_p50')}x; {pings.throughput_ops_per_s}/s): what this process "
                              f"and machine do to any round trip under {p.concurrency} callers")
+            if self.hot_window_cost is not None:
+                lines += self.hot_window_cost.lines()
         lines.append(f"  append alone, one caller: local p50 {self.primitives['local_append'].latency_us.p50} µs, "
                      f"kafka p50 {self.primitives['kafka_append'].latency_us.p50} µs")
         return "\n".join(lines)
@@ -230,6 +250,8 @@ class OutboxBenchReport:
             out["hot_window_per_send_us"] = self.hot_window_per_send_us
             out["hot_window_in_send_us"] = dict(self.hot_window_in_send_us or {})
             out["hot_window_scaling"] = self.hot_window_scaling
+            if self.hot_window_cost is not None:
+                out["hot_window_cost"] = self.hot_window_cost.to_json()
         return {**out, "closing_note": self.closing_note}
 
 
@@ -370,9 +392,10 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
             log(f"keyspace {keyspace}: {', '.join(m.name for m in methods)}; {params.concurrency} callers")
             client_gc.settle(services.client_gc)  # set-up done: every method measured under the same collector
             _sends(methods, params, pool, log)
-            primitives = outbox_primitives(services, kafka, keyspace, Path(tmp), ops=params.primitive_ops,
-                                           concurrency=params.concurrency, body_bytes=params.body_bytes,
-                                           with_hot=with_hot)
+            primitives, costs = outbox_primitives(services, kafka, keyspace, Path(tmp), ops=params.primitive_ops,
+                                                  concurrency=params.concurrency, body_bytes=params.body_bytes,
+                                                  with_hot=with_hot)
+            after_primitives = loadavg()
         finally:
             for s in stores:
                 s.close()
@@ -380,6 +403,7 @@ def run_outbox_bench(config: ClusterConfig, services: ServicesConfig, params: Ou
                                wall_seconds=wall.seconds(2), params=params, environment=env,
                                methods={m.name: m.result() for m in methods}, primitives=primitives,
                                hot_window_in_send_us=next((m.hot_in_send for m in methods if m.name == "kafka_hot"),
-                                                          None))
+                                                          None),
+                               redis_costs=costs, loadavg_after_primitives=after_primitives)
     path = write_json(out_dir / JSON_FILE, report)
     return OutboxBenchResult(json_path=path, report=report)
