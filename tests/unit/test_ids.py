@@ -334,13 +334,32 @@ def test_generator_increases_for_any_clock_sequence(clock_values):
     assert message_id_time_ms(out[-1]) == max(clock_values)
 
 
-def test_generator_borrows_a_millisecond_when_the_counter_is_exhausted(monkeypatch):
-    monkeypatch.setattr(ids.secrets, "randbits", lambda bits: ids.MESSAGE_ID_COUNTER_MAX - 1)
-    gen = MessageIdGenerator(1, clock_ms=lambda: 5000)
+def test_generator_borrows_a_millisecond_when_the_counter_is_exhausted():
+    gen = MessageIdGenerator(1, clock_ms=lambda: 5000, random_bits=lambda bits: ids.MESSAGE_ID_COUNTER_MAX - 1)
     out = [gen.next_id() for _ in range(3)]
     assert out == sorted(out) and len(set(out)) == 3
     assert [split_message_id(m).counter for m in out] == [ids.MESSAGE_ID_COUNTER_MAX - 1, ids.MESSAGE_ID_COUNTER_MAX, 0]
     assert message_id_time_ms(out[-1]) == 5001
+
+
+def test_generator_counter_starts_are_random_per_process_and_fork():
+    """Each millisecond's counter starts at a random value below 2**62 (the ids of writers that
+    share a node id spread), drawn without a syscall per millisecond (ids._COUNTER_STARTS, seeded
+    once per process); a forked child draws other starts than its parent."""
+    import os
+
+    ticks = itertools.count(1000)
+    gen = MessageIdGenerator(2, clock_ms=lambda: next(ticks))
+    counters = [split_message_id(gen.next_id()).counter for _ in range(50)]
+    assert len(set(counters)) == 50 and max(counters) > 1 << 48 and max(counters) < 1 << 62
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next draw goes to the parent, then it leaves without cleanup
+        os.write(write, ids._COUNTER_STARTS.getrandbits(62).to_bytes(8, "big"))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = int.from_bytes(os.read(read, 8), "big")
+    assert child != ids._COUNTER_STARTS.getrandbits(62)
 
 
 def test_generator_is_thread_safe():

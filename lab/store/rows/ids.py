@@ -16,6 +16,8 @@ time-ordered message_id generator whose layout the lab decides (spec README, "La
 from __future__ import annotations
 
 import numbers
+import os
+import random
 import re
 import secrets
 import threading
@@ -298,6 +300,16 @@ def message_id_time_ms(message_id: int) -> int:
     return split_message_id(message_id).time_ms
 
 
+# Where a generator's millisecond counters start: a generator seeded from os.urandom once per
+# process (again in a forked child, which must not repeat its parent's draws), not os.urandom per
+# millisecond (secrets.randbits): that syscall gives up the GIL inside the allocator's critical
+# section, so the other senders queued behind a thread waiting to get the GIL back (one give-up
+# per send; the cipher's nonces avoid it for the same reason, lab.store.crypto.cipher). The start
+# only spreads ids of writers that share a node id; it is no secret (an id shows its counter).
+_COUNTER_STARTS = random.Random()
+os.register_at_fork(after_in_child=_COUNTER_STARTS.seed)
+
+
 class MessageIdGenerator:
     """Per-node, thread-safe source of strictly increasing u128 ids.
 
@@ -305,15 +317,19 @@ class MessageIdGenerator:
     critical section). If the wall clock steps back, the generator keeps the last
     millisecond it used and only advances the counter, so ids never go backwards within a
     process; the embedded time then reads as that later millisecond. Uniqueness across
-    processes relies on distinct node ids (and, as a fallback, the random counter start).
+    processes relies on distinct node ids (and, as a fallback, the random counter start,
+    ``random_bits(62)`` per millisecond: by default a per-process generator seeded from
+    os.urandom, see ``_COUNTER_STARTS``).
     """
 
-    def __init__(self, node_id: int, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, node_id: int, *, clock_ms: Callable[[], int] = wall_clock_ms,
+                 random_bits: Callable[[int], int] = _COUNTER_STARTS.getrandbits) -> None:
         if not _is_int(node_id) or not 0 <= node_id <= MESSAGE_ID_NODE_MAX:
             raise ValidationError(f"node_id must be an int in 0..{MESSAGE_ID_NODE_MAX}, got {node_id!r}",
                                   node_id=node_id)
         self.node_id = int(node_id)
         self._clock_ms = clock_ms
+        self._random_bits = random_bits
         self._lock = threading.Lock()
         self._last_ms = -1
         self._counter = 0
@@ -326,7 +342,7 @@ class MessageIdGenerator:
             now_ms = int(self._clock_ms())
             if now_ms > self._last_ms:
                 self._last_ms = now_ms
-                self._counter = secrets.randbits(_COUNTER_START_BITS)  # as minted_message_id
+                self._counter = self._random_bits(_COUNTER_START_BITS)  # as minted_message_id
             elif self._counter < MESSAGE_ID_COUNTER_MAX:
                 self._counter += 1
             else:  # counter exhausted within one millisecond: borrow the next one
