@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from lab.bench.store_paths.recording import BenchRun, body
 from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, RetentionClass, seq_bucket,
                        u128_to_blob, wall_clock_ms)
 
-__all__ = ["history_floor", "send_floor_calls"]
+__all__ = ["FloorKeys", "history_floor", "send_floor_calls"]
 
 # preview_or_placeholder as the head writer stores it: 4-byte key version || sealed envelope of
 # the first 128 bytes (12 B nonce, 1 B flag, 16 B tag)
@@ -47,13 +48,32 @@ _PREVIEW_OVERHEAD_BYTES = 4 + 12 + 1 + 16
 _PREVIEW_MAX_BYTES = 128
 
 
+@dataclass(frozen=True, kw_only=True)
+class FloorKeys:
+    """The tenant, conversations and their senders one send floor writes to (its own sequence
+    windows): kept across the batches of calls it is built in."""
+
+    tenant: uuid.UUID
+    conversations: tuple[uuid.UUID, ...]
+    senders: tuple[uuid.UUID, ...]
+
+    @classmethod
+    def new(cls, conversations: int) -> FloorKeys:
+        return cls(tenant=uuid.uuid4(), conversations=tuple(uuid.uuid4() for _ in range(conversations)),
+                   senders=tuple(uuid.uuid4() for _ in range(conversations)))
+
+
 def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool = True,
-                     head_read: bool = False) -> list[Callable[[], None]]:
+                     head_read: bool = False, keys: FloorKeys | None = None,
+                     start: int = 0) -> list[Callable[[], None]]:
     """``n`` ready calls of the send floor, spread round-robin over ``conversations`` of their
     own (their own sequence windows), each a new client_message_id of its conversation's sender;
     ``outbox=False``: without the log append (``send_floor_without_outbox``); ``head_read=True``:
     with the head read before each head write and the fencing read on each conversation's first
-    call (``send_floor_with_head_read``)."""
+    call (``send_floor_with_head_read``). Built a batch at a time (a long run need not hold every
+    call at once): ``keys`` from the first batch (``FloorKeys.new``) and ``start`` the number of
+    calls built before, so the calls continue the same conversations and only a conversation's
+    first call reads its epoch."""
     p, store = run.params, run.store
     conn = store.connection
     statements = store.baseline_statements()
@@ -61,14 +81,13 @@ def send_floor_calls(run: BenchRun, n: int, *, conversations: int, outbox: bool 
     read_head, read_epoch = statements.head_read, statements.fencing_read
     width = store.constants.message_seq_bucket_width
     dedup_ttl = store.constants.client_dedup_ttl_seconds
-    tenant = uuid.uuid4()
-    convs = [uuid.uuid4() for _ in range(conversations)]
-    senders = [uuid.uuid4() for _ in range(conversations)]
+    keys = keys if keys is not None else FloorKeys.new(conversations)
+    tenant, convs, senders = keys.tenant, keys.conversations, keys.senders
     now_ms = wall_clock_ms()
     ttl = store.retention.remaining_ttl_seconds(RetentionClass.DEFAULT, tenant, created_at_ms=now_ms, now_ms=now_ms)
     preview = bytes(_PREVIEW_OVERHEAD_BYTES + min(p.body_bytes, _PREVIEW_MAX_BYTES))
     calls = []
-    for i in range(n):
+    for i in range(start, start + n):
         k = i % conversations
         alloc = store.seeding.allocate(tenant, convs[k])
         seq, client_id = alloc.conversation_seq, run.client_id("floor")

@@ -21,9 +21,10 @@ someone else's load or one flush of the node lands in one side's total and moves
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from lab.bench.store_paths.floors import send_floor_calls
+from lab.bench.store_paths.floors import FloorKeys, send_floor_calls
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
@@ -53,24 +54,27 @@ def bench_send(run: BenchRun) -> Comparison:
         if not row[0]:
             raise RuntimeError("bare LWT not applied")
 
-    n_calls = p.send_warmup + p.send_ops
-    like_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations, head_read=True)
-    floor_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations)
-    no_log_calls = send_floor_calls(run, n_calls, conversations=p.send_conversations, outbox=False)
+    # the floors' calls are built a block at a time, before each round's clock (a long run holds one
+    # block of them, not every call), continuing each floor's own conversations (FloorKeys)
+    floor_options: dict[str, dict[str, bool]] = {"send_floor_with_head_read": {"head_read": True}, "send_floor": {},
+                                                 "send_floor_without_outbox": {"outbox": False}}
+    floor_keys = {name: FloorKeys.new(p.send_conversations) for name in floor_options}
+    ready: dict[str, tuple[int, list[Callable[[], None]]]] = {name: (0, []) for name in floor_options}
 
-    def floor_with_head_read(i: int) -> None:
-        like_calls[i]()
+    def build_floors(n: int) -> None:
+        for name, options in floor_options.items():
+            start = ready[name][0] + len(ready[name][1])
+            ready[name] = (start, send_floor_calls(run, n, conversations=p.send_conversations, keys=floor_keys[name],
+                                                   start=start, **options))
 
-    def floor(i: int) -> None:
-        floor_calls[i]()
-
-    def floor_without_outbox(i: int) -> None:
-        no_log_calls[i]()
+    def floor_method(name: str) -> Callable[[int], None]:
+        def call(i: int) -> None:
+            start, calls = ready[name]
+            calls[i - start]()
+        return call
 
     methods = {"send": (Method("send"), full),
-               "send_floor_with_head_read": (Method("send_floor_with_head_read"), floor_with_head_read),
-               "send_floor": (Method("send_floor"), floor),
-               "send_floor_without_outbox": (Method("send_floor_without_outbox"), floor_without_outbox),
+               **{name: (Method(name), floor_method(name)) for name in floor_options},
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -102,10 +106,12 @@ def bench_send(run: BenchRun) -> Comparison:
             method.record(t)
 
     names = list(methods)
+    build_floors(p.send_warmup)
     for name in names:
         block(name, p.send_warmup, measured=False)
     blocks = p.send_ops // p.send_block
     for r in range(blocks):
+        build_floors(p.send_block)
         for name in (names if r % 2 == 0 else names[::-1]):
             block(name, p.send_block, measured=True)
         run.log(f"  send block {r + 1}/{blocks}")
@@ -126,7 +132,8 @@ def bench_send(run: BenchRun) -> Comparison:
                     "client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all five",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
-              f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain()",
+              f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
+              "the floors' calls of a round built before it",
         methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
