@@ -146,6 +146,11 @@ class HistoryReader:
         # rows -> messages, the key looked up once per read (lab.store.rows.records.decode_rows)
         self._decode = decode if decode is not None else (
             lambda rows, partition=None: decode_rows(rows, ctx.encryptor, partition=partition))
+        # a page's rows -> its messages, partial rows (no message_id) left out in the decode's own pass
+        self._decode_page: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int]], list[Message]] = (
+            (lambda rows, partition: decode_rows(rows, ctx.encryptor, partition=partition, skip_partial=True))
+            if decode is None else (lambda rows, partition: decode([r for r in rows if r.message_id is not None],
+                                                                   partition)))
         self._stmts: dict[str, Stmt] = {}
 
     def _stmt(self, name: str) -> Stmt:
@@ -285,7 +290,11 @@ class HistoryReader:
         more = len(rows) == limit and last_seq > low
         page_query = BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
                                  direction="older", anchor=upper, bound=low, fetch=limit)
-        read = self._decoded(page_query, [row for row in rows if low <= row.conversation_seq < upper], more=more,
+        # one partition's rows come newest first (the statement's ORDER BY), so the rows in [low, upper) are
+        # one run of them: when the first and the last are inside, all are (the common case, no pass per row)
+        inside = not rows or (rows[0].conversation_seq < upper and last_seq >= low)
+        read = self._decoded(page_query, rows if inside else
+                             [row for row in rows if low <= row.conversation_seq < upper], more=more,
                              last_seq=last_seq)
         return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk, first=read)
 
@@ -323,7 +332,9 @@ class HistoryReader:
         return self._decoded(q, rows, more=len(rows) == q.fetch, last_seq=rows[-1].conversation_seq if rows else None)
 
     def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> BucketRead:
-        messages = self._decode(whole_rows(rows, self.ctx), (q.tenant_id, q.conversation_id, q.bucket))
+        messages = self._decode_page(rows, (q.tenant_id, q.conversation_id, q.bucket))
+        if len(messages) != len(rows):  # partial rows left out (lab.store.read.bucket.whole_rows counts them alike)
+            self.ctx.alerts.incr("partial_rows_skipped", len(rows) - len(messages))
         if self._hot is not None:
             # the hot layer is merged over the range this read covered
             low, high = q.covered(last_seq, more=more)

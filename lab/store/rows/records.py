@@ -289,7 +289,7 @@ def _partial_row(columns: tuple[Any, ...]) -> ValidationError:
 
 def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False,
                 partition: tuple[uuid.UUID, uuid.UUID, int] | None = None,
-                wanted: Mapping[int, int] | None = None) -> list[Message | None]:
+                wanted: Mapping[int, int] | None = None, skip_partial: bool = False) -> list[Message | None]:
     """:func:`decode_row` of each row, in one pass: the key of each (conversation, dek_id) of the
     rows is looked up once (``Encryptor.opening_key``), and a row of the common shape (the store's
     own SELECT, whole, a sealed blob) is opened and built inline, without per-row calls into the
@@ -299,7 +299,9 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     read without its key (tuples in :data:`PARTITION_ROW_COLUMNS` order: the batch read's SELECT),
     and each decodes as the whole row ``partition + row``. ``wanted``: conversation_seq -> message_id
     of the rows asked for (the batch read's group); any other row (another message at that coordinate,
-    a row in a range read's span that was not asked for) decodes as None, unopened."""
+    a row in a range read's span that was not asked for) decodes as None, unopened. ``skip_partial``: a row
+    without message_id (a partial row, :func:`lab.store.read.bucket.whole_rows`) is left out instead of
+    refused, in the same pass (a history page counts what was left out: rows in, messages out)."""
     keys = _Keys(encryptor)
     keyless = partition is not None
     if keyless:
@@ -315,6 +317,10 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     last_dek: Any = _NO_KEY
     last_tenant = last_conversation = -1
     key: Any = None
+    cipher: Any = None
+    pack: Any = None
+    prefix = version = b""
+    key_dek_id: Any = None
     for row in rows:
         if keyless:
             (seq, message_id, last_activity_id, sender_id, sender_device_id, client_message_id, message_type,
@@ -331,6 +337,8 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
             if wanted is not None and wanted.get(seq) != mid:
                 append(None)  # not asked for: not opened, not checked
                 continue
+        elif skip_partial:
+            continue
         if seq is None or message_id is None or last_activity_id is None or not keyless and (
                 tenant_id is None or conversation_id is None or bucket is None):
             raise _partial_row(partition + tuple(row) if keyless else tuple(columns))
@@ -343,12 +351,14 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
                 tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
                 key = keys.get(tenant_id, conversation_id, dek)
                 last_dek, last_tenant, last_conversation = dek, tenant_id.int, conversation_id.int
+                if type(key) is tuple:  # unpacked once per key, not once per row
+                    cipher, pack, prefix, version, key_dek_id = key
             if type(key) is not tuple:
                 if skip_destroyed and isinstance(key, KeyDestroyed):
                     append(None)
                     continue
                 raise key
-            cipher, pack, prefix, version, dek_id = key
+            dek_id = key_dek_id
             if type(payload) is bytes and len(payload) >= MIN_BLOB_BYTES and type(seq) is int and 0 <= seq < BIT63:
                 # bytes slices, not memoryview slices: copying a few hundred bytes costs less than the
                 # view and its two slices (50-row page: 0.94x the decode time, paired runs, issue 24)
