@@ -16,6 +16,7 @@ pytestmark = pytest.mark.node
 
 TINY = BenchParams(send_ops=16, send_block=8, send_warmup=4, send_concurrency=2, send_conversations=4,
                    body_bytes=64, history_messages=12, history_limit=10, history_ops=6, history_warmup=2,
+                   history_round_calls=1,
                    group_backlog=30, dm_count=3, dm_backlog=2, group_repeats=3, group_warmup=1, dm_repeats=4, dm_warmup=1, flush=False)
 READS = ("point_read", "range_read", "in_read")
 
@@ -149,6 +150,32 @@ def test_send_and_its_floors_are_paired_round_by_round(bench):
     assert pr["cpu_ratios"]["send_over_floor_with_head_read_cpu_per_call"]["rounds"] == rounds
     assert "CPU per call, send / like-for-like floor" in report["closing_note"]
     assert f"{rounds} paired rounds" in report["closing_note"] and "NOT VOUCHED FOR" in report["closing_note"]
+
+
+def test_the_latest_page_and_its_floor_are_paired_round_by_round(bench):
+    """Each side's measured calls cut into rounds of history_round_calls (here 1: each round one page
+    and the floor call beside it), each round's p50 over the floor's (lab.measure.paired_ratio), the
+    goal judged only from a figure the run vouches for; the run's p50 / p99 lines stay."""
+    _, report = bench
+    comp = report["comparisons"]["history_latest_page"]
+    pr = comp["paired_rounds"]
+    rounds = TINY.history_ops // TINY.history_round_calls
+    assert pr["rounds"] == rounds and pr["round_calls"] == TINY.history_round_calls
+    by_round = pr["p50_us_by_round"]
+    assert set(by_round) == set(comp["methods"])
+    assert all(len(xs) == rounds and all(x > 0 for x in xs) for xs in by_round.values())
+    goal = pr["ratios"]["history_over_floor_p50"]
+    assert goal["ratios"] == pytest.approx([h / f for h, f in zip(by_round["history"], by_round["history_floor"])],
+                                           abs=2e-3)
+    assert goal["rounds"] == rounds and goal["low"] <= goal["median"] <= goal["high"]
+    assert goal["ci_low"] is not None and goal["ci_low"] <= goal["median"] <= goal["ci_high"]  # 6 rounds: an interval
+    assert pr["goal"]["ratio"] == "history_over_floor_p50" and pr["goal"]["at_most"] == 1.15
+    assert pr["goal"]["vouched"] == goal["vouched"]
+    assert pr["goal"]["verdict"] in (("met", "not met", "undecided") if goal["vouched"] else ("not judged",))
+    assert pr["ratios"]["history_over_bare_p50"]["rounds"] == rounds
+    note = report["closing_note"]
+    assert f"Latest page p50 / history_floor p50 over {rounds} paired rounds" in note
+    assert "history_over_floor_p50" in comp["ratio"] and "history_over_floor_p99" in comp["ratio"]
 
 
 def test_environment_parameters_and_keyspace_dropped(bench, connection):

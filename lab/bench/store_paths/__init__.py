@@ -24,7 +24,9 @@ Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``
     those two statements issued raw together, rows fetched, nothing decoded, vs ``bare_select`` =
     one single-partition ``SELECT <same columns> ... ORDER BY conversation_seq DESC LIMIT n``
     on the same partition, rows fetched, nothing decoded. One caller (no queueing), the three
-    in turn call by call (order reversed every round), warm-up rounds discarded.
+    in turn call by call (order reversed every round), warm-up rounds discarded; the page's p50 over
+    each other side's is also reported per round of ``history_round_calls`` calls per side (the
+    median of the rounds' ratios, their range and interval: ``paired_rounds``), the figure to quote.
 
 ``grouped_vs_naive_<shape>`` for the two S-1 shapes (1 group x 500, 20 DMs x 5)
     ``grouped`` = ``store.batch_read`` with the body LRU cleared before each call (one request

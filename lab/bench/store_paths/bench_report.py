@@ -21,6 +21,7 @@ LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
+NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +36,8 @@ class Comparison:
     shape: str | None = None              # grouped vs naive: the S-1 shape, its entries and groups
     entries: int | None = None
     groups: int | None = None
-    paired_rounds: Mapping[str, Any] | None = None  # send: per-round ratios (send_throughput.paired_rounds)
+    # send, latest page: per-round ratios (send_throughput.paired_rounds, history_page.paired_rounds)
+    paired_rounds: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"description": self.description}
@@ -105,6 +107,26 @@ def _range(r: Mapping[str, Any]) -> str:
     return f"median {r['median']}x (range {r['low']}-{r['high']}x)"
 
 
+def _judged(head: str, r: Mapping[str, Any], goal: Mapping[str, Any], goal_text: str, vouch_rel_half_width: float,
+            tail: str) -> str:
+    """A per-round ratio's figure with its interval and the goal's verdict, or said plainly not to be a result."""
+    if r["median"] is None:
+        return head + "not measured (no round had both sides)."
+    if r["ci_low"] is None:
+        return (head + f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS}) -> NOT VOUCHED "
+                f"FOR, not a result: neither the figure nor the {goal_text} (more rounds)." + tail)
+    spread = f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x (±{100 * r['rel_half_width']:.1f}%)"
+    if not goal["vouched"]:
+        return (head + f"{spread} -> NOT VOUCHED FOR, not a result: the run cannot pin the ratio within "
+                f"±{100 * vouch_rel_half_width:.0f}% (more rounds or a quieter machine), so the {goal_text} is "
+                f"not judged." + tail)
+    good, bad = ("at or above", "below") if "at_least" in goal else ("at or below", "above")
+    verdict = {"met": f"{goal_text}: met (the whole interval is {good} it)",
+               "not met": f"{goal_text}: not met (the whole interval is {bad} it)"}.get(
+        goal["verdict"], f"{goal_text}: undecided (the interval straddles it)")
+    return head + f"{spread} -> {verdict}." + tail
+
+
 def paired_line(pr: Mapping[str, Any]) -> str:
     """The send vs its like-for-like floor, from the per-round ratios (send_throughput.paired_rounds):
     the figure to quote, or said plainly not to be one."""
@@ -112,27 +134,25 @@ def paired_line(pr: Mapping[str, Any]) -> str:
     r = pr["ratios"][goal["ratio"]]
     head = (f"- Send / like-for-like floor over {r['rounds']} paired rounds ({pr['block_calls']} calls per side and "
             f"round, the two blocks back to back, the order reversed every round): ")
-    if r["median"] is None:
-        return head + "not measured (no round had both sides)."
     others = pr["ratios"]
     cpu = pr.get("cpu_ratios", {}).get(goal["ratio"].replace("_throughput", "_cpu_per_call"))
     tail = (f" Per round too: send / send_floor {_range(others['send_over_floor_throughput'])}, send_floor / "
             f"send_floor_without_outbox {_range(others['floor_over_floor_without_outbox_throughput'])}"
             + ("" if cpu is None or cpu["median"] is None else
                f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}") + ".")
-    goal_text = f"goal >= {goal['at_least']}"
-    if r["ci_low"] is None:
-        return (head + f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS}) -> NOT VOUCHED "
-                f"FOR, not a result: neither the figure nor the {goal_text} (more rounds)." + tail)
-    spread = f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x (±{100 * r['rel_half_width']:.1f}%)"
-    if not goal["vouched"]:
-        return (head + f"{spread} -> NOT VOUCHED FOR, not a result: the run cannot pin the ratio within "
-                f"±{100 * pr['vouch_rel_half_width']:.0f}% (more rounds or a quieter machine), so the {goal_text} is "
-                f"not judged." + tail)
-    verdict = {"met": f"{goal_text}: met (the whole interval is at or above it)",
-               "not met": f"{goal_text}: not met (the whole interval is below it)"}.get(
-        goal["verdict"], f"{goal_text}: undecided (the interval straddles it)")
-    return head + f"{spread} -> {verdict}." + tail
+    return _judged(head, r, goal, f"goal >= {goal['at_least']}", pr["vouch_rel_half_width"], tail)
+
+
+def history_paired_line(pr: Mapping[str, Any]) -> str:
+    """The latest page vs its own statements raw, from the per-round p50 ratios (history_page.paired_rounds):
+    the figure to quote, or said plainly not to be one."""
+    goal = pr["goal"]
+    r = pr["ratios"][goal["ratio"]]
+    head = (f"- Latest page p50 / history_floor p50 over {r['rounds']} paired rounds ({pr['round_calls']} calls per "
+            f"side and round, the sides' calls alternating): ")
+    bare = pr["ratios"].get("history_over_bare_p50")
+    tail = "" if bare is None or bare["median"] is None else f" Per round too: page / bare SELECT {_range(bare)}."
+    return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
 
 
 def closing_note(report: StoreBenchReport) -> str:
@@ -197,7 +217,10 @@ def closing_note(report: StoreBenchReport) -> str:
             f"- Latest page vs its own statements raw (history_floor: head + bucket together, not decoded): p50 "
             f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({h.ratio['history_over_floor_p50']}x, goal <= "
             f"{HISTORY_FLOOR_GOAL}), p99 "
-            f"{_p99(hh)} vs {_p99(hf)} µs ({_x99(h.ratio['history_over_floor_p99'], hh, hf)}).")
+            f"{_p99(hh)} vs {_p99(hf)} µs ({_x99(h.ratio['history_over_floor_p99'], hh, hf)})"
+            + ("." if h.paired_rounds is None else "; the goal is judged on the paired rounds below."))
+    if h.paired_rounds is not None:
+        lines.append(history_paired_line(h.paired_rounds))
     for comp in c.values():
         if comp.shape is None:
             continue

@@ -30,6 +30,9 @@ class BenchParams:
     history_limit: int = DEFAULT_HISTORY_LIMIT  # page size (the store's default)
     history_ops: int = 1000         # measured calls per method
     history_warmup: int = 50        # discarded calls per method
+    # consecutive calls per side in one round of the per-round figure (history_page.paired_rounds): about
+    # a tenth of a second, so both sides of a round see the same machine; history_ops is a multiple of it
+    history_round_calls: int = 20
     # grouped_vs_naive (S-1 shapes)
     group_backlog: int = 500
     dm_count: int = 20
@@ -49,6 +52,8 @@ class BenchParams:
                 raise ValueError(f"{f.name} must be an int >= 1, got {value!r}")
         if self.send_ops % self.send_block:
             raise ValueError("send_ops must be a multiple of send_block")
+        if self.history_ops % self.history_round_calls:
+            raise ValueError("history_ops must be a multiple of history_round_calls")
         if self.history_messages < self.history_limit:
             raise ValueError("history_messages must be >= history_limit (a full latest page)")
 
@@ -58,7 +63,8 @@ class BenchParams:
             return cls(mode="full")
         # sized for a shared 2-core machine: under a minute unless the machine is very busy
         return cls(mode="quick", send_ops=240, send_block=40, send_warmup=24, history_messages=60,
-                   history_ops=80, history_warmup=10, group_repeats=3, group_warmup=1, dm_repeats=6, dm_warmup=1)
+                   history_ops=80, history_warmup=10, history_round_calls=10, group_repeats=3, group_warmup=1,
+                   dm_repeats=6, dm_warmup=1)
 
     @property
     def shapes(self) -> dict[str, dict[str, int]]:

@@ -79,19 +79,23 @@ def request_delta(before: Requests, after: Requests) -> dict[str, dict[str, int]
 
 
 class Method:
-    """One side of a comparison while it runs."""
+    """One side of a comparison while it runs. ``keep_samples``: each measured call's latency (µs) is
+    also kept in call order (``samples_us``), for figures per round of calls (lab.measure.paired_ratio)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, keep_samples: bool = False) -> None:
         self.name = name
         self.stats = OpStats()
         self.elapsed_ns = 0
         self.warmup = 0
         self.requests: dict[str, dict[str, int]] = {}
+        self.samples_us: list[int] | None = [] if keep_samples else None
 
     def record(self, timing: Timing) -> None:
         """A failed call is a result: counted by its error type, its latency recorded."""
         service, _ = latencies_us(started_ns=timing.started_ns, ended_ns=timing.ended_ns)
         self.stats.record(service, error=timing.error)
+        if self.samples_us is not None:
+            self.samples_us.append(service)
 
     def add_requests(self, before: Requests, after: Requests) -> None:
         for table, kinds in request_delta(before, after).items():

@@ -26,7 +26,7 @@ from typing import Any
 
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls
 from lab.bench.store_paths.recording import BenchRun, Method, body
-from lab.bench.store_paths.bench_report import RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison
+from lab.bench.store_paths.bench_report import NOT_JUDGED, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
@@ -164,7 +164,6 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "floor_over_floor_without_outbox_throughput": ("send_floor", "send_floor_without_outbox"),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # issue 24's goal: >= SEND_FLOOR_GOAL
-NOT_JUDGED = "not judged"  # the goal's verdict when the figure is not vouched for
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
