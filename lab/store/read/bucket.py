@@ -14,7 +14,7 @@ from lab.errors import BucketOverflow
 from lab.store.plumbing.context import StoreContext
 from lab.store.rows.records import Message
 
-__all__ = ["BucketQuery", "BucketRead", "Direction", "check_bucket_rows", "whole_rows"]
+__all__ = ["BucketQuery", "BucketRead", "Direction", "check_bucket_rows", "older_params", "whole_rows"]
 
 Direction = Literal["older", "newer"]
 
@@ -40,6 +40,13 @@ def whole_rows(rows: list[Any], ctx: StoreContext) -> list[Any]:
     return whole
 
 
+def older_params(tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, *, anchor: int, bound: int,
+                 fetch: int) -> tuple[Any, ...]:
+    """Bind values of an ``older`` read (:meth:`BucketQuery.params`), without building the query: the
+    latest page issues its first read before it knows its bounds."""
+    return tenant_id, conversation_id, bucket, anchor - 1, bound, fetch
+
+
 @dataclass(frozen=True, kw_only=True)
 class BucketQuery:
     """One bucket read of a page: the partition, the direction's statement, ``anchor``
@@ -61,8 +68,10 @@ class BucketQuery:
         """Bind values of the direction's statement (``older`` / ``newer``). Every bound the CQL
         gets is inclusive: an older read binds ``anchor - 1``, since ``anchor`` itself may be 2**63,
         one past the top seq and past any bigint (issue 21 item 5)."""
-        below = self.anchor - 1 if self.descending else self.anchor
-        return self.tenant_id, self.conversation_id, self.bucket, below, self.bound, self.fetch
+        if self.descending:
+            return older_params(self.tenant_id, self.conversation_id, self.bucket, anchor=self.anchor,
+                                bound=self.bound, fetch=self.fetch)
+        return self.tenant_id, self.conversation_id, self.bucket, self.anchor, self.bound, self.fetch
 
     def covered(self, last_seq: int | None, *, more: bool) -> tuple[int, int]:
         """(low, high) of the seqs this read covered: all of its range, or up to its last row

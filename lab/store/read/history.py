@@ -66,7 +66,7 @@ from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
-from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, whole_rows
+from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows
@@ -139,7 +139,8 @@ class HistoryReader:
         self.ctx = ctx
         self._hot = hot
         # where a latest page starts: the H this reader last saw, or the head this store last wrote
-        self._seen: Lru[tuple[uuid.UUID, uuid.UUID], int] = Lru(hint_entries)
+        # keyed by the ids' ints: a tuple of two ints hashes in C, a tuple of two UUIDs calls UUID.__hash__ twice
+        self._seen: Lru[tuple[int, int], int] = Lru(hint_entries)
         self._written_head = written_head or (lambda _t, _c: None)
         self.connection = ctx.connection
         self.constants = ctx.constants
@@ -176,11 +177,16 @@ class HistoryReader:
                                self.connection.execute(self._stmt("bounds"), (tenant_id, conversation_id)).one())
 
     def _bounds_of(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, row: Any) -> HistoryBounds | None:
+        head = self._head_of(tenant_id, conversation_id, row)
+        return None if head is None else HistoryBounds(latest_conversation_seq=head[0],
+                                                       earliest_available_conversation_seq=head[1])
+
+    def _head_of(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, row: Any) -> tuple[int, int] | None:
+        """(H, E) of a conversation_head row, remembered as this reader's last seen H; None without a head."""
         if row is None or row.latest_conversation_seq is None:
             return None
-        self._seen.put((tenant_id, conversation_id), row.latest_conversation_seq)
-        return HistoryBounds(latest_conversation_seq=row.latest_conversation_seq,
-                             earliest_available_conversation_seq=row.earliest_available_conversation_seq or 0)
+        self._seen.put((tenant_id.int, conversation_id.int), row.latest_conversation_seq)
+        return row.latest_conversation_seq, row.earliest_available_conversation_seq or 0
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -251,8 +257,8 @@ class HistoryReader:
         width = self.constants.message_seq_bucket_width
         if anchor is not None:
             return None if anchor <= FIRST_CONVERSATION_SEQ else ((anchor - 1) // width, anchor)
-        key = (tenant_id, conversation_id)
-        hints = [h for h in (self._seen.get(key), self._written_head(tenant_id, conversation_id)) if h]
+        hints = [h for h in (self._seen.get((tenant_id.int, conversation_id.int)),
+                             self._written_head(tenant_id, conversation_id)) if h]
         if not hints:
             return None
         bucket = max(hints) // width
@@ -265,18 +271,16 @@ class HistoryReader:
         answered. When the page's first bucket turns out to be another one (H moved on since the
         guess, or the anchor lies above H + 1 in another bucket) the read is spent (counted in
         ``requests`` and ``buckets_scanned``, never as an empty bucket) and the walk reads as usual."""
-        issued = BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket, direction="older",
-                             anchor=guess, bound=FIRST_CONVERSATION_SEQ, fetch=limit)
+        issued = older_params(tenant_id, conversation_id, bucket, anchor=guess, bound=FIRST_CONVERSATION_SEQ, fetch=limit)
         head, first = self.connection.execute_concurrent(
-            [(self._stmt("bounds"), (tenant_id, conversation_id)), (self._stmt("older"), issued.params())],
-            concurrency=2)
+            [(self._stmt("bounds"), (tenant_id, conversation_id)), (self._stmt("older"), issued)], concurrency=2)
         walk = _Walk(limit=limit)
-        bounds = self._bounds_of(tenant_id, conversation_id, head.one())
+        bounds = self._head_of(tenant_id, conversation_id, head.one())
         if bounds is None:
             walk.spent()
             return walk.page(has_more=False)
-        low = max(bounds.earliest_available_conversation_seq, FIRST_CONVERSATION_SEQ)
-        high = bounds.latest_conversation_seq
+        high, earliest = bounds
+        low = max(earliest, FIRST_CONVERSATION_SEQ)
         upper = high + 1 if anchor is None else min(anchor, high + 1)
         width = self.constants.message_seq_bucket_width
         if upper - 1 < low or (upper - 1) // width != bucket:
