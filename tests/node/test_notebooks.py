@@ -84,12 +84,23 @@ def test_b_row(run_dir, notebook_artifacts, cluster_config, connection, admin):
             drop_keyspace(connection, values["keyspace"])
 
 
-def test_in_limit(run_dir, notebook_artifacts, cluster_config):
+def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, redis_services):
+    """On the design's real parts (issue 24 item 5): the Kafka outbox and archiver mode's Redis hot
+    window reach the notebook's stores (as lab bench store reads them) and its environment block.
+    One notebook run checks both (a kernel and a run of its own cost ~30 s of the suite);
+    test_calibrate runs in_limit on the default local outbox."""
+    services = kafka_services.replace(hot_window="redis")
     values = run_notebook("in_limit", {"partition_rows": 200, "in_sizes": [1, 10, 50, 100, 200], "min_rounds": 5,
                                        "max_rounds": 5, "probe_sizes": [500], "p99_budget_ms": 10_000,
-                                       "show_progress": False}, run_dir, config=cluster_config)
+                                       "show_progress": False}, run_dir, config=cluster_config, services=services)
     folder = run_dir / "in_limit"
     notebook_artifacts(folder, "in_limit", "in_limit")
+    assert values["services"]["outbox"] == "kafka" and values["services"]["hot_window"] == "redis"
+    assert values["services"]["archiver_mode"] is True and "kafka_bootstrap_servers" in values["services"]
+    assert values["services"]["client_gc"] == client_gc.DEFAULT_CLIENT_GC  # the kernel's collector, as applied
+    executed = json.loads((folder / "in_limit.ipynb").read_text())
+    injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+    assert '"outbox": "kafka"' in injected and "password" not in injected
     per_size = pd.read_csv(folder / "per_size.csv")
     assert list(per_size.in_size) == [1, 10, 50, 100, 200]
     # the client's CPU per round is recorded; a loader-bound round (over 70% of its core) is not used
@@ -199,22 +210,6 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     assert 0 < h["first"] <= 1 and 0 < h["second"] <= 1 and h["agree"] == (abs(h["first"] - h["second"]) <= 0.1)
     summary = pd.read_csv(run_dir / "grouped_reads" / "summary.csv")
     assert (summary.found == summary.entries).all()
-
-
-def test_a_notebook_takes_the_outbox_and_hot_window_and_names_them(run_dir, cluster_config, kafka_services,
-                                                                    redis_services, tmp_path):
-    """Issue 24 item 5: the services reach the notebook's stores (as lab bench store reads them) and its
-    environment block; here the design's real parts: the Kafka outbox and archiver mode's Redis hot window."""
-    services = kafka_services.replace(hot_window="redis")
-    values = run_notebook("in_limit", {"partition_rows": 50, "in_sizes": [1, 10], "min_rounds": 2, "max_rounds": 2,
-                                       "probe_sizes": [20], "p99_budget_ms": 10_000, "show_progress": False},
-                          tmp_path, config=cluster_config, services=services)
-    assert values["services"]["outbox"] == "kafka" and values["services"]["hot_window"] == "redis"
-    assert values["services"]["archiver_mode"] is True and "kafka_bootstrap_servers" in values["services"]
-    assert values["services"]["client_gc"] == client_gc.DEFAULT_CLIENT_GC  # the kernel's collector, as applied
-    executed = json.loads((tmp_path / "in_limit" / "in_limit.ipynb").read_text())
-    injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
-    assert '"outbox": "kafka"' in injected and "password" not in injected
 
 
 SMALL_CPU_DATASET = {"group_backlog": 60, "dm_count": 3, "dm_backlog": 5, "history_conversations": 2,
