@@ -52,7 +52,7 @@ def _heap_size(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               help="also the embedded Redis (archiver mode's hot window)")
 @click.option("--throwaway", is_flag=True,
               help="a node for tests (make test): schema changes stay in the commit log, not flushed at once "
-                   "(keyspaces made ~4x faster); a stop keeps them, a SIGKILL loses the newest")
+                   "(keyspaces made ~4x faster), and no fsync; a stop keeps them, a SIGKILL loses the newest")
 def node_start(home: Path, nodes: str, heap: str, auth: bool, tls_keystore: str | None,
                tls_keystore_password: str | None, timeout: float, address: str, jmx_port: int,
                tls: bool, secure: bool, role: str, broker: bool, with_redis: bool, throwaway: bool) -> None:

@@ -1,11 +1,12 @@
-"""A throwaway node (what `make test` starts) leaves schema changes in the commit log; any other
-node flushes them at each change, Cassandra's default (README "The embedded node")."""
+"""A throwaway node (what `make test` starts) leaves schema changes in the commit log and never
+fsyncs; any other node flushes them at each change and fsyncs, Cassandra's default (README "The
+embedded node")."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from lab.cluster.embedded.node import NO_SCHEMA_FLUSH_FLAG, EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.node import NO_FSYNC_FLAG, NO_SCHEMA_FLUSH_FLAG, EmbeddedCluster, NodeOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,6 +19,13 @@ def test_only_a_throwaway_node_leaves_schema_changes_unflushed(tmp_path):
     assert not any("flush_local_schema_changes" in arg for arg in _command(tmp_path))
     throwaway = _command(tmp_path, throwaway=True)
     assert NO_SCHEMA_FLUSH_FLAG in throwaway and throwaway.index(NO_SCHEMA_FLUSH_FLAG) < throwaway.index("-cp")
+
+
+def test_only_a_throwaway_node_skips_fsync(tmp_path):
+    assert not any("skip_sync" in arg for arg in _command(tmp_path))
+    throwaway = _command(tmp_path, throwaway=True)
+    assert NO_FSYNC_FLAG == "-Dcassandra.skip_sync=true"  # the property Cassandra's SyncUtil reads
+    assert NO_FSYNC_FLAG in throwaway and throwaway.index(NO_FSYNC_FLAG) < throwaway.index("-cp")
 
 
 def test_make_test_starts_a_throwaway_node_and_the_cli_offers_it():
