@@ -40,3 +40,19 @@ def test_a_wide_spread_or_too_few_rounds_is_not_a_result():
     assert few["goal"] == {**few["goal"], "vouched": False, "verdict": "not judged"}
     assert "too few rounds for an interval" in paired_line(few) and "NOT VOUCHED FOR, not a result" in paired_line(few)
     assert "not measured" in paired_line(_rounds([], []))
+
+
+def test_the_cpu_ratios_say_whether_the_run_vouches_for_them_as_the_throughput_ratios_do():
+    by_round = {m: [100.0] * 8 for m in METHODS}
+    steady = {m: [2.0] * 8 for m in METHODS}
+    steady["send"] = [2.3, 2.31, 2.29, 2.3, 2.3, 2.31, 2.29, 2.3]
+    pr = paired_rounds(by_round, block_calls=80, cpu_ms_per_call=steady)
+    cpu = pr["cpu_ratios"]["send_over_floor_with_head_read_cpu_per_call"]
+    assert cpu["median"] == 1.15 and cpu["vouched"] is True
+    assert all("vouched" in r for r in pr["cpu_ratios"].values())
+    assert "send / like-for-like floor median 1.15x" in paired_line(pr) and "CPU per call" in paired_line(pr)
+    assert "NOT VOUCHED FOR (its interval" not in paired_line(pr)
+    wide = {**steady, "send": [1.2, 3.4, 1.3, 3.3, 1.9, 2.9, 1.5, 3.1]}
+    pr = paired_rounds(by_round, block_calls=80, cpu_ms_per_call=wide)
+    assert pr["cpu_ratios"]["send_over_floor_with_head_read_cpu_per_call"]["vouched"] is False
+    assert "floor median" in paired_line(pr) and "NOT VOUCHED FOR (its interval is wider than ±5%)" in paired_line(pr)

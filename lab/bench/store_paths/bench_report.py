@@ -139,7 +139,9 @@ def paired_line(pr: Mapping[str, Any]) -> str:
     tail = (f" Per round too: send / send_floor {_range(others['send_over_floor_throughput'])}, send_floor / "
             f"send_floor_without_outbox {_range(others['floor_over_floor_without_outbox_throughput'])}"
             + ("" if cpu is None or cpu["median"] is None else
-               f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}") + ".")
+               f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}"
+               + ("" if cpu.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
+                  f"±{pr['vouch_rel_half_width']:.0%})")) + ".")
     return _judged(head, r, goal, f"goal >= {goal['at_least']}", pr["vouch_rel_half_width"], tail)
 
 

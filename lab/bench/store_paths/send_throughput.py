@@ -189,6 +189,6 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
             **({} if cpu_ms_per_call is None else {
                 "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
                                              for name, xs in cpu_ms_per_call.items()},
-                "cpu_ratios": {key.replace("_throughput", "_cpu_per_call"):
-                               paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]).to_json(RATIO_DIGITS)
-                               for key, (a, b) in PAIRED.items()}})}
+                "cpu_ratios": {key.replace("_throughput", "_cpu_per_call"): r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()}
+                               for key, (a, b) in PAIRED.items()
+                               for r in (paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]),)}})}
