@@ -12,7 +12,7 @@ from typing import Any
 
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
-from lab.measure import min_samples, too_few
+from lab.measure import PairedRatio, min_samples, too_few
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
@@ -125,6 +125,18 @@ def _judged(head: str, r: Mapping[str, Any], goal: Mapping[str, Any], goal_text:
                "not met": f"{goal_text}: not met (the whole interval is {bad} it)"}.get(
         goal["verdict"], f"{goal_text}: undecided (the interval straddles it)")
     return head + f"{spread} -> {verdict}." + tail
+
+
+def paired_goal(ratio: str, r: PairedRatio, *, limit: float, at_least: bool) -> dict[str, Any]:
+    """store.json's ``paired_rounds.goal``: the per-round ratio ``ratio`` against ``limit``, judged
+    only when the run vouches for it (else :data:`NOT_JUDGED`)."""
+    return {"ratio": ratio, ("at_least" if at_least else "at_most"): limit, "vouched": r.vouched(),
+            "verdict": r.against(limit, at_least=at_least) if r.vouched() else NOT_JUDGED}
+
+
+def paired_ratios_json(ratios: Mapping[str, PairedRatio]) -> dict[str, Any]:
+    """Each per-round ratio as store.json holds it: its figures and whether the run vouches for it."""
+    return {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()}
 
 
 def paired_line(pr: Mapping[str, Any]) -> str:

@@ -22,7 +22,8 @@ from typing import Any
 
 from lab.bench.store_paths.floors import history_floor
 from lab.bench.store_paths.recording import BenchRun, Method, alternate
-from lab.bench.store_paths.bench_report import HISTORY_FLOOR_GOAL, NOT_JUDGED, RATIO_DIGITS, Comparison
+from lab.bench.store_paths.bench_report import (HISTORY_FLOOR_GOAL, RATIO_DIGITS, Comparison, paired_goal,
+                                                paired_ratios_json)
 from lab.measure import a_over_b, paired_ratio, percentile
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.store import PARTITION_ROW_COLUMNS, SendAck, seq_bucket
@@ -85,7 +86,6 @@ def paired_rounds(samples_us: Mapping[str, Sequence[float]], *, round_calls: int
     return {"round_calls": round_calls, "rounds": len(p50s["history"]),
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
             # judged only from a figure the run vouches for, as the send's (send_throughput.paired_rounds)
-            "goal": {"ratio": GOAL_RATIO, "at_most": HISTORY_FLOOR_GOAL, "vouched": goal.vouched(),
-                     "verdict": goal.against(HISTORY_FLOOR_GOAL, at_least=False) if goal.vouched() else NOT_JUDGED},
+            "goal": paired_goal(GOAL_RATIO, goal, limit=HISTORY_FLOOR_GOAL, at_least=False),
             "p50_us_by_round": {name: [None if x is None else round(x, 1) for x in xs] for name, xs in p50s.items()},
-            "ratios": {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()}}
+            "ratios": paired_ratios_json(ratios)}

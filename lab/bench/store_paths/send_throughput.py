@@ -26,7 +26,8 @@ from typing import Any
 
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls
 from lab.bench.store_paths.recording import BenchRun, Method, body
-from lab.bench.store_paths.bench_report import NOT_JUDGED, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison
+from lab.bench.store_paths.bench_report import (RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison, paired_goal,
+                                                paired_ratios_json)
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
@@ -181,14 +182,13 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
             # judged only from a figure the run vouches for: a bootstrap interval of a few rounds at load 8
             # (6 rounds: 0.31-0.85) is too coarse to call the goal missed or met
-            "goal": {"ratio": GOAL_RATIO, "at_least": SEND_FLOOR_GOAL, "vouched": like.vouched(),
-                     "verdict": like.against(SEND_FLOOR_GOAL, at_least=True) if like.vouched() else NOT_JUDGED},
+            "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
-            "ratios": {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()},
+            "ratios": paired_ratios_json(ratios),
             **({} if cpu_ms_per_call is None else {
                 "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
                                              for name, xs in cpu_ms_per_call.items()},
-                "cpu_ratios": {key.replace("_throughput", "_cpu_per_call"): r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()}
-                               for key, (a, b) in PAIRED.items()
-                               for r in (paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]),)}})}
+                "cpu_ratios": paired_ratios_json({key.replace("_throughput", "_cpu_per_call"):
+                                                  paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
+                                                  for key, (a, b) in PAIRED.items()})})}
