@@ -21,14 +21,14 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResultSet,
                                Session)
 from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
-from cassandra.query import PreparedStatement, SimpleStatement
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import dialect_named
 from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
 from lab.cluster.row_factory import cached_named_tuple_factory, install_uuid_deserializer
-from lab.errors import ClusterError, ConnectError, CredentialsNotUsed
+from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, ValidationError
 
 # A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
 # apply it and for schema agreement: seconds on a quiet node, well past the request timeout on a
@@ -176,6 +176,26 @@ class Connection:
         self.counter.add(info)
         with map_driver_errors(info.table, self.dialect):
             return self.session.execute_async(bound, timeout=self.config.request_timeout_seconds)
+
+    def batch_async(self, items: Sequence[tuple[Stmt, Sequence[Any]]]) -> Any:
+        """Fire an UNLOGGED batch of prepared writes (no ``IF``) as one request; returns the
+        driver's ResponseFuture. Counted as one request of the first statement's table, kind
+        "write". Unlogged: each partition's mutation is applied on its own, none waits for the
+        others, so a failed batch may have applied some of them (the caller retries each)."""
+        if not items:
+            raise ValidationError("a batch needs at least one statement", field="items")
+        info = items[0][0].info
+        for stmt, _ in items:
+            if not isinstance(stmt, Stmt) or stmt.info.kind != "write":
+                raise ValidationError("a batch takes prepared writes without IF conditions", field="items",
+                                      cql=getattr(stmt, "cql", stmt))
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED,
+                               consistency_level=_consistency(self.config.write_consistency))
+        for stmt, params in items:
+            batch.add(stmt.prepared.bind(params))
+        self.counter.add(info)
+        with map_driver_errors(info.table, self.dialect):
+            return self.session.execute_async(batch, timeout=self.config.request_timeout_seconds)
 
     def _bind(self, stmt: Stmt | str, params: Any, consistency: str | None) -> tuple[Any, StatementInfo]:
         if isinstance(stmt, Stmt):

@@ -14,7 +14,9 @@
     so the floor pays no encoding, sealing, validation or head bookkeeping: that difference is what
     the ratio measures. The floor reads and writes the head inline, once per send; the store does
     it after the ack, on its head writer's thread, and only for the newest update per conversation
-    and batch, as its design allows (so under load it may make fewer head requests than this floor).
+    and batch, as its design allows, its reads grouped (an IN per tenant and 10 conversations) and its
+    writes batched (an unlogged batch per 10): under load it makes fewer head requests than this
+    floor (0.47 per send at 8 callers instead of 2), which is the head writer's design, not the floor's.
 
 ``send_floor``
     The same without the head read and the fencing read (the floor of issue 13 with issue 24's

@@ -5,6 +5,7 @@
     sequence     conversation_seq reservation windows (the local SQLite allocator)
     head         the conversation_head row (§2.4): HeadUpdate, read_head, the sealed preview
     head_writer  its asynchronous monotonic writer (§5.1 step 7): read, compare, write; the failover form
+    head_requests  the writer's reads and writes of one batch in groups (an IN per tenant, unlogged batches)
     fencing      the conversations this writer lost to a higher epoch: Fenced before anything is written
     recall       recall / edit (§5.3): CONTROL event first, then the row; one recall event per message
     recovery     recover(): logged recall / edit events their rows lack (S-7), and every head, from the log

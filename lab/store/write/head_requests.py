@@ -1,0 +1,96 @@
+"""The head writer's requests in groups (issue 24): the heads of one batch's conversations read
+with one ``conversation_id IN ?`` per tenant and up to :data:`HEAD_GROUP_PARTITIONS`
+conversations, and their writes sent as one UNLOGGED batch per :data:`HEAD_GROUP_PARTITIONS`
+updates, the groups concurrently; a group of one is the single-partition read or write.
+
+Why groups. Under load the head writer's batch holds several conversations' updates (4.2 on
+average at 8 callers): one read and one write request each cost the client ~150 µs of CPU and
+the driver's I/O thread as much again, so the head thread spent 0.55 ms per send on 2 requests.
+In groups it makes 0.47 head requests per send (lab.store.write.head_writer, issue 24's note).
+
+Why 10. One partition key column's IN of 10 is far inside both servers' limits (Scylla:
+``max_partition_key_restrictions_per_query``, 100 by default), and Cassandra warns about an
+unlogged batch over more than 10 partitions (``unlogged_batch_across_partitions_warn_threshold``)
+or 5 KiB (``batch_size_warn_threshold``): ten head writes are ~2.6 KB
+(tests/node/test_head_groups.py sends ten of the largest and gets no warning; eleven get one).
+
+What a failure means. An IN read fails as a whole; an unlogged batch applies each partition's
+mutation on its own, so a failed batch may have applied some of its writes. Either way every
+update of the group is reported failed, and the writer retries each alone (read, compare,
+write): a write that did land reads back as its own seq, "unchanged".
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lab.cluster.connection import Connection, Stmt
+from lab.cluster.driver_errors import map_driver_errors
+from lab.store.write.head import HeadUpdate
+
+__all__ = ["HEAD_GROUP_PARTITIONS", "gather", "read_heads", "write_heads"]
+
+HEAD_GROUP_PARTITIONS = 10
+_TABLE = "conversation_head"
+
+
+def gather(conn: Connection, requests: Sequence[Callable[[], Any]], *, concurrency: int,
+           rows: bool = False) -> list[tuple[Any, BaseException | None]]:
+    """Each request's result (its first row or None; ``rows``: all its rows) and error,
+    ``concurrency`` in flight; unlike ``execute_concurrent`` one failure does not cost the others
+    their results. A request is a call that sends it and returns the driver's future."""
+    out: list[tuple[Any, BaseException | None]] = []
+    for start in range(0, len(requests), concurrency):
+        sent: list[tuple[Any, BaseException | None]] = []
+        for request in requests[start:start + concurrency]:
+            try:
+                sent.append((request(), None))
+            except Exception as exc:  # refused while sending (already a lab error): that request failed
+                sent.append((None, exc))
+        for future, error in sent:
+            if error is not None:
+                out.append((None, error))
+                continue
+            try:
+                with map_driver_errors(_TABLE, conn.dialect):
+                    result = future.result()
+                    out.append((list(result) if rows else result.one(), None))
+            except Exception as exc:  # the writer's one-at-a-time retry sorts transient from fatal
+                out.append((None, exc))
+    return out
+
+
+def read_heads(conn: Connection, updates: Sequence[HeadUpdate], *, single: Stmt, grouped: Stmt,
+               group_size: int = HEAD_GROUP_PARTITIONS, concurrency: int) -> list[tuple[Any, BaseException | None]]:
+    """Per update (in order), its conversation's head row as read (None: no head yet) or the
+    error of its group's read. ``single`` reads one head by (tenant_id, conversation_id);
+    ``grouped`` reads a tenant's heads by ``conversation_id IN ?`` and selects conversation_id."""
+    by_tenant: dict[Any, list[int]] = {}
+    for i, update in enumerate(updates):
+        by_tenant.setdefault(update.tenant_id, []).append(i)
+    groups = [(tenant, members[j:j + group_size]) for tenant, members in by_tenant.items()
+              for j in range(0, len(members), group_size)]
+    requests = [(lambda t=tenant, c=updates[members[0]].conversation_id: conn.execute_async(single, (t, c)))
+                if len(members) == 1 else
+                (lambda t=tenant, cs=[updates[i].conversation_id for i in members]: conn.execute_async(grouped, (t, cs)))
+                for tenant, members in groups]
+    out: list[tuple[Any, BaseException | None]] = [(None, None)] * len(updates)
+    for (_, members), (found, error) in zip(groups, gather(conn, requests, concurrency=concurrency, rows=True)):
+        by_conversation = {} if error is not None else {row.conversation_id: row for row in found} \
+            if len(members) > 1 else {updates[members[0]].conversation_id: found[0] if found else None}
+        for i in members:
+            out[i] = (by_conversation.get(updates[i].conversation_id), error)
+    return out
+
+
+def write_heads(conn: Connection, statements: Sequence[tuple[Stmt, tuple]], *,
+                group_size: int = HEAD_GROUP_PARTITIONS, concurrency: int) -> list[BaseException | None]:
+    """Per statement (in order), None when its group's write succeeded or that write's error:
+    one unlogged batch per ``group_size`` statements (a group of one is sent alone)."""
+    groups = [statements[i:i + group_size] for i in range(0, len(statements), group_size)]
+    requests = [(lambda g=group: conn.execute_async(*g[0])) if len(group) == 1 else (lambda g=group: conn.batch_async(g))
+                for group in groups]
+    out: list[BaseException | None] = []
+    for group, (_, error) in zip(groups, gather(conn, requests, concurrency=concurrency)):
+        out.extend([error] * len(group))
+    return out
