@@ -2,16 +2,20 @@
 
 The fixtures in ``tests/fixtures/scylla/`` hold facts read in scylladb/scylladb (each names its
 file and commit): REST paths, methods and query parameters from ``api/api-doc/*.json``, trace
-format strings, error texts, setting names. The admin adapter is driven through a transport that
-checks every request against the REST fixture before answering it with a value of the declared
-type; a request the fixture does not have fails the test. The dialect's CQL is asserted as text.
+format strings, error texts, setting names, the partition-key IN and batch-size limits that the
+grouped conversation_head requests must stay within (``head_groups.json``). The admin adapter is
+driven through a transport that checks every request against the REST fixture before answering it
+with a value of the declared type; a request the fixture does not have fails the test. The dialect's CQL is asserted as text.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import socket
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cassandra.policies import RetryPolicy
@@ -22,7 +26,14 @@ from lab.cluster.config import ClusterConfig
 from lab.cluster.driver_errors import LabRetryPolicy, translate
 from lab.cluster.dialect import dialect_named
 from lab.cluster.preflight import _TABLETS_SETTINGS
+from lab.constants import Constants
 from lab.errors import AdminError, InListTooLong, LwtUnavailable, RequestError
+from lab.store.crypto import NONCE_BYTES, TAG_BYTES, Encryptor, InMemoryKeyStore
+from lab.store.rows.ids import U128_MAX, u128_to_blob
+from lab.store.rows.records import ENVELOPE_FLAG_BYTES
+from lab.store.rows.schema import table_specs
+from lab.store.write.head import KEY_VERSION_BYTES, PREVIEW_MAX_BYTES, HeadUpdate, seal_preview
+from lab.store.write.head_writer import HEAD_GROUP_PARTITIONS, HEAD_READ_GROUP_CQL, HEAD_WRITE_CQL, HeadWriter
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scylla"
 COMMIT = "f4a4091ca28efb8c06c3422fdaac1d2f02e5614f"
@@ -248,3 +259,141 @@ def test_setting_names_exist_in_scylla_config():
     assert settings["tablets_mode_for_new_keyspaces"]["shipped"]["value"] == "enabled"
     assert settings["max_clustering_key_restrictions_per_query"]["default"] == 100
     assert fixture("config")["virtual_tables"]["system.config"]["columns"][:1] == ["name"]
+
+
+# ---- grouped conversation_head requests (head_groups.json) ------------------------------------
+# The head writer reads up to HEAD_GROUP_PARTITIONS heads of one tenant with one IN on the
+# partition key and writes as many head UPDATEs in one UNLOGGED batch. Scylla refuses a
+# partition-key IN whose cartesian product exceeds max_partition_key_restrictions_per_query, and
+# measures a batch of more than one partition as the sum of its mutations' in-memory size
+# (mutation_partition::external_memory_usage), which it only logs above
+# batch_size_warn_threshold_in_kb and refuses above batch_size_fail_threshold_in_kb. It has no
+# warning on the number of partitions an unlogged batch spans (Cassandra's
+# unlogged_batch_across_partitions_warn_threshold).
+#
+# An upper bound of what Scylla measures for one head UPDATE, from the statement's columns:
+# every SET column's value at its largest (bigint 8, int 4, uuid 16 bytes; the blobs as the
+# writer builds them: the two u128 ids 16 bytes each, the sealed preview 4 + 12 + 1 + 128 + 16 =
+# 161 bytes), plus per cell HEAD_CELL_OVERHEAD_BYTES for the atomic cell's header (flags, write
+# timestamp, expiry and TTL: 17 bytes), the managed_bytes storage header and the cell's slot in
+# the row's radix tree, plus HEAD_ROW_OVERHEAD_BYTES for what one row of one partition costs
+# besides its cells (sizeof(rows_entry), the rows tree and radix tree nodes, the empty clustering
+# key, the row marker). The partition key is counted too (cells and all), although Scylla leaves
+# it out (it lives in the mutation, not in its mutation_partition). Scylla's own test of the fail
+# threshold (head_groups.json "calibration") implies that one (int, 743-byte text) row measures
+# more than 1023 bytes; the model gives that row more (test_head_write_bound_is_generous).
+HEAD_CELL_OVERHEAD_BYTES = 128
+HEAD_ROW_OVERHEAD_BYTES = 2048
+HEAD_WRITE_BOUND_BYTES = 4096   # documented ceiling of head_write_bound(); 10 x it = 40 KiB
+_FIXED_WIDTHS = {"bigint": 8, "int": 4, "uuid": 16}
+
+
+def _largest_preview_blob() -> int:
+    """preview_or_placeholder as the writer seals it (a real Encryptor), for a preview longer
+    than the writer keeps, plaintext and E2EE."""
+    ctx = SimpleNamespace(encryptor=Encryptor(InMemoryKeyStore()))
+    sizes = []
+    for e2ee in (False, True):
+        update = HeadUpdate(tenant_id=uuid.uuid4(), conversation_id=uuid.uuid4(), conversation_seq=7,
+                            message_id=U128_MAX, last_activity_id=U128_MAX, sender_id=uuid.uuid4(),
+                            preview=b"\xff" * (4 * PREVIEW_MAX_BYTES), e2ee=e2ee)
+        sizes.append(len(seal_preview(ctx, update)))
+    return max(sizes)
+
+
+def _head_blob_widths() -> dict[str, int]:
+    return {"last_message_id": len(u128_to_blob(U128_MAX)), "last_activity_id": len(u128_to_blob(U128_MAX)),
+            "preview_or_placeholder": _largest_preview_blob()}
+
+
+def _head_statement_columns() -> tuple[list[str], list[str]]:
+    """HEAD_WRITE_CQL's SET columns and WHERE (key) columns."""
+    match = re.fullmatch(r"UPDATE \{ks\}\.conversation_head SET (.+) WHERE (.+)", HEAD_WRITE_CQL)
+    assert match, HEAD_WRITE_CQL
+    sets = [part.split("=")[0].strip() for part in match.group(1).split(",")]
+    keys = [part.split("=")[0].strip() for part in match.group(2).split(" AND ")]
+    return sets, keys
+
+
+def mutation_bound(widths: list[int]) -> int:
+    """The model's upper bound of one single-row partition's measured size, its cells' values
+    ``widths`` bytes long."""
+    return HEAD_ROW_OVERHEAD_BYTES + sum(widths) + len(widths) * HEAD_CELL_OVERHEAD_BYTES
+
+
+def head_write_bound() -> int:
+    types = dict(table_specs(Constants.appendix_b())["conversation_head"].columns)
+    blobs = _head_blob_widths()
+    sets, keys = _head_statement_columns()
+    widths = []
+    for column in (*sets, *keys):
+        if types[column] == "blob":
+            assert column in blobs, f"{column}: a blob the bound does not size"
+            widths.append(blobs[column])
+        else:
+            widths.append(_FIXED_WIDTHS[types[column]])
+    return mutation_bound(widths)
+
+
+def test_head_group_read_is_within_scylla_partition_key_in_limit():
+    facts = fixture("head_groups")["partition_key_in"]
+    limit = facts["setting"]["default"]
+    assert facts["setting"]["name"] == "max_partition_key_restrictions_per_query"
+    assert limit == fixture("config")["settings"]["max_partition_key_restrictions_per_query"]["default"]
+    assert facts["counted"]["what"] == "cartesian_product" and facts["check"]["comparison"] == "size > limit"
+    # the grouped read: EQ on tenant_id (a list of one), IN on conversation_id
+    head = table_specs(Constants.appendix_b())["conversation_head"]
+    where = HEAD_READ_GROUP_CQL.split(" WHERE ", 1)[1]
+    relations = dict(re.fullmatch(r"(\w+) (=|IN) \?", part).groups() for part in where.split(" AND "))
+    assert relations == {"tenant_id": "=", "conversation_id": "IN"}
+    assert tuple(relations) == head.partition_key
+    product = 1 * HEAD_GROUP_PARTITIONS
+    assert not product > limit, f"{product} partition keys per IN read; Scylla refuses more than {limit}"
+    # the writer's default group is the constant
+    default = inspect.signature(HeadWriter).parameters["group_partitions"].default
+    assert default == HEAD_GROUP_PARTITIONS
+    # at the limit's edge Scylla's refusal is the lab's typed InListTooLong (not retried)
+    text = fill(facts["error"]["format"], limit + 1, limit)
+    err = translate(_server_error(text), table="conversation_head", dialect=dialect_named("scylla"))
+    assert isinstance(err, InListTooLong) and err.setting == facts["setting"]["name"]
+
+
+def test_head_write_bound_is_generous():
+    sets, keys = _head_statement_columns()
+    assert keys == ["tenant_id", "conversation_id"] and len(sets) == 8
+    preview = _largest_preview_blob()
+    assert preview == KEY_VERSION_BYTES + NONCE_BYTES + ENVELOPE_FLAG_BYTES + PREVIEW_MAX_BYTES + TAG_BYTES == 161
+    bound = head_write_bound()
+    # 4 bigints, the 2 ids, the sender uuid, the preview (241 bytes in 8 cells), the 2 uuid keys
+    # (32 bytes in 2 cells): 2048 + 273 + 10 x 128 = 3601 bytes
+    values = 4 * 8 + 2 * 16 + 16 + preview + 2 * 16
+    assert bound == HEAD_ROW_OVERHEAD_BYTES + values + 10 * HEAD_CELL_OVERHEAD_BYTES == 3601
+    assert bound <= HEAD_WRITE_BOUND_BYTES
+    # Scylla's own fail-threshold test: 1025 rows of (int k, 743-byte text) exceed 1024 KiB
+    calibration = fixture("head_groups")["batch_size"]["calibration"]
+    fail_bytes = fixture("head_groups")["batch_size"]["settings"]["batch_size_fail_threshold_in_kb"]["default"] * 1024
+    least_per_row = fail_bytes // calibration["rows"] + 1
+    assert mutation_bound([4, 743]) > least_per_row  # the model is above what Scylla's test shows
+
+
+def test_head_group_batch_stays_below_scylla_batch_warn_threshold():
+    facts = fixture("head_groups")["batch_size"]
+    check = facts["check"]
+    assert check["measured"]["what"].startswith("sum over the batch's mutations")
+    assert check["skipped_when"]["condition"] == "mutations <= 1" and check["comparison"]["op"] == "size > threshold"
+    warn = facts["settings"]["batch_size_warn_threshold_in_kb"]["default"] * 1024
+    fail = facts["settings"]["batch_size_fail_threshold_in_kb"]["default"] * 1024
+    assert facts["settings"]["batch_size_warn_threshold_in_kb"]["shipped"]["value"] * 1024 == warn
+    group = HEAD_GROUP_PARTITIONS * head_write_bound()
+    assert group < warn < fail, f"a group of {HEAD_GROUP_PARTITIONS} head writes may measure {group} bytes > {warn}"
+    assert HEAD_GROUP_PARTITIONS * HEAD_WRITE_BOUND_BYTES < warn
+    # the warning would only reach Scylla's log; the fail is an InvalidRequest "Batch too large"
+    assert facts["warn"]["sent_to_client"] is False and facts["fail"]["message"] == "Batch too large"
+
+
+def test_scylla_has_no_unlogged_batch_partition_count_warning():
+    facts = fixture("head_groups")["unlogged_partition_count"]
+    assert facts["cassandra_setting"] == "unlogged_batch_across_partitions_warn_threshold"
+    assert facts["in_scylla_config"] is False and facts["warning"] is None
+    assert facts["cassandra_setting"] not in fixture("config")["settings"]
+    assert facts["only_occurrence"]["file"].startswith("test/")
