@@ -12,10 +12,16 @@ BENCH_ARGS ?= --full
 help:  ## this list
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
 
-$(STAMP): pyproject.toml
+# native/: the compiled decode of the common history row (lab_native, Rust + PyO3), built by pip with
+# maturin (from PyPI) and cargo (crates from crates.io, pinned by native/Cargo.lock); without it the
+# reads take the Python path. Rebuilt when its sources change.
+NATIVE_SRC := native/pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+
+$(STAMP): pyproject.toml $(NATIVE_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q ./native
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	$(BIN)/python -c "from lab.calibration.notebooks import ensure_kernel; ensure_kernel()"
 	touch $(STAMP)

@@ -14,9 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+try:  # the compiled decode's key (native/, built by `make venv`); without it reads take the Python path
+    from lab_native import AesGcmKey as _NativeKey
+except ImportError:  # pragma: no cover - a venv built without native/
+    _NativeKey = None
 
 from lab.constants import Constants
 from lab.errors import ValidationError
@@ -34,9 +39,13 @@ _DEK_CACHE_SWEEP_ENTRIES = 10_000
 
 
 class CachedKey(NamedTuple):
+    """A loaded key, its AES-GCM cipher and, when lab_native is installed, the same key's
+    compiled cipher (lab_native.AesGcmKey, used by decode_rows' compiled path; never hands the key back)."""
+
     key: DataKey
     cipher: AESGCM
     expires_at: float
+    native: Any = None
 
 
 class DekCache:
@@ -70,7 +79,8 @@ class DekCache:
                 return entry
             generation = self._generation
         key = load()  # outside the lock: a slow key store must not serialise every caller
-        entry = CachedKey(key=key, cipher=AESGCM(key.material), expires_at=now + self.ttl_seconds)
+        entry = CachedKey(key=key, cipher=AESGCM(key.material), expires_at=now + self.ttl_seconds,
+                          native=None if _NativeKey is None else _NativeKey(key.material))
         if self.ttl_seconds > 0:
             with self._lock:
                 if generation != self._generation:

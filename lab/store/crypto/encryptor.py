@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from lab.errors import DecryptError, ValidationError
 from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, NONCE_BYTES, TAG_BYTES, Sealed, check_blob,
                                      conversation_dek_key_id, conversation_facts, open_blob, row_aad, seal_blob)
-from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, DekCache
+from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, CachedKey, DekCache
 from lab.store.crypto.keystores import KeyStore
 from lab.store.rows.ids import BIT63, DekId, parse_uuid
 
@@ -108,6 +109,19 @@ class Encryptor:
         The key check and the key lookup (KeyDestroyed, DecryptError for a moved row) happen here,
         once per batch of rows instead of once per row (lab.store.rows.records.decode_rows).
         Meant for one read's rows: the key is held for the caller's read, not the cache TTL."""
+        entry, prefix, version, _ = self._opening_entry(tenant_id, conversation_id, dek_id)
+        return entry.cipher, prefix, version
+
+    def native_opening_key(self, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                           dek_id: DekId | tuple[str, str, int]) -> tuple[Any, bytes, bytes, DekId]:
+        """:meth:`opening_key` with the key's compiled cipher (``lab_native.AesGcmKey``, None without
+        lab_native) in place of the AESGCM object, and the parsed dek_id: what decode_rows' compiled
+        path opens a page's rows with. Raises what :meth:`opening_key` raises."""
+        entry, prefix, version, dek_id = self._opening_entry(tenant_id, conversation_id, dek_id)
+        return entry.native, prefix, version, dek_id
+
+    def _opening_entry(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                       dek_id: DekId | tuple[str, str, int]) -> tuple[CachedKey, bytes, bytes, DekId]:
         if not isinstance(dek_id, DekId):
             dek_id = DekId.from_tuple(dek_id)
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
@@ -115,8 +129,8 @@ class Encryptor:
         if dek_id.key_scope != KEY_SCOPE_CONVERSATION or dek_id.key_id != key_id:
             raise DecryptError("dek_id names another conversation's key: the row was moved", tenant_id=tenant_id,
                                conversation_id=conversation_id, dek_id=dek_id)
-        cipher = self._cache.version(dek_id, lambda: self.keystore.get(dek_id)).cipher
-        return cipher, prefix, dek_id.key_version.to_bytes(4, "big")
+        entry = self._cache.version(dek_id, lambda: self.keystore.get(dek_id))
+        return entry, prefix, dek_id.key_version.to_bytes(4, "big"), dek_id
 
     def opener(self, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                dek_id: DekId | tuple[str, str, int]) -> Callable[[bytes, int], bytes]:

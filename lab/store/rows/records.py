@@ -279,6 +279,29 @@ _DEFAULT_CLASS = RetentionClass.DEFAULT
 _TYPES, _STATES, _CLASSES = (_ENUM_BY_VALUE[c] for c in (MessageType, MessageState, RetentionClass))
 _NO_KEY = object()
 
+try:  # the compiled decode of the common row (native/, installed by `make venv`)
+    import lab_native as _lab_native
+except ImportError:  # pragma: no cover - a venv without native/: every row takes the Python path
+    _lab_native = None
+# decode_rows' compiled path: a page whose every row has the common shape is decoded in one call; at the
+# first row of any other shape, or any error, it returns None and the whole page takes the Python path
+# below, which raises what it raises (tests/unit/test_records_native.py compares the two field for field)
+NATIVE_DECODER = None if _lab_native is None else _lab_native.Decoder(
+    Message, _TYPES, _STATES, _CLASSES, _NORMAL, _RECALLED, _DEFAULT_CLASS, RECORD_SCHEMA_VERSION,
+    MediaMetadata.decode, MentionTargets.decode, _UUID, _ORDERED_ROW_TYPES)
+
+
+def _native_keys(encryptor: Encryptor) -> Callable[[Any, Any, tuple[Any, ...]], Any]:
+    """The compiled path's key lookup: ``(native cipher, AAD prefix, version suffix, dek_id)``, or None
+    when the key fails (the Python path then raises or skips exactly as it does)."""
+    def key_for(tenant_id: Any, conversation_id: Any, dek: tuple[Any, ...]) -> Any:
+        try:
+            return encryptor.native_opening_key(tenant_id=tenant_id, conversation_id=conversation_id,
+                                                dek_id=_dek_id(dek))
+        except CryptoError:
+            return None
+    return key_for
+
 
 def _partial_row(columns: tuple[Any, ...]) -> ValidationError:
     values = dict(zip(MESSAGE_RECORD_COLUMNS, columns))
@@ -310,6 +333,11 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
             raise ValidationError(f"partition must be (tenant_id, conversation_id, seq_bucket), got {partition!r}",
                                   field="partition")
         tenant_id, conversation_id, bucket = partition
+    native = NATIVE_DECODER
+    if native is not None and type(rows) is list and (wanted is None or type(wanted) is dict):
+        decoded = native.decode(rows, partition, _native_keys(encryptor), wanted, skip_partial)
+        if decoded is not None:
+            return decoded
     out: list[Message | None] = []
     append = out.append
     new, from_bytes, ordered, message_class = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES, Message
