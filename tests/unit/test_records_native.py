@@ -251,3 +251,15 @@ def test_the_native_key_opens_what_the_cipher_seals_and_nothing_else(enc):
     assert native.open(sealed.blob, prefix + (2).to_bytes(8, "big") + version) is None
     assert native.open(sealed.blob[:27], aad) is None
     assert "key" not in repr(native).lower().replace("aesgcmkey", "")
+
+
+def test_the_repo_venv_decodes_through_the_compiled_path_and_says_so(tmp_path):
+    """`make venv` builds native/: a venv without it would measure the Python path's reads while
+    the results claim today's figures; the environment block names the decode a run used."""
+    from lab.cluster.config import load_config
+    from lab.results.environment import environment, row_decode
+
+    assert NATIVE is not None, "lab_native is not installed: run `make venv` (it builds native/)"
+    assert row_decode().startswith("compiled: lab_native ")
+    env = environment(load_config(flags={"lab_home": str(tmp_path)}, env={})).to_json()
+    assert env["machine"]["row_decode"] == row_decode()

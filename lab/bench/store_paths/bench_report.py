@@ -182,7 +182,8 @@ def closing_note(report: StoreBenchReport) -> str:
         f"Store benchmark {report.run_id} ({report.params.mode}): {env.get('server')} "
         f"{env.get('server_version')}, {env.get('nodes')} node(s), {env['machine']['cpus']} CPUs (load average "
         f"{env.get('loadavg_at_start')} -> {env.get('loadavg_at_end')}), commit {str(env.get('git_commit'))[:10]}"
-        f"{' + uncommitted changes' if env.get('git_dirty') else ''}; client GC {env.get('client_gc', 'default')}.",
+        f"{' + uncommitted changes' if env.get('git_dirty') else ''}; client GC {env.get('client_gc', 'default')}; row decode "
+        f"{env['machine'].get('row_decode', 'not recorded')}.",
         f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
         f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['send_over_bare_throughput']}x "
         f"(the bare LWT is {s.ratio['bare_over_send_throughput']}x faster); ack p50/p99 "
