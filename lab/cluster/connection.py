@@ -184,11 +184,11 @@ class Connection:
         others, so a failed batch may have applied some of them (the caller retries each)."""
         if not items:
             raise ValidationError("a batch needs at least one statement", field="items")
-        info = items[0][0].info
         for stmt, _ in items:
             if not isinstance(stmt, Stmt) or stmt.info.kind != "write":
                 raise ValidationError("a batch takes prepared writes without IF conditions", field="items",
                                       cql=getattr(stmt, "cql", stmt))
+        info = items[0][0].info
         batch = BatchStatement(batch_type=BatchType.UNLOGGED,
                                consistency_level=_consistency(self.config.write_consistency))
         for stmt, params in items:

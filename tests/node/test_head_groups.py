@@ -164,6 +164,9 @@ def test_a_batch_takes_only_prepared_writes_without_conditions(store):
     conn = store.connection
     with pytest.raises(ValidationError):
         conn.batch_async([])
+    with pytest.raises(ValidationError):  # a CQL text, not a prepared statement
+        conn.batch_async([("UPDATE {ks}.conversation_head SET fencing_epoch = 1 WHERE tenant_id = ? "
+                           "AND conversation_id = ?", (uuid.uuid4(), uuid.uuid4()))])
     lwt = store.prepare_raw("INSERT INTO {ks}.conversation_head (tenant_id, conversation_id, fencing_epoch) "
                             "VALUES (?, ?, ?) IF NOT EXISTS")
     with pytest.raises(ValidationError):
