@@ -12,21 +12,9 @@ import pytest
 from lab.store.crypto import Encryptor, LocalKeyStore
 from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, Message, decode_row, encode_record
+from message_cases import C, S, T, fields_of, message_at
 
-T, C, S = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3)
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
-
-
-def fields_of(message):
-    """Every field's (name, type, value): what the constructor set (a slot never set raises here)."""
-    return [(f.name, type(getattr(message, f.name)), getattr(message, f.name)) for f in dataclasses.fields(message)]
-
-
-def _message(seq, **kw):
-    fields = dict(tenant_id=T, conversation_id=C, seq_bucket=0, conversation_seq=seq, message_id=seq << 70,
-                  last_activity_id=(seq << 70) + 1, sender_id=S, sender_device_id=S, client_message_id=f"c-{seq}",
-                  message_type=MessageType.TEXT, body=b"hello %d" % seq, created_at_ms=1_700_000_000_000 + seq)
-    return Message(**(fields | kw))
 
 
 CASES = {
@@ -45,7 +33,7 @@ CASES = {
 @pytest.mark.parametrize("form", ["named tuple", "dict", "object"])
 def test_decode_equals_the_constructor(tmp_path, case, form):
     enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
-    message = _message(5, **CASES[case])
+    message = message_at(5, **CASES[case])
     columns = vars(encode_record(message, enc))
     row = {"named tuple": lambda: Row(**columns), "dict": lambda: dict(columns),
            "object": lambda: type("R", (), dict(columns))()}[form]()
@@ -64,10 +52,10 @@ def test_decode_rows_opens_each_key_once_and_can_skip_an_erased_conversation(tmp
 
     enc = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))
     other = uuid.UUID(int=9)
-    kept = [vars(encode_record(_message(s), enc)) for s in range(1, 4)]
-    erased = [vars(encode_record(dataclasses.replace(_message(s), conversation_id=other), enc)) for s in range(1, 3)]
+    kept = [vars(encode_record(message_at(s), enc)) for s in range(1, 4)]
+    erased = [vars(encode_record(dataclasses.replace(message_at(s), conversation_id=other), enc)) for s in range(1, 3)]
     rotated = enc.rotate(T, C)
-    kept.append(vars(encode_record(_message(4), enc)))  # a second key version of the same conversation
+    kept.append(vars(encode_record(message_at(4), enc)))  # a second key version of the same conversation
     rows = [Row(**c) for c in kept[:2] + erased[:1] + kept[2:] + erased[1:]]
     assert [m.body for m in decode_rows(rows, enc)] == [decode_row(r, enc).body for r in rows]
     assert decode_rows(rows[-2:-1], enc)[0].dek_id == rotated

@@ -17,8 +17,8 @@ from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, 
 from lab.store.crypto import Encryptor, LocalKeyStore
 from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows,
                                     encode_record)
+from message_cases import C, D, S, T, fields_of, message_at
 
-T, C, S, D = uuid.UUID(int=1), uuid.UUID(int=2), uuid.UUID(int=3), uuid.UUID(int=4)
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
 PageRow = namedtuple("PageRow", PARTITION_ROW_COLUMNS)
 NATIVE = records.NATIVE_DECODER
@@ -35,17 +35,6 @@ CASES = {
     "recalled": {"state": MessageState.RECALLED, "recall_event_conversation_seq": 7},
     "large ids": {"message_id": (1 << 128) - 10, "last_activity_id": 0, "created_at_ms": (1 << 63) - 1},
 }
-
-
-def fields_of(message):
-    return [(f.name, type(getattr(message, f.name)), getattr(message, f.name)) for f in dataclasses.fields(message)]
-
-
-def _message(seq, **kw):
-    fields = dict(tenant_id=T, conversation_id=C, seq_bucket=0, conversation_seq=seq, message_id=seq << 70,
-                  last_activity_id=(seq << 70) + 1, sender_id=S, sender_device_id=D, client_message_id=f"c-{seq}",
-                  message_type=MessageType.TEXT, body=b"hello %d" % seq, created_at_ms=1_700_000_000_000 + seq)
-    return Message(**(fields | kw))
 
 
 @pytest.fixture
@@ -104,7 +93,7 @@ def test_lab_native_is_installed():
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_page_of_each_case_decodes_the_same(enc, case):
-    message = _message(5, **CASES[case])
+    message = message_at(5, **CASES[case])
     columns = [_columns(enc, dataclasses.replace(message, conversation_seq=s, message_id=message.message_id + s))
                for s in range(5, 9)]
     rows, partition = _page(columns), (T, C, 0)
@@ -118,7 +107,7 @@ def test_a_page_of_each_case_decodes_the_same(enc, case):
 
 
 def test_none_columns_decode_the_same(enc):
-    base = _columns(enc, _message(3))
+    base = _columns(enc, message_at(3))
     nones = {"sender_id": None, "sender_device_id": None, "client_message_id": None, "custom_type": None,
              "schema_version": None, "media_metadata": None, "reply_to_conversation_seq": None,
              "mention_targets": None, "state": None, "recall_event_conversation_seq": None,
@@ -135,9 +124,9 @@ def test_none_columns_decode_the_same(enc):
 
 
 def test_partial_rows_wanted_and_two_keys(enc):
-    columns = [_columns(enc, _message(s)) for s in range(1, 4)]
+    columns = [_columns(enc, message_at(s)) for s in range(1, 4)]
     rotated = enc.rotate(T, C)
-    columns += [_columns(enc, _message(s)) for s in range(4, 6)]  # a second key version in the same page
+    columns += [_columns(enc, message_at(s)) for s in range(4, 6)]  # a second key version in the same page
     partial = {name: None for name in MESSAGE_RECORD_COLUMNS} | {"tenant_id": T, "conversation_id": C,
                                                                    "seq_bucket": 0, "conversation_seq": 9,
                                                                    "state": 2}
@@ -167,7 +156,7 @@ def _tampered(blob: bytes, at: int) -> bytes:
                                    "bad seq", "no dek_id", "destroyed key", "other conversation's key",
                                    "no payload", "str ids"])
 def test_an_unusual_or_bad_row_raises_or_decodes_exactly_as_the_python_path(enc, where):
-    columns = [_columns(enc, _message(s)) for s in range(1, 4)]
+    columns = [_columns(enc, message_at(s)) for s in range(1, 4)]
     bad = dict(columns[1])
     blob = bad["payload_or_ciphertext"]
     partition = (T, C, 0)
@@ -229,7 +218,7 @@ def test_an_unusual_or_bad_row_raises_or_decodes_exactly_as_the_python_path(enc,
 
 def test_rows_the_compiled_path_does_not_take_decode_as_before(enc):
     """Mappings, unknown row classes, a generator, a partition not given as a tuple: the Python path."""
-    columns = [_columns(enc, _message(s, **case)) for s, case in enumerate(CASES.values(), start=1)]
+    columns = [_columns(enc, message_at(s, **case)) for s, case in enumerate(CASES.values(), start=1)]
     expected = python_path([Row(**c) for c in columns], enc)
     Other = namedtuple("Other", MESSAGE_RECORD_COLUMNS[::-1])
     for rows in ([dict(c) for c in columns], [Other(**c) for c in columns], (Row(**c) for c in columns)):
