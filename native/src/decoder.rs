@@ -171,12 +171,7 @@ impl Decoder {
             if ffi::PyTuple_CheckExact(partition) == 0 || ffi::PyTuple_GET_SIZE(partition) != PARTITION_KEY_LEN {
                 return None;
             }
-            tenant = ffi::PyTuple_GET_ITEM(partition, 0);
-            conversation = ffi::PyTuple_GET_ITEM(partition, 1);
-            bucket = ffi::PyTuple_GET_ITEM(partition, 2);
-            if ffi::Py_TYPE(tenant) != uuid_type || ffi::Py_TYPE(conversation) != uuid_type || is_none(bucket) {
-                return None;
-            }
+            (tenant, conversation, bucket) = partition_key(partition, uuid_type)?;
         }
         let wanted = if is_none(wanted) {
             None
@@ -227,12 +222,7 @@ impl Decoder {
                 {
                     return None;
                 }
-                tenant = ffi::PyTuple_GET_ITEM(row, 0);
-                conversation = ffi::PyTuple_GET_ITEM(row, 1);
-                bucket = ffi::PyTuple_GET_ITEM(row, 2);
-                if ffi::Py_TYPE(tenant) != uuid_type || ffi::Py_TYPE(conversation) != uuid_type || is_none(bucket) {
-                    return None;
-                }
+                (tenant, conversation, bucket) = partition_key(row, uuid_type)?;
                 base = PARTITION_KEY_LEN;
             }
             let col = |c: isize| ffi::PyTuple_GET_ITEM(row, base + c);
@@ -443,4 +433,20 @@ impl Decoder {
         }
         Some(out.release())
     }
+}
+
+/// The partition key at the start of a tuple (the read's partition, or a row that carries its key):
+/// (tenant_id, conversation_id, seq_bucket) borrowed from it, or None unless both ids are UUIDs and the
+/// bucket is set. The caller has checked the tuple's length.
+#[inline]
+unsafe fn partition_key(
+    t: *mut ffi::PyObject,
+    uuid_type: *mut ffi::PyTypeObject,
+) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject)> {
+    let (tenant, conversation, bucket) =
+        (ffi::PyTuple_GET_ITEM(t, 0), ffi::PyTuple_GET_ITEM(t, 1), ffi::PyTuple_GET_ITEM(t, 2));
+    if ffi::Py_TYPE(tenant) != uuid_type || ffi::Py_TYPE(conversation) != uuid_type || is_none(bucket) {
+        return None;
+    }
+    Some((tenant, conversation, bucket))
 }

@@ -325,7 +325,6 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     a row in a range read's span that was not asked for) decodes as None, unopened. ``skip_partial``: a row
     without message_id (a partial row, :func:`lab.store.read.bucket.whole_rows`) is left out instead of
     refused, in the same pass (a history page counts what was left out: rows in, messages out)."""
-    keys = _Keys(encryptor)
     keyless = partition is not None
     if keyless:
         if len(partition) != _PARTITION_KEY_COLUMNS or partition[0] is None or partition[1] is None \
@@ -338,6 +337,7 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
         decoded = native.decode(rows, partition, _native_keys(encryptor), wanted, skip_partial)
         if decoded is not None:
             return decoded
+    keys = _Keys(encryptor)  # the Python path's key lookups (the compiled path above has its own)
     out: list[Message | None] = []
     append = out.append
     new, from_bytes, ordered, message_class = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES, Message
