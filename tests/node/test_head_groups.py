@@ -2,22 +2,33 @@
 batch read their heads with one ``conversation_id IN ?`` per tenant and up to
 HEAD_GROUP_PARTITIONS conversations, and write with one unlogged batch per group; each update is
 still judged on its own head (written, unchanged, dropped, fenced), and a group that fails is
-retried update by update. Batches are made deterministic by holding the writer's thread at
+retried update by update; a group the server refuses as too long (an IN limit below the group)
+makes the writer's groups smaller for its later batches. Batches are made deterministic by holding the writer's thread at
 ``before_head`` (a FaultPlan interleave) while the updates queue behind it.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
 from lab.errors import Fenced, ValidationError
 from lab.store import FaultPlan, HeadUpdate
+from lab.cluster.admin.cassandra import CassandraAdmin
+from lab.cluster.config import ClusterConfig
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.security import CA_FILENAME, TLS_DIRNAME
 from lab.store.write.head_writer import HEAD_GROUP_PARTITIONS, HEAD_WRITE_CQL
 from store_checks import Replicas, new_request
 
 pytestmark = pytest.mark.node
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _update(tenant, conversation, seq, preview=None):
@@ -139,6 +150,92 @@ def test_a_failed_group_is_retried_update_by_update(open_store, store, tmp_path)
     assert s.alerts.head_update_failures == 0 and s.alerts.head_update_retries == 4
     # the failed IN read, then each update alone: its read and its write
     assert requests == {"in_read": 1, "point_read": 4, "write": 4}, requests
+
+
+# ---- a server IN limit below the group ------------------------------------------------------
+# Cassandra's guardrails spare superusers, and with AllowAllAuthenticator (the shared node) every
+# client is one: the refusal needs a node with PasswordAuthenticator and a login role without
+# superuser rights (`lab node start --secure`, as tests/node/test_security.py starts it).
+GUARDED_ADDRESS = "127.0.0.33"
+GUARDED_JMX_PORT = 7833
+GUARDED_ROLE = "headrole"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory, lab_home):
+    """A config for a node of its own where guardrails apply (a role, not a superuser); the node
+    is stopped by its recorded PID afterwards."""
+    from awkward_password import PASSWORD
+
+    jars = EmbeddedCluster(NodeOptions(home=lab_home)).lib_dir
+    home = tmp_path_factory.mktemp("guarded") / "home"
+    (home / "jars" / jars.parent.name).mkdir(parents=True)
+    (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
+    cluster = EmbeddedCluster(NodeOptions(home=home))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")} | {"LAB_PASSWORD": PASSWORD}
+    try:
+        out = subprocess.run([sys.executable, "-m", "lab.cli", "node", "start", "--secure", "--throwaway",
+                              "--role", GUARDED_ROLE, "--home", str(home), "--address", GUARDED_ADDRESS,
+                              "--jmx-port", str(GUARDED_JMX_PORT), "--no-broker", "--no-redis"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        yield ClusterConfig(contact_points=(GUARDED_ADDRESS,), username=GUARDED_ROLE, password=PASSWORD,
+                            tls_ca_file=home / TLS_DIRNAME / CA_FILENAME, lab_home=home, jmx_port=GUARDED_JMX_PORT,
+                            keyspace="head_groups")
+    finally:
+        cluster.stop()
+
+
+@contextlib.contextmanager
+def _partition_keys_in_select_fail_threshold(admin, fail: int):
+    """Cassandra's guardrail partition_keys_in_select_fail_threshold at ``fail`` (set live over
+    JMX) for the block; the thresholds as they were afterwards."""
+    before = admin.guardrail_thresholds("PartitionKeysInSelect")
+    (warn_before, fail_before), = set(before.values())
+    try:
+        admin.guardrail_thresholds("PartitionKeysInSelect", warn=-1, fail=fail)
+        yield
+    finally:
+        admin.guardrail_thresholds("PartitionKeysInSelect", warn=warn_before, fail=fail_before)
+
+
+def test_a_group_refused_as_too_long_shrinks_the_writers_groups(guarded, tmp_path, caplog):
+    """An IN limit below HEAD_GROUP_PARTITIONS (Cassandra's guardrail; ScyllaDB's
+    max_partition_key_restrictions_per_query): the first grouped read is refused (InListTooLong),
+    its updates are applied one by one, not counted as transient retries, and the writer reads
+    in groups of the server's limit from then on: one refusal per writer, not one per batch."""
+    from lab.cluster.admin import admin_for
+    from lab.store import MessageStore
+
+    limit = 4
+    n = HEAD_GROUP_PARTITIONS - 1  # one group at the default size, over the limit
+    plan = FaultPlan()
+    with MessageStore.open(guarded, state_dir=tmp_path, faults=plan) as s:
+        s.create_schema()
+        admin = admin_for(guarded, s.connection)
+        try:
+            assert isinstance(admin, CassandraAdmin)
+            tenant = uuid.uuid4()
+            conversations = [uuid.uuid4() for _ in range(n)]
+            _keys(s, tenant, conversations)
+            alerts_before = s.alerts.snapshot()
+            with _partition_keys_in_select_fail_threshold(admin, limit):
+                first, first_requests = _one_batch(s, plan, [_update(tenant, c, 100 + i)
+                                                             for i, c in enumerate(conversations)])
+                second, second_requests = _one_batch(s, plan, [_update(tenant, c, 200 + i)
+                                                               for i, c in enumerate(conversations)])
+            assert first == second == ["written"] * n
+            assert [s.head(tenant, c).latest_conversation_seq for c in conversations] == [200 + i for i in range(n)]
+            # the refused IN read, then each update alone (its read and its write)
+            assert first_requests == {"in_read": 1, "point_read": n, "write": n}, first_requests
+            # later batches read in groups of the limit: 4 + 4 in IN reads, the ninth by its key
+            assert second_requests == {"in_read": n // limit, "point_read": n % limit, "write": 1}, second_requests
+            alerts = {k: v - alerts_before[k] for k, v in s.alerts.snapshot().items() if v != alerts_before[k]}
+            assert alerts == {"head_group_shrinks": 1}, alerts
+        finally:
+            admin.close()
+    shrinks = [r.getMessage() for r in caplog.records if "groups of" in r.getMessage()]
+    assert len(shrinks) == 1 and f"limit {limit}" in shrinks[0] and f"groups of {limit}" in shrinks[0], shrinks
 
 
 def test_a_full_group_of_the_largest_head_writes_draws_no_server_warning(store):

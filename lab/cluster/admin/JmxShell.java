@@ -10,6 +10,8 @@
 //   stats    <keyspace> <table>
 //   compactions [keyspace] -> {"pending": n, "active": n} (node-wide, or of one keyspace)
 //   cpu      -> {"process_cpu_ns": n} (the server JVM's CPU time, all threads)
+//   threshold <Guardrail> [warn fail] -> {"warn": n, "fail": n}: a guardrail's thresholds (GuardrailsMBean
+//            get<Guardrail>WarnThreshold/FailThreshold), set first (set<Guardrail>Threshold) when given
 // Reply: {"ok":true,...} or {"ok":false,"error":"..."}. EOF on stdin ends the process.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -95,6 +97,17 @@ public class JmxShell {
                         reply = "{\"ok\":true,\"process_cpu_ns\":" + mbs.getAttribute(
                             new ObjectName("java.lang:type=OperatingSystem"), "ProcessCpuTime") + "}";
                         break;
+                    case "threshold": {
+                        ObjectName g = new ObjectName("org.apache.cassandra.db:type=Guardrails");
+                        if (p.length > 3) {
+                            mbs.invoke(g, "set" + p[1] + "Threshold",
+                                       new Object[] {Integer.parseInt(p[2]), Integer.parseInt(p[3])},
+                                       new String[] {"int", "int"});
+                        }
+                        reply = "{\"ok\":true,\"warn\":" + mbs.getAttribute(g, p[1] + "WarnThreshold")
+                            + ",\"fail\":" + mbs.getAttribute(g, p[1] + "FailThreshold") + "}";
+                        break;
+                    }
                     default:
                         reply = "{\"ok\":false,\"error\":" + quote("unknown command " + p[0]) + "}";
                 }

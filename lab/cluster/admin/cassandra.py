@@ -191,6 +191,21 @@ class CassandraAdmin(ClusterAdmin):
             out.append(CpuReading(node=address, cpu_seconds=shell.process_cpu_ns() / NS_PER_SECOND, source="jmx"))
         return out
 
+    def guardrail_thresholds(self, guardrail: str, *, warn: int | None = None,
+                             fail: int | None = None) -> dict[str, tuple[int, int]]:
+        """A guardrail's (warn, fail) thresholds on each node, -1 when off (``guardrail`` as the
+        ``GuardrailsMBean`` spells it, e.g. ``PartitionKeysInSelect`` for
+        ``partition_keys_in_select_*_threshold``); with ``warn`` and ``fail``, set on every node
+        first. Live (JMX), not persisted: a restart reads cassandra.yaml again."""
+        out = {}
+        for address, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is None:  # nodetool 5.0 has no guardrail command
+                raise AdminError(f"no JMX helper for {host}:{port}: cannot read or set guardrail {guardrail} (a JDK "
+                                 "with javac is needed, and JMX reachable)", host=host, port=port)
+            out[address] = shell.guardrail_threshold(guardrail, warn=warn, fail=fail)
+        return out
+
     def data_files(self, keyspace: str, table: str) -> list[Path] | None:
         folders = self.table_directories(keyspace, table)
         if folders is None:

@@ -115,6 +115,16 @@ class JmxShell:
         """The server JVM's CPU time (``java.lang:type=OperatingSystem`` ProcessCpuTime), ns."""
         return int(self.request("cpu")["process_cpu_ns"])
 
+    def guardrail_threshold(self, guardrail: str, *, warn: int | None = None,
+                            fail: int | None = None) -> tuple[int, int]:
+        """A Cassandra guardrail's (warn, fail) thresholds, -1 when off (``GuardrailsMBean``;
+        ``guardrail`` as the MBean spells it: ``PartitionKeysInSelect``), set first when
+        ``warn`` and ``fail`` are given. Live: no restart, not persisted across one."""
+        fields = ("threshold", guardrail) if warn is None or fail is None else (
+            "threshold", guardrail, str(int(warn)), str(int(fail)))
+        reply = self.request(*fields)
+        return int(reply["warn"]), int(reply["fail"])
+
     def close(self) -> None:
         if self._proc.poll() is None:
             try:

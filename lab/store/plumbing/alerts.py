@@ -3,7 +3,8 @@
 Each is a situation the store handles by itself but an operator must see: a history page
 that stopped on empty buckets (§4.1, S-3), a conversation_head write dropped because it
 would have moved the head backwards (§2.4), a head update that failed after its retries
-(§5.1 step 7: retried and alerted, never blocking the send), an archive write skipped
+(§5.1 step 7: retried and alerted, never blocking the send), a grouped head read refused as
+over the server's IN limit (the writer's groups shrink; not a transient retry), an archive write skipped
 because the row had already expired (§2.1 note), a row of a few cells without message_id
 that a read skipped (the store never writes one; its presence means an older writer or cells
 that outlived their row by a TTL rounding).
@@ -21,6 +22,7 @@ ALERT_NAMES: tuple[str, ...] = (
     "head_regressions_dropped",    # §2.4: a head write that would regress latest_conversation_seq
     "head_update_failures",        # §5.1 step 7: the async head update gave up after retries
     "head_update_retries",         # §5.1 step 7: a head update failed on the cluster and was tried again
+    "head_group_shrinks",          # the server refused a grouped head read's IN list: the writer's groups got smaller
     "fenced_refusals",             # §2.4: a send / recall / edit refused, a higher epoch owns the conversation
     "heads_restored",              # recover(): a head moved up to the log's newest message of its conversation
     "head_cas_retries",            # failover form: compare-and-set lost a race and re-read

@@ -18,20 +18,68 @@ What a failure means. An IN read fails as a whole; an unlogged batch applies eac
 mutation on its own, so a failed batch may have applied some of its writes. Either way every
 update of the group is reported failed, and the writer retries each alone (read, compare,
 write): a write that did land reads back as its own seq, "unchanged".
+
+A read refused as too long. An operator can set the IN limit below 10 (ScyllaDB's
+``max_partition_key_restrictions_per_query``, live-updatable; Cassandra's guardrail
+``partition_keys_in_select_fail_threshold``, which spares superusers). The refusal is
+:class:`~lab.errors.InListTooLong`, and it is not transient: the same group would be refused
+again. :class:`ReadGroupSize` is one writer's read group size: lowered, at the refusal, to the
+limit the error carries (else half the refused size, never below 1: a group of one is the
+single-partition read no IN limit touches), so one writer is refused once, not once per batch.
+It never grows back within a process: the server does not say when its limit rises, and probing
+for it would spend the requests the groups save; a new writer starts at 10 again. The writes
+keep their size (an unlogged batch is not an IN list).
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from lab.cluster.connection import Connection, Stmt
 from lab.cluster.driver_errors import map_driver_errors
+from lab.errors import InListTooLong
 from lab.store.write.head import HeadUpdate
 
-__all__ = ["HEAD_GROUP_PARTITIONS", "gather", "read_heads", "write_heads"]
+__all__ = ["HEAD_GROUP_PARTITIONS", "ReadGroupSize", "accepted_size", "gather", "read_heads", "write_heads"]
 
 HEAD_GROUP_PARTITIONS = 10
 _TABLE = "conversation_head"
+
+
+def accepted_size(refused: int, limit: int | None) -> int:
+    """The IN list size to use after the server refused one of ``refused`` partition keys: the
+    ``limit`` it said it accepts (when known, >= 1 and below ``refused``), else half the refused
+    size; never below 1."""
+    if limit is not None and 1 <= limit < refused:
+        return limit
+    return max(1, refused // 2)
+
+
+class ReadGroupSize:
+    """One writer's read group size (conversations per IN read); thread-safe. Starts at
+    ``size``, only ever lowered (module docstring: "A read refused as too long")."""
+
+    def __init__(self, size: int = HEAD_GROUP_PARTITIONS) -> None:
+        self._lock = threading.Lock()
+        self._size = max(1, size)
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return self._size
+
+    def refused(self, error: InListTooLong, *, sent: int) -> int | None:
+        """The server refused an IN read (``sent``: the group size it was sent with, used when
+        the error does not carry the refused size): the new, smaller size, or None when the
+        size is already there (another group of the same batch was refused first)."""
+        size = getattr(error, "size", None)
+        new = accepted_size(size if isinstance(size, int) and size >= 1 else sent, getattr(error, "limit", None))
+        with self._lock:
+            if new >= self._size:
+                return None
+            self._size = new
+            return new
 
 
 def gather(conn: Connection, requests: Sequence[Callable[[], Any]], *, concurrency: int,

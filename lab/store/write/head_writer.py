@@ -34,7 +34,11 @@ conversation and batch, so one conversation's writes never overlap. The reads an
 in groups (issue 24; lab.store.write.head_requests): one read per tenant and up to
 ``HEAD_GROUP_PARTITIONS`` (10) of its conversations, one UNLOGGED batch per 10 head writes; a
 group that fails (read or write) has each of its updates retried alone, read and compared again:
-a write that did land reads back as "unchanged". At 8
+a write that did land reads back as "unchanged". A read refused because its IN list is over the
+server's limit (``InListTooLong``: an operator lowered it below 10) is not a transient failure:
+its updates are applied alone without counting ``head_update_retries``, this writer's read
+groups shrink to the limit for good (``head_group_shrinks``, a log line; head_requests'
+"A read refused as too long"), and later batches are not refused again. At 8
 callers a batch held 4.2 updates on average: 0.47 head requests per send instead of 2 (head
 thread CPU per send 0.55 -> 0.24 ms; issue 24's closing note). Under load the head thus keeps
 up with any number of senders with fewer requests than sends; alone, an update is applied at
@@ -53,16 +57,17 @@ moving latest back. Failover mode keeps no cache.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from concurrent.futures import Future
 from typing import Any
 
-from lab.errors import ClusterError, CrashInjected, LabError, StoreError
+from lab.errors import ClusterError, CrashInjected, InListTooLong, LabError, StoreError
 from lab.store.plumbing.context import StoreContext
 from lab.store.write.head import HEAD_KEY, HeadUpdate, seal_preview
-from lab.store.write.head_requests import HEAD_GROUP_PARTITIONS, read_heads, write_heads
+from lab.store.write.head_requests import HEAD_GROUP_PARTITIONS, ReadGroupSize, read_heads, write_heads
 from lab.store.rows.ids import check_bigint, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.plumbing.lru import Lru
 from lab.store.write.fencing import Fencing
@@ -76,6 +81,7 @@ HEAD_CACHE_ENTRIES = 65536      # conversations whose latest H one writer rememb
 HEAD_WRITE_CONCURRENCY = 32     # head requests in flight per batch
 _IDLE_POLL_SECONDS = 0.5        # the worker checks this often whether the interpreter is exiting
 _NO_HEAD = 0                    # latest_conversation_seq of a conversation without a head row
+_log = logging.getLogger(__name__)
 
 Key = tuple[uuid.UUID, uuid.UUID]
 _HEAD_SETS = ("latest_conversation_seq = ?, last_message_id = ?, last_activity_id = ?, last_sender_id = ?, "
@@ -101,7 +107,8 @@ class HeadWriter:
         self.fencing = fencing if fencing is not None else Fencing(ctx, epoch=self.fencing_epoch)
         self.failover = failover
         self.concurrency = concurrency
-        self.group_partitions = max(1, group_partitions)
+        self.group_partitions = max(1, group_partitions)  # writes per unlogged batch
+        self.read_groups = ReadGroupSize(self.group_partitions)  # lowered when the server refuses an IN read
         self._last: Lru[Key, int] = Lru(cache_entries)  # conversation -> latest seq written or read
         self._cond = threading.Condition()
         self._queue: list[tuple[HeadUpdate | None, Future]] = []  # None: a drain barrier
@@ -222,12 +229,17 @@ class HeadWriter:
         head_requests), compare, then write the updates that move a head (grouped); what failed
         is retried one at a time."""
         retry: list[tuple[HeadUpdate, Future]] = []
+        refused: list[tuple[HeadUpdate, Future]] = []  # their IN read was over the server's limit
         writes: list[tuple[HeadUpdate, Future]] = []
         statements = []
-        conn, size = self.ctx.connection, self.group_partitions
+        conn, size, read_size = self.ctx.connection, self.group_partitions, self.read_groups.size
         heads = read_heads(conn, [u for u, _ in winners], single=self._select(), grouped=self._select_group(),
-                           group_size=size, concurrency=self.concurrency)
+                           group_size=read_size, concurrency=self.concurrency)
         for (update, future), (row, error) in zip(winners, heads):
+            if isinstance(error, InListTooLong):
+                self._shrink_read_groups(error, sent=read_size)
+                refused.append((update, future))
+                continue
             if error is not None:
                 retry.append((update, future))
                 continue
@@ -249,8 +261,19 @@ class HeadWriter:
                 future.set_result("written")
             else:
                 retry.append((update, future))
+        for update, future in refused:  # alone (no IN list), a first attempt: no retry counted
+            self._settle(future, lambda u=update: self._apply_counted(u))
         for update, future in retry:  # one at a time, with backoff, as a lone update would be
             self._settle(future, lambda u=update: self._apply_counted(u, failed_once=True))
+
+    def _shrink_read_groups(self, error: InListTooLong, *, sent: int) -> None:
+        new = self.read_groups.refused(error, sent=sent)
+        if new is None:  # another group of this batch already lowered it
+            return
+        self.ctx.alerts.incr("head_group_shrinks")
+        _log.warning("conversation_head: the server refused an IN read of %s partitions (limit %s, %s); "
+                     "this writer now reads heads in groups of %d", getattr(error, "size", None) or sent,
+                     getattr(error, "limit", None), getattr(error, "setting", None) or "unknown setting", new)
 
     @staticmethod
     def _settle(future: Future, apply: Any) -> None:
