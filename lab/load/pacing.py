@@ -1,14 +1,25 @@
 """Open-loop pacing: when each call of a fixed-rate load is due, independent of earlier calls.
 
 A run's rate is a stage table (one stage for ``--rate R``, several for a staircase); the
-total rate is split evenly over the users, and each user gets a phase in [0, 1) so the users
-do not fire in lockstep. A user that falls behind issues its overdue calls back to back;
+total rate is split evenly over the users. Each user's time is cut into slots of one call
+(``users / rate`` seconds) and each call is due at a random point of its own slot, drawn
+afresh per call (a jittered schedule): the rate is exact slot by slot, and which users' calls
+meet in time is drawn again for every call. With one fixed phase per user (the schedule
+before), the users' calls met the same way for the whole run: two users whose phases fell a
+few milliseconds apart collided on every call, so a run's rare operations (one user's calls)
+carried an offset of their own, the same for the whole run and different in the next one (two
+side-by-side runs of one plan: react 1.6x apart, every second). The price: two calls of one
+user can now fall closer than a slot apart, and a call whose predecessor is still running
+starts late (counted from its due time, as any late call): a share ``(s / slot)^2 / 2`` of
+calls of service time ``s``, one in 20,000 at the default one call per user per second and
+10 ms calls. A user that falls behind issues its overdue calls back to back;
 the latency of each is then counted from its own due time (``lab.measure.hdr``), which is the
 coordinated-omission correction. Pure and clock-free: times are integers in nanoseconds
 on one monotonic clock, given by the caller.
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from collections.abc import Sequence
 
@@ -68,9 +79,13 @@ class FixedRateSchedule:
 
 
 class UserPacer:
-    """Due times of one user's calls through a stage table (the user's share of each rate)."""
+    """Due times of one user's calls through a stage table (the user's share of each rate).
+    With ``rng``, each call is due at a point of its slot drawn from ``rng`` (the jittered
+    schedule of the module docstring; ``phase`` is then unused); without, at ``phase`` of
+    every slot."""
 
-    def __init__(self, stages: Sequence[Stage], *, t0_ns: int, users: int, phase: float = 0.0) -> None:
+    def __init__(self, stages: Sequence[Stage], *, t0_ns: int, users: int, phase: float = 0.0,
+                 rng: random.Random | None = None) -> None:
         if users < 1:
             raise ValueError("users must be >= 1")
         if not 0.0 <= phase < 1.0:
@@ -78,7 +93,8 @@ class UserPacer:
         self.stages = tuple(stages)
         self.t0_ns = t0_ns
         self.users = users
-        self.phase = phase
+        self.phase = 0.0 if rng is not None else phase
+        self._rng = rng
         self._stage = 0
         self._k = 0
         self._started = False
@@ -101,6 +117,8 @@ class UserPacer:
                 self._started = True
                 self._k = max(self._k, sched.index_due_by(now_ns) if now_ns > sched.start_ns else 0)
             due = sched.due_ns(self._k)
+            if self._rng is not None:
+                due += int(self._rng.random() * sched.interval_ns)
             if due < self._end_ns(self._stage):
                 self._k += 1
                 return due

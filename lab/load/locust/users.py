@@ -9,8 +9,8 @@ runs in a native thread (the process is not gevent-patched) while the user's gre
 waits; in a patched process it runs on the gevent loop (loadgen/README.md, "which reactor").
 
 Pacing. Closed loop (``--users N``): each user calls back to back. Fixed rate (``--rate R``,
-or a staircase): each user gets ``R / users`` calls per second on its own schedule
-(``lab.load.pacing.UserPacer``); a user that falls behind issues overdue calls back to back and
+or a staircase): each user gets ``R / users`` calls per second, each due at a random point of its own slot
+(``lab.load.pacing.UserPacer``, a jittered schedule); a user that falls behind issues overdue calls back to back and
 their latency counts from the due time (coordinated omission corrected), beside the
 service time from the actual start.
 
@@ -57,7 +57,7 @@ class StoreUser(User):
         self.context.wait_ready()
         plan = self.context.plan
         self._pacer = UserPacer(plan.stages, t0_ns=self.context.t0_ns, users=plan.users,
-                                phase=random.random()) if plan.fixed_rate else None
+                                rng=random.Random()) if plan.fixed_rate else None
         self._due: int | None = None
         self._done = False
         # Locust's wait, not gevent.sleep: the user sleeps until its first due call in Locust's
