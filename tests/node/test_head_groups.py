@@ -9,26 +9,19 @@ makes the writer's groups smaller for its later batches. Batches are made determ
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 
 from lab.errors import Fenced, ValidationError
 from lab.store import FaultPlan, HeadUpdate
 from lab.cluster.admin.cassandra import CassandraAdmin
-from lab.cluster.config import ClusterConfig
-from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
-from lab.cluster.embedded.security import CA_FILENAME, TLS_DIRNAME
 from lab.store.write.head_writer import HEAD_GROUP_PARTITIONS, HEAD_WRITE_CQL
+from secure_node import secure_node
 from store_checks import Replicas, new_request
 
 pytestmark = pytest.mark.node
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _update(tenant, conversation, seq, preview=None):
@@ -165,25 +158,9 @@ GUARDED_ROLE = "headrole"
 def guarded(tmp_path_factory, lab_home):
     """A config for a node of its own where guardrails apply (a role, not a superuser); the node
     is stopped by its recorded PID afterwards."""
-    from awkward_password import PASSWORD
-
-    jars = EmbeddedCluster(NodeOptions(home=lab_home)).lib_dir
-    home = tmp_path_factory.mktemp("guarded") / "home"
-    (home / "jars" / jars.parent.name).mkdir(parents=True)
-    (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
-    cluster = EmbeddedCluster(NodeOptions(home=home))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")} | {"LAB_PASSWORD": PASSWORD}
-    try:
-        out = subprocess.run([sys.executable, "-m", "lab.cli", "node", "start", "--secure", "--throwaway",
-                              "--role", GUARDED_ROLE, "--home", str(home), "--address", GUARDED_ADDRESS,
-                              "--jmx-port", str(GUARDED_JMX_PORT), "--no-broker", "--no-redis"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
-        assert out.returncode == 0, out.stderr[-3000:]
-        yield ClusterConfig(contact_points=(GUARDED_ADDRESS,), username=GUARDED_ROLE, password=PASSWORD,
-                            tls_ca_file=home / TLS_DIRNAME / CA_FILENAME, lab_home=home, jmx_port=GUARDED_JMX_PORT,
-                            keyspace="head_groups")
-    finally:
-        cluster.stop()
+    with secure_node(tmp_path_factory.mktemp("guarded"), lab_home, address=GUARDED_ADDRESS,
+                     jmx_port=GUARDED_JMX_PORT, role=GUARDED_ROLE, throwaway=True) as node:
+        yield node.config(connect_timeout_seconds=None, keyspace="head_groups")
 
 
 @contextlib.contextmanager

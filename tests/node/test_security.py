@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 import stat
 import subprocess
@@ -18,9 +17,9 @@ from awkward_password import PASSWORD, SECRET_BITS
 from lab.cluster.config import ClusterConfig, load_config
 from lab.cluster.connection import connect
 from lab.errors import ConnectError, LabError, RequestError
-from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
-from lab.cluster.embedded.security import (CA_FILENAME, KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME, TLS_DIRNAME,
-                          create_role, generate_tls_material)
+from lab.cluster.embedded.security import (KEYSTORE_FILENAME, KEYSTORE_PASSWORD_FILENAME, TLS_DIRNAME, create_role,
+                                           generate_tls_material)
+from secure_node import env_without_lab, secure_node
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
@@ -34,38 +33,18 @@ def _assert_secret_free(text: str, where: str) -> None:
         assert bit not in text, f"a piece of the password appears in {where}"
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
-    env.update(extra)
-    return env
-
-
 # ---- the secure node --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory, lab_home):
     """`lab node start --secure` in a fresh home; stopped by its recorded PID afterwards."""
-    jars = EmbeddedCluster(NodeOptions(home=lab_home)).lib_dir
-    home = tmp_path_factory.mktemp("secure") / "home"
-    (home / "jars" / jars.parent.name).mkdir(parents=True)
-    (home / "jars" / jars.parent.name / "lib").symlink_to(jars)
-    cluster = EmbeddedCluster(NodeOptions(home=home))
-    try:
-        out = subprocess.run([*LAB, "node", "start", "--secure", "--role", ROLE, "--home", str(home),
-                              "--address", ADDRESS, "--jmx-port", str(JMX_PORT), "--no-broker", "--no-redis"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=300,
-                             env=_env(LAB_PASSWORD=PASSWORD))
-        assert out.returncode == 0, out.stderr[-3000:]
-        yield {"home": home, "ca": home / TLS_DIRNAME / CA_FILENAME, "start_output": out.stdout + out.stderr,
-               "cluster": cluster}
-    finally:
-        cluster.stop()
+    with secure_node(tmp_path_factory.mktemp("secure"), lab_home, address=ADDRESS, jmx_port=JMX_PORT,
+                     role=ROLE) as node:
+        yield {"home": node.home, "ca": node.ca, "start_output": node.start_output, "cluster": node.cluster,
+               "node": node}
 
 
 def _config(secure, **kw) -> ClusterConfig:
-    values = dict(contact_points=(ADDRESS,), username=ROLE, password=PASSWORD, tls_ca_file=secure["ca"],
-                  lab_home=secure["home"], jmx_port=JMX_PORT, connect_timeout_seconds=5.0)
-    values.update(kw)
-    return ClusterConfig(**{k: v for k, v in values.items() if v is not None})
+    return secure["node"].config(**kw)
 
 
 def test_start_prints_how_to_connect_but_not_the_password(secure):
@@ -149,7 +128,7 @@ def test_create_role_keeps_the_password_out_of_state_and_errors(secure, caplog):
 
 
 def test_lab_info_and_calibrate_never_show_the_password(secure, tmp_path):
-    env = _env(LAB_CONTACT_POINTS=ADDRESS, LAB_USERNAME=ROLE, LAB_PASSWORD=PASSWORD,
+    env = env_without_lab(LAB_CONTACT_POINTS=ADDRESS, LAB_USERNAME=ROLE, LAB_PASSWORD=PASSWORD,
                LAB_TLS_CA_FILE=str(secure["ca"]))
     home = ["--home", str(secure["home"])]
     info = subprocess.run([*LAB, "info", "--json", *home], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
