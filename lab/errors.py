@@ -30,7 +30,8 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     │   ├── InvalidSeq              zero/negative conversation_seq, or out of range
     │   ├── PayloadTooLarge         payload or thumbnail over its limit
     │   ├── UnknownRetentionClass   retention class not in the design's set
-    │   └── UnknownEnum             any other enum value outside its set
+    │   ├── UnknownEnum             any other enum value outside its set
+    │   └── BadRunFile              a run folder's file: unreadable, malformed, or a path outside its folder
     ├── StoreError                  the store's own invariants
     │   ├── BucketOverflow          a partition read returned > bucket width rows (S-4)
     │   ├── NotFound                no such message / conversation
@@ -175,6 +176,11 @@ class UnknownRetentionClass(ValidationError):
 
 class UnknownEnum(ValidationError):
     pass
+
+
+class BadRunFile(ValidationError):
+    """A file of a run folder (or a profile) is unreadable, malformed, of the wrong type, or names a
+    path outside its folder. Carries ``file`` and ``field`` (None for the whole file)."""
 
 
 class StoreError(LabError):

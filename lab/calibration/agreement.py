@@ -19,13 +19,14 @@ kind and number of nodes (a run on other hardware agreeing or not says nothing a
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lab.calibration.recommendations import number
+from lab.results.run_files import read_run_json
+from lab.errors import BadRunFile
 
 STATUSES = ("agree", "disagree", "inconclusive", "not measured in A", "not measured in B", "not measured",
             "observed only")
@@ -99,8 +100,8 @@ def previous_run(run_dir: Path, cal: Mapping[str, Any]) -> Path | None:
         if path.parent == Path(run_dir):
             continue
         try:
-            other = json.loads(path.read_text())
-        except (OSError, ValueError):
+            other = read_run_json(path)
+        except BadRunFile:
             continue
         started = str(other.get("started_at") or "")
         if (other.get("status") != "ok" or other.get("mode") != cal.get("mode") or not started

@@ -50,7 +50,7 @@ from lab.errors import CalibrationError, LabError
 from lab.measure import Stopwatch, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
-from lab.results.jsonio import read_json, write_json
+from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 
@@ -299,7 +299,7 @@ def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOpti
     previous = Path(options.previous) if options.previous is not None else previous_run(run_dir, cal.to_json())
     if previous is None or not (previous / CALIBRATION_FILE).is_file():
         return cal
-    before = read_json(previous / CALIBRATION_FILE).get("constants") or {}
+    before = {n: c.to_json() for n, c in CalibrationRun.from_file(previous / CALIBRATION_FILE).constants.items()}
     constants = {n: dataclasses.replace(c, agreement={**agreement(before.get(n), c.to_json()),
                                                       "previous_run": previous.name})
                  for n, c in cal.constants.items()}
@@ -392,7 +392,7 @@ def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH,
 
     run_dir = Path(run_dir)
     proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
-    cal = write_calibration(run_dir, CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE)).replace(
+    cal = write_calibration(run_dir, CalibrationRun.from_file(run_dir / CALIBRATION_FILE).replace(
         proposal=proposal.path.name))
     write_report(cal.to_json(), run_dir)
     return proposal.path

@@ -24,7 +24,6 @@ carries; :func:`weakest` combines several.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import CalibrationError, ValidationError
+from lab.results.run_files import read_run_json
+from lab.errors import BadRunFile
 
 MIX_ROWS = 20_000          # generated messages a profile is priced on
 MIX_SEED = 0
@@ -132,10 +133,10 @@ def price(spec: MixSpec, model: Any, *, rows: int = MIX_ROWS, seed: int = MIX_SE
 
 def _b_row_values(path: Path) -> dict[str, Any] | None:
     try:
-        values = json.loads(path.read_text())
-    except (OSError, ValueError):
+        values = read_run_json(path)
+    except BadRunFile:
         return None
-    return values if isinstance(values, dict) and values.get("b_row_bytes") else None
+    return values if values.get("b_row_bytes") else None
 
 
 def locate_b_row(run_dir: Path | str | None, *, need_row_model: bool = False) -> Located:
@@ -191,9 +192,9 @@ def run_mode(values_path: Path | str) -> str | None:
     values_path = Path(values_path)
     cal = values_path.parent.parent / "calibration.json"
     try:
-        mode = json.loads(cal.read_text()).get("mode") if cal.is_file() else None
-        return mode or json.loads(values_path.read_text()).get("preset")
-    except (OSError, ValueError):
+        mode = read_run_json(cal).get("mode") if cal.is_file() else None
+        return str(mode or read_run_json(values_path).get("preset") or "") or None
+    except BadRunFile:
         return None
 
 
@@ -205,8 +206,8 @@ def input_confidence(values_path: Path | str | None, *, measured: str, ci: tuple
     if values_path is None:
         return None
     try:
-        values = json.loads(Path(values_path).read_text())
-    except (OSError, ValueError):
+        values = read_run_json(values_path)
+    except BadRunFile:
         return None
     quick = run_mode(values_path) == "quick"
     m = number(values.get(measured)) if measured else 1.0

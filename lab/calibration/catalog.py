@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.calibration.contract import check_calibration
 from lab.calibration.rundata import notebook_only
+from lab.errors import BadRunFile
+from lab.results.run_files import Fields, read_run_json
 from lab.results.units import fmt
 
 KINDS = ("calibration", "notebooks", "load", "soak", "bench", "compare")
@@ -81,11 +83,8 @@ class HistoryPoint:
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """``path``'s JSON object, None when absent; BadRunFile when present but not one."""
+    return read_run_json(path) if path.is_file() else None
 
 
 def _server(env: Mapping[str, Any] | None) -> str | None:
@@ -124,6 +123,8 @@ def read_run(path: Path | str) -> RunEntry | None:
     if not path.is_dir():
         return None
     cal = _read(path / "calibration.json")
+    if cal is not None:
+        check_calibration(cal, Fields(path / "calibration.json"))
     comparison = _read(path / "comparison.json")
     load = _read(path / "load" / "summary.json")
     soak = _read(path / "soak" / "summary.json")
@@ -145,8 +146,11 @@ def read_run(path: Path | str) -> RunEntry | None:
     else:
         notebooks = ()
     if load is not None:
-        env = ((load.get("parameters") or {}).get("environment")) or {}
-        fields["mode"] = fields["mode"] or load.get("mode")
+        f = Fields(path / "load" / "summary.json")
+        env = f.get(f.get(load, "parameters", dict, default={}), "environment", dict, where="parameters", default={})
+        f.get(env, "server", str, where="parameters.environment")
+        f.get(load, "audit", dict)
+        fields["mode"] = fields["mode"] or f.get(load, "mode", str)
         fields["server"] = fields["server"] or _server(env)
         fields["status"] = fields["status"] or ("ok" if (load.get("audit") or {}).get("ok", True) else "audit failed")
     started = (cal or {}).get("started_at") or _oldest_mtime(path)
@@ -154,12 +158,23 @@ def read_run(path: Path | str) -> RunEntry | None:
                     notebooks=notebooks, **fields)
 
 
-def list_runs(results: Path | str) -> list[RunEntry]:
-    """Every run folder directly under ``results``, oldest first."""
+def list_runs(results: Path | str, *, problems: list[BadRunFile] | None = None) -> list[RunEntry]:
+    """Every run folder directly under ``results``, oldest first. A run with a bad file raises
+    BadRunFile, or is left out and its error appended to ``problems`` when a list is given."""
     results = Path(results)
     if not results.is_dir():
         return []
-    runs = [r for r in (read_run(p) for p in sorted(results.iterdir())) if r is not None]
+    runs = []
+    for p in sorted(results.iterdir()):
+        try:
+            run = read_run(p)
+        except BadRunFile as exc:
+            if problems is None:
+                raise
+            problems.append(exc)
+            continue
+        if run is not None:
+            runs.append(run)
     return sorted(runs, key=lambda r: (r.started or "", r.run_id))
 
 

@@ -8,6 +8,7 @@ sections with nothing to show are left out. Numbers never wrap (``td.num``).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from lab.measure.significance import TEST_NAME
 from lab.measure.stats import ALPHA
 from lab.results.html import esc, fmt, name_html, page, table
 from lab.results.jsonio import write_json
+from lab.results.run_files import inside
 from lab.results.units import US_PER_MS, rate
 
 KINDS = (("corrected", "Latency from the due time (corrected for coordinated omission)"),
@@ -284,7 +286,9 @@ def to_html(cmp: Any) -> str:
 
 def write_comparison(cmp: Any, results: Path) -> Any:
     """``results/compare-<a>-<b>/index.html``, ``comparison.txt`` and ``comparison.json``."""
-    out = results / f"compare-{cmp.a.run_id}-{cmp.b.run_id}"
+    names = [re.sub(r"[^A-Za-z0-9_.-]", "_", r.run_id).strip(".") or "run" for r in (cmp.a, cmp.b)]
+    results = Path(results)
+    out = inside(results, f"compare-{names[0]}-{names[1]}", field="the comparison folder")
     out.mkdir(parents=True, exist_ok=True)
     cmp.html_path, cmp.text_path = out / "index.html", out / "comparison.txt"
     cmp.html_path.write_text(to_html(cmp))

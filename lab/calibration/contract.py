@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lab.calibration.recommendations import ConstantAssessment
+from lab.results.run_files import Fields, read_run_json
 
 SCHEMA_VERSION = 1
 NOTEBOOK_STATUSES = ("pending", "running", "ok", "failed", "interrupted", "not run")
@@ -150,3 +152,81 @@ class CalibrationRun:
                    proposal=data.get("proposal"), previous_run=data.get("previous_run"),
                    repeat_check=data.get("repeat_check"), resumed=tuple(data.get("resumed") or ()),
                    my_mix=data.get("my_mix"))
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> CalibrationRun:
+        """``calibration.json`` read through the run-file loader: every field type-checked, every
+        notebook name a plain name; any problem one BadRunFile naming the file and field."""
+        data = read_run_json(path)
+        check_calibration(data, Fields(path), complete=True)
+        return cls.from_json(data)
+
+
+_NUMBER = (int, float)
+
+
+def check_calibration(data: Mapping[str, Any], f: Fields, *, complete: bool = False) -> None:
+    """The types of a calibration.json's fields; with ``complete``, also every field that
+    :meth:`CalibrationRun.from_json` needs (readers of parts, such as ``lab compare``, need fewer)."""
+    run_id = f.get(data, "run_id", str, required=complete)
+    if run_id is not None:
+        f.name(run_id, "run_id")
+    for key in ("mode", "status", "started_at"):
+        f.get(data, key, str, required=complete)
+    for key in ("finished_at", "proposal", "previous_run"):
+        f.get(data, key, str)
+    f.get(data, "wall_seconds", _NUMBER)
+    f.get(data, "environment", dict)
+    f.get(data, "repeat_check", dict)
+    f.get(data, "my_mix", dict)
+    _check_error(f, f.get(data, "error", dict), "error")
+    rt = f.get(f.get(data, "measurements", dict, default={}), "round_trip", dict, where="measurements")
+    if rt is not None:
+        f.get(rt, "n", int, where="measurements.round_trip", required=True)
+        for key in ("write_p50_us", "write_p99_us", "read_p50_us", "read_p99_us", "seconds"):
+            f.get(rt, key, _NUMBER, where="measurements.round_trip")
+        unknown = set(rt) - {"n", "write_p50_us", "write_p99_us", "read_p50_us", "read_p99_us", "seconds"}
+        if unknown:
+            raise f.fail("measurements.round_trip", f"unknown field {sorted(unknown)[0]!r}")
+    for i, entry in enumerate(f.get(data, "resumed", list, default=[])):
+        if not isinstance(entry, dict):
+            raise f.fail(f"resumed[{i}]", "is not a JSON object")
+    for name, nb in (f.get(data, "notebooks", dict, default={})).items():
+        where = f"notebooks.{f.name(name, 'notebooks')}"
+        if not isinstance(nb, dict):
+            raise f.fail(where, "is not a JSON object")
+        f.get(nb, "status", str, where=where, required=complete)
+        f.get(nb, "parameters", dict, where=where)
+        f.get(nb, "values", dict, where=where)
+        f.get(nb, "seconds", _NUMBER, where=where)
+        for key in ("notebook", "html", "values_file", "conclusion"):
+            f.get(nb, key, str, where=where)
+        for key in ("figures", "tables"):
+            if any(not isinstance(x, str) for x in f.get(nb, key, list, where=where, default=[])):
+                raise f.fail(f"{where}.{key}", "holds something other than file names")
+        _check_error(f, f.get(nb, "error", dict, where=where), f"{where}.error")
+    for name, c in (f.get(data, "constants", dict, default={})).items():
+        where = f"constants.{f.name(name, 'constants')}"
+        if not isinstance(c, dict):
+            raise f.fail(where, "is not a JSON object")
+        for key, kind in _CONSTANT_FIELDS.items():
+            f.get(c, key, kind, where=where, required=complete and key in _CONSTANT_REQUIRED)
+
+
+_CONSTANT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "current": _NUMBER, "measured": _NUMBER, "recommended": _NUMBER, "unit": str, "confidence": str,
+    "evidence": str, "figure": str, "notebook": str, "ci_low": _NUMBER, "ci_high": _NUMBER, "section": str,
+    "doc": str, "guarded": bool, "changed": bool, "rule": str, "suggested_for_new_tables": _NUMBER,
+    "notebook_html": str, "precision": dict, "halves": dict, "inconclusive": bool,
+    "recommended_ci_low": _NUMBER, "recommended_ci_high": _NUMBER, "observed": dict, "agreement": dict}
+_CONSTANT_REQUIRED = ("current", "recommended", "unit", "confidence", "evidence", "section", "doc", "guarded",
+                      "changed")
+
+
+def _check_error(f: Fields, error: Mapping[str, Any] | None, where: str) -> None:
+    if error is None:
+        return
+    for key in ("notebook", "ename", "evalue", "cell_source"):
+        f.get(error, key, str, where=where)
+    for key in ("cell", "cell_index"):
+        f.get(error, key, int, where=where)

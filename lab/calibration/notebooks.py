@@ -25,6 +25,7 @@ from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
+from lab.results.run_files import read_run_json
 
 # once, before any function here imports papermill, nbformat or nbconvert (lab.calibration.nbimports)
 skip_iri_grammar()
@@ -167,7 +168,7 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     """values.json of a notebook folder, else the scrapbook scraps of the executed notebook."""
     path = Path(folder) / VALUES_FILE
     if path.exists():
-        return json.loads(path.read_text())
+        return read_run_json(path)
     if notebook is not None and notebook.exists():
         import scrapbook as sb
 

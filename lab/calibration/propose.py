@@ -26,7 +26,6 @@ from lab.calibration.contract import CalibrationRun
 from lab.calibration.recommendations import GUARDED_CONSTANTS
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError
-from lab.results.jsonio import read_json
 
 DIFF_FILE = "appendix_b.diff"
 REPO_RELATIVE_PATH = "lab/appendix_b.toml"
@@ -83,7 +82,7 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
     cal_path = run_dir / "calibration.json"
     if not cal_path.is_file():
         raise CalibrationError(f"{cal_path} does not exist: not a calibration run folder", run_dir=str(run_dir))
-    cal = CalibrationRun.from_json(read_json(cal_path))
+    cal = CalibrationRun.from_file(cal_path)
     check_proposable(cal.mode, allow_quick=allow_quick, run_id=cal.run_id)
     entries = read_entries(constants_path)
     changes: dict[str, tuple[Any, str]] = {}

@@ -13,7 +13,7 @@ from lab.calibration.contract import CalibrationRun
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
-from lab.results.jsonio import read_json
+from lab.results.run_files import inside
 from lab.constants import APPENDIX_B_PATH
 from lab.measure import utc_now_iso
 
@@ -25,7 +25,7 @@ def unfinished(run_dir: Path | str) -> list[str]:
     path = Path(run_dir) / CALIBRATION_FILE
     if not path.is_file():
         raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
-    return [n for n, nb in (read_json(path).get("notebooks") or {}).items() if nb.get("status") != "ok"]
+    return [n for n, nb in CalibrationRun.from_file(path).notebooks.items() if nb.status != "ok"]
 
 
 def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: bool = True,
@@ -38,7 +38,7 @@ def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: 
     run_dir = Path(run_dir)
     if not (run_dir / CALIBRATION_FILE).is_file():
         raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
-    cal = CalibrationRun.from_json(read_json(run_dir / CALIBRATION_FILE))
+    cal = CalibrationRun.from_file(run_dir / CALIBRATION_FILE)
     left = [(n, dict(nb.parameters)) for n, nb in cal.notebooks.items() if nb.status != "ok"]
     if not left and cal.round_trip is not None:
         raise CalibrationError(f"nothing to resume: every notebook of run {cal.run_id} finished ok "
@@ -55,7 +55,10 @@ def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: 
                                  services=_run_services((cal.environment.get("parameters") or {}).get("services"),
                                                         services))
     for name, _ in left:  # an unfinished notebook's partial output would mix with the new one's values
-        shutil.rmtree(run_dir / name, ignore_errors=True)
+        folder = inside(run_dir, name, file=str(run_dir / CALIBRATION_FILE), field=f"notebooks.{name}")
+        if folder.resolve().parent != run_dir.resolve():
+            raise CalibrationError(f"{folder} is not a notebook folder of {run_dir}: not removed", run_dir=run_dir)
+        shutil.rmtree(folder, ignore_errors=True)
     cal = cal.replace(status="running", error=None, finished_at=None, resumed=(*cal.resumed, {
         "started_at": utc_now_iso(), "notebooks": [n for n, _ in left]}))
     return run_session(config, options, run_dir, write_calibration(run_dir, cal), left, wall_before=cal.wall_seconds or 0.0)

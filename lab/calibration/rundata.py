@@ -15,15 +15,17 @@
 """
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lab.errors import CalibrationError
+from lab.calibration.contract import check_calibration
+from lab.errors import BadRunFile, CalibrationError
+from lab.results.run_files import Fields, inside, read_run_json
 
 # columns that name what a latency sample measured (the rest of a samples table are outcomes)
 KEY_COLUMNS = ("operation", "op", "shape", "method", "in_size", "scan_limit", "run", "compression", "table", "window")
@@ -42,14 +44,27 @@ class RunData:
 
     @property
     def run_id(self) -> str:
-        return (self.calibration or {}).get("run_id", self.path.name)
+        return (self.calibration or {}).get("run_id", self.path.resolve().name)
 
 
-def _measured_window(meta: Mapping[str, Any]) -> tuple[float, float]:
+def _measured_window(meta: Mapping[str, Any], f: Fields) -> tuple[float, float]:
     """[start, end) of the measured calls, in seconds from the logs' base time (the run's t0)."""
-    start = float(meta.get("warmup_seconds") or 0.0)
-    length = meta.get("measured_seconds")
+    start = float(f.get(meta, "warmup_seconds", float, default=0.0))
+    length = f.get(meta, "measured_seconds", float)
     return start, start + float(length) if length else float("inf")
+
+
+@contextmanager
+def _bad_file(path: Path, field: str | None) -> Iterator[None]:
+    """A parse error inside one file as a BadRunFile naming it (and the field)."""
+    try:
+        yield
+    except BadRunFile:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError, EOFError) as exc:
+        where = f"{field}: " if field else ""
+        raise BadRunFile(f"{path}: {where}unreadable ({type(exc).__name__}: {str(exc)[:100]})",
+                         file=str(path), field=field) from None
 
 
 def _load_dir(run: Path, meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, list[Any]]]]:
@@ -60,28 +75,42 @@ def _load_dir(run: Path, meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, A
     if not load.is_dir():
         return summary, {}
     ops = meta.get("operations", meta) if isinstance(meta, Mapping) else {}
+    f = Fields(load / "summary.json")
+    if not isinstance(ops, Mapping):
+        raise f.fail("operations", "is not a JSON object")
     for op, entry in ops.items():
         if isinstance(entry, Mapping) and ("service_us" in entry or "count" in entry):
+            f.get(entry, "count", int, where=f"operations.{op}")
+            f.get(entry, "errors", int, where=f"operations.{op}")
+            for key in ("service_us", "corrected_us"):
+                pct = f.get(entry, key, dict, where=f"operations.{op}", default={})
+                for q in (q for q in pct if q[:1] == "p" and q[1:].replace(".", "").isdigit()):
+                    f.get(pct, q, (int, float), where=f"operations.{op}.{key}")
             summary[op] = dict(entry)
         elif isinstance(entry, Mapping) and isinstance(entry.get("service"), str):  # OpStats.to_json: histograms
-            stats = hdr.OpStats.from_json(entry)
+            with _bad_file(load / "summary.json", f"operations.{op}"):
+                stats = hdr.OpStats.from_json(entry)
             summary[op] = {"count": stats.count, "errors": stats.count - stats.ok,
                            "service_us": hdr.percentiles_us(stats.service)}
-    start, end = _measured_window(meta)
+    start, end = _measured_window(meta, f)
     by_time: dict[str, dict[str, dict[int, Any]]] = {}
     for log in sorted(load.glob("**/*.hlog")):
-        for iv in hdr.read_interval_log(log):
-            mid = iv.start_s + iv.length_s / 2
-            if not start <= mid < end or iv.kind not in hdr.KINDS:
-                continue
-            slot = by_time.setdefault(iv.op, {}).setdefault(iv.kind, {})
-            slot.setdefault(int((mid - start) // WINDOW_SECONDS), hdr.new_histogram()).add(iv.histogram)
+        inside(run, log, file=str(log), field="(interval log)")
+        with _bad_file(log, None):
+            for iv in hdr.read_interval_log(log):
+                mid = iv.start_s + iv.length_s / 2
+                if not start <= mid < end or iv.kind not in hdr.KINDS:
+                    continue
+                slot = by_time.setdefault(iv.op, {}).setdefault(iv.kind, {})
+                slot.setdefault(int((mid - start) // WINDOW_SECONDS), hdr.new_histogram()).add(iv.histogram)
     windows = {op: {kind: [w[k] for k in sorted(w)] for kind, w in kinds.items()} for op, kinds in by_time.items()}
     if not summary:  # no summary.json: the per-worker totals
         merged: dict[str, Any] = {}
         for path in sorted((load / "totals").glob("*.json")):
-            for op, stats in json.loads(path.read_text()).get("totals", {}).items():
-                merged.setdefault(op, hdr.OpStats()).merge(hdr.OpStats.from_json(stats))
+            totals = Fields(path).get(read_run_json(path), "totals", dict, default={})
+            for op, stats in totals.items():
+                with _bad_file(path, f"totals.{op}"):
+                    merged.setdefault(op, hdr.OpStats()).merge(hdr.OpStats.from_json(stats))
         for op, stats in merged.items():
             if stats.count:
                 summary[op] = {"count": stats.count, "service_us": hdr.percentiles_us(stats.service)}
@@ -139,7 +168,7 @@ def notebook_only(path: Path) -> dict[str, Any] | None:
     folders = sorted(p.parent for p in path.glob("*/values.json"))
     if not folders:
         return None
-    notebooks = {f.name: {"values": json.loads((f / "values.json").read_text()), "dir": f} for f in folders}
+    notebooks = {f.name: {"values": read_run_json(f / "values.json"), "dir": f} for f in folders}
     presets = {nb["values"].get("preset") for nb in notebooks.values()} - {None}
     preset = presets.pop() if len(presets) == 1 else None
     constants = assess(read_entries(), notebooks, run_dir=path, run_id=path.name, quick=preset == "quick")
@@ -155,9 +184,11 @@ def load_run(path: Path | str) -> RunData:
     if not path.is_dir():
         raise CalibrationError(f"run folder {path} does not exist", run_dir=str(path))
     cal_path = path / "calibration.json"
-    cal = json.loads(cal_path.read_text()) if cal_path.is_file() else None
+    cal = read_run_json(cal_path) if cal_path.is_file() else None
+    if cal is not None:
+        check_calibration(cal, Fields(cal_path))
     meta_path = path / "load" / "summary.json"
-    load_meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    load_meta = read_run_json(meta_path) if meta_path.is_file() else {}
     summary, windows = _load_dir(path, load_meta)
     if cal is None and not summary:
         cal = notebook_only(path)

@@ -12,9 +12,10 @@ import click
 
 from lab.cli.cluster_commands import run_preflight_checks
 from lab.calibration.presets import FULL_RUN_DURATION, QUICK_RUN_DURATION
-from lab.cli.options import (PORT, POSITIVE, SERVICES_FLAGS, cluster_options, home_option, results_option,
-                             services_options)
+from lab.cli.options import (LAB_ERROR_EXIT_CODE, PORT, POSITIVE, SERVICES_FLAGS, cluster_options, home_option,
+                             results_option, services_options)
 from lab.cluster.config import ClusterConfig
+from lab.errors import LabError
 
 
 
@@ -161,6 +162,8 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
         plan(options, None)  # unknown notebooks, undeclared or mistyped -p values: refused before anything connects
     elif not (resume / "calibration.json").is_file():
         raise click.UsageError(f"--resume {resume}: no calibration.json there (not a calibration run)")
+    else:
+        left = unfinished(resume)  # a crafted or broken calibration.json: refused before anything connects
     if check_first:
         try:
             report = run_preflight_checks(config)
@@ -172,7 +175,7 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
             click.echo("error: preflight failed: fix the checks above (or --no-preflight)", err=True)
             sys.exit(2)
     if resume is not None:
-        click.echo(f"resuming run {resume.name}: {', '.join(unfinished(resume)) or 'the environment and round trip'}")
+        click.echo(f"resuming run {resume.name}: {', '.join(left) or 'the environment and round trip'}")
         result = resume_calibration(config, resume, progress=progress, cell_timeout_seconds=cell_timeout,
                                     services=services)
     elif repeat_check:
@@ -252,15 +255,17 @@ def runs(constant: str | None, plot: Path | None, as_json: bool, results: Path) 
     recommendation, confidence and agreement with the previous run (--plot PNG draws it)."""
     from lab.calibration.catalog import constant_history, list_runs
 
-    found = list_runs(results)
+    if constant is None and plot is not None:
+        raise click.UsageError("--plot draws one constant: give --constant NAME")
+    problems: list[LabError] = []
+    found = list_runs(results, problems=problems)
     if constant is None:
-        if plot is not None:
-            raise click.UsageError("--plot draws one constant: give --constant NAME")
         if as_json:
             click.echo(json.dumps([r.to_json() for r in found], indent=1, default=str))
-            return
-        for line in _runs_table(found) if found else [f"no runs in {results}"]:
-            click.echo(line)
+        else:
+            for line in _runs_table(found) if found else [f"no runs in {results}"]:
+                click.echo(line)
+        _exit_on_problems(problems)
         return
     points = constant_history(results, constant, runs=found)
     if as_json:
@@ -275,6 +280,15 @@ def runs(constant: str | None, plot: Path | None, as_json: bool, results: Path) 
         fig = history_figure(points, constant, current=read_entries()[constant].value)
         fig.savefig(plot, dpi=110, bbox_inches="tight")
         click.echo(f"plot: {plot}")
+    _exit_on_problems(problems)
+
+
+def _exit_on_problems(problems: list[LabError]) -> None:
+    """One line per run left out for a bad file, then exit 2 (the listing above stands)."""
+    for exc in problems:
+        click.echo(f"error: {type(exc).__name__}: {exc} (run left out)", err=True)
+    if problems:
+        sys.exit(LAB_ERROR_EXIT_CODE)
 
 
 @click.command("jupyter", context_settings={"ignore_unknown_options": True})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from lab.project import DATASETS_PROFILES_DIR, PROJECT_DIR
 from lab.store import RetentionClass
 
 _DEFAULTS = Constants.appendix_b()
+_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 
 PROFILES_DIR = Path(__file__).with_name("profiles")      # packaged
 USER_PROFILES_DIR = DATASETS_PROFILES_DIR                   # datasets/profiles/: yours, found first
@@ -128,24 +130,69 @@ class Profile:
         return int(size)
 
 
-def _section(cls: type, data: Mapping[str, Any], where: str) -> Any:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+_AT_LEAST_ONE = ("tenants", "window")  # and every ``*_max``: counts and bounds of at least 1
+
+
+def _number(value: Any, default: Any, key: str, where: str) -> float | int:
+    """``value`` checked against its field: an integer where the default is one, else a finite
+    number; >= 0; a share or probability in [0, 1]; a count or bound >= 1."""
+    integer = isinstance(default, int) and not isinstance(default, bool)
+    ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    if not ok or not np.isfinite(float(value)):
+        raise ConfigError(f"{where} {key}: {value!r} is not {'an integer' if integer else 'a number'}",
+                          field=key, value=value)
+    low, high = (1, None) if key in _AT_LEAST_ONE or key.endswith("_max") or key.startswith("sizes.") else (0, None)
+    if key.endswith("_share") or key.endswith("_probability"):
+        high = 1
+    if value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"{where} {key}: {value!r} must be {bound}", field=key, value=value)
+    return value if integer else float(value)
+
+
+def _section(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: not a table", field=where)
+    fields = {f.name: f.default for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{where}: unknown keys {', '.join(unknown)}", keys=unknown)
-    return cls(**data)
+    return cls(**{k: _number(v, fields[k], k, where) for k, v in data.items()})
 
 
-def profile_from_mapping(data: Mapping[str, Any], *, source_sha256: str = "") -> Profile:
+def _table(data: Mapping[str, Any], key: str, default: Any, where: str) -> Any:
+    value = data.pop(key, default)
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: [{key}] is not a table", field=key)
+    return value
+
+
+def profile_from_mapping(data: Mapping[str, Any], *, source_sha256: str = "", source: str = "") -> Profile:
+    """A profile from its TOML's tables, every field checked (one ConfigError naming the field)."""
     data = dict(data)
-    where = f"profile {data.get('name', '?')}"
-    time_ = data.pop("time", {})
+    name = data.pop("name", None)
+    where = f"{source}: profile {name!r}" if source else f"profile {name!r}"
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{where}: name is {'missing' if name is None else 'not a text'}: every profile needs "
+                          "name = \"...\"", field="name")
+    description = data.pop("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{where}: description is not a text", field="description")
+    sizes = _table(data, "sizes", {"quick": 2000, "full": 200_000}, where)
+    sizes = {k: _number(v, 1, f"sizes.{k}", where) for k, v in sizes.items()}
+    time_ = _table(data, "time", {}, where)
+    start = time_.get("start", "2026-09-01T00:00:00Z")
+    try:
+        _dt.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"{where} time.start: {start!r} is not an ISO-8601 time", field="time.start") from None
+    retention = {k: _number(v, 1.0, f"retention.{k}", where)
+                 for k, v in _table(data, "retention", {"default": 1.0}, where).items()}
     out = dict(
-        name=data.pop("name"), description=data.pop("description", ""),
-        sizes=dict(data.pop("sizes", {"quick": 2000, "full": 200_000})),
-        start=time_.get("start", "2026-09-01T00:00:00Z"), days=float(time_.get("days", 28)),
+        name=name, description=description, sizes=sizes, start=str(start),
+        days=float(_number(time_.get("days", 28.0), 28.0, "time.days", where)),
         conversations=_section(ConversationShape, data.pop("conversations", {}), f"{where} [conversations]"),
-        retention=dict(data.pop("retention", {"default": 1.0})),
+        retention=retention,
         messages=_section(MessageMix, data.pop("messages", {}), f"{where} [messages]"),
         holes=_section(HoleModel, data.pop("holes", {}), f"{where} [holes]"),
         source_sha256=source_sha256)
@@ -174,6 +221,9 @@ def profile_path(name_or_path: str | Path, profiles_dir: Path | Sequence[Path] |
     path = Path(name_or_path)
     if path.suffix == ".toml":
         return path
+    if not _PROFILE_NAME.match(str(name_or_path)):
+        raise ConfigError(f"{str(name_or_path)[:80]!r} is not a profile name (letters, digits, _ and -; a file "
+                          "is given as a path ending in .toml)", profile=str(name_or_path))
     dirs = _dirs(profiles_dir)
     found = next((d / f"{name_or_path}.toml" for d in dirs if (d / f"{name_or_path}.toml").is_file()), None)
     if found is None:
@@ -208,4 +258,4 @@ def load_profile(name_or_path: str | Path, profiles_dir: Path | Sequence[Path] |
         raise ConfigError(f"no workload profile file {path}", profile=str(name_or_path)) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read profile {path}: {exc}", path=str(path)) from exc
-    return profile_from_mapping(data, source_sha256=hashlib.sha256(raw).hexdigest())
+    return profile_from_mapping(data, source_sha256=hashlib.sha256(raw).hexdigest(), source=_shown(path))
