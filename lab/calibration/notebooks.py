@@ -147,6 +147,19 @@ def services_parameter(services: ServicesConfig) -> dict[str, Any]:
             if v is not None and k not in ("kafka_sasl_password", "redis_password")}
 
 
+def _markdown_outputs_escaped(nb: Any) -> Any:
+    """Markdown a cell displayed (the conclusions, which quote names and paths users chose) as the
+    HTML report.html shows: rendered with raw HTML escaped, never as the exporter's raw Markdown."""
+    from lab.results.html import markdown
+
+    for cell in nb.cells:
+        for output in cell.get("outputs", ()):
+            data = output.get("data") or {}
+            if "text/markdown" in data:
+                data["text/html"] = markdown(data.pop("text/markdown"))
+    return nb
+
+
 def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
@@ -158,7 +171,7 @@ def export_html(notebook: Path) -> Path | None:
 
     with warnings.catch_warnings():  # scrap outputs have no HTML form; nbconvert warns per scrap
         warnings.simplefilter("ignore", UserWarning)
-        body, _ = HTMLExporter().from_notebook_node(nbformat.read(notebook, as_version=4))
+        body, _ = HTMLExporter().from_notebook_node(_markdown_outputs_escaped(nbformat.read(notebook, as_version=4)))
     html = notebook.with_suffix(".html")
     html.write_text(body)
     return html

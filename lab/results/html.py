@@ -124,6 +124,24 @@ def figure(path: Path, *, href: str, caption: str = "", alt: str = "", anchor: s
             f"<img alt='{alt}' src='{src}'></a><a href='#_'>close ✕</a></div>")
 
 
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>&])")  # what could make markup: code, emphasis, links, HTML
+
+
+def md_text(value: Any) -> str:
+    """A user's string (a name, a path) as Markdown text: every character Markdown or HTML would
+    act on is escaped, so it renders as written and never as markup."""
+    return _MD_SPECIAL.sub(r"\\\1", str(value)).replace("\n", " ")
+
+
+def md_code(value: Any) -> str:
+    """A user's string as a Markdown code span that holds any text (backticks included)."""
+    text = str(value).replace("\n", " ")
+    if "`" not in text:
+        return f"`{text or ' '}`"
+    fence = "`" * (max(len(r) for r in re.findall(r"`+", text)) + 1)
+    return f"{fence} {text} {fence}"
+
+
 def markdown(text: str | None) -> str:
     """The notebooks' conclusions (Markdown) as HTML; raw HTML in them is escaped."""
     if not text:

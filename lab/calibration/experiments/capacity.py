@@ -51,6 +51,7 @@ from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIO
 from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
                         DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
 from lab.results.jsonio import flatten
+from lab.results.html import md_code, md_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,8 +307,8 @@ def conclusion(result: Result) -> str:
     if result.b_row_measured_bytes:
         m = s[s.source == "measured"].iloc[0]
         at = result.b_row_located
-        where = (f"the b_row run {at.run_id()}, {at.how}" if at is not None and at.how != "this run"
-                 else "the b_row notebook of this run" if at is not None else result.b_row_source)
+        where = (f"the b_row run {md_text(at.run_id())}, {md_text(at.how)}" if at is not None and at.how != "this run"
+                 else "the b_row notebook of this run" if at is not None else md_text(result.b_row_source))
         lines.append(f"**With the measured b_row** ({result.b_row_measured_bytes:,.0f} B"
                      f"{', ' + result.b_row_confidence + ' confidence' if result.b_row_confidence else ''}, "
                      f"from {where}): {m.resident_tb:.1f} TB, {m.resident_tb / design.resident_tb:.2f}x the estimate; "
@@ -343,9 +344,9 @@ def mix_lines(result: Result) -> str:
     """Your mix: its price with the interval and where the row model came from, its nodes per tier."""
     mix, at = result.my_mix, result.my_mix_located
     comp = ", ".join(f"{k.replace('_bytes', '')} {v:,.0f} B" for k, v in mix.composition.items())
-    model = "this run's b_row" if at.how == "this run" else f"the b_row run {at.run_id()} ({at.how})"
+    model = "this run's b_row" if at.how == "this run" else f"the b_row run {md_text(at.run_id())} ({md_text(at.how)})"
     sample = f" over {mix.rows:,} generated messages" if mix.rows else ""
-    out = [f"**Your mix `{mix.name}`** ({mix.source}; per message {comp}{sample}): b_row **{mix.b_row_bytes:,.0f} B** "
+    out = [f"**Your mix {md_code(mix.name)}** ({md_text(mix.source)}; per message {comp}{sample}): b_row **{mix.b_row_bytes:,.0f} B** "
            f"(95% CI {mix.ci_low:,.0f}-{mix.ci_high:,.0f}"
            f"{'; ' + result.my_mix_confidence + ' confidence' if result.my_mix_confidence else ''}) by the row model of "
            f"{model}:", ""]
@@ -363,8 +364,8 @@ def mix_lines(result: Result) -> str:
 def _cpu_where(result: Result) -> str:
     at = result.cpu_located
     if at is None or at.how == "given":
-        return str(result.cpu_source)
-    return "the cpu_cost notebook of this run" if at.how == "this run" else f"{at.run_id()} ({at.how})"
+        return md_text(result.cpu_source)
+    return "the cpu_cost notebook of this run" if at.how == "this run" else f"{md_text(at.run_id())} ({md_text(at.how)})"
 
 
 def cpu_lines(result: Result) -> str:
