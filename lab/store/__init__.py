@@ -60,7 +60,8 @@ from lab.store.write.recovery import Recovery
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
 from lab.store.write.send import SendAck, SendPath, SendRequest
 from lab.store.write.sequence import Allocation, SequenceAllocator
-from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult, BodyCache
+from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult
+from lab.store.read.body_cache import BodyCache
 from lab.store.read.history import DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, Direction, HistoryPage, HistoryReader
 from lab.store.read.lookup import AdminLookup
 from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary

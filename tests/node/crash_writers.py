@@ -8,6 +8,9 @@ Run as a script: ``python crash_writers.py <command> <json args>``. The cluster 
   means "acknowledged". The test kills the process whenever it likes (mid-send, mid-head-update),
   or ``die_after`` N acks the process SIGKILLs itself right after printing the Nth, while its
   head thread is still applying that ack's update (the window a crash hits most often).
+- ``change``: opens a MessageStore (another app node) and recalls or edits the given messages,
+  printing one JSON line per acknowledged change with its ``time.monotonic()`` (system-wide on
+  Linux, so the test compares it with its own clock).
 - ``recover``: opens a MessageStore on the same ``state_dir`` (a restarted writer), runs
   ``recover()`` unless told not to, drains and prints what it did.
 """
@@ -59,5 +62,20 @@ def recover(args: dict) -> None:
     store.close()
 
 
+def change(args: dict) -> None:
+    import time
+
+    store = _store(args)
+    tenant, actor = uuid.UUID(args["tenant_id"]), uuid.UUID(args["actor_id"])
+    for c in args["changes"]:
+        conversation = uuid.UUID(c["conversation_id"])
+        if c["kind"] == "recall":
+            store.recall(tenant, conversation, c["conversation_seq"], actor_id=actor)
+        else:
+            store.edit(tenant, conversation, c["conversation_seq"], body=c["body"].encode(), actor_id=actor)
+        print(json.dumps({**c, "acked_at": time.monotonic()}), flush=True)
+    store.close()
+
+
 if __name__ == "__main__":
-    {"send": send_forever, "recover": recover}[sys.argv[1]](json.loads(sys.argv[2]))
+    {"send": send_forever, "recover": recover, "change": change}[sys.argv[1]](json.loads(sys.argv[2]))

@@ -39,9 +39,7 @@ REACTION_UPDATE (§13.6.2), so caching it beside an immutable-ish body would ser
 from __future__ import annotations
 
 import operator
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +50,7 @@ from lab.errors import ValidationError
 from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer
+from lab.store.read.body_cache import BodyCache
 from lab.store.read.bucket import check_bucket_rows, whole_rows
 from lab.store.rows.records import PARTITION_ROW_COLUMNS, Message, decode_rows
 
@@ -94,99 +93,6 @@ class BatchResult:
     missing: tuple[int, ...] = ()
     decoded: int = 0
     hot_hits: int = 0
-
-
-class BodyCache:
-    """Thread-safe LRU of decoded messages by (tenant_id, message_id).
-
-    The cached Message holds the decrypted body: whatever changes a row (recall, edit) or
-    erases a conversation must :meth:`discard` it (by message_id or by coordinate, which
-    is what recall / edit carry) or :meth:`clear`, because the cache cannot see those writes.
-    ``max_entries=0`` disables it. Keys hold the UUIDs' integers (hashed in C; a UUID's own
-    hash is a Python call, three per cached message).
-    """
-
-    def __init__(self, max_entries: int) -> None:
-        if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 0:
-            raise ValidationError(f"max_entries must be an int >= 0, got {max_entries!r}", value=max_entries)
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[int, int], Message] = OrderedDict()
-        self._at: dict[tuple[int, int, int], int] = {}  # (tenant, conversation, seq) -> message_id
-
-    def get(self, tenant_id: uuid.UUID, message_id: int) -> Message | None:
-        return self.get_many(tenant_id, (message_id,)).get(message_id)
-
-    def get_many(self, tenant_id: uuid.UUID, message_ids: Iterable[int]) -> dict[int, Message]:
-        """The cached ones of ``message_ids`` (one lock for the whole batch)."""
-        found: dict[int, Message] = {}
-        tenant = parse_uuid(tenant_id).int
-        with self._lock:
-            items = self._items
-            if not items:
-                return found
-            for message_id in message_ids:
-                message = items.get((tenant, message_id))
-                if message is not None:
-                    items.move_to_end((tenant, message_id))
-                    found[message_id] = message
-        return found
-
-    def put(self, message: Message) -> None:
-        self.put_many((message,))
-
-    def put_many(self, messages: Iterable[Message]) -> None:
-        if self.max_entries == 0:
-            return
-        with self._lock:
-            items, at = self._items, self._at
-            for message in messages:
-                tenant = message.tenant_id.int
-                key = (tenant, message.message_id)
-                if key in items:
-                    items.move_to_end(key)
-                items[key] = message
-                at[(tenant, message.conversation_id.int, message.conversation_seq)] = message.message_id
-            while len(items) > self.max_entries:
-                (tenant, _), evicted = items.popitem(last=False)
-                at.pop((tenant, evicted.conversation_id.int, evicted.conversation_seq), None)
-
-    def discard(self, tenant_id: uuid.UUID | str, message_id: int) -> None:
-        tenant = parse_uuid(tenant_id).int
-        with self._lock:
-            message = self._items.pop((tenant, message_id), None)
-            if message is not None:
-                self._at.pop((tenant, message.conversation_id.int, message.conversation_seq), None)
-
-    def discard_at(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
-                   conversation_seq: int) -> None:
-        """Drop the message at a coordinate (recall / edit know the coordinate, not the id)."""
-        tenant, conversation = parse_uuid(tenant_id).int, parse_uuid(conversation_id).int
-        with self._lock:
-            message_id = self._at.pop((tenant, conversation, conversation_seq), None)
-            if message_id is not None:
-                self._items.pop((tenant, message_id), None)
-
-    def discard_conversation(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> int:
-        """Drop every cached message of one conversation (crypto-erasure); returns how many."""
-        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
-        tenant, conversation = tenant_id.int, conversation_id.int
-        with self._lock:
-            doomed = [(key, m) for key, m in self._items.items()
-                      if key[0] == tenant and m.conversation_id == conversation_id]
-            for key, message in doomed:
-                del self._items[key]
-                self._at.pop((tenant, conversation, message.conversation_seq), None)
-            return len(doomed)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._at.clear()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,6 +224,7 @@ class BatchReader:
         tenant_id = parse_uuid(tenant_id)
         width = self.constants.message_seq_bucket_width
         coordinates, inline_skipped = self._coordinates(entries)
+        token = self.cache.token()  # before any row is read: a change after it keeps its rows out of the LRU
         messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
         lru_hits = len(messages)
         hot_hits = 0
@@ -347,7 +254,7 @@ class BatchReader:
                                              group.wanted) if m is not None]
             decoded += len(fresh)
             messages.update(zip(map(_MESSAGE_ID, fresh), fresh))
-            self.cache.put_many(fresh)
+            self.cache.put_many(fresh, since=token)
         for message_id, row in pending_summaries:
             if message_id in messages:
                 summaries[message_id] = summary_from_row(tenant_id, coordinates[message_id][0], row)

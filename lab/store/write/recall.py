@@ -28,7 +28,9 @@ An UPDATE there would create a row of a few cells, no message_id, which no reade
 decode. So the path first archives that one message exactly as the archiver will
 (``lab.store.write.archiver.archive_statements``: whole row, remaining TTL, ``USING TIMESTAMP
 created_at``) and then updates it: the row is whole from its first cell on, and the
-archiver's later INSERT of the same cells at the older timestamp undoes nothing.
+archiver's later INSERT of the same cells at the older timestamp undoes nothing. The hot copy
+(which batch reads ask first) is changed before the row, and a retry or recovery that finds the
+row already changed brings the hot copy up to it: a hot-window fault never leaves them apart.
 
 Recalled stays recalled (issue 12 item 7). An edit checks the state, logs, then writes: a
 recall landing in between would be overwritten by the edit's ``state = EDITED`` (a later
@@ -216,6 +218,7 @@ class RecallPath:
         target = self._require_target(tenant_id, conversation_id, seq)
         logged = self.outbox.controls_for(tenant_id, conversation_id, seq, KIND_RECALL)
         if target.recall_event_conversation_seq is not None:
+            self._hot_recall(target, target.recall_event_conversation_seq)  # a hot copy left behind catches up
             activity = next((_activity(e) for e in logged
                              if e.record.conversation_seq == target.recall_event_conversation_seq), None)
             return RecallResult(conversation_seq=seq, recall_event_conversation_seq=target.recall_event_conversation_seq,
@@ -255,15 +258,15 @@ class RecallPath:
 
     def _apply_recall(self, target: _Target, entry: OutboxEntry) -> None:
         self._ensure_whole(target)
+        # The hot copy before the row: a row that carries the recall tells every retry and
+        # recovery that nothing is left to do, so it must be the last thing written.
+        self._hot_recall(target, entry.record.conversation_seq)
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET state = ?, recall_event_conversation_seq = ? "
             "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
         self.ctx.connection.execute(stmt, (target.ttl_seconds, _write_time_us(entry), int(MessageState.RECALLED),
                                            entry.record.conversation_seq, target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
-        if self._hot is not None:
-            self._hot.recall(target.tenant_id, target.conversation_id, target.conversation_seq,
-                             recall_event_conversation_seq=entry.record.conversation_seq)
         self._keep_recalled(target)  # an edit racing this recall may have written a later state cell
         self._on_change(target.tenant_id, target.message_id)
 
@@ -301,6 +304,7 @@ class RecallPath:
         self._ensure_whole(target)
         event = entry.record.payload
         assert isinstance(event, EditEvent)
+        self._hot_edit(target, event)  # the hot copy first, as for a recall
         stmt = self.ctx.prepare(
             "UPDATE {ks}.message_record USING TTL ? AND TIMESTAMP ? SET payload_or_ciphertext = ?, dek_id = ?, "
             "edited_at_activity_id = ?, state = ? "
@@ -310,15 +314,24 @@ class RecallPath:
                                            event.dek_id, activity,
                                            int(MessageState.EDITED), target.tenant_id, target.conversation_id,
                                            target.bucket, target.conversation_seq))
-        if self._hot is not None:
-            self._hot.edit(target.tenant_id, target.conversation_id, target.conversation_seq,
-                           payload_or_ciphertext=event.payload_or_ciphertext, dek_id=event.dek_id,
-                           edited_at_activity_id=activity)
         self._on_change(target.tenant_id, target.message_id)
         if self._keep_recalled(target):
             raise InvalidState("the message was recalled while the edit was in flight: it stays recalled",
                                tenant_id=target.tenant_id, conversation_id=target.conversation_id,
                                conversation_seq=target.conversation_seq, state=MessageState.RECALLED)
+
+    def _hot_recall(self, target: _Target, event_seq: int) -> None:
+        """Archiver mode: the hot copy carries the recall (a no-op when it does, or has no copy)."""
+        if self._hot is not None:
+            self._hot.recall(target.tenant_id, target.conversation_id, target.conversation_seq,
+                             recall_event_conversation_seq=event_seq)
+
+    def _hot_edit(self, target: _Target, event: EditEvent) -> None:
+        """Archiver mode: the hot copy carries the edit unless it is recalled or has a newer one."""
+        if self._hot is not None:
+            self._hot.edit(target.tenant_id, target.conversation_id, target.conversation_seq,
+                           payload_or_ciphertext=event.payload_or_ciphertext, dek_id=event.dek_id,
+                           edited_at_activity_id=u128_to_blob(event.activity_id))
 
     def _keep_recalled(self, target: _Target) -> bool:
         """If the row carries a recall, make sure its state cell says RECALLED (rewriting it above
@@ -354,9 +367,14 @@ class RecallPath:
             return False  # expired meanwhile: no row left to mark
         if record.kind == KIND_RECALL:
             if target.recall_event_conversation_seq is not None:
-                return False  # the row says the event is in the log: nothing to do
+                self._hot_recall(target, target.recall_event_conversation_seq)  # the row has it; the hot copy too
+                return False  # the row says the event is in the log: nothing to re-emit
             self._apply_recall(target, self.outbox.append(record))  # re-emit (idempotent), then the row
             return True
+        if target.edited_at_activity_id == _activity(entry) and target.state is not MessageState.RECALLED:
+            assert isinstance(record.payload, EditEvent)
+            self._hot_edit(target, record.payload)  # the row has this edit; the hot copy too
+            return False
         if target.state is MessageState.RECALLED or target.edited_at_activity_id == _activity(entry) or (
                 target.edited_written_us is not None and target.edited_written_us >= _write_time_us(entry)):
             return False  # applied, or superseded by a recall or by an edit written later (module docstring)
