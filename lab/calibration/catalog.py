@@ -58,6 +58,10 @@ class RunEntry:
     server: str | None                    # "cassandra 5.0.9, 1 node"
     notebooks: tuple[str, ...] = ()
     constants: Mapping[str, MeasuredConstant] = field(default_factory=dict)
+    requested_rate: float | None = None   # load runs: calls/s asked for (None: closed loop, or not a load run)
+    achieved_rate: float | None = None
+    verdict: str | None = None            # load runs: valid | loader-bound (summary.json's verdict)
+    processes: int | None = None          # load runs: load-generator processes
 
     @property
     def kind(self) -> str:
@@ -149,10 +153,14 @@ def read_run(path: Path | str) -> RunEntry | None:
         f = Fields(path / "load" / "summary.json")
         env = f.get(f.get(load, "parameters", dict, default={}), "environment", dict, where="parameters", default={})
         f.get(env, "server", str, where="parameters.environment")
-        f.get(load, "audit", dict)
         fields["mode"] = fields["mode"] or f.get(load, "mode", str)
         fields["server"] = fields["server"] or _server(env)
-        fields["status"] = fields["status"] or ("ok" if (load.get("audit") or {}).get("ok", True) else "audit failed")
+        verdict = f.get(f.get(load, "verdict", dict, default={}), "verdict", str, where="verdict")
+        audit_ok = f.get(f.get(load, "audit", dict, default={}), "ok", bool, where="audit", default=True)
+        fields["status"] = fields["status"] or (
+            "audit failed" if not audit_ok else "loader-bound" if verdict == "loader-bound" else "ok")
+        fields.update(requested_rate=f.get(load, "requested_rate", float), achieved_rate=f.get(load, "achieved_rate", float),
+                      verdict=verdict, processes=f.get(load, "processes", int))
     started = (cal or {}).get("started_at") or _oldest_mtime(path)
     return RunEntry(run_id=(cal or {}).get("run_id", path.name), path=path, kinds=tuple(kinds), started=started,
                     notebooks=notebooks, **fields)

@@ -46,19 +46,55 @@ def _ms(summary: Mapping[str, Any] | None, key: str, *, scale: float) -> tuple[s
 
 
 def headline(cmp: Any) -> str:
-    """One line: what the tests found, before any table."""
+    """One line: what the comparison found (the constants' agreement, then the latency tests),
+    before any table; it never says less than a row below it."""
+    parts = []
+    if cmp.constants:
+        split = [c for c in cmp.constants if c["agreement"] in ("disagree", "inconclusive")]
+        compared = [c for c in cmp.constants if c["agreement"] in ("agree", "disagree", "inconclusive")]
+        if split:
+            names = ", ".join(f"{c['constant']} ({c['agreement']})" for c in split[:4])
+            more = f" and {len(split) - 4} more" if len(split) > 4 else ""
+            parts.append(f"constants: {len(split)} of {len(compared)} do not agree: {names}{more}")
+        elif compared:
+            parts.append(f"constants: all {len(compared)} agree")
     tests = cmp.tests
-    if not tests:
-        return "verdict: no test could be made (too few intervals on either side)"
-    found = [t for t in tests if t.get("significant")]
     untested = sum(1 for r in cmp.test_rows if r.get("p_value") is None)
     extra = f"; {untested} without a test (too few intervals)" if untested else ""
-    if not found:
-        return f"verdict: no difference found in {len(tests)} test{'' if len(tests) == 1 else 's'}{extra}"
-    names = "; ".join(f"{t['what']}: {t['verdict']}" for t in found[:4])
-    more = f" and {len(found) - 4} more" if len(found) > 4 else ""
-    mark = " (runs not comparable: --force)" if not cmp.comparable else ""
-    return f"verdict: B differs in {len(found)} of {len(tests)} tests{mark}: {names}{more}{extra}"
+    found = [t for t in tests if t.get("significant")]
+    if not tests:
+        parts.append("no latency test could be made (too few intervals on either side)" if cmp.test_rows
+                     else "no latencies to test")
+    elif not found:
+        parts.append(f"no difference found in {len(tests)} test{'' if len(tests) == 1 else 's'}{extra}")
+    else:
+        names = "; ".join(f"{t['what']}: {t['verdict']}" for t in found[:4])
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        mark = " (runs not comparable: --force)" if not cmp.comparable else ""
+        parts.append(f"B differs in {len(found)} of {len(tests)} tests{mark}: {names}{more}{extra}")
+    return "verdict: " + "; ".join(parts)
+
+
+def driven_lines(cmp: Any) -> list[str]:
+    """How the two runs were driven where they differ (load processes, machine, services), said
+    above the tables: a difference may be the setup's, not the store's."""
+    a, b = _driven(cmp.a), _driven(cmp.b)
+    return [f"driven differently: {key}: A {a[key]} vs B {b[key]}" for key in a
+            if a[key] is not None and b[key] is not None and a[key] != b[key]]
+
+
+def _driven(run: Any) -> dict[str, Any]:
+    cal, meta = run.calibration or {}, run.load_meta or {}
+    params = meta.get("parameters") if isinstance(meta.get("parameters"), Mapping) else {}
+    env = cal.get("environment") or params.get("environment") or {}
+    env = env if isinstance(env, Mapping) else {}
+    machine = env.get("machine") if isinstance(env.get("machine"), Mapping) else {}
+    services = params.get("services") or (env.get("parameters") or {}).get("services") or {}
+    services = services if isinstance(services, Mapping) else {}
+    cores = machine.get("cpus")
+    return {"load processes": meta.get("processes"),
+            "machine": f"{machine.get('hostname') or '?'}, {cores} cores" if machine else None,
+            "outbox": services.get("outbox"), "hot window": services.get("hot_window")}
 
 
 def warning_lines(cmp: Any) -> list[str]:
@@ -160,7 +196,7 @@ def _sample_rows(cmp: Any) -> tuple[list[list[str]], list[tuple[int, float, str]
 
 def to_text(cmp: Any) -> str:
     lines = [f"A: {cmp.a.run_id} ({cmp.a.path})", f"B: {cmp.b.run_id} ({cmp.b.path})", *warning_lines(cmp),
-             f"test: {test_description(cmp)}", headline(cmp)]
+             *driven_lines(cmp), f"test: {test_description(cmp)}", headline(cmp)]
     if (load := _load_line(cmp)) is not None:
         lines.append(load)
     if cmp.constants:
@@ -252,7 +288,10 @@ def to_html(cmp: Any) -> str:
            f"{esc(d['why'])}.</div>" if d.get("verdict") else
            f"{esc(d['what'])} differs: A {esc(d['a'])} vs B {esc(d['b'])}. {esc(d['why'])}.</div>")
         for d in cmp.differences)
-    found = any(t.get("significant") for t in cmp.tests)
+    warnings += "".join(f"<div class='banner warn'><b>Driven differently</b>: {esc(line.split(': ', 1)[1])}.</div>"
+                        for line in driven_lines(cmp))
+    found = any(t.get("significant") for t in cmp.tests) or any(
+        c["agreement"] in ("disagree", "inconclusive") for c in cmp.constants)
     verdict = f"<div class='banner {'warn' if found else 'ok'}'><b>{esc(headline(cmp))}</b></div>"
     load = _load_line(cmp)
     parts = [f"<h1>Runs compared: A = {a}, B = {b}</h1>", warnings, verdict,

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
@@ -189,10 +191,12 @@ def read_values(folder: Path, notebook: Path | None = None) -> dict[str, Any]:
     return {}
 
 
-def ipc_kernel_manager() -> type:
+def ipc_kernel_manager(socket_dir: Path | None = None) -> type:
     """The kernel manager papermill starts kernels with: IPC sockets instead of loopback TCP.
     A TCP kernel logs "Kernel is running over TCP without encryption" at every start (one line
-    per notebook on the console of ``lab calibrate``); over IPC only this user can reach it."""
+    per notebook on the console of ``lab calibrate``); over IPC only this user can reach it.
+    The sockets go in ``socket_dir`` (jupyter_client's default is ``kernel-ipc-N`` in the
+    working folder, the user's)."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -200,6 +204,10 @@ def ipc_kernel_manager() -> type:
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            return str((socket_dir or Path(tempfile.gettempdir())) / "kernel-ipc")
 
         async def _async_pre_start_kernel(self, **kw: Any) -> Any:
             _LIVE_KERNELS.append(self)
@@ -272,13 +280,14 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
         parameters["cluster"] = cluster_parameter(config)
     if services is not None and "services" in _declared(source):  # a notebook without a store takes none
         parameters["services"] = services_parameter(services)
+    sockets = Path(tempfile.mkdtemp(prefix="lab-kernel-"))  # short: a socket path has 107 bytes at most
     try:
         # shutdown_kernel="immediate": once every cell has run and papermill holds its outputs, the
         # kernel is killed instead of asked to exit: its own exit (IPython clearing the namespace,
         # the driver's loop thread joined) took 2.1 s of a tiny in_limit run at load 10, every notebook
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
-                            execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager(),
+                            execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager(sockets),
                             shutdown_kernel="immediate")
     except KeyboardInterrupt:
         stop_kernels()
@@ -294,6 +303,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
                                output=str(executed)) from exc
     finally:
         _LIVE_KERNELS.clear()  # papermill shut it down (or stop_kernels killed it)
+        shutil.rmtree(sockets, ignore_errors=True)
         if html:
             try:
                 export_html(executed)
@@ -361,7 +371,8 @@ def jupyter_command(*, home: Path, notebooks_dir: Path = NOTEBOOKS_DIR, ip: str 
 
     argv = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={Path(notebooks_dir).resolve()}",
             f"--ServerApp.ip={ip}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
-            "--KernelManager.transport=ipc"]  # no "Kernel is running over TCP" line per kernel start
+            "--KernelManager.transport=ipc",  # no "Kernel is running over TCP" line per kernel start
+            f"--KernelManager.ip={Path(tempfile.gettempdir()) / 'lab-jupyter-kernel-ipc'}"]  # not in the user's folder
     if port is not None:
         argv.append(f"--ServerApp.port={port}")
     if not browser:

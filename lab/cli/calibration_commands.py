@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from lab.calibration.presets import FULL_RUN_DURATION, QUICK_RUN_DURATION
 from lab.cli.options import (LAB_ERROR_EXIT_CODE, PORT, POSITIVE, SERVICES_FLAGS, cluster_options, home_option,
                              results_option, services_options)
 from lab.cluster.config import ClusterConfig
+from lab.calibration.catalog import KINDS
 from lab.errors import LabError
 
 
@@ -67,15 +69,39 @@ def _resume_conflicts(ctx: click.Context) -> list[str]:
     return [flag for name, flag in names.items() if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
 
 
+_TERMINATED: list[int] = []  # the SIGTERM that stopped this run, if one did
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a CI's timeout, ``kill``, a container stop) stops a calibration as Ctrl-C does:
+    the run is marked interrupted and resumable, with one line."""
+    def handler(signum: int, frame: Any) -> None:
+        _TERMINATED.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the second would land in the clean-up
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _exit_quietly(code: int) -> None:
+    """Exit after the one line: nothing else reaches the console (a kernel killed mid-cell may
+    leave a thread or a task that would print a DeadKernelError traceback at shutdown). The run
+    folder is written and the kernels are stopped by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _report_result(result: Any) -> None:
     from lab.calibration.decisions import changes_line
 
     cal = result.calibration
     if result.interrupted:
         where = f"in notebook {result.interrupted_in}" if result.interrupted_in else "before the first notebook"
-        click.echo(f"interrupted {where}: partial results in {result.run_dir}; resume with: lab calibrate --resume "
+        how = "stopped by SIGTERM" if _TERMINATED else "interrupted"
+        click.echo(f"{how} {where}: partial results in {result.run_dir}; resume with: lab calibrate --resume "
                    f"{result.run_dir}", err=True)
-        sys.exit(130)
+        _exit_quietly(143 if _TERMINATED else 130)
     click.echo(f"run {result.run_dir.name}: {cal.status} in {cal.wall_seconds:.0f} s; "
                f"measured {', '.join(cal.measured()) or 'no constant'}; {changes_line(cal.to_json())}")
     mix = cal.my_mix
@@ -140,6 +166,7 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
     from lab.calibration.propose import check_proposable
     from lab.calibration.repeat_check import run_repeat_check
 
+    _stop_on_sigterm()
     if propose_from is not None:
         diff = _propose_from(propose_from, allow_quick=allow_quick)
         click.echo(diff.read_text())
@@ -215,11 +242,16 @@ def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None
 
 
 def _runs_table(runs: list[Any]) -> list[str]:
-    rows = [("run", "started", "kind", "mode", "status", "server", "constants measured (confidence)")]
+    from lab.results.units import fmt
+
+    rows = [("run", "started", "kind", "mode", "status", "rate (achieved/asked)", "processes", "server",
+             "constants measured (confidence)")]
     for r in runs:
         consts = ", ".join(f"{n} {c.text()}" for n, c in r.constants.items()) or "-"
+        rate = "-" if r.achieved_rate is None else (
+            f"{fmt(r.achieved_rate)}/{fmt(r.requested_rate) if r.requested_rate is not None else 'closed loop'}")
         rows.append((r.run_id, (r.started or "?")[:16].replace("T", " "), r.kind, r.mode or "-", r.status or "-",
-                     r.server or "-", consts))
+                     rate, "-" if r.processes is None else str(r.processes), r.server or "-", consts))
     return _columns(rows)
 
 
@@ -247,8 +279,10 @@ def _columns(rows: list[tuple[str, ...]]) -> list[str]:
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="PNG",
               help="with --constant: write its history as a figure (value and 95% interval per run)")
 @click.option("--json", "as_json", is_flag=True, help="print the runs (or the constant's history) as JSON")
+@click.option("--kind", "kind", type=click.Choice(KINDS), default=None,
+              help="only runs of this kind (a run of several kinds, e.g. load+compare, is listed under each)")
 @results_option
-def runs(constant: str | None, plot: Path | None, as_json: bool, results: Path) -> None:
+def runs(constant: str | None, plot: Path | None, as_json: bool, kind: str | None, results: Path) -> None:
     """The runs in the results folder (kind, mode, status, server, the constants they measured), oldest first.
 
     With --constant NAME, that constant in every run that measured it: value, 95% interval,
@@ -258,7 +292,7 @@ def runs(constant: str | None, plot: Path | None, as_json: bool, results: Path) 
     if constant is None and plot is not None:
         raise click.UsageError("--plot draws one constant: give --constant NAME")
     problems: list[LabError] = []
-    found = list_runs(results, problems=problems)
+    found = [r for r in list_runs(results, problems=problems) if kind is None or kind in r.kinds]
     if constant is None:
         if as_json:
             click.echo(json.dumps([r.to_json() for r in found], indent=1, default=str))

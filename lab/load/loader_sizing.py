@@ -146,6 +146,16 @@ class Sizing:
                 f"({self.usable_cores} per machine)")
 
 
+def changed_note(before: int, before_what: str, after: Sizing) -> str:
+    """Why a figure for the processes needed differs from the one before it (empty when the same):
+    each names the cost per call it came from."""
+    if before == after.processes_needed:
+        return ""
+    return (f" (changed from {before} {before_what}: this figure comes from {after.cost.source} "
+            f"{after.cost.cpu_ms_per_call:.2f} ms of loader CPU per call over {after.cost.calls:,} calls"
+            + (f" of run {after.cost.run_id}" if after.cost.run_id else "") + ")")
+
+
 def size(rate: float, cost: LoaderCost, *, processes: int, cores: int | None = None,
          max_cpu_percent_of_core: float = MAX_LOADER_CPU_PERCENT_OF_CORE) -> Sizing:
     needed = max(1, math.ceil(rate / cost.capacity_per_process(max_cpu_percent_of_core)))

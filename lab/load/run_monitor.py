@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.load.live_counts import EDGE_SECONDS, LiveCounts, read_counts
-from lab.load.loader_sizing import (LoaderCost, Sizing, SizingBook, size, steady_window, usable_cores, warmup_cost,
+from lab.load.loader_sizing import (LoaderCost, Sizing, SizingBook, changed_note, size, steady_window, usable_cores, warmup_cost,
                                    window_cost)
 from lab.load.metrics_endpoint import LiveState, MetricsServer
 from lab.load.pacing import Stage
@@ -110,7 +110,8 @@ class RunMonitor:
         self.sizing = size(top, cost, processes=plan.workers,
                            max_cpu_percent_of_core=self.limits.max_loader_cpu_percent_of_core)
         warn = "" if self.sizing.enough else "; the measured window will be loader-bound"
-        self.progress.phase(self.sizing.advice() + warn)
+        note = changed_note(plan.workers, "processes this run started with", self.sizing)
+        self.progress.phase(self.sizing.advice() + note + warn)
 
     def _judge_steps(self, counts: LiveCounts) -> bool:
         if self.stopped is not None or not self._steps or not counts.processes:
@@ -158,8 +159,12 @@ def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupt
     top = max((s.rate for s in plan.stages), default=None)
     if cost is not None and top is not None:
         need = size(top, cost, processes=plan.workers, max_cpu_percent_of_core=limit)
+        before = monitor.sizing
+        note = (changed_note(before.processes_needed, f"at the end of the warmup ({before.cost.cpu_ms_per_call:.2f} ms "
+                             "per call)", need) if before is not None
+                else changed_note(plan.workers, "processes this run started with", need))
         sizing.update(processes_needed=need.processes_needed, machines_needed=need.machines_needed,
-                      advice=need.advice())
+                      advice=need.advice() + note)
     if learned is not None and not web and not interrupted:
         book.put(learned)
     summary = dataclasses.replace(summary, sizing=sizing)

@@ -80,3 +80,17 @@ def test_the_warmup_cost_counts_the_calls_it_started():
     assert c.cpu_ms_per_call == pytest.approx(5.87, abs=0.01) and c.calls == 165
     assert warmup_cost(profile="chat", driver="threads", cpu_seconds=0.968, finished=21, started=None
                        ).cpu_ms_per_call == pytest.approx(46.1, abs=0.1)  # an older worker: finished calls
+
+
+def test_a_changed_process_count_says_which_figure_it_came_from():
+    from lab.load.loader_sizing import LoaderCost, changed_note, size
+
+    warm = LoaderCost(profile="chat", driver="gevent", cpu_ms_per_call=2.0, calls=500, source="warmup")
+    window = LoaderCost(profile="chat", driver="gevent", cpu_ms_per_call=3.5, calls=9000, run_id="r1")
+    at_warmup = size(1000.0, warm, processes=4, cores=8)
+    at_end = size(1000.0, window, processes=4, cores=8)
+    assert at_warmup.processes_needed != at_end.processes_needed
+    note = changed_note(at_warmup.processes_needed, "at the end of the warmup", at_end)
+    assert f"changed from {at_warmup.processes_needed} at the end of the warmup" in note
+    assert "measured window 3.50 ms of loader CPU per call over 9,000 calls of run r1" in note
+    assert changed_note(at_end.processes_needed, "before", at_end) == ""

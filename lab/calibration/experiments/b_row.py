@@ -39,6 +39,8 @@ there, so it reads the SSTable, not the row cache a flush fills.
 """
 from __future__ import annotations
 
+import math
+
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -395,7 +397,12 @@ def mix_lines(result: Result) -> list[str]:
     mixes = result.by_mix()
     if mixes.empty:
         return []
-    parts = ", ".join(f"`{r.mix}` {r.b_row_mean_bytes:,.0f} B ({r.b_row_ci_low_bytes:,.0f}-{r.b_row_ci_high_bytes:,.0f}"
+    def interval(r: Any) -> str:
+        if not (math.isfinite(r.b_row_ci_low_bytes) and math.isfinite(r.b_row_ci_high_bytes)):
+            return f"no interval: {r.repeats} repeat{'' if r.repeats == 1 else 's'}"
+        return f"{r.b_row_ci_low_bytes:,.0f}-{r.b_row_ci_high_bytes:,.0f}"
+
+    parts = ", ".join(f"`{r.mix}` {r.b_row_mean_bytes:,.0f} B ({interval(r)}"
                       f"{'' if r.fitted else ', held out'})" for r in mixes.itertuples())
     out = [f"**b_row by mix** (message_record, 95% CI): {parts}."]
     if result.row_model is None:

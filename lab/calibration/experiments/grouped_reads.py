@@ -29,6 +29,8 @@ entry = message_record requests / entries (the design's 0.002 and 0.2).
 """
 from __future__ import annotations
 
+import math
+
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -366,6 +368,16 @@ def _density_precision(result: Result) -> str:
             f"round; halves {h.first:.2f} / {h.second:.2f}: {verdict})")
 
 
+def _measured(ms: Any) -> bool:
+    return ms is not None and math.isfinite(float(ms)) and float(ms) > 0
+
+
+def _p50(ms: Any) -> str:
+    """A p50 in ms, or why there is none (every timed read of the shape left out as loader-bound,
+    or too few left for a percentile)."""
+    return f"{float(ms):.1f} ms" if _measured(ms) else "not measured (too few timed reads kept: see loader-bound below)"
+
+
 def conclusion(result: Result) -> str:
     s = result.summary.set_index(["shape", "method"])
     p = result.params
@@ -376,8 +388,9 @@ def conclusion(result: Result) -> str:
         lines.append(f"**{shape}** ({int(g.entries)} entries): grouped {int(g.record_reads)} message_record reads "
                      f"({g.reads_per_entry:.3f} per entry, {'within' if ok else 'OVER'} S-1's <= {limit}, "
                      f"{int(g.point_reads)} point reads, {int(g.index_reads)} message_index reads), p50 "
-                     f"{g.p50_ms:.1f} ms; naive {int(n.record_reads)} point reads, p50 {n.p50_ms:.1f} ms "
-                     f"({n.p50_ms / g.p50_ms:.1f}x slower).")
+                     f"{_p50(g.p50_ms)}; naive {int(n.record_reads)} point reads, p50 {_p50(n.p50_ms)}"
+                     + (f" ({n.p50_ms / g.p50_ms:.1f}x slower)." if _measured(g.p50_ms) and _measured(n.p50_ms)
+                        else "."))
     sparse = f"group_{p.group_backlog}_sparse"
     if (sparse, "grouped") in s.index:
         g = s.loc[(sparse, "grouped")]
