@@ -33,7 +33,7 @@ def check_text(check: Mapping[str, Any], quantity: str) -> str:
         skipped = (check.get("skipped") or {}).get(quantity)
         return f"not checked ({skipped})" if skipped else NOT_CHECKED
     low, high = check.get(f"model_check_{quantity}_error_ci_low"), check.get(f"model_check_{quantity}_error_ci_high")
-    ci = f"; CI {_pct(low)} to {_pct(high)}" if low is not None and high is not None else ""
+    ci = f"; CI {_pct(low)} to {_pct(high)}" if low is not None and high is not None and low != high else ""
     target = (check.get("targets") or {}).get(quantity)
     where = (f", {check.get('nodes')} node(s) RF {check.get('replication_factor')}" if check.get("nodes") else "")
     met = check.get(f"model_check_{quantity}_met")
@@ -154,7 +154,7 @@ def model_check(check: Mapping[str, Any]) -> str:
         rows.append([esc(c["quantity"]), scope, f"<td class='num'>{fmt(c['predicted'], unit=c['unit'])}</td>",
                      f"<td class='num'>{fmt(c['measured'], unit=c['unit'])}</td>",
                      f"<td class='num'>{_pct(c.get('error'))}</td>",
-                     f"<td class='num'>{_pct(low)} to {_pct(high)}</td>" if low is not None else "—",
+                     f"<td class='num'>{_pct(low)} to {_pct(high)}</td>" if low is not None and low != high else "—",
                      target, "met" if c.get("met") else "<b>MISSED</b>"])
     if not rows:
         return ""

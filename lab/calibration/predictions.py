@@ -160,6 +160,8 @@ class Check:
         mh = self.measured if self.measured_high is None else self.measured_high
         low = pl / mh - 1 if mh > 0 else None
         high = ph / ml - 1 if ml > 0 else None
+        if low is not None and high is not None and low == high:
+            return None, None  # no interval on either side (one round): a zero-width "95% CI" says nothing
         return low, high
 
     @property

@@ -35,7 +35,7 @@ def own_redis(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stalling_store(open_store, store, redis_services, own_redis, tmp_path_factory):
-    services = redis_services.replace(redis_port=own_redis.port, request_timeout_seconds=1.0)
+    services = redis_services.replace(redis_port=own_redis.port, request_timeout_seconds=0.5)
     return open_store(state_dir=tmp_path_factory.mktemp("hot-faults"), archiver_mode=True, services=services)
 
 

@@ -41,7 +41,7 @@ def test_a_table_that_missed_under_a_met_headline_is_named_with_its_input():
     missed = v["model_check_disk_missed"]
     assert [m["table"] for m in missed] == ["client_dedup"] and round(missed[0]["per_row_error_bytes"]) == -22
     # the report's capacity section says the same beside the node counts
-    assert "(±5%: met; CI -1.6% to -1.6%, 3 node(s) RF 3; missed under it: client_dedup -15.5%)" in capacity_section.check_text(v, "disk")
+    assert "(±5%: met, 3 node(s) RF 3; missed under it: client_dedup -15.5%)" in capacity_section.check_text(v, "disk")
 
 
 def test_every_check_met_says_so():

@@ -76,7 +76,11 @@ def test_a_check_is_judged_against_its_target_with_both_intervals():
     assert exact.met and exact.error == 0
     assert Check(quantity="sstables", scope="x", table="t", predicted=5, measured=4.0, unit="SSTables").met is False
     row = exact.row()
-    assert row["target"] == 0 and row["met"] is True and row["error_ci_low"] == 0
+    assert row["target"] == 0 and row["met"] is True
+    # no interval on either side (one round): no "95% CI -24.8% to -24.8%", no interval at all
+    assert row["error_ci_low"] is None and row["error_ci_high"] is None
+    one_round = Check(quantity="cpu", scope="cluster", table=None, predicted=13.8, measured=18.35, unit="CPU s")
+    assert one_round.error_interval == (None, None) and one_round.error == pytest.approx(13.8 / 18.35 - 1)
 
 
 def test_the_operation_sequence_carries_each_operation_at_its_rate():
