@@ -4,7 +4,7 @@ Per side of each comparison (:class:`ThroughputRun`): calls, throughput, service
 client's CPU over the measured window, as CPU per call, so the load generator's own cost shows
 beside the store's: ``cpu_per_call`` ratios are Locust's CPU per call over the plain thread
 pool's CPU per call, for the same store calls at the same concurrency (1.0: Locust adds nothing
-to the store's client cost; issue 24's goal: at most 1.25). A client's CPU per call falls as its
+to the store's client cost; the goal: at most 1.25). A client's CPU per call falls as its
 call rate rises, so a ratio is like for like only when both sides ran at the same rate (within
 ``SAME_RATE_TOLERANCE``: the fixed-rate pair, a maximum where both sides reached the same rate);
 the goal is judged on those (``cpu_goal``) and a ratio of unequal rates says so. Per operation of the chat profile,
@@ -30,7 +30,7 @@ __all__ = ["CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchRes
 
 RATIO_DIGITS = 3
 STAIRCASE_FRACTIONS = "/".join(f"{round(f * 100)}" for f in pacing.STAIRCASE_FRACTIONS) + "%"  # 50/75/90/105%
-CPU_RATIO_GOAL = 1.25  # Locust's CPU per call over the plain pool's, at most (issue 24)
+CPU_RATIO_GOAL = 1.25  # Locust's CPU per call over the plain pool's, at most
 # two sides' CPU per call compare only at call rates within this share of each other: a client's CPU
 # per call falls as its rate rises (the store groups more calls per round, idle work spreads over
 # more calls), so at unequal rates the ratio measures the rates, not the load generator

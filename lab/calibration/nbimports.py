@@ -3,9 +3,8 @@ optional IRI grammar.
 
 nbformat validates notebooks with jsonschema, and jsonschema imports ``rfc3987_syntax`` whenever
 it is installed (jupyter-events' ``jsonschema[format-nongpl]`` puts it in the venv): that module
-builds a Lark grammar at import, which made importing papermill and nbconvert 11-12.6 s instead of
-3.4-3.5 s at load 7 on the lab's 2-core machine, once in every process that runs or reads a
-notebook (each ``lab calibrate``). Only jsonschema's ``iri`` / ``iri-reference`` format checks use
+builds a Lark grammar at import, which made importing papermill and nbconvert several times
+slower (docs/measurements.md), once in every process that runs or reads a notebook. Only jsonschema's ``iri`` / ``iri-reference`` format checks use
 it, and no schema the lab validates against names those formats. (The kernel already glues its
 values without scrapbook for the same reason: lab.calibration.experiments.common.)
 """

@@ -284,7 +284,7 @@ def run_notebook(name: str, params: Mapping[str, Any] | None, out_dir: Path | st
     try:
         # shutdown_kernel="immediate": once every cell has run and papermill holds its outputs, the
         # kernel is killed instead of asked to exit: its own exit (IPython clearing the namespace,
-        # the driver's loop thread joined) took 2.1 s of a tiny in_limit run at load 10, every notebook
+        # the driver's loop thread joined) takes seconds per notebook (docs/measurements.md)
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=kernel_name,
                             cwd=str(cwd), progress_bar=False, request_save_on_cell_execute=True,
                             execution_timeout=cell_timeout_seconds, kernel_manager_class=ipc_kernel_manager(sockets),

@@ -9,9 +9,8 @@ values of the parameters still at their defaults (a value you edited stays), rec
 parameters the notebook ran with (``preset`` in values.json: quick, full or custom) and prints
 the expected duration.
 
-Both runs' durations are measured on the lab's 2-core machine shared with other work (one whole
-`lab calibrate --quick`, load average 3.4-4.2; one whole `lab calibrate --full`, load average
-1-7): :data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`. A notebook's full figure is its time
+Both runs' durations are measured on the lab's 2-core machine shared with other work (the runs and
+their conditions: docs/measurements.md): :data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`. A notebook's full figure is its time
 budget (an upper estimate: a full notebook stops earlier when it reaches its precision target). A
 busier machine takes longer.
 """
@@ -49,9 +48,8 @@ QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 # Seconds per notebook. Full: the budget where a notebook has one plus its fixed parts (a sum of
-# budgets, not a timed run). Quick: measured, `lab calibrate --quick` of 2026-12-01 23:26 UTC, every
-# notebook in one run at load average 3.4-4.2 (QUICK_RUN_WALL_SECONDS in all, with the preflight,
-# environment and round trip; the 7 notebooks of an earlier run took 889 s at load 13-18).
+# budgets, not a timed run). Quick: measured, one whole `lab calibrate --quick` (docs/measurements.md;
+# QUICK_RUN_WALL_SECONDS in all, with the preflight, environment and round trip).
 FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
     "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
     "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
@@ -61,10 +59,7 @@ QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {
     "cpu_cost": 83, "capacity": 15, "model_check": 62,
 }
 QUICK_RUN_WALL_SECONDS = 517.0
-# Measured: `lab calibrate --full` of 2026-12-02 02:40-03:27 UTC (run 20261202T024053Z-d2f399, every
-# notebook ok, load average 0.9-6.9 sampled each minute): 2,813 s in all; b_row 860, in_limit 36,
-# empty_buckets 262, twcs_sstables 34, space_amp 757, grouped_reads 146, cpu_cost 492, capacity 9,
-# model_check 209 s (each within its budget above).
+# Measured: one whole `lab calibrate --full`, every notebook ok (docs/measurements.md).
 FULL_RUN_WALL_SECONDS = 2813.0
 UNKNOWN_NOTEBOOK_SECONDS = 120.0
 
@@ -83,9 +78,9 @@ def minutes(seconds: float) -> str:
 _SUITE = tuple(FULL_RUN_EXPECTED_SECONDS)  # every notebook of the suite has a full-run figure
 # The one statement of the two runs' durations (lab calibrate --help, the report's banner, the
 # README quotes them): what was timed and what is a sum of budgets, said as such.
-QUICK_RUN_DURATION = (f"{minutes(QUICK_RUN_WALL_SECONDS)} measured on the lab's 2-core machine at load average 4 "
-                      "(longer when it is busier)")
-FULL_RUN_DURATION = (f"{minutes(FULL_RUN_WALL_SECONDS)} measured on the lab's 2-core machine at load average 1-7 (up "
+QUICK_RUN_DURATION = (f"{minutes(QUICK_RUN_WALL_SECONDS)} measured on the lab's 2-core machine "
+                      "(longer when it is busier; docs/measurements.md)")
+FULL_RUN_DURATION = (f"{minutes(FULL_RUN_WALL_SECONDS)} measured on the lab's 2-core machine (up "
                      f"to {minutes(expected_seconds('full', _SUITE))}: the sum of the notebooks' time budgets)")
 
 

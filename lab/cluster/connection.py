@@ -32,7 +32,7 @@ from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, Validatio
 
 # A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
 # apply it and for schema agreement: seconds on a quiet node, well past the request timeout on a
-# loaded one (a DROP KEYSPACE ran 20 s on the shared 2-core machine at load average 15). It is
+# loaded one (tens of seconds on a busy 2-core machine). It is
 # not what a run measures, so it gets this floor instead of the request timeout.
 SCHEMA_TIMEOUT_SECONDS = 120.0
 

@@ -9,7 +9,7 @@ named tuples (same field names, positional access, ``_asdict``) at the price of 
 
 UUID cells. The driver builds each ``uuid``/``timeuuid`` value with ``UUID(bytes=...)``, whose
 general constructor (five ways to give a UUID, each checked) was the largest frame of a grouped
-500-row read's client CPU (27.5% of its GIL samples, issue 24 item 2). :func:`install_uuid_deserializer`
+500-row read's client CPU (27.5% of its GIL samples). :func:`install_uuid_deserializer`
 gives the driver's deserializers :func:`uuid_from_bytes` instead: the same ``uuid.UUID`` (equal,
 hashed and ordered alike, ``is_safe`` unknown as the constructor leaves it) from 16 bytes, about a
 third of the constructor's time. ``connect`` installs it.

@@ -2,7 +2,7 @@
 
 Under concurrent users some calls meet a state another user made, and the store answers as
 the design says it must (docs/store-api.md). Counting those as errors made a healthy run look
-broken (issue 22: 3 ``InvalidState`` on ``edit`` at 300 calls/s: edits of messages another user
+broken (3 ``InvalidState`` on ``edit`` at 300 calls/s: edits of messages another user
 had recalled). They are counted per kind, apart from successes and failures, in the summary
 (``operations.<op>.outcomes``), the live counts and Locust's UI (request type ``outcome``):
 

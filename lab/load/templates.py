@@ -24,8 +24,8 @@ from lab.results.jsonio import write_atomic
 def import_generator_meanwhile() -> threading.Thread:
     """Import the workload generator (pandas) in a thread while the caller waits on the cluster
     (``lab load``: creating the schema), so the seed's :func:`build_templates` finds it imported.
-    The import was 2.7 of the seed's 3.75 s in a tiny-seed run at load 8 (the sends 0.4 s), and the
-    Locust processes wait for the seed. The caller joins the thread before it returns."""
+    The import is most of a tiny seed's time (docs/measurements.md), and the Locust processes wait
+    for the seed. The caller joins the thread before it returns."""
     thread = threading.Thread(target=importlib.import_module, args=("lab.workload",), name="import-generator",
                               daemon=True)
     thread.start()

@@ -1,7 +1,7 @@
 """Is a load run's latency the store's, or the load generator's? The verdict of a run or a step.
 
 A load generator that cannot keep its schedule reports its own queueing as the store's latency
-(issue 22: one Locust process at 150 calls/s gave a send p50 of 679 ms; two processes, 66 ms).
+(one Locust process at 150 calls/s gave a send p50 of 679 ms; two processes, 66 ms).
 Every run and every staircase step is therefore judged from what it measured:
 
     loader CPU      any load process above ``max_loader_cpu_percent_of_core`` (70 %, ScyllaDB's

@@ -4,9 +4,7 @@ A bench or load process holds ~70,000 GC-tracked objects once set up (the driver
 prepared statements, numpy, Locust), and every full collection walks them all again (~50 ms)
 although none of them ever becomes garbage; with Python's thresholds (700, 10, 10) the young
 generations are collected every 700 allocations and their survivors walked again every ten.
-Measured (interleaved processes of the store bench's reads and sends, load average 8-16): the
-collector took ~10% of the process's CPU (0.41-0.50 s of ~4.5 s), set-up frozen 0.33-0.37 s, set-up
-frozen with the thresholds below 0.21-0.29 s (~5%). ``freeze`` moves what set-up made into the
+The collector took a tenth of such a process's CPU (docs/measurements.md). ``freeze`` moves what set-up made into the
 collector's permanent generation (``gc.collect(); gc.freeze()``) once set-up is done, so later
 collections walk only what the measured calls allocate, and collects the youngest generation every
 10,000 allocations (:data:`FREEZE_THRESHOLDS`) instead of 700 (each collection then walks more objects,

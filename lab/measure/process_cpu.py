@@ -2,7 +2,7 @@
 
 A notebook that drives the store from its own process is the load generator of its
 measurement: when it spends most of a window on its own CPU (decoding, decrypting, Python),
-the latency it records is its own queueing, not the server's (issue 22). :class:`CpuMeter`
+the latency it records is its own queueing, not the server's. :class:`CpuMeter`
 reads ``time.process_time`` (every thread of the process) and the monotonic clock at the start
 and the end of a window; ``percent_of_core`` is CPU seconds over wall seconds, in % of one
 core, the figure ``lab.load.verdict`` holds to its limit (70 %). :func:`thread_cpu_ns` is the

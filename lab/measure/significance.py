@@ -2,7 +2,7 @@
 
 Per-request latencies are not independent draws: calls close in time share the machine's
 load, the server's compactions and the client's queue, so a test on raw samples (Mann-Whitney
-on every call) calls two runs of the same plan "significantly different" (issue 25: three
+on every call) calls two runs of the same plan "significantly different" (three
 SIGNIFICANT rows for two identical ``--rate 50`` runs). The lab tests per-interval summaries
 instead: each run is a time-ordered series of windows (a load run's one-second HDR intervals,
 a notebook's rounds), each window summarised by its median (:func:`window_medians`, the one

@@ -32,8 +32,8 @@ from lab.measure.percentiles import percentile
 ALPHA = 0.05
 CONFIDENCE = 0.95
 # No interval from fewer rounds (repeats, samples): a t interval of 2 values, or a bootstrap of 2
-# rounds whose median is always the lower one, states a precision nothing measured (issue 22:
-# cpu_cost's "95% interval" of 2 windows had ci_low equal to the estimate for every operation).
+# rounds whose median is always the lower one, states a precision nothing measured
+# (an interval of 2 windows has its low bound equal to the estimate).
 MIN_INTERVAL_ROUNDS = 5
 TOO_FEW_ROUNDS = "too few rounds for an interval"
 BOOTSTRAP_RESAMPLES = 1000

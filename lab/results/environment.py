@@ -56,7 +56,7 @@ def row_decode() -> str:
     """Which decode the store's reads run through in this process: the compiled path
     (``compiled: lab_native <version>``, lab.store.rows.records uses it whenever lab_native imports)
     or ``python (lab_native not installed)``: every page on the Python path, the latest page then
-    ~0.14 ms slower per 50 rows (issue 24's closing note). Read figures depend on it."""
+    ~0.14 ms slower per 50 rows (docs/measurements.md). Read figures depend on it."""
     try:
         import lab_native  # noqa: F401  (native/, built by `make venv`)
     except ImportError:

@@ -1,4 +1,4 @@
-"""The store benchmark of issue 3: each MessageStore path against its bare CQL floor, on the same
+"""The store benchmark: each MessageStore path against its bare CQL floor, on the same
 node in the same run. A benchmark, not a test: it measures and writes, it asserts no speed.
 
 Comparisons (``results/<run-id>/bench/store.json``, ``store.csv``, ``store.png``):

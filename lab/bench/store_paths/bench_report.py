@@ -17,7 +17,7 @@ from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
 LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
-# issue 24's goals, printed beside the ratios they bound (the report states them, never enforces them)
+# the goals, printed beside the ratios they bound (the report states them, never enforces them)
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
@@ -217,7 +217,7 @@ def closing_note(report: StoreBenchReport) -> str:
     fn = s.methods.get("send_floor_without_outbox")
     if fn is not None:
         lines.append(
-            f"- Send vs its statements alone (send_floor_without_outbox, the floor before issue 24): "
+            f"- Send vs its statements alone (send_floor_without_outbox, the floor without the outbox append): "
             f"{_fmt(f.throughput_ops_per_s)} vs {_fmt(fn.throughput_ops_per_s)} sends/s -> "
             f"{s.ratio['send_over_floor_without_outbox_throughput']}x; the outbox append costs the floor "
             f"{s.ratio['floor_over_floor_without_outbox_throughput']}x of its throughput.")

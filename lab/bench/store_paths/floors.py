@@ -1,4 +1,4 @@
-"""The store's own CQL floors (issue 13): each path's exact statements, issued raw, nothing else.
+"""The store's own CQL floors: each path's exact statements, issued raw, nothing else.
 
 ``send_floor_with_head_read``
     What one ``store.send`` must do, from the same thread pool, in the write path's order: the
@@ -6,7 +6,7 @@
     reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently, the
     durable outbox append (§5.1 step 4: the store's own log, the local SQLite file's group commit
     and fsync, ``store.seeding.log_append``), the COMMITTED update, then the conversation_head read
-    (§2.4's compare in the application, which also sees a takeover: issue 21's fencing) and its
+    (§2.4's compare in the application, which also sees a takeover: the fencing) and its
     blind write. The very statements the store prepares (``store.baseline_statements()``:
     ``fencing_read``, ``reserve``, ``commit``, ``head_read``, ``head_write``; the commit path's
     upserts through ``store.seeding.statements``); the values of every call, the log entry's JSON
@@ -19,12 +19,12 @@
     floor (0.47 per send at 8 callers instead of 2), which is the head writer's design, not the floor's.
 
 ``send_floor``
-    The same without the head read and the fencing read (the floor of issue 13 with issue 24's
+    The same without the head read and the fencing read (the statements alone, with the
     outbox append): the send makes these reads and this floor does not, so the difference between
     the two floors is their cost.
 
 ``send_floor_without_outbox``
-    ``send_floor`` without the outbox append (the floor before issue 24), so the log's own cost stays
+    ``send_floor`` without the outbox append (the floor without the log), so the log's own cost stays
     visible as the difference between the two floors.
 
 ``history_floor``

@@ -6,7 +6,7 @@ against its own statements fetched raw.
 one point read of message_record per message_id (§4.3 forbids it in the store; it exists only
 here, as :func:`naive_point_reads`); ``raw_fetch`` = the grouped read's very statements
 (``store.baseline_statements().batch_read``), rows fetched and neither decoded nor joined: what
-the grouped read costs beyond its CQL (issue 24's goal: p50 within 1.5x). All three use the
+the grouped read costs beyond its CQL (the goal: p50 within 1.5x). All three use the
 driver's async execution with the batch reader's concurrency. The naive side reads no reaction
 summaries, so that comparison favours it. In turn call by call, warm-up discarded.
 """

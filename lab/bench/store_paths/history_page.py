@@ -31,7 +31,7 @@ from lab.store import PARTITION_ROW_COLUMNS, SendAck, seq_bucket
 # the per-round ratios reported (store.json's paired_rounds.ratios): the page's p50 over each other side's
 PAIRED = {"history_over_floor_p50": ("history", "history_floor"),
           "history_over_bare_p50": ("history", "bare_select")}
-GOAL_RATIO = "history_over_floor_p50"  # issue 24's goal: <= HISTORY_FLOOR_GOAL
+GOAL_RATIO = "history_over_floor_p50"  # the goal: <= HISTORY_FLOOR_GOAL
 
 
 def bench_history(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:

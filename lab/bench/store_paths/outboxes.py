@@ -22,7 +22,7 @@ differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Besid
 the primitives alone (:mod:`lab.bench.store_paths.outbox_primitives`): ``outbox.append`` of each
 outbox and ``HotWindow.put``, one caller, ``HotWindow.put`` from ``concurrency`` callers at once, and
 the control, a bare Redis round trip, the same two ways (``hot_window_scaling``: the hot window's cost
-under concurrency over one caller's, per send and per put, and the control's; issue 24's goal: within 2x). Beside the
+under concurrency over one caller's, per send and per put, and the control's; the goal: within 2x). Beside the
 difference of two methods' latencies, which under load also holds how the hot window's extra work
 slows every other step of a saturated machine, ``hot_window_in_send_us`` is the time the kafka_hot
 sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, under the callers and
@@ -69,7 +69,7 @@ __all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_o
 BENCH_DIR = "bench"
 JSON_FILE = "outbox.json"
 KEYSPACE_PREFIX = "bench_outbox"
-HOT_WINDOW_SCALING_GOAL = 2.0  # the hot window's cost per send under concurrency over one caller's, at most (issue 24)
+HOT_WINDOW_SCALING_GOAL = 2.0  # the hot window's cost per send under concurrency over one caller's, at most
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +156,7 @@ class OutboxBenchReport:
     @property
     def hot_window_scaling(self) -> dict[str, float | None] | None:
         """What the hot window costs per send under ``concurrency`` callers over what it costs one
-        caller (issue 24's goal: within 2x), at the send (p50 and mean of ``kafka_hot -
+        caller (the goal: within 2x), at the send (p50 and mean of ``kafka_hot -
         kafka_archiver``) and for ``HotWindow.put`` alone (p50 with ``concurrency`` concurrent
         putters over one putter). A per-send ratio is None when either difference is not positive:
         the two methods' latencies differ by less than this run's noise, and a ratio of a negative

@@ -14,7 +14,7 @@ class BenchParams:
     mode: str = "custom"
     # send_throughput
     # measured calls per method: 200 rounds of send_block in a full run. The rounds' send / floor ratios
-    # of a quiet run spread with a standard deviation of ~0.24 in log (0d5a0aa, load 1-4): 25 rounds put
+    # of a quiet run spread with a standard deviation of ~0.24 in log (docs/measurements.md): 25 rounds put
     # the median's 95 % interval at +-10 %; +-5 % (what the verdict needs) takes ~120 rounds in half
     # of the runs and 200 in ~9 of 10 (the bootstrap on draws of that spread); ~5 minutes quiet
     send_ops: int = 16000

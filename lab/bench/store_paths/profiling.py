@@ -174,7 +174,7 @@ def top(path: Path, n: int = TOP_FRAMES) -> str:
     Samples taken while a module was being imported or compiled (a stack through importlib's frames)
     are left out and counted in the title: py-spy samples the workload's process from its start, and its
     imports held 67-77% of the GIL samples of a 10 s history or send workload, hiding the frames
-    the workload repeats (issue 24). So are the samples of the workload's setup (its schema, the
+    the workload repeats. So are the samples of the workload's setup (its schema, the
     send floor's calls built before its clock: they were 30-40% of the floor's GIL samples, and the
     table then showed JSON encoding and sealing the floor never does while it runs)."""
     self_, incl = collections.Counter(), collections.Counter()

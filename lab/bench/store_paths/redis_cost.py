@@ -1,6 +1,6 @@
 """What the hot window's put costs, beside how long it waits: Redis's own time and CPU per put and
 this process's CPU per put, one caller and ``concurrency`` callers (``lab bench store
---outboxes``, issue 24 item 4). Measures, asserts nothing.
+--outboxes``). Measures, asserts nothing.
 
 Why a cost beside the latency: in a closed loop every caller is busy, so latency = callers /
 throughput; where one caller already keeps the process at its throughput (2 cores shared with the
@@ -52,7 +52,7 @@ PING_COMMANDS = ("ping", ("ping",))
 # any phase: the snapshot's own INFO, and a new connection's handshake (a pool grows under callers)
 _ALWAYS_OWN = frozenset({"info", "hello", "client|setinfo", "select", "auth"})
 _US_DIGITS = 2
-# the cost figures compared, callers over one caller (issue 24 item 4: each within the goal)
+# the cost figures compared, callers over one caller (each within the goal)
 COST_FIGURES = ("command_us_per_call", "server_cpu_us_per_op", "client_cpu_us_per_op")
 _SERVER_CPU = "server_cpu_us_per_op"
 MET, NOT_MET, NOT_JUDGED, NOT_MEETABLE = "met", "NOT met", "not judged", "not meetable on this machine"
@@ -244,7 +244,7 @@ class HotWindowCost:
             f"{one.other_calls} / {many.other_calls} / {ping1.other_calls} / {pingn.other_calls}"
             + ("" if cost["server_cpu_judged"] else ": the Redis CPU per put is not the puts' alone, not judged")
             + (f"; load average {' / '.join(str(x) for x in self.loadavg)}" if self.loadavg else ""),
-            f"  goal (issue 24 item 4: {n} callers within {self.limit}x of one caller): latency p50 put "
+            f"  goal ({n} callers within {self.limit}x of one caller): latency p50 put "
             f"{self.put_p50_ratio}x, PING control {self.ping_p50_ratio}x -> {goal['latency']['verdict']}"
             + (" (a bare round trip inflates past the limit too)" if goal['latency']['verdict'] == NOT_MEETABLE else "")
             + "; cost per put " + ", ".join(f"{_LABELS[f]} {x}x" for f, x in cost["judged"].items())

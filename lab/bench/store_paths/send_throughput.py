@@ -164,7 +164,7 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_over_floor_without_outbox_throughput": ("send", "send_floor_without_outbox"),
           "floor_over_floor_without_outbox_throughput": ("send_floor", "send_floor_without_outbox"),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
-GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # issue 24's goal: >= SEND_FLOOR_GOAL
+GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -180,8 +180,8 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
     like = ratios[GOAL_RATIO]
     return {"block_calls": block_calls, "rounds": len(by_round["send"]),
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
-            # judged only from a figure the run vouches for: a bootstrap interval of a few rounds at load 8
-            # (6 rounds: 0.31-0.85) is too coarse to call the goal missed or met
+            # judged only from a figure the run vouches for: a bootstrap interval of a few rounds
+            # is too coarse to call the goal missed or met
             "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},

@@ -9,7 +9,7 @@ Shapes, all joined for one tenant with the body LRU cleared before every grouped
 - ``mix_<n>``: realistic mailbox backlogs of n entries drawn from the workload: conversations
   picked by activity, the latest few messages of each.
 
-Density sweep (appendix B ``batch_read_range_min_density``, issue 12 item 5): one partition
+Density sweep (appendix B ``batch_read_range_min_density``): one partition
 written full (``density_partition_rows`` consecutive seqs, every seq a live row: the worst case
 for a range, which reads every row of its span), a group of ``density_entries`` seqs spread
 over it at each density in ``densities``, read through ``store.batch_read`` by a store that

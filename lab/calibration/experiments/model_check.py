@@ -1,4 +1,4 @@
-"""The capacity model checked on a run it did not see (design §7, issue 23 item 2).
+"""The capacity model checked on a run it did not see (design §7).
 
 From the constants of a calibration run (:class:`lab.calibration.predictions.Inputs`: b_row's
 row model and per-row bytes, space_amp's conversation_head bytes, cpu_cost's CPU per operation,

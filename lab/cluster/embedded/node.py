@@ -37,17 +37,14 @@ CLUSTER_RING_DELAY_MS = 8000
 MAIN_CLASS = "org.apache.cassandra.service.CassandraDaemon"
 NODETOOL_CLASS = "org.apache.cassandra.tools.NodeTool"
 # Cassandra flushes its schema tables to disk on every schema change (each CREATE or DROP: several
-# flushes, then their compactions; a keyspace with the store's six tables 9.3 s -> 2.2 s without,
-# median of 5 interleaved, load average 12-16). A throwaway node (the test suite's) keeps them in the
+# flushes, then their compactions; docs/measurements.md). A throwaway node (the test suite's) keeps them in the
 # commit log only: a stop drains them to disk, but a SIGKILL loses the keyspaces made since the
 # last flush (their schema is read from disk before the commit log is replayed).
 NO_SCHEMA_FLUSH_FLAG = "-Dcassandra.test.flush_local_schema_changes=false"
 # ... and never fsyncs (Cassandra's own test property, read by its SyncUtil: commit log segments,
 # SSTables, transaction logs). Each DROP KEYSPACE recycles the commit log's segments once per table
 # it drops, flushing every dirty memtable (reason COMMITLOG_DIRTY: the schema tables, the
-# system tables, the module's own), a dozen fsyncs a flush. A DROP of a store keyspace with 400
-# rows: 1.32 -> 0.99 s and 0.97 -> 0.74 s (two series of 10 interleaved rounds on two throwaway
-# nodes, load 4-7; per-round ratio median 0.74 in both); making it unchanged. A SIGKILL of the
+# system tables, the module's own), a dozen fsyncs a flush (what it saves: docs/measurements.md). A SIGKILL of the
 # node keeps what it wrote (the kernel's page cache); only a crash of the machine loses more.
 NO_FSYNC_FLAG = "-Dcassandra.skip_sync=true"
 THROWAWAY_FLAGS = (NO_SCHEMA_FLUSH_FLAG, NO_FSYNC_FLAG)

@@ -5,7 +5,7 @@ deterministic construction (§8.2.1): a fixed field of 8 random bytes drawn per 
 after a fork, and when the invocation field wraps) || a 4-byte invocation counter, so a nonce
 never repeats within a process and two processes collide only if their 64-bit fields do. Why
 not 12 fresh random bytes per seal: ``os.urandom`` is a syscall that gives up the GIL, and every
-give-up is a hand-off the send's other threads queue behind (issue 13: two per send, record and
+give-up is a hand-off the send's other threads queue behind (two per send, record and
 head preview). Readers only ever take the first 12 bytes. The AAD binds the row's coordinates,
 ``tenant_id || conversation_id || conversation_seq (8 B BE) || key_version (4 B BE)``, so a
 ciphertext copied to another row, conversation or tenant fails to decrypt. The E2EE flag

@@ -1,5 +1,4 @@
-"""Rounds of one Lua script's calls on a Redis connection of their own: the hot window's puts
-(issue 24 item 4).
+"""Rounds of one Lua script's calls on a Redis connection of their own: the hot window's puts.
 
 A round is every call's EVALSHA packed into one buffer, written with one ``sendall`` and
 answered by one reply each, in order. redis-py's pipeline does the same on the wire, but

@@ -1,5 +1,5 @@
 """Lanes: several group-submit rounds in flight at once, one per lane (the hot window's puts, a
-Redis connection per lane; issue 24 item 4).
+Redis connection per lane).
 
 One :class:`~lab.store.plumbing.group_submit.GroupSubmit` runs one round at a time. Where a round
 is a network round trip and callers rarely arrive together, that queues more than it saves: the

@@ -111,7 +111,7 @@ class GroupCommit(GroupSubmit[Any, Any]):
     transaction is rolled back (none of its items is stored) and fails each of its callers.
 
     Why: appends from 8 sending threads each held the file's lock across their own COMMIT, so
-    each waited behind up to 7 others' fsyncs (issue 13 profile: 9% of a send's wall time).
+    each waited behind up to 7 others' fsyncs (a profile: 9% of a send's wall time).
     """
 
     def __init__(self, db: SqliteFile, work: Callable[[sqlite3.Connection, list], list],

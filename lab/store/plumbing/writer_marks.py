@@ -1,4 +1,4 @@
-"""Which writers of a state folder did not close: the sign that one crashed (issue 21 item 2).
+"""Which writers of a state folder did not close: the sign that one crashed.
 
 Every open store leaves a mark in ``<state_dir>/writers/``: a file named after its process (pid
 and that process's start time, so a reused pid is not mistaken for it) and a random token. A

@@ -19,7 +19,7 @@ coordinate (conversation_id, conversation_seq) and its message_id. Steps:
 A row without message_id (a few cells of a row never written whole) is not a message: it is
 skipped and counted (``partial_rows_skipped``), so one husk never fails a batch.
 
-Range vs IN (§4.3 says "range when contiguous"; issue 12 item 5). Real backlogs are almost
+Range vs IN (§4.3 says "range when contiguous"). Real backlogs are almost
 never exactly contiguous: every retry burns a seq, every recall / edit event takes one, a
 writer restart leaves the rest of its window. A range over a span with holes returns only
 the rows that exist, so what a range costs beyond an IN list is the *other* live rows in the

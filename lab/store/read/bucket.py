@@ -67,7 +67,7 @@ class BucketQuery:
     def params(self) -> tuple[Any, ...]:
         """Bind values of the direction's statement (``older`` / ``newer``). Every bound the CQL
         gets is inclusive: an older read binds ``anchor - 1``, since ``anchor`` itself may be 2**63,
-        one past the top seq and past any bigint (issue 21 item 5)."""
+        one past the top seq and past any bigint."""
         if self.descending:
             return older_params(self.tenant_id, self.conversation_id, self.bucket, anchor=self.anchor,
                                 bound=self.bound, fetch=self.fetch)

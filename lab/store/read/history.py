@@ -41,7 +41,7 @@ for an anchor inside [E, H]):
 - a :class:`~lab.store.hot.HotLayer` (the design's hot window), when given, is merged
   into every bucket read over the range that read covered (lab.store.hot).
 
-One round trip (issue 13). The pseudo-code reads conversation_head, then the first bucket: two
+One round trip. The pseudo-code reads conversation_head, then the first bucket: two
 round trips in sequence for the page every client asks for when a conversation opens. An older
 page whose first bucket can be known before H is issues that bucket's read concurrently with the
 head read: an anchored page knows it (the bucket of ``anchor - 1``), the latest page guesses the
@@ -79,12 +79,12 @@ HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (whe
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 # A page's reads name their partition, so they do not select its key: per row the driver builds two
-# UUIDs and a bigint fewer, and decode_rows(partition=...) puts the page's one key back (issue 24 item 2).
+# UUIDs and a bigint fewer, and decode_rows(partition=...) puts the page's one key back.
 _ROW_COLUMNS = ", ".join(PARTITION_ROW_COLUMNS)
 _PARTITION = "tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"
 # H and E; and an older page's bucket read, params (tenant, conversation, bucket, to, from, limit), both
-# bounds inclusive: an exclusive upper bound of the top bucket would be 2**63, past any bigint (issue 21
-# item 5). Module constants: the benchmark's history_floor issues these very texts.
+# bounds inclusive: an exclusive upper bound of the top bucket would be 2**63, past any bigint.
+# Module constants: the benchmark's history_floor issues these very texts.
 BOUNDS_CQL = ("SELECT latest_conversation_seq, earliest_available_conversation_seq "
               "FROM {ks}.conversation_head WHERE tenant_id = ? AND conversation_id = ?")
 OLDER_PAGE_CQL = (f"SELECT {_ROW_COLUMNS} FROM {{ks}}.message_record WHERE {_PARTITION} "

@@ -56,7 +56,7 @@ _WHOLE_ROW_COLUMNS = MESSAGE_RECORD_KEY + ("message_id", "last_activity_id")
 _ENUM_BY_VALUE = {cls: {int(m): m for m in cls} for cls in (MessageType, MessageState, RetentionClass)}
 # What a read of one known partition selects (the batch read): every column but the partition key
 # (tenant_id, conversation_id, seq_bucket), which the read names itself; decode_rows(partition=...)
-# puts it back. Two UUIDs a row fewer for the driver to build (issue 24 item 2).
+# puts it back. Two UUIDs a row fewer for the driver to build.
 _PARTITION_KEY_COLUMNS = 3
 PARTITION_ROW_COLUMNS = MESSAGE_RECORD_COLUMNS[_PARTITION_KEY_COLUMNS:]
 
@@ -266,7 +266,7 @@ class _Fields:
     with plain attribute stores (slot stores, the interpreter's fast path) and then assigns
     ``__class__ = Message``: the same frozen Message the constructor builds, field for field, at a
     fraction of the cost of the keyword constructor or of ``object.__setattr__`` per field (grouped
-    1x500 read, issue 24 item 2). The same slots as Message, so the assignment is allowed;
+    1x500 read). The same slots as Message, so the assignment is allowed;
     tests/unit/test_records_decode.py checks the result against the constructor's."""
 
     __slots__ = Message.__slots__
@@ -389,7 +389,7 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
             dek_id = key_dek_id
             if type(payload) is bytes and len(payload) >= MIN_BLOB_BYTES and type(seq) is int and 0 <= seq < BIT63:
                 # bytes slices, not memoryview slices: copying a few hundred bytes costs less than the
-                # view and its two slices (50-row page: 0.94x the decode time, paired runs, issue 24)
+                # view and its two slices (50-row page: 0.94x the decode time, paired runs)
                 try:
                     envelope = cipher.decrypt(payload[:NONCE_BYTES], payload[NONCE_BYTES:],
                                               pack(prefix, seq, version))

@@ -16,7 +16,7 @@ CONTROL events (recall/edit) are not rows of their own: they are skipped here, a
 effect on the target row is applied by lab.store.write.recall. A recall / edit of a message not
 archived yet first archives that one message with :func:`archive_statements` (the same
 whole-row upserts, created_at timestamp) and only then updates it, so message_record never
-holds a row of a few cells (issue 12 item 1).
+holds a row of a few cells.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fencing: the conversations this writer has lost to a higher epoch (design §2.4; issue 21 item 4).
+"""Fencing: the conversations this writer has lost to a higher epoch (design §2.4).
 
 conversation_head carries ``fencing_epoch``, the epoch of the writer that last moved it. A
 failover writer that takes a conversation over writes its higher epoch there: with its first

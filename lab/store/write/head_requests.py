@@ -1,4 +1,4 @@
-"""The head writer's requests in groups (issue 24): the heads of one batch's conversations read
+"""The head writer's requests in groups: the heads of one batch's conversations read
 with one ``conversation_id IN ?`` per tenant and up to :data:`HEAD_GROUP_PARTITIONS`
 conversations, and their writes sent as one UNLOGGED batch per :data:`HEAD_GROUP_PARTITIONS`
 updates, the groups concurrently; a group of one is the single-partition read or write.
@@ -6,7 +6,7 @@ updates, the groups concurrently; a group of one is the single-partition read or
 Why groups. Under load the head writer's batch holds several conversations' updates (4.2 on
 average at 8 callers): one read and one write request each cost the client ~150 µs of CPU and
 the driver's I/O thread as much again, so the head thread spent 0.55 ms per send on 2 requests.
-In groups it makes 0.47 head requests per send (lab.store.write.head_writer, issue 24's note).
+In groups a send costs well under 2 head requests (figures: docs/measurements.md).
 
 Why 10. One partition key column's IN of 10 is far inside both servers' limits (Scylla:
 ``max_partition_key_restrictions_per_query``, 100 by default), and Cassandra warns about an

@@ -8,13 +8,13 @@ Monotonic. A blind write gives no ordering guarantee, so the writer reads the he
 the application and only then writes (§2.4: "实现必须在应用层比较后再写"); an update whose
 conversation_seq is below the head is dropped and counted (``head_regressions_dropped``).
 
-Fencing (issue 21 item 4). The comparison is with the head as read, epoch included: a head
+Fencing. The comparison is with the head as read, epoch included: a head
 written at a higher ``fencing_epoch`` than this writer's is never overwritten; the update is
 dropped and counted, and the conversation is reported to :class:`~lab.store.write.fencing.Fencing`,
 so this writer refuses every further send there (``Fenced``). Normal mode reads the head once
 per conversation and batch, then writes blind: 2 requests per head write when alone, fewer in a
-batch (below). (Until issue 21 it compared with the head it had itself last written, kept in an
-LRU: 1 request per write, but blind to a takeover, which it then regressed: latest 4101 -> 6.) What
+batch (below). (Comparing with the head this writer last wrote, kept in an LRU, would save a
+request but is blind to a takeover, which it would then regress.) What
 remains is the design's own blind-write gap: a takeover landing between this writer's read and
 its write is overwritten once, and the new owner's next compare-and-set (which reads with SERIAL)
 writes over it; this writer learns the takeover at its next read. The LRU now only remembers the
@@ -31,16 +31,16 @@ Batches. The worker takes every update queued so far, keeps per conversation onl
 one queued after it is a dropped regression, as applying in order would have found), reads the
 heads of those conversations, compares each, and writes the ones that move, one write per
 conversation and batch, so one conversation's writes never overlap. The reads and the writes go
-in groups (issue 24; lab.store.write.head_requests): one read per tenant and up to
+in groups (lab.store.write.head_requests): one read per tenant and up to
 ``HEAD_GROUP_PARTITIONS`` (10) of its conversations, one UNLOGGED batch per 10 head writes; a
 group that fails (read or write) has each of its updates retried alone, read and compared again:
 a write that did land reads back as "unchanged". A read refused because its IN list is over the
 server's limit (``InListTooLong``: an operator lowered it below 10) is not a transient failure:
 its updates are applied alone without counting ``head_update_retries``, this writer's read
 groups shrink to the limit for good (``head_group_shrinks``, a log line; head_requests'
-"A read refused as too long"), and later batches are not refused again. At 8
-callers a batch held 4.2 updates on average: 0.47 head requests per send instead of 2 (head
-thread CPU per send 0.55 -> 0.24 ms; issue 24's closing note). Under load the head thus keeps
+"A read refused as too long"), and later batches are not refused again. Under
+concurrency a batch holds several updates, so a send costs well under 2 head requests
+(docs/measurements.md). Under load the head thus keeps
 up with any number of senders with fewer requests than sends; alone, an update is applied at
 once.
 

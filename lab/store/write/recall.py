@@ -32,7 +32,7 @@ archiver's later INSERT of the same cells at the older timestamp undoes nothing.
 (which batch reads ask first) is changed before the row, and a retry or recovery that finds the
 row already changed brings the hot copy up to it: a hot-window fault never leaves them apart.
 
-Recalled stays recalled (issue 12 item 7). An edit checks the state, logs, then writes: a
+Recalled stays recalled. An edit checks the state, logs, then writes: a
 recall landing in between would be overwritten by the edit's ``state = EDITED`` (a later
 write wins), and CQL offers no condition without LWT. So the rule is made to hold after the
 fact, on both sides: after its UPDATE an edit reads the row back, and if a recall coordinate
@@ -50,7 +50,7 @@ a column only the INSERT writes); ``null`` there means no TTL (compliance_hold) 
 ``USING TTL 0``. For a message archived early (above) the remaining TTL comes from the
 retention policy, as the archiver computes it.
 
-One recall per message (issue 21 item 3). Callers racing on one message (threads, writers,
+One recall per message. Callers racing on one message (threads, writers,
 processes) must not each log an event: the row can carry only one coordinate, so every other
 event would be a recall the row contradicts, and its caller would be answered a coordinate the row
 does not carry. The serialization point is the one the design gives concurrent retries across

@@ -1,4 +1,4 @@
-"""``store.recover()``: what a writer restores from the log before it serves (S-7; issue 21 item 2).
+"""``store.recover()``: what a writer restores from the log before it serves (S-7).
 
 The log (the outbox) is the durable record of everything committed; two things derived from it
 can be missing after a crash, and recovery walks the log once (consumer group

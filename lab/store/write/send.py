@@ -27,7 +27,7 @@ A retry whose reservation exists:
   before step 5 could mark COMMITTED.
 - RESERVED -> an earlier attempt died between steps 1 and 5 (or is still running): finish
   steps 3-5 with the SAME message_id and conversation_seq, writing only what is missing
-  (issue 21 item 1), because the message may have been edited, recalled or reacted to since:
+ , because the message may have been edited, recalled or reacted to since:
   the outbox holds the entry (death after step 4) -> its record is the message, the row is
   written only if it is missing or holds another attempt's columns; only the row exists
   (death after step 3) -> it is the first attempt's, whole (one INSERT into one partition), so

@@ -46,7 +46,7 @@ CREATE TABLE IF NOT EXISTS seq_window (
 """
 
 
-# Write times of two writers never tie (issue 21 item 3): a tie between two edits of one message
+# Write times of two writers never tie: a tie between two edits of one message
 # resolves each cell by value (Cassandra and Scylla alike), so the row would carry one edit's body
 # and the other's edited_at_activity_id. Each writer takes the microseconds of its own residue
 # class (node_id mod WRITE_TIME_SLOTS) inside the millisecond: 1000 / 16 = 62 allocations per
