@@ -1,25 +1,19 @@
 """The MessageStore façade: the public API of docs/store-api.md.
 
-Thin by design. :meth:`MessageStore.open` is the one place that builds the parts
-(connection, key store, outbox, sequence allocator, one :class:`~lab.store.plumbing.context.StoreContext`
-and the path objects over it); they stay private, and every public call delegates to the
-module that owns the concept. Nothing outside ``lab/store/`` reaches into them: benchmarks,
-experiments and tests use the public methods below (seeding, baseline statements, the log
-view, archiver runs).
-
-Packages (each ``__init__`` says what lives in it):
+:meth:`MessageStore.open` is the one place that builds the parts; they stay private, and callers
+use the public methods (seeding, baseline statements, the log view, archiver runs). Packages (each
+``__init__`` says what lives in it):
 
     write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
                earliest (the E advancer, §9), archiver (§2.1 note), seeding
     read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
-    outbox/    the commit log (§5.1 step 4): interface, records, registry, view; sqlite_log (the
-               local SQLite log), kafka_log + kafka_index (the log over the Kafka protocol)
+    outbox/    the commit log (§5.1 step 4): sqlite_log (local), kafka_log + kafka_index (Kafka)
     hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
     rows/      records, ids, media, model (enums), schema, retention, proto/
     crypto/    encryption at rest (§6): cipher, key stores, DEK cache, encryptor
     plumbing/  context, wall_clock (the store's one clock), alerts, faults, sqlite_file, lru
 
-Per-store defaults (constants, retention policy, archiver mode) are set at ``open``.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

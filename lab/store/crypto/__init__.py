@@ -1,25 +1,12 @@
 """Encryption at rest of payload_or_ciphertext and preview_or_placeholder (design §6).
 
-Each conversation has a data encryption key (DEK). Rows store ``dek_id`` =
-("conversation", "<tenant>:<conversation>", version) so that:
-
-- compliance erasure needs no DELETE (§3): destroying the conversation's DEKs makes every
-  row unreadable while the rows themselves wait for their TTL;
-- rotation adds a version; rows keep naming the version that sealed them.
-
-Modules, one concept each:
-
     cipher      AES-256-GCM blob format and the AAD that binds a ciphertext to its row
     keystores   where DEKs live: the KeyStore interface, the SQLite-file and in-memory
                 stores, the name -> class registry (KEYSTORES, open_keystore)
     dek_cache   the TTL cache of loaded keys (appendix B.5.3 dek_cache_ttl_seconds)
     encryptor   Encryptor: seals and opens row payloads with cipher + keystore + cache
 
-E2EE (``e2ee=True``): the payload is the sender's end-to-end ciphertext (flags.ENCRYPTED).
-The server does not hold that key and never interprets, parses or decrypts that layer; it
-still seals the bytes with the DEK like any payload, so crypto-erasure covers them too.
-
-Key material never appears in a repr, str, error or log line.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """The at-rest cipher: AES-256-GCM blobs bound to their row by the AAD (design §6).
 
-Blob = 12-byte nonce || ciphertext || 16-byte tag. The nonce is NIST SP 800-38D's
-deterministic construction (§8.2.1): a fixed field of 8 random bytes drawn per process (again
-after a fork, and when the invocation field wraps) || a 4-byte invocation counter, so a nonce
-never repeats within a process and two processes collide only if their 64-bit fields do. Why
-not 12 fresh random bytes per seal: ``os.urandom`` is a syscall that gives up the GIL, and every
-give-up is a hand-off the send's other threads queue behind (two per send, record and
-head preview). Readers only ever take the first 12 bytes. The AAD binds the row's coordinates,
-``tenant_id || conversation_id || conversation_seq (8 B BE) || key_version (4 B BE)``, so a
-ciphertext copied to another row, conversation or tenant fails to decrypt. The E2EE flag
-does not enter the AAD: §6 fixes the AAD, and the flag lives beside the blob.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """The cache of loaded conversation DEKs (design §21.3.4, appendix B.5.3).
 
-A cached key saves a key-store round trip per message for ``ttl_seconds``
-(``dek_cache_ttl_seconds``). That TTL is also the bound on how long a destroy done
-elsewhere (another process sharing the key store) can go unnoticed here: an erasure is
-seen when this process's entries expire. ``ttl_seconds=0`` disables caching.
-
-Two slots per conversation: the *current* key (what seals new rows) by key_id, and each
-version by dek_id (what opens old rows). Invalidation bumps a generation counter, so a key
-that was being loaded while a destroy landed is handed to its caller but never cached.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

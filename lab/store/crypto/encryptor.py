@@ -1,12 +1,6 @@
 """Encryptor: seals and opens row payloads with the conversation's DEK (design §6, §21.3.4).
 
-It composes the three other parts of :mod:`lab.store.crypto`: the key store (where DEKs
-live), the DEK cache (how long a loaded key is reused) and the cipher (blob format and AAD).
-``destroy`` / ``rotate`` through this object drop its cache at once; a destroy done
-elsewhere takes effect here when the cache entries expire.
-
-E2EE (``e2ee=True``): the plaintext is the client's end-to-end ciphertext. It is sealed and
-opened like any payload and handed back unchanged, never interpreted.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """Where conversation DEKs live (design §6, §21.3): the interface and its implementations.
 
-:class:`KeyStore` is the interface; :data:`KEYSTORES` the explicit name -> class registry
-(nothing loaded at import time). :class:`LocalKeyStore` keeps DEKs in a local SQLite file in
-the clear (mode 0600): a production store wraps them with a KMS key; the lab measures the
-store, not the KMS. :class:`InMemoryKeyStore` is the same without a file, for pure tests.
-
-Erasure (§3) is a key-store operation: ``destroy`` marks the conversation erased, so no new
-key can quietly resurrect it, and overwrites the material.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,21 +1,10 @@
-"""The seam where a hot window merges into the read paths (design §2.1 implementation note).
+"""The seam where a hot window merges into the read paths (design §2.1 implementation note):
+a :class:`HotLayer` given to the history and batch readers is read beside message_record.
 
-In the design's current form the commit path writes a hot layer (Redis ``history_hot_window``,
-7 days) and the HistoryArchiver fills message_record later, so a message committed but not
-yet archived lives only in the hot layer. A :class:`HotLayer` given to the history reader
-and the batch reader is read beside message_record:
+    redis_window   the lab's hot window on Redis (HotWindow, and HotWindowLayer behind this seam)
+    script_rounds  its puts' pipelined rounds, each lane on a Redis connection of its own
 
-- history: per bucket read, the hot layer's messages of the same bucket and bounds are
-  merged in (:func:`merge_rows`); message_record's row wins on the same conversation_seq,
-  because it is the one recall / edit update;
-- batch read: after the body LRU, the hot layer answers what it holds; the rest is grouped
-  and read from message_record as before (S-1 counts only message_record requests).
-
-The lab's hot window is Redis (``redis_window``: :class:`HotWindow`, and :class:`HotWindowLayer`
-behind this seam; ``script_rounds``: its puts' pipelined rounds, several in flight at once, each lane on a
-connection of its own),
-opened by the store in archiver mode with ``hot_window="redis"``; without it the readers run with
-``hot=None`` and read message_record only.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,33 +1,6 @@
 """The hot window of archiver mode on Redis (design §2.1 note, §18.1.2b).
 
-In archiver mode the commit path does not write message_record; the HistoryArchiver does,
-later, in batches. So that a committed message is readable at once, the commit path writes it
-to a hot layer that keeps ``history_hot_window_days`` (7) of each conversation:
-
-- one sorted set per conversation, ``<namespace>:hot:{<tenant>:<conversation>}`` (the braces
-  are a Redis Cluster hash tag: a conversation is one slot), scored by conversation_seq;
-- the member is ``<seq, 20 digits>|<created_at ms, 13 digits>|<the record's columns as JSON>``
-  (the outbox's wire form, so the hot copy holds the very bytes the commit path sealed);
-- same score, same member is an upsert (§18.1.2b: a replayed write lands on the same slot):
-  writing a message removes any other member of its seq first (a resumed send may carry a
-  new sealing of the same message; one slot per seq, like message_record's primary key).
-  Scores are doubles, exact up to 2^53; the member's seq prefix keeps larger seqs exact (reads
-  filter on it and fetch on past members a rounded score let in, up to 2^63 - 1);
-- expiry: every write sets the key's TTL to the window and drops, from the oldest end, members
-  created before now - window (seq order is creation order within a conversation, up to the
-  interleaving of writers' reservation windows); reads skip any older member that is left.
-
-Recall and edit change the hot copy as they change message_record (read, modify, compare-and-
-swap in one script, retried on a race): recalled stays recalled, an older edit (lower activity id)
-never replaces a newer one. (message_record keeps the edit with the highest write time,
-lab.store.write.recall; the two orders agree for the edits of one writer, whose allocator hands out
-activity ids and write times together; two writers' edits of one message within the same
-millisecond may stand differently here until the archive.) :class:`HotWindowLayer` is this window behind lab.store.hot's seam: history
-merges it into each bucket read (message_record's row wins on the same seq), batch reads ask it
-before message_record (so its copy must carry every recall and edit, which it does).
-
-The window is a cache of the log, not a system of record: if Redis loses it, history misses
-unarchived messages until the archiver catches up; nothing acknowledged is lost.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

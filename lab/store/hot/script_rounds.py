@@ -1,22 +1,6 @@
 """Rounds of one Lua script's calls on a Redis connection of their own: the hot window's puts.
 
-A round is every call's EVALSHA packed into one buffer, written with one ``sendall`` and
-answered by one reply each, in order. redis-py's pipeline does the same on the wire, but
-spends about 0.2 ms of Python per call around it (the pool's lock and observability hooks,
-its command packer, the pipeline's stack and response callbacks) and a send's thread holds the
-GIL through all of it: under 8 sending threads that Python, not Redis, was what the puts
-queued on (a profile of ``lab bench store --outboxes``). Here a call costs its packing (a
-few byte joins) and its reply parse.
-
-The caller runs one round at a time on an instance (the hot window holds one instance per lane
-of :mod:`lab.store.plumbing.lanes`, and a lane's group submit has one leader at a time), so the
-connection needs no lock; rounds of other instances are in flight at once on their own connections. It is made by the client's own pool (same host, credentials,
-TLS, timeouts), kept for the next round, and dropped after any error (the next round connects
-again); a connection error or timeout retries the round by the client's retry policy, which is
-safe because every call of a round is an upsert. A server that does not know the script
-(restart, SCRIPT FLUSH) answers NOSCRIPT: the script is loaded and the round replayed, once.
-Other error replies are read to the end of the round (the connection stays in step) and the
-first is raised. Fork-safe: a child makes a connection of its own.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

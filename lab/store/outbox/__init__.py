@@ -1,35 +1,10 @@
 """The outbox: the commit log every committed message and CONTROL event goes to (§5.1 step 4).
 
-Production appends to Redpanda with an idempotent producer and acks=all (ADR-0006/0012);
-fanout and the HistoryArchiver consume it. Here it is an interface (:class:`Outbox`) behind
-an explicit registry (:data:`OUTBOXES`, nothing loaded at import time) and one durable
-implementation that runs on this machine, ``sqlite_log.LocalOutbox``.
-
-Semantics the store relies on, which an implementation must keep:
-
-- ``append`` is idempotent by (tenant_id, conversation_id, conversation_seq): a replayed
-  append (a send resumed after a crash) returns the entry already stored, first write wins.
-  Redpanda's idempotent producer only removes producer-retry duplicates; the key-level
-  idempotency stands for that plus the consumers' idempotent upserts.
-- the log has ``partitions`` partitions (1 for the local file; a Kafka topic is partitioned
-  by conversation, so one conversation's entries keep their order); offsets, ``read``,
-  ``end_offset`` and commits are per partition. Offsets increase in append order within a
-  partition; ``read(from_offset, partition=p)`` returns entries at or after it.
-- consumer groups: ``commit(group, offset)`` records the next offset the group will read;
-  it never moves backwards, so a late commit of an old batch cannot re-deliver what
-  a newer commit already covered. ``consume(group)`` / ``commit_batch(group, batch)`` walk
-  every partition from the group's committed offsets (the archiver and the recovery use them).
-- ``get`` (by key) and ``controls_for`` (CONTROL events of one target) serve the store's
-  recovery paths: a retried send replays its first ack, a retried recall finds its event.
-  A Redpanda deployment serves them from a compacted topic or the hot window;
-  lab.store.outbox.kafka_log serves them from an index it builds by tailing the partitions.
-
-Implementations are registered by name in :data:`OUTBOXES`; a name may map to
-``"module:Class"`` so that an implementation's client library is imported only when used.
-
     sqlite_log   LocalOutbox, the log in a SQLite file under the store's state_dir ("local")
     kafka_log    KafkaOutbox, the log over the Kafka protocol ("kafka")
     kafka_index  the index it builds by tailing the partitions (get, controls_for)
+
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

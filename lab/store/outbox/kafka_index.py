@@ -1,11 +1,6 @@
 """The Kafka outbox's record codec and its index (lab.store.outbox.kafka_log).
 
-A record: key ``tenant/conversation/conversation_seq``, header ``kind``, value the record as
-JSON; its partition is :func:`partition_of` its conversation. :class:`PartitionIndex` tails
-every partition of the topic from its start in a thread (a consumer with no group) and keeps
-what the outbox's lookups need: key -> first (partition, offset) (first write wins, in log
-order) and every CONTROL entry by target, plus how far each partition is indexed, so a caller
-can wait until an offset (its own append, or the partition's end) is covered.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,42 +1,6 @@
 """The outbox over the Kafka protocol (Redpanda in production, Apache Kafka here), §5.1 step 4.
 
-One topic, partitioned by conversation: every record of (tenant_id, conversation_id) goes to
-partition ``crc32(tenant/conversation) % partitions``, chosen here rather than by the client's
-partitioner so that every process (and any other client) agrees where a conversation lives.
-The record key is ``tenant/conversation/conversation_seq``, a ``kind`` header says message /
-recall / edit, the value is the record as JSON (the index reads key and header only, and
-decodes the value of CONTROL records alone).
-
-How each semantic of :mod:`lab.store.outbox` is kept:
-
-- durable append, acked only after the broker acknowledged it: an idempotent producer
-  (``enable.idempotence``, ``acks=all``) and :meth:`KafkaOutbox.append` returns only once the
-  delivery report for *its* record came back without error. A broker that is down, or that
-  does not acknowledge within ``kafka_delivery_timeout_ms``, makes the append raise
-  :class:`~lab.errors.OutboxError` (the send fails, nothing is acked). The idempotent producer
-  removes duplicates of its own internal retries;
-- key-level idempotency, first write wins: a replayed append (a resumed send) may produce a
-  second record with the same key. The first record of a key *in log order* is the entry;
-  ``append`` waits until its own offset is indexed (below) and returns the first one, with
-  ``duplicate=True`` when that is not its own. Readers and consumers skip the later copies;
-- ``get`` and ``controls_for``: served from an index (lab.store.outbox.kafka_index) this process builds by tailing every
-  partition from its start (a consumer with no group, in a thread): key -> first (partition,
-  offset), and every CONTROL entry by target. Before answering, the index catches up to the
-  partition's high watermark (one ListOffsets request), so an append acknowledged anywhere
-  before the call is seen: read-your-writes across writers and processes. Message bodies are
-  not kept in memory: ``get`` fetches the one record from the log (rare: retries only);
-- offsets are Kafka's, per partition; ``read`` fetches the records from the log;
-- consumer groups: the archiver's and the recovery's positions are Kafka consumer-group
-  offsets (``lab.<group>`` in ``__consumer_offsets``), committed only after a batch was
-  processed and never moved backwards by this process (it commits ``max(committed, new)``
-  under a lock). The group reads by manual assignment of every partition (one archiver per
-  group, as with the local outbox): no rebalance protocol, so a writer that died mid-batch does
-  not hold partitions until its session times out. Scaling out archivers over partitions is
-  the subscribe protocol's job in production; two archivers of one group here would both
-  archive everything (idempotent upserts, wasted work), not lose anything.
-
-The index makes a process read its topic once from the start: fine for the lab's topics; a
-production deployment serves these lookups from a compacted topic or the hot window (§2.1).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

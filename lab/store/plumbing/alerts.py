@@ -1,16 +1,6 @@
 """The store's alert counters (``store.alerts``): events the design says must be counted.
 
-Each is a situation the store handles by itself but an operator must see: a history page
-that stopped on empty buckets (§4.1, S-3), a conversation_head write dropped because it
-would have moved the head backwards (§2.4), a head update that failed after its retries
-(§5.1 step 7: retried and alerted, never blocking the send), a grouped head read refused as
-over the server's IN limit (the writer's groups shrink; not a transient retry), an archive write skipped
-because the row had already expired (§2.1 note), a row of a few cells without message_id
-that a read skipped (the store never writes one; its presence means an older writer or cells
-that outlived their row by a TTL rounding).
-
-Counters are names from :data:`ALERT_NAMES`; an unknown name is a programming error, so
-``incr`` refuses it rather than silently counting a typo. Add a name here to add an alert.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """What every path module needs from the store, in one typed object.
 
-The façade (:mod:`lab.store`) builds one :class:`StoreContext` and hands it to the path
-modules (write path, read path, archiver, recall, ...), so those modules never import the
-façade and each can be tested on its own. CQL names its keyspace explicitly (``{ks}`` in
-the templates given to :meth:`StoreContext.prepare`) because one connection may serve
-several keyspaces (the tests use one per module). ``clock_ms`` is the store's one clock: every
-path reads "now" from it (lab.store.plumbing.wall_clock).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """Crash-point injection for the write path, the archiver and recall/edit.
 
-Every step of those paths calls ``faults.hit("<point>")``. A :class:`FaultPlan` armed at a
-point raises :class:`~lab.errors.CrashInjected` there, which the tests treat as the process
-dying at that instant: whatever was written before stays, nothing after it happens. A test
-then builds a new store (a restarted writer) and checks recovery.
-
-The point names are the contract between the paths and the tests; ``arm`` refuses names
-not in :data:`CRASH_POINTS`, so a renamed point cannot make a crash test pass vacuously.
-
-``interleave(point, fn)`` runs ``fn`` at the point instead of crashing: what another writer
-does while this one is between two steps (a recall landing between an edit's state check
-and its write), so a race is a deterministic test rather than a timing accident.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

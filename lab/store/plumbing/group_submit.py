@@ -1,19 +1,7 @@
 """Group submit: concurrent callers of one process share one round of work (a transaction, a
 pipeline), each still returning only after the round that holds its item.
 
-The first caller to find no round in progress becomes the leader: it takes every item queued so
-far (its own among them, at most ``max_batch``), runs ``run_batch(items) -> results`` (or
-``run_one(item)`` when the round is just its own item: one plain call, no batch set-up), hands
-each waiter of the round its result, wakes it, and makes the first caller queued meanwhile the
-next leader (only those threads wake: no herd re-checking a shared condition). A failed round
-raises its error to every caller of the round, each a fresh error of the same :class:`LabError`
-type carrying the cause (an exception instance must not be raised in two threads at once).
-
-Alone, a caller pays one extra lock round over calling ``run_one`` itself; under N concurrent
-callers the rounds carry up to N items each, so per-item fixed costs (an fsync, a network round
-trip, a client library's per-call work) are paid once per round. Used by the local outbox's
-group commit (:mod:`lab.store.plumbing.sqlite_file`) and, one per lane, the hot window's
-pipelined writes (:mod:`lab.store.plumbing.lanes`, :mod:`lab.store.hot.redis_window`). Fork-safe: a child starts with an empty queue.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

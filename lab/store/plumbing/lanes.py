@@ -1,17 +1,7 @@
 """Lanes: several group-submit rounds in flight at once, one per lane (the hot window's puts, a
 Redis connection per lane).
 
-One :class:`~lab.store.plumbing.group_submit.GroupSubmit` runs one round at a time. Where a round
-is a network round trip and callers rarely arrive together, that queues more than it saves: the
-hot window's puts under 8 sending threads rode rounds of 1.2 puts on average, and 78% of a put's
-time was its caller waiting for the round in flight before its own (py-spy of ``lab bench store
---outboxes``). Here each lane is a group submit of its own over its own ``run_batch`` (its own
-connection), and a caller takes the lane with the fewest callers in it: a free lane while there
-is one (so up to ``len(lanes)`` rounds are in flight at once), and only when every lane is busy
-does it queue for the next round of the least loaded one (grouping where it saves a round trip).
-Among equals the lowest-numbered lane wins, so a lone caller always uses lane 0 (one connection,
-kept warm). A round fails only its own callers; the other lanes go on. Fork-safe: a child starts
-with idle lanes (each group submit drops its parent's queue).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

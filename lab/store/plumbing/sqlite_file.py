@@ -1,10 +1,6 @@
 """The local state files of the store (outbox, seq reservations, key store): SQLite in WAL mode.
 
-One connection per process (a SQLite connection must not cross ``fork()``: a child opens its
-own), shared by that process's threads under a lock; SQLite failures surface as the owner's
-lab error. WAL lets readers run beside a writer of another process; the mode is stored in the
-file, so only the first opener switches, and switching needs a moment of exclusivity that
-SQLite refuses at once instead of waiting, hence the retry loop.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Which writers of a state folder did not close: the sign that one crashed.
 
-Every open store leaves a mark in ``<state_dir>/writers/``: a file named after its process (pid
-and that process's start time, so a reused pid is not mistaken for it) and a random token. A
-store that closes removes its own mark. A mark whose process no longer runs is a writer that
-died without closing (killed, crashed, its machine rebooted): whatever it had only in memory,
-its queued head updates above all, is gone, and the next store opened on the folder runs
-``recover()`` before serving (lab.store.write.recovery), then removes those marks.
-
-Marks are local files because the state folder is (the SQLite outbox, the seq reservations, the
-key store live there). A writer on another machine is not seen here; recovery of its
-conversations is ``recover()`` run by whoever takes them over.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,40 +1,6 @@
 """Grouped batch read of message bodies (design §4.3) with reaction summaries (§4.4).
 
-Input: entries of a MAILBOX_BATCH / PUSH_EVENTS assembly, each naming a message by its
-coordinate (conversation_id, conversation_seq) and its message_id. Steps:
-
-1. inline entries (ADR-0005: they carry their body) are skipped;
-2. the node's body LRU (by message_id) answers what it can, then the hot layer when one is
-   given (lab.store.hot: the design's hot window, committed but not archived yet);
-3. the misses are grouped by (conversation_id, seq_bucket), i.e. by message_record partition;
-4. one request per group: ``conversation_seq >= ? AND conversation_seq <= ?`` when the
-   group's seqs are dense in their span, else ``conversation_seq IN ?`` split into lists of at
-   most ``batch_read_in_list_limit`` (Scylla's coordinator pays memory and latency for huge INs);
-   next to it the same predicate on message_reaction_summary, which shares the partition
-   key, so the summaries come from the same replicas in the same step; all of it runs
-   concurrently;
-5. each message_id is joined and decoded once per batch, however often it appears, and
-   the LRU is filled.
-
-A row without message_id (a few cells of a row never written whole) is not a message: it is
-skipped and counted (``partial_rows_skipped``), so one husk never fails a batch.
-
-Range vs IN (§4.3 says "range when contiguous"). Real backlogs are almost
-never exactly contiguous: every retry burns a seq, every recall / edit event takes one, a
-writer restart leaves the rest of its window. A range over a span with holes returns only
-the rows that exist, so what a range costs beyond an IN list is the *other* live rows in the
-span, which the grouped read skips. The group is therefore read as one range when its seqs
-fill at least ``batch_read_range_min_density`` of their span, ``len / (max - min + 1)``, an
-appendix-B constant the grouped_reads notebook measures (the density from which a range
-is no slower than the IN lists it replaces); below it, IN lists. A dense 500-message backlog
-with holes is one read per bucket, as S-1 (a) asks.
-
-Never a point read of message_record per message_id, and never a read of message_index (it
-is the admin path, §2.2): the entry already carries the coordinate.
-
-Summaries are returned for the messages read from the table in this batch. LRU hits and
-inline entries get none: a summary is a mutable count delivered by its own absolute
-REACTION_UPDATE (§13.6.2), so caching it beside an immutable-ish body would serve stale counts.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Admin / moderation lookup of a message by message_id (design §2.2).
 
-message_index maps (tenant_id, message_id) to the message's coordinate; one point read of
-message_record follows. This is the only place the store reads message_index: recall,
-edit, reply and report carry (conversation_id, conversation_seq) in the protocol, so a
-hot path that needed this table would be a defect (§2.2: its QPS must stay far below the
-message rate).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

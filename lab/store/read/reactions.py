@@ -1,44 +1,6 @@
 """Reactions (design §2.5, §4.4): per-user rows and an absolute-count summary per message.
 
-Two tables:
-
-- ``message_reaction ((tenant, conversation, conversation_seq), user_id) -> reaction_key``:
-  one row per user per message, the truth. A user has at most one reaction; reacting again
-  overwrites it.
-- ``message_reaction_summary`` (message_record's partition key, clustered by
-  conversation_seq): ``counts map<text,int>`` and ``summary_version``, read by the grouped
-  batch read from the same partitions as the bodies (§4.4).
-
-Unreact without DELETE (§3 forbids DELETE on every table). The user's row is overwritten
-with ``reaction_key = ''`` (:data:`NO_REACTION`): an empty string is a live cell, not a
-tombstone (only a null would be one), so the detail partition stays tombstone-free; ``''``
-is therefore reserved and rejected as a reaction key.
-
-Summary consistency, without LWT (§2.3: client_dedup is the only LWT table). ``counts`` is
-never incremented: every react / unreact recomputes the whole map from the message's detail
-partition (the truth) and overwrites it, absolute, as REACTION_UPDATE is (§13.6.2). Ordering:
-
-- a summary is written ``USING TIMESTAMP v`` with ``summary_version = v``, where
-  ``v = max(now in µs, the version read + 1)``: the version *is* the write time, so whichever
-  overwrite carries the higher version wins every cell (counts, version, updated_at), and the
-  stored version can never go backwards, whatever order concurrent writes land in;
-- after writing, the reactor reads summary and detail again and is done only when the stored
-  counts equal the detail partition's; otherwise (a concurrent reactor's older view won, or
-  its own write lost to a higher version computed before this reactor's detail write) it
-  overwrites again with a higher version.
-
-Why this converges on any number of processes: every detail write precedes its reactor's
-first check, and every summary write precedes its reactor's next check; so the last check
-of all (in real time) reads every detail write and the final summary, and it only passes
-when they agree. Within one process reactors of the same message queue on a striped lock,
-so the re-write only happens between processes. A summary left stale by a crash between the
-two writes heals on the message's next reaction. Cost per reaction: the detail write, two
-reads of each table (each pair in flight together) and one summary write, no Paxos round
-(tests/node/test_reactions.py).
-
-No collection tombstones either: replacing a non-frozen map (``SET counts = ?``) writes a
-range tombstone on every overwrite, so the map is updated with ``counts = counts + ?``
-carrying every new count plus a 0 for each key that dropped out; readers drop the zeros.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """The encoded message_record row: its CQL column values as typed fields (:class:`EncodedRecord`).
 
-A send becomes SendRequest -> Message -> EncodedRecord (sealed by ``records.encode_record``) ->
-the statements (``values()``), the outbox (``to_wire()``) and the hot window (``to_wire()``).
-The archiver and a resumed send read it back from the log with ``from_wire``, so they write the
-very bytes the commit path sealed (an archive run twice writes identical cells).
-
-The wire form is JSON-ready and is the one the outbox and the hot window have always stored:
-one key per column of :data:`MESSAGE_RECORD_COLUMNS`, blobs as hex, UUIDs as strings, dek_id as
-a list, None as null; records written before this type existed read back unchanged.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """Identifiers as the store writes them (design §1).
 
-CQL has no unsigned types, so every contract id needs a fixed mapping:
-
-- u128 ids (message_id, last_activity_id, edited_at_activity_id) become 16-byte big-endian
-  blobs, because blob comparison is bytewise and big-endian makes it numeric order (the
-  cross-conversation timeline of §6.9.2 ranges over whole ids).
-- u64 values (conversation_seq, mailbox_seq) become a signed CQL ``bigint``; the clustering
-  order only matches unsigned order while bit 63 stays 0, so :func:`check_bigint` guards
-  every write (S-2) — once crossed, history paging flips silently.
-- event_id is only ever compared for equality, so its sign does not matter.
-
-Also here: the seq_bucket arithmetic (integer division, never floats: §4.2) and the
-time-ordered message_id generator whose layout the lab decides (spec README, "Lab decisions").
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """media_metadata and mention_targets columns: Protobuf blobs (design §5.2).
 
-Protobuf rather than a CQL UDT because the protocol layer shares the same ``common.proto``
-and field additions need no ``ALTER TYPE``. These dataclasses are the typed face the store
-uses; ``common_pb2`` stays an encoding detail of this module.
-
-The thumbnail is inlined (<= 32 KiB) because every read of a media message needs it; the
-limit is enforced on encode. Decode does not enforce it by default, so lowering the limit
-later never makes rows already stored unreadable.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

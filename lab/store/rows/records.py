@@ -1,20 +1,7 @@
 """message_record rows: the decoded :class:`Message`, the payload envelope, and the
 encode/decode between them and the CQL column values (design §1, §2.1, §5.2, §6).
 
-Payload envelope. What the DEK seals into ``payload_or_ciphertext`` is::
-
-    1 flag byte (0x00 plain, 0x01 e2ee) || body
-
-so the E2EE flag needs no new column (the schema is the design's, exactly) and is not
-visible at rest. The AAD is the row's coordinates (``lab.store.crypto.aad``), so a ciphertext
-copied to another row fails to decrypt. E2EE bodies are the client's ciphertext: sealed
-and opened like any payload, never interpreted.
-
-Both write paths (commit, archiver) and every read path go through :func:`encode_record`
-(a Message -> its :class:`~lab.store.rows.encoded.EncodedRecord`) and :func:`decode_row`;
-:data:`MESSAGE_RECORD_COLUMNS` is the one column order used by INSERT and SELECT. The
-encoded record's wire form (``to_wire`` / ``from_wire``) carries it through the outbox, so the
-archiver writes the very bytes the commit path sealed (an archive run twice writes identical cells).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """From retention_class to a per-row ``USING TTL`` (design §2.1, §3).
 
-message_record has no table TTL (it must be 0, S-5): each row carries its own TTL, chosen
-here. Expiry by TTL is the only deletion the design allows besides crypto-erasure, so a
-wrong number here either loses data early or keeps it past its period.
-
-- default          the tenant's configured period, else ``default_retention_days`` (30)
-- ephemeral_24h    ``ephemeral_ttl_seconds`` (86400)
-- compliance_hold  never a TTL: only the §21 legal process may end it
-- tenant_custom    the tenant's configured TTL; with no mapping it fails closed to *no*
-                   expiry (design note of 2026-09-26), because deleting held data by
-                   accident cannot be undone while keeping it can
-
-Archive and late writes (the HistoryArchiver) use the *remaining* period,
-``created_at + period - now``, so a row archived late still expires when it would have.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

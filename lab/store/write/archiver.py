@@ -1,22 +1,6 @@
 """HistoryArchiver: archiver mode of the design's implementation note (§2.1, 2026-09-26).
 
-In archiver mode the commit path skips step 3; this consumer reads committed messages from
-the outbox and writes message_record and message_index in batches:
-
-- plain INSERTs (no LWT): the primary key makes a replay land on the same row, so running
-  a batch twice, or after a crash before the offset commit, stores the same rows;
-- the *remaining* TTL, created_at + period - now (lab.store.rows.retention), so a late archive expires
-  when the message would have; an already-expired message is skipped and counted
-  (``archiver_expired_skipped``) because ``USING TTL 0`` would keep it forever;
-- write time pinned to the message's created_at (``USING TIMESTAMP``): a recall or edit
-  applied before the archive caught up carries a later timestamp and is not overwritten;
-- the consumer-group offset is committed only after the batch is written (at-least-once).
-
-CONTROL events (recall/edit) are not rows of their own: they are skipped here, and their
-effect on the target row is applied by lab.store.write.recall. A recall / edit of a message not
-archived yet first archives that one message with :func:`archive_statements` (the same
-whole-row upserts, created_at timestamp) and only then updates it, so message_record never
-holds a row of a few cells.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

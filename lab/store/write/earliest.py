@@ -1,34 +1,6 @@
 """The earliest_available_conversation_seq advancer (design §4.1 bound E, §9 open item).
 
-E is where older paging ends "at the retention edge" (has_more=false, no alert). Rows leave
-message_record only by TTL (§3: no DELETE), so nothing moves E by itself: without this
-advancer E stays 1, and an older page of a conversation whose old buckets have expired walks
-into them and ends on the empty-bucket stop (S-3) with an alert that reports a hole where
-there is only retention.
-
-:meth:`EarliestAdvancer.advance` walks the conversation's buckets upwards from the current E
-(one single-partition ``ORDER BY conversation_seq ASC`` read per bucket, the cheap direction
-on an expired partition) and sets E to the first conversation_seq that still has a row,
-or to H + 1 when nothing up to H is left (H itself when H is 2**63 - 1, the top of the range: E is a
-bigint like every seq, and a read of [H, H] that finds nothing costs a page one empty bucket read). Expiry is not monotonic in seq (a compliance_hold
-message outlives its neighbours; §2.1), which is why it looks instead of computing E from
-created_at and the retention policy. It is a maintenance job, not a hot path: run it per
-conversation, or :meth:`advance_all` over conversation_head (a full scan), e.g. daily.
-
-Settling. A conversation_seq without a row is not necessarily gone: a send that died after
-its client_dedup reservation may still be retried and write its (lower) seq, within the
-dedup window; in archiver mode a committed message has no row until it is archived. So E
-moves to the first row found only if that row was created at least
-``client_dedup_ttl_seconds`` ago (everything below it was allocated earlier still, beyond any
-retry), and to H + 1 ("nothing left") only if the head was last updated that long ago;
-otherwise the run leaves E for a later one. A walk is also capped at ``max_buckets``
-partition reads (a conversation_seq that jumped towards 2**63, S-2, would otherwise mean 2**51
-reads); a capped walk that found nothing leaves E as it was.
-
-E only moves forward. The write is a plain UPDATE of that one column after the read and an
-application-level comparison, the same form the head writer uses for H (§2.4); the head
-writer never writes E, so the two do not overwrite each other. Two advancers racing on one
-conversation can at worst leave the smaller of their values, which a later run corrects.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

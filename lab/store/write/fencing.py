@@ -1,27 +1,6 @@
 """Fencing: the conversations this writer has lost to a higher epoch (design §2.4).
 
-conversation_head carries ``fencing_epoch``, the epoch of the writer that last moved it. A
-failover writer that takes a conversation over writes its higher epoch there: with its first
-head update, or, when that update is below the head, with the epoch alone (the takeover marker;
-lab.store.write.head_writer). A writer of a lower epoch has lost the conversation and must stop:
-its messages would be acknowledged at seqs that the new owner's head, and so history, need not
-follow.
-
-A writer learns it two ways, and from then on :meth:`Fencing.admit` raises
-:class:`~lab.errors.Fenced` for that conversation before a seq is allocated or anything is
-written (every refusal counted, ``fenced_refusals``):
-
-- its head writer reads the head before it writes (normal mode once per conversation and batch,
-  failover mode always) and reports a higher epoch here (:meth:`Fencing.saw`);
-- before its first write to a conversation, :meth:`admit` reads the head's epoch once, on the
-  caller's thread: a writer started at a stale epoch is refused before its first write. The
-  conversations it has checked are remembered (an LRU of ``verified_entries``; a forgotten one
-  is read again), so this costs one head read per conversation and writer, not one per send.
-
-What fencing does not close (stated, not hidden): sends a running writer acknowledges between a
-takeover and its head writer's next read of that conversation. They are written and visible
-(the new owner reserves its seq window above every window reserved before, so their seqs are
-below its head), and their head updates are dropped and alerted (``head_regressions_dropped``).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

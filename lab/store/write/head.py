@@ -1,13 +1,6 @@
 """conversation_head: the row (design §2.4), its updates and its point read.
 
-The writer that applies updates (§5.1 step 7: asynchronous, monotonic, the normal blind form and
-the failover compare-and-set) is :mod:`lab.store.write.head_writer`.
-
-preview_or_placeholder is sealed with the conversation DEK (§6) and the AAD of
-(tenant, conversation, latest_conversation_seq, key_version). The table has no dek_id column,
-so the blob is ``key_version (4 bytes BE) || sealed envelope``; the envelope is the one
-of :mod:`lab.store.rows.records` (flag byte || preview), and an E2EE message gets an empty placeholder
-because the server cannot read its text.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -3,32 +3,7 @@ with one ``conversation_id IN ?`` per tenant and up to :data:`HEAD_GROUP_PARTITI
 conversations, and their writes sent as one UNLOGGED batch per :data:`HEAD_GROUP_PARTITIONS`
 updates, the groups concurrently; a group of one is the single-partition read or write.
 
-Why groups. Under load the head writer's batch holds several conversations' updates (4.2 on
-average at 8 callers): one read and one write request each cost the client ~150 µs of CPU and
-the driver's I/O thread as much again, so the head thread spent 0.55 ms per send on 2 requests.
-In groups a send costs well under 2 head requests (figures: docs/measurements.md).
-
-Why 10. One partition key column's IN of 10 is far inside both servers' limits (Scylla:
-``max_partition_key_restrictions_per_query``, 100 by default), and Cassandra warns about an
-unlogged batch over more than 10 partitions (``unlogged_batch_across_partitions_warn_threshold``)
-or 5 KiB (``batch_size_warn_threshold``): ten head writes are ~2.6 KB
-(tests/node/test_head_groups.py sends ten of the largest and gets no warning; eleven get one).
-
-What a failure means. An IN read fails as a whole; an unlogged batch applies each partition's
-mutation on its own, so a failed batch may have applied some of its writes. Either way every
-update of the group is reported failed, and the writer retries each alone (read, compare,
-write): a write that did land reads back as its own seq, "unchanged".
-
-A read refused as too long. An operator can set the IN limit below 10 (ScyllaDB's
-``max_partition_key_restrictions_per_query``, live-updatable; Cassandra's guardrail
-``partition_keys_in_select_fail_threshold``, which spares superusers). The refusal is
-:class:`~lab.errors.InListTooLong`, and it is not transient: the same group would be refused
-again. :class:`ReadGroupSize` is one writer's read group size: lowered, at the refusal, to the
-limit the error carries (else half the refused size, never below 1: a group of one is the
-single-partition read no IN limit touches), so one writer is refused once, not once per batch.
-It never grows back within a process: the server does not say when its limit rises, and probing
-for it would spend the requests the groups save; a new writer starts at 10 again. The writes
-keep their size (an unlogged batch is not an IN list).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,59 +1,7 @@
-"""The conversation_head writer (design §2.4, §5.1 step 7).
+"""The conversation_head writer (design §2.4, §5.1 step 7): a background worker that applies
+the sends' head updates in batches, monotonic and fenced, and the failover compare-and-set form.
 
-The send path hands a :class:`~lab.store.write.head.HeadUpdate` to :class:`HeadWriter` after the ack;
-a background worker applies it, so a slow or failing head never delays SEND_ACK nor fanout
-(§7.4). Failures are retried and, when retries run out, counted (``head_update_failures``).
-
-Monotonic. A blind write gives no ordering guarantee, so the writer reads the head, compares in
-the application and only then writes (§2.4: "实现必须在应用层比较后再写"); an update whose
-conversation_seq is below the head is dropped and counted (``head_regressions_dropped``).
-
-Fencing. The comparison is with the head as read, epoch included: a head
-written at a higher ``fencing_epoch`` than this writer's is never overwritten; the update is
-dropped and counted, and the conversation is reported to :class:`~lab.store.write.fencing.Fencing`,
-so this writer refuses every further send there (``Fenced``). Normal mode reads the head once
-per conversation and batch, then writes blind: 2 requests per head write when alone, fewer in a
-batch (below). (Comparing with the head this writer last wrote, kept in an LRU, would save a
-request but is blind to a takeover, which it would then regress.) What
-remains is the design's own blind-write gap: a takeover landing between this writer's read and
-its write is overwritten once, and the new owner's next compare-and-set (which reads with SERIAL)
-writes over it; this writer learns the takeover at its next read. The LRU now only remembers the
-latest H written or read, the history reader's guess of where a latest page starts.
-
-Retries (§5.1 step 7, "失败重试并告警"). A head update that fails on the cluster is tried again
-with a backoff (``head_update_retries`` per retry, crash point ``head_retry`` before each), up
-to ``HEAD_WRITE_ATTEMPTS`` in all; when they run out it is counted (``head_update_failures``) and
-nobody waits for it: the next send, a client's retry of the send, or ``recover()`` (which re-drives
-every head from the log) moves the head.
-
-Batches. The worker takes every update queued so far, keeps per conversation only the highest
-(a lower update queued before it is ``superseded``: the head skips straight to the newer one;
-one queued after it is a dropped regression, as applying in order would have found), reads the
-heads of those conversations, compares each, and writes the ones that move, one write per
-conversation and batch, so one conversation's writes never overlap. The reads and the writes go
-in groups (lab.store.write.head_requests): one read per tenant and up to
-``HEAD_GROUP_PARTITIONS`` (10) of its conversations, one UNLOGGED batch per 10 head writes; a
-group that fails (read or write) has each of its updates retried alone, read and compared again:
-a write that did land reads back as "unchanged". A read refused because its IN list is over the
-server's limit (``InListTooLong``: an operator lowered it below 10) is not a transient failure:
-its updates are applied alone without counting ``head_update_retries``, this writer's read
-groups shrink to the limit for good (``head_group_shrinks``, a log line; head_requests'
-"A read refused as too long"), and later batches are not refused again. Under
-concurrency a batch holds several updates, so a send costs well under 2 head requests
-(docs/measurements.md). Under load the head thus keeps
-up with any number of senders with fewer requests than sends; alone, an update is applied at
-once.
-
-Failover form (deviation, spec README "Lab decisions"; docs/design-deviations.md). §2.4's
-``IF fencing_epoch < ? OR (fencing_epoch = ? AND head_version < ?)`` cannot run: CQL ``IF``
-has no ``OR``. :meth:`HeadWriter.apply` in failover mode therefore reads (epoch, version) with
-SERIAL consistency every time, evaluates that predicate in the application, and writes with the
-compare-and-set ``IF fencing_epoch = <read> AND head_version = <read>``; losing the race
-re-reads and retries (``head_cas_retries``). head_version is the conversation_seq of the
-update, which only grows within a writer's epoch. A higher epoch whose update is below
-latest_conversation_seq (a new owner whose seqs start lower) writes its epoch alone, with
-head_version = the latest it keeps: the takeover marker that fences the old owner out, without
-moving latest back. Failover mode keeps no cache.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

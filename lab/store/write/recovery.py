@@ -1,26 +1,6 @@
 """``store.recover()``: what a writer restores from the log before it serves (S-7).
 
-The log (the outbox) is the durable record of everything committed; two things derived from it
-can be missing after a crash, and recovery walks the log once (consumer group
-``control-recovery``, from where the last recovery stopped, every partition) to restore both:
-
-- CONTROL events (recall / edit) whose target row does not carry them: re-emitted and applied,
-  log first (lab.store.write.recall, :meth:`~lab.store.write.recall.RecallPath.reemit`);
-- conversation_head. Step 7 is asynchronous (§5.1): a writer killed after acknowledging a send
-  may not have moved the head to it yet, and nothing else would (the next send of that
-  conversation would, but there may be none): the acknowledged message stays below H, off the
-  latest page. Per conversation, the newest message of the walked part of the log is applied to
-  the head through this store's head writer (monotonic and fenced as every update; an update at
-  or below the head is old news, not a regression alert), so every message committed before the
-  crash is on the latest page again. Each head moved counts ``heads_restored``.
-
-The walk commits its position only after both were done for a batch, so a crash during recovery
-leaves the rest for the next one. It re-reads a conversation's head once per batch of the log in
-which the conversation has messages: at start-up, after a crash, that is the price of not
-trusting the dead writer's memory.
-
-:class:`~lab.store.MessageStore.open` runs it by itself when the state folder shows that a
-writer which used it did not close (lab.store.plumbing.writer_marks).
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -3,25 +3,7 @@ without going through ``send``. For benchmarks, experiments, migrations and the 
 tests, which need thousands of rows, or shapes (holes, old created_at, chosen seqs) that the
 send path cannot make quickly.
 
-What a seeded row shares with a sent one: it is sealed by the store's record encoder with the
-store's DEKs (``lab.store.rows.records.encode_record``: same envelope, AAD, bit-63 guards) and
-written by the statements the commit path and the archiver use
-(``lab.store.write.send.record_statements``: message_record + message_index, per-row
-``USING TTL``, UNSET instead of null so no tombstone cells). By default the TTL is the
-*remaining* period of the message's retention class from its created_at, as the archiver
-writes it (an already-expired message is skipped, as the archiver skips it).
-
-What seeding skips: the client_dedup LWT; ``dedup=True`` writes the row the send path leaves
-(step 1's reservation, step 5's COMMITTED update: :data:`DEDUP_RESERVE_CQL`, :data:`DEDUP_COMMIT_CQL`)
-without its Paxos round, the outbox (:meth:`Seeder.log_append` builds a message's append for a caller to make) and the
-asynchronous head update. Set the head with ``store.apply_head`` and
-seq floors (holes) with ``store.advance_seq``; ids for new messages come from the store's
-own allocator (:meth:`Seeder.allocate`), so seeded and sent messages never share a seq.
-:meth:`Seeder.conversation` does all of it for a run of new messages (ids, rows, head).
-
-This is the lab's one seeder: benchmarks, experiments (``RecordLoader``: workload rows at
-their own coordinates, ``ttl_seconds="full"``) and tests write rows through it, and an
-experiment writing into tables of its own seals rows with :meth:`Seeder.record_values`.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The send path, design §5.1, with crash points between every step (lab.store.plumbing.faults).
 
     0  the request checked itself when built (SendRequest), the store's size limits here
-       (typed ValidationError, nothing written yet)
     2  allocate conversation_seq / message_id / last_activity_id   (lab.store.write.sequence)
        seal the payload                                            (lab.store.rows.records)
     1  client_dedup reserve: INSERT ... IF NOT EXISTS, state=RESERVED, carrying the ids
@@ -11,45 +10,7 @@
     6  SEND_ACK
     7  conversation_head update on a background thread             (lab.store.write.head_writer)
 
-Why step 2 runs before step 1 (a choice the design leaves open; it lists 1 then 2). A retry
-must return the FIRST ack, whatever instant the first attempt died at, so the reservation
-row has to carry the ids from the moment it exists. Allocating first and writing the ids
-inside the single ``IF NOT EXISTS`` does that with the one LWT per message the design budgets
-(§2.3). The alternative, reserve empty and then fill the ids with ``UPDATE ... IF
-state = RESERVED``, costs a second Paxos round per message and leaves a crash window with a
-reservation but no ids. The price of allocating first: a retry that finds an existing
-reservation burns the conversation_seq it allocated, i.e. one hole per retry; holes are
-normal (§4.1) and retries are rare.
-
-A retry whose reservation exists:
-- COMMITTED -> replay SEND_ACK (``replayed=True``); no second message. last_activity_id
-  (client_dedup has no column for it) comes from the outbox entry, which step 4 wrote
-  before step 5 could mark COMMITTED.
-- RESERVED -> an earlier attempt died between steps 1 and 5 (or is still running): finish
-  steps 3-5 with the SAME message_id and conversation_seq, writing only what is missing
- , because the message may have been edited, recalled or reacted to since:
-  the outbox holds the entry (death after step 4) -> its record is the message, the row is
-  written only if it is missing or holds another attempt's columns; only the row exists
-  (death after step 3) -> it is the first attempt's, whole (one INSERT into one partition), so
-  the log gets the row as it stands and the row is not written again; neither -> a fresh
-  encoding (nothing was acked, so a new last_activity_id) is written and appended.
-- Attempts racing (two resumes, or a resume beside a first attempt still in flight, from
-  threads or processes sharing the outbox): the first outbox append wins and every ack names its
-  record; an attempt whose append turned out to be a duplicate of another record rewrites what
-  it wrote with it (the row one µs above the message's write time, the hot copy only if nobody
-  changed it since), so its own write cannot outlive the winner's (tests/node/test_concurrency.py).
-
-Write times, the rule every path shares for which version of a row stands (docs/design-
-deviations.md): a message's cells as sent are written at its created_at (``USING TIMESTAMP``
-created_at in µs) by the first attempt, a resume and the archiver alike; an edit or a recall
-writes its cells at the write time of its own event, allocated later (lab.store.write.recall);
-per cell the highest write time wins. A resume or a replay therefore never undoes a later edit
-or recall, whatever order the writes land in.
-
-Retention: the record's TTL is the *remaining* period from the message's created_at
-(equal to the full period on a first attempt), so a resumed send never outlives its class;
-compliance_hold binds ``USING TTL 0`` (no TTL). message_index rows get the same TTL so the
-admin index does not keep pointing at expired rows forever.
+Why 2 before 1, retries and resumes, write times, retention: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
 """conversation_seq allocation with reservation windows, plus the ids allocated beside it
 (design §5.1 step 2, §6.3 reference; spec README "Lab decisions").
 
-A writer does not touch durable state per message: it reserves a window of
-``seq_reservation_window`` (4096) values at once, durably, and hands them out from memory.
-The reservation is a SQLite transaction under ``BEGIN IMMEDIATE`` (the database write
-lock), so two processes never get overlapping windows. A writer that restarts (a new
-:class:`SequenceAllocator`) cannot know how much of its last window it used, so it reserves
-a fresh one: the rest of the old window is a hole, exactly how production holes arise (S-3).
-
-Invariants: the first value of a conversation is 1; values only grow, across restarts and
-processes; every value passes the bit-63 guard (S-2) *before* it is handed out, so an
-exhausted sequence raises :class:`~lab.errors.Bit63Violation` ahead of any write.
-
-``allocate`` also mints message_id and last_activity_id (lab.store.rows.ids.MessageIdGenerator) in the
-same critical section, so within one writer message_id order follows conversation_seq order.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """Regenerate the committed Protobuf code from ``common.proto``.
 
-    python -m lab.store.rows.proto.generate              # rewrites lab/store/rows/proto/common_pb2.py in place
-    python -m lab.store.rows.proto.generate --out DIR    # writes DIR/common_pb2.py instead
-
-The generated module is committed so that the runtime needs ``protobuf`` only, not
-``grpcio-tools`` (a dev dependency). ``tests/unit/test_proto.py`` regenerates into a temporary
-directory and compares bytes, so a ``.proto`` edit without regeneration, or a generator
-upgrade, fails the tests instead of drifting; it also checks the installed protobuf runtime
-is at least the generator's version, which generated code requires.
+More: docs/store-internals.md.
 """
 from __future__ import annotations
 
