@@ -1,10 +1,6 @@
 """The lab's CQL session: connecting from a ClusterConfig, request accounting.
 
-All CQL the lab sends goes through :class:`Connection`, which counts each request by table
-and kind (``lab.cluster.accounting``) and translates driver exceptions into the lab's error tree
-at one boundary (``lab.cluster.driver_errors``). The connection knows which server it reached and
-holds that server's dialect (``lab.cluster.dialect``), which the error mapping and the retry
-policy consult for the server's own rejections.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Driver exceptions into the lab's error tree: the one boundary where they are translated.
 
-:data:`DRIVER_ERROR_MAP` maps every exception class of the driver to a lab error (the first
-``isinstance`` match wins); :func:`map_driver_errors` translates inside a block (every request
-of :class:`lab.cluster.connection.Connection` runs in one); the server's dialect may give a more
-precise error for its own rejections (an IN list over Scylla's limit: ``InListTooLong``), and
-:class:`LabRetryPolicy` does not retry such a statement on every other host.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """``lab preflight``: before a long run, check what would stop it, and say how to fix each.
 
-One :class:`Check` per question: server kind and version, nodes and shards, tablets default,
-LWT availability (a real ``IF NOT EXISTS`` in a scratch keyspace created the way the lab
-creates its own), the admin endpoint of every node (Scylla REST / Cassandra JMX), the IN-list
-limit against the lab's grouped reads, the replication of the lab's keyspace, auth/TLS, free
-disk. ``fail`` stops a run (``lab calibrate`` refuses to start), ``warn`` is worth reading.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Is a CQL server at a contact point? One OPTIONS request before the driver connects.
 
-The driver, pointed at a port where another service listens (Redis, Kafka, an HTTP server),
-waits for its connect timeout twice (about 20 s) and then reports a timeout ("nothing
-answers there"), or, when the service replies at once, "driver does not support protocol
-version 72" (the 'H' of an HTTP reply read as a CQL version byte). :func:`probe_cql` sends
-the CQL OPTIONS request (protocol v4, the version the lab speaks) on a plain socket (TLS
-when the config gives a CA) and reads the 9-byte header of the reply within
-:data:`PROBE_TIMEOUT_SECONDS`: a CQL server answers at once with a response frame (version
-byte ``0x80 | v``: SUPPORTED, or an ERROR for a protocol version it does not speak); another
-service answers something else, or nothing. Refused connections, resets and failed TLS
-handshakes are left to the driver, whose messages for them are already precise.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

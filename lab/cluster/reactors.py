@@ -1,11 +1,6 @@
 """The driver's I/O reactor (the event loop under every CQL request), chosen by name.
 
-A plain process (pytest, notebooks, the CLI) keeps the driver default (libev), and so do
-``lab load``'s Locust workers, which run unpatched with the store calls in native threads. In
-a gevent monkey-patched Locust process the default froze the whole process; there
-:data:`LOCUST_REACTOR` is used (measurements: ``loadgen/README.md``). Nothing is
-imported until a name is asked for: ``gevent`` exists only in scylla-driver <= 3.29.11 and
-``asyncore`` only on Python < 3.12 (or with the ``pyasyncore`` backport).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

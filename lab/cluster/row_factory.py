@@ -1,18 +1,6 @@
 """The row factory of the lab's sessions: the driver's named tuples, one class per column list.
 
-The driver's default ``named_tuple_factory`` builds a new ``namedtuple`` class for every result
-it parses. That costs about 145 µs for message_record's 22 columns on the lab machine, more than
-parsing a 50-row page, and it was the largest single frame of the client's CPU in the issue-13
-profiles (13% of the GIL samples of a send, 23% of a grouped batch read: every response builds one).
-:func:`cached_named_tuple_factory` keeps the class per column-name tuple, so rows are the same
-named tuples (same field names, positional access, ``_asdict``) at the price of one dict lookup.
-
-UUID cells. The driver builds each ``uuid``/``timeuuid`` value with ``UUID(bytes=...)``, whose
-general constructor (five ways to give a UUID, each checked) was the largest frame of a grouped
-500-row read's client CPU (27.5% of its GIL samples). :func:`install_uuid_deserializer`
-gives the driver's deserializers :func:`uuid_from_bytes` instead: the same ``uuid.UUID`` (equal,
-hashed and ordered alike, ``is_safe`` unknown as the constructor leaves it) from 16 bytes, about a
-third of the constructor's time. ``connect`` installs it.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
 """Where the store's other real parts are: the outbox (local SQLite or a Kafka-protocol log) and
 the Redis hot window, in the same style as :mod:`lab.cluster.config`.
 
-Precedence: command-line flags > ``LAB_*`` variables (``LAB_OUTBOX``, ``LAB_KAFKA_BOOTSTRAP_SERVERS``,
-``LAB_REDIS_PORT`` ...: ``LAB_`` + the field name, upper case) > the ``[services]`` table of the
-TOML file (beside ``[cluster]``) > defaults. The defaults name the embedded broker and Redis the
-lab starts (:mod:`lab.cluster.embedded.kafka_broker`, :mod:`lab.cluster.embedded.redis_server`). Secrets (SASL and
-Redis passwords) are masked in ``repr`` and in ``redacted()``, the only form results record.
-
-External brokers (Redpanda, Kafka): ``kafka_bootstrap_servers`` plus ``kafka_security_protocol``
-(SSL / SASL_SSL / SASL_PLAINTEXT), the CA / client certificate files and the SASL mechanism,
-user and password. :meth:`ServicesConfig.kafka_client_config` is what every librdkafka client of
-the lab gets.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

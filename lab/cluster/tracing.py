@@ -1,14 +1,6 @@
 """Run a query with tracing and read what the server did: rows, tombstones, SSTables.
 
-The servers word their trace events differently; the connection's dialect
-(``lab.cluster.dialect``) parses its own server's texts. Cassandra: ``Read 12 live rows and 0
-tombstone cells``, ``Merged data from memtables and 2 sstables``. ScyllaDB: ``Page stats: 1
-partition(s) (1 live, 0 dead), 0 static row(s) (0 live, 0 dead), 12 clustering row(s) (12 live,
-0 dead), 0 range tombstone(s) and 60 cell(s) (60 live, 0 dead)`` and ``Reading key ... from
-sstable <path>``.
-
-Replicas write their events asynchronously (Scylla every 2 s), so :func:`traced` waits until
-the event count has stayed the same for the dialect's settle time.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -7,8 +7,7 @@
     server_cpu server CPU time per node / shard: /proc of the embedded JVM, JMX ProcessCpuTime, Scylla's reactors
     disk       a table's bytes on disk per node (its files where local, else the adapter's total), peaks sampled
 
-An adapter is picked by name from :data:`ADMINS` (nothing is imported until chosen) or
-automatically from the server the lab is connected to (:func:`admin_for`).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

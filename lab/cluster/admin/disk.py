@@ -1,21 +1,6 @@
 """Bytes on disk of one table, per node, as the node holds them: every file of every SSTable.
 
-On a node the lab can read (an embedded node it started: its data folder is local) the bytes
-are the sizes of the files in the table's folder ``<data>/<keyspace>/<table>-<id>/``: all
-components (Data, Index or Partitions/Rows, Summary, Filter, Statistics, CompressionInfo,
-Digest, TOC), SSTables a compaction made obsolete but has not deleted yet, a compaction's
-output while it is being written, and its transaction log. ``snapshots/`` and ``backups/``
-are left out (the lab's nodes take neither). Elsewhere the admin adapter's *total* disk space
-used per node (Cassandra JMX ``TotalDiskSpaceUsed``, ScyllaDB REST ``total_disk_space_used``:
-live and not-yet-deleted SSTables, every component) is the source. Either way the number is
-read from the server, never computed from rows.
-
-A compaction deletes files while a listing runs: a file gone between the listing and its
-``stat`` counts 0 (it was being deleted at that instant).
-
-:class:`PeakSampler` reads a few tables every ``poll_seconds`` on a thread of its own and keeps
-the largest value per table and node: a compaction's output and its inputs side by side, which
-a reading taken once compactions settled never sees.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
 """A persistent JMX client for a Cassandra node: flush, compact and table metrics in milliseconds.
 
-nodetool starts a JVM with the whole server classpath for every call (4-15 s on a busy 2-core
-machine). The TWCS experiment flushes once per simulated interval, dozens of times, so the
-Cassandra admin adapter talks to a small long-lived helper instead (``lab/cluster/admin/JmxShell.java``,
-plain ``javax.management``, compiled once into ``<home>/jmxshell/``). It reads the same MBeans
-nodetool does, so its numbers are nodetool's numbers. The helper exits when its stdin closes,
-so it never outlives the Python process that started it.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
 """ScyllaDB admin: the same numbers through Scylla's REST API (:10000) and its Prometheus
 endpoint (:9180).
 
-Every request the adapter can send is declared in :data:`REST_CALLS` (method, path, query
-parameters), taken from ``api/api-doc/*.json`` of scylladb/scylladb at f4a4091ca28e; the contract
-test checks each request it actually sends against the fixture copied from those files.
-
-Reaching a real cluster: a default install binds the REST API to 127.0.0.1 (``api_address`` in
-the shipped ``conf/scylla.yaml``), so from another machine each node needs ``api_address:
-<its address>``, or a tunnel and ``ClusterConfig.rest_addresses`` mapping the node to it. A
-refused connection says exactly that. ``column_family/metrics/*`` values are summed over the
-node's shards by the server (``api/column_family.cc`` map_reduce_cf).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,20 +1,6 @@
 """Server CPU time per node (and per shard on ScyllaDB): what an operation costs the server.
 
-Readings are cumulative CPU seconds; an experiment takes one before and one after a window of
-load and divides the difference by the operations of the window. Where each comes from:
-
-    embedded Cassandra   ``/proc/<pid>/stat`` of the node's recorded PID: utime + stime of the
-                         JVM (all its threads; the lab's process, so no JMX round trip)
-    external Cassandra   JMX ``java.lang:type=OperatingSystem`` ``ProcessCpuTime`` (ns), through
-                         the JMX helper (``JmxShell.java``, command ``cpu``)
-    ScyllaDB             Prometheus ``scylla_reactor_cpu_busy_ms{shard="N"}``: seastar's counter
-                         of each reactor's busy time (``src/core/reactor.cc``, group ``reactor``,
-                         name ``cpu_busy_ms``; the exported name is the ``prometheus_prefix``,
-                         default ``scylla`` (scylladb ``db/config.cc``), ``_`` group ``_`` name;
-                         every metric carries its ``shard`` label, ``src/core/metrics.cc``).
-                         ``scylla_reactor_utilization`` (a gauge, % busy) is read beside it.
-
-Pure parsing here (unit tested on fixtures); the adapters call it.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

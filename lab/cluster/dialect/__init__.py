@@ -5,8 +5,7 @@
     scylla     ScyllaDialect: ScyllaDB (tablets off for LWT, sstable_compression, BYPASS CACHE,
                tombstone_gc for expiring scratch tables, the IN-limit error, 2 s trace writes)
 
-Chosen from the server the connection reached, or named by ``ClusterConfig.dialect``. The
-registry maps names to classes without importing them until one is asked for.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

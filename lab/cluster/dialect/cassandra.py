@@ -1,13 +1,6 @@
 """Apache Cassandra 5.0 (the embedded node): the lab's CQL as it always was.
 
-Trace texts (``cassandra-all`` 5.0.9, ``ReadCommand``/``SinglePartitionReadCommand``):
-``Read {} live rows and {} tombstone cells{}`` per replica, ``Merged data from memtables and {}
-sstables``. Replicas trace synchronously, so events settle within one poll.
-
-IN lists: guardrails, off by default (``in_select_cartesian_product_fail_threshold``,
-``partition_keys_in_select_fail_threshold`` = -1); when set, a query over them is refused with
-``Aborting query because the cartesian product of the IN restrictions on {} produces {} values,
-this exceeds fail threshold of {}.`` (``db/guardrails/Guardrails``).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

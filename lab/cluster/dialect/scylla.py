@@ -1,31 +1,6 @@
 """ScyllaDB: what a default install needs from the lab's CQL, and how it words traces and errors.
 
-Every rule below was read in scylladb/scylladb at commit f4a4091ca28e (2026-08-21); the test
-fixtures in ``tests/fixtures/scylla/`` carry the same facts with their files.
-
-- Keyspaces: new keyspaces use tablets (``conf/scylla.yaml``: ``tablets_mode_for_new_keyspaces:
-  enabled``); SimpleStrategy refuses tablets (``locator/simple_strategy.cc``: "SimpleStrategy
-  doesn't support tablet replication") and LWT on a tablets table fails unless the cluster has
-  the LWT_WITH_TABLETS feature (``service/storage_proxy.cc``: "LWT is not yet supported with
-  tablets"). So the lab's keyspaces are NetworkTopologyStrategy, whose ``replication_factor``
-  expands to every datacenter (``cql3/statements/ks_prop_defs.cc`` prepare_options), with
-  ``tablets = {'enabled': false}`` unless the user asks for tablets.
-- Compression: ``sstable_compression`` names the compressor, ``''`` is none; ``class`` is not
-  accepted (``sstables/compressor.cc``, ``cql3/statements/cf_prop_defs.cc``).
-- After a flush reads are served from the row cache (``replica/table.cc`` update_cache): a
-  measurement read that must touch SSTables says ``BYPASS CACHE`` (``cql3/Cql.g``, after
-  ``ALLOW FILTERING``, before ``USING TIMEOUT``).
-- New tables get ``tombstone_gc = {'mode': 'repair'}`` (``tombstone_gc.cc``
-  get_default_tombstone_gc_mode): at RF >= 2 nothing expired is purged before a repair;
-  ``'timeout'`` restores gc_grace_seconds.
-- An IN list over ``max_clustering_key_restrictions_per_query`` (or the partition-key twin),
-  default 100 (``db/config.cc``), is a ``std::runtime_error`` (``cql3/restrictions/
-  statement_restrictions.cc``), sent as SERVER_ERROR (``transport/server.cc``): the driver's
-  default retry policy would try every host with it.
-- Traces: ``Page stats: ...`` per replica page (``replica/querier.hh``; range scans without the
-  cells part, ``replica/multishard_query.cc``), ``Reading key {} from sstable {}`` / ``Reading
-  partition range {} from sstable {}`` (``sstables/sstable_set.cc``). Each node writes its trace
-  records every 2 s (``tracing/tracing.cc`` write_period).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

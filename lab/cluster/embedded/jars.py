@@ -1,11 +1,6 @@
 """Maven resolution of a Java server's classpath: artifacts plus their runtime dependencies.
 
-The lab starts real servers from Maven Central (Cassandra's ``cassandra-all`` today, Kafka's
-broker next), never from a distribution tarball, so one resolver serves them all:
-:func:`resolve` takes ``group:artifact:version`` coordinates and a target folder, renders a
-throw-away POM from ``templates/maven-pom.xml`` and runs ``mvn dependency:copy-dependencies``
-into the folder. A ``.complete`` marker makes it a no-op afterwards; a half-copied folder (Maven
-killed, network gone) has no marker and is resolved again.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

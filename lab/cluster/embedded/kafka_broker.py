@@ -1,22 +1,7 @@
 """The embedded Kafka broker: a real Apache Kafka 4.x in KRaft mode that the lab resolves,
 formats, starts and stops beside the Cassandra node.
 
-The design appends to Redpanda (§5.1 step 4, ADR-0006); no Redpanda binary can be installed
-here, and Redpanda speaks the Kafka protocol, so the lab runs Apache Kafka from its jars on
-Maven Central (``org.apache.kafka:kafka_2.13``, pinned) as one combined broker+controller:
-
-- jars resolved once into ``<home>/jars/kafka-<version>/lib`` (Maven, like the Cassandra jars);
-- ``<home>/kafka/``: ``server.properties``, ``log4j2.yaml``, ``data/`` (formatted once with a
-  cluster id by ``kafka.tools.StorageTool format``), ``logs/`` and ``broker.json``, which
-  records the PID; ``stop`` signals only that PID, after checking its command line names
-  this folder (a reused PID is left alone);
-- loopback only, on ports that the Cassandra node (9042/7000/7199) and default Kafka/Redis
-  installs (9092/6379) do not use: the client listener on 19092, the controller on 19093.
-
-Durability: a produce with acks=all is acknowledged once the single replica appended it to
-its log (page cache). A killed broker process loses nothing acknowledged (the kernel keeps
-the pages); only a machine crash could. Redpanda fsyncs before it acknowledges;
-``flush_every_message=True`` sets ``log.flush.interval.messages=1`` to measure that price.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

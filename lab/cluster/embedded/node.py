@@ -1,14 +1,7 @@
 """The embedded cluster's lifecycle: start one (or three) real Apache Cassandra 5.0 JVMs,
 wait for CQL, record their PIDs, stop, kill and restart them.
 
-ScyllaDB cannot be installed on the lab's machines, so the default cluster is one (or three)
-Cassandra JVMs started from the ``cassandra-all`` artifact on Maven Central (``jars``). Each
-node gets its own folder with a ``cassandra.yaml`` and ``logback.xml`` rendered from
-``templates/`` (``node_config``). The PIDs of the JVMs the lab started are recorded in
-``<home>/nodes/cluster.json``; ``stop`` signals only those (``process``).
-
-Several nodes share one machine by listening on 127.0.0.1, .2, .3 with the same CQL and
-storage ports and distinct JMX ports (JMX listens on 127.0.0.1 only).
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
 """The embedded Redis: Debian's ``redis-server`` started by the lab for the hot window.
 
-The design's archiver mode (§2.1 note) has the commit path write a Redis hot layer; the lab
-runs a real one, from the ``redis-server`` package (``make redis`` installs it), with a folder
-of its own under the lab's home:
-
-- ``<home>/redis/redis.conf`` (generated), ``data/`` (its working directory: AOF files),
-  ``logs/redis.log`` and ``redis.json``, which records the PID;
-- loopback only, on port 16379 (not Redis's default 6379, which a machine's own Redis may
-  hold), ``protected-mode yes``;
-- ``set-proc-title no`` keeps the command line naming this folder's ``redis.conf``, which is
-  how :meth:`EmbeddedRedis.stop` knows a recorded PID is still ours before it signals it.
-
-Persistence: append-only file with ``appendfsync everysec``, the usual setting for a cache
-that a restart should find warm. The hot window is not the system of record: the outbox is,
-and the archiver rebuilds message_record from it.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 

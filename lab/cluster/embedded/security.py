@@ -1,20 +1,6 @@
 """Auth and TLS for the embedded node: a local CA, the node's keystore, and the lab's role.
 
-``lab node start --secure`` runs the node with PasswordAuthenticator, CassandraAuthorizer and
-TLS on the native port, then creates a login role for the lab. The certificates are made here
-with ``cryptography`` (no keytool): a throw-away CA signs one server certificate whose SANs are
-the nodes' loopback addresses, and the CA's private key is never written anywhere, so nothing
-else can ever be signed by it. What stays in ``<home>/tls/``:
-
-- ``ca.pem``: the CA certificate, the client's ``tls_ca_file``;
-- ``node-keystore.p12``: the server key and certificate chain for Cassandra (PKCS12);
-- ``keystore.password``: the keystore's random password (mode 0600), which Cassandra needs in
-  its ``cassandra.yaml``; it protects only this local keystore.
-
-The role's password is the caller's (the CLI takes it from ``LAB_PASSWORD``). It travels in
-CQL text (``CREATE ROLE ... WITH PASSWORD`` takes no bind marker), so those statements are
-sent through :meth:`Connection.execute` (which keeps only the table and kind of a text) and
-any error they raise is re-raised with the password masked and without the driver's cause.
+More: docs/cluster-internals.md.
 """
 from __future__ import annotations
 
