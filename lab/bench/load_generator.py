@@ -1,31 +1,6 @@
 """`lab bench load`: is the load generator what limits a measurement? And the staircase.
 
-In one run, on one node, into one fresh keyspace (dropped at the end):
-
-1. ``send``: maximum ``store.send`` throughput of a plain client (``concurrency`` OS threads,
-   the driver's default reactor, no Locust, no gevent) vs ``lab load --profile send_only
-   --users <concurrency>`` (closed loop, the Locust users on the measured reactor);
-2. ``read``: the same for history pages (latest page, then older pages, sometimes newer:
-   the history readers' mix) over seeded conversations, ``--profile read_only``;
-3. the ratio Locust / plain for each (1.0: the load generator costs nothing; well below
-   1.0: Locust, not the store, limits a measurement at that concurrency);
-4. a staircase of fixed-rate send steps at 50/75/90/105% of the higher of the two measured
-   send maxima: per step the achieved rate, p99 from the due time (coordinated omission
-   corrected) and of service time, and the load generator's CPU.
-
-5. like with like, the client's CPU per call of each side (``cpu_per_call_ratios``: Locust's
-   over the plain pool's, goal <= 1.25): for the maxima above, and for a fixed-rate pair, send at
-   half the lower send maximum with the same users / threads (CPU per call falls with the rate:
-   wake-ups, group commits and head batches are shared by more calls);
-6. the chat profile under Locust (closed loop): per operation, the loader CPU per call and the
-   calls/s one loader core sustains (lab.load.operation_cpu: measured in the calling thread,
-   the process's other CPU apportioned).
-
-The order is plain send, Locust send, Locust read, plain read (ABBA), so a node that slows
-down as it fills does not favour one side; then plain and Locust at the fixed rate, the chat
-profile and the staircase. Writes ``bench/load.json`` and the Locust runs'
-own ``load-*/`` folders (:class:`LoadBenchReport`); the closing note carries the ratios and
-the staircase.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """What ``lab bench load`` reports (``bench/load.json``) and its closing note.
 
-Per side of each comparison (:class:`ThroughputRun`): calls, throughput, service latency and the
-client's CPU over the measured window, as CPU per call, so the load generator's own cost shows
-beside the store's: ``cpu_per_call`` ratios are Locust's CPU per call over the plain thread
-pool's CPU per call, for the same store calls at the same concurrency (1.0: Locust adds nothing
-to the store's client cost; the goal: at most 1.25). A client's CPU per call falls as its
-call rate rises, so a ratio is like for like only when both sides ran at the same rate (within
-``SAME_RATE_TOLERANCE``: the fixed-rate pair, a maximum where both sides reached the same rate);
-the goal is judged on those (``cpu_goal``) and a ratio of unequal rates says so. Per operation of the chat profile,
-the loader CPU per call and the calls/s one loader core sustains (:mod:`lab.load.operation_cpu`).
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

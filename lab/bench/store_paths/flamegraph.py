@@ -1,13 +1,7 @@
 """A flame graph (SVG) drawn from collapsed stacks, py-spy's ``raw`` output: one line per distinct
 stack, ``root;caller;...;leaf <samples>``.
 
-``lab bench store --profile`` records each workload once per view in the raw format and draws the
-graph from those very stacks, instead of running the workload a second time under py-spy's own
-``flamegraph`` format: half the profiling time, and the graph, the ``.txt`` and its ``.top.md``
-table show the same samples. The layout is the usual one: the root at the bottom, each frame as
-wide as its inclusive samples, callees stacked above their caller in name order; a frame's tooltip
-(``<title>``) gives its samples and share. Frames narrower than ``MIN_FRAME_PX`` are left out, as
-inferno (py-spy's renderer) leaves them out.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,36 +1,6 @@
 """The store's own CQL floors: each path's exact statements, issued raw, nothing else.
 
-``send_floor_with_head_read``
-    What one ``store.send`` must do, from the same thread pool, in the write path's order: the
-    fencing epoch read on the first send of each conversation (``Fencing.admit``), the dedup
-    reservation (``INSERT ... IF NOT EXISTS``), message_record + message_index concurrently, the
-    durable outbox append (§5.1 step 4: the store's own log, the local SQLite file's group commit
-    and fsync, ``store.seeding.log_append``), the COMMITTED update, then the conversation_head read
-    (§2.4's compare in the application, which also sees a takeover: the fencing) and its
-    blind write. The very statements the store prepares (``store.baseline_statements()``:
-    ``fencing_read``, ``reserve``, ``commit``, ``head_read``, ``head_write``; the commit path's
-    upserts through ``store.seeding.statements``); the values of every call, the log entry's JSON
-    included, are built before the run (rows sealed by the store's encoder, a sealed-size preview),
-    so the floor pays no encoding, sealing, validation or head bookkeeping: that difference is what
-    the ratio measures. The floor reads and writes the head inline, once per send; the store does
-    it after the ack, on its head writer's thread, and only for the newest update per conversation
-    and batch, as its design allows, its reads grouped (an IN per tenant and 10 conversations) and its
-    writes batched (an unlogged batch per 10): under load it makes fewer head requests than this
-    floor (0.47 per send at 8 callers instead of 2), which is the head writer's design, not the floor's.
-
-``send_floor``
-    The same without the head read and the fencing read (the statements alone, with the
-    outbox append): the send makes these reads and this floor does not, so the difference between
-    the two floors is their cost.
-
-``send_floor_without_outbox``
-    ``send_floor`` without the outbox append (the floor without the log), so the log's own cost stays
-    visible as the difference between the two floors.
-
-``history_floor``
-    The latest page's two statements (``store.baseline_statements()``: ``history_bounds``,
-    ``history_older``) on the page's bucket, issued together as the store issues them in the
-    common case, rows fetched and not decoded.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """``grouped_vs_naive_<shape>``: ``store.batch_read`` against THE BASELINE THE DESIGN FORBIDS, and
 against its own statements fetched raw.
 
-``grouped`` = ``store.batch_read`` with the body LRU cleared before each call (one request per
-(conversation, bucket) group and table, reaction summaries included); ``naive_point_reads`` =
-one point read of message_record per message_id (§4.3 forbids it in the store; it exists only
-here, as :func:`naive_point_reads`); ``raw_fetch`` = the grouped read's very statements
-(``store.baseline_statements().batch_read``), rows fetched and neither decoded nor joined: what
-the grouped read costs beyond its CQL (the goal: p50 within 1.5x). All three use the
-driver's async execution with the batch reader's concurrency. The naive side reads no reaction
-summaries, so that comparison favours it. In turn call by call, warm-up discarded.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

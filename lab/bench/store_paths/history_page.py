@@ -2,17 +2,7 @@
 read + decrypt/decode) against its own two statements issued raw together (``history_floor``,
 lab.bench.store_paths.floors) and against one bare single-partition SELECT of the same columns and LIMIT.
 
-One caller (no queueing); the three take turns call by call, the order reversed every round,
-warm-up rounds discarded; throughput = calls / own summed latency.
-
-The figure to quote is per round (``paired_rounds`` in store.json, the closing note's "paired
-rounds" line), as for the send (lab.bench.store_paths.send_throughput): the measured calls are cut
-into rounds of ``history_round_calls`` consecutive calls per side (in a full run 20 calls, about a
-tenth of a second), each round's p50 of the page over the floor's p50 of the same round (the two
-sides' calls of a round alternate call by call, so they saw the same machine), and the median of
-the rounds' ratios, their range and the median's interval (lab.measure.paired_ratio), or the plain
-statement when that interval is too wide to vouch for. The run's p50 and p99 ratios (``ratio``)
-stay as they were.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -2,23 +2,7 @@
 path alone, on instances of its own, beside the sends of :mod:`lab.bench.store_paths.outboxes`.
 Measures, asserts nothing.
 
-``local_append`` / ``kafka_append``   ``outbox.append`` of each outbox, one caller
-``hot_window_put``                    ``HotWindow.put`` of a whole record, one caller
-``hot_window_put_concurrent``         the same puts from ``concurrency`` callers at once
-``redis_ping`` / ``redis_ping_concurrent``
-                                      the control: a bare round trip to the same Redis (``PING``, one
-                                      pooled connection per caller, no script, no grouping), one
-                                      caller and ``concurrency`` callers. Its ``concurrency``-vs-1
-                                      ratio is what this process and machine do to any round trip
-                                      under that many callers: the put serializes beyond the machine
-                                      only where its own ratio exceeds this one.
-
-Each of the four Redis phases also measures its cost (:mod:`lab.bench.store_paths.redis_cost`): the
-server's commandstats and CPU diffed around it, and this process's CPU, per put or PING.
-
-Closed loop: with every caller busy, latency = callers / throughput (Little's law), so a ratio of
-``concurrency`` callers over one stays under 2 only while throughput grows at least
-``concurrency / 2`` times; the throughputs are recorded beside the latencies for that reason.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,40 +1,7 @@
 """The outbox comparison: ``store.send`` with each outbox, and the hot window's price per send,
 on the same node in the same run (``lab bench store --outboxes``). Measures, asserts nothing.
 
-Methods (each a MessageStore on one scratch keyspace, its own state folder):
-
-``local``          the SQLite outbox (``synchronous=FULL``: an fsync per append)
-``kafka``          the Kafka-protocol outbox on the broker of the services settings (the
-                   embedded Kafka 4.x by default): idempotent producer, acks=all, ack after
-                   the broker acknowledged, a topic of this run's own
-``kafka_archiver`` archiver mode (no message_record write on the commit path), no hot window
-``kafka_hot``      archiver mode with the Redis hot window: the commit path writes the message
-                   to Redis instead; ``kafka_hot - kafka_archiver`` is what the hot window costs
-                   per send (the last two run only when the services settings reach Redis)
-
-Each method runs a discarded warm-up block, then interleaved blocks of ``block`` sends from a
-pool of ``concurrency`` closed-loop callers, the method order rotated every round (so no
-method always runs first on a warm cache). Throughput = acked sends / the method's own block
-time; ack latency = per send, µs, HdrHistogram (:mod:`lab.measure.hdr`). Then one caller
-alternates the methods send by send (``serial_ops`` each, order flipped every round): the
-latency without queueing, where a difference between two methods is the price of what
-differs (``kafka_hot - kafka_archiver``: the hot window's write per send). Beside the sends,
-the primitives alone (:mod:`lab.bench.store_paths.outbox_primitives`): ``outbox.append`` of each
-outbox and ``HotWindow.put``, one caller, ``HotWindow.put`` from ``concurrency`` callers at once, and
-the control, a bare Redis round trip, the same two ways (``hot_window_scaling``: the hot window's cost
-under concurrency over one caller's, per send and per put, and the control's; the goal: within 2x). Beside the
-difference of two methods' latencies, which under load also holds how the hot window's extra work
-slows every other step of a saturated machine, ``hot_window_in_send_us`` is the time the kafka_hot
-sends spent in ``HotWindow.put`` itself (timed by the hot window), per send, under the callers and
-by one caller; beside its ratio, the same ratio for the rest of the kafka_hot send and for
-kafka_archiver's send (``rest_of_send_mean``, ``archiver_send_mean``): on a small, busy machine GIL
-and CPU contention inflate every step under the callers, and the put serializes only where its ratio
-exceeds theirs. And the cost beside the latency (``hot_window_cost``,
-:mod:`lab.bench.store_paths.redis_cost`): Redis's own time and CPU per put and this process's CPU per
-put, one caller and the callers, the PING control's the same way, and the goal judged on both: the
-latency ratio (not meetable where the control's own exceeds the limit) and the cost ratios.
-Recording, percentiles and ratios are the store benchmark's (:mod:`lab.bench.store_paths.recording`,
-:mod:`lab.measure`).
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
 """``lab bench store --profile``: where the client's time goes on the store's hot paths (py-spy).
 
-Each workload runs in a child process (``python -m lab.bench.store_paths.profiling``) under
-``py-spy record``, twice: every thread on the wall clock (waits show as their frames; ``idle``
-samples idle frames too) and only the thread holding the GIL (``--gil``: the Python CPU that
-bounds a client on 2 shared cores). Per workload and view, from the one run's samples: the raw
-collapsed stacks (``<mode>[.gil].txt``), their flame graph (``.svg``, drawn by
-:mod:`lab.bench.store_paths.flamegraph`, not by a second py-spy run) and their self / inclusive
-tables (``.top.md``, :func:`top`), in ``results/<run-id>/bench/profile/``. Workloads, each on a scratch keyspace of its own
-(dropped at the end), through the store's public API:
-
-    send            ``store.send`` from 8 threads (the bench's concurrency) over 64 conversations
-    send_floor      its like-for-like floor from 8 threads (``send_floor_with_head_read``: the same statements,
-                    the durable outbox append and the head / fencing reads, issued raw;
-                    :mod:`lab.bench.store_paths.floors`), its calls built before its clock starts
-    history         the latest page (50 of 80 messages), one caller
-    grouped_1x500   ``store.batch_read`` of one group's 500 messages, body LRU cleared, one caller
-    grouped_20x5    the same over 20 DMs x 5
-
-The grouped workloads also time one batch against the CQL it issues (:func:`grouped_split`,
-``grouped_split.txt``): the call vs its statements executed raw (rows fetched, not decoded) vs
-the naive point reads, so the difference is the lab's own client work. A profile is evidence
-for a reader, not a measurement the report uses: nothing here asserts a speed.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

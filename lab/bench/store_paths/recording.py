@@ -1,11 +1,6 @@
 """Recording one side of a comparison, and driving the two sides fairly.
 
-:class:`Method` keeps a method's latencies (an HdrHistogram in µs, :mod:`lab.measure.hdr`), its
-own elapsed time and the CQL requests its measured calls made (the connection's request
-accounting, before/after each call or block); :meth:`Method.result` freezes it into a
-:class:`MethodResult`. :func:`alternate` calls two methods one after the other, the order
-flipped every round, warm-up rounds discarded. :class:`BenchRun` is what every comparison
-shares: the store, the parameters, the caller pool, unique client ids.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -2,34 +2,7 @@
 this process's CPU per put, one caller and ``concurrency`` callers (``lab bench store
 --outboxes``). Measures, asserts nothing.
 
-Why a cost beside the latency: in a closed loop every caller is busy, so latency = callers /
-throughput; where one caller already keeps the process at its throughput (2 cores shared with the
-servers), every round trip's latency grows with the callers, and the PING control's grows as much
-as the put's. Whether the put serializes, or does more work per put under callers, shows in its
-cost per put, which queueing for a core does not inflate.
-
-Each Redis phase of :mod:`lab.bench.store_paths.outbox_primitives` (the puts alone, and the PING
-control, each by one caller and by the callers) is bracketed by two snapshots of the server's
-``INFO commandstats`` and ``INFO cpu`` and by this process's CPU clock
-(:mod:`lab.measure.process_cpu`). Nothing is reset: ``CONFIG RESETSTAT`` would reset a shared
-server's counters under everybody else. Per phase (:class:`PhaseCost`):
-
-    command_us_per_call    µs inside Redis per call of the phase's command (commandstats ``usec``
-                           over ``calls``; EVALSHA for a put, the script's inner commands included):
-                           a put is one call. The server's clock around each command, not its CPU: a
-                           server preempted mid-command counts the wait, and a server woken for every
-                           lone command runs it colder than one answering rounds back to back
-    server_cpu_us_per_op   the server's CPU (``used_cpu_user + used_cpu_sys``, every thread) per
-                           put: also what it spends reading and answering each round, so it can fall
-                           as rounds group puts; ``server_cpu_us_per_round`` the same per round trip
-    client_cpu_us_per_op   this process's CPU (every thread) per put
-    other_calls            calls the phase did not make, as far as commandstats can tell: successful
-                           calls of its command beyond its own, and calls of any command it never
-                           issues. On a shared Redis other clients' work lands in the server's CPU;
-                           where other_calls > 0 that figure is not the phase's alone and the goal
-                           does not judge it (the command's µs per call stays an average per call).
-
-The snapshot INFO itself (one call, tens of µs) falls inside each phase's server CPU.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

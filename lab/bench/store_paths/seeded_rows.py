@@ -1,11 +1,6 @@
 """Rows for the read comparisons, seeded as the commit path writes them, without its cost.
 
-Ids from the store's sequence allocator, rows sealed by the store's record encoder and upserted
-with the write path's own message_record + message_index statements under the default class's
-TTL, the conversation head set last: all of it the store's seeding API
-(``store.seeding.conversation``).
-The dedup LWT and the outbox are skipped: no read compared here touches them, and they would
-make seeding cost as much as the send benchmark.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""``send_throughput``: the full write path (``store.send``) against its own steps issued raw
-(``send_floor_with_head_read``: the statements, the durable outbox append and the head / fencing
-reads the send must make, like for like; ``send_floor``: without those reads;
-``send_floor_without_outbox``: the statements alone; lab.bench.store_paths.floors) and against the
-bare dedup LWT alone.
+"""``send_throughput``: the full write path (``store.send``) against its own steps issued raw (the
+floors of lab.bench.store_paths.floors) and against the bare dedup LWT alone.
 
-All five on a thread pool of ``send_concurrency`` closed-loop callers with synchronous calls, so
-all pay the same client overhead; interleaved blocks, the order reversed every round (A B C D,
-D C B A, ...), after one discarded warm-up block each. A write-path block ends after
-``store.drain()``: its throughput includes the head updates it caused (sustainable, not ack-only;
-ack-only is reported too).
-
-The figure to quote is per round (``paired_rounds`` in store.json, the closing note's "paired
-rounds" line): the blocks are short (``send_block``, 80 calls in a full run: under a second each)
-and each round's send block and floor block run back to back, so the ratio of the two blocks of a
-round compares them on the same machine; the median of the rounds' ratios, their range and the
-median's interval (lab.measure.paired_ratio), and the plain statement when that interval is too
-wide to vouch for. The ratios of the run's totals (``ratio``) stay as they were: one burst of
-someone else's load or one flush of the node lands in one side's total and moves them.
+More: docs/bench-internals.md.
 """
 from __future__ import annotations
 
