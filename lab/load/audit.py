@@ -1,18 +1,6 @@
 """After a load run: is every acknowledged send readable exactly once, where its ack said?
 
-Each load process appends one line per SEND_ACK to ``acks/<worker>.csv`` (:class:`AckLog`).
-The audit reads every conversation of every worker back through the public read path
-(``store.history``, oldest to newest) and counts, per worker and in total:
-
-- ``lost``: an acked message_id that history does not return at its conversation_seq
-  (``stored_not_in_history`` tells which of them a direct partition read does find: a read
-  path bug rather than a lost write);
-- ``duplicates``: a message_id returned more than once, one (sender, client_message_id)
-  stored under more than one conversation_seq, or two first-time acks for one client id;
-- ``replay_mismatches``: a retried send whose replayed ack names another message.
-
-Lost and duplicates must both be 0. :func:`audit_rows` is the pure core (unit tested);
-:func:`audit_worker` feeds it from the cluster.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """The lab's side channel of a distributed load run: plan out, start gate, results back.
 
-Locust's own master/worker link carries the users (spawning, stats). What a lab load run
-needs besides travels over a small HTTP service the master's ``lab load --master`` process
-runs next to the Locust master, on the Locust port + 1 (:data:`PORT_OFFSET`):
-
-    GET  /hello           the run's id and key base (a worker looks up the store state it keeps)
-    POST /join            a worker asks to join: its index, the plan, the keyspace, Locust's port
-    POST /ready           the worker seeded its key range and its Locust process opened its store
-    GET  /t0              the start instant, once every worker is ready (and the master's clock)
-    PUT  /files/<i>/<f>   the worker's files after the run (totals, HDR log, acks, Locust log)
-    POST /done            the worker's audit (read back on the worker: its store state is there)
-
-Only the file names a worker writes are accepted, only into the run's load folder. No
-credentials cross: each machine connects to the cluster with its own settings.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

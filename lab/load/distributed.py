@@ -1,19 +1,6 @@
 """Load from several machines on Locust's own distributed mode.
 
-    lab load --master --expect-workers N [--master-bind-host ADDR] [--master-port 5557] <the plan's options>
-    lab load --worker --master-host ADDR [--master-port 5557]        (on each load machine)
-
-The master (:func:`run_master`) holds no store: it checks the options, reaches the cluster
-and creates the schema, then runs the Locust master (headless, or ``--web``) and the lab's
-coordinator (``lab.load.coordinator``, Locust's port + 1). Each worker (:func:`run_worker`)
-joins the coordinator, receives its index (its key range: ``lab.load.plan.KeyRange`` of
-(run, index)) and the plan, connects to the cluster with its own settings, seeds its key
-range through its own store (the DEKs stay on that machine, under its ``--home``), starts a
-Locust worker connected to the master and reports ready. When all N are ready the master
-publishes t0 (each worker converts it to its own clock from the fastest round trip). After
-the run each worker audits its own sends (only it holds their keys) and sends its files
-and its audit to the master, which writes the one ``summary.json`` of the run with every
-worker's numbers merged, as a local run does.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

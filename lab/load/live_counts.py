@@ -1,26 +1,6 @@
 """The one source of a load run's counts: what each load process has finished, as of now.
 
-Every Locust process that runs users rewrites its snapshot (``load/totals/<worker>.json``)
-once per interval (a second) and a last time when it ends; a distributed run's workers
-forward theirs to the master's folder as they go. Everything that reports numbers reads
-them through :func:`read_counts`, so the live status line, the Prometheus endpoint and
-``summary.json`` cannot disagree:
-
-- ``operations``: per operation, the calls that *finished inside the measured window*
-  (``lab.measure.hdr.OpStats``: ok, outcomes, errors by type, service and corrected
-  latency); a call due in the warmup that finishes inside the window counts, one that
-  finishes after the window's end does not;
-- ``late``: calls that were in flight at the window's end and finished after it: reported
-  apart, never as achieved;
-- ``warmup_calls``, ``in_flight`` (started, not finished, as of the snapshot);
-- ``timeline``: one point per interval: seconds after t0, the process's CPU seconds (all its
-  threads: the native threads that run the store calls included), and its cumulative
-  measured calls and latency sums, from which the loader CPU, the achieved rate and the
-  schedule lag of any stretch (the window, a staircase step) follow, and the calls it has
-  started (any phase): a stretch that started many more calls than it finished piled them up
-  in flight (the store did not keep up), and its CPU per finished call is not the loader's cost;
-- ``measured_seconds``: the part of the measured window the process has run, as of the
-  snapshot (rate = calls / measured seconds, per process, summed).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
 """Where a load run writes, and what an earlier load of the same run id left for it to reuse.
 
-A load run writes ``results/<run-id>/load/``. Without a run id that is a fresh run folder. With
-``--run-id ID`` (``LoadOptions.run_id``) the run is named, and a later load with the same id
-reuses what the first one built instead of seeding again:
-
-- its key ranges (``lab.load.plan.KeyRange`` derives from ID, not from the folder),
-- each worker's store state under ``<home>/load-state/ID/worker-N`` (its DEKs: the history
-  its readers page through was encrypted with them),
-- the acks of the earlier loads, copied into the new ``acks/worker-N.csv`` as phase
-  ``prior``: the new run's users know that history, and the audit holds the store to it again.
-
-The new load goes into the next free ``load``, ``load-2``, ``load-3``... of ``results/ID/`` (runs
-never overwrite each other). Nothing is created by :func:`plan_folder`; :func:`create`
-makes the folders once the run is known to start. One run id is used by one load at a
-time (:class:`StateLock`).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,19 +1,6 @@
 """How many load processes (and machines) a requested rate needs, from the loader's measured CPU per call.
 
-A Python load process is bounded by its own CPU (the driver, the store's client-side work,
-Locust): past ``max_loader_cpu_percent_of_core`` of its core it queues calls behind itself and
-its latencies stop being the store's (``lab.load.verdict``). So a process sustains
-
-    capacity = (max_loader_cpu_percent_of_core / 100) / (loader CPU seconds per call)
-
-calls per second of the profile it runs, and a rate R needs ``ceil(R / capacity)`` processes,
-one per core: ``ceil(processes / usable cores)`` machines like this one.
-
-What is learned: every headless run records the CPU per call its load processes spent in its
-measured window (or its warmup), per load profile and driver, in ``<home>/load-sizing.json``
-(:class:`SizingBook`); ``lab load --processes auto`` (the default) sizes from the latest figure
-for the profile, or, with none yet, takes every usable core, measures during the warmup and
-says before the measured window what the rate needs.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

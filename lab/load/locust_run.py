@@ -1,15 +1,6 @@
 """One Locust run, written once: start the processes, watch them until they end, or stop them.
 
-``lab load`` (one process, or a master and workers on loopback), ``lab load --master`` and
-``lab load --worker`` all run Locust the same way (:func:`drive`): the caller's ``start`` starts
-the processes and opens the start gate (or the web UI) and returns the plan with its ``t0``; a
-CPU monitor samples the processes (:mod:`lab.load.loadgen_cpu`); ``watch`` waits until they
-end (:func:`wait_until_done`: once a second the run monitor, ``lab.load.run_monitor``, for the
-live status, the metrics endpoint and a staircase's stop; a kill after the deadline so a frozen
-load generator is a result, not a hang). Ctrl-C or SIGTERM (:func:`sigterm_as_interrupt`) stops
-them: the stop is published first (:func:`write_stop`: every process ends its measured window
-there and starts no call after it), then SIGINT to each, in-flight calls finish, then the
-caller writes the summary and audits.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,28 +1,6 @@
 """A running load's live numbers in Prometheus' text format, for Grafana beside ScyllaDB Monitoring.
 
-``lab load --metrics-port 9470`` (and the master of a distributed run) serves
-``http://127.0.0.1:9470/metrics`` with ``prometheus_client`` while the run lasts. Every value
-comes from the run's one source of counts (:mod:`lab.load.live_counts`), the snapshot the live
-status line shows and ``summary.json`` is made from; the runner hands each new snapshot to
-:meth:`MetricsServer.update` once a second, and a scrape renders the latest one.
-
-Names follow Prometheus' conventions (``lab_load_`` prefix, base units, ``_total`` counters):
-
-    lab_load_info{run_id,profile,mode}                              1
-    lab_load_calls_total{operation,result="ok|outcome|error"}       calls finished in the measured window
-    lab_load_failures_total{operation,error}                        failed calls by exception type
-    lab_load_outcomes_total{operation,outcome}                      answers the design defines (lab.load.outcomes)
-    lab_load_late_calls_total{operation}                            in flight at the window's end (not achieved)
-    lab_load_warmup_calls_total                                     finished in the warmup (not measured)
-    lab_load_in_flight_calls                                        started, not finished
-    lab_load_requested_rate_calls_per_second                        the plan's rate now (absent in a closed loop)
-    lab_load_achieved_rate_calls_per_second                         measured calls / measured seconds
-    lab_load_measured_seconds                                       of the measured window so far
-    lab_load_latency_seconds{operation,latency="corrected|service",quantile}   summary (+ _count, _sum)
-    lab_load_loader_cpu_ratio{process}                              CPU of a load process over its last interval,
-                                                                    in cores (0.7 = 70 % of one core)
-    lab_load_loader_cpu_seconds_total{process}                      its CPU time since it started
-    lab_load_loader_bound                                           1 when the run so far fails a verdict check
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """Loader CPU per operation: what one store call of each kind costs the load process.
 
-A load process runs a mix (send, history pages, batch reads, reactions ...) and its CPU is
-sampled as a whole (:mod:`lab.load.loadgen_cpu`). Per operation the lab measures the CPU of the
-native thread that ran each call (``time.thread_time_ns`` around the store call in the Locust
-worker's thread pool): the store's client work on the caller's side (validation, encoding,
-sealing, binding, waiting is free). The rest of the process's CPU, the driver's I/O thread
-(responses parsed there), the head writer, Locust and the gevent hub, is not attributable call
-by call; it is shared out in proportion to each operation's caller CPU (:func:`apportion`).
-So ``loader_cpu_ms_per_call`` is measured for the caller's part and apportioned for the
-rest, and the report says so; ``calls_per_loader_core_second`` is its inverse, the rate one
-loader core sustains of that operation alone.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

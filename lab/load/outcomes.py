@@ -1,20 +1,6 @@
 """Answers the design defines are not failures: which store answers a load counts as *outcomes*.
 
-Under concurrent users some calls meet a state another user made, and the store answers as
-the design says it must (docs/store-api.md). Counting those as errors made a healthy run look
-broken (3 ``InvalidState`` on ``edit`` at 300 calls/s: edits of messages another user
-had recalled). They are counted per kind, apart from successes and failures, in the summary
-(``operations.<op>.outcomes``), the live counts and Locust's UI (request type ``outcome``):
-
-    recalled            edit -> InvalidState: the message was recalled (recalled stays recalled)
-    already_recalled    recall -> RecallResult.replayed: the message was recalled before
-    not_found           edit / recall / react / unreact / self_reaction -> NotFound: no such
-                        message (expired, or not there)
-    replayed            send -> SendAck.replayed: answered from client_dedup (the same
-                        client_message_id was sent before); on ``send_retry`` that is the
-                        expected answer and counts as ok
-
-Anything else that raises is a failure. Pure: the users call :func:`classify` after each call.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
 """Open-loop pacing: when each call of a fixed-rate load is due, independent of earlier calls.
 
-A run's rate is a stage table (one stage for ``--rate R``, several for a staircase); the
-total rate is split evenly over the users. Each user's time is cut into slots of one call
-(``users / rate`` seconds) and each call is due at a random point of its own slot, drawn
-afresh per call (a jittered schedule): the rate is exact slot by slot, and which users' calls
-meet in time is drawn again for every call. With one fixed phase per user (the schedule
-before), the users' calls met the same way for the whole run: two users whose phases fell a
-few milliseconds apart collided on every call, so a run's rare operations (one user's calls)
-carried an offset of their own, the same for the whole run and different in the next one (two
-side-by-side runs of one plan: react 1.6x apart, every second). The price: two calls of one
-user can now fall closer than a slot apart, and a call whose predecessor is still running
-starts late (counted from its due time, as any late call): a share ``(s / slot)^2 / 2`` of
-calls of service time ``s``, one in 20,000 at the default one call per user per second and
-10 ms calls. A user that falls behind issues its overdue calls back to back;
-the latency of each is then counted from its own due time (``lab.measure.hdr``), which is the
-coordinated-omission correction. Pure and clock-free: times are integers in nanoseconds
-on one monotonic clock, given by the caller.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

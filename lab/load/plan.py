@@ -1,23 +1,6 @@
 """What one load run is, as the runner hands it to each Locust process: plan, key ranges, messages.
 
-The runner (``lab.load.runner``) and the Locust processes (``loadgen/``) share three things, kept here
-so neither side owns the other's logic:
-
-- :class:`LoadPlan`: the run's parameters. It crosses the process boundary as ``LAB_LOAD_*``
-  variables (:meth:`LoadPlan.to_env` / :meth:`LoadPlan.from_env`); the cluster settings
-  travel as the usual ``LAB_*`` variables, so the password is never on a command line.
-- :class:`KeyRange`: the ids one worker process owns (its tenant, its conversations, its
-  senders), derived from (run_id, worker index) so several processes, or several runs, can
-  share one keyspace without touching each other's partitions.
-- :func:`message_templates`: send requests drawn from a workload profile of
-  ``lab/workload/profiles`` (``lab.workload``), re-addressed into a key range by :meth:`KeyRange.request`.
-
-Time: every process anchors its schedule at the same wall-clock instant ``t0`` (seconds
-since the epoch). Calls start at ``t0``; those that start before ``t0 + warmup_seconds``
-are not measured; none start after ``t0 + warmup_seconds + duration_seconds``. Under
-``lab load`` (``start_gate``) t0 is not known at launch: Locust and the store take a while
-to start, so each process reports ready (``<load_dir>/ready/<worker>``) and the runner then
-publishes t0 in ``<load_dir>/t0``, slightly ahead, for all processes at once.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """The Locust processes of a load run: their command lines, environment, start and stop.
 
-Locust always runs in processes of its own (importing locust monkey-patches the whole
-process with gevent, which must never happen to the caller). Each is started in a session
-of its own, so a Ctrl-C in the terminal reaches only the runner, which then stops them
-gracefully by PID (SIGTERM: Locust's shutdown, which fires ``quitting`` and lets the users'
-stores write their totals), and kills whichever is still there after the grace time.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """What a load run says while it runs: its phases, and once Locust runs, a live status.
 
-The runner reports to a :class:`LoadProgress` (no-op by default; the CLI prints it):
-``phase(text)`` at each step (schema, seeding, start-up, loader sizing, running, stopping,
-summary, audit) and ``status(LiveStatus)`` once a second while Locust runs. The numbers of
-a status are the run's one source of counts (:mod:`lab.load.live_counts`), the same the
-metrics endpoint serves and ``summary.json`` is made from: calls that finished inside the
-measured window, their rate over the window so far, errors and outcomes apart, calls in
-flight (never counted as achieved), the busiest load process's CPU.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

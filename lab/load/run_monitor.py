@@ -1,18 +1,6 @@
 """The runner's look at a running load, once a second: status, metrics, sizing, a staircase's stop.
 
-Each poll reads the run's one source of counts (:mod:`lab.load.live_counts`) and
-- reports a :class:`~lab.load.progress.LiveStatus` (what the summary will count, so far);
-- hands the same counts to the Prometheus endpoint (:mod:`lab.load.metrics_endpoint`), if any;
-- at the end of the warmup, from the CPU the load processes spent per warmup call, says what
-  the requested rate needs of the loader (:mod:`lab.load.loader_sizing`) before the measured
-  window starts;
-- in a staircase, judges each step once every process has reported past its end
-  (:mod:`lab.load.verdict`); at the first loader-bound step it asks the runner to stop: the
-  steps above it would measure the load generator, not the store.
-
-When the run ends, :func:`finish_summary` makes its summary from the same counts, records the
-loader cost per call it measured (``--processes auto`` learns it), says what the rate needs of
-the loader, and draws a staircase's latency against its rate.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,38 +1,6 @@
 """``lab load``: run the Locust users against the configured cluster, then audit.
 
-Locust runs as separate processes (``lab.load.processes``): one, or with ``processes > 1`` a
-Locust master plus that many workers on loopback (separate processes, not Locust's fork),
-each worker with its own key range (``lab.load.plan.KeyRange``) and store state. By default
-the workers are started unpatched (``LOCUST_SKIP_MONKEY_PATCH``) and run each store call in
-a native thread (``native_threads``; measured in loadgen/README.md). Across machines:
-``lab.load.distributed``.
-
-Sequence of a run:
-  1. options checked, the cluster reached and the schema created (idempotent), all before
-     any folder exists: bad input or an unreachable cluster leave nothing behind;
-  2. a seed per worker (``lab.load.worker_seed``): a big group, 20 DMs and some chats, sent through
-     the store from this process so readers have history from the first second (a reused
-     run id, ``lab.load.load_folders``, keeps its seed instead). Headless, the Locust processes
-     start first and import while this seeds: they read the seed and open their stores once
-     ``<load_dir>/seeded`` is written (``LoadPlan.seed_gate``);
-  3. Locust runs. Headless: every process anchors at the same wall-clock ``t0`` (a few
-     seconds ahead, for start-up); warmup calls are not measured; no call starts after the
-     end. Web UI (``web``): Locust's UI, closed loop, until the runner is stopped (Ctrl-C or
-     SIGTERM), measured from each test's start after the warmup;
-  4. while it runs, once a second (``lab.load.run_monitor``): the run's one source of counts
-     (``lab.load.live_counts``, each process's snapshot) for the live status and the metrics
-     endpoint (``--metrics-port``), the loader's sizing at the end of the warmup, a
-     staircase's stop at its first loader-bound step;
-  5. after: the same counts into per-operation summaries, HDR interval logs per step,
-     achieved vs requested rate, the verdict (``lab.load.verdict``: valid or loader-bound),
-     Locust's own CSV/JSON (``lab.load.summary``), then the audit (``lab.load.audit``).
-
-``processes=None`` (``--processes auto``) sizes the loader from the CPU per call learned by
-earlier runs of the profile (``lab.load.loader_sizing``), or takes every usable core.
-
-Everything lands in ``results/<run-id>/load/``; ``summary.json`` is the machine-readable
-result. The cluster settings reach the Locust processes as ``LAB_*`` variables (never on
-a command line); results hold only ``ClusterConfig.redacted()``.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

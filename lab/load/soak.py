@@ -1,28 +1,6 @@
 """``lab soak``: a sustained mixed load on one store, audited while it runs.
 
-Where ``lab load`` measures (Locust processes, HDR latencies, rates), the soak checks
-correctness over time: worker threads drive a mix of send, retry, history, batch read,
-react, unreact, recall and edit against one MessageStore for ``duration``, and every
-``audit_interval`` seconds the auditor reads every acknowledged send back through the
-public read path (:mod:`lab.load.audit`): each must be readable, exactly once, every
-acknowledged recall must be on its row (S-7), and every acknowledged edit too, or a later one. The run ends with a final audit and the
-totals (operations and errors per kind, acked, lost, duplicated, recalls lost;
-:mod:`lab.load.soak_report`), written to ``results/<run-id>/soak/summary.json``.
-
-Clients retry. A send or recall that fails on the cluster (a timeout, too few replicas, a
-node dying mid-request) is retried with the same request up to ``send_attempts`` times.
-Its first outcome is unknown, so the retry may be answered from client_dedup: counted as
-``replayed_after_error``, it is the dedup guarantee exercised under failure. The first ack
-the client receives is the one the audit holds the store to; the ``retry`` share of the mix
-re-sends acked requests, which must replay the same ids (``replay_mismatches``).
-
-Lost: an acked message that neither a history walk nor a direct read of its partition
-returns. ``hidden_by_head`` counts acked messages that their partition holds but history
-does not show yet, because conversation_head lags (step 7 is asynchronous; a failed update
-is retried, then alerted; the next send or retry in that conversation re-submits it).
-
-:class:`Soak` takes an open store, so the node-failure test drives this same load against a
-3-node cluster while it kills a node.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

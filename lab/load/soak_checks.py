@@ -1,12 +1,6 @@
 """The soak's read-back checks of recalls and edits (lab.load.soak): acked changes still on their rows.
 
-Every acked send is audited by :mod:`lab.load.audit`; these look at what recalls and edits did to
-the rows, reading each partition once through the store's public read path (``read_bucket``):
-
-- a recall is lost when its row does not read RECALLED with the acked event's coordinate (S-7);
-- an edit is lost when its message is not recalled and its row carries neither the last acked edit
-  nor one written after it: of a message's edits the one with the highest write time stands
-  (lab.store.write.recall), and an edit's write time is in its event, in the log (``store.log``).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """What a soak reports: each audit, the operations per kind, the totals (``soak/summary.json``).
 
-``lost`` is an acked message that neither a history walk nor a direct read of its partition
-returns; ``hidden_by_head`` one its partition holds but history does not show yet (the
-asynchronous conversation_head lags). A soak is ``ok`` when its last audit ran and found
-nothing lost, duplicated or mis-replayed, no recall or edit lost, no batch entry missing and
-no unexpected (non-cluster) error. An acked edit is lost when its message is not recalled and its
-row carries neither that edit nor one written after it (the store's rule: of a message's edits,
-the one with the highest write time stands).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """What a load run measured (``load/summary.json``): :class:`LoadSummary` and how it is made.
 
-After the Locust processes exit, :func:`summarize_run` reads the run's one source of counts
-(:mod:`lab.load.live_counts`: every process's final snapshot, the same files the live status
-and the metrics endpoint read while it ran) into per-operation summaries of the calls that
-finished inside the measured window, reports the calls in flight at its end apart, compares
-the achieved rate with the requested one, judges the run (:mod:`lab.load.verdict`: valid or
-loader-bound, with reasons), counts the acks, and, for a staircase, summarises and judges
-each step (:func:`step_summary`). Latencies in µs, rates in calls per second, by :mod:`lab.measure`.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """One worker's message templates, built once per run and handed to its Locust process.
 
-Building them (:func:`lab.load.plan.message_templates`) needs the workload generator, i.e.
-pandas: importing it took a Locust process 1.5-2 s of its start-up for 0.12 s of building.
-The process that seeds the worker (the runner, or a distributed worker) builds them anyway,
-so it writes them to ``<load_dir>/templates/<worker>.pickle`` (also for a reused run id's
-kept seed) and the Locust process reads that file; a process that finds none (a bare
-``locust -f``) builds them itself and writes the file. The file is the run's own (same folder, same lab
-version, written by this module): the same (profile, worker) always gives the same templates.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

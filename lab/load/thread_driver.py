@@ -1,10 +1,6 @@
 """A fixed-rate load from a thread pool inside the caller's process: the notebooks' load generator.
 
-:func:`drive` issues ``call(k)`` at a fixed rate (call k due at start + k/rate, whatever earlier
-calls did: ``lab.load.pacing``) from worker threads and records each call's service and
-corrected latency (``lab.measure.hdr``). The process that drives is the load generator of the
-measurement, so :func:`loader_bound` judges a window of it by the rules of ``lab.load.verdict``
-(its CPU while driving, the rate it offered, how late calls started).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

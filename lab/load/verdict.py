@@ -1,22 +1,6 @@
 """Is a load run's latency the store's, or the load generator's? The verdict of a run or a step.
 
-A load generator that cannot keep its schedule reports its own queueing as the store's latency
-(one Locust process at 150 calls/s gave a send p50 of 679 ms; two processes, 66 ms).
-Every run and every staircase step is therefore judged from what it measured:
-
-    loader CPU      any load process above ``max_loader_cpu_percent_of_core`` (70 %, ScyllaDB's
-                    test framework's rule) of one core, mean over the measured window;
-    achieved rate   completed calls below ``min_achieved_share`` (97 %) of the requested rate
-                    in the measured window, unless the generator kept its schedule (the lag
-                    below stayed flat and small and no process was over its CPU limit): then
-                    the *store* did not keep up, which is a finding, not a fault of the load;
-    schedule lag    corrected minus service latency (how late calls started against their due
-                    time), per interval of the window, growing by more than
-                    ``max_lag_growth_ms`` over the window (least-squares slope, its 95 %
-                    interval above 0): the generator fell further behind every second.
-
-**valid** when no check fails, else **loader-bound** with one reason per failed check. Pure:
-the numbers come from the run's live counts and interval logs (``lab.load.summary``).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -5,9 +5,7 @@
     files        Parquet files + manifest.json (sha256 of each file): save, load, ensure
     materialise  a row -> body, media metadata, mentions; -> Message or SendRequest
 
-The same (profile, size, seed) always gives the same rows and the same bytes: bodies,
-thumbnails and mention lists are derived from each row's ``content_seed`` on demand, never
-stored. The public names below are the package's API (``from lab.workload import generate``).
+More: docs/load-internals.md.
 """
 from lab.workload.files import DEFAULT_OUT_DIR, TABLES, dataset_dir, ensure, load, save
 from lab.workload.synthesis import GENERATOR_VERSION, TYPE_ORDER, Workload, generate

@@ -2,10 +2,7 @@
 package data, and yours in ``datasets/profiles/<name>.toml``, which win over a packaged profile
 of the same name; every field documented in ``datasets/README.md``).
 
-A profile gives the conversation shapes (direct chats and groups of up to 1000 members, whose
-message-weighted recipients average R_avg ~= 22, design §7), the message mix (types, body and
-thumbnail sizes, mentions, replies, the E2EE share), the retention classes and the seq holes of
-writers that crashed inside their reservation window (§6.3, S-3).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Generation: (profile, size, seed) -> the workload's tables, with one numpy ``Generator``.
 
-``messages`` (one row per message: coordinates, sizes, flags, a per-row ``content_seed``),
-``conversations`` and ``holes``. Bodies, thumbnails and mention lists are not stored: they are
-materialised from ``content_seed`` on demand (:mod:`lab.workload.materialise`), so a
-200 000-message media dataset stays a few MB of Parquet and the same row always yields the
-same bytes.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """The lab's locustfile: ``lab load`` runs it headless, ``lab load --web`` with Locust's web UI
 (``locust -f loadgen/locustfile.py`` works too, given a plan in LAB_LOAD_PLAN).
 
-User weights come from the plan's load profile; only kinds with a positive weight are
-exposed to Locust. Each process opens its store while this file is imported (before Locust's runner starts),
-reports ready on Locust's ``init`` event, and closes the store (draining the asynchronous
-head updates, writing its totals) when Locust quits.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """One Locust process's shared state: the store, the latency recorder, its key range, its acks.
 
-Built once per process on Locust's ``init`` event (``loadgen/locustfile.py``) from the plan
-the runner put in ``LAB_LOAD_PLAN`` and the cluster settings in ``LAB_*``. Users reach it
-through :func:`context`. No store logic here: it opens the store, keeps the bookkeeping a
-load run needs (what was acked, where, when), and writes the process's files:
-
-    <load_dir>/hdr/<worker>.hlog      interval histograms (lab.measure.hdr), every plan.interval_seconds
-    <load_dir>/acks/<worker>.csv      one line per SEND_ACK (lab.load.audit.AckLog)
-    <load_dir>/totals/<worker>.json   run totals per operation, store alerts, request counts
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Load shapes as Locust ``LoadTestShape`` stage tables.
 
-The rate of a fixed-rate run lives in the plan's stage table (``lab.load.pacing.Stage``): users
-pace themselves by it (``lab.load.locust.users``), so the shape does not add or remove users between
-steps (changing the user count would change each user's share mid-schedule). The shape
-holds the plan's users for the length of the table and stops the run after the last stage,
-one stage row per step, so Locust's UI and CSV history show the steps.
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
 """Locust users that drive the store's public API (docs/store-api.md) and nothing else.
 
-:class:`StoreUser` is the abstract base (locust's xmlrpc-example shape): it owns the process's
-store (``lab.load.locust.runtime``), paces calls, and times every call with :meth:`StoreUser.call`,
-which records microsecond latency (``lab.measure.hdr``) and fires Locust's request event. One task
-run is one store call, so Locust's graceful stop lets an in-flight call finish and the
-pacing sits where Locust expects it, in :meth:`wait_time`. Under ``lab load`` the call itself
-runs in a native thread (the process is not gevent-patched) while the user's greenlet
-waits; in a patched process it runs on the gevent loop (loadgen/README.md, "which reactor").
-
-Pacing. Closed loop (``--users N``): each user calls back to back. Fixed rate (``--rate R``,
-or a staircase): each user gets ``R / users`` calls per second, each due at a random point of its own slot
-(``lab.load.pacing.UserPacer``, a jittered schedule); a user that falls behind issues overdue calls back to back and
-their latency counts from the due time (coordinated omission corrected), beside the
-service time from the actual start.
-
-The kinds, weighted per load profile (``lab/load/profiles.toml``):
-    sender           full write path; message mix from the profile; a share of retries
-                     (same client_message_id) that must replay the first ack
-    history_reader   latest page, then older pages; sometimes newer pages from an anchor
-    backfill_joiner  grouped batch reads: S-1 shapes (1 group x 500, 20 DMs x 5) and mixes
-    reactor          react / unreact, and the detail-view self_reaction
-    recall_editor    recall or edit of recent messages
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 
