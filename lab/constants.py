@@ -1,11 +1,9 @@
 """Appendix B constants, read from the versioned data file ``appendix_b.toml``: their one source.
 
-:class:`Constants` has no defaults of its own: every value comes from a constants file, so the
-file and the code cannot disagree. ``load_constants(path)`` reads a file (the repo's by
-default); ``Constants.appendix_b()`` is the repo's file read once per process, what modules use
-as their default arguments (``_DEFAULTS = Constants.appendix_b()``). The store takes its limits
-from a :class:`Constants` object so that a changed constant changes behaviour;
-``lab calibrate --propose`` proposes changes to the file, never to code.
+:class:`Constants` has no defaults of its own, so the file and the code cannot disagree.
+``load_constants(path)`` reads a file; ``Constants.appendix_b()`` is the repo's file read once per
+process (the modules' default arguments). The store takes its limits from a :class:`Constants`
+object; ``lab calibrate --propose`` proposes changes to the file, never to code.
 """
 from __future__ import annotations
 

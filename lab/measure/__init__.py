@@ -14,9 +14,7 @@
     process_cpu  this process's CPU over a window (``CpuMeter``): is the client what limits a measurement?
     client_gc    what the lab's own bench and load processes do with Python's cyclic GC (``settle``)
 
-One p99 everywhere: :func:`~lab.measure.percentiles.percentile` over a list of samples and
-:func:`~lab.measure.percentiles.summarize_histogram` over an HdrHistogram use the same rank
-(HdrHistogram's), so the two agree to the histogram's 3 significant digits.
+More: docs/measure-internals.md.
 """
 from lab.measure.timing import Stopwatch, Timing, now_ns, timed, utc_now_iso, wall_seconds
 from lab.measure.percentiles import (

@@ -1,22 +1,6 @@
 """Latency in microseconds: an HdrHistogram per operation, interval logs, coordinated omission.
 
-Locust rounds response times to whole milliseconds under 100 ms, too coarse for sub-millisecond
-CQL calls, so the load users record here as well. Per operation the recorder keeps:
-
-- ``service``: from the moment the call started to its end (what the store took);
-- ``corrected`` (fixed-rate mode only): from the moment the call was *scheduled* to its end.
-  When the store stalls, an open-loop generator keeps scheduling; the calls that queue up
-  behind the stall get the waiting time charged to them, which a closed loop silently omits
-  (coordinated omission);
-- failures and timeouts: counted by error type *and* recorded in the latency histograms, so a
-  run whose slow calls fail does not look faster than one whose slow calls succeed.
-
-Interval logs use the HdrHistogram log format (v1.3, one ``Tag=<op>.<kind>`` per line) so the
-standard tools (HistogramLogProcessor, HdrHistogramVisualizer) read them; values are in
-microseconds, the ``Interval_Max`` column in milliseconds.
-
-Nothing here imports locust or the driver: the pure parts (schedule, latencies, summaries,
-merging) are unit tested without a cluster.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

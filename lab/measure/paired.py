@@ -1,19 +1,7 @@
 """The ratio of two methods measured in interleaved rounds (A B, B A, ...): one ratio per round,
 summarised by its median, its range and the median's interval (:func:`paired_ratio`).
 
-Why per round and not the ratio of two totals: on a shared machine the load (someone else's
-test run, the node's compaction, a flush) changes from second to second, and two sides measured
-a second apart within one round see nearly the same machine, while the totals of a run mix every
-burst into both sides unequally. The median shrugs off the rounds a burst landed in; the range
-shows how far they went; the median's bootstrap interval (rounds resampled whole,
-:func:`lab.measure.stats.median_ci`) says how precisely the run pins the figure.
-
-A figure the lab cannot vouch for is reported as such: :meth:`PairedRatio.vouched` is False
-when there are fewer than :data:`~lab.measure.stats.MIN_INTERVAL_ROUNDS` rounds (no interval)
-or the interval's half width is over the precision asked of it (relative to the median), and
-:meth:`PairedRatio.against` compares with a goal only what the interval decides: "met" when the
-whole interval is on the goal's side, "not met" when the whole of it is on the other side,
-"undecided" otherwise.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
 """The one percentile definition, for histograms and sample lists alike.
 
-**Nearest rank, rounded half up**: the p-th percentile of n values is the value of rank
-``max(1, floor(p * n / 100 + 0.5))`` (1-based) in ascending order: the smallest value with
-(about) p % of all values at or below it, always one of the measured values, never an
-interpolation between two. It is HdrHistogram's own rule (``get_target_count_at_percentile``),
-so a p99 read from an HdrHistogram and a p99 read from the list of the same values agree to
-the histogram's precision (3 significant digits); ``numpy.percentile``'s default (linear
-interpolation) would not, and two p99s that disagree discredit a measurement.
-
-A histogram's percentile is the highest value equivalent to the bucket holding that rank
-(what HdrHistogram reports: an upper bound at 3 significant digits).
-
-**Reported from enough samples only** (:func:`min_samples`): a percentile above the median
-is shown when at least :data:`TAIL_SAMPLES` (10) samples are expected beyond it,
-``n >= 10 / (1 - q)``: a p90 from 100 samples, a p99 from 1,000, a p99.9 from 10,000. Below
-that the nearest rank is the maximum or next to it (the p99 and p99.9 of 7 calls are both the
-slowest call), and every table says so instead (:func:`too_few`: "n=7: too few for p99").
-The median and the maximum are shown from any n. Summaries keep the values (they are well
-defined) and list the percentiles they cannot vouch for (``too_few_for``).
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

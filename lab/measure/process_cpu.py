@@ -1,12 +1,6 @@
 """This process's own CPU over a stretch of wall time: is the client what limits a measurement?
 
-A notebook that drives the store from its own process is the load generator of its
-measurement: when it spends most of a window on its own CPU (decoding, decrypting, Python),
-the latency it records is its own queueing, not the server's. :class:`CpuMeter`
-reads ``time.process_time`` (every thread of the process) and the monotonic clock at the start
-and the end of a window; ``percent_of_core`` is CPU seconds over wall seconds, in % of one
-core, the figure ``lab.load.verdict`` holds to its limit (70 %). :func:`thread_cpu_ns` is the
-calling thread's own CPU clock (``lab.load.operation_cpu``: a call's part of the loader's CPU).
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """Ordinary least squares with the intervals a reviewer needs: coefficients, a prediction.
 
-:func:`fit_linear` fits ``y = X b`` (``X`` with an intercept column if the caller wants one)
-and gives each coefficient its standard error and Student-t 95 % interval; :meth:`LinearFit.predict`
-gives the fitted mean at a new ``x`` with its confidence interval (the uncertainty of the fit)
-and its prediction interval (plus the residual scatter of one new observation). Units are the
-caller's: the b_row model fits bytes per row on bytes per row of each column.
-
-Observations are what was measured independently (a b_row repeat is one observation, its rows
-are not), so ``n`` is small and the t quantile matters.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -1,38 +1,6 @@
 """The one significance test of the lab: do two runs differ, and by how much?
 
-Per-request latencies are not independent draws: calls close in time share the machine's
-load, the server's compactions and the client's queue, so a test on raw samples (Mann-Whitney
-on every call) calls two runs of the same plan "significantly different" (three
-SIGNIFICANT rows for two identical ``--rate 50`` runs). The lab tests per-interval summaries
-instead: each run is a time-ordered series of windows (a load run's one-second HDR intervals,
-a notebook's rounds), each window summarised by its median (:func:`window_medians`, the one
-percentile definition), on a log scale (latencies are skewed; the answer a reader wants is a
-ratio: "B slower by 25%").
-
-:func:`interval_test`: Welch's t-test on the mean log per-window median of A and B, each
-side's variance of the mean corrected for autocorrelation between neighbouring windows, as
-latte (a Cassandra/ScyllaDB load tool) corrects its Welch test:
-
-- the persistence ``rho`` of the windows is estimated once from both series (they come from
-  the same process under the null hypothesis), each centred on its own mean: the lag-1
-  autocorrelation with Kendall's small-sample bias correction ``r1 + (1 + 3 r1) / n``, or,
-  when larger, the decay ``r2 / r1`` (a drift seen through sampling noise, ARMA(1,1): the
-  noise lowers r1, not the decay); then raised by :data:`RHO_MARGIN` standard errors
-  ``sqrt((1 - rho^2) / n)``: 30 windows cannot pin their correlation down, and an
-  underestimate is what makes a test call identical runs different;
-- the variance of a mean of n AR(1) values is ``sigma^2 / n * f`` with
-  ``f = 1 + 2 sum_{k<n} (1 - k/n) rho^k``; the sample variance underestimates ``sigma^2`` by
-  the same correlation and is corrected for it;
-- degrees of freedom by Welch-Satterthwaite over the effective sample sizes ``n / f``; fewer
-  than :data:`MIN_EFFECTIVE` effective windows on a side: no test (the windows drift together).
-
-Size and power are measured, not assumed (tests/unit/test_significance.py): on series of
-:data:`MIN_INTERVALS` windows and more whose level drifts (AR(1) up to rho 0.8, and a drift
-under sampling noise) the false-positive rate stays near alpha or below, where a t-test
-ignoring the correlation rejects in up to half the cases; known shifts are found. Fewer
-windows than :data:`MIN_INTERVALS` on either side: no test, and the result says so. One run
-per side cannot tell the store from the machine's load at the time: a difference is between
-these two runs; interleaved repeats attribute it.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

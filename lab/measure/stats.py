@@ -1,23 +1,7 @@
 """Statistics over measured samples: the confidence interval of a mean, the bootstrap, the
 multiple-comparison correction, and ratios that say their direction.
 
-Fewer than :data:`MIN_INTERVAL_ROUNDS` (5) rounds give no interval at all (NaN / None / no
-resamples: "too few rounds for an interval"); the property tests (tests/unit/
-test_intervals_hypothesis.py) hold the intervals to ~95 % coverage of known distributions.
-
-- :func:`mean_ci`: Student-t interval of a mean (repeats of a measurement: b_row per repeat);
-  :func:`sample_std` the standard deviation it uses (n - 1);
-- :func:`median_ci`: the median of per-round values (the one percentile, p50) with its
-  bootstrap interval, rounds resampled whole (CPU per operation: a burst of someone else's
-  load lands in one window of one round, and the median shrugs it off where the mean would not);
-- :func:`bootstrap_ci`: percentile bootstrap of any statistic (a p99 has no closed-form
-  interval), seeded so a report is reproducible; :func:`bootstrap_values` gives the resampled
-  statistics themselves and :func:`bootstrap_rounds` resamples whole rounds of an interleaved
-  experiment (a statistic of the round indices: a recommendation recomputed per resample);
-- :func:`holm`: Holm-Bonferroni over every test of one comparison (many IN sizes or
-  operations are compared at once) over the tests of :mod:`lab.measure.significance`, the one
-  significance test (not a rank test on raw samples: they are autocorrelated);
-- :func:`a_over_b`: ``a / b``, or None when it is not defined.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

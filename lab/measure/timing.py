@@ -1,10 +1,6 @@
 """The one clock of every measurement.
 
-Durations (a call's latency, a phase's seconds) come from :func:`now_ns`, the monotonic
-``time.perf_counter_ns``: it never steps when NTP adjusts the wall clock, and it is what the
-HdrHistogram recorder is fed with (:mod:`lab.measure.hdr`). Wall time (:func:`wall_seconds`,
-:func:`utc_now_iso`) is only for timestamps other processes or readers see: a load run's t0
-shared by its Locust processes, ``started_at`` in a result file.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """What a run ran on, recorded once per run by every kind of run (``environment`` in its JSON).
 
-The machine (host, CPUs, memory, platform, Python), the load average when the run started,
-the code (git commit, uncommitted changes), the cluster settings with secrets masked
-(``ClusterConfig.redacted()``) and, given a connection, the server (kind, version, nodes).
-When the contact points are the lab's embedded node, its start-up and jar-resolution times
-too: a slow machine shows there first.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """HTML helpers of the lab's result pages (the calibration report, the comparison of two runs).
 
-A page is one self-contained file: one stylesheet inlined, figures embedded as base64 PNGs, so
-it renders when opened from disk or copied elsewhere. Cells are escaped here (:func:`esc`);
-numbers are formatted one way (:func:`fmt`, from :mod:`lab.results.units`, the lab's one
-formatting of numbers and units: separators, never ``2e+07``, the unit after the number);
-Markdown (the notebooks' conclusions) is rendered by :func:`markdown` (mistune, HTML in the
-source escaped). A figure (:func:`figure`) is a thumbnail that opens full size in a lightbox
-(CSS ``:target``; Escape closes it, the page's one script) and links to the PNG file itself.
-The layout fits a 1,280 px window: tables take the page's width and wrap, names wrap at their
-underscores only (:func:`name_html`), figures are shown two to a row (a 1,280 px window gives
-each about 600 px) or beside their evidence.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

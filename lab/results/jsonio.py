@@ -1,10 +1,6 @@
 """Result files as JSON: written atomically, with one conversion of the lab's values to JSON.
 
-:func:`write_json` writes a temporary file beside the target and renames it over the target
-(``os.replace`` is atomic on POSIX): a reader, a crash or a second writer never leaves half a
-file. :func:`jsonable` is the one conversion: results with ``to_json()``, dataclasses,
-numpy scalars and arrays, paths, tuples; NaN becomes null (JSON has no NaN). :func:`flatten`
-turns a table's rows into the flat values a notebook records (``values.json``).
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -2,10 +2,7 @@
 keyspace of its own, created fresh and dropped at the end, so runs never see each other's rows
 and a node shared by several engineers keeps no leftovers.
 
-Names are ``<prefix>_<10 hex>``; the replication is the run's (``ClusterConfig.replication_map``,
-written by the server's dialect: ``Connection.create_keyspace``).
-``create=False`` when something else creates it (``MessageStore.create_schema`` creates the
-keyspace with its tables): the helper then only names and drops it.
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 
