@@ -1,21 +1,6 @@
 """Do two runs agree on a constant? The one rule `lab compare`, the report and the repeat check use.
 
-Inputs are two ``constants.<name>`` entries of calibration.json (``ConstantAssessment.to_json()``).
-Statuses:
-
-    agree               measured with intervals: the difference is within the two half-widths
-                        combined (independent 95 % intervals: |a - b| <= sqrt(h_a^2 + h_b^2));
-                        a recommendation: the same value, or each inside the other's interval
-                        (when only one run has an interval: the other's value inside it)
-    disagree            otherwise (the detail gives the difference, with its unit)
-    inconclusive        either run could not decide (its halves disagree)
-    not measured in A   (or B): one run has no number, so there is nothing to agree on
-    not measured        neither run measured it
-    observed only       both runs observe it (a policy: no number is recommended)
-
-Finding the previous run of a new one (:func:`previous_run`): the latest calibration run in the
-same results folder that finished ok, started before it, in the same mode, on the same server
-kind and number of nodes (a run on other hardware agreeing or not says nothing about precision).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,41 +1,6 @@
 """Space amplification of an LSM table: its definitions, compressed time, and the steady state.
 
-The pure half of the space_amp notebook (:mod:`lab.calibration.experiments.space_amp` runs the
-simulated period and records one row per step, table and node; everything here reads that
-table, so a test pins it without a node).
-
-Definitions (per table and node).
-
-- **bytes on disk**: every file of the table's SSTables on the node
-  (:mod:`lab.cluster.admin.disk`: the node's own data folder, else the admin adapter's total
-  disk space used), never a formula.
-- **live bytes**: what b_row counts: the bytes the rows still readable at that moment take when
-  fully compacted (one SSTable, expired cells and overwritten versions gone). A row is live
-  until its TTL, counted from its *simulated* arrival, has passed; after that it is not live,
-  even while it still sits in an SSTable of the table measured (that is amplification).
-  Measured, not computed: a *twin* keyspace receives the very same writes, has
-  gc_grace_seconds 0 and is major-compacted after every step; its bytes on disk are the live bytes.
-- **space amplification** at a step = bytes on disk / live bytes (nodes summed: on a cluster
-  every node holds its share of both), after the step's flush, once compactions settled.
-- **steady state**: from :func:`steady_start_day` (the longest finite TTL of the mix + the TWCS
-  window + gc_grace + one flush: the first day a whole window of expiring rows can have been
-  dropped) to the period's end. The steady amplification is the mean over the steps of that
-  interval; its two halves are compared (:func:`halves_of`): a factor that still moves between
-  them is *not stationary* (reported, never proposed). A period that ends before the steady
-  state measures none: its second half is summarised and flagged.
-- **peak**: per step, the largest bytes on disk a sampler saw during it (compactions in flight
-  included) over that step's live bytes; the peak is the largest over the steady interval: the
-  headroom a node keeps on top of the steady figure.
-
-Compressed time (:class:`TimeScale`): one simulated day lasts ``seconds_per_day`` of wall
-time. Write timestamps, which decide TWCS windows, are simulated; what the server counts in
-wall-clock seconds is scaled by seconds_per_day / 86,400: each row's TTL (the remaining period
-from its simulated arrival), gc_grace_seconds, tombstone_compaction_interval and TWCS's
-expired-SSTable check.
-
-Scenarios (:data:`SCENARIOS`): the profile's retention mix, on which lsm_space_amp is measured,
-and the same mix without the classes that never expire (:func:`scenario_profile`), what TWCS's
-whole-file expiry assumes. Rows arrive in created_at order spread over the period (:func:`arrivals`).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

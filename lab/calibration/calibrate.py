@@ -1,33 +1,6 @@
 """Calibration runs: measure on the cluster in front of the lab, write one report.
 
-``run_calibration(config, CalibrationOptions(...))`` makes a fresh ``results/<run-id>/``
-(exclusive create: runs never overwrite each other) and
-
-1. records the environment (:func:`lab.results.environment.environment`: server kind and
-   version, nodes, RF, machine, git commit, the embedded node's start-up and jar-resolution
-   times) and a write/read round trip in a scratch keyspace;
-2. runs the notebook suite headless through :func:`lab.calibration.notebooks.run_notebook` (papermill),
-   one folder per notebook: executed ``.ipynb``, its HTML, figures, tables, ``values.json``;
-3. turns the notebooks' values into ``constants.<name>`` for every appendix-B constant
-   (:mod:`lab.calibration.recommendations`), and writes ``calibration.json`` (the machine-readable contract),
-   ``environment.json`` and ``report.html`` (:mod:`lab.calibration.report`);
-4. with ``propose``: ``appendix_b.diff`` (:mod:`lab.calibration.propose`), never applied; a
-   quick run refuses to propose without ``allow_quick`` (its numbers are a smoke test's).
-
-Each constant carries its agreement with the previous comparable run (same results folder,
-mode, server and nodes: :mod:`lab.calibration.agreement`), or with ``previous`` when given.
-:mod:`lab.calibration.repeat_check` runs the suite twice and compares the two runs (``lab
-calibrate --repeat-check``): the second run's report shows, per constant, whether they agree.
-
-``calibration.json`` (:class:`~lab.calibration.contract.CalibrationRun`) is rewritten after
-every step, atomically, so a run that dies half-way still says what it measured; the plan (each
-notebook and its parameters) is in it before anything is measured. Ctrl-C ends a run as
-"interrupted": the notebook it stopped is marked so (its partial output kept), the report says
-INTERRUPTED at the top, and :func:`resume_calibration` (``lab calibrate --resume RUN_DIR``)
-later runs the notebooks not yet finished into the same folder, with the run's own mode and
-parameters, and writes one report for the whole run. A failing notebook stops the suite (unless ``keep_going``): the run is
-marked failed with the notebook, the cell and the error, the report is written with the
-partial results, and :class:`~lab.errors.CalibrationError` is raised.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """What the capacity notebook reads: the b_row run (found), your mix (priced), each input's confidence.
 
-A mix is given three ways:
-
-- a workload profile by name (``datasets/profiles/<name>.toml``, where users drop their own,
-  else the packaged ``lab/workload/profiles/``): ``"my_mix"``;
-- a profile file: ``"path/to/mix.toml"``;
-- its composition, the mean bytes per message of each regressor of the row model:
-  ``{"payload_bytes": 120, "media_metadata_bytes": 25, "thumbnail_bytes": 2000}``.
-
-A profile is priced on ``rows`` generated messages (seed 0): each row's bytes predicted by the
-row model (:mod:`lab.calibration.row_model`), their mean is the mix's b_row. Its interval
-combines the model's 95 % interval at the mean composition with the sampling interval of the
-generated messages (a bootstrap over whole conversations: E2EE chats carry their media in the
-body, so rows of one conversation are not independent).
-
-:func:`locate_b_row` finds the b_row run to take the row model (and the measured b_row) from:
-the one in the same run folder, else the latest one in the results folder holding it, and
-says which; :func:`locate_cpu` the cpu_cost run of the same folder. :func:`input_confidence`
-is the confidence of such an input (its run's mode, precision and interval, by
-:func:`lab.calibration.recommendations.confidence_of`), which every figure derived from it
-carries; :func:`weakest` combines several.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

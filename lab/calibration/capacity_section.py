@@ -1,12 +1,7 @@
 """The report's capacity section: disk- and CPU-bound nodes per tier, where every input of each
 count came from (measured in this run, or appendix B), and the model check's error beside it.
 
-Reads calibration.json only (the capacity and model_check notebooks' values), so a test renders
-it without a node. Per tier, the disk-bound count carries its §7 factors (b_row,
-lsm_space_amp; RF and retention are appendix B's policy) and the model check's disk error; the
-CPU-bound count the CPU costs' source and the check's CPU error. Below, the model check itself:
-predicted / measured / error with its interval against the target, per quantity and per
-table or node.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """The runs in a results folder, and one constant across them (``lab runs``).
 
-    list_runs(results)                 one :class:`RunEntry` per run folder, oldest first: kind
-                                       (calibration, notebooks, load, soak, bench, compare), mode,
-                                       status, server, the constants it measured
-    constant_history(results, name)    one :class:`HistoryPoint` per run that measured ``name``:
-                                       value, 95% interval, recommendation, confidence, agreement
-
-Read only: nothing here writes into a run folder. A folder of notebooks run from JupyterLab
-(``<notebook>/values.json``, no calibration.json) is read as `lab compare` reads it
-(:func:`lab.calibration.rundata.notebook_only`: constants assessed as ``lab calibrate`` would),
-its mode the notebooks' ``preset`` (quick / full) when they recorded one. Runs are ordered by when they started
-(calibration.json's ``started_at``, else the oldest file's time), so a named run (``run_name``)
-sits among the timestamped ones where it belongs.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
 """Two runs side by side: appendix-B constants, load operations, notebook latency samples.
 
-Significance: :mod:`lab.measure.significance`, the lab's one test of two runs, on per-interval
-medians (a load run's one-second HDR intervals, per operation, for the latency from the due
-time and for the service time; a notebook's rounds, per group of its samples table), never on
-raw per-request samples (they are autocorrelated: a rank test on them called two identical
-runs different), with Holm's correction over every test of one comparison. Each test says its
-direction and size in words ("B slower by 25%") with B/A's 95% interval. Samples and interval
-logs are read by :mod:`lab.calibration.rundata`; the text, page and JSON are
-:mod:`lab.calibration.compare_page`'s.
-
-Comparable runs only (:func:`comparability`): a loader-bound load run (``lab.load.verdict``:
-its latencies are the load generator's), two load runs with a different mode (closed loop vs
-fixed rate), user count, requested rate or profile, or two runs on a different server or
-number of nodes, are refused (``force`` compares them anyway, every test marked "not
-comparable"); a quick against a full calibration, notebooks run with other parameters, or a
-run compared with itself, are compared with a warning. Constants are compared by
-:mod:`lab.calibration.agreement` (agree, disagree, inconclusive, "not measured in B", ...),
-with B - A in the constant's unit. A run folder is a calibration run (``calibration.json``), a
-load run (``load/summary.json``) or notebooks run from JupyterLab (``<notebook>/values.json``
-only: their constants are assessed from the values the same way ``lab calibrate`` does).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """What `lab compare` prints and writes: the text table, ``index.html`` and ``comparison.json``.
 
-One unit per table, said in its heading (latencies in ms, rates in calls/s); a verdict per
-test in words ("B slower by 25%, p=..."), and one verdict line above the tables; corrected
-latency (from each call's due time) beside service time, and the achieved rate beside the
-calls; a tail percentile from too few calls reads "too few" (:func:`lab.measure.too_few`);
-sections with nothing to show are left out. Numbers never wrap (``td.num``).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

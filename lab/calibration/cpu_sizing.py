@@ -1,20 +1,7 @@
 """The CPU side of capacity: cores and nodes for a daily message volume, a read/write mix and a
 peak factor, from measured CPU seconds per operation, beside the disk-bound node count.
 
-    peak ops/s of op      = messages_per_day / 86,400 x peak_factor x operations_per_message[op]
-    server cores           = sum over ops of peak ops/s x server CPU s per op x replicas(op)
-    CPU-bound nodes        = ceil(server cores / (cores_per_node x target_cpu_utilization)), >= RF
-    nodes                  = max(CPU-bound, disk-bound): the larger one *binds*
-
-``replicas(op)``: the CPU per operation is measured on a cluster with its own replication
-(``measured_replication_factor``; 1 on the embedded node). In production a write is applied by
-RF replicas and a LOCAL_QUORUM read touches RF // 2 + 1 of them, so the measured cost is scaled
-by (production replicas / measured replicas): an upper estimate, since the coordinator's share
-of the work is not repeated on every replica. All inputs are explicit; nothing here measures.
-
-ScyllaDB's sizing rule (at least ~12.5K simple operations per second per physical core) is
-applied to the same peak as a second opinion: CQL requests per second at the peak, times the
-replicas, over 12,500.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

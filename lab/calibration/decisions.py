@@ -2,18 +2,7 @@
 precisely it was measured, whether the previous run agrees, what it changes in TB and nodes,
 and the caveats of a production reading.
 
-Pure functions of calibration.json (``constants.<name>`` entries and the environment), so a
-test pins them without a node:
-
-    decision(c, mode)    keep 600 B / change 600 -> 1,235 B / keep (inconclusive) / keep (a policy);
-                         a quick run: "would change 600 -> 1,235 B once a full run confirms"
-    precision_text(c)    ±1.8% (target ±2%: reached) / ±6% (target ±2%: time budget ran out)
-    agreement_text(c)    agrees with run X / disagrees (B - A = ...) / no previous full run here
-    impact(c)            resident 15.8 -> 32.6 TB, nodes 9 -> 17 at the starter tier (b_row, lsm_space_amp)
-    caveats(c, env)      server, shared machine, ScyllaDB's IN limit, mix, guarded constants
-    shared_caveats(...)  the caveats every row has, said once above the table
-    measured_first(cal)  the constants in the report's order (measured, observed, the rest)
-    changes_line(cal)    the console's one line of changes, in the report's words and order
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

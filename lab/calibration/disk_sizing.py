@@ -1,14 +1,6 @@
 """Capacity arithmetic of design §7 (and §25.1), fed by the lab's measured constants.
 
-The design's numbers are estimates (b_row = 600 B is a guess, §9); the lab measures them
-and re-runs this arithmetic. Everything here is plain arithmetic on explicit inputs, so a
-notebook can sweep parameters and a test can pin the design's own figures:
-
-    resident = M_day x b_row x lsm_space_amp x RF x retention_days
-             = 2e7 x 600 x 1.2 x 3 x 365 = 1.5768e13 B ~= 15.8 TB (decimal)
-    partition = 4096 x 600 B ~= 2.4 MB
-
-Units: bytes and decimal TB/MB (1 TB = 1e12 B), as the design writes them.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

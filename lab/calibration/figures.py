@@ -1,25 +1,6 @@
 """The calibration notebooks' figures: plain functions of result tables, tested like any other code.
 
-Each takes the tables (and the few numbers) a notebook's result holds, returns a matplotlib
-Figure (or None when there is nothing to draw), touches no cluster and shows nothing; the
-notebooks save them with ``Output.figure``. ``tests/unit/test_figures.py`` checks their axes,
-labels and series.
-
-    b_row_by_table      live disk bytes per row per table and compression, repeats, design b_row; partition size
-    b_row_mixes         measured b_row per mix against the row model's prediction
-    capacity_sizing     resident TB and nodes per tier and b_row source (a panel per tier), sensitivity to b_row
-    empty_bucket_pages  requests and p50 per page over runs of empty buckets; the workload's holes
-    grouped_vs_naive    message_record requests and latency per entry, grouped vs naive, per batch shape
-    in_list_latency     p50/p99 and per-row cost over IN sizes, the budget, design and recommended sizes
-    twcs_sstable_counts live SSTables over simulated time, measured against predicted, per table family
-    cpu_per_op          server and load-generator CPU seconds per operation, with intervals
-    constant_history    one appendix-B constant across runs (``lab runs --constant NAME --plot``)
-    log_axis            the one way to put an axis on a log scale: its label says so
-    space_amp           bytes on disk / live bytes over a simulated period; steady and peak per table
-    model_check         each prediction's error against its target (disk, CPU, SSTables)
-
-Axes are linear unless a log axis is labelled as one (:func:`log_axis`): ratios read off a log
-axis look smaller than they are.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """The project's Jupyter kernel: its spec, its installation, and the IPython extension it loads.
 
-The notebooks name the kernel ``message-store-lab`` ("Message-store lab (Python 3.x)" in
-JupyterLab's picker), papermill runs them on it, and ``make setup`` / ``lab jupyter`` install it
-into the venv (``--sys-prefix``) beside ``python3``, which stays as it was: any tool that asks
-for ``python3`` still finds this venv's Python.
-
-The kernel is ipykernel started with ``--ext lab.calibration.kernel``: this module's
-:func:`load_ipython_extension` makes a failed connection or a bad cluster setting one red line
-with its fix instead of a chained traceback through the driver (the error still fails the
-cell, so papermill and ``lab calibrate`` see it as before).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Importing the notebook tools (papermill, nbformat, nbconvert, scrapbook) without jsonschema's
 optional IRI grammar.
 
-nbformat validates notebooks with jsonschema, and jsonschema imports ``rfc3987_syntax`` whenever
-it is installed (jupyter-events' ``jsonschema[format-nongpl]`` puts it in the venv): that module
-builds a Lark grammar at import, which made importing papermill and nbconvert several times
-slower (docs/measurements.md), once in every process that runs or reads a notebook. Only jsonschema's ``iri`` / ``iri-reference`` format checks use
-it, and no schema the lab validates against names those formats. (The kernel already glues its
-values without scrapbook for the same reason: lab.calibration.experiments.common.)
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """Run the measurement notebooks headless (papermill) and read back what they measured.
 
-``run_notebook("b_row", {"rows": 500}, run_dir)`` executes ``notebooks/b_row.ipynb`` with the
-parameters injected after its ``parameters`` cell, into ``run_dir/b_row/``: the executed
-``b_row.ipynb``, ``b_row.html`` (nbconvert, figures embedded), and everything the notebook
-wrote there itself (``values.json``, PNG figures, CSV/Parquet tables). It returns the values
-dict. A failing notebook raises :class:`~lab.errors.CalibrationError` naming the notebook, the
-cell and the error; the partial notebook and its HTML stay in the folder.
-
-Cluster settings reach the notebook as its ``cluster`` parameter (the config's fields, without
-the password: the kernel inherits ``LAB_PASSWORD`` from the environment instead).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

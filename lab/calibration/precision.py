@@ -1,20 +1,6 @@
 """Precision stated in advance: each measured constant has a target, and a run says whether it got there.
 
-A notebook that measures a constant samples in steps (b_row: one more repeat of ``rows``
-rows; IN limit and empty buckets: one more batch of interleaved rounds) and, after each step,
-compares the 95 % interval with its target. It stops when the target is reached, when the
-next step would not fit in its time budget, or at its step limit, and says which
-(:class:`Precision`, ``values["<constant>_precision"]``):
-
-    reached   the interval's relative half-width is at or below the target
-    budget    the time budget ran out first (the interval is what it is: see achieved)
-    limit     the step limit (max repeats / rounds) came first
-
-Targets (:data:`TARGETS`): b_row's 95 % interval half-width <= 2 % of the mean in a full run,
-<= 10 % in a quick one; lsm_space_amp's (steady state, over replicates) <= 5 % / 25 %; the IN limit's and the empty-bucket cost's bootstrap intervals over
-interleaved rounds <= 10 % / 30 %. A recommendation that comes out differently from the first
-and the second half of the rounds is *inconclusive* (:func:`halves`): reported, never a number
-to put in appendix B, whatever the full-sample interval says.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

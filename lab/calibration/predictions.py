@@ -1,26 +1,6 @@
 """The capacity model's predictions for a run it did not see, and how a prediction is judged.
 
-A calibration run leaves the constants the capacity model is built from (:class:`Inputs`):
-b_row's row model and per-row bytes of message_index and client_dedup (b_row notebook), the
-bytes of one conversation_head row (space_amp notebook), the server CPU per operation and the
-replication it was measured at (cpu_cost notebook), and the TWCS window arithmetic
-(:func:`lab.calibration.experiments.twcs_sstables.simulate_twcs`). The model_check notebook
-runs something new on any cluster and asks them what it should cost:
-
-    disk (per node, table)  sum over the rows the node holds of the row model's bytes for each row's
-                            payload / media_metadata / thumbnail bytes (message_record); rows x bytes
-                            per row (message_index, client_dedup); one SSTable's fixed components +
-                            conversations x bytes per head row (conversation_head: a few hundred
-                            head rows weigh less than the ~5 KB of an SSTable's Statistics)
-    CPU (per node)          the CPU-bound arithmetic of :func:`lab.calibration.cpu_sizing.cpu_sizing`
-                            for the operations completed in a window, spread evenly over the nodes
-    SSTables (per node)     the window arithmetic over the flushes that reached each node
-
-Each is a :class:`Check`: predicted (with the interval its inputs give: the row model's
-prediction interval, b_row's and cpu_cost's 95 % intervals), measured (with its interval where
-it has one), the error predicted / measured - 1 and the error's interval combining both
-(``[pred_low / meas_high - 1, pred_high / meas_low - 1]``), against the target stated in advance
-(:data:`TARGETS`: disk within 5 %, CPU within 20 %, SSTable counts exact).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """Presets of the notebooks' parameters, and what each costs in time.
 
-``quick``: the shortest parameters (:data:`QUICK_PARAMETERS`: a smoke test of the pipeline with
-the quick precision targets, never a calibration); ``full``: the notebooks' own parameters
-cells (the full targets and time budgets). ``lab calibrate --quick|--full`` runs the suite with
-one or the other. A notebook opened in JupyterLab takes ``preset = "quick"`` (or ``"full"``)
-in its parameters cell; its setup cell calls :func:`apply_preset`, which sets the preset's
-values of the parameters still at their defaults (a value you edited stays), records which
-parameters the notebook ran with (``preset`` in values.json: quick, full or custom) and prints
-the expected duration.
-
-Both runs' durations are measured on the lab's 2-core machine shared with other work (the runs and
-their conditions: docs/measurements.md): :data:`QUICK_RUN_DURATION`, :data:`FULL_RUN_DURATION`. A notebook's full figure is its time
-budget (an upper estimate: a full notebook stops earlier when it reaches its precision target). A
-busier machine takes longer.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

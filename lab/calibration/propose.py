@@ -1,17 +1,6 @@
 """Proposed changes to appendix B, as a unified diff for review: never applied here.
 
-``propose(run_dir)`` reads the run's ``calibration.json`` and writes
-``<run_dir>/appendix_b.diff``: for each constant whose recommendation differs from the value in
-the constants file *now*, its ``value`` changes and carries the evidence as a TOML comment::
-
-    -value = 600
-    +value = 412 # measured 412 B ± 9 (95% CI 403-421; b_row notebook, run 2026...): ...
-
-The file is edited with tomlkit, a round-trip TOML library: every other byte of the file (order,
-comments, layout) stays as it is. The TOML is appendix B's one source (:mod:`lab.constants`), so
-the diff touches nothing else. Its paths are ``a/lab/appendix_b.toml`` / ``b/lab/appendix_b.toml``,
-so from the repository root ``git apply --check`` reviews it and ``git apply`` applies it.
-Guarded constants (``message_seq_bucket_width``) are never part of a proposal, whatever the run says.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,42 +1,7 @@
 """Which notebook measures which appendix-B constant, and how a measurement becomes a
 recommendation with a confidence and an evidence line.
 
-A notebook writes ``results/<run-id>/<notebook>/values.json``. Two ways lead from it to a
-constant, the first winning:
-
-1. the notebook states it itself under ``values["appendix_b"][<constant>]``: an object with
-   ``measured`` and any of ``recommended``, ``ci_low``, ``ci_high``, ``confidence``,
-   ``evidence``, ``figure`` (a file name in the notebook's folder);
-2. a :class:`Measure` below names the value keys to read (``measured``, the interval, the
-   notebook's own recommendation) and the rule that turns them into a recommendation.
-
-Rules. ``interval``: keep the current value when it lies inside the measured 95 % interval,
-else recommend the measured value rounded to the constant's precision. ``notebook``: the
-notebook's recommendation (e.g. the IN-list size with the lowest per-row cost inside the p99
-budget). ``report``: observed for the record, never a recommendation: the constant is a
-policy or guarded, and the notebook measures its consequences (SSTable counts per TWCS window,
-the size of a full partition), not the constant itself; ``measured`` stays null and the
-evidence quotes the observed values.
-
-``message_seq_bucket_width`` is guarded: it cannot change for existing tables (§27.2.4), so
-its recommendation is always the current value; a different measured optimum is recorded as
-``suggested_for_new_tables`` only.
-
-Precision and halves. A :class:`Measure` may name the notebook's precision record
-(:class:`lab.calibration.precision.Precision`: the target stated in advance, what was
-reached, and whether the target or the time budget ended the sampling) and its halves record
-(the recommendation from each half of the run). Halves that disagree make the constant
-*inconclusive*: its recommendation is the current value and the evidence says why.
-
-Confidence (:data:`CONFIDENCE_LEGEND`, shown in every report):
-
-- ``high``: a full run reached the precision target and its halves agree;
-- ``medium``: a full run that ran out of time before its target (or has no stated target),
-  with an interval within 15 % of the value;
-- ``low``: a quick run (a smoke test of the pipeline with the shortest parameters), or a
-  wider interval;
-- ``inconclusive``: the two halves of the run recommend different values;
-- ``none``: not measured.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

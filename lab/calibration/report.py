@@ -1,16 +1,6 @@
 """HTML of a calibration run (``report.html``); the page helpers are :mod:`lab.results.html`.
 
-The page leads with decisions (:mod:`lab.calibration.decisions`): per constant one line, keep
-or change, its precision against the target stated in advance, its agreement with the
-previous run, what it changes in TB and nodes, and the production caveats beside it. Then the
-confidence legend, the capacity summary (disk- vs CPU-bound nodes, where each input came
-from, the model check beside them: :mod:`lab.calibration.capacity_section`), the evidence of each
-constant (a small table and its figure), every notebook's conclusion (rendered from Markdown)
-with its figures, the environment and the lab's own round trip. A quick run says it is one
-at the top, with the command and expected duration of a full run.
-
-One self-contained file: figures embedded as base64 PNGs, each a thumbnail that opens full size
-in a lightbox and links to the PNG file; the layout fits 1,280 px.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -2,22 +2,7 @@
 
     b_row = overhead + a x payload bytes + b x media_metadata bytes + c x thumbnail bytes
 
-(means per row over the mix). ``payload bytes`` is the message body as the client sends it
-(the store seals 1 flag byte + body with AES-GCM: a constant per row, in the overhead);
-``media_metadata bytes`` is the Protobuf-encoded MediaMetadata *without* its thumbnail
-(object id, MIME type, sizes, blurhash, checksum: 0 for text rows); ``thumbnail bytes`` the
-inlined thumbnail (<= 32 KiB, §5.2). Sealed payloads and JPEG-like thumbnails do not
-compress, so the per-byte coefficients are close to 1 and the overhead holds the keys,
-column names, clustering and timestamps that compression shares between rows.
-
-The b_row notebook measures several mixes (the workload profiles plus the design mixes of
-:data:`DESIGN_MIXES`, which vary the three regressors independently: text only, long text,
-audio and files (metadata without thumbnails), photos with small and with large thumbnails),
-each repeat one observation: its composition (:func:`composition`) and its measured bytes
-per row. :func:`fit_row_model` fits the line by least squares (:func:`lab.measure.fit_linear`)
-on every mix but one held-out profile and checks the fit against that profile's own
-measurement (:class:`HeldOut`). The capacity notebook prices a mix the lab never generated
-with :meth:`RowModel.predict`.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

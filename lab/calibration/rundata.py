@@ -1,17 +1,6 @@
 """What a run folder holds, for `lab compare`: a calibration run, a load run, or notebooks run from JupyterLab.
 
-- a calibration run: ``calibration.json``;
-- a load run (``lab load``): percentiles, counts and rates from ``load/summary.json`` (else the
-  per-worker totals, ``load/totals/*.json``), and the time series the significance test
-  reads: per operation and kind (``service``, ``corrected``) one HdrHistogram per
-  :data:`WINDOW_SECONDS` of the measured window, every worker's HDR interval log
-  (``load/**/*.hlog``) merged by time;
-- notebooks run from JupyterLab (``<notebook>/values.json`` and no calibration.json): the
-  constants assessed from their values as ``lab calibrate`` does (:func:`lab.calibration.recommendations.assess`);
-- in any of them, notebook samples tables (``<notebook>/*.csv`` with a ``latency_ms`` or
-  ``latency_us`` column, or named ``*samples*`` with a ``*_ms`` / ``*_us`` column), grouped by
-  their key columns (:data:`KEY_COLUMNS` present in the table), in time order: one window per
-  round (:data:`ROUND_COLUMNS`), else one per sample.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

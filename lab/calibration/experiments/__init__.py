@@ -1,7 +1,5 @@
-"""Measurement logic behind the notebooks: one module per notebook.
-
-The notebooks under ``notebooks/`` only set parameters, call one ``run`` here, plot the
-returned tables and print the generated conclusion; everything worth testing lives here.
+"""Measurement logic behind the notebooks: one module per notebook; the notebooks under
+``notebooks/`` only set parameters, call one ``run`` here, plot and print the conclusion.
 
     notebook                 module          measures
     b_row.ipynb              b_row           bytes per row on disk per table, with/without compression
@@ -14,10 +12,10 @@ returned tables and print the generated conclusion; everything worth testing liv
     capacity.ipynb           capacity        §7 capacity with the measured b_row, production sizing, CPU vs disk
     model_check.ipynb        model_check     the capacity model's predictions against a run it did not see
 
-``mixed_load`` runs model_check's fixed-rate mixed load (server CPU per node, net of idle);
-``model_check_text`` writes model_check's conclusion (each headline verdict, what missed under it).
-``common`` is what they share: the notebook's output folder, the cluster session, scratch
-keyspaces and stores, bulk loading of workload rows (statistics and timers: ``lab.measure``).
+Beside them: ``mixed_load`` (model_check's fixed-rate mixed load), ``model_check_text`` (its
+conclusion in words), ``common`` (output folder, session, scratch keyspaces, bulk loading).
+
+More: docs/calibration-internals.md.
 """
 
 NOTEBOOK_MODULES = {

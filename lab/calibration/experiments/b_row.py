@@ -1,41 +1,6 @@
 """b_row: bytes on disk per message row, per table, with and without compression (design §7, §9).
 
-Method. For each repeat (a fresh dataset of ``rows`` rows: same profile, seed + repeat) the rows are written to
-message_record / message_index / client_dedup exactly as the store encodes them
-(``RecordLoader``: message_ids shaped as the store's allocator mints them, ~8 random bytes each,
-and the client_dedup row as the send path leaves it, reservation then COMMITTED update, whose
-cells carry a write time of their own; the model check's client_dedup was ~22 B a row low
-without both), the keyspace is flushed and each table major-compacted to one SSTable, and
-the admin adapter's live disk bytes of one replica (every SSTable component: Data, Index,
-Filter, Statistics, ...; summed over the nodes, divided by the copies each row has among them)
-are divided by the rows written: b_row is per replica on any cluster, and the capacity formula
-multiplies by RF once. Then each further compression setting is
-applied in place (``ALTER TABLE ... WITH compression``, and a major compaction rewrites the
-SSTable with it) and measured again: same rows, each written once. Between repeats the tables
-are truncated. The design's 600 B is compared with the mean and its Student-t interval.
-
-Precision stated in advance (:mod:`lab.calibration.precision`): repeats continue from
-``min_repeats`` until the interval's half-width is at most ``target_rel_half_width`` of the
-mean (2 % in a full run: tens of thousands of rows per repeat, chat_mix's rows range from
-~150 B of text to 30 KiB photos), the time budget ``budget_seconds`` would be overrun by one
-more repeat, or ``max_repeats``; ``values["b_row_precision"]`` says which. Further
-compression settings are measured on the first ``compression_repeats`` repeats only.
-
-b_row for any mix (:mod:`lab.calibration.row_model`): every mix of ``fit_mixes`` (profiles
-and design mixes) is measured ``fit_repeats`` times on message_record, each repeat's
-composition (payload, media_metadata and thumbnail bytes per row) recorded, and bytes per
-row fitted as overhead + a x payload + b x media_metadata + c x thumbnail; the profile
-``held_out`` is left out of the fit and checked against its own measurement.
-
-Partition size: ``partition_rows`` rows (4096 in a full run) written into one seq_bucket
-partition, flushed and compacted: bytes per row of that partition times 4096, next to the
-design's 4096 x 600 B ~= 2.4 MB and the server's own partition-size histogram.
-
-On ScyllaDB every shard (and tablet) flushes and compacts its own SSTables: "compacted to one
-SSTable" is one SSTable per shard holding rows (``sstable_count`` up to nodes x shards), the one
-partition lives on one shard of each replica, and compression options are spelled by the
-connection's dialect (``sstable_compression``). The traced partition read says ``BYPASS CACHE``
-there, so it reads the SSTable, not the row cache a flush fills.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,37 +1,6 @@
 """Capacity with the measured b_row (design §7) and a production sizing projection.
 
-Pure arithmetic over ``lab.calibration.disk_sizing``: no cluster needed. b_row comes from a b_row run
-(``values.json`` of the b_row notebook: the value itself, or a path) and is set next to the
-design's 600 B for each traffic tier: resident bytes, nodes needed on a given disk at a target
-utilization, disk per node, partitions per node, and SSTables per node after a year of TWCS
-windows (per shard on Scylla: times the shards per node, from the parameter or the b_row run).
-
-b_row is bytes of ONE replica per row (the b_row notebook divides the bytes summed over the
-nodes by the copies of each row), so the §7 formula's RF factor is the only one applied here.
-
-Where b_row comes from (``b_row_values``): a b_row run's values.json, or ``"auto"``: the b_row
-of this run folder, else the latest b_row run in the results folder holding it
-(:func:`lab.calibration.capacity_inputs.locate_b_row`); the conclusion says which.
-
-Your product's mix (``my_mix``): a workload profile by name (``datasets/profiles/<name>.toml``
-first), a profile file, or the mean payload, media_metadata and thumbnail bytes per message;
-the b_row run's row model (:mod:`lab.calibration.row_model`) prices it with its interval
-(:mod:`lab.calibration.capacity_inputs`) and the sizing gets a third source, ``my_mix``, beside the
-design's and the measured b_row. A mix that cannot be priced is an error, not a footnote.
-
-Every derived figure (nodes, cores) carries the confidence of its inputs (the b_row run's and
-the cpu_cost run's, by :func:`lab.calibration.recommendations.confidence_of`; a quick run's
-are low).
-
-lsm_space_amp: a space_amp run's steady-state factor (``space_amp_values``) when it measured
-one and it is stationary, else appendix B's (and ``lsm_space_amp_note`` says why); it applies
-to the measured b_row and ``my_mix``, while the ``design`` rows keep the design's own figures.
-``values["factors"]`` says, per factor of §7, whether its value was measured in the run or
-taken from appendix B.
-
-The CPU side (:mod:`lab.calibration.cpu_sizing`): with a cpu_cost run's values
-(``cpu_values``), cores and CPU-bound nodes per tier for ``operations_per_message`` at
-``peak_factor``, next to the disk-bound node count, and which of the two binds.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,42 +1,6 @@
 """CPU cost per operation under fixed-rate load: the server's, and the load generator's apart.
 
-Operations (through the store's public API, on a seeded scratch keyspace):
-
-    send              ``store.send``: dedup reserve (LWT), record + index, outbox, COMMITTED, head
-    history_latest    ``store.history`` of a conversation, anchor None (the latest page)
-    history_older     ``store.history`` from an anchor several pages back (an older page)
-    batch_s1_group    ``store.batch_read`` of S-1's first shape: one group, a backlog of 500
-    batch_s1_dm       ``store.batch_read`` of S-1's second shape: 20 direct chats x 5
-    react             ``store.react`` on random messages of the group, users from a pool
-
-Method. Rounds; in each round one window per operation, in shuffled order, each
-``window_seconds`` long at the operation's fixed rate, with an *idle* window (``idle_seconds``,
-no load from this run: what the server burns anyway, e.g. compactions, other clients of a
-shared node) before the first, between any two and after the last (``lab.load.pacing``: call k is
-due at start + k/rate whatever happened to earlier calls; ``workers`` threads; latency from
-the due time is the coordinated-omission-corrected one, :mod:`lab.measure.hdr`). Around each
-window: the server's cumulative CPU seconds per node (per shard on Scylla; the admin
-adapter's :meth:`cpu_readings`: the embedded JVM's ``/proc/<pid>/stat``, JMX
-``ProcessCpuTime``, or Scylla's reactor busy time) and this process's own CPU time (the load
-generator: driver, decoding, decryption). Server CPU per operation = (window CPU - the mean CPU
-rate of the two idle windows around it x the window's wall time) / operations completed, its
-median over the rounds (another client's burst lands in a few windows; the median shrugs it
-off where a mean would carry it). On a shared 2-core machine the background is not only noise:
-while this run's load generator and requests take the cores, other clients get less, so "idle"
-CPU measured beside a window overstates what that client burnt during it and the difference
-comes out too low (even negative). So windows whose two idle neighbours were *quiet* (at most
-``quiet_cores``, 0.15 cores) are used when an operation has at least ``min_quiet_windows`` of
-them; otherwise every window, and the result says so (``basis``); load-generator CPU per operation = its window CPU / operations. Rounds continue from ``min_rounds`` until every
-operation's bootstrap interval (rounds resampled whole) is within ``target_rel_half_width``
-or the budget runs out. A window whose driving was loader-bound (this process above
-``max_loader_cpu_percent_of_core`` while driving, or the rate not offered: ``lab.load.thread_driver``)
-is recorded and never used for an estimate.
-
-On a shared 2-core machine the server, the load generator and other engineers' work share the
-cores: absolute costs are this machine's; the idle windows take out the steady background,
-the intervals show what they cannot. CQL requests per operation come from the request
-accounting, so the server's cost per request can be set beside ScyllaDB's sizing rule of
-about 12.5K simple operations per second per physical core.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,26 +1,6 @@
 """History pages over runs of empty buckets vs history_max_empty_bucket_scan (design §4.1, S-3).
 
-Method. For every run length r (0..30) one conversation is written: ``rows_oldest`` messages
-in bucket 0, r empty buckets, ``rows_newest`` messages in bucket r+1, and its
-conversation_head (H = newest seq, E = 1) through the store's own head writer. The latest
-page (``store.history``, anchor None, ``page_limit`` > rows_newest) must walk down through the
-hole to finish. It is read ``repeats`` times per run length through stores whose only
-difference is the constant ``history_max_empty_bucket_scan`` (one per value in
-``scan_limits``). Per page: latency, CQL requests, buckets and empty buckets scanned, whether
-it stopped on empty buckets (has_more=false + the ``empty_bucket_stops`` alert).
-
-A page whose hole is as long as the constant or longer stops early (a page scans at most
-``history_max_empty_bucket_scan`` empty buckets, S-3): the older messages become
-unreachable by paging. A page whose hole is shorter pays one read per empty bucket. The
-recommendation weighs both with the workload's own holes: the smallest constant that leaves
-at most ``target_truncated_share`` of the holes of ``hole_profile`` (crashed reservation
-windows, ``lab.workload``) unscannable, and its worst-case page cost.
-
-Precision (:mod:`lab.calibration.precision`): rounds (every scan limit x run length once)
-continue from ``min_rounds`` until the bootstrap interval of the cost of one empty bucket
-(rounds resampled whole) is within ``target_rel_half_width``, or the time budget runs out.
-The recommendation is computed again on each half of the workload's holes; if the halves
-disagree the result is *inconclusive* and the constant is kept.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
 """Grouped vs naive batch reads (design §4.3, S-1).
 
-Shapes, all joined for one tenant with the body LRU cleared before every grouped read:
-
-- ``s1_group_500``: one big group, a backlog of 500 consecutive messages (S-1 (a): <= 2 reads);
-- ``s1_dm_20x5``: 20 direct chats, the latest 5 messages each (S-1 (b): <= 21 reads);
-- ``group_500_sparse``: the same group, every other message (no range: IN lists split at
-  ``batch_read_in_list_limit``);
-- ``mix_<n>``: realistic mailbox backlogs of n entries drawn from the workload: conversations
-  picked by activity, the latest few messages of each.
-
-Density sweep (appendix B ``batch_read_range_min_density``): one partition
-written full (``density_partition_rows`` consecutive seqs, every seq a live row: the worst case
-for a range, which reads every row of its span), a group of ``density_entries`` seqs spread
-over it at each density in ``densities``, read through ``store.batch_read`` by a store that
-always reads a range and one that always reads IN lists (the constant at 0 and above 1; body
-LRU off), in alternation (single-caller latency), and the same message_record requests traced: the
-server's own time (trace duration) for one range vs the IN lists, which neither the lone
-caller's parallel IN requests nor the client's decoding of the range's extra rows blur on a
-machine where client and server share two cores. The recommendation is the density where
-the fitted server cost of a range (rows of its span) meets the IN lists'
-(:func:`recommend_range_density`).
-
-Grouped = ``store.batch_read`` (one request per (conversation, bucket) group and table, groups
-concurrent). Naive = what the design forbids: one point read of message_record per message
-(and one of message_reaction_summary, to return the same data), same concurrency. Counted:
-message_record requests (request accounting), all requests, wall latency; cost per joined
-entry = message_record requests / entries (the design's 0.002 and 0.2).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

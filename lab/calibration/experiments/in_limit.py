@@ -1,31 +1,6 @@
 """IN-list limit of the grouped batch read (design §4.3, §9: "suggested 100, to be measured").
 
-Method. One seq_bucket partition of ``partition_rows`` workload rows is written, flushed and
-compacted, so reads come from an SSTable. Then rounds: in each round every IN size is read
-once, in shuffled order (interleaving spreads drift of a shared machine over all sizes), with
-``k`` distinct random conversation_seqs of the partition, using the batch read's statement
-shape (``... AND conversation_seq IN ?``). Latency is the client's wall time of the request
-(driver decode included, payload decryption not). Per-row cost = mean latency / k.
-
-Server-side limit. A size the server rejects (Scylla: more than
-``max_clustering_key_restrictions_per_query``, default 100) fails with an InvalidRequest; the
-sweep records it and stops using that size, and larger ``probe_sizes`` are tried once each.
-Cassandra 5.0 has guardrails for IN lists, off by default; their settings are read back.
-
-Recommendation: among the sizes that succeeded, within the server limit and with p99 <=
-``p99_budget_ms``, the smallest whose per-row cost is within ``per_row_tolerance`` (10 %) of
-the lowest. Per-row cost falls with the list size and flattens (the request's fixed cost is
-amortised); past the knee a longer list buys a few percent per row and costs p99 and
-coordinator memory, and the lowest point of a flat curve moves with every run (300 on one
-run, 50 on the next, on the same machine). ``lowest_per_row_in_size`` is reported beside it.
-
-Precision (:mod:`lab.calibration.precision`): rounds continue from ``min_rounds`` until the
-bootstrap interval (rounds resampled whole: every size of a round shares its moment of a
-shared machine's load) of the per-row cost at the recommended size is within
-``target_rel_half_width`` and the recommendation from the first half of the rounds equals
-the second half's, or the time budget runs out. Halves that disagree make the result
-*inconclusive*: reported, and the constant is not changed on it. The bootstrap also gives
-the recommendation's own 95 % interval (in IN sizes).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,30 +1,7 @@
 """Server CPU per node under a fixed-rate mixed load, net of the idle rate: the CPU part of
 the model check (:mod:`lab.calibration.experiments.model_check`).
 
-The dataset and the operations are cpu_cost's (a seeded scratch store: the S-1 group and DMs,
-history conversations, a pool of sends; ``store.send`` / ``history`` / ``batch_read`` /
-``react``); here they run *together*: one fixed-rate schedule at the sum of ``rates`` whose
-calls follow :func:`lab.calibration.predictions.operation_sequence` (each operation at its
-share, evenly spread). Windows alternate idle, mixed, idle, mixed, ..., idle (``rounds`` mixed
-windows); around each, the server's cumulative CPU seconds per node (the admin adapter's
-readings, shards summed) and this process's own CPU time. A mixed window's CPU per node net of
-the idle rate of its two neighbouring idle windows (that node's) is what the operations it
-completed cost; the operations completed are counted per kind, so the prediction uses what
-ran, not what was asked for. The requested and achieved rates and the load generator's CPU
-are recorded: a window that carried less than the stated load says so. This process is the load
-generator: a mixed window in which it was loader-bound (``lab.load.verdict``: over its CPU limit,
-or the rate not offered while calls started late; :func:`lab.load.thread_driver.loader_bound`)
-is marked and never used for the check (its load was not what the window claims).
-
-Worker threads. A fixed-rate schedule needs as many calls in flight as rate x latency (Little's
-law); with too few threads, calls queue for a thread, start late and the window is judged
-loader-bound although neither this process's CPU nor the cluster was the limit (a slow 3-node
-cluster at RF 3 with the former fixed 8 threads). Unless ``workers`` is given, the pool is
-sized after the warmup from what it measured: ``workers = ceil(2 x rate x p99 service latency
-of the warmup calls)`` (:func:`workers_for`: the headroom 2 covers a latency that grows from the
-warmup's rate to the full one), at least 8 and at most 64. The count and its inputs are
-recorded (``load()["workers"]``, ``["workers_rule"]``); the loader-bound verdict still judges
-every window, so a pool that was still too small shows as loader-bound windows, left out.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

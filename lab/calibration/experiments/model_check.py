@@ -1,42 +1,6 @@
 """The capacity model checked on a run it did not see (design §7).
 
-From the constants of a calibration run (:class:`lab.calibration.predictions.Inputs`: b_row's
-row model and per-row bytes, space_amp's conversation_head bytes, cpu_cost's CPU per operation,
-the TWCS window arithmetic), predict what something new costs on the cluster in front of the
-lab (any cluster; the embedded ``--nodes 3`` at RF 3 is the intended one; a single node runs
-every part at RF 1 and the result says so), then measure it:
-
-1. **Disk**: ``sends`` messages of ``check_mix`` (a mix the row model was not fitted on and
-   never measured: refused when the b_row run measured it) through ``store.send``, the full
-   write path (dedup LWT, message_record + message_index, outbox, COMMITTED, head), from
-   ``send_workers`` threads; flushed; then each node's bytes on disk per table (its own files,
-   :mod:`lab.cluster.admin.disk`) against the prediction for the rows that node holds (the
-   driver's token map says which). A fresh flush holds every row once: the steady-state
-   amplification is the space_amp notebook's to check, not this part's. Each table is then
-   compacted to one SSTable per node, as b_row measures it: with ``sends`` = b_row's rows per
-   repeat an SSTable's fixed components (Statistics, Filter, TOC, ...; ~10 KB) weigh the same
-   per row on both sides, which a memtable flushed early by a shared node's memory pressure
-   (two SSTables: ~10 B a row more at 1,000 rows) would break.
-2. **CPU**: a fixed-rate mixed load (``cpu_rates``: sends, latest and older pages, S-1 grouped
-   reads, reacts, interleaved by :func:`operation_sequence`) in ``cpu_rounds`` windows, each
-   between two idle windows (as cpu_cost: server CPU per node from the admin adapter, net of
-   the idle rate around it); predicted from the operations each window completed. The load
-   runs from ``cpu_workers`` threads, by default sized from the rate x the latency its warmup
-   measured (``ceil(2 x rate x p99)``, 8-64: :func:`~lab.calibration.experiments.mixed_load.workers_for`),
-   so a slow cluster is not starved of callers; a window still loader-bound is left out and
-   the conclusion says how many were. When the
-   target is missed, ``diagnose_rounds`` rounds of single-operation windows (the cpu_cost
-   experiment, here, each operation at its rate in ``cpu_rates`` on the ``cpu_dataset`` the mix
-   ran on: :func:`diagnosis_params`) measure each operation's cost on this cluster, and the
-   operation whose calibrated cost was furthest off is named.
-3. **SSTables**: ``sstable_days`` simulated days of the check mix written through
-   ``store.seeding`` with backdated write timestamps (no TTL), a flush per day, into the
-   design's tables (message_record TWCS 7 days, client_dedup TWCS 6 hours); each node's count
-   per table against the window arithmetic over the flushes that reached it. The LCS tables'
-   counts are recorded without a prediction (no window arithmetic covers them).
-
-Each quantity is a :class:`~lab.calibration.predictions.Check`: predicted / measured / error with
-its interval against the target stated in advance (disk ±5%, CPU ±20%, SSTables exact).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """The model check's conclusion in words (:mod:`lab.calibration.experiments.model_check`).
 
-Every quantity is judged by its headline (disk and CPU: the cluster, tables or nodes summed;
-SSTables: every count) against the target stated in advance, and the checks under it that
-missed are named with their error: a table whose input was off while the cluster's disk was
-met is "disk: met (-1.1%, target ±5%); per table: `client_dedup` missed (-15.4%): its per-row
-input is ~22 B low", never "Targets missed: disk".
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,40 +1,6 @@
 """lsm_space_amp: bytes on disk against live bytes over a simulated period (design §7).
 
-§7 sizes the cluster as M_day x b_row x lsm_space_amp x RF x retention days. b_row is what
-one copy of the rows takes fully compacted; lsm_space_amp is what the disk holds beyond that
-while the table lives: the open TWCS window's uncompacted SSTables, expired rows kept because
-their SSTable still holds live ones (or waits for gc_grace), overwritten versions an LCS level
-has not merged yet, and a compaction's output written before its inputs are deleted.
-
-The definitions (bytes on disk, live bytes, steady state, peak, compressed time) are in
-:mod:`lab.calibration.amplification`; this module runs the simulated period.
-
-Method. Per replicate two keyspaces with the store's six tables: the *main* one keeps the
-design's compaction (message_record TWCS in 7-day windows, message_index and conversation_head
-LCS) with every wall-clock setting scaled to compressed time; the *twin* receives the very same
-writes (rows, TTLs, write timestamps, head updates) and is size-tiered with gc_grace 0 and
-major-compacted after every step: its bytes on disk are the live bytes. Rows are the profile's
-(retention classes per conversation, TTLs from the store's retention policy: default 30 days,
-ephemeral_24h 1 day, compliance_hold and unmapped tenant_custom never), arriving in created_at
-order spread over the period, written through ``store.seeding`` (message_record + message_index,
-the remaining TTL from the simulated arrival, ``USING TIMESTAMP`` the arrival), each
-conversation's newest head through ``store.submit_head`` (preview = the body, as send does).
-The clock drives the steps: step k ends when the wall clock reaches the end of its
-``flush_every_days`` simulated days; the rows that arrived meanwhile are written, every
-keyspace flushed, compactions settled, and per table and node the main keyspace's bytes on
-disk and SSTables, the twin's bytes after its major compaction, and the sampler's peak are
-recorded. A step that overruns (a loaded machine) makes the next one cover more simulated
-time; ``late_steps`` counts them.
-
-Repeats: ``replicates`` (main, twin) keyspace pairs with different seeds go through the same
-period side by side; the interval is Student's t over replicates; more batches of replicates
-run until the precision target (:mod:`lab.calibration.precision`) or the budget.
-
-Scope: at the lab's volumes LCS keeps everything in L0/L1 (160 MB SSTables), so the LCS
-figures cover the L0 backlog, overwritten versions and expired rows awaiting gc_grace, not the
-deeper levels of a terabyte table. On ScyllaDB the scratch tables take the dialect's
-``tombstone_gc = {'mode': 'timeout'}`` (gc_grace decides; the store's tables keep repair mode,
-which at RF >= 2 keeps expired data until a repair: more than measured here).
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 

@@ -1,34 +1,6 @@
 """TWCS SSTable counts over simulated time (design §2.1, §2.3, §3).
 
-Method. One keyspace holds four copies of the design's DDL that differ only in the TWCS window:
-message_record with 1-day and 7-day windows, client_dedup with 1-hour and 6-hour windows (the
-DDL's 6 hours vs §3's 1 hour). Time is simulated: every interval (one day for message_record,
-one hour for client_dedup) ``rows_per_interval`` rows are written with ``USING TIMESTAMP``
-inside that interval, and the keyspace is flushed, so each flush makes one SSTable whose
-maximum timestamp puts it in that interval's window (TWCS windows follow the SSTables' max
-write timestamps, not the wall clock). After each flush the experiment waits until no
-compaction is pending and reads each table's live SSTable count from the admin adapter.
-
-Expiry. TTL runs on the wall clock, so the first ``expire_days`` / ``expire_hours`` of
-simulated data carry a short TTL (``short_ttl_seconds``). After it passes, one more write and
-flush trigger TWCS's fully-expired check (``expired_sstable_check_frequency_seconds`` is
-lowered from 600 s for the run, and gc_grace is 0 on these tables: with the design's
-gc_grace an expired SSTable may only be dropped a day (an hour) later).
-
-Prediction. :func:`simulate_twcs` replays the same flushes through TWCS's rules (older windows
-compacted to one SSTable; the newest window size-tiered: min_threshold 4, all SSTables under
-50 MB in one tier; fully expired SSTables dropped) and gives the count the window arithmetic
-predicts at every step; ``windows`` is the plain number of windows spanned.
-
-Compaction groups. Each replica flushes and compacts its own SSTables, and on ScyllaDB so does
-every shard of it (``replica/table.cc``; tablets off, the lab's default): a flush makes one
-SSTable in each (node, shard) that received rows. The prediction replays the flushes per
-compaction group (the replicas and shard of every row written, ``Connection.placement``) and
-sums the groups; the measured count is the admin adapter's, summed over nodes and shards. On a
-single Cassandra node there is one group. The expiry trigger writes one row into every group
-that holds SSTables, so each group runs its expired check. Scylla's tables default to
-``tombstone_gc = {'mode': 'repair'}``, which keeps expired data at RF >= 2 until a repair: these
-scratch tables take the dialect's ``tombstone_gc = {'mode': 'timeout'}`` so gc_grace decides.
+More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 
