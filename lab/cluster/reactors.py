@@ -46,13 +46,12 @@ LOOP_JOIN_SECONDS = 1.0
 def stop_libev_loop_at_exit() -> None:
     """Register (once) an exit hook that ends the driver's libev loop thread itself.
 
-    Without it every process that used the driver waited ~5 s at exit (``lab info`` printed in
-    0.4 s and exited at 5.4 s, most runs): the driver's own atexit cleanup stops the loop's
-    prepare watcher first, then joins the loop thread with a 5 s timeout, but only that watcher
-    stops the loop's repeating timer, so the loop never returns and the join times out. This
-    hook runs before it (atexit is last-in first-out; the driver registers at import): it sets
-    the loop's shutdown flag and wakes it while the watcher still runs, the loop stops its
-    timer and returns, and the driver's join finds the thread gone."""
+    Without it every process that used the driver waits out a timeout at exit: the driver's own
+    atexit cleanup stops the loop's prepare watcher first, then joins the loop thread with a 5 s
+    timeout, but only that watcher stops the loop's repeating timer, so the loop never returns and
+    the join times out. This hook runs before it (atexit is last-in first-out; the driver
+    registers at import): it sets the loop's shutdown flag and wakes it while the watcher still
+    runs, the loop stops its timer and returns, and the driver's join finds the thread gone."""
     global _exit_hook_registered
     with _EXIT_HOOK:
         if _exit_hook_registered:

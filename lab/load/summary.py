@@ -240,7 +240,7 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
                   exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None,
                   interrupted: bool = False, limits: Limits | None = None,
                   stopped_at_step: int | None = None) -> LoadSummary:
-    """``cpu`` (the runner's psutil samples) is no longer read: the processes report their own
+    """``cpu`` (the runner's psutil samples) is not read: the processes report their own
     CPU in their snapshots, which a distributed master receives from every machine."""
     counts = read_counts(load_dir)
     stats = counts.operations

@@ -28,7 +28,7 @@ IDLE = "idle"
 WARMUP_SECONDS = 2.0
 WARMUP_RATE = 20.0
 ACHIEVED_SHARE_FLOOR = 0.95   # a mixed window below this share of the requested rate did not carry the load
-MIN_WORKERS = 8                # the former fixed pool: the floor of the sized one
+MIN_WORKERS = 8                # the floor of the sized pool
 MAX_WORKERS = 64
 WORKERS_HEADROOM = 2.0
 

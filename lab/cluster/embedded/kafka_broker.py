@@ -265,7 +265,7 @@ class EmbeddedBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             # a broker restarted after SIGKILL waits until its previous incarnation's session
-            # expires (9 s by default, 14 s restarts measured); one process is both sides here
+            # expires (9 s by default; docs/measurements.md); one process is both sides here
             "broker.heartbeat.interval.ms": "500",
             "broker.session.timeout.ms": "3000",
             "auto.create.topics.enable": "false",

@@ -41,7 +41,7 @@ StampChoice = int | Literal["now"] | None
 # without IF NOT EXISTS (no Paxos round: seeding writes no duplicates) and both with a pinned
 # write time so the commit is the later write whatever order they land in. On disk each of the
 # row's four regular cells then stores its own timestamp (in one INSERT they share the row's):
-# measured on the node, ~21 B a row with lz4 (tests/node/test_model_check.py).
+# more bytes a row on the node (docs/measurements.md; tests/node/test_model_check.py).
 DEDUP_RESERVE_CQL = RESERVE_CQL.replace(" IF NOT EXISTS", " USING TIMESTAMP ?")
 DEDUP_COMMIT_CQL = COMMIT_CQL.replace("USING TTL ?", "USING TTL ? AND TIMESTAMP ?")
 # the commit's write time after the reservation's: any later microsecond stores the same bytes
