@@ -12,20 +12,31 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.bench.load_generator_report import (FIXED_RATE_FRACTION, STAIRCASE_FRACTIONS, LoadBenchParams,
-                                             LoadBenchReport, LoadBenchResult, OperationCosts, Staircase, ThroughputRun)
+from lab.bench.load_generator_report import (
+    FIXED_RATE_FRACTION,
+    STAIRCASE_FRACTIONS,
+    LoadBenchParams,
+    LoadBenchReport,
+    LoadBenchResult,
+    OperationCosts,
+    Staircase,
+    ThroughputRun,
+)
 from lab.cluster.config import ClusterConfig
+from lab.cluster.connection import connect
+from lab.cluster.services import ServicesConfig
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
 from lab.load.worker_seed import seed_worker
 from lab.measure import client_gc, now_ns, summarize_histogram
-from lab.measure.timing import NS_PER_SECOND
 from lab.measure.hdr import LatencyRecorder, OpStats, merge_stats
+from lab.measure.timing import NS_PER_SECOND
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
+from lab.store import MessageStore
 
 BENCH_DIR = "bench"
 JSON_FILE = "load.json"
@@ -100,8 +111,6 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
                    log: Callable[[str], None] = lambda _m: None, services: Any = None) -> LoadBenchResult:
     """``services`` (lab.cluster.services, default ServicesConfig()): every store of both sides, and
     both sides' ``client_gc`` (the plain client's in this process, the Locust workers' in theirs)."""
-    from lab.cluster.connection import connect
-    from lab.cluster.services import ServicesConfig
 
     services = services if services is not None else ServicesConfig()
 
@@ -126,7 +135,6 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
              log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any], services: Any) -> LoadBenchReport:
     """The four maximum runs (ABBA), the fixed-rate pair, the chat profile's operations and the
     staircase, in the scratch keyspace of ``config``."""
-    from lab.store import MessageStore
 
     common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
                   processes=params.processes, seed_size=params.seed_size, run_dir=run_dir)

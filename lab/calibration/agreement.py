@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration.recommendations import number
-from lab.results.run_files import read_run_json
 from lab.errors import BadRunFile
+from lab.results.run_files import read_run_json
 
 STATUSES = ("agree", "disagree", "inconclusive", "not measured in A", "not measured in B", "not measured",
             "observed only")

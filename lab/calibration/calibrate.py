@@ -1,33 +1,47 @@
-"""Calibration runs: measure on the cluster in front of the lab, write one report.
+"""Calibration runs: measure on the cluster in front of the lab, write one report; resume one
+that did not finish (``--resume``).
 
 More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.calibration.contract import CalibrationRun, NotebookRun, RunError
-from lab.calibration.propose import check_proposable, propose
+from lab.calibration import notebooks as nbs
+from lab.calibration.agreement import agreement, previous_run
+from lab.calibration.capacity_model.capacity_inputs import my_mix_summary
+from lab.calibration.contract import CALIBRATION_FILE, CalibrationRun, NotebookRun, RunError, write_calibration
+from lab.calibration.notebooks import VALUES_FILE, failed_inputs, preload, read_values, run_notebook, services_parameter
 from lab.calibration.presets import QUICK_PARAMETERS
-from lab.calibration.round_trip import (ROUND_TRIP_KEYSPACE_PREFIX, ROUND_TRIPS_FULL, ROUND_TRIPS_QUICK,
-                                        measure_round_trip)
+from lab.calibration.propose import check_proposable, propose
+from lab.calibration.recommendations import assess
+from lab.calibration.registry import NOTEBOOKS
+from lab.calibration.report import write_report
+from lab.calibration.round_trip import (
+    ROUND_TRIP_KEYSPACE_PREFIX,
+    ROUND_TRIPS_FULL,
+    ROUND_TRIPS_QUICK,
+    measure_round_trip,
+)
 from lab.cluster.config import ClusterConfig
-from lab.cluster.services import ServicesConfig
+from lab.cluster.connection import connect
+from lab.cluster.services import ServicesConfig, load_services
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError, LabError
 from lab.measure import Stopwatch, utc_now_iso
-from lab.project import RESULTS_DIR
-from lab.results.environment import environment
+from lab.project import NOTEBOOKS_DIR, RESULTS_DIR
+from lab.results.environment import environment, loadavg
 from lab.results.jsonio import write_json
+from lab.results.run_files import inside
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
 
-CALIBRATION_FILE = "calibration.json"
 ENVIRONMENT_FILE = "environment.json"
 
 
@@ -35,7 +49,7 @@ ENVIRONMENT_FILE = "environment.json"
 class CalibrationOptions:
     quick: bool = True
     results: Path = RESULTS_DIR
-    notebooks: tuple[str, ...] | None = None              # None: the whole suite (lab.calibration.notebooks.NOTEBOOKS)
+    notebooks: tuple[str, ...] | None = None              # None: the whole suite (lab.calibration.registry.NOTEBOOKS)
     overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # notebook -> parameters
     propose: bool = False
     keep_going: bool = False
@@ -76,23 +90,15 @@ class CalibrationResult:
 
 
 # ---- the run --------------------------------------------------------------------------------
-def write_calibration(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
-    """calibration.json of ``run_dir``, written atomically; returns ``cal``."""
-    write_json(run_dir / CALIBRATION_FILE, cal.to_json())  # atomic: readers never see half a file
-    return cal
-
-
 def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
     """(notebook, parameters) in suite order: quick parameters (or the notebooks' own defaults
     in full mode) updated by ``overrides``; capacity and model_check read the values of this
     run's b_row, cpu_cost and space_amp (:data:`lab.calibration.notebooks.RUN_INPUTS`)."""
-    from lab.calibration import notebooks as nbs
-
-    names = tuple(options.notebooks) if options.notebooks is not None else nbs.NOTEBOOKS
-    unknown = sorted(set(names) - set(nbs.NOTEBOOKS)) + sorted(set(options.overrides) - set(names))
+    names = tuple(options.notebooks) if options.notebooks is not None else NOTEBOOKS
+    unknown = sorted(set(names) - set(NOTEBOOKS)) + sorted(set(options.overrides) - set(names))
     if unknown:
         raise CalibrationError(f"unknown or unselected notebook(s) {', '.join(unknown)}; suite: "
-                               f"{', '.join(nbs.NOTEBOOKS)}", notebooks=unknown)
+                               f"{', '.join(NOTEBOOKS)}", notebooks=unknown)
     out = []
     for name in names:
         params = dict(QUICK_PARAMETERS.get(name, {}) if options.quick else {})
@@ -108,9 +114,7 @@ def plan(options: CalibrationOptions, run_dir: Path | None) -> list[tuple[str, d
 
 def _check_parameters(name: str, params: Mapping[str, Any], options: CalibrationOptions) -> None:
     """Undeclared parameters and values of the wrong type are refused before the run folder exists."""
-    from lab.calibration import notebooks as nbs
-
-    nbs.check_parameters(name, params, options.notebooks_dir or nbs.NOTEBOOKS_DIR)
+    nbs.check_parameters(name, params, options.notebooks_dir or NOTEBOOKS_DIR)
 
 
 def _cell_source(exc: BaseException) -> str | None:
@@ -123,7 +127,6 @@ def _cell_source(exc: BaseException) -> str | None:
 
 def _collect(run_dir: Path, name: str) -> dict[str, Any]:
     """What a notebook left in its folder (NotebookRun fields), paths relative to the run folder."""
-    from lab.calibration.notebooks import VALUES_FILE, read_values
 
     folder = run_dir / name
     rel = lambda p: p.relative_to(run_dir).as_posix()  # noqa: E731
@@ -142,8 +145,6 @@ def _collect(run_dir: Path, name: str) -> dict[str, Any]:
 
 
 def _assess(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
-    from lab.calibration.recommendations import assess
-
     ok = {name: {"values": nb.values, "dir": run_dir / name} for name, nb in cal.notebooks.items()
           if nb.status == "ok"}
     constants = assess(read_entries(options.constants_path), ok, run_dir=run_dir, run_id=cal.run_id,
@@ -158,7 +159,6 @@ def _run_parameters(mode: str, options: CalibrationOptions, suite: list[tuple[st
     (before the environment is measured), so that ``--resume`` of a run stopped at any point takes
     the run's own constants file and services (no secrets), never today's: the notebooks' stores
     (experiments.common.scratch_store) open with these services."""
-    from lab.calibration.notebooks import services_parameter
 
     services = options.services if options.services is not None else ServicesConfig()
     return {"mode": mode, "round_trips": ROUND_TRIPS_QUICK if options.quick else ROUND_TRIPS_FULL,
@@ -169,7 +169,6 @@ def _run_parameters(mode: str, options: CalibrationOptions, suite: list[tuple[st
 def _measure_lab(config: ClusterConfig, options: CalibrationOptions, suite: list[tuple[str, dict[str, Any]]],
                  run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
     """Environment and the write/read round trip (in a scratch keyspace), on a connection of this process."""
-    from lab.cluster.connection import connect
 
     services = options.services if options.services is not None else ServicesConfig()
     parameters = _run_parameters(cal.mode, options, suite)
@@ -185,7 +184,6 @@ def _run_one(name: str, params: dict[str, Any], config: ClusterConfig, options: 
              run_dir: Path) -> tuple[NotebookRun, CalibrationError | None]:
     """One notebook through lab.calibration.notebooks.run_notebook: its entry of calibration.json (status,
     seconds, files, values) and the failure, if any."""
-    from lab.calibration.notebooks import run_notebook
 
     failure, error = None, None
     watch = Stopwatch()
@@ -226,7 +224,6 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
                run_dir: Path, cal: CalibrationRun) -> tuple[CalibrationRun, CalibrationError | None, bool]:
     """The notebooks in order: (the run, the first failure, whether Ctrl-C stopped it). An
     interrupted notebook keeps its partial output and is marked "interrupted"; the rest "not run"."""
-    from lab.calibration.notebooks import failed_inputs, preload
 
     failure, current, interrupted = None, None, False
     bar = _progress(len(suite), options.progress and bool(suite))
@@ -267,7 +264,6 @@ def _run_suite(suite: list[tuple[str, dict[str, Any]]], config: ClusterConfig, o
 
 def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions) -> CalibrationRun:
     """Each constant's agreement with the previous run (explicit, else the latest comparable)."""
-    from lab.calibration.agreement import agreement, previous_run
 
     previous = Path(options.previous) if options.previous is not None else previous_run(run_dir, cal.to_json())
     if previous is None or not (previous / CALIBRATION_FILE).is_file():
@@ -281,8 +277,6 @@ def _with_agreement(cal: CalibrationRun, run_dir: Path, options: CalibrationOpti
 
 def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, watch: Stopwatch,
             wall_before: float = 0.0) -> CalibrationRun:
-    from lab.calibration.capacity_inputs import my_mix_summary
-    from lab.results.environment import loadavg
 
     cal = _with_agreement(_assess(cal, run_dir, options), run_dir, options)
     if cal.environment:  # a shared machine's load at the end, beside the one at the start
@@ -295,7 +289,6 @@ def _finish(cal: CalibrationRun, run_dir: Path, options: CalibrationOptions, wat
 def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = None) -> CalibrationResult:
     """One calibration run into a fresh ``results/<run-id>/``. Ctrl-C ends it as "interrupted"
     (report written, partial results kept): the result says so, nothing is raised."""
-    from lab.cluster.connection import connect
 
     options = options or CalibrationOptions()
     plan(options, None)  # unknown notebooks or parameters: refused before a run folder exists
@@ -313,7 +306,6 @@ def run_calibration(config: ClusterConfig, options: CalibrationOptions | None = 
 def run_session(config: ClusterConfig, options: CalibrationOptions, run_dir: Path, cal: CalibrationRun,
              suite: list[tuple[str, dict[str, Any]]], wall_before: float = 0.0) -> CalibrationResult:
     """The lab's own measurements (unless a resumed run has them), the notebooks, the report."""
-    from lab.calibration.report import write_report
 
     watch = Stopwatch()
     failure: CalibrationError | None = None
@@ -359,16 +351,57 @@ def run_session(config: ClusterConfig, options: CalibrationOptions, run_dir: Pat
     return CalibrationResult(run_dir=run_dir, calibration=cal)
 
 
-def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, allow_quick: bool = False) -> Path:
-    """``appendix_b.diff`` for an existing run (the report is re-rendered to link it)."""
-    from lab.calibration.report import write_report
+# ---- resuming a run ------------------------------------------------------------------------
+def unfinished(run_dir: Path | str) -> list[str]:
+    """The notebooks of a run not finished ok (what ``--resume`` would run), in suite order."""
+    path = Path(run_dir) / CALIBRATION_FILE
+    if not path.is_file():
+        raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
+    return [n for n, nb in CalibrationRun.from_file(path).notebooks.items() if nb.status != "ok"]
 
+
+def resume_calibration(config: ClusterConfig, run_dir: Path | str, *, progress: bool = True,
+                       cell_timeout_seconds: float | None = None, notebooks_dir: Path | None = None,
+                       services: ServicesConfig | None = None) -> CalibrationResult:
+    """Run the notebooks of ``run_dir`` not yet finished (interrupted, failed, not run) into the
+    same folder with the run's own mode, parameters and services (outbox, hot window), then
+    assess and report the whole run. ``services`` gives the passwords (never recorded) and, for
+    a run that recorded no services, all of them."""
     run_dir = Path(run_dir)
-    proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
-    cal = write_calibration(run_dir, CalibrationRun.from_file(run_dir / CALIBRATION_FILE).replace(
-        proposal=proposal.path.name))
-    write_report(cal.to_json(), run_dir)
-    return proposal.path
+    if not (run_dir / CALIBRATION_FILE).is_file():
+        raise CalibrationError(f"{run_dir} has no calibration.json: not a calibration run to resume", run_dir=run_dir)
+    cal = CalibrationRun.from_file(run_dir / CALIBRATION_FILE)
+    left = [(n, dict(nb.parameters)) for n, nb in cal.notebooks.items() if nb.status != "ok"]
+    if not left and cal.round_trip is not None:
+        raise CalibrationError(f"nothing to resume: every notebook of run {cal.run_id} finished ok "
+                               f"({', '.join(cal.notebooks) or 'none selected'})", run_dir=run_dir)
+    for name, params in left:  # the notebooks may have changed since: refuse before anything runs
+        nbs.check_parameters(name, params, notebooks_dir or NOTEBOOKS_DIR)
+    constants = (cal.environment.get("parameters") or {}).get("constants_file")
+    options = CalibrationOptions(quick=cal.mode == "quick", results=run_dir.parent, notebooks=tuple(cal.notebooks),
+                                 progress=progress, cell_timeout_seconds=cell_timeout_seconds,
+                                 constants_path=Path(constants) if constants else APPENDIX_B_PATH,
+                                 notebooks_dir=notebooks_dir,
+                                 services=_run_services((cal.environment.get("parameters") or {}).get("services"),
+                                                        services))
+    for name, _ in left:  # an unfinished notebook's partial output would mix with the new one's values
+        folder = inside(run_dir, name, file=str(run_dir / CALIBRATION_FILE), field=f"notebooks.{name}")
+        if folder.resolve().parent != run_dir.resolve():
+            raise CalibrationError(f"{folder} is not a notebook folder of {run_dir}: not removed", run_dir=run_dir)
+        shutil.rmtree(folder, ignore_errors=True)
+    cal = cal.replace(status="running", error=None, finished_at=None, resumed=(*cal.resumed, {
+        "started_at": utc_now_iso(), "notebooks": [n for n, _ in left]}))
+    return run_session(config, options, run_dir, write_calibration(run_dir, cal), left, wall_before=cal.wall_seconds or 0.0)
+
+
+def _run_services(recorded: Mapping[str, Any] | None, given: ServicesConfig | None) -> ServicesConfig | None:
+    """The services a run recorded, with the passwords of ``given`` (``given`` itself when the run
+    recorded none)."""
+    if recorded is None:
+        return given
+    secrets = {k: getattr(given, k) for k in ("kafka_sasl_password", "redis_password")
+               if given is not None and getattr(given, k) is not None}
+    return load_services(flags={**recorded, **secrets}, env={})
 
 
 class _NoBar:

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration.recommendations import ConstantAssessment
+from lab.results.jsonio import write_json
 from lab.results.run_files import Fields, read_run_json
+
+CALIBRATION_FILE = "calibration.json"
 
 SCHEMA_VERSION = 1
 NOTEBOOK_STATUSES = ("pending", "running", "ok", "failed", "interrupted", "not run")
@@ -115,7 +118,7 @@ class CalibrationRun:
     previous_run: str | None = None                 # run folder each constant's agreement is with
     repeat_check: Mapping[str, Any] | None = None   # --repeat-check: the first run and the comparison
     resumed: tuple[Mapping[str, Any], ...] = ()     # each --resume: started_at, the notebooks it ran
-    my_mix: Mapping[str, Any] | None = None         # your mix priced by the capacity notebook (lab.calibration.capacity_inputs)
+    my_mix: Mapping[str, Any] | None = None         # your mix priced by the capacity notebook (lab.calibration.capacity_model.capacity_inputs)
 
     def replace(self, **changes: Any) -> CalibrationRun:
         return dataclasses.replace(self, **changes)
@@ -230,3 +233,9 @@ def _check_error(f: Fields, error: Mapping[str, Any] | None, where: str) -> None
         f.get(error, key, str, where=where)
     for key in ("cell", "cell_index"):
         f.get(error, key, int, where=where)
+
+
+def write_calibration(run_dir: Path, cal: CalibrationRun) -> CalibrationRun:
+    """calibration.json of ``run_dir``, written atomically; returns ``cal``."""
+    write_json(run_dir / CALIBRATION_FILE, cal.to_json())  # atomic: readers never see half a file
+    return cal

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lab.calibration.capacity_model.disk_sizing import project_sizing
+from lab.calibration.recommendations import MEASURES
+from lab.constants import Constants
 from lab.results.html import fmt
 
 # the capacity figures a changed constant moves (§7); the other constants have no term there
@@ -88,8 +91,6 @@ MEASURED_CAPACITY_CONSTANTS = ("b_row_bytes", "lsm_space_amp")  # the §7 factor
 
 
 def _sizing(constants: Any) -> Any:
-    from lab.calibration.disk_sizing import project_sizing
-
     return project_sizing(constants=constants, usable_disk_bytes_per_node=IMPACT_DISK_BYTES_PER_NODE)
 
 
@@ -100,7 +101,6 @@ def impact(name: str, c: Mapping[str, Any], constants: Any = None) -> str:
         return "none on TB or nodes (no term of §7)"
     if name not in MEASURED_CAPACITY_CONSTANTS or c.get("measured") is None:
         return "—"
-    from lab.constants import Constants
 
     constants = constants or Constants.appendix_b()
     now = _sizing(constants.replace(**{name: c["current"]}))
@@ -164,7 +164,6 @@ def shared_caveats(per_constant: Mapping[str, list[str]]) -> tuple[list[str], di
 def measured_first(cal: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """The constants in the report's order: measured first (in the order of
     lab.calibration.recommendations.MEASURES: b_row first), then the observed ones, then the rest."""
-    from lab.calibration.recommendations import MEASURES
 
     order = {m.constant: i for i, m in reversed(list(enumerate(MEASURES)))}
     return sorted((cal.get("constants") or {}).items(),

@@ -9,6 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from lab.calibration.capacity_model.amplification import MAIN_TABLE, step_amplification
+from lab.calibration.capacity_model.row_model import REGRESSORS
+
 FIGSIZE = (12, 4.2)
 LOG_LABEL = " (log scale)"
 SOURCE_COLORS = {"design": "#7f7f7f", "measured": "#1f77b4", "my_mix": "#2ca02c"}
@@ -76,7 +79,6 @@ def b_row_mixes(by_mix: pd.DataFrame, model: Any | None) -> Any | None:
     right: predicted against measured, the held-out profile marked."""
     if by_mix is None or by_mix.empty:
         return None
-    from lab.calibration.row_model import REGRESSORS
 
     fig, axes = _plt().subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
     x = range(len(by_mix))
@@ -291,7 +293,6 @@ def space_amp(series: pd.DataFrame, summary: pd.DataFrame, *, steady_start_day: 
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lab.calibration.amplification import MAIN_TABLE, step_amplification
 
     fig, axes = plt.subplots(1, 2, figsize=FIGSIZE, gridspec_kw={"width_ratios": [3, 2]})
     steps = step_amplification(series)

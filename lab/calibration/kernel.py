@@ -1,4 +1,5 @@
-"""The project's Jupyter kernel: its spec, its installation, and the IPython extension it loads.
+"""The project's Jupyter kernel: its spec, its installation, the IPython extension it loads, and
+importing the notebook tools (papermill, nbformat, nbconvert) without jsonschema's optional IRI grammar.
 
 More: docs/calibration-internals.md.
 """
@@ -10,11 +11,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lab.errors import ConfigError, ConnectError
+
 KERNEL_NAME = "message-store-lab"
 DISPLAY_NAME = f"Message-store lab (Python {sys.version_info.major}.{sys.version_info.minor})"
 PLAIN_KERNEL_NAME = "python3"  # ipykernel's own, kept for tools that ask for it
 EXTENSION = "lab.calibration.kernel"
 _RED, _RESET = "\x1b[0;31m", "\x1b[0m"
+OPTIONAL_GRAMMAR = "rfc3987_syntax"
+
+
+def skip_iri_grammar() -> None:
+    """Mark the optional grammar absent in this process (jsonschema then skips its two format
+    checks), unless something imported it already. Call before importing the notebook tools."""
+    sys.modules.setdefault(OPTIONAL_GRAMMAR, None)
 
 
 def kernel_spec(python: str | None = None) -> dict[str, Any]:
@@ -55,6 +65,4 @@ def _one_line(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset:
 
 
 def load_ipython_extension(shell: Any) -> None:
-    from lab.errors import ConfigError, ConnectError
-
     shell.set_custom_exc((ConnectError, ConfigError), _one_line)

@@ -9,33 +9,32 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
-from lab.calibration.kernel import KERNEL_NAME  # the project's kernel (papermill, JupyterLab)
-from lab.calibration.nbimports import skip_iri_grammar
+from lab.calibration import kernel
+from lab.calibration.kernel import (
+    KERNEL_NAME,  # the project's kernel (papermill, JupyterLab)
+    skip_iri_grammar,
+)
+from lab.calibration.registry import SUITE
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
 from lab.errors import CalibrationError
 from lab.project import NOTEBOOKS_DIR, PROJECT_DIR
+from lab.results.html import markdown
 from lab.results.run_files import read_run_json
 
-# once, before any function here imports papermill, nbformat or nbconvert (lab.calibration.nbimports)
+# once, before any function here imports papermill, nbformat or nbconvert (lab.calibration.kernel)
 skip_iri_grammar()
 
-NOTEBOOKS = ("b_row", "in_limit", "empty_buckets", "twcs_sstables", "space_amp", "grouped_reads", "cpu_cost", "capacity",
-             "model_check")
 VALUES_FILE = "values.json"
 
 # What a notebook reads from the notebooks before it in the same run: parameter -> (notebook
 # whose values.json it is, parameters that make it unnecessary when the caller gives them).
 RUN_INPUTS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
-    "capacity": {"b_row_values": ("b_row", ("b_row_bytes",)), "cpu_values": ("cpu_cost", ()),
-                 "space_amp_values": ("space_amp", ("lsm_space_amp",))},
-    "model_check": {"b_row_values": ("b_row", ("calibration_run",)), "cpu_values": ("cpu_cost", ("calibration_run",)),
-                    "space_amp_values": ("space_amp", ("calibration_run",))},
-}
+    s.name: {param: (i.source, i.unless) for param, i in s.run_inputs.items()} for s in SUITE if s.run_inputs}
 
 
 def with_run_inputs(name: str, params: Mapping[str, Any], run_dir: Path | str, ran: tuple[str, ...] | list[str] |
@@ -144,7 +143,6 @@ def services_parameter(services: ServicesConfig) -> dict[str, Any]:
 def _markdown_outputs_escaped(nb: Any) -> Any:
     """Markdown a cell displayed (the conclusions, which quote names and paths users chose) as the
     HTML report.html shows: rendered with raw HTML escaped, never as the exporter's raw Markdown."""
-    from lab.results.html import markdown
 
     for cell in nb.cells:
         for output in cell.get("outputs", ()):
@@ -158,10 +156,10 @@ def export_html(notebook: Path) -> Path | None:
     """``<notebook>.html`` next to the executed notebook (figures embedded), or None."""
     if not notebook.exists():
         return None
+    import warnings
+
     import nbformat
     from nbconvert import HTMLExporter
-
-    import warnings
 
     with warnings.catch_warnings():  # scrap outputs have no HTML form; nbconvert warns per scrap
         warnings.simplefilter("ignore", UserWarning)
@@ -317,7 +315,6 @@ def ensure_kernel(python: str | None = None) -> Path:
 
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    from lab.calibration import kernel
 
     python = python or sys.executable
     if not kernel.installed(python):

@@ -9,6 +9,8 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lab.calibration.kernel import skip_iri_grammar
+from lab.calibration.registry import SUITE
 from lab.errors import ValidationError
 from lab.project import NOTEBOOKS_DIR
 
@@ -17,35 +19,13 @@ if TYPE_CHECKING:
 
 PRESETS = ("quick", "full")
 
-QUICK_PARAMETERS: dict[str, dict[str, Any]] = {
-    "b_row": {"rows": 2000, "min_repeats": 3, "max_repeats": 8, "target_rel_half_width": 0.10, "budget_seconds": 60,
-              "partition_rows": 1024, "compression_repeats": 1, "fit_rows": 500, "fit_repeats": 2},
-    "in_limit": {"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
-                 "max_rounds": 40, "target_rel_half_width": 0.30, "budget_seconds": 30},
-    "empty_buckets": {"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3,
-                      "max_rounds": 10, "target_rel_half_width": 0.30, "budget_seconds": 20, "hole_messages": 20000},
-    "twcs_sstables": {"record_days": 9, "dedup_hours": 8, "rows_per_interval": 5, "short_ttl_seconds": 10},
-    "grouped_reads": {"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
-    "cpu_cost": {"window_seconds": 3.0, "idle_seconds": 1.5, "min_rounds": 2, "max_rounds": 2, "target_rel_half_width": 0.5,
-                 "budget_seconds": 45, "history_conversations": 5, "history_rows": 200},
-    "space_amp": {"rows_per_day": 30, "seconds_per_day": 1.5, "replicates": 2, "max_batches": 1,
-                  "target_rel_half_width": 0.25, "budget_seconds": 120, "scenarios": ["profile"]},
-    "capacity": {},
-    "model_check": {"sends": 500, "cpu_rounds": 2, "cpu_window_seconds": 4.0, "cpu_idle_seconds": 2.0,
-                    "diagnose_rounds": 0, "sstable_days": 9, "sstable_rows_per_day": 10},
-}
+QUICK_PARAMETERS: dict[str, dict[str, Any]] = {s.name: dict(s.quick) for s in SUITE}
 
-# Seconds per notebook. Full: the budget where a notebook has one plus its fixed parts (a sum of
-# budgets, not a timed run). Quick: measured, one whole `lab calibrate --quick` (docs/measurements.md;
-# QUICK_RUN_WALL_SECONDS in all, with the preflight, environment and round trip).
-FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 600 + 420, "in_limit": 300 + 30, "empty_buckets": 240 + 30, "twcs_sstables": 240,
-    "grouped_reads": 300, "cpu_cost": 720 + 90, "capacity": 10, "space_amp": 900, "model_check": 480,
-}
-QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {
-    "b_row": 96, "in_limit": 20, "empty_buckets": 28, "twcs_sstables": 29, "space_amp": 105, "grouped_reads": 70,
-    "cpu_cost": 83, "capacity": 15, "model_check": 62,
-}
+# Seconds per notebook (lab.calibration.registry): full, the budget plus fixed parts; quick, measured
+# in one whole `lab calibrate --quick` (docs/measurements.md; QUICK_RUN_WALL_SECONDS in all, with the
+# preflight, environment and round trip).
+FULL_RUN_EXPECTED_SECONDS: dict[str, float] = {s.name: s.full_seconds for s in SUITE}
+QUICK_RUN_EXPECTED_SECONDS: dict[str, float] = {s.name: s.quick_seconds for s in SUITE}
 QUICK_RUN_WALL_SECONDS = 517.0
 # Measured: one whole `lab calibrate --full`, every notebook ok (docs/measurements.md).
 FULL_RUN_WALL_SECONDS = 2813.0
@@ -74,8 +54,6 @@ FULL_RUN_DURATION = (f"{minutes(FULL_RUN_WALL_SECONDS)} measured on the lab's 2-
 
 def declared_defaults(notebook: str, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, Any]:
     """The notebook's parameters cell: name -> default value (literals only)."""
-    from lab.calibration.nbimports import skip_iri_grammar
-
     skip_iri_grammar()
     import papermill as pm
 

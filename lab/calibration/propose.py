@@ -11,8 +11,9 @@ from typing import Any
 
 import tomlkit
 
-from lab.calibration.contract import CalibrationRun
+from lab.calibration.contract import CALIBRATION_FILE, CalibrationRun, write_calibration
 from lab.calibration.recommendations import GUARDED_CONSTANTS
+from lab.calibration.report import write_report
 from lab.constants import APPENDIX_B_PATH, read_entries
 from lab.errors import CalibrationError
 
@@ -109,3 +110,14 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
     path = out or run_dir / DIFF_FILE
     path.write_text(header + "\n" + body if body else header)
     return Proposal(path=path, changes=before, skipped=skipped, diff=body)
+
+
+def propose_from(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, allow_quick: bool = False) -> Path:
+    """``appendix_b.diff`` for an existing run (the report is re-rendered to link it)."""
+
+    run_dir = Path(run_dir)
+    proposal = propose(run_dir, constants_path=constants_path, allow_quick=allow_quick)
+    cal = write_calibration(run_dir, CalibrationRun.from_file(run_dir / CALIBRATION_FILE).replace(
+        proposal=proposal.path.name))
+    write_report(cal.to_json(), run_dir)
+    return proposal.path

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-from collections.abc import Mapping
+from typing import Any
 
+from lab.calibration.registry import MEASURES, Measure, Rule
 from lab.constants import Constant
+from lab.results.units import fmt  # the lab's one number formatting
 
 GUARDED_CONSTANTS = frozenset({"message_seq_bucket_width"})
 NOT_MEASURED = "not measured in this run"
-Rule = Literal["interval", "notebook", "report"]
 # relative half-width of the 95 % interval under which a measurement counts as high/medium confidence
 # (when the notebook states no precision target of its own)
 HIGH_CONFIDENCE_REL_HALF_WIDTH = 0.05
@@ -35,71 +36,6 @@ CONFIDENCE_LEGEND: dict[str, tuple[str, str]] = {  # level -> (what it means, ho
                      "again when the machine is quiet"),
     "none": ("not measured in this run", "select its notebook (--notebooks)"),
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Measure:
-    constant: str
-    notebook: str
-    measured: str | None              # key in values.json (None: observed, not measured)
-    rule: Rule
-    ci: tuple[str, str] | None = None  # keys of the 95 % interval
-    recommended: str | None = None     # key of the notebook's own recommendation (rule "notebook")
-    figure: str | None = None          # stem of the PNG behind it (default: the notebook's first figure)
-    what: str = ""                     # how the notebook measured it, for the evidence line
-    observe: tuple[str, ...] = ()      # further value keys quoted in the evidence ({current} = the value now)
-    precision: str | None = None       # key of the notebook's Precision record
-    halves: str | None = None          # key of the notebook's Halves record (recommendation per half)
-    rec_ci: tuple[str, str] | None = None  # keys of the recommendation's own (bootstrap) interval
-
-
-MEASURES: tuple[Measure, ...] = (
-    Measure(constant="b_row_bytes", notebook="b_row", measured="b_row_bytes", rule="interval",
-            ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), figure="b_row", precision="b_row_precision",
-            what="live disk bytes / rows after flush + major compaction, message_record, default compression",
-            observe=("repeats", "rows_per_repeat", "profile")),
-    Measure(constant="batch_read_in_list_limit", notebook="in_limit", measured="recommended_in_limit",
-            rule="notebook", recommended="recommended_in_limit", figure="in_limit",
-            precision="in_limit_precision", halves="in_limit_halves",
-            rec_ci=("recommended_in_limit_ci_low", "recommended_in_limit_ci_high"),
-            what="smallest IN size within 10% of the lowest per-row latency, inside the p99 budget and the server limit",
-            observe=("recommended_p99_ms", "recommended_per_row_us", "lowest_per_row_in_size", "in{current}_p99_ms",
-                     "server_in_limit", "p99_budget_ms", "rounds")),
-    Measure(constant="batch_read_range_min_density", notebook="grouped_reads", measured="recommended_range_min_density",
-            rule="notebook", recommended="recommended_range_min_density", figure="grouped_reads",
-            halves="range_density_halves",
-            rec_ci=("recommended_range_min_density_ci_low", "recommended_range_min_density_ci_high"),
-            what="density of a group's seqs in their span where one range read costs the server (trace time) "
-                 "as much as the IN lists it replaces, over a fully written partition",
-            observe=("density_entries", "density100_range_server_us", "density100_in_server_us",
-                     "density50_range_server_us", "density50_in_server_us")),
-    Measure(constant="history_max_empty_bucket_scan", notebook="empty_buckets", measured="recommended_scan_limit",
-            rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
-            precision="empty_buckets_precision", halves="scan_limit_halves",
-            what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
-            observe=("per_empty_bucket_ms", "per_empty_bucket_ms_ci_low", "per_empty_bucket_ms_ci_high",
-                     "worst_case_page_ms_at_recommended",
-                     "workload_truncated_share_at_recommended", "workload_truncated_share_at_design")),
-    Measure(constant="lsm_space_amp", notebook="space_amp", measured="lsm_space_amp", rule="interval",
-            ci=("lsm_space_amp_ci_low", "lsm_space_amp_ci_high"), figure="space_amp",
-            precision="lsm_space_amp_precision", halves="lsm_space_amp_halves",
-            what="message_record's bytes on disk (each node's files) / live bytes (a major-compacted twin), mean "
-                 "over the steady interval of a simulated period (TTLs and gc_grace in compressed time), the "
-                 "profile's retention mix; halves of the steady interval must agree (stationary)",
-            observe=("lsm_space_amp_peak", "lsm_space_amp_peak_ci_high", "expiring_only_message_record_space_amp_steady",
-                     "never_expiring_share", "steady_start_day", "days", "replicates", "profile")),
-    Measure(constant="message_record_twcs_window_days", notebook="twcs_sstables", measured=None, rule="report",
-            figure="twcs_sstables", what="SSTable counts over simulated days; the window is a policy, not measured",
-            observe=("message_record_w{current}d_sstables", "message_record_w{current}d_predicted_sstables",
-                     "message_record_w{current}d_steady_state_windows", "all_match_prediction")),
-    Measure(constant="client_dedup_twcs_window_hours", notebook="twcs_sstables", measured=None, rule="report",
-            figure="twcs_sstables", what="SSTable counts over simulated hours; the window is a policy, not measured",
-            observe=("client_dedup_w{current}h_sstables", "client_dedup_w{current}h_predicted_sstables",
-                     "client_dedup_w{current}h_steady_state_windows")),
-    Measure(constant="message_seq_bucket_width", notebook="b_row", measured=None, rule="report", figure="b_row",
-            what="guarded: fixed for existing tables; full-partition size at this width reported",
-            observe=("partition_bytes_at_width", "design_partition_bytes")),
-)
 
 
 def number(value: Any) -> float | None:
@@ -149,8 +85,6 @@ def confidence_of(measured: float | None, ci: tuple[float | None, float | None] 
 
 
 def _fmt(value: Any) -> str:
-    from lab.results.units import fmt  # the lab's one number formatting
-
     x = number(value)
     return str(value) if x is None else fmt(int(x) if x.is_integer() else x)
 

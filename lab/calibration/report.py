@@ -11,9 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration import capacity_section
-from lab.calibration.decisions import (agreement_text, caveats, decision, impact, measured_first, precision_text,
-                                      shared_caveats)
+from lab.calibration.decisions import (
+    agreement_text,
+    caveats,
+    decision,
+    impact,
+    measured_first,
+    precision_text,
+    shared_caveats,
+)
+from lab.calibration.presets import FULL_RUN_DURATION
 from lab.calibration.recommendations import CONFIDENCE_LEGEND
+from lab.calibration.round_trip import ROUND_TRIP_PAYLOAD_BYTES
 from lab.results.html import esc, figure, fmt, key_values, markdown, name_html, page, table
 
 REPORT_FILE = "report.html"
@@ -37,8 +46,6 @@ def _interrupted(cal: Mapping[str, Any], run_dir: Path) -> str:
 
 
 def _banner(cal: Mapping[str, Any], run_dir: Path) -> str:
-    from lab.calibration.presets import FULL_RUN_DURATION
-
     status, mode = cal.get("status"), cal.get("mode")
     out = _interrupted(cal, run_dir) if status == "interrupted" else ""
     if status == "failed":
@@ -187,7 +194,6 @@ def _links(cal: Mapping[str, Any]) -> str:
 
 def _round_trip(rt: Mapping[str, Any]) -> str:
     """One row per operation, a header per column and its unit in the header."""
-    from lab.calibration.round_trip import ROUND_TRIP_PAYLOAD_BYTES
 
     if not rt:
         return "<p>Not measured.</p>"

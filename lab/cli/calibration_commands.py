@@ -11,14 +11,21 @@ from typing import Any
 
 import click
 
-from lab.cli.cluster_commands import run_preflight_checks
 from lab.calibration.presets import FULL_RUN_DURATION, QUICK_RUN_DURATION
-from lab.cli.options import (LAB_ERROR_EXIT_CODE, PORT, POSITIVE, SERVICES_FLAGS, cluster_options, home_option,
-                             results_option, services_options)
+from lab.cli.cluster_commands import run_preflight_checks
+from lab.cli.options import (
+    LAB_ERROR_EXIT_CODE,
+    PORT,
+    POSITIVE,
+    SERVICES_FLAGS,
+    cluster_options,
+    home_option,
+    results_option,
+    services_options,
+)
 from lab.cluster.config import ClusterConfig
-from lab.calibration.catalog import KINDS
+from lab.comparison.catalog import KINDS
 from lab.errors import LabError
-
 
 
 def _parse_overrides(items: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -48,7 +55,7 @@ def _my_mix_override(my_mix: str, selected: tuple[str, ...] | None, results: Pat
     """--my-mix NAME|FILE as the capacity notebook's my_mix (a file by its absolute path); an
     unknown mix, or one with no b_row row model to price it (b_row not in this run, none in
     ``results``), is refused here, before anything runs."""
-    from lab.calibration.capacity_inputs import locate_b_row, resolve_mix, row_model_of
+    from lab.calibration.capacity_model.capacity_inputs import locate_b_row, resolve_mix, row_model_of
 
     if selected is not None and "capacity" not in selected:
         raise click.BadParameter("the capacity notebook prices the mix: add capacity to --notebooks",
@@ -161,10 +168,10 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
     the notebook and the folder; --resume RUN_DIR finishes it (with the run's own settings).
     --outbox / --hot-window (LAB_*, the TOML file's [services]) are the notebooks' store
     settings, named in the environment block."""
-    from lab.calibration.calibrate import CalibrationOptions, plan, propose_from as _propose_from, run_calibration
-    from lab.calibration.resume import resume_calibration, unfinished
+    from lab.calibration.calibrate import CalibrationOptions, plan, resume_calibration, run_calibration, unfinished
     from lab.calibration.propose import check_proposable
-    from lab.calibration.repeat_check import run_repeat_check
+    from lab.calibration.propose import propose_from as _propose_from
+    from lab.comparison.repeat_check import run_repeat_check
 
     _stop_on_sigterm()
     if propose_from is not None:
@@ -234,7 +241,7 @@ def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None
     Latencies are tested on per-interval medians (one-second intervals of a load run, rounds of
     a notebook), corrected for autocorrelation and Holm-corrected; each verdict in words ("B
     slower by 25%"). Prints the tables and writes compare-<a>-<b>/index.html."""
-    from lab.calibration.compare import compare_runs, to_text, write_comparison
+    from lab.comparison.compare import compare_runs, to_text, write_comparison
 
     cmp = write_comparison(compare_runs(run_a, run_b, force=force), results or run_a.resolve().parent)
     click.echo(to_text(cmp), nl=False)
@@ -287,7 +294,7 @@ def runs(constant: str | None, plot: Path | None, as_json: bool, kind: str | Non
 
     With --constant NAME, that constant in every run that measured it: value, 95% interval,
     recommendation, confidence and agreement with the previous run (--plot PNG draws it)."""
-    from lab.calibration.catalog import constant_history, list_runs
+    from lab.comparison.catalog import constant_history, list_runs
 
     if constant is None and plot is not None:
         raise click.UsageError("--plot draws one constant: give --constant NAME")

@@ -8,14 +8,13 @@ import contextlib
 import ssl
 import threading
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import (EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResultSet,
-                               Session)
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, ResultSet, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, SimpleStatement
 
@@ -23,6 +22,8 @@ from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import dialect_named
 from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
+from lab.cluster.probe import CQL, NOT_CQL, PROBE_TIMEOUT_SECONDS, SILENT, probe_cql
+from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 from lab.cluster.row_factory import cached_named_tuple_factory, install_uuid_deserializer
 from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, ValidationError
 
@@ -292,7 +293,6 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
 def _open(config: ClusterConfig, *, reactor: str | None = None,
           retry_policy: RetryPolicy | None = None) -> tuple[Cluster, Session]:
     """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
-    from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 
     extra: dict[str, Any] = {}
     connection_class = reactor_class(reactor)
@@ -337,7 +337,6 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
 def _refuse_other_services(config: ClusterConfig, ssl_context: ssl.SSLContext | None) -> None:
     """Before the driver waits out its timeouts: when no contact point answers in CQL and one
     answers otherwise (another service on that port), say so at once (:mod:`lab.cluster.probe`)."""
-    from lab.cluster.probe import CQL, NOT_CQL, PROBE_TIMEOUT_SECONDS, SILENT, probe_cql
 
     seconds = min(PROBE_TIMEOUT_SECONDS, config.connect_timeout_seconds)
     wrong = []

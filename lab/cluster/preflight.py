@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lab.cluster.admin import admin_for
 from lab.cluster.config import ClusterConfig
+from lab.cluster.connection import connect
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 from lab.errors import LabError, LwtUnavailable
 
 STATUSES = ("ok", "warn", "fail")
@@ -60,8 +63,6 @@ def run_preflight(config: ClusterConfig, *, in_list_limit: int | None = None,
                   connection: Any = None, admin: Any = None) -> PreflightReport:
     """Every check against the cluster of ``config``. ``in_list_limit``: the lab's largest IN
     list (appendix B ``batch_read_in_list_limit``), compared with the server's limit."""
-    from lab.cluster.admin import admin_for
-    from lab.cluster.connection import connect
 
     with contextlib.ExitStack() as stack:
         if connection is None:
@@ -225,7 +226,6 @@ def _security(config: ClusterConfig, conn: Any, admin: Any, _limit: Any) -> list
 def _free_disk(config: ClusterConfig, conn: Any, admin: Any, _limit: Any) -> list[Check]:
     """Free bytes under the data folder of each embedded node; a remote node's disk is out of
     reach of CQL, JMX and Scylla's REST API alike."""
-    from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 
     local = {n.address: n for n in EmbeddedCluster(NodeOptions(home=config.lab_home)).running()}
     out = []

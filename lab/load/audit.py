@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
-from collections.abc import Iterable, Mapping, Sequence
+
+from lab.store import MessageType, seq_bucket
 
 ACK_FIELDS = ("phase", "tenant_id", "conversation_id", "conversation_seq", "message_id", "client_message_id",
               "sender_id", "replayed")
@@ -249,8 +251,6 @@ def logged_messages(store: Any, tenant_ids: set[uuid.UUID]) -> list[tuple[uuid.U
 
 
 def _stored(m: Any) -> StoredRow:
-    from lab.store import MessageType
-
     return StoredRow(conversation_seq=m.conversation_seq, message_id=m.message_id,
                      client_message_id=m.client_message_id, sender_id=m.sender_id,
                      control=m.message_type == MessageType.CONTROL)
@@ -271,7 +271,6 @@ def read_conversation(store: Any, tenant_id: uuid.UUID, conversation_id: uuid.UU
 def audit_worker(store: Any, acks: Sequence[Ack], *, log: bool = False) -> AuditResult:
     """Read back every conversation ``acks`` name, with ``store`` (opened on the worker's state);
     ``log``: also check the acks against the store's outbox (:func:`audit_log`)."""
-    from lab.store import seq_bucket
 
     convs: dict[uuid.UUID, uuid.UUID] = {a.conversation_id: a.tenant_id for a in acks}
     rows = {c: read_conversation(store, t, c) for c, t in convs.items()}

@@ -12,23 +12,34 @@ from pathlib import Path
 
 from lab.cluster.config import ClusterConfig
 from lab.cluster.services import ServicesConfig
+from lab.errors import CoordinatorError, LoadError
 from lab.load import load_folders
 from lab.load.audit import AuditResult
-from lab.errors import CoordinatorError, LoadError
 from lab.load.coordinator import PORT_OFFSET, Coordinator, CoordinatorClient
+from lab.load.loader_sizing import driver_name
 from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.locust_run import drive, wait_until_done
 from lab.load.plan import LoadPlan
 from lab.load.processes import Processes, child_env, display_host, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
-from lab.load.loader_sizing import driver_name
 from lab.load.run_monitor import RunMonitor, finish_summary
-from lab.load.runner import (SUMMARY_FILE, LoadOptions, LoadResult, audit_run, build_plan, prepare, seed_workers,
-                             start_metrics, wait_ready, write_t0)
+from lab.load.runner import (
+    SUMMARY_FILE,
+    LoadOptions,
+    LoadResult,
+    audit_run,
+    build_plan,
+    prepare,
+    seed_workers,
+    start_metrics,
+    wait_ready,
+    write_t0,
+)
 from lab.load.summary import AckCounts, ack_counts
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
+from lab.results.environment import git_commit
 from lab.results.jsonio import jsonable, read_json, write_json
 
 DEFAULT_JOIN_TIMEOUT_SECONDS = 600.0   # the workers are started by hand on other machines
@@ -41,8 +52,6 @@ FORWARD_SECONDS = 1.0
 
 
 def _lab_version() -> str | None:
-    from lab.results.environment import git_commit
-
     return git_commit()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.load.verdict import MAX_LOADER_CPU_PERCENT_OF_CORE
+from lab.results.jsonio import write_json
 
 SIZING_FILE = "load-sizing.json"
 MIN_CALLS_TO_LEARN = 20  # fewer calls than this say nothing about the CPU per call
@@ -185,8 +186,6 @@ class SizingBook:
             return None
 
     def put(self, cost: LoaderCost) -> None:
-        from lab.results.jsonio import write_json
-
         data = self._read()
         data[f"{cost.profile}/{cost.driver}"] = cost.to_json()
         self.path.parent.mkdir(parents=True, exist_ok=True)

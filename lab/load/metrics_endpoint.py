@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.errors import ConfigError
 from lab.load.live_counts import LiveCounts
 from lab.measure import summarize_histogram
 
@@ -135,7 +136,6 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         from prometheus_client import CollectorRegistry, start_http_server
 
-        from lab.errors import ConfigError
 
         registry = CollectorRegistry(auto_describe=False)
         registry.register(LoadCollector(self._current))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lab.errors import InvalidState, NotFound
+
 RECALLED = "recalled"
 ALREADY_RECALLED = "already_recalled"
 NOT_FOUND = "not_found"
@@ -17,7 +19,6 @@ _MESSAGE_OPS = frozenset({"edit", "recall", "react", "unreact", "self_reaction"}
 def classify(op: str, result: Any = None, error: BaseException | None = None) -> str | None:
     """The outcome kind of one finished call, or None (a plain success, or a failure when
     ``error`` is set and this returns None)."""
-    from lab.errors import InvalidState, NotFound
 
     if error is not None:
         if op == "edit" and isinstance(error, InvalidState):

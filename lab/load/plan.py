@@ -8,10 +8,10 @@ import dataclasses
 import json
 import tomllib
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
 
 from lab.errors import ConfigError
 from lab.load.pacing import Stage
@@ -260,7 +260,7 @@ class KeyRange:
 
 def message_templates(content_profile: str, *, n: int = 256, seed: int = 0) -> Sequence[Any]:
     """``n`` send requests with the profile's type / size / media / mention / E2EE / retention mix."""
-    from lab.workload import generate, send_requests
+    from lab.workload import generate, send_requests  # here: pandas stays out of the Locust process
 
     workload = generate(content_profile, size=n, seed=seed)
     return tuple(send_requests(workload.messages, seed=seed))

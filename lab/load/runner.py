@@ -8,35 +8,36 @@ import contextlib
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
+from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
 from lab.errors import ConfigError, LoadError
 from lab.load import load_folders
 from lab.load.audit import AuditResult, audit_worker, read_acks
+from lab.load.loader_sizing import driver_name, resolve_processes
 from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.locust_run import drive, wait_until_done
+from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.pacing import Stage, stages_from_steps, staircase
 from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
-from lab.load.processes import (LOCUSTFILE, Processes, WebOptions, child_env, display_host,
-                                free_port, locust_cmd)
-from lab.load.loader_sizing import driver_name, resolve_processes
-from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
+from lab.load.processes import LOCUSTFILE, Processes, WebOptions, child_env, display_host, free_port, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
-from lab.load.templates import build_templates, import_generator_meanwhile
-from lab.load.worker_seed import seed_worker
 from lab.load.summary import LoadSummary
+from lab.load.templates import build_templates, import_generator_meanwhile
 from lab.load.verdict import Limits
+from lab.load.worker_seed import seed_worker
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
+from lab.store import MessageStore
 
 __all__ = ["LoadOptions", "LoadResult", "WebOptions", "run_load", "audit_run", "LOCUSTFILE"]
 
@@ -160,8 +161,6 @@ def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers
 def prepare(config: ClusterConfig, options: LoadOptions, progress: LoadProgress = NO_PROGRESS, *,
             services: ServicesConfig | None = None) -> tuple[load_folders.LoadFolder, dict[str, Any]]:
     """Check the options, reach the cluster and create the schema: all before any folder is made."""
-    from lab.cluster.connection import connect
-    from lab.store import MessageStore
 
     load_profile(options.profile)  # an unknown profile fails here
     options.user_count()
@@ -349,7 +348,6 @@ def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] 
               services: ServicesConfig | None = None) -> AuditResult:
     """Read back every worker's acked sends with a store opened on that worker's state and the run's
     services, and check them against the outbox (the local log of the worker, or the Kafka topic)."""
-    from lab.store import MessageStore
 
     total = AuditResult()
     for i in indexes if indexes is not None else range(plan.workers):

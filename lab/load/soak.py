@@ -16,18 +16,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.project import RESULTS_DIR
+from lab.cluster.config import ClusterConfig
+from lab.cluster.connection import connect
+from lab.cluster.services import ServicesConfig
+from lab.errors import ClusterError, InvalidState, LabError, ValidationError
 from lab.load.audit import Ack, audit_worker
 from lab.load.soak_checks import edits_lost, recalls_lost
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
-from lab.cluster.config import ClusterConfig
-from lab.cluster.services import ServicesConfig
-from lab.errors import ClusterError, InvalidState, LabError, ValidationError
 from lab.measure import Stopwatch, client_gc, utc_now_iso
+from lab.project import RESULTS_DIR
 from lab.results.environment import environment
 from lab.results.jsonio import jsonable, write_json
 from lab.results.run_folders import new_run_dir
-from lab.store import SendAck, SendRequest
+from lab.store import BatchEntry, MessageStore, SendAck, SendRequest
 
 __all__ = ["DEFAULT_MIX", "SOAK_OPERATIONS", "Soak", "SoakAudit", "SoakOptions", "SoakResult", "SoakSummary",
            "SoakTotals", "run_soak"]
@@ -275,8 +276,6 @@ class Soak:
             self.store.history(self.tenant_id, conversation, anchor=page.next_anchor)
 
     def _batch_read(self, rng: random.Random) -> None:
-        from lab.store import BatchEntry
-
         with self._lock:
             picks = rng.sample(self._sent, min(len(self._sent), BATCH_ENTRIES))
         entries = [BatchEntry(conversation_id=s.request.conversation_id, conversation_seq=s.ack.conversation_seq,
@@ -403,8 +402,6 @@ def run_soak(config: ClusterConfig, options: SoakOptions, *,
     """Open a store on ``config`` (schema created if missing) with ``services`` (its outbox; the
     Redis hot window in archiver mode: ServicesConfig.store_options), soak it, write summary.json."""
     services = services if services is not None else ServicesConfig()
-    from lab.cluster.connection import connect
-    from lab.store import MessageStore
 
     # an unreachable cluster fails at connect, before a run folder exists; the caller's GC as it was, after
     with client_gc.restored(), connect(config) as conn:

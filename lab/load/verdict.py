@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.measure import fit_linear
+
 VALID = "valid"
 LOADER_BOUND = "loader-bound"
 MAX_LOADER_CPU_PERCENT_OF_CORE = 70.0
@@ -120,7 +122,6 @@ def lag_trend(series: Sequence[tuple[float, float]], window_seconds: float) -> L
     mean = sum(v for _, v in pts) / len(pts)
     if len(pts) < MIN_LAG_POINTS or len({t for t, _ in pts}) < 3:
         return LagTrend(points=len(pts), mean_ms=mean)
-    from lab.measure import fit_linear
 
     fit = fit_linear([[1.0, t] for t, _ in pts], [v for _, v in pts], ("intercept", "slope"))
     span = window_seconds if window_seconds > 0 else (max(t for t, _ in pts) - min(t for t, _ in pts))

@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
+from lab.cluster.services import ServicesConfig
 from lab.load.audit import Ack, AckLog
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan
 from lab.load.templates import build_templates
+from lab.store import MessageStore
 
 SEED_THREADS = 16
 
@@ -21,8 +23,6 @@ SEED_THREADS = 16
 def seed_worker(config: ClusterConfig, plan: LoadPlan, *, services: Any = None) -> int:
     """Send the worker's seed conversations through the store (with the run's services,
     ServicesConfig.store_options); acks go to its ack log."""
-    from lab.cluster.services import ServicesConfig
-    from lab.store import MessageStore
 
     keys = KeyRange(plan.run_id, plan.worker_index, SEED_SHAPES[plan.seed_size])
     shape = keys.shape

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 
 GIT_TIMEOUT_SECONDS = 10
 
@@ -98,8 +99,6 @@ class Environment:
 
 
 def _embedded_state(config: ClusterConfig) -> Any:
-    from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
-
     try:
         state = EmbeddedCluster(NodeOptions(home=config.lab_home)).read_state()
     except (OSError, ValueError):  # no or unreadable state: not the embedded node, as far as we know

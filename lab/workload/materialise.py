@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store import MessageType, RetentionClass
+from lab.store import (
+    MediaMetadata,
+    MentionTargets,
+    Message,
+    MessageType,
+    RetentionClass,
+    SendRequest,  # type: ignore[attr-defined]
+    compose_message_id,
+)
 from lab.workload.synthesis import MEDIA_TYPES, entity_uuid
 
 BLURHASH_CHARS = 28
@@ -54,7 +62,6 @@ def media_for(row: Any) -> Any:
     mtype = int(_get(row, "message_type"))
     if mtype not in [int(t) for t in MEDIA_TYPES] or bool(_get(row, "e2ee")):
         return None
-    from lab.store import MediaMetadata
 
     rng = _row_rng(row, 2)
     thumb_n = int(_get(row, "thumbnail_bytes"))
@@ -74,7 +81,6 @@ def mentions_for(row: Any, seed: int) -> Any:
     count, at_all = int(_get(row, "mention_count")), bool(_get(row, "mention_all"))
     if count == 0 and not at_all:
         return None
-    from lab.store import MentionTargets
 
     rng = _row_rng(row, 3)
     members, sender = int(_get(row, "members")), int(_get(row, "sender_member"))
@@ -90,7 +96,6 @@ def _optional_int(value: Any) -> int | None:
 def to_message(row: Any, *, seed: int, message_id: int | None = None, node_id: int = 1) -> Any:
     """A ``lab.store.rows.records.Message`` at the row's own coordinates (bulk loads that bypass the
     write path: the archiver's shape). message_id defaults to (created_at, node, row)."""
-    from lab.store import Message, compose_message_id
 
     mid = message_id if message_id is not None else compose_message_id(
         time_ms=int(_get(row, "created_at_ms")), node_id=node_id, counter=int(_get(row, "row")))
@@ -110,7 +115,6 @@ def to_message(row: Any, *, seed: int, message_id: int | None = None, node_id: i
 
 def to_send_request(row: Any, *, seed: int) -> Any:
     """A ``lab.store.SendRequest`` for the row (the store allocates conversation_seq)."""
-    from lab.store import SendRequest  # type: ignore[attr-defined]
 
     custom = _get(row, "custom_type")
     return SendRequest(

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from lab.calibration.calibrate import CalibrationOptions, run_calibration
-from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.calibration.recommendations import MEASURES, NOT_MEASURED
-from lab.calibration.notebooks import NOTEBOOKS
-from lab.project import PROJECT_DIR
+from lab.calibration.registry import NOTEBOOKS
+from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
+from lab.project import PROJECT_DIR
 from lab.results.jsonio import jsonable
 
 pytestmark = pytest.mark.node

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.calibration.row_model import REGRESSORS, fit_row_model
+from lab.calibration.capacity_model.row_model import REGRESSORS, fit_row_model
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibration.predictions import TARGETS, table_totals
+from lab.calibration.capacity_model.prediction_check import TARGETS, table_totals
 from lab.constants import load_constants
 
 pytestmark = pytest.mark.node

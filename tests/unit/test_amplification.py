@@ -1,4 +1,4 @@
-"""Space amplification's arithmetic (lab.calibration.amplification): compressed time, the steady
+"""Space amplification's arithmetic (lab.calibration.capacity_model.amplification): compressed time, the steady
 interval, the per-replicate figures, stationarity and the disk reader's file sums."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from lab.calibration.amplification import (DAY_S, TimeScale, arrivals, halves_of, per_replicate, retention_mix,
+from lab.calibration.capacity_model.amplification import (DAY_S, TimeScale, arrivals, halves_of, per_replicate, retention_mix,
                                            scenario_profile, steady_rows, steady_start_day, summarize_tables)
 from lab.constants import load_constants
 from lab.errors import ConfigError

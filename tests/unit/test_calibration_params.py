@@ -68,8 +68,9 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
     import nbformat
     import papermill as pm
 
-    from lab.calibration.notebooks import NOTEBOOKS, notebook_path
+    from lab.calibration.notebooks import notebook_path
     from lab.calibration.presets import QUICK_PARAMETERS
+    from lab.calibration.registry import NOTEBOOKS
 
     for name in NOTEBOOKS:
         path = notebook_path(name)
@@ -82,7 +83,7 @@ def test_every_parameter_line_of_every_notebook_is_one_papermill_can_read():
 def test_a_resumed_run_takes_the_services_it_recorded_with_todays_passwords():
     """--resume runs the rest of a run on the outbox and hot window it started with (recorded in
     calibration.json without secrets); the passwords come from LAB_* / the file at resume time."""
-    from lab.calibration.resume import _run_services
+    from lab.calibration.calibrate import _run_services
     from lab.calibration.notebooks import services_parameter
     from lab.cluster.services import ServicesConfig
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.calibration import capacity_inputs as ci
+from lab.calibration.capacity_model import capacity_inputs as ci
 from lab.calibration.experiments import capacity
-from lab.calibration.row_model import REGRESSORS, fit_row_model
+from lab.calibration.capacity_model.row_model import REGRESSORS, fit_row_model
 from lab.constants import Constants
 from lab.errors import CalibrationError, ConfigError, ValidationError
 

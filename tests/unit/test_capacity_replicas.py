@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.calibration.disk_sizing import resident_bytes
+from lab.calibration.capacity_model.disk_sizing import resident_bytes
 from lab.calibration.experiments import capacity
 from lab.constants import Constants
 

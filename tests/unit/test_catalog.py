@@ -13,7 +13,7 @@ from lab.calibration.recommendations import assess
 from lab.cli import main
 from lab.constants import read_entries
 from lab.errors import ValidationError
-from lab.calibration.catalog import constant_history, list_runs
+from lab.comparison.catalog import constant_history, list_runs
 
 B_ROW_VALUES = {"profile": "chat_mix", "repeats": 4, "rows_per_repeat": 2000}
 

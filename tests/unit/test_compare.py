@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lab.measure.hdr import LatencyRecorder, summarize
-from lab.calibration.compare import compare_runs, to_html, to_text
+from lab.comparison.compare import compare_runs, to_html, to_text
 
 
 def _load_run(folder: Path, latencies_us: dict[str, list[list[int]]], *, fixed_rate: bool = False) -> Path:

@@ -32,7 +32,7 @@ def test_every_constant_comes_from_the_file_with_its_type():
 
 def test_module_defaults_are_the_files_values():
     """The modules that take appendix B as default arguments read it from the file."""
-    from lab.calibration import disk_sizing
+    from lab.calibration.capacity_model import disk_sizing
     from lab.store.rows import ids, media, retention
 
     c = Constants.appendix_b()

@@ -1,4 +1,4 @@
-"""The CPU side of capacity (lab.calibration.cpu_sizing, the capacity notebook's CPU part):
+"""The CPU side of capacity (lab.calibration.capacity_model.cpu_sizing, the capacity notebook's CPU part):
 cores and nodes from CPU per operation, the replica scaling, which of CPU and disk binds."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lab.calibration.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, costs_from_values, cpu_sizing
+from lab.calibration.capacity_model.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, costs_from_values, cpu_sizing
 from lab.constants import Constants
 from lab.errors import ValidationError
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from lab.calibration.disk_sizing import (
+from lab.calibration.capacity_model.disk_sizing import (
     SizingProjection,
     partition_bytes,
     project_sizing,

@@ -72,7 +72,7 @@ def test_axes_are_linear_unless_a_log_axis_says_so():
 
 
 def test_constant_history_draws_each_run_with_its_interval():
-    from lab.calibration.catalog import HistoryPoint, MeasuredConstant
+    from lab.comparison.catalog import HistoryPoint, MeasuredConstant
 
     points = [HistoryPoint(run_id=f"r{i}", started=f"2026-12-0{i + 1}T00:00:00", mode=mode, server="cassandra",
                            value=MeasuredConstant(measured=v, unit="B", confidence=conf, ci_low=v - 20, ci_high=v + 20))
@@ -257,7 +257,7 @@ def _series():
 
 
 def test_space_amp_draws_the_period_and_the_tables(tmp_path):
-    from lab.calibration.amplification import per_replicate, summarize_tables
+    from lab.calibration.capacity_model.amplification import per_replicate, summarize_tables
 
     series = _series()
     series["sstables"] = 2

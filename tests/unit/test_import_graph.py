@@ -21,6 +21,7 @@ LAYERS = (
     ("lab.workload",),
     ("lab.load",),
     ("lab.calibration", "lab.bench"),
+    ("lab.comparison",),
     ("lab.cli",),
 )
 LAYER = {package: i for i, layer in enumerate(LAYERS) for package in layer}

@@ -84,7 +84,8 @@ def test_the_pool_is_a_parameter_of_the_model_check_sized_by_default():
 
 def test_the_conclusion_says_the_pool_and_the_loader_bound_windows_left_out():
     from lab.calibration.experiments import model_check
-    from lab.calibration.predictions import Check, Inputs
+    from lab.calibration.capacity_model.predictions import Inputs
+    from lab.calibration.capacity_model.prediction_check import Check
 
     inputs = Inputs(source="run-x", rows_per_repeat=None, row_model=None, fitted_mixes=(), per_row_bytes={},
                     head_bytes_per_conversation=None, head_sstable_bytes=None, cpu_costs=None)

@@ -13,7 +13,8 @@ import nbformat
 import pytest
 
 from lab.calibration import kernel
-from lab.calibration.notebooks import NOTEBOOKS, KERNEL_NAME, ensure_kernel, run_notebook
+from lab.calibration.notebooks import KERNEL_NAME, ensure_kernel, run_notebook
+from lab.calibration.registry import NOTEBOOKS
 from lab.cluster.config import ClusterConfig
 from lab.errors import CalibrationError
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.calibration.notebooks import NOTEBOOKS, run_notebook
+from lab.calibration.notebooks import run_notebook
+from lab.calibration.registry import NOTEBOOKS
 from lab.errors import CalibrationError
 
 
@@ -79,7 +80,7 @@ def test_the_kernel_is_killed_once_every_cell_has_run_not_left_to_exit(tmp_path)
 def test_the_notebook_tools_load_without_jsonschemas_iri_grammar():
     """Reading a notebook's parameters (papermill), exporting HTML (nbconvert) and validating
     (nbformat) work without importing rfc3987_syntax, whose grammar took 6-10 s to build at import
-    (lab.calibration.nbimports). In a child process: this one may have imported it already."""
+    (lab.calibration.kernel). In a child process: this one may have imported it already."""
     import subprocess
     import sys
 

@@ -1,14 +1,15 @@
-"""The model check's arithmetic (lab.calibration.predictions): what the calibration's constants
+"""The model check's arithmetic (lab.calibration.capacity_model.predictions): what the calibration's constants
 predict for disk, CPU and SSTables, and how a prediction is judged against a measurement."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from lab.calibration.cpu_sizing import cpu_sizing
-from lab.calibration.predictions import (Check, Inputs, cpu_diagnosis, disk_checks, inputs_from_values,
-                                         operation_sequence, predict_cpu, predict_disk, predict_sstables)
-from lab.calibration.row_model import RowModel
+from lab.calibration.capacity_model.cpu_sizing import cpu_sizing
+from lab.calibration.capacity_model.predictions import (Inputs, cpu_diagnosis, inputs_from_values, operation_sequence,
+                                                        predict_cpu, predict_disk, predict_sstables)
+from lab.calibration.capacity_model.prediction_check import Check, disk_checks
+from lab.calibration.capacity_model.row_model import RowModel
 from lab.errors import ValidationError
 from lab.measure import LinearFit
 

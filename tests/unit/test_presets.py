@@ -6,9 +6,16 @@ import nbformat
 import pytest
 
 from lab.calibration.experiments.common import Output
-from lab.calibration.notebooks import NOTEBOOKS, notebook_path
-from lab.calibration.presets import (FULL_RUN_EXPECTED_SECONDS, QUICK_PARAMETERS, QUICK_RUN_EXPECTED_SECONDS,
-                                     apply_preset, declared_defaults, expected_seconds)
+from lab.calibration.notebooks import notebook_path
+from lab.calibration.presets import (
+    FULL_RUN_EXPECTED_SECONDS,
+    QUICK_PARAMETERS,
+    QUICK_RUN_EXPECTED_SECONDS,
+    apply_preset,
+    declared_defaults,
+    expected_seconds,
+)
+from lab.calibration.registry import NOTEBOOKS
 from lab.errors import ValidationError
 
 

@@ -1,5 +1,5 @@
 """b_row for any mix: least squares with intervals (lab.measure.regression) and the row model
-(lab.calibration.row_model): composition of workload rows, the fit, the held-out check, a
+(lab.calibration.capacity_model.row_model): composition of workload rows, the fit, the held-out check, a
 mix priced that was never generated."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lab.calibration.row_model import (COEFFICIENTS, DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model,
+from lab.calibration.capacity_model.row_model import (COEFFICIENTS, DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model,
                                        mix_profile)
 from lab.errors import ValidationError
 from lab.measure import LinearFit, fit_linear

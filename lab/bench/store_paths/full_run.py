@@ -14,17 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
 from lab.bench.store_paths.grouped_vs_naive import bench_grouped
 from lab.bench.store_paths.history_page import bench_history
 from lab.bench.store_paths.output import write_chart, write_csv
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import BenchRun, Log
-from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
 from lab.bench.store_paths.seeded_rows import seed_history, seed_shapes
 from lab.bench.store_paths.send_throughput import bench_send
+from lab.cluster.admin import admin_for
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import Connection, connect
 from lab.cluster.services import ServicesConfig
+from lab.errors import LabError
 from lab.measure import Stopwatch, client_gc, utc_now_iso
 from lab.project import RESULTS_DIR
 from lab.results.environment import environment, loadavg
@@ -64,8 +66,6 @@ def _phase(timings: dict[str, float], name: str) -> Iterator[None]:
 def _flush(config: ClusterConfig, conn: Connection, keyspace: str) -> bool | str:
     """Memtables to SSTables before the reads (through the admin adapter); a failure is recorded,
     not fatal: the reads then come partly from memtables, which the report says."""
-    from lab.cluster.admin import admin_for
-    from lab.errors import LabError
 
     admin = admin_for(config, conn)
     try:

@@ -16,7 +16,7 @@ from lab.bench.store_paths.recording import Method, MethodResult
 from lab.bench.store_paths.redis_cost import PING_COMMANDS, PUT_COMMANDS, PhaseCost, costed
 from lab.cluster.services import ServicesConfig
 from lab.measure import now_ns, timed
-from lab.store import EncodedRecord, MessageType, wall_clock_ms
+from lab.store import EncodedRecord, HotWindow, MessagePayload, MessageType, OutboxRecord, open_outbox, wall_clock_ms
 
 __all__ = ["outbox_primitives"]
 
@@ -51,7 +51,6 @@ def outbox_primitives(services: ServicesConfig, kafka: ServicesConfig, keyspace:
     """The outbox append and the hot-window write alone, and the bare Redis round trip (the
     control), on instances of their own; the hot window's keys of ``keyspace`` are deleted after.
     Returns each primitive's latencies, and each Redis phase's cost (by the primitive's name)."""
-    from lab.store import HotWindow, MessagePayload, OutboxRecord, open_outbox
 
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     # what the commit path logs and writes to the hot window: a whole record with a body of body_bytes

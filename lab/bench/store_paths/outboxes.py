@@ -14,22 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.bench.store_paths.outbox_primitives import outbox_primitives
 from lab.bench.store_paths.recording import Log, Method, MethodResult
 from lab.bench.store_paths.redis_cost import HotWindowCost, PhaseCost
-from lab.bench.store_paths.bench_report import RATIO_DIGITS
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
-from lab.results import units
-from lab.measure import Stopwatch, a_over_b, now_ns, timed
+from lab.measure import Stopwatch, a_over_b, client_gc, now_ns, timed
 from lab.project import RESULTS_DIR
-from lab.measure import client_gc
+from lab.results import units
 from lab.results.environment import environment, loadavg
 from lab.results.jsonio import write_json
 from lab.results.run_folders import new_run_dir
 from lab.results.scratch import scratch_keyspace
-from lab.store import MessageStore, SendRequest
+from lab.store import HotWindow, MessageStore, SendRequest
 
 __all__ = ["OutboxBenchParams", "OutboxBenchReport", "OutboxBenchResult", "run_outbox_bench"]
 
@@ -315,8 +314,6 @@ def _sends(methods: list[_Outbox], params: OutboxBenchParams, pool: ThreadPoolEx
 
 
 def _hot_window_reachable(services: ServicesConfig, keyspace: str) -> bool:
-    from lab.store import HotWindow
-
     try:
         HotWindow.open(services, namespace=keyspace, window_days=1).close()
         return True

@@ -20,12 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths import flamegraph
+from lab.bench.store_paths.floors import send_floor_calls
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import BenchRun
-from lab.cluster.config import ClusterConfig
+from lab.bench.store_paths.seeded_rows import seed_conversation
+from lab.cluster.config import ClusterConfig, load_config
+from lab.cluster.connection import connect
 from lab.errors import BenchError, ConfigError
+from lab.load.processes import config_env
 from lab.measure import Stopwatch, client_gc, now_ns, percentile
 from lab.measure.timing import NS_PER_MS, NS_PER_SECOND
+from lab.results.scratch import scratch_keyspace
+from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, SendRequest
 
 MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
 GROUPED_SHAPES = {"grouped_1x500": (1, 500), "grouped_20x5": (20, 5)}  # conversations x messages
@@ -102,7 +108,6 @@ def pyspy_path() -> Path:
 def child_env(config: ClusterConfig) -> dict[str, str]:
     """The workload process's environment: the cluster as ``LAB_*`` variables (the password
     only there, as for the load processes), nothing else of the caller's ``LAB_*``."""
-    from lab.load.processes import config_env
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAB_")}
     env.update(config_env(config))
@@ -209,10 +214,6 @@ def frame_name(frame: str) -> str:
 
 @contextmanager
 def _scratch_store(config: ClusterConfig) -> Iterator[Any]:
-    from lab.cluster.connection import connect
-    from lab.results.scratch import scratch_keyspace
-    from lab.store import MessageStore
-
     with connect(config) as conn, scratch_keyspace(conn, "prof", create=False) as keyspace, \
             tempfile.TemporaryDirectory(prefix="lab-profile-") as state_dir, \
             MessageStore.open(config.replace(keyspace=keyspace), state_dir=state_dir, connection=conn) as store:
@@ -248,9 +249,6 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
          gc_mode: str = client_gc.DEFAULT_CLIENT_GC) -> tuple[str, str]:
     """Run one workload for ``seconds`` on a scratch keyspace (dropped at the end): (its
     keyspace, its one-line report). ``gc_mode`` is applied once its set-up is done, before its clock."""
-    from lab.bench.store_paths.floors import send_floor_calls
-    from lab.bench.store_paths.seeded_rows import seed_conversation
-    from lab.store import BatchEntry, SendRequest
 
     with _scratch_store(config) as (store, keyspace):
         run = BenchRun(store, BenchParams(), None, lambda _m: None)
@@ -308,7 +306,6 @@ def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int
     """Wall time of one grouped batch against the CQL it issues: ``batch_read`` vs the same
     statements executed raw (``store.prepare_raw`` + ``execute_concurrent``, rows fetched and not
     decoded), the record statements alone, and the naive point reads; p50 and min per side."""
-    from lab.store import MESSAGE_RECORD_COLUMNS
 
     width = store.constants.message_seq_bucket_width
     groups = collections.defaultdict(list)
@@ -352,7 +349,6 @@ def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int
 def _child(argv: list[str] | None = None) -> None:
     """The workload process py-spy starts: the cluster comes from the ``LAB_*`` variables
     :func:`child_env` set."""
-    from lab.cluster.config import load_config
 
     ap = argparse.ArgumentParser(prog=f"python -m {__name__}")
     ap.add_argument("mode", choices=MODES)

@@ -5,7 +5,6 @@ More: docs/calibration-internals.md.
 from __future__ import annotations
 
 import math
-
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -13,13 +12,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.errors import LabError
-from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.capacity_model.row_model import (
+    DESIGN_MIXES,
+    REGRESSORS,
+    RowModel,
+    composition,
+    fit_row_model,
+    mix_profile,
+)
+from lab.calibration.experiments.common import RecordLoader, Testbed, scratch_name, scratch_store, single_partition_rows
 from lab.calibration.precision import Precision, sample_until
-from lab.calibration.row_model import DESIGN_MIXES, REGRESSORS, RowModel, composition, fit_row_model, mix_profile
+from lab.cluster.tracing import traced
+from lab.errors import LabError
 from lab.measure import a_over_b, mean_ci, relative_half_width, sample_std
 from lab.results.jsonio import flatten
+from lab.workload import generate
 
 TABLES = ("message_record", "message_index", "client_dedup")
 # compression settings by name ("lz4" is both servers' default); the options are the dialect's
@@ -163,7 +170,6 @@ def _measure(testbed: Testbed, keyspace: str, tables: tuple[str, ...], *, flush:
 def _trace_partition(testbed: Testbed, keyspace: str, part: pd.DataFrame) -> tuple[int, int]:
     """(live rows, tombstone cells) a traced read of the whole partition reports: a write path
     that binds None for absent columns writes one tombstone cell per null column and row."""
-    from lab.cluster.tracing import traced
 
     stmt = testbed.connection.prepare(testbed.connection.dialect.sstable_read(
         f"SELECT * FROM {keyspace}.message_record WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ?"))

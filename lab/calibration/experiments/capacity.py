@@ -12,15 +12,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.capacity_inputs import (MIX_ROWS, Located, MixPrice, input_confidence, locate_b_row, locate_cpu,
-                                             price, resolve_mix, row_model_of)
-
-from lab.calibration.cpu_sizing import (DEFAULT_CORES_PER_NODE, DEFAULT_OPERATIONS_PER_MESSAGE, DEFAULT_PEAK_FACTOR,
-                                          DEFAULT_TARGET_CPU_UTILIZATION, costs_from_values, cpu_sizing)
-from lab.calibration.disk_sizing import (BYTES_PER_TB, DEFAULT_MESSAGES_PER_CONVERSATION_DAY, DEFAULT_TARGET_UTILIZATION,
-                        DEFAULT_TIERS_MESSAGES_PER_DAY, project_sizing, resident_bytes)
-from lab.results.jsonio import flatten
+from lab.calibration.capacity_model.capacity_inputs import (
+    MIX_ROWS,
+    Located,
+    MixPrice,
+    input_confidence,
+    locate_b_row,
+    locate_cpu,
+    price,
+    resolve_mix,
+    row_model_of,
+)
+from lab.calibration.capacity_model.cpu_sizing import (
+    DEFAULT_CORES_PER_NODE,
+    DEFAULT_OPERATIONS_PER_MESSAGE,
+    DEFAULT_PEAK_FACTOR,
+    DEFAULT_TARGET_CPU_UTILIZATION,
+    costs_from_values,
+    cpu_sizing,
+)
+from lab.calibration.capacity_model.disk_sizing import (
+    BYTES_PER_TB,
+    DEFAULT_MESSAGES_PER_CONVERSATION_DAY,
+    DEFAULT_TARGET_UTILIZATION,
+    DEFAULT_TIERS_MESSAGES_PER_DAY,
+    project_sizing,
+    resident_bytes,
+)
 from lab.results.html import md_code, md_text
+from lab.results.jsonio import flatten
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.cluster.admin import admin_for
 from lab.cluster.config import ClusterConfig, load_config
+from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig, load_services
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
@@ -30,6 +32,8 @@ from lab.project import RESULTS_DIR
 from lab.results import scratch
 from lab.results.jsonio import jsonable, write_json
 from lab.results.run_folders import new_run_dir
+from lab.store import FULL_TTL, STAMP_NOW, MessageStore, minted_message_id, wall_clock_ms
+from lab.workload import to_message
 
 VALUES_FILE = "values.json"
 DEFAULT_LOAD_CONCURRENCY = 64
@@ -192,9 +196,6 @@ class Testbed:
 
 @contextlib.contextmanager
 def open_testbed(config: ClusterConfig, services: ServicesConfig | None = None) -> Iterator[Testbed]:
-    from lab.cluster.admin import admin_for
-    from lab.cluster.connection import connect
-
     conn = connect(config)
     try:
         testbed = Testbed(config=config, connection=conn, admin=admin_for(config, conn),
@@ -228,7 +229,6 @@ def scratch_store(testbed: Testbed, keyspace: str, *, constants: Constants | Non
     ``tables``: only these, each a :class:`lab.store.TableSpec` (the design's, changed) with the
     option text its DDL adds; the store's other tables are not created (an experiment that
     writes three of them saves the schema changes of the rest)."""
-    from lab.store import MessageStore
 
     with contextlib.ExitStack() as stack:
         if state_dir is None:
@@ -284,8 +284,6 @@ class RecordLoader:
 
     def load(self, messages: pd.DataFrame, *, seed: int, show_progress: bool = False, desc: str = "load") -> int:
         """Write every row, each stamped with its own write time; returns the number written."""
-        from lab.store import FULL_TTL, STAMP_NOW, minted_message_id, wall_clock_ms
-        from lab.workload import to_message
 
         rows = messages.to_dict("records")
         draw = random.Random(seed).getrandbits

@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, scratch_name, scratch_store, single_partition_rows
-from lab.calibration.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
+from lab.calibration.capacity_model.cpu_sizing import SCYLLA_SIMPLE_OPS_PER_CORE_SECOND, WRITE_OPERATIONS
+from lab.calibration.experiments.common import (
+    RecordLoader,
+    Testbed,
+    TimedParams,
+    scratch_name,
+    scratch_store,
+    single_partition_rows,
+)
+from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
 from lab.calibration.precision import Precision, sample_until
 from lab.cluster.admin.server_cpu import cpu_seconds_between
 from lab.errors import ValidationError
@@ -27,8 +35,9 @@ from lab.measure import Stopwatch, median_ci, percentile, relative_half_width, s
 from lab.measure.hdr import OpStats
 from lab.measure.process_cpu import CpuMeter
 from lab.measure.stats import TOO_FEW_ROUNDS
-from lab.workload import generate, to_send_request
 from lab.results.jsonio import flatten
+from lab.store import HeadUpdate, compose_message_id
+from lab.workload import generate, to_send_request
 
 OPERATIONS = ("send", "history_latest", "history_older", "batch_s1_group", "batch_s1_dm", "react")
 # High enough that a window's CPU stands out of a shared node's background (0.01 cores quiet,
@@ -123,9 +132,6 @@ class _Dataset:
 
 
 def _seed(store: Any, params: Params, constants: Any) -> _Dataset:
-    from lab.calibration.experiments.grouped_reads import _entries, s1_conversations
-    from lab.store import HeadUpdate, compose_message_id
-
     width = constants.message_seq_bucket_width
     sends_needed = int(params.rate("send") * params.window_seconds * params.max_rounds) + 10
     wl = generate(params.profile, size=max(sends_needed, 400), seed=params.seed, bucket_width=width).messages

@@ -14,13 +14,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.store import compose_message_id
-from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import (
+    RecordLoader,
+    Testbed,
+    TimedParams,
+    progress,
+    scratch_name,
+    scratch_store,
+    single_partition_rows,
+)
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 from lab.measure.process_cpu import CpuMeter
 from lab.results.jsonio import flatten
+from lab.store import HeadUpdate, MessageStore, compose_message_id
+from lab.workload import generate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,8 +153,6 @@ def _by_rounds(pages: pd.DataFrame, rounds: np.ndarray | list[int]) -> pd.DataFr
 
 
 def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
-    from lab.store import HeadUpdate, MessageStore
-
     width = constants.message_seq_bucket_width
     base = generate(params.profile, size=max(200, params.rows_oldest + params.rows_newest + 10),
                     seed=params.seed, bucket_width=width).messages

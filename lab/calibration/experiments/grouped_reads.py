@@ -5,23 +5,31 @@ More: docs/calibration-internals.md.
 from __future__ import annotations
 
 import math
-
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
-from lab.errors import CalibrationError
-from lab.store import MESSAGE_RECORD_COLUMNS
-from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, progress, scratch_name, scratch_store, single_partition_rows
+from lab.calibration.experiments.common import (
+    RecordLoader,
+    Testbed,
+    TimedParams,
+    progress,
+    scratch_name,
+    scratch_store,
+    single_partition_rows,
+)
 from lab.calibration.precision import Halves, halves
+from lab.cluster.tracing import traced
+from lab.errors import CalibrationError
 from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
 from lab.measure.process_cpu import CpuMeter
 from lab.results.jsonio import flatten
+from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, compose_message_id
+from lab.workload import generate
 
 # Two halves of the trace rounds "agree" on the density threshold when they are this close: the
 # threshold is configured to a tenth, and a flat crossover moves by a few hundredths between rounds.
@@ -83,8 +91,6 @@ class Result:
 
 
 def _entries(rows: pd.DataFrame) -> list[Any]:
-    from lab.store import BatchEntry, compose_message_id
-
     return [BatchEntry(conversation_id=uuid.UUID(str(r.conversation_id)), conversation_seq=int(r.conversation_seq),
                        message_id=compose_message_id(time_ms=int(r.created_at_ms), node_id=1, counter=int(r.row)))
             for r in rows.itertuples()]
@@ -244,8 +250,6 @@ def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Par
     """Range vs IN lists over one fully written partition, per density (module docstring):
     one row per density, and one per (density, trace round) with the traced server times (the
     trace rounds are the units the recommendation's interval and halves resample)."""
-    from lab.cluster.tracing import traced
-    from lab.store import MessageStore
 
     by_seq = sorted(entries, key=lambda e: e.conversation_seq)
     n = min(params.density_entries, len(by_seq))

@@ -12,15 +12,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.experiments.common import (
+    RecordLoader,
+    Testbed,
+    TimedParams,
+    scratch_name,
+    scratch_store,
+    single_partition_rows,
+)
+from lab.calibration.precision import Halves, Precision, halves, sample_until
 from lab.errors import InListTooLong, LabError
+from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
+from lab.measure.percentiles import nearest_rank
+from lab.measure.process_cpu import CpuMeter
+from lab.results.jsonio import flatten
 from lab.store import MESSAGE_RECORD_COLUMNS
 from lab.workload import generate
-from lab.calibration.experiments.common import Testbed, RecordLoader, TimedParams, scratch_name, scratch_store, single_partition_rows
-from lab.calibration.precision import Halves, Precision, halves, sample_until
-from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
-from lab.measure.process_cpu import CpuMeter
-from lab.measure.percentiles import nearest_rank
-from lab.results.jsonio import flatten
 
 _SETTINGS_CASSANDRA = ("partition_keys_in_select_fail_threshold", "partition_keys_in_select_warn_threshold",
                        "in_select_cartesian_product_fail_threshold", "in_select_cartesian_product_warn_threshold")

@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.capacity_model.predictions import operation_sequence
+from lab.calibration.experiments import cpu_cost
 from lab.calibration.experiments.common import Testbed, scratch_name, scratch_store
-from lab.calibration.predictions import operation_sequence
+from lab.cluster.admin.server_cpu import cpu_seconds_between
 from lab.errors import ValidationError
 from lab.load.thread_driver import drive, loader_bound
 from lab.load.verdict import Limits
@@ -107,8 +109,6 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
     """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
     docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...);
     ``workers``: the driver's threads (None: sized after the warmup, :func:`workers_for`)."""
-    from lab.calibration.experiments import cpu_cost
-    from lab.cluster.admin.server_cpu import cpu_seconds_between
 
     unknown = sorted(set(rates) - set(cpu_cost.OPERATIONS))
     if unknown:

@@ -16,15 +16,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.capacity_model.prediction_check import TARGETS, Check, conclusion, disk_checks, missed_under
+from lab.calibration.capacity_model.predictions import (
+    Inputs,
+    check_profile,
+    cpu_diagnosis,
+    inputs_from_run,
+    inputs_from_values,
+    predict_cpu,
+    predict_disk,
+    predict_sstables,
+    row_composition,
+)
+from lab.calibration.experiments import cpu_cost
 from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
-from lab.calibration.experiments.model_check_text import conclusion, missed_under
-from lab.calibration.predictions import (Check, Inputs, TARGETS, check_profile, cpu_diagnosis, disk_checks, inputs_from_run,
-                                         inputs_from_values, predict_cpu, predict_disk,
-                                         predict_sstables, row_composition)
+from lab.calibration.experiments.mixed_load import run_mixed_load
 from lab.cluster.admin.disk import settled_disk_bytes
 from lab.errors import ValidationError
+from lab.measure import bootstrap_rounds, interval_of
+from lab.store import seq_bucket, table_specs, u128_to_blob
+from lab.workload import generate, to_message, to_send_request
 
-__all__ = ["Params", "Result", "conclusion", "diagnosis_params", "run"]   # conclusion: model_check_text's, the notebook's name for it
+__all__ = ["Params", "Result", "conclusion", "diagnosis_params", "run"]   # conclusion: prediction_check's, the notebook's name for it
 
 DEFAULT_CPU_RATES = {"send": 15.0, "history_latest": 25.0, "history_older": 5.0, "batch_s1_dm": 2.0,
                      "batch_s1_group": 0.5, "react": 6.0}
@@ -148,8 +161,6 @@ def _nodes_of(testbed: Testbed, stmts: dict[str, Any], table: str, key: tuple) -
 
 def _disk_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs) -> tuple[list[Check], pd.DataFrame]:
     """N sends of the check mix through the full write path, flushed; bytes per node and table."""
-    from lab.store import seq_bucket, u128_to_blob
-    from lab.workload import generate, to_send_request
 
     width = constants.message_seq_bucket_width
     messages = generate(check_profile(p.check_mix), size=sends_of(p, inputs), seed=p.seed, bucket_width=width).messages
@@ -189,8 +200,6 @@ def _disk_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs) -> t
 def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
               ) -> tuple[list[Check], pd.DataFrame, pd.DataFrame, dict[str, Any], int]:
     """The mixed load's CPU per node against the prediction from the operations it completed."""
-    from lab.calibration.experiments.mixed_load import run_mixed_load
-    from lab.measure import bootstrap_rounds, interval_of
 
     load = run_mixed_load(testbed, constants=constants, rates=p.rates(), rounds=p.cpu_rounds,
                           window_seconds=p.cpu_window_seconds, idle_seconds=p.cpu_idle_seconds, seed=p.seed,
@@ -245,7 +254,6 @@ def diagnosis_params(p: Params, workers: int) -> Any:
     shares), on the mixed load's dataset (``p.cpu_dataset``: a group read of 60 entries is not one
     of 500), with its threads and windows. cpu_cost's defaults (send 60/s, pages 100/s, ...: 4-12x
     the check's, and its own dataset) would measure other operations than the ones that missed."""
-    from lab.calibration.experiments import cpu_cost
 
     rates = {op: float(r) for op, r in p.rates().items() if r > 0}
     return cpu_cost.Params(operations=tuple(rates), rates=rates, min_rounds=p.diagnose_rounds,
@@ -259,7 +267,6 @@ def _diagnose(testbed: Testbed, p: Params, constants: Any, predicted_per_op: dic
     """Each operation's cost measured here in single-operation windows (the cpu_cost
     experiment on this cluster, at the check's own rates and dataset: :func:`diagnosis_params`),
     set against what the calibration's cost predicted for it."""
-    from lab.calibration.experiments import cpu_cost
 
     here = cpu_cost.run(testbed, diagnosis_params(p, workers), constants=constants)
     local = {r.op: float(r.server_ms_per_op) for r in here.summary.itertuples()}
@@ -274,7 +281,6 @@ def _table_of(stmt: Any) -> str:
 
 def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Check], pd.DataFrame]:
     """Simulated days of the check mix, a flush per day: SSTables per node against the window arithmetic."""
-    from lab.workload import generate, to_message
 
     day_s = 86_400
     windows = {"message_record": constants.message_record_twcs_window_days * day_s,
@@ -285,7 +291,6 @@ def _sstable_part(testbed: Testbed, p: Params, constants: Any) -> tuple[list[Che
     flushes: dict[str, list[dict[tuple[str, int], int]]] = {t: [] for t in windows}
     span = max(windows.values())
     start = (int(time.time()) - (p.sstable_days + 2) * day_s) // span * span - span
-    from lab.store import table_specs
 
     written = [(table_specs(constants)[t], ()) for t in PREDICTED_SSTABLE_TABLES + LCS_TABLES]  # no reaction tables
     with scratch_store(testbed, scratch_name("mcsst"), constants=constants, keep=p.keep_keyspaces,

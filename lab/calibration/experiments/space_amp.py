@@ -13,16 +13,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.amplification import (DAY_S, MAIN_TABLE, PROFILE, SCENARIOS, TimeScale, arrivals, halves_of,
-                                           head_row_fit, head_values, per_replicate, retention_mix, scenario_profile,
-                                           steady_start_day, summarize_tables)
+from lab.calibration.capacity_model.amplification import (
+    DAY_S,
+    MAIN_TABLE,
+    PROFILE,
+    SCENARIOS,
+    TimeScale,
+    arrivals,
+    halves_of,
+    head_row_fit,
+    head_values,
+    per_replicate,
+    retention_mix,
+    scenario_profile,
+    steady_start_day,
+    summarize_tables,
+)
+from lab.calibration.capacity_model.disk_sizing import twcs_windows_kept
 from lab.calibration.experiments.common import Testbed, progress, scratch_name, scratch_store
 from lab.calibration.precision import Halves, Precision, sample_until
-from lab.errors import ValidationError
 from lab.cluster.admin.disk import PeakSampler, settled_disk_bytes
+from lab.errors import ValidationError
 from lab.measure import LinearFit, Stopwatch, mean_ci, relative_half_width
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 from lab.results.jsonio import flatten
+from lab.store import HeadUpdate, table_specs
+from lab.workload import generate, to_message
 
 TABLES = ("message_record", "message_index", "conversation_head")
 EXPIRED_CHECK_SIM_SECONDS = 600        # TWCS's expired_sstable_check_frequency_seconds default
@@ -122,7 +138,6 @@ def _tables(testbed: Testbed, constants: Any, scale: TimeScale, *, twin_of: str 
     positive chance, the others to 0.01: the Filter component would differ by that alone)."""
     import dataclasses
 
-    from lab.store import table_specs
 
     specs = table_specs(constants)
     out = []
@@ -144,7 +159,6 @@ def _tables(testbed: Testbed, constants: Any, scale: TimeScale, *, twin_of: str 
 
 def _head(message: Any) -> Any:
     """The head update ``send`` submits for a message (preview = its body)."""
-    from lab.store import HeadUpdate
 
     return HeadUpdate(tenant_id=message.tenant_id, conversation_id=message.conversation_id,
                       conversation_seq=message.conversation_seq, message_id=message.message_id,
@@ -156,7 +170,6 @@ def _replicate(testbed: Testbed, stack: Any, p: Params, constants: Any, scale: T
                scenario: str) -> dict:
     """A (main, twin) keyspace pair and its rows (the scenario's retention mix), in arrival order
     with their simulated TTLs."""
-    from lab.workload import generate
 
     main = stack.enter_context(scratch_store(testbed, scratch_name("amp"), constants=constants, keep=p.keep_keyspaces,
                                              tables=_tables(testbed, constants, scale)))
@@ -239,7 +252,6 @@ def _batch(testbed: Testbed, p: Params, constants: Any, batch: int, days: int, s
 def _write_arrivals(testbed: Testbed, rep: dict[str, Any], *, now_s: float, start_s: int, scale: TimeScale) -> None:
     """Write the rows that arrived up to simulated ``now_s`` to both keyspaces (same TTL, same
     write timestamp), then the newest head of every conversation they touched."""
-    from lab.workload import to_message
 
     rows, ttl = rep["rows"], rep["ttl"]
     end = int(np.searchsorted(rows.arrival_s.to_numpy(), now_s, side="right"))
@@ -267,8 +279,6 @@ def _write_arrivals(testbed: Testbed, rep: dict[str, Any], *, now_s: float, star
 
 
 def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
-    from lab.calibration.disk_sizing import twcs_windows_kept
-
     unknown = sorted(set(params.scenarios) - set(SCENARIOS))
     if unknown or PROFILE not in params.scenarios:
         raise ValidationError(f"scenarios must include {PROFILE!r} and be among {', '.join(SCENARIOS)}, got "

@@ -12,8 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.admin.jmx import JmxShell
+from lab.cluster.admin.server_cpu import CpuReading, proc_cpu_seconds
 from lab.cluster.config import ClusterConfig
+from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
+from lab.cluster.embedded.process import is_ours
 from lab.errors import AdminError, NodeError
+from lab.measure.timing import NS_PER_SECOND
 
 OBSOLETE_FILES_TIMEOUT_SECONDS = 30.0
 OBSOLETE_FILES_POLL_SECONDS = 0.1
@@ -26,7 +31,6 @@ class CassandraAdmin(ClusterAdmin):
 
     def __init__(self, config: ClusterConfig, connection: Any) -> None:
         super().__init__(config, connection)
-        from lab.cluster.embedded.node import EmbeddedCluster, NodeOptions
 
         self._embedded = EmbeddedCluster(NodeOptions(home=config.lab_home))
         state = self._embedded.read_state()
@@ -45,7 +49,6 @@ class CassandraAdmin(ClusterAdmin):
 
     def _shell(self, host: str, port: int) -> Any:
         """The endpoint's JMX helper, or None (no JDK compiler, JMX refused): use nodetool."""
-        from lab.cluster.admin.jmx import JmxShell
 
         key = (host, port)
         shell = self._shells.get(key)
@@ -99,8 +102,6 @@ class CassandraAdmin(ClusterAdmin):
         return self._embedded.nodetool(*args, host=host, port=port)
 
     def _live_targets(self):
-        from lab.cluster.embedded.process import is_ours
-
         return [t for t in self._targets if t[3] is None or is_ours(t[3].pid, t[3].directory)]
 
     def flush(self, keyspace: str, table: str | None = None) -> None:
@@ -176,8 +177,6 @@ class CassandraAdmin(ClusterAdmin):
     def cpu_readings(self) -> list[Any]:
         """The JVM's CPU time per node: ``/proc/<pid>/stat`` of an embedded node the lab
         started (its recorded PID), else JMX ``ProcessCpuTime`` through the JMX helper."""
-        from lab.cluster.admin.server_cpu import CpuReading, proc_cpu_seconds
-        from lab.measure.timing import NS_PER_SECOND
 
         out = []
         for address, host, port, node in self._live_targets():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.admin.server_cpu import reactor_readings
 from lab.errors import AdminError
 
 REST_TIMEOUT_SECONDS = 600.0  # a major compaction of a big table returns when done
@@ -159,7 +160,6 @@ class ScyllaAdmin(ClusterAdmin):
 
     def cpu_readings(self) -> list[Any]:
         """Each shard's reactor busy time (``scylla_reactor_cpu_busy_ms``) on every node."""
-        from lab.cluster.admin.server_cpu import reactor_readings
 
         return [r for h in self._hosts() for r in reactor_readings(h, self.prometheus(h))]
 

@@ -12,12 +12,14 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
 
 from lab.cluster.config import DEFAULT_KEYSPACE, ClusterConfig
+from lab.cluster.connection import connect
+from lab.cluster.embedded.node import EmbeddedCluster
 from lab.errors import ConfigError, ConnectError, InvalidRequest, LabError, NodeTimeout
 
 TLS_DIRNAME = "tls"
@@ -235,7 +237,6 @@ def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
                  superuser_password: str = DEFAULT_SUPERUSER_PASSWORD) -> SecureNode:
     """Start (or reuse) the embedded node with auth and TLS, certificates in ``<home>/tls``,
     then create the login role ``role`` with ``password`` and grant it ``keyspace``."""
-    from lab.cluster.embedded.node import EmbeddedCluster
 
     if not password:
         raise ConfigError(f"a secure node needs the lab role's password: set {PASSWORD_ENV}", field="password")
@@ -260,7 +261,6 @@ def start_secure(options: Any, *, role: str = DEFAULT_ROLE, password: str,
 def with_local_tls(options: Any) -> tuple[Any, TlsMaterial]:
     """``options`` (lab.cluster.embedded.node.NodeOptions) with TLS on, from the certificates in ``<home>/tls``
     (made now if missing or not covering the nodes' addresses)."""
-    from lab.cluster.embedded.node import EmbeddedCluster
 
     # a running cluster will be reused as it is: never replace the CA it was started with
     running = EmbeddedCluster(options).running()
@@ -273,7 +273,6 @@ def with_local_tls(options: Any) -> tuple[Any, TlsMaterial]:
 def wait_for_login(config: ClusterConfig, timeout_seconds: float = LOGIN_WAIT_SECONDS) -> Any:
     """A Connection as soon as ``config`` can log in. A fresh node creates its default
     superuser a moment after CQL opens, so early logins are refused for a while."""
-    from lab.cluster.connection import connect
 
     deadline = time.monotonic() + timeout_seconds
     while True:

@@ -1,13 +1,136 @@
-"""The model check's conclusion in words (:mod:`lab.calibration.experiments.model_check`).
+"""How a prediction of the capacity model is judged against what was measured, and the model
+check's conclusion in words.
 
 More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from lab.calibration.predictions import Check, table_totals
+import pandas as pd
 
+TARGETS: Mapping[str, float] = {"disk": 0.05, "cpu": 0.20, "sstables": 0.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """One quantity, predicted and measured (module docstring)."""
+
+    quantity: str                 # disk | cpu | sstables
+    scope: str                    # a node's address, or "cluster"
+    table: str | None
+    predicted: float | None
+    measured: float
+    unit: str
+    predicted_low: float | None = None
+    predicted_high: float | None = None
+    measured_low: float | None = None
+    measured_high: float | None = None
+    note: str = ""
+    rows: int | None = None       # disk: the row copies predicted (per-row input error = difference / rows)
+
+    @property
+    def target(self) -> float:
+        return TARGETS[self.quantity]
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return self.predicted / self.measured - 1
+
+    @property
+    def error_interval(self) -> tuple[float | None, float | None]:
+        if self.predicted is None or not self.measured:
+            return None, None
+        pl = self.predicted if self.predicted_low is None else self.predicted_low
+        ph = self.predicted if self.predicted_high is None else self.predicted_high
+        ml = self.measured if self.measured_low is None else self.measured_low
+        mh = self.measured if self.measured_high is None else self.measured_high
+        low = pl / mh - 1 if mh > 0 else None
+        high = ph / ml - 1 if ml > 0 else None
+        if low is not None and high is not None and low == high:
+            return None, None  # no interval on either side (one round): a zero-width "95% CI" says nothing
+        return low, high
+
+    @property
+    def met(self) -> bool | None:
+        if self.predicted is None:
+            return None
+        if self.quantity == "sstables":
+            return round(self.predicted) == round(self.measured)
+        return self.error is not None and abs(self.error) <= self.target
+
+    @property
+    def per_row_error(self) -> float | None:
+        """Disk: (predicted - measured) / row copies, bytes: how far the per-row input was off."""
+        if self.predicted is None or not self.rows:
+            return None
+        return (self.predicted - self.measured) / self.rows
+
+    def row(self) -> dict[str, Any]:
+        low, high = self.error_interval
+        return {**dataclasses.asdict(self), "error": self.error, "error_ci_low": low, "error_ci_high": high,
+                "target": self.target, "met": self.met}
+
+
+def disk_checks(predicted: pd.DataFrame, measured: Mapping[tuple[str, str], int]) -> list[Check]:
+    """Per (node, table), per node (tables summed) and for the cluster: predicted against the
+    bytes read from the nodes. A table without a prediction is left out of the sums (said in
+    the note) so the totals compare like with like."""
+    checks = []
+    by = {(r.node, r.table): r for r in predicted.itertuples()}
+    for (node, table), m in sorted(measured.items()):
+        r = by.get((node, table))
+        checks.append(Check(quantity="disk", scope=node, table=table, predicted=None if r is None else r.predicted,
+                            predicted_low=None if r is None else _num(r.predicted_low),
+                            predicted_high=None if r is None else _num(r.predicted_high), measured=float(m), unit="B",
+                            note="no input for this table" if r is None else r.input,
+                            rows=None if r is None else int(r.rows)))
+    for scope in sorted({c.scope for c in checks}) + ["cluster"]:
+        part = [c for c in checks if c.predicted is not None and (scope == "cluster" or c.scope == scope)
+                and c.table is not None]
+        if not part:
+            continue
+        checks.append(Check(quantity="disk", scope=scope, table=None, predicted=sum(c.predicted for c in part),
+                            predicted_low=_sum_or_none([c.predicted_low or c.predicted for c in part]),
+                            predicted_high=_sum_or_none([c.predicted_high or c.predicted for c in part]),
+                            measured=float(sum(c.measured for c in part)), unit="B",
+                            note=f"tables {', '.join(sorted({c.table for c in part}))}",
+                            rows=sum(c.rows or 0 for c in part)))
+    return checks
+
+
+def table_totals(checks: list[Check] | tuple[Check, ...]) -> list[Check]:
+    """Per table, its (node, table) disk checks summed over the nodes (scope "cluster"): what
+    each table's input predicted for the whole cluster, with the row copies it predicted for
+    (:meth:`Check.per_row_error`)."""
+    out = []
+    for table in dict.fromkeys(c.table for c in checks if c.quantity == "disk" and c.table is not None
+                               and c.predicted is not None):
+        part = [c for c in checks if c.quantity == "disk" and c.table == table and c.predicted is not None]
+        out.append(Check(quantity="disk", scope="cluster", table=table, predicted=sum(c.predicted for c in part),
+                         predicted_low=_sum_or_none([c.predicted_low for c in part]),
+                         predicted_high=_sum_or_none([c.predicted_high for c in part]),
+                         measured=float(sum(c.measured for c in part)), unit="B", note=part[0].note,
+                         rows=sum(c.rows or 0 for c in part) or None))
+    return out
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _sum_or_none(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else float(sum(values))
+
+
+
+# ---- in words ---------------------------------------------------------------------------------
 QUANTITY_NAMES = {"disk": "disk", "cpu": "CPU", "sstables": "SSTables"}
 ROW_INPUTS = {"message_record": "the row model's bytes per row", "conversation_head": "its bytes per conversation"}
 

@@ -1,19 +1,20 @@
 """Two runs side by side: appendix-B constants, load operations, notebook latency samples.
 
-More: docs/calibration-internals.md.
+More: docs/comparison-internals.md.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 import numpy as np
 
+from lab.calibration.agreement import agreement
+from lab.comparison.compare_page import to_html, to_text, write_comparison
+from lab.comparison.rundata import RunData, load_run
 from lab.errors import CalibrationError
-from lab.calibration.compare_page import to_html, to_text, write_comparison
-from lab.calibration.rundata import RunData, load_run
 from lab.measure import a_over_b, bootstrap_ci, holm, interval_test, summarize_samples, window_medians
 from lab.measure.significance import IntervalTest, verdict
 from lab.measure.stats import ALPHA
@@ -155,7 +156,6 @@ def _operation(op: str, a: RunData, b: RunData, made: list[tuple[dict[str, Any],
 # ---- the comparison -----------------------------------------------------------------------
 def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA, force: bool = False) -> Comparison:
     """Compare two run folders; refuses runs that are not comparable unless ``force``."""
-    from lab.calibration.agreement import agreement
 
     a, b = load_run(path_a), load_run(path_b)
     cmp = Comparison(a=a, b=b, differences=comparability(a, b), forced=force)

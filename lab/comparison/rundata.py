@@ -1,6 +1,6 @@
 """What a run folder holds, for `lab compare`: a calibration run, a load run, or notebooks run from JupyterLab.
 
-More: docs/calibration-internals.md.
+More: docs/comparison-internals.md.
 """
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 
 from lab.calibration.contract import check_calibration
+from lab.calibration.recommendations import assess
+from lab.constants import read_entries
 from lab.errors import BadRunFile, CalibrationError
+from lab.measure import hdr
 from lab.results.run_files import Fields, inside, read_run_json
 
 # columns that name what a latency sample measured (the rest of a samples table are outcomes)
@@ -57,8 +60,6 @@ def _bad_file(path: Path, field: str | None) -> Iterator[None]:
 
 
 def _load_dir(run: Path, meta: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, list[Any]]]]:
-    from lab.measure import hdr
-
     load = run / "load"
     summary: dict[str, dict[str, Any]] = {}
     if not load.is_dir():
@@ -151,8 +152,6 @@ def notebook_only(path: Path) -> dict[str, Any] | None:
     """A calibration-shaped view of notebooks run from JupyterLab (``<notebook>/values.json``,
     no calibration.json): constants assessed from the values as ``lab calibrate`` does, at low
     confidence when the notebooks ran with ``preset = "quick"`` (``preset``: the one they recorded)."""
-    from lab.calibration.recommendations import assess
-    from lab.constants import read_entries
 
     folders = sorted(p.parent for p in path.glob("*/values.json"))
     if not folders:

@@ -1,6 +1,6 @@
 """What `lab compare` prints and writes: the text table, ``index.html`` and ``comparison.json``.
 
-More: docs/calibration-internals.md.
+More: docs/comparison-internals.md.
 """
 from __future__ import annotations
 

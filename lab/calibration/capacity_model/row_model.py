@@ -16,6 +16,7 @@ import pandas as pd
 
 from lab.errors import ValidationError
 from lab.measure import LinearFit, fit_linear, mean_ci
+from lab.workload import load_profile, media_for
 
 REGRESSORS = ("payload_bytes", "media_metadata_bytes", "thumbnail_bytes")
 COEFFICIENTS = ("overhead",) + REGRESSORS
@@ -37,7 +38,6 @@ def mix_profile(name: str, mixes: Mapping[str, tuple[str, Mapping[str, float]]] 
                 label: str = "design mix") -> Any:
     """The workload profile named ``name`` (``lab/workload/profiles``) or one of ``mixes``: a base
     profile with its message mix overridden (the design mixes by default)."""
-    from lab.workload import load_profile
 
     if name not in mixes:
         return load_profile(name)
@@ -51,7 +51,6 @@ def per_row(messages: pd.DataFrame) -> pd.DataFrame:
     """Payload, media_metadata (without thumbnail) and thumbnail bytes of each row of a workload
     table, as the store receives the row (``lab.workload`` materialisation: E2EE rows carry no
     media metadata, text rows none)."""
-    from lab.workload import media_for
 
     if len(messages) == 0:
         raise ValidationError("composition of an empty table")

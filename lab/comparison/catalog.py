@@ -1,6 +1,6 @@
 """The runs in a results folder, and one constant across them (``lab runs``).
 
-More: docs/calibration-internals.md.
+More: docs/comparison-internals.md.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibration.contract import check_calibration
-from lab.calibration.rundata import notebook_only
-from lab.errors import BadRunFile
+from lab.comparison.rundata import notebook_only
+from lab.constants import read_entries
+from lab.errors import BadRunFile, ValidationError
 from lab.results.run_files import Fields, read_run_json
 from lab.results.units import fmt
 
@@ -177,8 +178,6 @@ def list_runs(results: Path | str, *, problems: list[BadRunFile] | None = None) 
 
 def constant_history(results: Path | str, name: str, *, runs: list[RunEntry] | None = None) -> list[HistoryPoint]:
     """``name`` in every run that measured it, oldest first."""
-    from lab.constants import read_entries
-    from lab.errors import ValidationError
 
     known = read_entries()
     if name not in known:

@@ -15,6 +15,8 @@ import pandas as pd
 
 from lab.calibration.precision import Halves
 from lab.measure import LinearFit, fit_linear, mean_ci
+from lab.store import RetentionPolicy
+from lab.workload import load_profile
 
 DAY_S = 86_400
 MAIN_TABLE = "message_record"   # the table §7 sizes
@@ -144,7 +146,6 @@ def head_values(fit: LinearFit | None) -> dict[str, float | None]:
 def scenario_profile(profile_name: str, retention: dict[str, float] | None, scenario: str, constants: Any) -> Any:
     """The workload profile with the scenario's retention mix (``retention`` replacing the
     profile's when given)."""
-    from lab.workload import load_profile
 
     profile = load_profile(profile_name)
     retention = {k: v for k, v in (retention or profile.retention).items() if float(v) > 0}
@@ -156,8 +157,6 @@ def scenario_profile(profile_name: str, retention: dict[str, float] | None, scen
 
 
 def ttl_days(retention_class: str, constants: Any) -> float:
-    from lab.store import RetentionPolicy
-
     policy = RetentionPolicy(default_days=constants.default_retention_days,
                              ephemeral_ttl_seconds=constants.ephemeral_ttl_seconds)
     return policy.ttl_seconds(retention_class, uuid.UUID(int=1)) / DAY_S

@@ -1,4 +1,4 @@
-"""The capacity model's predictions for a run it did not see, and how a prediction is judged.
+"""The capacity model's predictions for a run it did not see (judged in ``prediction_check``).
 
 More: docs/calibration-internals.md.
 """
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from lab.calibration.row_model import REGRESSORS, RowModel
+from lab.calibration.capacity_model.cpu_sizing import costs_from_values, cpu_sizing
+from lab.calibration.capacity_model.row_model import REGRESSORS, RowModel, mix_profile
+from lab.calibration.capacity_model.twcs_model import simulate_twcs
+from lab.workload import media_for
 
 # a mix no b_row run measures: more photos with larger thumbnails, longer text and captions than
 # chat_mix, no E2EE change (name -> base profile, [messages] overrides, as row_model.DESIGN_MIXES)
@@ -22,14 +24,12 @@ CHECK_MIXES: dict[str, tuple[str, dict[str, float]]] = {
     "check_mix": ("chat_mix", {"text": 0.55, "image": 0.25, "video": 0.05, "audio": 0.05, "file": 0.05, "custom": 0.05,
                                "text_bytes_median": 150.0, "caption_share": 0.5, "thumbnail_bytes_median": 9000.0}),
 }
-TARGETS: Mapping[str, float] = {"disk": 0.05, "cpu": 0.20, "sstables": 0.0}
 DISK_TABLES = ("message_record", "message_index", "client_dedup", "conversation_head")
 PER_ROW_TABLES = ("message_index", "client_dedup")
 
 
 def check_profile(name: str) -> Any:
     """The workload profile of a check mix (:data:`CHECK_MIXES`) or any profile by name."""
-    from lab.calibration.row_model import mix_profile
 
     return mix_profile(name, CHECK_MIXES, "model-check mix")
 
@@ -45,7 +45,7 @@ class Inputs:
     per_row_bytes: Mapping[str, tuple[float, float | None, float | None]]  # table -> (mean, ci_low, ci_high)
     head_bytes_per_conversation: float | None
     head_sstable_bytes: float | None                   # the fixed components of the head's one SSTable
-    cpu_costs: Mapping[str, Any] | None                # lab.calibration.cpu_sizing.costs_from_values
+    cpu_costs: Mapping[str, Any] | None                # lab.calibration.capacity_model.cpu_sizing.costs_from_values
     cpu_server: str | None = None
 
     def missing(self) -> list[str]:
@@ -70,7 +70,6 @@ class Inputs:
 def inputs_from_values(*, b_row: Mapping[str, Any] | None, cpu_cost: Mapping[str, Any] | None,
                        space_amp: Mapping[str, Any] | None, source: str) -> Inputs:
     """The inputs from the notebooks' ``values.json`` (any of them may be None)."""
-    from lab.calibration.cpu_sizing import costs_from_values
 
     b_row = b_row or {}
     comp = (b_row.get("compressions") or ["lz4"])[0]
@@ -103,74 +102,12 @@ def inputs_from_run(run_dir: Path | str) -> Inputs:
                               source=run_dir.name)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Check:
-    """One quantity, predicted and measured (module docstring)."""
-
-    quantity: str                 # disk | cpu | sstables
-    scope: str                    # a node's address, or "cluster"
-    table: str | None
-    predicted: float | None
-    measured: float
-    unit: str
-    predicted_low: float | None = None
-    predicted_high: float | None = None
-    measured_low: float | None = None
-    measured_high: float | None = None
-    note: str = ""
-    rows: int | None = None       # disk: the row copies predicted (per-row input error = difference / rows)
-
-    @property
-    def target(self) -> float:
-        return TARGETS[self.quantity]
-
-    @property
-    def error(self) -> float | None:
-        if self.predicted is None or not self.measured:
-            return None
-        return self.predicted / self.measured - 1
-
-    @property
-    def error_interval(self) -> tuple[float | None, float | None]:
-        if self.predicted is None or not self.measured:
-            return None, None
-        pl = self.predicted if self.predicted_low is None else self.predicted_low
-        ph = self.predicted if self.predicted_high is None else self.predicted_high
-        ml = self.measured if self.measured_low is None else self.measured_low
-        mh = self.measured if self.measured_high is None else self.measured_high
-        low = pl / mh - 1 if mh > 0 else None
-        high = ph / ml - 1 if ml > 0 else None
-        if low is not None and high is not None and low == high:
-            return None, None  # no interval on either side (one round): a zero-width "95% CI" says nothing
-        return low, high
-
-    @property
-    def met(self) -> bool | None:
-        if self.predicted is None:
-            return None
-        if self.quantity == "sstables":
-            return round(self.predicted) == round(self.measured)
-        return self.error is not None and abs(self.error) <= self.target
-
-    @property
-    def per_row_error(self) -> float | None:
-        """Disk: (predicted - measured) / row copies, bytes: how far the per-row input was off."""
-        if self.predicted is None or not self.rows:
-            return None
-        return (self.predicted - self.measured) / self.rows
-
-    def row(self) -> dict[str, Any]:
-        low, high = self.error_interval
-        return {**dataclasses.asdict(self), "error": self.error, "error_ci_low": low, "error_ci_high": high,
-                "target": self.target, "met": self.met}
-
-
 # ---- disk --------------------------------------------------------------------------------------
 def predict_disk(inputs: Inputs, rows: pd.DataFrame) -> pd.DataFrame:
     """Per (node, table): predicted bytes on disk of the rows each node holds, right after they
     were flushed (one SSTable holding each row once: no amplification yet).
 
-    ``rows``: one per message sent, with the regressors of :data:`lab.calibration.row_model.REGRESSORS`
+    ``rows``: one per message sent, with the regressors of :data:`lab.calibration.capacity_model.row_model.REGRESSORS`
     and, per table, the nodes holding its partition (``<table>_nodes``: a tuple of addresses);
     ``conversation`` identifies the head row (one per conversation)."""
     out = []
@@ -201,60 +138,8 @@ def predict_disk(inputs: Inputs, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def disk_checks(predicted: pd.DataFrame, measured: Mapping[tuple[str, str], int]) -> list[Check]:
-    """Per (node, table), per node (tables summed) and for the cluster: predicted against the
-    bytes read from the nodes. A table without a prediction is left out of the sums (said in
-    the note) so the totals compare like with like."""
-    checks = []
-    by = {(r.node, r.table): r for r in predicted.itertuples()}
-    for (node, table), m in sorted(measured.items()):
-        r = by.get((node, table))
-        checks.append(Check(quantity="disk", scope=node, table=table, predicted=None if r is None else r.predicted,
-                            predicted_low=None if r is None else _num(r.predicted_low),
-                            predicted_high=None if r is None else _num(r.predicted_high), measured=float(m), unit="B",
-                            note="no input for this table" if r is None else r.input,
-                            rows=None if r is None else int(r.rows)))
-    for scope in sorted({c.scope for c in checks}) + ["cluster"]:
-        part = [c for c in checks if c.predicted is not None and (scope == "cluster" or c.scope == scope)
-                and c.table is not None]
-        if not part:
-            continue
-        checks.append(Check(quantity="disk", scope=scope, table=None, predicted=sum(c.predicted for c in part),
-                            predicted_low=_sum_or_none([c.predicted_low or c.predicted for c in part]),
-                            predicted_high=_sum_or_none([c.predicted_high or c.predicted for c in part]),
-                            measured=float(sum(c.measured for c in part)), unit="B",
-                            note=f"tables {', '.join(sorted({c.table for c in part}))}",
-                            rows=sum(c.rows or 0 for c in part)))
-    return checks
-
-
-def table_totals(checks: list[Check] | tuple[Check, ...]) -> list[Check]:
-    """Per table, its (node, table) disk checks summed over the nodes (scope "cluster"): what
-    each table's input predicted for the whole cluster, with the row copies it predicted for
-    (:meth:`Check.per_row_error`)."""
-    out = []
-    for table in dict.fromkeys(c.table for c in checks if c.quantity == "disk" and c.table is not None
-                               and c.predicted is not None):
-        part = [c for c in checks if c.quantity == "disk" and c.table == table and c.predicted is not None]
-        out.append(Check(quantity="disk", scope="cluster", table=table, predicted=sum(c.predicted for c in part),
-                         predicted_low=_sum_or_none([c.predicted_low for c in part]),
-                         predicted_high=_sum_or_none([c.predicted_high for c in part]),
-                         measured=float(sum(c.measured for c in part)), unit="B", note=part[0].note,
-                         rows=sum(c.rows or 0 for c in part) or None))
-    return out
-
-
-def _num(v: Any) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def _sum_or_none(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else float(sum(values))
-
-
 def row_composition(messages: pd.DataFrame) -> pd.DataFrame:
-    """Per row: the row model's regressors (:func:`lab.calibration.row_model.composition`, row by row)."""
-    from lab.workload import media_for
+    """Per row: the row model's regressors (:func:`lab.calibration.capacity_model.row_model.composition`, row by row)."""
 
     out = []
     for row in messages.to_dict("records"):
@@ -293,7 +178,6 @@ def predict_cpu(inputs: Inputs, counts: Mapping[str, int], wall_seconds: float, 
     ``wall_seconds``, by the capacity model's CPU arithmetic (:func:`cpu_sizing` at a peak factor
     of 1: rate x CPU per op x replicas, writes on RF replicas, reads on a quorum, scaled from the
     replication cpu_cost measured at). ``per_op``: each operation's share."""
-    from lab.calibration.cpu_sizing import cpu_sizing
 
     total = sum(counts.values())
     costs = dict(inputs.cpu_costs or {})
@@ -332,8 +216,6 @@ def cpu_diagnosis(predicted_per_op: Mapping[str, float], counts: Mapping[str, in
 def predict_sstables(flushes: list[Mapping[tuple[str, int], int]]) -> dict[str, int]:
     """Per node: SSTables after ``flushes`` (each: compaction group (node, shard) -> the TWCS
     window of the newest row that flush put there), by the window arithmetic per group."""
-    from lab.calibration.experiments.twcs_sstables import simulate_twcs
-
     groups = sorted({g for f in flushes for g in f})
     out: dict[str, int] = {}
     for group in groups:

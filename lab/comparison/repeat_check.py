@@ -10,10 +10,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.calibration.calibrate import CalibrationOptions, CalibrationResult, run_calibration, write_calibration
-from lab.calibration.compare import compare_runs, write_comparison
+from lab.calibration.calibrate import CalibrationOptions, CalibrationResult, run_calibration
+from lab.calibration.contract import write_calibration
 from lab.calibration.report import write_report
 from lab.cluster.config import ClusterConfig
+from lab.comparison.compare import compare_runs, write_comparison
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.errors import CalibrationError, ValidationError
+from lab import workload
+from lab.calibration.capacity_model.row_model import REGRESSORS, RowModel, per_row
+from lab.calibration.recommendations import confidence_of, number
+from lab.errors import BadRunFile, CalibrationError, ValidationError
+from lab.measure import bootstrap_rounds, interval_of
 from lab.results.run_files import read_run_json
-from lab.errors import BadRunFile
+from lab.workload import profiles
 
 MIX_ROWS = 20_000          # generated messages a profile is priced on
 MIX_SEED = 0
@@ -59,8 +63,6 @@ class Located:
 
 def resolve_mix(spec: str | Mapping[str, Any]) -> MixSpec:
     """A profile name, a TOML path or a composition -> :class:`MixSpec` (ConfigError when unknown)."""
-    from lab.calibration.row_model import REGRESSORS
-    from lab.workload import profiles
 
     if isinstance(spec, Mapping):
         unknown = sorted(set(spec) - set(REGRESSORS))
@@ -76,16 +78,13 @@ def resolve_mix(spec: str | Mapping[str, Any]) -> MixSpec:
 
 def _row_bytes(model: Any, regressors: Any) -> Any:
     """Each row's bytes by the model's point coefficients (an array)."""
-    from lab.calibration.row_model import REGRESSORS
 
     coef = dict(zip(model.fit.names, model.fit.coefficients))
     return coef["overhead"] + sum(coef[c] * regressors[c].to_numpy(float) for c in REGRESSORS)
 
 
 def price(spec: MixSpec, model: Any, *, rows: int = MIX_ROWS, seed: int = MIX_SEED) -> MixPrice:
-    """b_row of the mix by ``model`` (a :class:`~lab.calibration.row_model.RowModel`), with its interval."""
-    from lab.calibration.row_model import REGRESSORS, per_row
-    from lab.measure import bootstrap_rounds, interval_of
+    """b_row of the mix by ``model`` (a :class:`~lab.calibration.capacity_model.row_model.RowModel`), with its interval."""
 
     if spec.profile is None:
         pred = model.predict(spec.composition or {})
@@ -93,7 +92,6 @@ def price(spec: MixSpec, model: Any, *, rows: int = MIX_ROWS, seed: int = MIX_SE
                         ci_high=pred["ci_high"], composition={c: float((spec.composition or {}).get(c, 0.0))
                                                               for c in REGRESSORS},
                         rows=None, model_ci=(pred["ci_low"], pred["ci_high"]), sample_ci=None)
-    from lab import workload
 
     messages = workload.generate(spec.profile, size=rows, seed=seed).messages
     table = per_row(messages)
@@ -147,7 +145,6 @@ def locate_b_row(run_dir: Path | str | None, *, need_row_model: bool = False) ->
 
 def row_model_of(located: Located) -> Any:
     """The RowModel of a located b_row run (CalibrationError naming the run when it has none)."""
-    from lab.calibration.row_model import RowModel
 
     if located.path is None:
         raise CalibrationError(f"my_mix cannot be priced: {located.how}; run the b_row notebook first (`lab calibrate "
@@ -182,7 +179,6 @@ def run_mode(values_path: Path | str) -> str | None:
 def input_confidence(values_path: Path | str | None, *, measured: str, ci: tuple[str, str] | None = None,
                      precision: str | None = None, unresolved: bool = False) -> str | None:
     """The confidence of one input read from ``values_path`` (None: no such input)."""
-    from lab.calibration.recommendations import confidence_of, number
 
     if values_path is None:
         return None
