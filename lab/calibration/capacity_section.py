@@ -6,9 +6,11 @@ More: docs/calibration-internals.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from lab.results.html import esc, fmt, table
+from lab.calibration.capacity_model.curve_pricing import NODES_DISAGREE
+from lab.results.html import esc, figure, fmt, table
 
 NOT_CHECKED = "no model check in this run"
 
@@ -70,7 +72,7 @@ def _cite(label: str, notebook: str, how: str | None, run: str | None) -> str | 
     return None
 
 
-def render(cal: Mapping[str, Any]) -> str:
+def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
     """Per tier: resident TB and disk-bound nodes for each b_row source (the design's, the
     measured, your mix), CPU-bound nodes and cores, which binds; every derived figure with the
     confidence of its inputs; where the inputs came from and the model check's errors; a
@@ -93,6 +95,7 @@ def render(cal: Mapping[str, Any]) -> str:
                                   f"(95% CI {fmt(mix.get('ci_low'))}–{fmt(mix.get('ci_high'))})",
                         values.get("my_mix_confidence")))
     cpu = values.get("cpu_source") is not None
+    curve = any(k.startswith("nodes_cpu_curve_") for k in values)
     cpu_conf = values.get("cpu_confidence")
     rows = []
     for tier in tiers:
@@ -110,11 +113,19 @@ def render(cal: Mapping[str, Any]) -> str:
                      for key, label in (("", "measured" if values.get("b_row_measured_bytes") else "design"),
                                         ("my_mix_", "your mix")) if f"binding_{key}{tier}" in values]
             row.append("<br>".join(binds))
+        if curve:
+            flag = (f"<br><b>more than {NODES_DISAGREE:.0%} from the light-rate count</b>"
+                    if values.get(f"nodes_cpu_disagree_{tier}") else "")
+            row.append(f"<td class='num'>{fmt(values.get(f'nodes_cpu_curve_{tier}'))} nodes<br><small>"
+                       f"{fmt(values.get(f'curve_ms_per_send_{tier}'))} ms per send "
+                       f"({esc(values.get(f'curve_where_{tier}'))}){flag}</small></td>")
         rows.append(row)
     head = ["<th class='num'>messages / day</th>"] + [
         f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>" for _, label, _ in sources]
     if cpu:
-        head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak</small></th>", "binds"]
+        head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak, light-rate costs</small></th>", "binds"]
+    if curve:
+        head += ["<th class='num'>CPU-bound nodes on the curve<br><small>at the per-node rate they imply</small></th>"]
     checks = f"Disk-bound nodes: inputs: {disk_inputs or 'appendix B'}; {check_text(check, 'disk')}."
     if cpu:
         checks += f" CPU-bound nodes: inputs: CPU per op {cpu_inputs}; {check_text(check, 'cpu')}."
@@ -125,8 +136,15 @@ def render(cal: Mapping[str, Any]) -> str:
         cited.append(f"{esc(values.get('my_mix_name') or 'my_mix')} ({esc(values.get('my_mix_source'))}) priced by "
                      f"{model}")
     cited.append(_cite("CPU costs", "cpu_cost", values.get("cpu_from"), values.get("cpu_run")) if cpu
+                 else "no light-rate CPU costs (cpu_cost did not run)" if curve
                  else "no CPU costs (cpu_cost did not run): the node counts are disk-bound only")
+    if curve:
+        cited.append(_cite("the CPU curve", "cpu_curve", values.get("cpu_curve_from"), values.get("cpu_curve_run")))
     factors_line = factors_text(values)
+    png = Path(run_dir) / "capacity" / "cpu_curve.png" if run_dir is not None else None
+    plot = (figure(png, href="capacity/cpu_curve.png", caption="node CPU per send over the rate; red: the point "
+                   "each tier was priced at", anchor="fig-capacity-cpu-curve")
+            if png is not None and png.is_file() else "")
     return ("<h2>Capacity: disk- and CPU-bound nodes</h2>"
             + (f"<p><small>§7 factors of the measured rows: {esc(factors_line)}.</small></p>" if factors_line else "")
             + table(head, rows, css="wide")
@@ -134,7 +152,7 @@ def render(cal: Mapping[str, Any]) -> str:
             + "<p><small>From the capacity notebook (assumptions in its conclusion below: peak factor, operations "
               "per message, cores per node). Each derived figure carries the confidence of its inputs. Inputs: "
             + "; ".join(cited) + ". The model check predicted a run it did not see from the same constants (below)."
-              "</small></p>" + model_check(check))
+              "</small></p>" + plot + model_check(check))
 
 
 def model_check(check: Mapping[str, Any]) -> str:

@@ -236,6 +236,37 @@ def cpu_per_op(summary: pd.DataFrame) -> Any | None:
     return fig
 
 
+def cpu_curve(points: pd.DataFrame, marks: Sequence[tuple[str, float, float]] = ()) -> Any | None:
+    """Node CPU ms per send against the send rate (log-log, 95% intervals), the points not used
+    (loader- or machine-bound, errors) hollow and named, the node's cores on a second axis;
+    ``marks``: (label, rate, ms) of the points a sizing priced at."""
+    if points is None or points.empty or points.server_ms_per_send.isna().all():
+        return None
+    fig, ax = _plt().subplots(figsize=FIGSIZE)
+    p = points.dropna(subset=["server_ms_per_send"])
+    p = p[p.server_ms_per_send > 0]
+    used = p.verdict == "carried"
+    mid = p.server_ms_per_send
+    low, high = p.server_ms_per_send_ci_low.fillna(mid), p.server_ms_per_send_ci_high.fillna(mid)
+    ax.errorbar(p.achieved_sends_per_second[used], mid[used], yerr=[(mid - low)[used].clip(lower=0),
+                (high - mid)[used].clip(lower=0)], fmt="o-", capsize=3, label="node CPU per send (carried)")
+    for r in p[~used].itertuples():
+        ax.plot(r.achieved_sends_per_second, r.server_ms_per_send, "o", mfc="none", color="grey")
+        ax.annotate(r.verdict, (r.achieved_sends_per_second, r.server_ms_per_send), fontsize=7,
+                    textcoords="offset points", xytext=(4, 4))
+    for label, rate, ms in marks:
+        ax.plot(rate, ms, "s", color="#d62728")
+        ax.annotate(label, (rate, ms), fontsize=7, textcoords="offset points", xytext=(4, -10), color="#d62728")
+    log_axis(ax, "x", "sends/s of the mix (achieved)")
+    log_axis(ax, "y", "node CPU ms per send (median over rounds, 95% CI)")
+    twin = ax.twinx()
+    twin.plot(points.achieved_sends_per_second, points.node_cores, "--", color="#2ca02c", alpha=0.6)
+    twin.set_ylabel("node cores (net of idle)", color="#2ca02c")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def capacity_sizing(sizing: pd.DataFrame, sensitivity: pd.DataFrame, *, design_b_row_bytes: float,
                     measured_b_row_bytes: float | None = None, my_mix: dict[str, Any] | None = None) -> Any | None:
     """Left: one panel per traffic tier, a bar per b_row source (design, measured, your mix), each

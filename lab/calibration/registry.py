@@ -150,11 +150,17 @@ SUITE: tuple[NotebookSpec, ...] = (
         quick_seconds=83, full_seconds=720 + 90,
         measures=()),
     NotebookSpec(
+        name="cpu_curve", what="node CPU per send of the capacity model's mix at several send rates: the CPU curve",
+        quick={"sends_per_second": [10.0, 40.0, 120.0], "rounds": 2, "window_seconds": 4.0, "idle_seconds": 2.0,
+               "history_conversations": 5, "history_rows": 200, "group_backlog": 100},
+        quick_seconds=60, full_seconds=6 * 4 * 12 + 60),
+    NotebookSpec(
         name="capacity", what="§7 capacity with the measured b_row, production sizing, CPU vs disk",
         quick={},
         quick_seconds=15, full_seconds=10,
         run_inputs={"b_row_values": RunInput(source="b_row", unless=("b_row_bytes",)),
                     "cpu_values": RunInput(source="cpu_cost"),
+                    "cpu_curve_values": RunInput(source="cpu_curve"),
                     "space_amp_values": RunInput(source="space_amp", unless=("lsm_space_amp",))},
         measures=()),
     NotebookSpec(

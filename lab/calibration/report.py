@@ -208,7 +208,7 @@ def render(cal: Mapping[str, Any], run_dir: Path) -> str:
     run_id = cal.get("run_id", run_dir.name)
     body = (f"<h1>Calibration run {esc(run_id)} <small>({esc(cal.get('mode'))})</small></h1>{_banner(cal, run_dir)}"
             f"{_links(cal)}"
-            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + capacity_section.render(cal)
+            "<h2>Decisions</h2>" + _decisions(cal) + _legend() + capacity_section.render(cal, run_dir)
             + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
             + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})

@@ -60,3 +60,43 @@ def test_cpu_cost_notebook_and_its_capacity(tmp_path, cluster_config):
         assert capacity[f"binding_{tier}"] in ("cpu", "disk")
     conclusion = json.loads((tmp_path / "capacity" / "values.json").read_text())["conclusion"]
     assert "CPU-bound nodes" in conclusion and "12.5K" in conclusion
+
+
+VERDICTS = {"carried", "loader-bound", "machine-bound", "errors", "below the requested rate"}
+
+
+def test_cpu_curve_notebook_and_the_nodes_priced_on_it(tmp_path, cluster_config):
+    """The curve's points, each with a verdict, and the capacity notebook pricing each tier on the
+    usable ones (never on a point that was not carried) beside the light-rate count."""
+    values = run_notebook("cpu_curve", {"sends_per_second": [4.0, 12.0], "rounds": 2, "window_seconds": 1.5,
+                                        "idle_seconds": 0.5, "history_conversations": 3, "history_rows": 120,
+                                        "group_backlog": 50, "show_progress": False},
+                          tmp_path, config=cluster_config)
+    folder = tmp_path / "cpu_curve"
+    assert (folder / "points.csv").is_file() and (folder / "windows.csv").is_file()
+    curve = values["cpu_curve"]
+    points = curve["points"]
+    assert [p["sends_per_second"] for p in points] == [4.0, 12.0]
+    assert values["shared_machine"] is True and curve["node_cores"] >= 1  # the embedded node runs here
+    for p in points:
+        assert p["verdict"] in VERDICTS
+        assert p["achieved_sends_per_second"] > 0 and p["calls_per_second"] > p["achieved_sends_per_second"]
+        assert p["node_cores_gross"] > 0 and p["loadgen_cores"] > 0
+        assert p["server_ms_per_send_ci_low"] is None  # 2 rounds: too few for an interval
+    usable = [p for p in points if p["verdict"] == "carried" and (p["server_ms_per_send"] or 0) > 0]
+    assert values["usable_points"] == len(usable)
+    capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "cpu_curve_values": str(folder / "values.json"),
+                                         "cpu_values": None}, tmp_path, config=cluster_config)
+    conclusion = json.loads((tmp_path / "capacity" / "values.json").read_text())["conclusion"]
+    if not usable:  # a loaded machine: said, never priced
+        assert "no usable point" in conclusion and "nodes_cpu_curve_20000000" not in capacity
+        return
+    assert capacity["cpu_curve_run"] == tmp_path.name and capacity["cpu_curve_from"] == "this run"
+    costs = {p["server_ms_per_send"] for p in usable}
+    for tier in (20_000_000, 100_000_000, 500_000_000):
+        assert capacity[f"nodes_cpu_curve_{tier}"] >= 3  # at least RF
+        assert capacity[f"curve_where_{tier}"] in ("measured", "interpolated", "above the measured range",
+                                                  "below the measured range")
+        if capacity[f"curve_where_{tier}"] != "interpolated":
+            assert capacity[f"curve_ms_per_send_{tier}"] in costs  # a carried point's own cost, never another's
+    assert "CPU side on the curve" in conclusion

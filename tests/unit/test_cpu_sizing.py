@@ -70,8 +70,33 @@ def test_the_capacity_notebook_sets_cpu_bound_beside_disk_bound_nodes(tmp_path):
         assert v[f"binding_{tier}"] == ("cpu" if v[f"nodes_cpu_{tier}"] > v[f"nodes_disk_{tier}"] else "disk")
     text = capacity.conclusion(result)
     assert "CPU-bound nodes" in text and "disk-bound" in text and "12.5K" in text
-    assert "no cpu_cost run" in capacity.conclusion(capacity.run(capacity.Params(b_row_bytes=1200.0),
-                                                                 constants=Constants.appendix_b()))
+    assert "no light-rate CPU side" in capacity.conclusion(capacity.run(capacity.Params(b_row_bytes=1200.0),
+                                                                        constants=Constants.appendix_b()))
+
+
+def test_the_capacity_notebook_prices_each_tier_on_the_cpu_curve_beside_the_light_rate(tmp_path):
+    from lab.calibration.experiments import capacity
+    from tests.unit.test_curve_pricing import CURVE
+
+    (tmp_path / "curve.json").write_text(json.dumps({"cpu_curve": CURVE.to_json(), "usable_points": 4,
+                                                     "measured_replication_factor": 1}))
+    values = {"operations": ["send"], "measured_replication_factor": 1, "cpu_send_server_ms_per_op": 10.5,
+              "cpu_send_requests_per_op": 6.0}
+    (tmp_path / "cpu.json").write_text(json.dumps(values))
+    params = capacity.Params(b_row_bytes=1200.0, cpu_values=str(tmp_path / "cpu.json"),
+                             cpu_curve_values=str(tmp_path / "curve.json"), operations_per_message={"send": 1.0})
+    result = capacity.run(params, constants=Constants.appendix_b())
+    v = result.values()
+    assert v["cpu_curve_replica_factor"] == pytest.approx(3.0)  # sends only: written on every replica
+    for tier in params.tiers:
+        # the light rate prices every send at 10.5 ms; the curve at the rate each node runs at, never above it
+        assert 3 <= v[f"nodes_cpu_curve_{tier}"] <= v[f"nodes_cpu_{tier}"]
+        assert v[f"curve_ms_per_send_{tier}"] <= 10.5
+        light, curve = v[f"nodes_cpu_{tier}"], v[f"nodes_cpu_curve_{tier}"]
+        assert v[f"nodes_cpu_disagree_{tier}"] == (abs(curve / light - 1) > 0.20)
+    text = capacity.conclusion(result)
+    assert "CPU side on the curve" in text and "at the light rates" in text
+    assert "lower bound" not in text  # one statement of what each figure is: the light-rate count is an upper estimate
 
 
 def _windows(rounds: int, *, burst_every: int, cost_s: float = 0.004, ops: int = 300, seconds: float = 5.0):

@@ -286,3 +286,19 @@ def test_model_check_draws_each_quantity_against_its_target(tmp_path):
     fig.savefig(tmp_path / "m.png")
     assert (tmp_path / "m.png").stat().st_size > 5_000
     assert figures.model_check(pd.DataFrame()) is None
+
+
+def test_cpu_curve_draws_the_carried_points_hollows_the_rest_and_marks_the_prices():
+    from lab.calibration.capacity_model.curve_pricing import CpuCurve
+    from tests.unit.test_curve_pricing import CURVE
+
+    points = pd.DataFrame([p.to_json() for p in CURVE.points])
+    fig = figures.cpu_curve(points, [("20M/day", 100.0, 4.0)])
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and "log" in ax.get_ylabel()
+    labels = [t.get_text() for t in ax.texts]
+    assert "loader-bound" in labels and "20M/day" in labels  # the unused point named, the priced point marked
+    assert "node cores" in fig.axes[1].get_ylabel()
+    assert figures.cpu_curve(pd.DataFrame()) is None
+    assert figures.cpu_curve(pd.DataFrame([p.to_json() for p in CpuCurve(points=(), node_cores=2).points])) is None
+    plt.close(fig)

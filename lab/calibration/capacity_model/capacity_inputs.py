@@ -118,29 +118,39 @@ def _b_row_values(path: Path) -> dict[str, Any] | None:
     return values if values.get("b_row_bytes") else None
 
 
-def locate_b_row(run_dir: Path | str | None, *, need_row_model: bool = False) -> Located:
-    """This run's b_row (``run_dir/b_row/values.json``), else the latest b_row run beside it
-    (in ``run_dir``'s parent, the results folder) that has what is needed."""
+def _latest(run_dir: Path | str | None, notebook: str, usable: Any, what: str) -> Located:
+    """``notebook``'s values.json of this run if ``usable``, else the latest usable one beside it
+    (in ``run_dir``'s parent, the results folder), named with its run and time."""
     if run_dir is None:
         return Located(path=None, how="no run folder to look in")
     run_dir = Path(run_dir)
-    own = run_dir / "b_row" / VALUES_FILE
-    values = _b_row_values(own) if own.is_file() else None
-    if values is not None and (values.get("row_model") or not need_row_model):
+    own = run_dir / notebook / VALUES_FILE
+    if own.is_file() and usable(own):
         return Located(path=own, how="this run")
-    candidates = []
-    for path in run_dir.parent.glob(f"*/b_row/{VALUES_FILE}"):
-        if path == own:
-            continue
-        v = _b_row_values(path)
-        if v is not None and (v.get("row_model") or not need_row_model):
-            candidates.append((path.stat().st_mtime, path))
+    candidates = [(path.stat().st_mtime, path) for path in run_dir.parent.glob(f"*/{notebook}/{VALUES_FILE}")
+                  if path != own and usable(path)]
     if not candidates:
-        what = "b_row run with a row model" if need_row_model else "b_row run"
         return Located(path=None, how=f"no {what} in this run or beside it in {run_dir.parent}")
     mtime, path = max(candidates)
     when = _dt.datetime.fromtimestamp(mtime, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return Located(path=path, how=f"the latest b_row run in {run_dir.parent} ({path.parent.parent.name}, {when})")
+    return Located(path=path, how=f"the latest {notebook} run in {run_dir.parent} ({path.parent.parent.name}, {when})")
+
+
+def _values_with(path: Path, *keys: str) -> bool:
+    try:
+        values = read_run_json(path)
+    except BadRunFile:
+        return False
+    return all(values.get(k) for k in keys)
+
+
+def locate_b_row(run_dir: Path | str | None, *, need_row_model: bool = False) -> Located:
+    """This run's b_row (``run_dir/b_row/values.json``), else the latest b_row run beside it
+    (in ``run_dir``'s parent, the results folder) that has what is needed."""
+    def usable(path: Path) -> bool:
+        v = _b_row_values(path)
+        return v is not None and bool(v.get("row_model") or not need_row_model)
+    return _latest(run_dir, "b_row", usable, "b_row run with a row model" if need_row_model else "b_row run")
 
 
 def row_model_of(located: Located) -> Any:
@@ -157,11 +167,13 @@ def row_model_of(located: Located) -> Any:
 
 
 def locate_cpu(run_dir: Path | str | None) -> Located:
-    """This run's cpu_cost values (CPU costs are not taken from another run unless given)."""
-    if run_dir is None:
-        return Located(path=None, how="no run folder to look in")
-    path = Path(run_dir) / "cpu_cost" / VALUES_FILE
-    return Located(path=path, how="this run") if path.is_file() else Located(path=None, how="no cpu_cost run here")
+    """This run's cpu_cost values, else the latest cpu_cost run beside it (named)."""
+    return _latest(run_dir, "cpu_cost", lambda p: _values_with(p, "operations"), "cpu_cost run")
+
+
+def locate_cpu_curve(run_dir: Path | str | None) -> Located:
+    """This run's CPU curve, else the latest cpu_curve run beside it with a usable point (named)."""
+    return _latest(run_dir, "cpu_curve", lambda p: _values_with(p, "cpu_curve", "usable_points"), "cpu_curve run")
 
 
 def run_mode(values_path: Path | str) -> str | None:
@@ -218,4 +230,13 @@ def my_mix_summary(values: Mapping[str, Any]) -> dict[str, Any] | None:
             "composition": price_.get("composition"), "confidence": values.get("my_mix_confidence"),
             "row_model_run": values.get("my_mix_run"), "row_model_from": values.get("my_mix_from"),
             "resident_tb": per_tier("resident_tb_my_mix"), "nodes_disk": per_tier("nodes_needed_my_mix"),
-            "nodes_cpu": per_tier("nodes_cpu"), "nodes": per_tier("nodes_my_mix"), "binding": per_tier("binding_my_mix")}
+            "nodes_cpu": per_tier("nodes_cpu"), "nodes_cpu_curve": per_tier("nodes_cpu_curve"),
+            "nodes": per_tier("nodes_my_mix"), "binding": per_tier("binding_my_mix"),
+            "runs": {"row model": _run_named(values.get("my_mix_run"), values.get("my_mix_from")),
+                     "CPU per operation": _run_named(values.get("cpu_run"), values.get("cpu_from")),
+                     "CPU curve": _run_named(values.get("cpu_curve_run"), values.get("cpu_curve_from"))}}
+
+
+def _run_named(run: str | None, how: str | None) -> str:
+    """'run R (this run)', 'run R (the latest ... in results/)', or 'none'."""
+    return f"run {run} ({'this run' if how == 'this run' else 'found: ' + str(how)})" if run else "none"

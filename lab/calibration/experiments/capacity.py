@@ -19,15 +19,18 @@ from lab.calibration.capacity_model.capacity_inputs import (
     input_confidence,
     locate_b_row,
     locate_cpu,
+    locate_cpu_curve,
     price,
     resolve_mix,
     row_model_of,
 )
+from lab.calibration.capacity_model.curve_pricing import NODES_DISAGREE, CpuCurve, curve_sizing, replica_factor
 from lab.calibration.capacity_model.cpu_sizing import (
     DEFAULT_CORES_PER_NODE,
     DEFAULT_OPERATIONS_PER_MESSAGE,
     DEFAULT_PEAK_FACTOR,
     DEFAULT_TARGET_CPU_UTILIZATION,
+    WRITE_OPERATIONS,
     costs_from_values,
     cpu_sizing,
 )
@@ -57,7 +60,8 @@ class Params:
     space_amp_values: str | None = None       # path of a space_amp run's values.json
     my_mix: str | dict[str, float] | None = None  # a profile name or .toml file, or mean bytes per message
     my_mix_rows: int = MIX_ROWS               # generated messages a profile is priced on
-    cpu_values: str | None = None             # path of a cpu_cost run's values.json, or "auto" (this run's)
+    cpu_values: str | None = None             # path of a cpu_cost run's values.json, or "auto" (this run's, else the latest)
+    cpu_curve_values: str | None = None       # path of a cpu_curve run's values.json, or "auto" (this run's, else the latest)
     operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
     peak_factor: float = DEFAULT_PEAK_FACTOR
     cores_per_node: int = DEFAULT_CORES_PER_NODE
@@ -86,6 +90,10 @@ class Result:
     lsm_space_amp: float | None = None       # the factor the measured / my_mix rows used
     lsm_space_amp_source: str = "appendix B"
     lsm_space_amp_note: str = ""             # why appendix B's when a space_amp run was given
+    cpu_curve: CpuCurve | None = None        # node CPU per send over the rate (cpu_curve notebook)
+    cpu_curve_located: Located | None = None
+    cpu_curve_sizing: pd.DataFrame | None = None  # tier: CPU-bound nodes priced on the curve
+    curve_factor: float | None = None        # the mix's replica copies per send against the curve's keyspace
 
     def factors(self) -> dict[str, dict[str, Any]]:
         """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
@@ -134,6 +142,13 @@ class Result:
                             "server_cores_ci_high": "server_cores_high", "nodes_cpu": int,
                             "nodes_disk": lambda n: int(n) if n is not None else None, "binding": str,
                             "rule_of_thumb_cores": float})
+        if self.cpu_curve_sizing is not None:
+            at = self.cpu_curve_located
+            out.update(cpu_curve_from=at.how, cpu_curve_run=at.run_id(), cpu_curve_replica_factor=self.curve_factor)
+            out |= flatten(self.cpu_curve_sizing.assign(tier=self.cpu_curve_sizing.messages_per_day.astype(int)),
+                           "{value}_{tier}", {"nodes_cpu_curve": int, "curve_ms_per_send": float,
+                                              "curve_sends_per_second_per_node": float, "curve_where": str,
+                                              "curve_server_cores": float, "nodes_cpu_disagree": bool})
         if self.params.my_mix is not None:
             mix = self.my_mix
             out["my_mix"] = self.params.my_mix if isinstance(self.params.my_mix, str) else dict(self.params.my_mix)
@@ -233,13 +248,47 @@ def run(params: Params, *, constants: Any) -> Result:
         cpu_values = json.loads(Path(cpu_path).read_text())
         unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
         cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
+    curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, constants)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
                   b_row_located=b_row_at if b_row_path is not None else None, b_row_confidence=b_row_conf,
                   my_mix=mix, my_mix_located=mix_at, my_mix_confidence=mix_conf, cpu=cpu, cpu_operations=cpu_ops,
-                  cpu_source=str(cpu_path) if cpu is not None else None, cpu_located=cpu_at if cpu is not None else None,
+                  cpu_source=str(cpu_path) if cpu is not None else None, cpu_located=cpu_at,
                   cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
-                  lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note)
+                  lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note,
+                  cpu_curve=curve, cpu_curve_located=curve_at, cpu_curve_sizing=curve_rows, curve_factor=factor)
+
+
+def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
+           constants: Any) -> tuple[Located | None, CpuCurve | None, pd.DataFrame | None, float | None]:
+    """The CPU curve (given, this run's or the latest) and each tier's nodes priced on it, beside
+    the per-operation (light-rate) pricing when there is one: a gap over NODES_DISAGREE is flagged."""
+    at = _located(params.cpu_curve_values, lambda: locate_cpu_curve(params.run_dir), params.run_dir)
+    if at is None or at.path is None:
+        return at, None, None, None
+    values = json.loads(Path(at.path).read_text())
+    curve = CpuCurve.from_json(values.get("cpu_curve") or {})
+    if not curve.usable():
+        return at, curve, None, None
+    mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+    shares = None
+    if cpu is not None and params.cpu_values and params.cpu_values != "none":
+        cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
+        costs = costs_from_values(json.loads(Path(cpu_at.path).read_text())) if cpu_at and cpu_at.path else None
+        shares = ({op: n * costs["cpu_ms_per_op"].get(op, 0.0) for op, n in mix.items()} if costs else None)
+    factor = replica_factor(mix, replication_factor=constants.replication_factor,
+                            measured_replication_factor=int(values.get("measured_replication_factor") or 1),
+                            cost_shares=shares, write_operations=WRITE_OPERATIONS)
+    light = {} if cpu is None else {r.messages_per_day: int(r.nodes_cpu) for r in cpu[cpu.b_row_source != "my_mix"]
+                                    .itertuples()}
+    rows = pd.DataFrame(curve_sizing(curve, tiers=params.tiers, sends_per_message=mix.get("send", 1.0),
+                                     peak_factor=params.peak_factor, factor=factor, cores_per_node=params.cores_per_node,
+                                     target_cpu_utilization=params.target_cpu_utilization,
+                                     replication_factor=constants.replication_factor, start_nodes=light))
+    rows["nodes_cpu_light"] = [light.get(t) for t in rows.messages_per_day]
+    rows["nodes_cpu_disagree"] = [bool(n is not None and abs(c / n - 1) > NODES_DISAGREE)
+                                  for c, n in zip(rows.nodes_cpu_curve, rows.nodes_cpu_light)]
+    return at, curve, rows, factor
 
 
 def _has_model(values_path: Path) -> bool:
@@ -359,8 +408,9 @@ def _cpu_where(result: Result) -> str:
 
 def cpu_lines(result: Result) -> str:
     if result.cpu is None:
-        return ("\n\n**CPU**: no cpu_cost run in this run folder and none given (`cpu_values`): the node counts "
-                "above are disk-bound only; run the cpu_cost notebook for the CPU side.")
+        why = md_text(result.cpu_located.how) if result.cpu_located is not None else "none given (`cpu_values`)"
+        return (f"\n\n**CPU per operation**: {why}: no light-rate CPU side; run the cpu_cost notebook for it."
+                + curve_lines(result))
     p = result.params
     mix = ", ".join(f"{op} {n:g}" for op, n in (p.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE).items())
     out = [f"\n\n**CPU side** (server CPU per operation from {_cpu_where(result)}; per message sent: {mix}; peak "
@@ -377,10 +427,36 @@ def cpu_lines(result: Result) -> str:
                    f"{r.peak_requests_per_second:,.0f} CQL requests/s.")
     if result.cpu_unresolved:
         out.append(f"\n**Not resolved**: the CPU cost of {', '.join(result.cpu_unresolved)} did not rise above the "
-                   "shared node's background in the cpu_cost run (its interval reaches 0; counted as its median, at "
-                   "least 0): the CPU-bound counts are a lower bound until a quieter run.")
-    out.append("\nThe CPU costs were measured on the lab's machine (a JVM sharing 2 cores with its load generator "
-               "and other work): they price the operations against each other; production cores are faster and "
-               "ScyllaDB's shard-per-core engine cheaper per request, so the CPU-bound count is an upper estimate "
-               "until cpu_cost runs on production hardware.")
+                   "shared node's background in the cpu_cost run (its interval reaches 0): counted at its median, "
+                   "at least 0, until a quieter run.")
+    out.append("\nWhat these counts are: each operation priced at the light fixed rate cpu_cost ran it at, where the "
+               "node burns more CPU per operation than under load, on the lab's machine (a JVM sharing its cores with "
+               "the load generator), not on production hardware: an upper estimate of the CPU-bound nodes.")
+    return "\n".join(out) + curve_lines(result)
+
+
+def curve_lines(result: Result) -> str:
+    """The CPU-bound nodes priced on the CPU curve, per tier, beside the light-rate counts."""
+    rows = result.cpu_curve_sizing
+    if rows is None:
+        at = result.cpu_curve_located
+        why = ("no usable point in it" if result.cpu_curve is not None else md_text(at.how) if at is not None
+               else "none given (`cpu_curve_values`)")
+        return f"\n\n**CPU curve**: {why}; run the cpu_curve notebook to price the CPU side at the rate it runs at."
+    at = result.cpu_curve_located
+    where = "the cpu_curve notebook of this run" if at.how == "this run" else f"{md_text(at.run_id())} ({md_text(at.how)})"
+    out = [f"\n\n**CPU side on the curve** (node CPU per send of the whole mix over the rate, from {where}; each "
+           "tier priced at the cost for the per-node rate its node count implies, per core scaled from the measured "
+           f"node's {result.cpu_curve.node_cores} cores; {result.curve_factor:.2f} replica copies per send):", ""]
+    for r in rows.itertuples():
+        light = ("" if r.nodes_cpu_light is None or pd.isna(r.nodes_cpu_light)
+                 else f" vs **{int(r.nodes_cpu_light)}** at the light rates" + (
+                     f" (**more than {NODES_DISAGREE:.0%} apart**)" if r.nodes_cpu_disagree else ""))
+        out.append(f"- {r.messages_per_day:,.0f} messages/day: peak {r.peak_sends_per_second:,.0f} sends/s -> "
+                   f"**{r.nodes_cpu_curve} CPU-bound nodes**{light}; each node carrying {r.curve_sends_per_second_per_node:,.0f} "
+                   f"sends/s of replica work ({r.curve_measured_rate:,.0f}/s on the curve's node), {r.curve_ms_per_send:.2f} "
+                   f"ms per send ({r.curve_where}), {r.curve_server_cores:,.1f} server cores.")
+    if (rows.curve_where == "above the measured range").any():
+        out.append("\nAbove the curve's highest usable rate the cost there is used: the node's CPU per send falls as "
+                   "the rate rises, so these counts are an upper estimate there.")
     return "\n".join(out)

@@ -109,24 +109,43 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
     """Seed cpu_cost's dataset in a scratch store and run the idle / mixed windows (module
     docstring); ``dataset``: cpu_cost.Params fields that size it (group_backlog, dm_count, ...);
     ``workers``: the driver's threads (None: sized after the warmup, :func:`workers_for`)."""
+    return run_mixed_steps(testbed, constants=constants, steps={"mixed": rates}, rounds=rounds,
+                           window_seconds=window_seconds, idle_seconds=idle_seconds, workers=workers, seed=seed,
+                           keep=keep, show_progress=show_progress, dataset=dataset, limits=limits)[0]
 
-    unknown = sorted(set(rates) - set(cpu_cost.OPERATIONS))
-    if unknown:
-        raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(cpu_cost.OPERATIONS)}",
-                              operations=unknown)
+
+def run_mixed_steps(testbed: Testbed, *, constants: Any, steps: dict[str, dict[str, float]], rounds: int,
+                    window_seconds: float, idle_seconds: float, workers: int | None = None, seed: int = 0,
+                    keep: bool = False, show_progress: bool = False, dataset: dict[str, int] | None = None,
+                    limits: Limits | None = None) -> list[MixedLoad]:
+    """:func:`run_mixed_load` at several rates of one mix (``steps``: label -> rates) on one seeded
+    store: every round visits every step once, in a shuffled order, each mixed window between two
+    idle ones, so a drift of the machine spreads over the steps instead of biasing one. One
+    :class:`MixedLoad` per step, in the order given."""
+    for label, rates in steps.items():
+        unknown = sorted(set(rates) - set(cpu_cost.OPERATIONS))
+        if unknown:
+            raise ValidationError(f"unknown operations {', '.join(unknown)}; known: {', '.join(cpu_cost.OPERATIONS)}",
+                                  operations=unknown)
+        if not any(r > 0 for r in rates.values()):
+            raise ValidationError(f"step {label!r} has no positive rate", step=label)
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValidationError(f"workers must be a whole number >= 1 (or None: sized), got {workers!r}",
                               field="workers", value=workers)
     limits = limits or Limits()
-    active = {op: float(r) for op, r in rates.items() if r > 0}
-    sequence = operation_sequence(active)
-    total_rate = sum(active.values())
-    cp = cpu_cost.Params(rates=dict(active), window_seconds=window_seconds, max_rounds=rounds + 1, seed=seed,
+    active = {label: {op: float(r) for op, r in rates.items() if r > 0} for label, rates in steps.items()}
+    sequences = {label: operation_sequence(a) for label, a in active.items()}
+    totals = {label: sum(a.values()) for label, a in active.items()}
+    fastest = max(totals, key=totals.get)
+    union = {op: max(a.get(op, 0.0) for a in active.values()) for op in set().union(*active.values())}
+    cp = cpu_cost.Params(rates=union, window_seconds=window_seconds, max_rounds=rounds + 1, seed=seed,
                          show_progress=show_progress, **(dataset or {}))
     counts: Counter[str] = Counter()
     lock = threading.Lock()
     rows: list[dict[str, Any]] = []
-    per_window: list[dict[str, int]] = []
+    per_window: dict[str, list[dict[str, int]]] = {label: [] for label in steps}
+    sized: dict[str, tuple[int, str]] = {}
+    order_rng = np.random.default_rng([seed, 71])
     with scratch_store(testbed, scratch_name("mcload"), constants=constants, keep=keep) as store:
         data = cpu_cost._seed(store, cp, constants)
         copies = testbed.admin.replication(store.keyspace).copies
@@ -134,64 +153,83 @@ def run_mixed_load(testbed: Testbed, *, constants: Any, rates: dict[str, float],
         testbed.admin.wait_for_compactions(timeout=60, keyspace=store.keyspace)
         calls = cpu_cost._calls(store, data, cp)
         testbed.settle_client_gc()  # set-up done: the loader's collector as the bench's (client_gc)
+        current = {"sequence": sequences[fastest]}
 
         def call(k: int) -> None:
+            sequence = current["sequence"]
             op = sequence[k % len(sequence)]
             calls[op](k)
             with lock:
                 counts[op] += 1
 
-        warm, _ = drive(call, rate=min(total_rate, WARMUP_RATE), seconds=WARMUP_SECONDS, workers=workers or MIN_WORKERS)
+        warm, _ = drive(call, rate=min(totals[fastest], WARMUP_RATE), seconds=WARMUP_SECONDS,
+                        workers=workers or MIN_WORKERS)
         store.drain(30)
-        if workers is None:
-            warm_latency = summarize_histogram(warm.service)   # µs
-            p99 = warm_latency.p99
-            workers = workers_for(total_rate, p99 / 1e6 if p99 is not None else None)
-            rule = (f"sized: ceil({WORKERS_HEADROOM:g} x {total_rate:g}/s x the warmup's p99 {p99 / 1000:.1f} ms over "
-                    f"{warm_latency.count} calls), within {MIN_WORKERS}-{MAX_WORKERS}" if p99 is not None
-                    else f"{MIN_WORKERS}: the warmup measured no latency")
-        else:
-            rule = "given"
+        warm_latency = summarize_histogram(warm.service)   # µs
+        p99 = warm_latency.p99
+        for label, total in totals.items():
+            if workers is not None:
+                sized[label] = (workers, "given")
+            elif p99 is None:
+                sized[label] = (MIN_WORKERS, f"{MIN_WORKERS}: the warmup measured no latency")
+            else:
+                sized[label] = (workers_for(total, p99 / 1e6),
+                                f"sized: ceil({WORKERS_HEADROOM:g} x {total:g}/s x the warmup's p99 {p99 / 1000:.1f} ms "
+                                f"over {warm_latency.count} calls), within {MIN_WORKERS}-{MAX_WORKERS}")
 
-        def window(seq: int, rnd: int, kind: str) -> None:
+        def window(seq: int, rnd: int, kind: str, label: str) -> None:
             before, lg = testbed.admin.cpu_readings(), process_cpu_seconds()
             watch = Stopwatch()
             errors = 0
             judged: dict[str, Any] = {"rate_requested": 0.0, "rate_driven": 0.0, "loadgen_cpu_percent_of_core": None,
-                                      "lag_ms": None, "loader_bound": False}
+                                      "lag_ms": None, "loader_bound": False, "corrected_p99_ms": None}
             with lock:
                 counts.clear()
             if kind == IDLE:
                 time.sleep(idle_seconds)
             else:
+                current["sequence"] = sequences[label]
                 with CpuMeter() as meter:  # this process is the load generator: its CPU while it drives
-                    stats, drive_seconds = drive(call, rate=total_rate, seconds=window_seconds, workers=workers)
+                    stats, drive_seconds = drive(call, rate=totals[label], seconds=window_seconds,
+                                                 workers=sized[label][0])
                 store.drain(30)  # send's asynchronous head update belongs to its window
                 errors = sum(stats.errors.values())
                 s, c = summarize_histogram(stats.service), summarize_histogram(stats.corrected)
-                judged.update(rate_requested=total_rate,
+                judged.update(rate_requested=totals[label],
                               rate_driven=stats.ok / drive_seconds if drive_seconds else 0.0,
                               loadgen_cpu_percent_of_core=meter.reading.percent_of_core if meter.reading else None,
-                              lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None)
+                              lag_ms=((c.mean or 0) - (s.mean or 0)) / 1000 if stats.ok else None,
+                              corrected_p99_ms=(c.p99 / 1000) if c.p99 is not None else None)
                 judged["loader_bound"] = loader_bound(SimpleNamespace(**judged), limits)
             wall = watch.seconds()
             after, lg_after = testbed.admin.cpu_readings(), process_cpu_seconds()
             with lock:
                 done = dict(counts)
             if kind != IDLE:
-                per_window.append(done)
+                per_window[label].append(done)
             per_node: dict[str, float] = {}
             for (node, _shard), sec in cpu_seconds_between(before, after).items():
                 per_node[node] = per_node.get(node, 0.0) + sec
-            rows.extend({"seq": seq, "round": rnd, "kind": kind, "wall_seconds": wall, "node": node, "cpu_seconds": sec,
-                         "loadgen_cpu_seconds": lg_after - lg, "ops": sum(done.values()) if kind != IDLE else 0,
-                         "errors": errors, **judged} for node, sec in per_node.items())
+            rows.extend({"seq": seq, "round": rnd, "kind": kind, "step": label, "wall_seconds": wall, "node": node,
+                         "cpu_seconds": sec, "loadgen_cpu_seconds": lg_after - lg,
+                         "ops": sum(done.values()) if kind != IDLE else 0,
+                         "sends": done.get("send", 0) if kind != IDLE else 0, "errors": errors, **judged}
+                        for node, sec in per_node.items())
 
         seq = 0
-        window(seq, -1, IDLE)
+        window(seq, -1, IDLE, "")
         for rnd in range(rounds):
-            window(seq + 1, rnd, "mixed")
-            window(seq + 2, rnd, IDLE)
-            seq += 2
-    return MixedLoad(windows=pd.DataFrame(rows), counts=per_window, copies=copies, requested_rate=total_rate,
-                     limits=limits, workers=workers, workers_rule=rule)
+            for label in [str(x) for x in order_rng.permutation(list(steps))] if len(steps) > 1 else list(steps):
+                window(seq + 1, rnd, "mixed", label)
+                window(seq + 2, rnd, IDLE, label)
+                seq += 2
+    table = pd.DataFrame(rows)
+    out = []
+    for label in steps:
+        # this step's mixed windows and the idle windows on either side of each
+        mine = set(table[(table.kind != IDLE) & (table.step == label)].seq)
+        keep_seqs = mine | {q - 1 for q in mine} | {q + 1 for q in mine}
+        out.append(MixedLoad(windows=table[table.seq.isin(keep_seqs)].reset_index(drop=True), counts=per_window[label],
+                             copies=copies, requested_rate=totals[label], limits=limits, workers=sized[label][0],
+                             workers_rule=sized[label][1]))
+    return out
