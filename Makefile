@@ -47,7 +47,7 @@ report: node  ## headless calibration on the embedded node; prints the report's 
 	$(BIN)/lab calibrate --quick --home $(LAB_HOME)
 
 # The suite makes and drops hundreds of keyspaces: a node it starts is a throwaway one (schema
-# changes stay in the commit log, not flushed at once; no fsync; README "The embedded node"). A node
+# changes stay in the commit log, not flushed at once; no fsync; docs/embedded-node.md). A node
 # already running is reused as it was started.
 test: NODE_FLAGS = --throwaway
 test: node chromium  ## the whole test suite against the real node

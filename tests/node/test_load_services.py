@@ -58,7 +58,7 @@ def test_lab_load_takes_the_services_from_the_environment_and_the_toml_file(clus
     """LAB_OUTBOX / LAB_HOT_WINDOW and the [services] table, as `lab bench store` reads them; the hot
     window is archiver mode's, so the run is in archiver mode and its audit reads through the window."""
     toml = tmp_path / "lab.toml"
-    toml.write_text('[cluster]\n\n[services]\nhot_window = "redis"\n')  # the README's form: [cluster] beside [services]
+    toml.write_text('[cluster]\n\n[services]\nhot_window = "redis"\n')  # docs/services.md's form: [cluster] beside [services]
     results = tmp_path / "results"
     with scratch_keyspace(connection, "loadhot", create=False) as keyspace:
         proc = _lab(["load", "--profile", "send_only", "--users", "2", "--duration", "2s", "--seed-size", "tiny",

@@ -1,6 +1,6 @@
 """A throwaway node (what `make test` starts) leaves schema changes in the commit log and never
-fsyncs; any other node flushes them at each change and fsyncs, Cassandra's default (README "The
-embedded node")."""
+fsyncs; any other node flushes them at each change and fsyncs, Cassandra's default
+(docs/embedded-node.md, "The test settings")."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,6 @@
 """Every dotted lab name a reader is pointed to exists: a module, or an attribute of one.
 
-Read from the docs (README.md, DEVELOPMENT.md, docs/*.md and the READMEs of loadgen/, results/,
+Read from the docs (README.md, ARCHITECTURE.md, DEVELOPMENT.md, docs/*.md and the READMEs of loadgen/, results/,
 datasets/) and from the docstrings and comments of every Python file under lab/, tests/ and
 loadgen/. A rename that leaves the old dotted name behind in a docstring sends the next reader
 to a module that is gone; this test names each such place. ``lab.common`` is not a Python module
@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = ("README.md", "DEVELOPMENT.md", "loadgen/README.md", "results/README.md", "datasets/README.md")
+DOCS = ("README.md", "ARCHITECTURE.md", "DEVELOPMENT.md", "loadgen/README.md", "results/README.md", "datasets/README.md")
 # lab.<dotted>, not inside a path or a word (.lab/nodes, message-store-lab.x, results/x/lab.json)
 DOTTED = re.compile(r"(?<![\w./-])lab(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 PROTO_PACKAGE = "lab.common"
