@@ -54,7 +54,7 @@ test: node chromium  ## the whole test suite against the real node
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: $(STAMP)  ## tests/unit only: no node, no JDK (seconds)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	LAB_UNIT_IN_PROCESS=1 $(BIN)/python -m pytest tests/unit -m "not spawns" $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff over every Python file in the repo
 	$(BIN)/ruff check .

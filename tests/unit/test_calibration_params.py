@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab.cli"]
 
 
+@pytest.mark.spawns
 def test_a_misspelt_parameter_is_refused_before_a_run_folder_exists(tmp_path):
     # papermill would inject it and the notebook would silently ignore it
     proc = subprocess.run([*LAB, "calibrate", "--notebooks", "capacity", "-p", "capacity.tierz=[1]",
@@ -99,6 +100,7 @@ def _calibrate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*LAB, "calibrate", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
+@pytest.mark.spawns
 def test_resume_refuses_what_it_cannot_take(tmp_path):
     proc = _calibrate("--resume", str(tmp_path))
     assert proc.returncode == 2 and "no calibration.json" in proc.stderr
@@ -109,6 +111,7 @@ def test_resume_refuses_what_it_cannot_take(tmp_path):
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.spawns
 def test_a_mix_is_refused_before_anything_runs_when_it_is_unknown_or_nothing_can_price_it(tmp_path):
     proc = _calibrate("--notebooks", "capacity", "--my-mix", "no_such_mix", "--results", str(tmp_path))
     assert proc.returncode == 2 and "no workload profile 'no_such_mix'" in proc.stderr

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from lab.calibration.capacity_model import capacity_inputs as ci
-from lab.calibration.experiments import capacity
 from lab.calibration.capacity_model.row_model import REGRESSORS, fit_row_model
+from lab.calibration.experiments import capacity
 from lab.constants import Constants
 from lab.errors import CalibrationError, ConfigError, ValidationError
 

@@ -52,6 +52,7 @@ def test_commands_that_connect_take_the_cluster_flags():
     assert "--quick" in out.output and "--contact-points" in out.output
 
 
+@pytest.mark.spawns
 def test_a_library_error_is_one_line_and_exit_2(tmp_path):
     """A LabError (here: an unknown notebook) becomes `error: <Type>: <message>` and exit code 2."""
     proc = subprocess.run([sys.executable, "-m", "lab.cli", "calibrate", "--notebooks", "no_such_notebook",
@@ -116,6 +117,7 @@ def test_bad_input_is_one_clear_line_and_leaves_no_folder(tmp_path, args, messag
     assert "Traceback" not in out.output and not results.exists() and not home.exists()
 
 
+@pytest.mark.spawns
 def test_an_unreachable_cluster_is_one_line_with_the_fix_and_leaves_no_folder(tmp_path):
     """`calibrate --port 1` (no preflight) and `load --port 1`: nothing answers on port 1."""
     for args in (["calibrate", "--no-preflight", "--notebooks", "none"], ["load", "--users", "2"],
@@ -129,6 +131,7 @@ def test_an_unreachable_cluster_is_one_line_with_the_fix_and_leaves_no_folder(tm
         assert not any(tmp_path.iterdir()), args
 
 
+@pytest.mark.spawns
 def test_calibrate_preflight_failure_names_the_failed_check(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lab.cli", "calibrate", "--port", "1", "--results", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -59,6 +59,7 @@ def test_nothing_listening_is_a_connect_error():
         connect(ClusterConfig(contact_points=("127.0.0.77",), connect_timeout_seconds=2))
 
 
+@pytest.mark.spawns
 def test_cli_reports_config_errors_without_traceback():
     import os
 

@@ -18,6 +18,7 @@ from lab.errors import (
     KeyDestroyed,
     ValidationError,
 )
+from lab.store import DekId
 from lab.store.crypto import (
     DataKey,
     Encryptor,
@@ -29,7 +30,6 @@ from lab.store.crypto import (
     conversation_dek_key_id,
     open_keystore,
 )
-from lab.store import DekId
 
 TENANT = uuid.UUID("11111111-1111-1111-1111-111111111111")
 CONV = uuid.UUID("22222222-2222-2222-2222-222222222222")
@@ -432,6 +432,7 @@ print(json.dumps({"v1": first.material.hex() if first.dek_id.key_version == 1 el
 """
 
 
+@pytest.mark.spawns
 def test_processes_share_one_local_keystore_safely(tmp_path):
     import time
     path = tmp_path / "keys.sqlite"
@@ -452,6 +453,7 @@ def test_processes_share_one_local_keystore_safely(tmp_path):
     assert store.current(TENANT, CONV).dek_id.key_version == 7
 
 
+@pytest.mark.spawns
 def test_gcm_nonces_never_repeat_across_threads_wraps_and_forks(monkeypatch):
     """SP 800-38D deterministic nonces (lab.store.crypto.cipher): a per-process random fixed
     field and a counter; a new fixed field when the counter wraps and in a forked child."""

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(shutil.which("git") is None or shutil.which("make") is None, reason="needs git and make")
+@pytest.mark.spawns
 def test_a_fresh_clone_s_git_status_filters_no_notebook(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)

@@ -342,6 +342,7 @@ def test_generator_borrows_a_millisecond_when_the_counter_is_exhausted():
     assert message_id_time_ms(out[-1]) == 5001
 
 
+@pytest.mark.spawns
 def test_generator_counter_starts_are_random_per_process_and_fork():
     """Each millisecond's counter starts at a random value below 2**62 (the ids of writers that
     share a node id spread), drawn without a syscall per millisecond (ids._COUNTER_STARTS, seeded

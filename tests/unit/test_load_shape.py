@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 CHILD = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
@@ -30,6 +32,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.spawns
 def test_a_tick_within_a_second_of_the_stop_waits_for_it_and_stops():
     env = {**os.environ, "LOCUST_SKIP_MONKEY_PATCH": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=120)

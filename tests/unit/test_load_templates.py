@@ -5,6 +5,8 @@ import dataclasses
 import subprocess
 import sys
 
+import pytest
+
 from lab.load.plan import LoadPlan, load_profile, message_templates
 from lab.load.templates import build_templates, templates_path, worker_templates
 
@@ -31,6 +33,7 @@ def test_no_file_or_another_profiles_file_is_built_here(tmp_path):
     assert worker_templates(other) == tuple(message_templates(load_profile("send_only").content, seed=1))
 
 
+@pytest.mark.spawns
 def test_the_locust_process_reads_the_file_without_importing_pandas(tmp_path):
     plan = _plan(tmp_path)
     build_templates(plan)

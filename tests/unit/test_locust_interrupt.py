@@ -13,6 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent("""
@@ -64,11 +66,13 @@ def _run(mode: str) -> str:
     return out + err
 
 
+@pytest.mark.spawns
 def test_ctrl_c_waits_for_the_users_step_then_interrupts_the_main_greenlet():
     out = _run("installed")
     assert "main interrupted; steps 1 whole 1 user dead False" in out, out
 
 
+@pytest.mark.spawns
 def test_without_it_python_interrupts_the_user_mid_step():
     """Why the handler exists: Python's default raises in whichever greenlet runs."""
     out = _run("default")

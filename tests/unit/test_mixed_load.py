@@ -2,6 +2,8 @@
 window, and a loader-bound window marked, named in the verdict and left out of the check."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
@@ -9,7 +11,6 @@ from lab.calibration.experiments.mixed_load import IDLE, MixedLoad
 from lab.errors import ValidationError
 from lab.load.thread_driver import loader_bound
 from lab.load.verdict import Limits
-from types import SimpleNamespace
 
 
 def _window(seq: int, rnd: int, kind: str, cpu: float, *, wall: float = 2.0, ops: int = 0, pct: float | None = None,
@@ -83,9 +84,9 @@ def test_the_pool_is_a_parameter_of_the_model_check_sized_by_default():
 
 
 def test_the_conclusion_says_the_pool_and_the_loader_bound_windows_left_out():
-    from lab.calibration.experiments import model_check
-    from lab.calibration.capacity_model.predictions import Inputs
     from lab.calibration.capacity_model.prediction_check import Check
+    from lab.calibration.capacity_model.predictions import Inputs
+    from lab.calibration.experiments import model_check
 
     inputs = Inputs(source="run-x", rows_per_repeat=None, row_model=None, fitted_mixes=(), per_row_bytes={},
                     head_bytes_per_conversation=None, head_sstable_bytes=None, cpu_costs=None)

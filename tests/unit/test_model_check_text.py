@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from lab.calibration import capacity_section
-from lab.calibration.experiments import model_check
-from lab.calibration.capacity_model.predictions import Inputs
 from lab.calibration.capacity_model.prediction_check import disk_checks
+from lab.calibration.capacity_model.predictions import Inputs
+from lab.calibration.experiments import model_check
 
 NODES = ("127.0.0.51", "127.0.0.52", "127.0.0.53")
 INPUTS = Inputs(source="run-x", rows_per_repeat=2000, row_model=None, fitted_mixes=(), per_row_bytes={},

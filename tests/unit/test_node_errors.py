@@ -27,6 +27,7 @@ def test_no_java_is_explained(monkeypatch):
         EmbeddedCluster.find_java()
 
 
+@pytest.mark.spawns
 def test_unresolvable_version_is_explained(tmp_path):
     with pytest.raises(MavenError, match="cassandra-all:0.0.0-nope"):
         EmbeddedCluster(NodeOptions(home=tmp_path, version="0.0.0-nope")).resolve_jars()

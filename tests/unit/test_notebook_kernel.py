@@ -58,6 +58,7 @@ def tiny_notebooks(tmp_path) -> Path:
     return folder
 
 
+@pytest.mark.spawns
 def test_progress_bars_are_widgets_without_tqdm_warning(tiny_notebooks, tmp_path):
     values = run_notebook("bar", {"show_progress": True}, tmp_path / "run", notebooks_dir=tiny_notebooks, html=False)
     assert values == {"n": 50}
@@ -66,12 +67,14 @@ def test_progress_bars_are_widgets_without_tqdm_warning(tiny_notebooks, tmp_path
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
 
 
+@pytest.mark.spawns
 def test_headless_runs_leave_the_bars_out(tiny_notebooks, tmp_path):
     """A widget is saved at 0% by a headless run; the runner turns progress off unless asked."""
     run_notebook("bar", {}, tmp_path / "run", notebooks_dir=tiny_notebooks, html=False)
     assert not any("widget" in json.dumps(o) for o in _outputs(tmp_path / "run" / "bar" / "bar.ipynb"))
 
 
+@pytest.mark.spawns
 def test_a_failed_connection_is_one_line_with_the_fix(tmp_path):
     with pytest.raises(CalibrationError) as info:
         run_notebook("b_row", {"rows": 10, "repeats": 1}, tmp_path, config=ClusterConfig(port=1), html=False)
@@ -84,6 +87,7 @@ def test_a_failed_connection_is_one_line_with_the_fix(tmp_path):
     assert "NoHostAvailable" not in line and "Traceback" not in line
 
 
+@pytest.mark.spawns
 def test_outputs_never_reach_git(tmp_path):
     """`make git-filters` in a clone: a notebook run with outputs is stored without them, and
     running its cells again (JupyterLab's autosave) changes nothing git sees."""
@@ -115,6 +119,7 @@ def test_outputs_never_reach_git(tmp_path):
     assert git("status", "--porcelain").stdout == ""
 
 
+@pytest.mark.spawns
 def test_lab_jupyter_serves_the_kernel_over_ipc_with_widgets(tmp_path):
     """`lab jupyter` started, driven over Jupyter's REST and websocket API for a few seconds, stopped
     by PID: its default kernel is the project's, the widgets extension is there, a cell's

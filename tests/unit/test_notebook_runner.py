@@ -16,6 +16,7 @@ def run_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("notebooks")
 
 
+@pytest.mark.spawns
 def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path, capfd):
     with pytest.raises(CalibrationError) as info:
         run_notebook("capacity", {"tiers": ["not a number"]}, tmp_path)
@@ -28,6 +29,7 @@ def test_a_failing_notebook_names_the_cell_and_keeps_partial_output(tmp_path, ca
     assert (tmp_path / "capacity" / "capacity.html").exists()
 
 
+@pytest.mark.spawns
 def test_capacity_reads_the_measured_b_row(run_dir, notebook_artifacts):
     b_row_values = run_dir / "b_row" / "values.json"
     params = {"b_row_values": str(b_row_values)} if b_row_values.exists() else {"b_row_bytes": 1200.0}
@@ -53,6 +55,7 @@ def test_suite_has_one_notebook_per_measurement():
         assert not any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"), f"{name} saved with outputs"
 
 
+@pytest.mark.spawns
 def test_the_kernel_is_killed_once_every_cell_has_run_not_left_to_exit(tmp_path):
     """Every cell runs and its outputs are kept; then the kernel is killed, not asked to exit:
     its own exit (IPython clearing its namespace, the driver's loop thread joined) took ~2 s of
@@ -77,6 +80,7 @@ def test_the_kernel_is_killed_once_every_cell_has_run_not_left_to_exit(tmp_path)
     assert not marker.exists()
 
 
+@pytest.mark.spawns
 def test_the_notebook_tools_load_without_jsonschemas_iri_grammar():
     """Reading a notebook's parameters (papermill), exporting HTML (nbconvert) and validating
     (nbformat) work without importing rfc3987_syntax, whose grammar took 6-10 s to build at import
@@ -92,6 +96,7 @@ def test_the_notebook_tools_load_without_jsonschemas_iri_grammar():
     assert done.stdout.split()[-1] == "None"
 
 
+@pytest.mark.spawns
 def test_preload_leaves_nothing_to_import_before_a_notebooks_cells_run(tmp_path):
     """lab calibrate imports the notebook tools before it marks a notebook "running": Python drops
     a KeyboardInterrupt raised while an import releases its module lock, so a Ctrl-C during the

@@ -6,9 +6,16 @@ import pandas as pd
 import pytest
 
 from lab.calibration.capacity_model.cpu_sizing import cpu_sizing
-from lab.calibration.capacity_model.predictions import (Inputs, cpu_diagnosis, inputs_from_values, operation_sequence,
-                                                        predict_cpu, predict_disk, predict_sstables)
 from lab.calibration.capacity_model.prediction_check import Check, disk_checks
+from lab.calibration.capacity_model.predictions import (
+    Inputs,
+    cpu_diagnosis,
+    inputs_from_values,
+    operation_sequence,
+    predict_cpu,
+    predict_disk,
+    predict_sstables,
+)
 from lab.calibration.capacity_model.row_model import RowModel
 from lab.errors import ValidationError
 from lab.measure import LinearFit

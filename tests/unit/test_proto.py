@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import google.protobuf
+import pytest
 from google.protobuf.descriptor import FieldDescriptor as F
 
 from lab.store.rows.proto import common_pb2, generate
@@ -20,6 +21,7 @@ def _repeated(field):
     return field.is_repeated if hasattr(field, "is_repeated") else field.label == F.LABEL_REPEATED
 
 
+@pytest.mark.spawns
 def test_regenerating_gives_the_committed_bytes(tmp_path):
     out = tmp_path / "out"
     # run as the documented command, from an unrelated working directory

@@ -10,14 +10,13 @@ import uuid
 from collections import namedtuple
 
 import pytest
+from message_cases import C, D, S, T, fields_of, message_at
 
 import lab.store.rows.records as records
 from lab.errors import DecryptError, KeyDestroyed, LabError, ValidationError
 from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows,
-                                    encode_record)
-from message_cases import C, D, S, T, fields_of, message_at
+from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows, encode_record
 
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
 PageRow = namedtuple("PageRow", PARTITION_ROW_COLUMNS)
@@ -242,6 +241,7 @@ def test_the_native_key_opens_what_the_cipher_seals_and_nothing_else(enc):
     assert "key" not in repr(native).lower().replace("aesgcmkey", "")
 
 
+@pytest.mark.spawns
 def test_the_repo_venv_decodes_through_the_compiled_path_and_says_so(tmp_path):
     """`make venv` builds native/: a venv without it would measure the Python path's reads while
     the results claim today's figures; the environment block names the decode a run used."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from lab.cluster.config import load_config
 from lab.results.environment import environment
@@ -61,6 +62,7 @@ def test_write_json_replaces_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
 
 
+@pytest.mark.spawns
 def test_environment_without_a_connection_masks_secrets(tmp_path):
     config = load_config(flags={"lab_home": str(tmp_path), "username": "lab", "password": "s3cret"}, env={})
     env = environment(config, note="x").to_json()
