@@ -16,11 +16,13 @@ from lab.cli.options import (COUNT, PORT, POSITIVE, SEED, Duration, cluster_opti
 from lab.cli.load_text import audit_line, summary_lines, verdict_lines
 from lab.cli.status_line import ConsoleProgress
 from lab.cluster.config import ClusterConfig
+from lab.errors import ConfigError
 from lab.results import units
 
 DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
 DEFAULT_FIXED_RATE_WARMUP_SECONDS = 5.0  # fixed rate: discarded, and the loader is sized from it
 LOADER_BOUND_EXIT = 3   # the run's latencies are the load generator's (1: audit failed, 2: error, 130: Ctrl-C)
+SLO_NOT_MET_EXIT = 4    # --slo: no step met the target
 
 
 class Processes(click.ParamType):
@@ -40,19 +42,29 @@ class Processes(click.ParamType):
 
 
 # what a worker takes from the master's plan, never from its own command line
-_PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "duration": "--duration",
+_PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "sends_per_second": "--sends-per-second", "users": "--users", "duration": "--duration",
                "warmup": "--warmup", "processes": "--processes", "max_loader_cpu": "--max-loader-cpu",
                "metrics_port": "--metrics-port", "metrics_host": "--metrics-host", "staircase_max": "--staircase",
                "step": "--step", "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor",
-               "run_id": "--run-id",
+               "run_id": "--run-id", "slo": "--slo",
                "web": "--web", "expect_workers": "--expect-workers"}
+
+
+def calls_per_send(weights: Any) -> float:
+    """Calls of a profile's mix per send: every user gets the same share of a fixed rate."""
+    senders = weights.get("sender", 0)
+    if senders <= 0:
+        raise click.UsageError("--sends-per-second needs a profile with senders")
+    return sum(w for w in weights.values() if w > 0) / senders
 
 
 @click.command("load")
 @home_option
 @click.option("--profile", default="chat", show_default=True, help="load profile (lab/load/profiles.toml)")
 @click.option("--rate", type=POSITIVE, default=None, help="fixed rate: total store calls per second (open loop)")
-@click.option("--users", type=COUNT, default=None, help="users (closed loop without --rate)")
+@click.option("--sends-per-second", "sends_per_second", type=POSITIVE, default=None, metavar="S",
+              help="fixed rate given in sends/s: --rate is S x the profile's calls per send (its weights)")
+@click.option("--users", type=COUNT, default=None, help="users (closed loop without --rate; with --rate or --slo: the users sharing the rate)")
 @click.option("--duration", type=Duration(), default="60s", show_default=True, help="measured time, e.g. 60s, 2m")
 @click.option("--warmup", type=Duration(zero_ok=True), default=None,
               help="unmeasured time before it (default: 5s at a fixed rate, where it also sizes the loader; 0s "
@@ -73,6 +85,15 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @click.option("--staircase", "staircase_max", type=POSITIVE, default=None,
               help="fixed-rate steps at 50/75/90/105% of this measured maximum rate")
 @click.option("--step", "step", type=Duration(), default="20s", show_default=True, help="length of each staircase step")
+@click.option("--slo", default=None, metavar="TARGET",
+              help="search for the knee: the highest rate of the profile's mix whose corrected latency meets "
+                   "TARGET, e.g. p99<=50ms (fixed-rate steps, each long enough for --slo-min-calls)")
+@click.option("--slo-start", type=POSITIVE, default=20.0, show_default=True, metavar="RATE",
+              help="with --slo: the first step's rate (calls/s); the steps double until one fails, then bisect")
+@click.option("--slo-max", type=POSITIVE, default=None, metavar="RATE", help="with --slo: never step above this rate")
+@click.option("--slo-steps", type=COUNT, default=8, show_default=True, help="with --slo: at most this many steps")
+@click.option("--slo-min-calls", type=COUNT, default=1000, show_default=True,
+              help="with --slo: calls a step needs before its percentile counts (fewer: 'too few', never the answer)")
 @click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
               help="conversations each worker seeds before the run")
 @click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
@@ -104,9 +125,11 @@ _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "users": "--users", "du
 @services_options
 @cluster_options
 @click.pass_context
-def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users: int | None, duration: float,
+def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends_per_second: float | None,
+         users: int | None, duration: float,
          warmup: float | None, processes: int | None, max_loader_cpu: float, allow_loader_bound: bool,
-         metrics_port: int | None, metrics_host: str, staircase_max: float | None, step: float, seed_size: str,
+         metrics_port: int | None, metrics_host: str, staircase_max: float | None, step: float, slo: str | None,
+         slo_start: float, slo_max: float | None, slo_steps: int, slo_min_calls: int, seed_size: str,
          driver_mode: str,
          reactor: str | None, no_audit: bool, run_id: str | None, web: bool, web_host: str, web_port: int | None,
          as_master: bool, expect_workers: int | None, master_bind_host: str, as_worker: bool,
@@ -137,6 +160,27 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
     if (expect_workers is None) == as_master:
         raise click.UsageError("--master needs --expect-workers N" if as_master
                                else "--expect-workers goes with --master")
+    if sends_per_second is not None:
+        if rate is not None:
+            raise click.UsageError("give --rate (calls/s) or --sends-per-second, not both")
+        from lab.load.plan import load_profile
+
+        rate = sends_per_second * calls_per_send(load_profile(profile).weights)
+        click.echo(f"--sends-per-second {sends_per_second:g}: {rate:,.1f} calls/s of the {profile} mix", err=True)
+    if slo is not None:
+        clash = [flag for name, flag in (("rate", "--rate"), ("staircase_max", "--staircase"),
+                                         ("duration", "--duration"))
+                 if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT] + ["--web"] * web + \
+            ["--master"] * as_master
+        if clash:
+            raise click.UsageError(f"--slo picks each step's rate and length itself: drop {', '.join(clash)}")
+        _knee(config, slo=slo, start=slo_start, max_rate=slo_max, steps=slo_steps, min_calls=slo_min_calls,
+              step=step, warmup=DEFAULT_FIXED_RATE_WARMUP_SECONDS if warmup is None else warmup,
+              allow_loader_bound=allow_loader_bound, services=services,
+              base=dict(profile=profile, users=users, processes=processes, seed_size=seed_size, reactor=reactor,
+                        limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu),
+                        native_threads=driver_mode == "threads", audit=not no_audit, results=results, run_id=run_id))
+        return
     if rate is None and users is None and staircase_max is None:
         if not web:
             raise click.UsageError("give --rate R, --users N or --staircase MAX")
@@ -159,6 +203,36 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, users
     else:
         result = run_load(config, options, progress=ConsoleProgress(), services=services)
     _print_summary(result, allow_loader_bound=allow_loader_bound)
+
+
+def _knee(config: ClusterConfig, *, slo: str, start: float, max_rate: float | None, steps: int, min_calls: int,
+          step: float, warmup: float, allow_loader_bound: bool, services: Any, base: dict[str, Any]) -> None:
+    from lab.load.knee import BOUND, NOT_MET, SearchPlan, Slo
+    from lab.load.knee_run import KneeOptions, run_knee
+    from lab.load.runner import LoadOptions
+
+    try:
+        target = Slo.parse(slo)
+        search = SearchPlan(start_rate=start, max_rate=max_rate, max_steps=steps, min_calls=min_calls)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--slo") from None
+    result = run_knee(config, LoadOptions(**base), KneeOptions(slo=target, search=search, step_seconds=step,
+                                                                warmup_seconds=warmup),
+                      progress=ConsoleProgress(), services=services)
+    knee = result.knee
+    click.echo(knee.statement())
+    click.echo(f"knee: {result.path}" + (f"  figure: {result.figure}" if result.figure else ""))
+    if result.shared_machine:
+        click.echo("  the node and the load generator share this machine's cores: a machine-bound step is never "
+                   "the answer (lab.load.verdict)")
+    if result.audit is not None:
+        click.echo(audit_line(result.audit))
+        if not result.audit.ok:
+            sys.exit(1)
+    if knee.status == BOUND and not allow_loader_bound:
+        sys.exit(LOADER_BOUND_EXIT)
+    if knee.status == NOT_MET:
+        sys.exit(SLO_NOT_MET_EXIT)
 
 
 def _worker(config: ClusterConfig, master_host: str, master_port: int, join_timeout: float, results: Path, *,

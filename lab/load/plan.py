@@ -35,8 +35,17 @@ class LoadProfile:
     content: str = "chat_mix"  # a lab/workload/profiles/<content>.toml workload profile
     weights: Mapping[str, int] = field(default_factory=lambda: {"sender": 1})
     retry_share: float = 0.02  # sends repeated with the same client_message_id (must replay)
+    history_pages: tuple[int, ...] = (1, 1, 2, 3)  # pages a reading session reads (one drawn per session)
+    history_jump_share: float = 0.1                # sessions that jump back to a message, then read forward
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "history_pages", tuple(self.history_pages))
+        if not self.history_pages or any(not isinstance(n, int) or n < 1 for n in self.history_pages):
+            raise ConfigError(f"load profile {self.name}: history_pages must be whole numbers >= 1",
+                              profile=self.name)
+        if not 0 <= self.history_jump_share <= 1 or not 0 <= self.retry_share <= 1:
+            raise ConfigError(f"load profile {self.name}: history_jump_share and retry_share are shares in [0, 1]",
+                              profile=self.name)
         unknown = sorted(set(self.weights) - set(USER_KINDS))
         if unknown:
             raise ConfigError(f"load profile {self.name}: unknown user kinds {unknown} (known: {USER_KINDS})",

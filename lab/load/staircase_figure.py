@@ -1,9 +1,6 @@
-"""A staircase's latency against its rate: ``load/staircase.png`` beside ``summary.json``.
+"""Latency against rate: a staircase's ``load/staircase.png`` and a knee search's ``knee.png``.
 
-One point per measured step at its *achieved* rate (the requested rate is written beside
-it): corrected p50 and p99 (from the due time) and service p99, in milliseconds on linear
-axes. A loader-bound step is drawn hollow and labelled: its latencies are the load
-generator's, and the staircase stopped there (``lab.load.verdict``).
+More: docs/load-internals.md.
 """
 from __future__ import annotations
 
@@ -11,7 +8,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lab.load.knee import MEETS, MISSES, Knee
+
 FIGURE_FILE = "staircase.png"
+KNEE_FIGURE_FILE = "knee.png"
 _SERIES = (("corrected_us", "p50", "corrected p50", "o", "-", "tab:blue"),
            ("corrected_us", "p99", "corrected p99", "s", "-", "tab:red"),
            ("service_us", "p99", "service p99", "^", "--", "tab:green"))
@@ -66,6 +66,51 @@ def write_figure(steps: Sequence[Mapping[str, Any]], out_dir: Path | str, *, tit
 
     fig = latency_vs_rate(steps, title=title)
     path = Path(out_dir) / FIGURE_FILE
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def knee_figure(knee: Knee, *, title: str = "") -> Any:
+    """The target's percentile (corrected) of each step against its achieved rate, the target as a
+    line, the knee marked; a step that did not meet it for want of calls or a valid verdict is hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    ax.axhline(knee.slo.limit_ms, color="tab:red", linestyle="--", linewidth=1, label=f"target {knee.slo.text}")
+    for step, outcome in zip(knee.steps, knee.outcomes()):
+        if step.latency_ms is None:
+            continue
+        colour = {MEETS: "tab:green", MISSES: "tab:red"}.get(outcome, "0.5")
+        ax.plot([step.achieved_rate], [step.latency_ms], marker="o", linestyle="none", markersize=7, color=colour,
+                markerfacecolor=colour if outcome in (MEETS, MISSES) else "none")
+        ax.annotate(f"{step.number}: {outcome}", (step.achieved_rate, step.latency_ms), textcoords="offset points",
+                    xytext=(4, 6), fontsize=8)
+    if knee.step is not None:
+        ax.axvline(knee.step.achieved_rate, color="tab:green", linewidth=1,
+                   label=f"knee {knee.step.achieved_rate:,.1f} calls/s ({knee.status})")
+    ax.set_xlabel("achieved rate (calls/s of the mix)")
+    ax.set_ylabel(f"{knee.slo.percentile} corrected latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(0, 1.15 * max((s.achieved_rate for s in knee.steps), default=1.0) or 1.0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title(title or f"knee at {knee.slo.text}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def write_knee_figure(knee: Knee, out_dir: Path | str, *, title: str = "") -> Path | None:
+    """Write ``knee.png`` into ``out_dir``; None when no step has a latency."""
+    if not any(s.latency_ms is not None for s in knee.steps):
+        return None
+    import matplotlib.pyplot as plt
+
+    fig = knee_figure(knee, title=title)
+    path = Path(out_dir) / KNEE_FIGURE_FILE
     fig.savefig(path)
     plt.close(fig)
     return path

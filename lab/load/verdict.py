@@ -13,6 +13,8 @@ from lab.measure import fit_linear
 
 VALID = "valid"
 LOADER_BOUND = "loader-bound"
+MACHINE_BOUND = "machine-bound"
+MACHINE_SHARE = 0.85          # CPU busy at or above this share of a machine the node shares: machine-bound
 MAX_LOADER_CPU_PERCENT_OF_CORE = 70.0
 MIN_ACHIEVED_SHARE = 0.97
 MAX_LAG_GROWTH_MS = 50.0      # growth of the schedule lag over the window
@@ -170,3 +172,9 @@ def judge(*, requested_rate: float | None, achieved_rate: float | None,
                       + (f" ({users:,} users)" if users else ""))))
     return Verdict(verdict=LOADER_BOUND if reasons else VALID, reasons=tuple(reasons), notes=tuple(notes),
                    limits=limits, loader_cpu_percent_of_core=cpu, lag=lag)
+
+
+def machine_bound(*, busy_cores: float, machine_cores: int, shared: bool) -> bool:
+    """The node and the load generator on one machine, its cores near busy: the machine, not the
+    store, set the limit (never a capacity figure)."""
+    return shared and busy_cores >= MACHINE_SHARE * machine_cores

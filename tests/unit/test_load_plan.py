@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from lab.calibration.capacity_model.cpu_sizing import DEFAULT_OPERATIONS_PER_MESSAGE
 from lab.cluster.config import ClusterConfig
+from lab.errors import ConfigError
 from lab.load.pacing import staircase
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profiles
+from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, LoadProfile, load_profiles
 from lab.load.processes import child_env, config_env, locust_cmd
 
 MS = 1_000_000  # ns
@@ -15,6 +19,28 @@ S = 1_000_000_000
 def test_every_profile_names_known_user_kinds():
     profiles = load_profiles()
     assert {"chat", "send_only", "read_only", "backfill"} <= set(profiles)
+
+
+def test_the_capacity_profile_is_the_capacity_models_mix_per_send():
+    """Calls are shared by weight at a fixed rate; a reading session reads its first (latest) page,
+    then older ones: per send, latest = readers / senders / mean pages, older = the rest."""
+    p = load_profiles()["capacity"]
+    sends = p.weights["sender"]
+    pages = sum(p.history_pages) / len(p.history_pages)
+    per_send = {"send": 1.0, "history_latest": p.weights["history_reader"] / sends / pages,
+                "history_older": p.weights["history_reader"] / sends * (1 - 1 / pages),
+                "react": p.weights["reactor"] / sends}
+    model = DEFAULT_OPERATIONS_PER_MESSAGE
+    assert p.history_jump_share == 0 and set(p.weights) == {"sender", "history_reader", "reactor"}
+    assert per_send == pytest.approx({op: model[op] for op in per_send})
+    assert sum(n for op, n in model.items() if op not in per_send) / sum(model.values()) < 0.01  # grouped reads
+
+
+@pytest.mark.parametrize("bad", [dict(history_pages=[]), dict(history_pages=[0]), dict(history_pages=[1.5]),
+                                 dict(history_jump_share=1.5), dict(retry_share=-0.1)])
+def test_a_profile_with_reading_sessions_out_of_range_is_refused(bad):
+    with pytest.raises(ConfigError, match="load profile x"):
+        LoadProfile(name="x", **bad)
 
 
 def test_key_ranges_of_workers_are_disjoint():

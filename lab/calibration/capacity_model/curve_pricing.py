@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from lab.errors import ValidationError
+from lab.load.verdict import machine_bound as busy
 
 USABLE = "carried"          # the only verdict a point is priced from
-MACHINE_SHARE = 0.85        # node + load generator at or above this share of the machine's cores: machine-bound
 MAX_ITERATIONS = 50
 NODES_DISAGREE = 0.20      # CPU-bound nodes by two methods further apart than this: flagged
 
@@ -134,7 +134,7 @@ def power_law(rates: Sequence[float], ms: Sequence[float]) -> PowerLaw | None:
 def machine_bound(*, node_cores: float, loadgen_cores: float, machine_cores: int, shared: bool) -> bool:
     """The node and the load generator on one machine together near its cores: the machine, not the
     store, set the limit (never a capacity figure)."""
-    return shared and node_cores + loadgen_cores >= MACHINE_SHARE * machine_cores
+    return busy(busy_cores=node_cores + loadgen_cores, machine_cores=machine_cores, shared=shared)
 
 
 @dataclass(frozen=True, kw_only=True)

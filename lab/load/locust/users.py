@@ -160,11 +160,12 @@ class HistoryReaderUser(StoreUser):
         ctx = self.context
         if self._session is None:
             conv = self.conversation({"chat": 0.8, "big_group": 0.2})
-            if conv.messages and random.random() < 0.1:  # a jump back, then forward
+            profile = ctx.profile
+            if conv.messages and random.random() < profile.history_jump_share:  # a jump back, then forward
                 anchor = random.choice(conv.messages)[0]
                 self._session = (conv, "newer", anchor, random.randint(1, 2))
             else:
-                self._session = (conv, "older", None, random.choice((1, 1, 2, 3)))
+                self._session = (conv, "older", None, random.choice(profile.history_pages))
         conv, direction, anchor, pages = self._session
         op = "history_latest" if anchor is None else f"history_{direction}"
         # the page size is the store's default, as for an application that does not choose one

@@ -1,0 +1,67 @@
+"""`lab load --slo` on the real node: the search finds a target the node meets, reports one it
+cannot, and never takes a loader-bound step as the answer.
+
+Deterministic, never timing luck: "meets" is a 5 s p99 at 10-20 calls/s with 40 users (each user
+due a call every 2-4 s); "cannot" is a 0.1 ms p99, under any send's round trips; "loader-bound"
+is forced by a loader CPU limit no Python process stays under (``--max-loader-cpu 1``)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.load.knee import BOUND, MEETS, MISSES, NOT_MET, NOT_REACHED
+from lab.results.jsonio import read_json
+from lab.results.scratch import scratch_keyspace
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON = ["load", "--profile", "send_only", "--slo-start", "10", "--users", "40", "--slo-min-calls", "40",
+          "--step", "3s", "--warmup", "2s", "--processes", "1", "--seed-size", "tiny"]
+
+
+@pytest.fixture(scope="module")
+def keyspace(connection):
+    with scratch_keyspace(connection, "loadknee", create=False) as ks:
+        yield ks
+
+
+def _knee(cluster_config, keyspace: str, tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    results = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", *COMMON, *args, "--results", str(results)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
+    (run,) = [p for p in results.iterdir() if p.is_dir()]
+    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / run.name, ignore_errors=True)
+    return proc, read_json(run / "knee.json")
+
+
+def test_the_search_finds_a_target_the_node_meets(cluster_config, keyspace, tmp_path):
+    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=5s", "--slo-steps", "2")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert [s["requested_rate"] for s in knee["steps"]] == [10.0, 20.0]          # the ramp doubles
+    assert [s["outcome"] for s in knee["steps"]] == [MEETS, MEETS] and knee["status"] == NOT_REACHED
+    assert all(s["calls"] >= 40 and s["verdict"] == "valid" for s in knee["steps"])
+    best = knee["knee"]
+    assert best["step"] == 2 and best["sends_per_second"] > 0 and best["latency_ms"] <= 5000
+    assert best["node_cores"] is not None and best["node_cores"] > 0             # the node's own CPU, measured
+    assert knee["audit"]["ok"] and knee["audit"]["acked"] > 0 and knee["audit"]["lost"] == 0
+    assert "capacity: " in proc.stdout and "sends/s" in proc.stdout and "lower bound" in proc.stdout
+    assert (Path(knee["steps"][0]["load_dir"]).parent / "knee.png").stat().st_size > 1000
+
+
+def test_a_target_the_node_cannot_meet_is_reported_not_met(cluster_config, keyspace, tmp_path):
+    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=100us")
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert [s["outcome"] for s in knee["steps"]] == [MISSES] and knee["status"] == NOT_MET
+    assert knee["knee"] is None and "no rate met p99 <= 0.1 ms" in proc.stdout
+
+
+def test_a_loader_bound_step_is_never_the_answer(cluster_config, keyspace, tmp_path):
+    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=5s", "--max-loader-cpu", "1", "--no-audit")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert [s["outcome"] for s in knee["steps"]] == ["loader-bound"]     # the search ends at the bound step
+    assert knee["status"] == BOUND and knee["knee"] is None
