@@ -96,6 +96,7 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
                         values.get("my_mix_confidence")))
     cpu = values.get("cpu_source") is not None
     curve = any(k.startswith("nodes_cpu_curve_") for k in values)
+    knee = any(k.startswith("nodes_knee_") and not k.startswith("nodes_knee_disagree_") for k in values)
     cpu_conf = values.get("cpu_confidence")
     rows = []
     for tier in tiers:
@@ -119,6 +120,13 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
             row.append(f"<td class='num'>{fmt(values.get(f'nodes_cpu_curve_{tier}'))} nodes<br><small>"
                        f"{fmt(values.get(f'curve_ms_per_send_{tier}'))} ms per send "
                        f"({esc(values.get(f'curve_where_{tier}'))}){flag}</small></td>")
+        if knee:
+            flag = (f"<br><b>more than {NODES_DISAGREE:.0%} from the curve's count</b>"
+                    if values.get(f"nodes_knee_disagree_{tier}") else "")
+            bound = "" if values.get("knee_status") == "found" else " (a lower bound on the knee: an upper estimate)"
+            row.append(f"<td class='num'>{fmt(values.get(f'nodes_knee_{tier}'))} nodes<br><small>"
+                       f"{fmt(values.get(f'knee_sends_per_second_per_node_{tier}'))} sends/s a node at "
+                       f"{esc(values.get('knee_slo'))}{esc(bound)}{flag}</small></td>")
         rows.append(row)
     head = ["<th class='num'>messages / day</th>"] + [
         f"<th class='num'>{esc(label)}<br><small>resident, disk-bound nodes</small></th>" for _, label, _ in sources]
@@ -126,6 +134,9 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
         head += ["<th class='num'>CPU-bound nodes<br><small>server cores at peak, light-rate costs</small></th>", "binds"]
     if curve:
         head += ["<th class='num'>CPU-bound nodes on the curve<br><small>at the per-node rate they imply</small></th>"]
+    if knee:
+        head += ["<th class='num'>nodes within the latency target<br><small>from the knee, at the CPU "
+                 "headroom</small></th>"]
     checks = f"Disk-bound nodes: inputs: {disk_inputs or 'appendix B'}; {check_text(check, 'disk')}."
     if cpu:
         checks += f" CPU-bound nodes: inputs: CPU per op {cpu_inputs}; {check_text(check, 'cpu')}."
@@ -140,6 +151,8 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
                  else "no CPU costs (cpu_cost did not run): the node counts are disk-bound only")
     if curve:
         cited.append(_cite("the CPU curve", "cpu_curve", values.get("cpu_curve_from"), values.get("cpu_curve_run")))
+    if knee:
+        cited.append(_cite("the knee", "knee", values.get("knee_from"), values.get("knee_run")))
     factors_line = factors_text(values)
     png = Path(run_dir) / "capacity" / "cpu_curve.png" if run_dir is not None else None
     plot = (figure(png, href="capacity/cpu_curve.png", caption="node CPU per send over the rate; red: the point "

@@ -155,12 +155,17 @@ SUITE: tuple[NotebookSpec, ...] = (
                "history_conversations": 5, "history_rows": 200, "group_backlog": 100},
         quick_seconds=60, full_seconds=6 * 4 * 12 + 60),
     NotebookSpec(
+        name="knee", what="the node's knee: the highest sends/s of the capacity model's mix within a p99 target",
+        quick={"max_steps": 2, "min_calls": 100, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny"},
+        quick_seconds=30, full_seconds=8 * (36 + 5 + 5) + 60),
+    NotebookSpec(
         name="capacity", what="§7 capacity with the measured b_row, production sizing, CPU vs disk",
         quick={},
         quick_seconds=15, full_seconds=10,
         run_inputs={"b_row_values": RunInput(source="b_row", unless=("b_row_bytes",)),
                     "cpu_values": RunInput(source="cpu_cost"),
                     "cpu_curve_values": RunInput(source="cpu_curve"),
+                    "knee_values": RunInput(source="knee"),
                     "space_amp_values": RunInput(source="space_amp", unless=("lsm_space_amp",))},
         measures=()),
     NotebookSpec(

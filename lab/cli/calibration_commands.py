@@ -118,8 +118,9 @@ def _report_result(result: Any) -> None:
         click.echo(f"your mix {mix['name']}: b_row {mix['b_row_bytes']:,.0f} B (95% CI {mix['ci_low']:,.0f}-"
                    f"{mix['ci_high']:,.0f}; {mix['confidence']} confidence): {nodes} disk-bound nodes at {tiers} "
                    "messages/day")
-        for what, which in ("CPU-bound nodes (light-rate costs)", "nodes_cpu"), ("CPU-bound nodes (CPU curve)",
-                                                                               "nodes_cpu_curve"):
+        for what, which in (("CPU-bound nodes (light-rate costs)", "nodes_cpu"),
+                            ("CPU-bound nodes (CPU curve)", "nodes_cpu_curve"),
+                            ("nodes within the latency target (knee)", "nodes_knee")):
             if mix.get(which):
                 click.echo(f"  {what}: " + " / ".join(f"{n:,}" for n in mix[which].values()))
         for what, run in (mix.get("runs") or {}).items():

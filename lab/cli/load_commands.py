@@ -207,7 +207,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends
 
 def _knee(config: ClusterConfig, *, slo: str, start: float, max_rate: float | None, steps: int, min_calls: int,
           step: float, warmup: float, allow_loader_bound: bool, services: Any, base: dict[str, Any]) -> None:
-    from lab.load.knee import BOUND, NOT_MET, SearchPlan, Slo
+    from lab.load.knee_search import BOUND, NOT_MET, SearchPlan, Slo
     from lab.load.knee_run import KneeOptions, run_knee
     from lab.load.runner import LoadOptions
 

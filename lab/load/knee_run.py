@@ -1,4 +1,4 @@
-"""``lab load --slo``: fixed-rate steps of one named run, chosen by :mod:`lab.load.knee`, each
+"""``lab load --slo``: fixed-rate steps of one named run, chosen by :mod:`lab.load.knee_search`, each
 judged on its measured window (verdict, node and machine CPU), then one audit and ``knee.json``.
 
 More: docs/load-internals.md.
@@ -22,7 +22,7 @@ from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
 from lab.errors import LabError
-from lab.load.knee import Knee, KneeStep, SearchPlan, Slo, next_rate
+from lab.load.knee_search import Knee, KneeStep, SearchPlan, Slo, next_rate
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.runner import PER_USER_RATE, LoadOptions, LoadResult, audit_run, run_load

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lab.load.knee import MEETS, MISSES, Knee
+from lab.load.knee_search import MEETS, MISSES, Knee
 
 FIGURE_FILE = "staircase.png"
 KNEE_FIGURE_FILE = "knee.png"

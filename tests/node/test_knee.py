@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.load.knee import BOUND, MEETS, MISSES, NOT_MET, NOT_REACHED
+from lab.calibration.notebooks import run_notebook
+from lab.load.knee_search import BOUND, MEETS, MISSES, NOT_MET, NOT_REACHED
 from lab.results.jsonio import read_json
 from lab.results.scratch import scratch_keyspace
 
@@ -65,3 +66,26 @@ def test_a_loader_bound_step_is_never_the_answer(cluster_config, keyspace, tmp_p
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert [s["outcome"] for s in knee["steps"]] == ["loader-bound"]     # the search ends at the bound step
     assert knee["status"] == BOUND and knee["knee"] is None
+
+
+def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_config):
+    """The notebook's search on the capacity mix, then the capacity notebook sizing each tier from
+    its knee beside the other counts; every step met a generous target, so the knee is a lower bound
+    and the report says so."""
+    values = run_notebook("knee", {"slo_limit_ms": 5000.0, "start_sends_per_second": 3.0, "max_steps": 2,
+                                   "min_calls": 40, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",
+                                   "processes": 1, "show_progress": False}, tmp_path, config=cluster_config)
+    knee = values["knee"]
+    assert values["profile"] == "capacity" and values["calls_per_send"] == 3.5
+    assert [s["requested_rate"] for s in knee["steps"]] == [10.5, 21.0]
+    assert [s["outcome"] for s in knee["steps"]] == [MEETS, MEETS] and values["knee_status"] == NOT_REACHED
+    assert values["knee_sends_per_second_per_node"] > 0 and values["audit_ok"] is True
+    assert values["shared_machine"] is True and 0 < values["knee_node_available_cores"] <= values["machine_cores"]
+    assert (tmp_path / "knee" / "knee.png").is_file() and (tmp_path / "knee" / "steps.csv").is_file()
+    capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "knee_values": str(tmp_path / "knee" / "values.json"),
+                                         "cpu_values": None, "cpu_curve_values": None}, tmp_path, config=cluster_config)
+    assert capacity["knee_from"] == "this run" and capacity["knee_status"] == NOT_REACHED
+    for tier in (20_000_000, 100_000_000, 500_000_000):
+        assert capacity[f"nodes_knee_{tier}"] >= 3  # at least RF
+    conclusion = capacity["conclusion"]
+    assert "CPU side from the knee" in conclusion and "A lower bound" in conclusion and "smoke figure" in conclusion

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from lab.errors import ConfigError
-from lab.load.knee import (BOUND, FOUND, MEETS, MISSES, NOT_MET, NOT_REACHED, TOO_FEW, Knee, KneeStep, SearchPlan,
+from lab.load.knee_search import (BOUND, FOUND, MEETS, MISSES, NOT_MET, NOT_REACHED, TOO_FEW, Knee, KneeStep, SearchPlan,
                            Slo, next_rate)
 from lab.load.knee_run import MAX_STEP_SECONDS, CpuSampler, KneeOptions, step_seconds, step_users
 from lab.load.runner import LoadOptions

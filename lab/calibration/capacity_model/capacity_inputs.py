@@ -176,6 +176,11 @@ def locate_cpu_curve(run_dir: Path | str | None) -> Located:
     return _latest(run_dir, "cpu_curve", lambda p: _values_with(p, "cpu_curve", "usable_points"), "cpu_curve run")
 
 
+def locate_knee(run_dir: Path | str | None) -> Located:
+    """This run's knee, else the latest knee run beside it that found one (named)."""
+    return _latest(run_dir, "knee", lambda p: _values_with(p, "knee_sends_per_second_per_node"), "knee run")
+
+
 def run_mode(values_path: Path | str) -> str | None:
     """quick | full of the run a notebook's values.json belongs to: its calibration.json, else the
     notebook's recorded ``preset``, else None (not recorded)."""
@@ -231,10 +236,12 @@ def my_mix_summary(values: Mapping[str, Any]) -> dict[str, Any] | None:
             "row_model_run": values.get("my_mix_run"), "row_model_from": values.get("my_mix_from"),
             "resident_tb": per_tier("resident_tb_my_mix"), "nodes_disk": per_tier("nodes_needed_my_mix"),
             "nodes_cpu": per_tier("nodes_cpu"), "nodes_cpu_curve": per_tier("nodes_cpu_curve"),
+            "nodes_knee": per_tier("nodes_knee"),
             "nodes": per_tier("nodes_my_mix"), "binding": per_tier("binding_my_mix"),
             "runs": {"row model": _run_named(values.get("my_mix_run"), values.get("my_mix_from")),
                      "CPU per operation": _run_named(values.get("cpu_run"), values.get("cpu_from")),
-                     "CPU curve": _run_named(values.get("cpu_curve_run"), values.get("cpu_curve_from"))}}
+                     "CPU curve": _run_named(values.get("cpu_curve_run"), values.get("cpu_curve_from")),
+                     "knee": _run_named(values.get("knee_run"), values.get("knee_from"))}}
 
 
 def _run_named(run: str | None, how: str | None) -> str:

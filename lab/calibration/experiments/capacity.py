@@ -20,6 +20,7 @@ from lab.calibration.capacity_model.capacity_inputs import (
     locate_b_row,
     locate_cpu,
     locate_cpu_curve,
+    locate_knee,
     price,
     resolve_mix,
     row_model_of,
@@ -34,6 +35,7 @@ from lab.calibration.capacity_model.cpu_sizing import (
     costs_from_values,
     cpu_sizing,
 )
+from lab.calibration.capacity_model.knee_pricing import KneeCapacity, knee_lines, knee_sizing
 from lab.calibration.capacity_model.disk_sizing import (
     BYTES_PER_TB,
     DEFAULT_MESSAGES_PER_CONVERSATION_DAY,
@@ -62,6 +64,7 @@ class Params:
     my_mix_rows: int = MIX_ROWS               # generated messages a profile is priced on
     cpu_values: str | None = None             # path of a cpu_cost run's values.json, or "auto" (this run's, else the latest)
     cpu_curve_values: str | None = None       # path of a cpu_curve run's values.json, or "auto" (this run's, else the latest)
+    knee_values: str | None = None            # path of a knee run's values.json, or "auto" (this run's, else the latest)
     operations_per_message: dict[str, float] | None = None  # None: DEFAULT_OPERATIONS_PER_MESSAGE
     peak_factor: float = DEFAULT_PEAK_FACTOR
     cores_per_node: int = DEFAULT_CORES_PER_NODE
@@ -94,6 +97,9 @@ class Result:
     cpu_curve_located: Located | None = None
     cpu_curve_sizing: pd.DataFrame | None = None  # tier: CPU-bound nodes priced on the curve
     curve_factor: float | None = None        # the mix's replica copies per send against the curve's keyspace
+    knee: KneeCapacity | None = None         # what the measured node carried within the latency target
+    knee_located: Located | None = None
+    knee_sizing: pd.DataFrame | None = None  # tier: nodes from the knee beside the curve's
 
     def factors(self) -> dict[str, dict[str, Any]]:
         """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
@@ -149,6 +155,11 @@ class Result:
                            "{value}_{tier}", {"nodes_cpu_curve": int, "curve_ms_per_send": float,
                                               "curve_sends_per_second_per_node": float, "curve_where": str,
                                               "curve_server_cores": float, "nodes_cpu_disagree": bool})
+        if self.knee_sizing is not None:
+            out.update(knee_from=self.knee_located.how, knee_run=self.knee_located.run_id(), knee_slo=self.knee.slo,
+                       knee_status=self.knee.status, knee_measured_sends_per_second=self.knee.sends_per_second)
+            out |= flatten(self.knee_sizing.assign(tier=self.knee_sizing.messages_per_day.astype(int)), "{value}_{tier}",
+                           {"nodes_knee": int, "knee_sends_per_second_per_node": float, "nodes_knee_disagree": bool})
         if self.params.my_mix is not None:
             mix = self.my_mix
             out["my_mix"] = self.params.my_mix if isinstance(self.params.my_mix, str) else dict(self.params.my_mix)
@@ -249,6 +260,7 @@ def run(params: Params, *, constants: Any) -> Result:
         unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
         cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
     curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, constants)
+    knee_at, knee, knee_rows = _knee(params, curve_rows, factor, constants)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
                   b_row_located=b_row_at if b_row_path is not None else None, b_row_confidence=b_row_conf,
@@ -256,7 +268,8 @@ def run(params: Params, *, constants: Any) -> Result:
                   cpu_source=str(cpu_path) if cpu is not None else None, cpu_located=cpu_at,
                   cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
                   lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note,
-                  cpu_curve=curve, cpu_curve_located=curve_at, cpu_curve_sizing=curve_rows, curve_factor=factor)
+                  cpu_curve=curve, cpu_curve_located=curve_at, cpu_curve_sizing=curve_rows, curve_factor=factor,
+                  knee=knee, knee_located=knee_at, knee_sizing=knee_rows)
 
 
 def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
@@ -289,6 +302,28 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     rows["nodes_cpu_disagree"] = [bool(n is not None and abs(c / n - 1) > NODES_DISAGREE)
                                   for c, n in zip(rows.nodes_cpu_curve, rows.nodes_cpu_light)]
     return at, curve, rows, factor
+
+
+def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
+          constants: Any) -> tuple[Located | None, KneeCapacity | None, pd.DataFrame | None]:
+    """The knee (given, this run's or the latest) and each tier's nodes from it, beside the curve's."""
+    at = _located(params.knee_values, lambda: locate_knee(params.run_dir), params.run_dir)
+    if at is None or at.path is None:
+        return at, None, None
+    knee = KneeCapacity.from_values(json.loads(Path(at.path).read_text()))
+    if knee is None:
+        return at, None, None
+    mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
+    if factor is None:
+        factor = replica_factor(mix, replication_factor=constants.replication_factor, measured_replication_factor=1,
+                                write_operations=WRITE_OPERATIONS)
+    curve = ({} if curve_rows is None else
+             {r.messages_per_day: int(r.nodes_cpu_curve) for r in curve_rows.itertuples()})
+    rows = knee_sizing(knee, tiers=params.tiers, sends_per_message=mix.get("send", 1.0), peak_factor=params.peak_factor,
+                       replica_factor=factor, cores_per_node=params.cores_per_node,
+                       headroom=params.target_cpu_utilization, replication_factor=constants.replication_factor,
+                       curve_nodes=curve)
+    return at, knee, pd.DataFrame(rows)
 
 
 def _has_model(values_path: Path) -> bool:
@@ -410,7 +445,7 @@ def cpu_lines(result: Result) -> str:
     if result.cpu is None:
         why = md_text(result.cpu_located.how) if result.cpu_located is not None else "none given (`cpu_values`)"
         return (f"\n\n**CPU per operation**: {why}: no light-rate CPU side; run the cpu_cost notebook for it."
-                + curve_lines(result))
+                + curve_lines(result) + _knee_text(result))
     p = result.params
     mix = ", ".join(f"{op} {n:g}" for op, n in (p.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE).items())
     out = [f"\n\n**CPU side** (server CPU per operation from {_cpu_where(result)}; per message sent: {mix}; peak "
@@ -432,7 +467,7 @@ def cpu_lines(result: Result) -> str:
     out.append("\nWhat these counts are: each operation priced at the light fixed rate cpu_cost ran it at, where the "
                "node burns more CPU per operation than under load, on the lab's machine (a JVM sharing its cores with "
                "the load generator), not on production hardware: an upper estimate of the CPU-bound nodes.")
-    return "\n".join(out) + curve_lines(result)
+    return "\n".join(out) + curve_lines(result) + _knee_text(result)
 
 
 def curve_lines(result: Result) -> str:
@@ -460,3 +495,15 @@ def curve_lines(result: Result) -> str:
         out.append("\nAbove the curve's highest usable rate the cost there is used: the node's CPU per send falls as "
                    "the rate rises, so these counts are an upper estimate there.")
     return "\n".join(out)
+
+
+def _knee_text(result: Result) -> str:
+    at = result.knee_located
+    if result.knee_sizing is None:
+        why = ("none given (`knee_values`)" if at is None else at.how if at.path is None
+               else f"{at.run_id()} found no knee")
+        return knee_lines(None, [], where=why, headroom=result.params.target_cpu_utilization,
+                          cores_per_node=result.params.cores_per_node)
+    where = "the knee notebook of this run" if at.how == "this run" else f"{at.run_id()} ({at.how})"
+    return knee_lines(result.knee, result.knee_sizing.to_dict("records"), where=where,
+                      headroom=result.params.target_cpu_utilization, cores_per_node=result.params.cores_per_node)

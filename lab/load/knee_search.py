@@ -30,6 +30,11 @@ class Slo:
     percentile: str
     limit_ms: float
 
+    def __post_init__(self) -> None:
+        if self.percentile not in PERCENTILES or not (isinstance(self.limit_ms, (int, float)) and self.limit_ms > 0):
+            raise ConfigError(f"latency target {self.percentile} <= {self.limit_ms} ms: the percentile is one of "
+                              f"{', '.join(PERCENTILES)} and the limit > 0", percentile=self.percentile)
+
     @classmethod
     def parse(cls, text: str) -> Slo:
         m = _SLO.fullmatch(text or "")

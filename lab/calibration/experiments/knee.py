@@ -1,0 +1,120 @@
+"""The node's knee at a latency target: the highest sends/s of the capacity model's mix (Locust's
+``capacity`` profile) whose corrected p99 meets the target, by ``lab load --slo``'s search.
+
+More: docs/calibration-internals.md.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lab.calibration.experiments.common import Testbed, TimedParams, scratch_name
+from lab.errors import ValidationError
+from lab.load.knee_search import MEETS, Knee, SearchPlan, Slo
+from lab.load.knee_run import KneeOptions, run_knee
+from lab.load.load_folders import STATE_DIR
+from lab.load.plan import load_profile
+from lab.load.runner import LoadOptions
+from lab.load.verdict import Limits
+from lab.results import scratch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params(TimedParams):
+    slo_percentile: str = "p99"            # the target: this percentile of the corrected latency ...
+    slo_limit_ms: float = 50.0             # ... at most this
+    profile: str = "capacity"              # the capacity model's mix (lab/load/profiles.toml)
+    start_sends_per_second: float = 10.0   # the first step, in sends/s of the mix
+    max_steps: int = 8
+    min_calls: int = 1000                  # calls a step needs before its percentile counts
+    step_seconds: float = 20.0             # the shortest measured window of a step
+    warmup_seconds: float = 5.0
+    seed_size: str = "standard"            # deep enough that readers page back (older pages)
+    processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
+
+    def calls_per_send(self) -> float:
+        weights = load_profile(self.profile).weights
+        if weights.get("sender", 0) <= 0:
+            raise ValidationError(f"profile {self.profile!r} does not send: the knee is in sends/s", field="profile")
+        return sum(w for w in weights.values() if w > 0) / weights["sender"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    params: Params
+    knee: Knee
+    shared_machine: bool
+    machine_cores: int
+    path: Path
+    audit_ok: bool | None
+
+    def steps(self) -> pd.DataFrame:
+        return pd.DataFrame([s.to_json(self.knee.slo, self.knee.plan.min_calls) for s in self.knee.steps])
+
+    def values(self) -> dict[str, Any]:
+        k, best = self.knee, self.knee.step
+        loader = best.loadgen_cores if best is not None else None
+        node_could = (self.machine_cores - loader) if self.shared_machine and loader is not None else None
+        return {"slo": k.slo.text, "slo_percentile": k.slo.percentile, "slo_limit_ms": k.slo.limit_ms,
+                "profile": self.params.profile, "calls_per_send": self.params.calls_per_send(),
+                "min_calls": k.plan.min_calls, "steps": len(k.steps), "knee_status": k.status,
+                "knee_sends_per_second_per_node": None if best is None else best.sends_per_second / k.nodes,
+                "knee_calls_per_second_per_node": None if best is None else best.achieved_rate / k.nodes,
+                "knee_latency_ms": None if best is None else best.latency_ms,
+                "knee_node_cores": None if best is None else best.node_cores,
+                "knee_loadgen_cores": loader, "knee_node_available_cores": node_could,
+                "nodes": k.nodes, "shared_machine": self.shared_machine, "machine_cores": self.machine_cores,
+                "statement": k.statement(), "knee_file": str(self.path), "audit_ok": self.audit_ok,
+                "knee": k.to_json()}
+
+
+def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
+    """The search on a scratch keyspace, its steps under ``out_dir``; the keyspace and the load
+    state dropped afterwards unless ``keep_keyspace``."""
+    slo = Slo(percentile=params.slo_percentile, limit_ms=float(params.slo_limit_ms))
+    per_send = params.calls_per_send()
+    plan = SearchPlan(start_rate=params.start_sends_per_second * per_send, max_steps=params.max_steps,
+                      min_calls=params.min_calls)
+    keyspace = scratch_name("knee")
+    run_id = f"search-{uuid.uuid4().hex[:8]}"
+    config = testbed.config.replace(keyspace=keyspace)
+    base = LoadOptions(profile=params.profile, processes=params.processes, seed_size=params.seed_size,
+                       results=Path(out_dir), run_id=run_id,
+                       limits=Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core))
+    try:
+        done = run_knee(config, base, KneeOptions(slo=slo, search=plan, step_seconds=params.step_seconds,
+                                                  warmup_seconds=params.warmup_seconds),
+                        progress=None, services=testbed.services)
+    finally:
+        if not params.keep_keyspace:
+            scratch.drop_keyspace(testbed.connection, keyspace)
+            shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
+    return Result(params=params, knee=done.knee, shared_machine=done.shared_machine, machine_cores=os.cpu_count() or 1,
+                  path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok))
+
+
+def conclusion(result: Result) -> str:
+    k, best = result.knee, result.knee.step
+    out = [f"**{k.statement()}**", ""]
+    met = sum(o == MEETS for o in k.outcomes())
+    out.append(f"{len(k.steps)} steps of the `{result.params.profile}` mix ({result.params.calls_per_send():.2f} calls "
+               f"per send), each with at least {k.plan.min_calls:,} calls; {met} met {k.slo.text}.")
+    if k.plan.min_calls < 1000:
+        out.append(f"A step needed only {k.plan.min_calls:,} calls (a quick preset): its p99 stands on fewer calls "
+                   "than a p99 needs (1,000); a smoke figure, not one to size from.")
+    if result.shared_machine:
+        extra = (f" At the knee the load generator took {best.loadgen_cores:.2f} of the machine's "
+                 f"{result.machine_cores} cores and the node {best.node_cores:.2f}." if best is not None
+                 and best.loadgen_cores is not None and best.node_cores is not None else "")
+        out.append("The node shares this machine's cores with the load generator: a step where the machine's busy "
+                   "CPU reached 85% of its cores is machine-bound and never the answer; the capacity notebook "
+                   f"scales the knee per core by the cores the node had (the machine's less the loader's).{extra}")
+    if result.audit_ok is False:
+        out.append("**The audit of the steps' acknowledged sends failed**: see knee.json.")
+    return "\n".join(out)
