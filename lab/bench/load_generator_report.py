@@ -113,17 +113,17 @@ class Staircase:
         for st in self.steps:
             cpu = st.loadgen_cpu.mean_percent_of_one_core if st.loadgen_cpu is not None else None
             v = st.verdict
-            verdict = ("not judged" if v is None else "valid" if not v.loader_bound else
-                       "LOADER-BOUND, not a result: " + "; ".join(r.text for r in v.reasons))
+            verdict = ("not judged" if v is None else "valid" if not v.bound else
+                       f"{v.verdict.upper()}, not a result: " + "; ".join(r.text for r in v.reasons))
             out.append(f"  requested {units.rate(st.requested_rate):>8} achieved {units.rate(st.achieved_rate):>8}  "
                        f"p99 {units.percentile_ms(st.corrected_us, 'p99')} (service "
                        f"{units.percentile_ms(st.service_us, 'p99')})  load generator CPU {units.fmt(cpu)}% of one "
                        f"core  {verdict}")
         left = self.planned_steps - len(self.steps)
         if self.stopped_at_step is not None and left > 0:
-            out.append(f"  stopped at step {self.stopped_at_step} of {self.planned_steps} (loader-bound): the "
-                       f"{left} step(s) above it would measure the load generator, not the store; to go higher "
-                       "give it more load processes (--processes) or load machines")
+            out.append(f"  stopped at step {self.stopped_at_step} of {self.planned_steps} (loader- or machine-bound): "
+                       f"the {left} step(s) above it would measure the load generator or the machine, not the store; "
+                       "to go higher give it more load processes (--processes) or load machines")
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -168,7 +168,7 @@ def verdict_lines(s: Any, *, allowed: bool = False, exit_code: int = 3) -> Itera
     v = s.verdict
     if v is None:
         return
-    if not v.loader_bound:
+    if not v.bound:
         lim = v.limits
         facts = [f"every load process under {units.fmt(lim.max_loader_cpu_percent_of_core)}% of its core"]
         if s.achieved_over_requested is not None:
@@ -179,7 +179,9 @@ def verdict_lines(s: Any, *, allowed: bool = False, exit_code: int = 3) -> Itera
         for note in v.notes:
             yield f"  note: {note}"
         return
-    yield "verdict: LOADER-BOUND: these latencies are the load generator's, not the store's"
+    yield ("verdict: LOADER-BOUND: these latencies are the load generator's, not the store's" if v.loader_bound else
+           "verdict: MACHINE-BOUND: the node and the load generator shared this machine's cores to the limit; "
+           "these latencies are the machine's, not the store's capacity")
     for r in v.reasons:
         yield f"  - {r.text}"
     advice = (s.sizing or {}).get("advice")

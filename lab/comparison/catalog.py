@@ -50,7 +50,7 @@ class RunEntry:
     constants: Mapping[str, MeasuredConstant] = field(default_factory=dict)
     requested_rate: float | None = None   # load runs: calls/s asked for (None: closed loop, or not a load run)
     achieved_rate: float | None = None
-    verdict: str | None = None            # load runs: valid | loader-bound (summary.json's verdict)
+    verdict: str | None = None            # load runs: valid | loader-bound | machine-bound (summary.json's)
     processes: int | None = None          # load runs: load-generator processes
 
     @property
@@ -148,7 +148,7 @@ def read_run(path: Path | str) -> RunEntry | None:
         verdict = f.get(f.get(load, "verdict", dict, default={}), "verdict", str, where="verdict")
         audit_ok = f.get(f.get(load, "audit", dict, default={}), "ok", bool, where="audit", default=True)
         fields["status"] = fields["status"] or (
-            "audit failed" if not audit_ok else "loader-bound" if verdict == "loader-bound" else "ok")
+            "audit failed" if not audit_ok else verdict if verdict in ("loader-bound", "machine-bound") else "ok")
         fields.update(requested_rate=f.get(load, "requested_rate", float), achieved_rate=f.get(load, "achieved_rate", float),
                       verdict=verdict, processes=f.get(load, "processes", int))
     started = (cal or {}).get("started_at") or _oldest_mtime(path)

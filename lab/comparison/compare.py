@@ -107,13 +107,14 @@ def comparability(a: RunData, b: RunData) -> list[dict[str, Any]]:
                             "kind": "a calibration run and a load run measure different things"}.get(
                                 key, f"a different {key} changes every latency by itself")})
     bound = {side: (run.load_meta.get("verdict") or {}).get("verdict") for side, run in (("A", a), ("B", b))}
-    if "loader-bound" in bound.values():
-        which = " and ".join(f"{side} ({run.run_id})" for side, run in (("A", a), ("B", b))
-                             if bound[side] == "loader-bound")
+    if {"loader-bound", "machine-bound"} & set(bound.values()):
+        which = " and ".join(f"{side} ({run.run_id}) {bound[side]}" for side, run in (("A", a), ("B", b))
+                             if bound[side] in ("loader-bound", "machine-bound"))
         out.append({"what": "verdict", "a": bound["A"] or "none", "b": bound["B"] or "none", "severity": "refuse",
                     "verdict": True,
-                    "why": f"{which} loader-bound: its latencies are the load generator's, not the store's "
-                           "(summary.json's verdict says why); rerun with more --processes or a lower rate"})
+                    "why": f"{which}: its latencies are the load generator's or the shared machine's, not the "
+                           "store's (summary.json's verdict says why); rerun with more --processes, a lower rate "
+                           "or the load on another machine"})
     return out
 
 

@@ -6,7 +6,6 @@ More: docs/load-internals.md.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import math
 import os
 import threading
@@ -14,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from lab.cluster.admin import admin_for
 from lab.cluster.config import ClusterConfig
@@ -25,10 +22,11 @@ from lab.errors import LabError
 from lab.load.knee_search import Knee, KneeStep, SearchPlan, Slo, next_rate
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.progress import NO_PROGRESS, LoadProgress
+from lab.load.run_monitor import busy_cpu_seconds
 from lab.load.runner import PER_USER_RATE, LoadOptions, LoadResult, audit_run, run_load
 from lab.load.staircase_figure import write_knee_figure
 from lab.load.summary import LoadSummary
-from lab.load.verdict import LOADER_BOUND, MACHINE_BOUND, machine_bound
+from lab.load.verdict import LOADER_BOUND, MACHINE_BOUND, machine_bound, on_this_machine
 from lab.measure.timing import wall_seconds
 from lab.results.jsonio import read_json, write_json
 from lab.results.run_folders import new_run_id
@@ -75,16 +73,6 @@ def step_users(base: LoadOptions, rate: float) -> int:
     return total * math.ceil(need / total)
 
 
-def on_this_machine(config: ClusterConfig) -> bool:
-    """Does the node run here (every contact point a loopback address): its CPU and the loader's share the cores."""
-    def loopback(host: str) -> bool:
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return host == "localhost"
-    return all(loopback(h) for h in config.contact_points)
-
-
 class CpuSampler:
     """The node's CPU seconds (the admin's readings) and the machine's busy seconds, every half second,
     on a thread: any window of the run is read from the samples around it."""
@@ -110,8 +98,7 @@ class CpuSampler:
                 node = self._read_node()
             except LabError as exc:
                 node, self.error = None, str(exc)
-            t = psutil.cpu_times()
-            self.samples.append((wall_seconds(), node, t.user + t.nice + t.system + t.irq + t.softirq + t.steal))
+            self.samples.append((wall_seconds(), node, busy_cpu_seconds()))
             if self._stop.wait(SAMPLE_SECONDS):
                 return
 
@@ -154,7 +141,7 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
     search ends; one audit of every acknowledged send at the end; ``knee.json`` and ``knee.png``."""
     progress = progress or NO_PROGRESS
     run_id = base.run_id or new_run_id()
-    shared = on_this_machine(config)
+    shared = on_this_machine(config.contact_points)
     steps: list[KneeStep] = []
     last: LoadResult | None = None
     with connect(config) as conn:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from lab.load.live_counts import EDGE_SECONDS, LiveCounts, read_counts
 from lab.load.loader_sizing import (LoaderCost, Sizing, SizingBook, changed_note, size, steady_window, usable_cores, warmup_cost,
@@ -19,7 +22,7 @@ from lab.load.plan import LoadPlan
 from lab.load.progress import LiveStatus, LoadProgress
 from lab.load.staircase_figure import write_figure
 from lab.load.summary import LoadSummary, judge_window, summarize_run
-from lab.load.verdict import Limits, Verdict
+from lab.load.verdict import Limits, MachineShare, Verdict
 
 SIZING_LEAD_SECONDS = 1.0   # the sizing is said this long before the warmup ends (the poll is once a second)
 MIN_SIZING_SECONDS = 2.0    # a warmup shorter than this cannot say much: sized from the learned cost only
@@ -27,7 +30,7 @@ MIN_SIZING_SECONDS = 2.0    # a warmup shorter than this cannot say much: sized 
 
 @dataclass(frozen=True, kw_only=True)
 class StepStop:
-    """A staircase step that was loader-bound: the run stops after it."""
+    """A staircase step that was loader- or machine-bound: the run stops after it."""
 
     number: int          # 1-based among the measured steps
     stage: Stage
@@ -36,7 +39,7 @@ class StepStop:
 
 class RunMonitor:
     def __init__(self, plan: LoadPlan, progress: LoadProgress, *, limits: Limits | None = None,
-                 metrics: MetricsServer | None = None, driver: str = "threads") -> None:
+                 metrics: MetricsServer | None = None, driver: str = "threads", shared: bool = False) -> None:
         self.plan = plan
         self.progress = progress
         self.limits = limits or Limits()
@@ -49,11 +52,27 @@ class RunMonitor:
         self._judged = 0
         self._last_calls = -1
         self._steps = [s for s in plan.stages if s.end_s > plan.warmup_seconds] if len(plan.stages) > 1 else []
+        self.shared = shared                         # the node runs on this machine: its busy CPU is sampled
+        self._machine: list[tuple[float, float]] = []  # (wall seconds, busy CPU seconds of the machine)
+
+    def machine_share(self, start_s: float, end_s: float) -> MachineShare | None:
+        """The machine's busy cores over [start_s, end_s] (seconds after t0), from the samples inside it;
+        None when the node does not share this machine or too few samples fall inside."""
+        t0 = self.plan.t0
+        if not self.shared or not t0:
+            return None
+        inside = [m for m in list(self._machine) if t0 + start_s <= m[0] <= t0 + end_s]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        busy = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+        return MachineShare(busy_cores=busy, cores=os.cpu_count() or 1)
 
     def poll(self, now_wall: float) -> bool:
         """Read the counts, report them; True when the run should stop now (a loader-bound step)."""
         plan = self.plan
         self.counts = counts = read_counts(plan.load_dir)
+        if self.shared:
+            self._machine.append((now_wall, busy_cpu_seconds()))
         t0 = plan.t0 or now_wall
         elapsed = now_wall - t0
         # the stage's rate now (before t0 the first, after the end the last: what was asked of the run)
@@ -110,12 +129,12 @@ class RunMonitor:
             start = max(st.start_s, self.plan.warmup_seconds)
             calls, _cpu, _lag = counts.window(start, st.end_s)
             verdict = judge_window(self.plan, counts, start, st.end_s, achieved=calls / (st.end_s - start),
-                                   limits=self.limits)
+                                   limits=self.limits, machine=self.machine_share)
             self._judged += 1
-            if verdict.loader_bound:
+            if verdict.bound:
                 self.stopped = StepStop(number=self._judged, stage=st, verdict=verdict)
                 why = "; ".join(r.text for r in verdict.reasons)
-                self.progress.phase(f"staircase step {self._judged} ({st.rate:,.1f} calls/s) is loader-bound: {why}. "
+                self.progress.phase(f"staircase step {self._judged} ({st.rate:,.1f} calls/s) is {verdict.verdict}: {why}. "
                                     "Stopping: the steps above it would measure the load generator; the store's "
                                     "capacity was not reached")
                 return True
@@ -128,7 +147,8 @@ def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupt
     ``--processes auto``), what the rate needs of the loader, a staircase's figure."""
     stopped = monitor.stopped.number if monitor.stopped is not None else None
     summary = summarize_run(plan, plan.load_dir, exit_codes=exit_codes, parameters=parameters,
-                            interrupted=interrupted, limits=monitor.limits, stopped_at_step=stopped)
+                            interrupted=interrupted, limits=monitor.limits, stopped_at_step=stopped,
+                            machine=monitor.machine_share if monitor.shared else None)
     limit = monitor.limits.max_loader_cpu_percent_of_core
     calls = summary.all_operations.count
     learned = window_cost(profile=plan.profile, driver=monitor.driver, run_id=plan.run_id, finished=calls,
@@ -158,5 +178,11 @@ def finish_summary(plan: LoadPlan, monitor: RunMonitor, *, home: Path, interrupt
     summary = dataclasses.replace(summary, sizing=sizing)
     if summary.steps:
         write_figure([s.to_json() for s in summary.steps], plan.load_dir,
-                     title=f"staircase {plan.run_id} ({plan.profile}): latency vs rate (hollow: loader-bound)")
+                     title=f"staircase {plan.run_id} ({plan.profile}): latency vs rate (hollow: loader- or machine-bound)")
     return summary
+
+
+def busy_cpu_seconds() -> float:
+    """This machine's CPU seconds spent busy since boot, over all its cores."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)

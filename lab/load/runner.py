@@ -30,7 +30,7 @@ from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
 from lab.load.summary import LoadSummary
 from lab.load.templates import build_templates, import_generator_meanwhile
-from lab.load.verdict import Limits
+from lab.load.verdict import Limits, on_this_machine
 from lab.load.worker_seed import seed_worker
 from lab.measure import Stopwatch
 from lab.measure.timing import wall_seconds
@@ -270,7 +270,8 @@ def _run_locust(config: ClusterConfig, plan: LoadPlan, options: LoadOptions, pro
                   web_port=web_port, host=display_host(config))
     procs = Processes(load_dir / "locust.stdout.txt")
     watch = Stopwatch()
-    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options))
+    monitor = RunMonitor(plan, progress, limits=options.limits, metrics=metrics, driver=driver_name(options),
+                         shared=on_this_machine(config.contact_points))
     progress.phase(f"starting Locust: {'a master and ' if distributed else ''}{plan.workers} "
                    f"process{'es' if plan.workers > 1 else ''}, {plan.users} users")
 

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,11 @@ from lab.load.live_counts import LiveCounts, read_counts
 from lab.load.loader_sizing import steady_window
 from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
-from lab.load.verdict import Limits, Verdict, judge, lag_trend
+from lab.load.verdict import Limits, MachineShare, Verdict, judge, lag_trend
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
 from lab.measure.hdr import OperationSummary, OpStats, new_histogram, read_interval_log, summarize
 
+Machine = Callable[[float, float], MachineShare | None]  # busy cores of a shared machine over [start_s, end_s]
 UNITS = {"latency": "microseconds", "rate": "calls per second"}
 ACK_PHASES = ("prior", "seed", "warmup", "measured", "after")
 
@@ -138,7 +139,7 @@ class LoadSummary:
 
     @property
     def loader_bound(self) -> bool:
-        return self.verdict is not None and self.verdict.loader_bound
+        return self.verdict is not None and self.verdict.bound
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -225,21 +226,23 @@ def cpu_window(counts: LiveCounts, start_s: float, end_s: float) -> CpuWindow | 
 
 
 def judge_window(plan: LoadPlan, counts: LiveCounts, start_s: float, end_s: float, *, achieved: float | None,
-                 limits: Limits | None) -> Verdict:
-    """The verdict of [start_s, end_s] (seconds after t0): its processes' CPU, its rate, its lag."""
+                 limits: Limits | None, machine: Machine | None = None) -> Verdict:
+    """The verdict of [start_s, end_s] (seconds after t0): its processes' CPU, its rate, its lag, and
+    (``machine``: the busy CPU of a machine the node shares, over a window) the machine's."""
     requested = requested_over(plan, start_s, end_s)
     lag = None
     if plan.fixed_rate:
         _calls, _cpu, series = counts.window(start_s, end_s)
         lag = lag_trend(series, end_s - start_s)
     return judge(requested_rate=requested, achieved_rate=achieved, lag=lag, limits=limits, users=plan.users,
-                 loader_cpu_percent_of_core=counts.cpu_percent_by_process(start_s, end_s))
+                 loader_cpu_percent_of_core=counts.cpu_percent_by_process(start_s, end_s),
+                 machine=machine(start_s, end_s) if machine is not None else None)
 
 
 def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = None,
                   exit_codes: Sequence[int | None] = (), parameters: Mapping[str, Any] | None = None,
                   interrupted: bool = False, limits: Limits | None = None,
-                  stopped_at_step: int | None = None) -> LoadSummary:
+                  stopped_at_step: int | None = None, machine: Machine | None = None) -> LoadSummary:
     """``cpu`` (the runner's psutil samples) is not read: the processes report their own
     CPU in their snapshots, which a distributed master receives from every machine."""
     counts = read_counts(load_dir)
@@ -262,10 +265,11 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
     cpu_seconds = counts.cpu_seconds(start_s, end_s)
     started = counts.started_calls(start_s, end_s)
     steady = steady_window(finished=allops.count, started=started)  # else the CPU per finished call is not the cost
-    steps = tuple(step_summary(plan, load_dir, counts, limits=limits, upto_s=end_s)) if len(plan.stages) > 1 else ()
-    verdict = judge_window(plan, counts, start_s, end_s, achieved=achieved, limits=limits)
+    steps = (tuple(step_summary(plan, load_dir, counts, limits=limits, upto_s=end_s, machine=machine))
+             if len(plan.stages) > 1 else ())
+    verdict = judge_window(plan, counts, start_s, end_s, achieved=achieved, limits=limits, machine=machine)
     if stopped_at_step is not None:  # the run is judged by the step that stopped it
-        bound = [st.verdict for st in steps if st.verdict is not None and st.verdict.loader_bound]
+        bound = [st.verdict for st in steps if st.verdict is not None and st.verdict.bound]
         if bound:
             verdict = dataclasses.replace(bound[0], notes=(*bound[0].notes, (
                 f"the staircase stopped at step {stopped_at_step}: the store's capacity was not reached")))
@@ -310,7 +314,7 @@ def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_
 
 
 def step_summary(plan: LoadPlan, load_dir: Path, counts: LiveCounts, *, limits: Limits | None = None,
-                 upto_s: float = math.inf) -> list[StepSummary]:
+                 upto_s: float = math.inf, machine: Machine | None = None) -> list[StepSummary]:
     """Throughput, latencies and the verdict per stage, from the interval logs (intervals start on
     t0 + k * interval; calls counted where they finished) and the processes' timelines. Stages
     after ``upto_s`` (a staircase stopped at a loader-bound step) did not run and are left out."""
@@ -334,5 +338,6 @@ def step_summary(plan: LoadPlan, load_dir: Path, counts: LiveCounts, *, limits: 
                                corrected_us=summarize_histogram(h["corrected"]),
                                loadgen_cpu=cpu_window(counts, st.start_s, end),
                                verdict=None if warmup else judge_window(plan, counts, st.start_s, end,
-                                                                        achieved=achieved, limits=limits)))
+                                                                        achieved=achieved, limits=limits,
+                                                                        machine=machine)))
     return out

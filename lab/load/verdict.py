@@ -4,6 +4,7 @@ More: docs/load-internals.md.
 """
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ class Limits:
 class Reason:
     """One failed check: what was measured against which limit, and what to do."""
 
-    check: str                 # loader_cpu | achieved_rate | schedule_lag
+    check: str                 # loader_cpu | achieved_rate | schedule_lag | machine_cpu
     measured: float
     limit: float
     unit: str
@@ -84,7 +85,7 @@ def _round(v: float | None, digits: int = 2) -> float | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
-    verdict: str                                  # valid | loader-bound
+    verdict: str                                  # valid | loader-bound | machine-bound
     reasons: tuple[Reason, ...] = ()
     notes: tuple[str, ...] = ()                   # facts that do not make it loader-bound
     limits: Limits = field(default_factory=Limits)
@@ -94,6 +95,11 @@ class Verdict:
     @property
     def loader_bound(self) -> bool:
         return self.verdict == LOADER_BOUND
+
+    @property
+    def bound(self) -> bool:
+        """The latencies are not the store's: the load generator's, or the machine's they share."""
+        return self.verdict in (LOADER_BOUND, MACHINE_BOUND)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"verdict": self.verdict, "reasons": [r.to_json() for r in self.reasons],
@@ -131,9 +137,17 @@ def lag_trend(series: Sequence[tuple[float, float]], window_seconds: float) -> L
                     growth_ci_low_ms=fit.ci_low[1] * span, growth_ci_high_ms=fit.ci_high[1] * span)
 
 
+@dataclass(frozen=True, kw_only=True)
+class MachineShare:
+    """The busy CPU of the machine the node and the load generator share, over a window."""
+
+    busy_cores: float
+    cores: int
+
+
 def judge(*, requested_rate: float | None, achieved_rate: float | None,
           loader_cpu_percent_of_core: Mapping[str, float | None], lag: LagTrend | None,
-          limits: Limits | None = None, users: int | None = None) -> Verdict:
+          limits: Limits | None = None, users: int | None = None, machine: MachineShare | None = None) -> Verdict:
     """The verdict of one window (a run's measured window, or one staircase step)."""
     limits = limits or Limits()
     cpu = {k: float(v) for k, v in loader_cpu_percent_of_core.items() if v is not None}
@@ -170,8 +184,27 @@ def judge(*, requested_rate: float | None, achieved_rate: float | None,
                 text=(f"achieved {achieved_rate:,.1f} calls/s of {requested_rate:,.1f} requested "
                       f"({100 * share:.1f}%, limit {100 * limits.min_achieved_share:g}%): the load was not offered"
                       + (f" ({users:,} users)" if users else ""))))
-    return Verdict(verdict=LOADER_BOUND if reasons else VALID, reasons=tuple(reasons), notes=tuple(notes),
+    verdict = LOADER_BOUND if reasons else VALID
+    if machine is not None and machine_bound(busy_cores=machine.busy_cores, machine_cores=machine.cores, shared=True):
+        reasons.append(Reason(
+            check="machine_cpu", measured=round(machine.busy_cores, 2), limit=round(MACHINE_SHARE * machine.cores, 2),
+            unit="cores",
+            text=(f"this machine's CPU was {machine.busy_cores:.2f} of its {machine.cores} cores busy (limit "
+                  f"{MACHINE_SHARE:.0%}) while the node runs on it: the node and the load generator shared the "
+                  "cores, so the machine, not the store, set the limit; load from another machine")))
+        verdict = LOADER_BOUND if verdict == LOADER_BOUND else MACHINE_BOUND
+    return Verdict(verdict=verdict, reasons=tuple(reasons), notes=tuple(notes),
                    limits=limits, loader_cpu_percent_of_core=cpu, lag=lag)
+
+
+def on_this_machine(hosts: Sequence[str]) -> bool:
+    """Does the node run here (every contact point a loopback address): its CPU and the loader's share the cores."""
+    def loopback(host: str) -> bool:
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return host == "localhost"
+    return bool(hosts) and all(loopback(h) for h in hosts)
 
 
 def machine_bound(*, busy_cores: float, machine_cores: int, shared: bool) -> bool:

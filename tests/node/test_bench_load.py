@@ -36,11 +36,12 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     stair = data["staircase"]
     steps = stair["steps"]
     assert 1 <= len(steps) <= stair["planned_steps"] == 4
-    assert all(st["verdict"]["verdict"] in ("valid", "loader-bound") for st in steps)
+    assert all(st["verdict"]["verdict"] in ("valid", "loader-bound", "machine-bound") for st in steps)
     stopped = stair["stopped_at_step"]
-    assert len(steps) == 4 or stopped == len(steps)  # fewer steps only when a loader-bound one stopped it
-    assert stopped is None or steps[stopped - 1]["verdict"]["verdict"] == "loader-bound"
+    assert len(steps) == 4 or stopped == len(steps)  # fewer steps only when a bound one stopped it
+    assert stopped is None or steps[stopped - 1]["verdict"]["verdict"] in ("loader-bound", "machine-bound")
     note = result.report.closing_note
     assert data["environment"]["services"]["client_gc"] == "freeze" and "client GC freeze" in note  # both sides
     assert f"goal <= {CPU_RATIO_GOAL}" in note and "calls/s per loader core" in note
-    assert all(("valid" in line or "LOADER-BOUND" in line) for line in note.splitlines() if "requested" in line)
+    assert all(("valid" in line or "LOADER-BOUND" in line or "MACHINE-BOUND" in line)
+               for line in note.splitlines() if "requested" in line)

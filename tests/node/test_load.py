@@ -114,7 +114,7 @@ def test_the_cli_shows_phases_a_live_status_and_human_units(cluster_config, conn
                   "ready in", "running 4 s (1 s warmup)", "audit: reading back"):
         assert phase in err, (phase, err)
     assert re.search(r"(starting|warmup|measured)\s+[\d.]+ s / 4.0 s\s+[\d,]+ (warmup )?calls", err), err
-    assert "verdict: valid" in out or "verdict: LOADER-BOUND" in out, out
+    assert "verdict: valid" in out or "verdict: LOADER-BOUND" in out or "verdict: MACHINE-BOUND" in out, out
     assert "corrected p50" in out and "coordinated omission corrected" in out and " ms" in out
     assert "seed (before Locust started)" in out and "audit ok:" in out
     assert not re.search(r"p50 \d{4,}|\bus$", out, re.M), out

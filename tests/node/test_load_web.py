@@ -115,8 +115,8 @@ def test_quitting_writes_the_summary_and_the_audit(web_run):
     assert "summary:" in web_run["out"] and "audit ok:" in web_run["out"]
     assert read_json(load_dir / "parameters.json")["web_url"] == web_run["url"]
     # the quit summary ends with the verdict, as a headless run's does (issue 22)
-    assert s["verdict"]["verdict"] in ("valid", "loader-bound") and "loader_cpu_percent_of_core" in s["verdict"]
-    assert re.search(r"^verdict: (valid|LOADER-BOUND)", web_run["out"], re.M), web_run["out"]
+    assert s["verdict"]["verdict"] in ("valid", "loader-bound", "machine-bound") and "loader_cpu_percent_of_core" in s["verdict"]
+    assert re.search(r"^verdict: (valid|LOADER-BOUND|MACHINE-BOUND)", web_run["out"], re.M), web_run["out"]
 
 
 def test_a_second_load_of_the_run_id_reuses_its_seed_and_history(web_run):

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from lab.load.verdict import LOADER_BOUND, VALID, LagTrend, Limits, Verdict, judge, lag_trend
+from lab.load.plan import LoadPlan
+from lab.load.progress import NO_PROGRESS
+from lab.load.run_monitor import RunMonitor
+from lab.load.verdict import (LOADER_BOUND, MACHINE_BOUND, VALID, LagTrend, Limits, MachineShare, Verdict, judge,
+                              lag_trend, on_this_machine)
 
 FLAT = [(float(t), 2.0 + (0.3 if t % 2 else -0.3)) for t in range(20)]
 
@@ -82,3 +86,33 @@ def test_the_verdict_round_trips_through_json():
     assert back.verdict == v.verdict and [r.check for r in back.reasons] == [r.check for r in v.reasons]
     assert back.to_json() == v.to_json()
     assert Verdict.from_json(None) is None
+
+
+def test_a_shared_machine_near_its_cores_makes_a_valid_run_machine_bound():
+    ok = dict(requested_rate=100.0, achieved_rate=100.0, loader_cpu_percent_of_core={"w0": 30.0},
+              lag=LagTrend(points=10, mean_ms=1.0, growth_ms=0.0, growth_ci_low_ms=-1.0, growth_ci_high_ms=1.0))
+    v = judge(**ok, machine=MachineShare(busy_cores=1.8, cores=2))
+    assert v.verdict == MACHINE_BOUND and v.bound and not v.loader_bound
+    assert [r.check for r in v.reasons] == ["machine_cpu"] and v.reasons[0].limit == 1.7
+    assert Verdict.from_json(v.to_json()) == v
+    assert judge(**ok, machine=MachineShare(busy_cores=1.2, cores=2)).verdict == VALID
+    assert judge(**ok).verdict == VALID                                    # not shared: no machine check
+    hot = judge(**(ok | {"loader_cpu_percent_of_core": {"w0": 95.0}}), machine=MachineShare(busy_cores=1.9, cores=2))
+    assert hot.verdict == LOADER_BOUND and [r.check for r in hot.reasons] == ["loader_cpu", "machine_cpu"]
+
+
+@pytest.mark.parametrize("hosts, shared", [(["127.0.0.1"], True), (["127.0.0.41", "::1"], True),
+                                           (["localhost"], True), (["10.0.0.5"], False),
+                                           (["127.0.0.1", "db.example"], False), ([], False)])
+def test_the_node_shares_the_machine_only_on_loopback(hosts, shared):
+    assert on_this_machine(hosts) is shared
+
+
+def test_the_monitor_reads_the_machines_busy_cores_over_a_window(tmp_path):
+    plan = LoadPlan(run_id="r", load_dir=tmp_path, state_root=tmp_path, profile="chat", users=2, t0=1000.0)
+    monitor = RunMonitor(plan, NO_PROGRESS, shared=True)
+    monitor._machine = [(1000.0 + t, 10.0 + 1.5 * t) for t in range(10)]   # 1.5 cores busy
+    share = monitor.machine_share(2.0, 6.0)
+    assert share.busy_cores == pytest.approx(1.5) and share.cores >= 1
+    assert monitor.machine_share(20.0, 30.0) is None
+    assert RunMonitor(plan, NO_PROGRESS, shared=False).machine_share(2.0, 6.0) is None
