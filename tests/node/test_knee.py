@@ -7,6 +7,7 @@ is forced by a loader CPU limit no Python process stays under (``--max-loader-cp
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -89,3 +90,37 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
         assert capacity[f"nodes_knee_{tier}"] >= 3  # at least RF
     conclusion = capacity["conclusion"]
     assert "CPU side from the knee" in conclusion and "A lower bound" in conclusion and "smoke figure" in conclusion
+
+
+def _walkthrough_loads() -> list[list[str]]:
+    """The README walkthrough's `lab load` commands, as written."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## A capacity engineer's first hour"):text.index("## Commands")]
+    return [shlex.split(line.strip())[1:] for line in section.splitlines()
+            if line.strip().startswith(".venv/bin/lab load ")]
+
+
+def test_the_walkthroughs_load_steps_run_as_written_in_quick_form(cluster_config, keyspace, tmp_path):
+    """Each `lab load` of the README's walkthrough, its lengths shortened (a quick form), runs:
+    the capacity mix at a sends/s target, then the knee at a latency target (met or not: both
+    are answers; never an error)."""
+    loads = _walkthrough_loads()
+    assert [cmd[cmd.index("--profile") + 1] for cmd in loads] == ["capacity", "capacity"]
+    shorter = {"--duration": "3s", "--warmup": "1s"}
+    for i, cmd in enumerate(loads):
+        cmd = [shorter.get(prev, arg) if prev in shorter else arg for prev, arg in zip(["", *cmd], cmd)]
+        quick = ["--seed-size", "tiny", "--allow-loader-bound", "--processes", "1",
+                 "--results", str(tmp_path / f"r{i}")]
+        if "--slo" in cmd:
+            quick += ["--slo-steps", "1", "--slo-min-calls", "40", "--step", "2s", "--warmup", "1s"]
+        proc = subprocess.run([sys.executable, "-m", "lab.cli", *cmd, *quick], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300,
+                              env={**os.environ, "LAB_KEYSPACE": keyspace, "PYTHONUNBUFFERED": "1"})
+        assert proc.returncode in ((0, 4) if "--slo" in cmd else (0,)), proc.stdout[-2000:] + proc.stderr[-3000:]
+        if "--sends-per-second" in cmd:
+            assert "calls/s of the capacity mix" in proc.stderr and "audit ok" in proc.stdout
+        else:
+            assert "capacity: " in proc.stdout
+        for run in (tmp_path / f"r{i}").iterdir():
+            shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / run.name, ignore_errors=True)
+            shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run.name}-load", ignore_errors=True)
