@@ -5,8 +5,9 @@ import math
 
 import pytest
 
-from lab.calibration.capacity_model.curve_pricing import (CpuCurve, CurvePoint, machine_bound, nodes_from_curve,
-                                                      power_law)
+from lab.calibration.capacity_model.curve_pricing import (HELD_OUT_TARGET, CpuCurve, CurvePoint, held_out,
+                                                         machine_bound, nodes_from_curve,
+                                                         power_law)
 from lab.errors import ValidationError
 
 
@@ -107,3 +108,15 @@ def test_curve_sizing_gives_one_row_per_tier():
     assert [r["messages_per_day"] for r in rows] == [20e6, 200e6]
     assert rows[0]["nodes_cpu_curve"] <= rows[1]["nodes_cpu_curve"]
     assert rows[0]["peak_sends_per_second"] == pytest.approx(20e6 / 86_400 * 3)
+
+
+def test_each_interior_rate_is_predicted_from_its_neighbours():
+    pts = [_point(10, 20.0), _point(40, 10.0), _point(160, 5.0), _point(320, 3.0)]
+    checks = held_out(CpuCurve(points=tuple(pts), node_cores=2))
+    assert [h.sends_per_second for h in checks] == [40, 160]                   # the ends are not checked
+    assert checks[0].predicted_ms_per_send == pytest.approx(20 * (5 / 20) ** (math.log(4) / math.log(16)))
+    assert checks[0].error == pytest.approx(checks[0].predicted_ms_per_send / 10 - 1)
+    assert checks[0].met and checks[0].to_json()["target"] == HELD_OUT_TARGET
+    off = held_out(CpuCurve(points=(_point(10, 20.0), _point(40, 2.0), _point(160, 5.0)), node_cores=2))
+    assert len(off) == 1 and not off[0].met                                     # 10 ms predicted, 2 measured
+    assert held_out(CpuCurve(points=(_point(10, 20.0), _point(40, 10.0)), node_cores=2)) == []

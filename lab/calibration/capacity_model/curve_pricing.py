@@ -104,6 +104,46 @@ class CpuCurve:
                    node_cores=int(data.get("node_cores") or 1))
 
 
+HELD_OUT_TARGET = 0.15     # a rate left out of the curve, predicted from its neighbours, within this of its measure
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut:
+    """One usable rate left out of the curve and predicted from the others (log-log between its
+    neighbours): the model checked at a rate it did not see."""
+
+    sends_per_second: float
+    predicted_ms_per_send: float
+    measured_ms_per_send: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted_ms_per_send / self.measured_ms_per_send - 1
+
+    @property
+    def met(self) -> bool:
+        return abs(self.error) <= HELD_OUT_TARGET
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sends_per_second": self.sends_per_second, "predicted_ms_per_send": self.predicted_ms_per_send,
+                "measured_ms_per_send": self.measured_ms_per_send, "error": self.error, "met": self.met,
+                "target": HELD_OUT_TARGET}
+
+
+def held_out(curve: CpuCurve) -> list[HeldOut]:
+    """Each interior usable point predicted by the curve without it (the ends have no neighbour on
+    one side: an extrapolation, not a check of the curve's shape)."""
+    pts = curve.usable()
+    out = []
+    for i in range(1, len(pts) - 1):
+        rest = CpuCurve(points=tuple(p for j, p in enumerate(pts) if j != i), node_cores=curve.node_cores)
+        p = pts[i]
+        out.append(HeldOut(sends_per_second=p.achieved_sends_per_second,
+                           predicted_ms_per_send=rest.cost_at(p.achieved_sends_per_second).ms_per_send,
+                           measured_ms_per_send=float(p.server_ms_per_send)))
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class PowerLaw:
     """ms per send = scale x rate ** exponent (exponent 0: a constant cost per send; -1: a fixed

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.calibration.capacity_model.curve_pricing import CpuCurve, CurvePoint, machine_bound
+from lab.calibration.capacity_model.curve_pricing import HELD_OUT_TARGET, CpuCurve, CurvePoint, held_out, machine_bound
 from lab.calibration.capacity_model.cpu_sizing import DEFAULT_OPERATIONS_PER_MESSAGE
 from lab.calibration.experiments.common import Testbed, TimedParams
 from lab.calibration.experiments.mixed_load import IDLE, MixedLoad, run_mixed_steps
@@ -58,6 +58,7 @@ class Result:
     def values(self) -> dict[str, Any]:
         fit = self.curve.fit()
         usable = self.curve.usable()
+        checks = held_out(self.curve)
         return {"cpu_curve": self.curve.to_json(), "operations_per_message": self.params.mix(),
                 "sends_per_second": list(self.params.sends_per_second), "rounds": self.params.rounds,
                 "window_seconds": self.params.window_seconds, "shared_machine": self.shared_machine,
@@ -66,7 +67,10 @@ class Result:
                 "curve_exponent": None if fit is None else fit.exponent,
                 "lightest_ms_per_send": usable[0].server_ms_per_send if usable else None,
                 "heaviest_ms_per_send": usable[-1].server_ms_per_send if usable else None,
-                "heaviest_usable_sends_per_second": usable[-1].achieved_sends_per_second if usable else None}
+                "heaviest_usable_sends_per_second": usable[-1].achieved_sends_per_second if usable else None,
+                "held_out": [h.to_json() for h in checks], "held_out_target": HELD_OUT_TARGET,
+                "held_out_met": all(h.met for h in checks) if checks else None,
+                "held_out_worst_error": max((abs(h.error) for h in checks), default=None)}
 
 
 def _shared(testbed: Testbed) -> bool:
@@ -178,6 +182,14 @@ def conclusion(result: Result, mix: Mapping[str, float] | None = None) -> str:
     elif not usable:
         lines += ["", "**No usable point**: every rate was loader-bound, machine-bound, had errors or no sends; "
                       "the capacity notebook keeps the per-operation costs."]
+    checks = held_out(result.curve)
+    if checks:
+        lines += ["", f"**The curve at rates it did not see** (each interior usable rate left out and predicted "
+                      f"from its neighbours, target ±{HELD_OUT_TARGET:.0%}):"]
+        lines += [f"- {h.sends_per_second:.1f} sends/s: predicted {h.predicted_ms_per_send:.2f} ms per send, measured "
+                  f"{h.measured_ms_per_send:.2f}: {h.error:+.1%}, **{'met' if h.met else 'MISSED'}**" for h in checks]
+    else:
+        lines += ["", "No held-out check: it needs three usable rates (one left out between two others)."]
     machine = [p for p in result.curve.points if p.verdict == "machine-bound"]
     if machine:
         lines += ["", f"{len(machine)} rate(s) machine-bound: the node and the load generator together near this "
