@@ -25,6 +25,7 @@ def _outputs(path: Path) -> list[dict]:
     return [o for c in json.loads(path.read_text())["cells"] for o in c.get("outputs", [])]
 
 
+@pytest.mark.spawns  # installs the kernel (a subprocess) when its spec is missing or stale
 def test_the_notebooks_name_the_projects_kernel_and_both_kernels_exist():
     from jupyter_client.kernelspec import KernelSpecManager
 
