@@ -44,6 +44,7 @@ class Processes(click.ParamType):
 # what a worker takes from the master's plan, never from its own command line
 _PLAN_FLAGS = {"profile": "--profile", "rate": "--rate", "sends_per_second": "--sends-per-second", "users": "--users", "duration": "--duration",
                "warmup": "--warmup", "processes": "--processes", "max_loader_cpu": "--max-loader-cpu",
+               "max_machine_cpu": "--max-machine-cpu",
                "metrics_port": "--metrics-port", "metrics_host": "--metrics-host", "staircase_max": "--staircase",
                "step": "--step", "seed_size": "--seed-size", "driver_mode": "--driver", "reactor": "--reactor",
                "run_id": "--run-id", "slo": "--slo",
@@ -75,6 +76,10 @@ def calls_per_send(weights: Any) -> float:
 @click.option("--max-loader-cpu", "max_loader_cpu", type=click.FloatRange(min=0, min_open=True), default=70.0,
               show_default=True, metavar="PERCENT",
               help="a load process above this % of its core makes the run loader-bound (lab.load.verdict)")
+@click.option("--max-machine-cpu", "max_machine_cpu", type=click.FloatRange(min=0, min_open=True, max=100),
+              default=85.0, show_default=True, metavar="PERCENT",
+              help="the node on this machine (loopback) and the machine busy at this % of its cores or more makes "
+                   "the run machine-bound (100: no machine check)")
 @click.option("--allow-loader-bound", is_flag=True,
               help=f"exit 0 when the run is loader-bound (default: exit {LOADER_BOUND_EXIT})")
 @click.option("--metrics-port", type=PORT, default=None,
@@ -127,7 +132,8 @@ def calls_per_send(weights: Any) -> float:
 @click.pass_context
 def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends_per_second: float | None,
          users: int | None, duration: float,
-         warmup: float | None, processes: int | None, max_loader_cpu: float, allow_loader_bound: bool,
+         warmup: float | None, processes: int | None, max_loader_cpu: float, max_machine_cpu: float,
+         allow_loader_bound: bool,
          metrics_port: int | None, metrics_host: str, staircase_max: float | None, step: float, slo: str | None,
          slo_start: float, slo_max: float | None, slo_steps: int, slo_min_calls: int, seed_size: str,
          driver_mode: str,
@@ -178,7 +184,8 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends
               step=step, warmup=DEFAULT_FIXED_RATE_WARMUP_SECONDS if warmup is None else warmup,
               allow_loader_bound=allow_loader_bound, services=services,
               base=dict(profile=profile, users=users, processes=processes, seed_size=seed_size, reactor=reactor,
-                        limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu),
+                        limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu,
+                                      max_machine_cpu_percent=max_machine_cpu),
                         native_threads=driver_mode == "threads", audit=not no_audit, results=results, run_id=run_id))
         return
     if rate is None and users is None and staircase_max is None:
@@ -189,7 +196,8 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends
         warmup = DEFAULT_FIXED_RATE_WARMUP_SECONDS if (rate is not None or staircase_max is not None) else 0.0
     options = LoadOptions(profile=profile, rate=rate, users=users, duration_seconds=duration,
                           warmup_seconds=warmup, processes=processes, staircase_max=staircase_max,
-                          limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu), metrics_port=metrics_port,
+                          limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu,
+                                      max_machine_cpu_percent=max_machine_cpu), metrics_port=metrics_port,
                           metrics_host=metrics_host,
                           step_seconds=step, seed_size=seed_size, reactor=reactor,
                           native_threads=driver_mode == "threads", audit=not no_audit, results=results,

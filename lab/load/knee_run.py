@@ -121,8 +121,9 @@ def measured_step(number: int, result: LoadResult, sampler: CpuSampler, slo: Slo
     loadgen = (cpu.mean_percent_of_machine * cpu.cores / 100 if cpu is not None and cpu.cores
                and cpu.mean_percent_of_machine is not None else None)
     verdict = s.verdict.verdict if s.verdict is not None else "valid"
+    share = s.verdict.limits.max_machine_cpu_percent / 100 if s.verdict is not None else 1.0
     if verdict != LOADER_BOUND and busy is not None and machine_bound(busy_cores=busy, machine_cores=os.cpu_count() or 1,
-                                                                      shared=shared):
+                                                                      shared=shared, share=share):
         verdict = MACHINE_BOUND
     corrected = s.all_operations.corrected_us
     latency = getattr(corrected, slo.percentile, None) if corrected is not None else None

@@ -28,6 +28,7 @@ class Limits:
     """The thresholds a verdict was decided with (recorded beside it)."""
 
     max_loader_cpu_percent_of_core: float = MAX_LOADER_CPU_PERCENT_OF_CORE
+    max_machine_cpu_percent: float = 100 * MACHINE_SHARE  # a shared machine busy at this % or more: machine-bound
     min_achieved_share: float = MIN_ACHIEVED_SHARE
     max_lag_growth_ms: float = MAX_LAG_GROWTH_MS
     max_on_schedule_lag_ms: float = MAX_ON_SCHEDULE_LAG_MS
@@ -35,11 +36,14 @@ class Limits:
     def __post_init__(self) -> None:
         if not 0 < self.max_loader_cpu_percent_of_core:
             raise ValueError(f"max loader CPU must be > 0 % of a core, got {self.max_loader_cpu_percent_of_core}")
+        if not 0 < self.max_machine_cpu_percent <= 100:
+            raise ValueError(f"max machine CPU must be in (0, 100] %, got {self.max_machine_cpu_percent}")
         if not 0 < self.min_achieved_share <= 1:
             raise ValueError(f"min achieved share must be in (0, 1], got {self.min_achieved_share}")
 
     def to_json(self) -> dict[str, float]:
         return {"max_loader_cpu_percent_of_core": self.max_loader_cpu_percent_of_core,
+                "max_machine_cpu_percent": self.max_machine_cpu_percent,
                 "min_achieved_share": self.min_achieved_share, "max_lag_growth_ms": self.max_lag_growth_ms,
                 "max_on_schedule_lag_ms": self.max_on_schedule_lag_ms}
 
@@ -185,12 +189,14 @@ def judge(*, requested_rate: float | None, achieved_rate: float | None,
                       f"({100 * share:.1f}%, limit {100 * limits.min_achieved_share:g}%): the load was not offered"
                       + (f" ({users:,} users)" if users else ""))))
     verdict = LOADER_BOUND if reasons else VALID
-    if machine is not None and machine_bound(busy_cores=machine.busy_cores, machine_cores=machine.cores, shared=True):
+    share = limits.max_machine_cpu_percent / 100
+    if machine is not None and machine_bound(busy_cores=machine.busy_cores, machine_cores=machine.cores, shared=True,
+                                             share=share):
         reasons.append(Reason(
-            check="machine_cpu", measured=round(machine.busy_cores, 2), limit=round(MACHINE_SHARE * machine.cores, 2),
+            check="machine_cpu", measured=round(machine.busy_cores, 2), limit=round(share * machine.cores, 2),
             unit="cores",
             text=(f"this machine's CPU was {machine.busy_cores:.2f} of its {machine.cores} cores busy (limit "
-                  f"{MACHINE_SHARE:.0%}) while the node runs on it: the node and the load generator shared the "
+                  f"{share:.0%}) while the node runs on it: the node and the load generator shared the "
                   "cores, so the machine, not the store, set the limit; load from another machine")))
         verdict = LOADER_BOUND if verdict == LOADER_BOUND else MACHINE_BOUND
     return Verdict(verdict=verdict, reasons=tuple(reasons), notes=tuple(notes),
@@ -207,7 +213,8 @@ def on_this_machine(hosts: Sequence[str]) -> bool:
     return bool(hosts) and all(loopback(h) for h in hosts)
 
 
-def machine_bound(*, busy_cores: float, machine_cores: int, shared: bool) -> bool:
+def machine_bound(*, busy_cores: float, machine_cores: int, shared: bool, share: float = MACHINE_SHARE) -> bool:
     """The node and the load generator on one machine, its cores near busy: the machine, not the
-    store, set the limit (never a capacity figure)."""
-    return shared and busy_cores >= MACHINE_SHARE * machine_cores
+    store, set the limit (never a capacity figure). ``share`` 1.0 turns the check off: the busy
+    share is taken at most 1 (a sample's jitter can read a little over)."""
+    return shared and share < 1.0 and min(busy_cores / max(machine_cores, 1), 1.0) >= share

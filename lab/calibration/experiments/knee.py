@@ -37,6 +37,7 @@ class Params(TimedParams):
     warmup_seconds: float = 5.0
     seed_size: str = "standard"            # deep enough that readers page back (older pages)
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
+    max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
 
     def calls_per_send(self) -> float:
         weights = load_profile(self.profile).weights
@@ -86,7 +87,8 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
     config = testbed.config.replace(keyspace=keyspace)
     base = LoadOptions(profile=params.profile, processes=params.processes, seed_size=params.seed_size,
                        results=Path(out_dir), run_id=run_id,
-                       limits=Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core))
+                       limits=Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core,
+                                     max_machine_cpu_percent=params.max_machine_cpu_percent))
     try:
         done = run_knee(config, base, KneeOptions(slo=slo, search=plan, step_seconds=params.step_seconds,
                                                   warmup_seconds=params.warmup_seconds),
