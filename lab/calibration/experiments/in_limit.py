@@ -41,7 +41,7 @@ class Params(TimedParams):
     partition_rows: int = 1024
     in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
     min_rounds: int = 30               # each round reads every size once, in shuffled order
-    max_rounds: int = 300
+    max_rounds: int = 1000             # high: an unstable choice samples on to the time budget
     target_rel_half_width: float = 0.10  # of the per-row cost at the recommended size (bootstrap 95% CI)
     budget_seconds: float = 300.0
     per_row_tolerance: float = 0.10    # the smallest size within 10% of the lowest per-row cost
