@@ -97,6 +97,14 @@ def test_a_choice_on_a_threshold_is_inconclusive_at_the_budget():
     assert looks[:-1] == [10, 15, 23, 35, 53] and looks[-1] == 60
 
 
+def test_a_stable_choice_still_waits_for_the_halves_to_agree():
+    curve = Curve([40.0, 30.0, 21.0, 20.6, 20.5], sd=0.3, seed=1)
+    precision, verdict = sample_until_stable(curve.step, curve.stability, achieved=lambda: 0.01, quantity="x",
+                                             target=0.1, budget_seconds=1e9, min_steps=10, max_steps=30,
+                                             accept=lambda: False)
+    assert precision.status == "limit" and precision.steps == 30 and verdict.stable  # stable, yet not stopped early
+
+
 def test_a_flat_curve_with_exact_ties_chooses_the_smallest_every_time():
     # ties everywhere: the rule's "smallest within 10%" is deterministic, so the choice is stable
     flat = np.full((12, 5), 20.0)
