@@ -43,7 +43,8 @@ def agreement(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[
                                                           if out["delta_relative"] is not None else "")
     if a.get("inconclusive") or b.get("inconclusive"):
         which = " and ".join(side for side, c in (("A", a), ("B", b)) if c.get("inconclusive"))
-        return {**out, "status": "inconclusive", "detail": f"{which} could not decide (its halves disagree); {delta}"}
+        return {**out, "status": "inconclusive", "detail": f"{which} could not decide (its halves disagree, or its choice "
+                                                          f"is not stable); {delta}"}
     la, ha, lb, hb = (number(a.get("ci_low")), number(a.get("ci_high")), number(b.get("ci_low")), number(b.get("ci_high")))
     if a.get("rule") == "interval" and None not in (la, ha, lb, hb):
         limit = math.hypot((ha - la) / 2, (hb - lb) / 2)

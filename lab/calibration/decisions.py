@@ -44,9 +44,10 @@ def decision(name: str, c: Mapping[str, Any], *, mode: str | None = None) -> Dec
     quick = mode == "quick"
     if c.get("inconclusive"):
         h = c.get("halves") or {}
+        why = (f"inconclusive (first half of the run {fmt(h.get('first'))}, second half {fmt(h.get('second'))})"
+               if (h and not h.get("agree", True)) or not c.get("inconclusive_reason") else c["inconclusive_reason"])
         return Decision(constant=name, action="keep (inconclusive)", changed=False,
-                        text=f"keep {fmt(cur, unit=unit)}: inconclusive (first half of the run {fmt(h.get('first'))}, "
-                             f"second half {fmt(h.get('second'))})")
+                        text=f"keep {fmt(cur, unit=unit)}: {why}")
     if c.get("guarded"):
         new = c.get("suggested_for_new_tables")
         extra = f"; new tables could use {fmt(new, unit=unit)}" if new is not None else ""

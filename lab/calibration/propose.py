@@ -102,7 +102,8 @@ def propose(run_dir: Path | str, *, constants_path: Path = APPENDIX_B_PATH, out:
                    "do not apply without a full run.\n")
     for name, c in sorted(cal.constants.items()):
         if c.inconclusive:
-            header += f"Not proposed: {name}: inconclusive (the two halves of the run disagree)\n"
+            why = c.inconclusive_reason or "inconclusive (the two halves of the run disagree)"
+            header += f"Not proposed: {name}: {why}\n"
     for name, why in skipped.items():
         header += f"Not proposed: {name} -> {cal.constants[name].recommended}: {why}\n"
     if not changes:

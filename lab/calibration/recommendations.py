@@ -31,7 +31,8 @@ CONFIDENCE_LEGEND: dict[str, tuple[str, str]] = {  # level -> (what it means, ho
                "run `lab calibrate --full` again on a quieter machine, or raise the notebook's budget_seconds"),
     "low": ("a quick run (the shortest parameters: a smoke test of the pipeline), or a wide interval",
             "run `lab calibrate --full`"),
-    "inconclusive": ("the first and the second half of the run recommend different values: the machine's load "
+    "inconclusive": ("the first and the second half of the run recommend different values, or fewer than 90% of "
+                     "bootstrap resamples choose the recommended value (by the sampling's end): the machine's load "
                      "changed, or the optimum is flat", "no number to change: the constant is kept; run --full "
                      "again when the machine is quiet"),
     "none": ("not measured in this run", "select its notebook (--notebooks)"),
@@ -61,16 +62,16 @@ def round_like(value: float, current: float | int) -> float | int:
 
 def confidence_of(measured: float | None, ci: tuple[float | None, float | None] | None, *,
                   quick: bool, stated: str | None = None, precision: Mapping[str, Any] | None = None,
-                  halves_agree: bool | None = None) -> str:
+                  halves_agree: bool | None = None, stable: bool | None = None) -> str:
     """``stated`` when the notebook gives one; else :data:`CONFIDENCE_LEGEND`'s rules: halves
-    that disagree are "inconclusive"; a quick run is "low" (shortest parameters: a smoke test,
-    not a calibration); a full run is "high" when it reached its precision target, else by the
-    interval's relative half-width."""
+    that disagree, or a choice too few resamples make (``stable`` False), are "inconclusive"; a
+    quick run is "low" (shortest parameters: a smoke test, not a calibration); a full run is
+    "high" when it reached its precision target, else by the interval's relative half-width."""
     if stated:
         return str(stated)
     if measured is None:
         return "none"
-    if halves_agree is False:
+    if halves_agree is False or stable is False:
         return "inconclusive"
     if quick or (precision and precision.get("too_few_rounds")):
         return "low"  # a smoke test, or no interval at all (fewer rounds than an interval needs)
@@ -147,7 +148,9 @@ class ConstantAssessment:
     notebook_html: str | None = None
     precision: Mapping[str, Any] | None = None   # lab.calibration.precision.Precision.to_json()
     halves: Mapping[str, Any] | None = None      # {"first", "second", "agree"}
-    inconclusive: bool = False                   # halves disagree: recommended = current
+    inconclusive: bool = False                   # halves disagree or the choice is unstable: recommended = current
+    inconclusive_reason: str | None = None       # what made it inconclusive, in words
+    stability: Mapping[str, Any] | None = None   # lab.calibration.stability.Stability.to_json()
     recommended_ci_low: float | None = None      # the recommendation's own interval (bootstrap)
     recommended_ci_high: float | None = None
     observed: Mapping[str, Any] | None = None    # the values quoted in the evidence, by key
@@ -224,6 +227,7 @@ def _from_measure(row: dict[str, Any], entry: Constant, m: Measure, nb: Mapping[
               "recommended": values.get(m.recommended) if m.recommended else None,
               "precision": values.get(m.precision) if m.precision else None,
               "halves": values.get(m.halves) if m.halves else None,
+              "stability": values.get(m.stability) if m.stability else None,
               "recommended_ci_low": values.get(m.rec_ci[0]) if m.rec_ci else None,
               "recommended_ci_high": values.get(m.rec_ci[1]) if m.rec_ci else None,
               "observed": observed_values(m, values, entry.value)}
@@ -253,9 +257,18 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
     else:
         recommended = current
     halves = stated.get("halves") if isinstance(stated.get("halves"), Mapping) else None
-    inconclusive = bool(halves) and not halves.get("agree", halves.get("first") == halves.get("second"))
-    if inconclusive:  # a number that changes between the halves of one run is not a recommendation
-        what += f" [inconclusive: first half {_fmt(halves.get('first'))}, second half {_fmt(halves.get('second'))}]"
+    split = bool(halves) and not halves.get("agree", halves.get("first") == halves.get("second"))
+    stability = stated.get("stability") if isinstance(stated.get("stability"), Mapping) else None
+    chosen = stability is not None and stability.get("choice") is not None
+    unstable = chosen and not stability.get("stable")
+    reason = None
+    if split:  # a number that changes between the halves of one run is not a recommendation
+        reason = f"inconclusive: first half {_fmt(halves.get('first'))}, second half {_fmt(halves.get('second'))}"
+    elif unstable:  # nor is a choice too few resamples of the run make
+        reason = str(stability.get("text") or "inconclusive: the choice is not stable")
+    inconclusive = split or unstable
+    if inconclusive:
+        what += f" [{reason}]"
         recommended = current
     if entry.name in GUARDED_CONSTANTS:
         if recommended != current:
@@ -266,12 +279,14 @@ def _apply(row: dict[str, Any], entry: Constant, stated: Mapping[str, Any], *, n
         "measured": measured, "ci_low": lo, "ci_high": hi, "recommended": recommended, "notebook": notebook,
         "confidence": confidence_of(measured, (lo, hi) if lo is not None else None, quick=quick,
                                     stated=stated.get("confidence"), precision=precision,
-                                    halves_agree=None if not halves else not inconclusive),
+                                    halves_agree=None if not halves else not split,
+                                    stable=not unstable if chosen else None),
         "evidence": evidence_line(measured=measured, unit=entry.unit, ci=(lo, hi) if lo is not None else None,
                                   notebook=notebook, run_id=run_id, what=what),
         "figure": _figure(folder, figure_stem, run_dir), "rule": rule,
         "changed": recommended != current, "precision": dict(precision) if precision else None,
-        "halves": dict(halves) if halves else None, "inconclusive": inconclusive,
+        "halves": dict(halves) if halves else None, "inconclusive": inconclusive, "inconclusive_reason": reason,
+        "stability": dict(stability) if stability else None,
         "recommended_ci_low": number(stated.get("recommended_ci_low")),
         "recommended_ci_high": number(stated.get("recommended_ci_high")),
         "observed": dict(stated.get("observed") or {}) or None})

@@ -30,6 +30,7 @@ class Measure:
     precision: str | None = None       # key of the notebook's Precision record
     halves: str | None = None          # key of the notebook's Halves record (recommendation per half)
     rec_ci: tuple[str, str] | None = None  # keys of the recommendation's own (bootstrap) interval
+    stability: str | None = None       # key of the choice's Stability record (lab.calibration.stability)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +81,7 @@ SUITE: tuple[NotebookSpec, ...] = (
         measures=(
             Measure(constant="batch_read_in_list_limit", measured="recommended_in_limit",
                     rule="notebook", recommended="recommended_in_limit", figure="in_limit",
-                    precision="in_limit_precision", halves="in_limit_halves",
+                    precision="in_limit_precision", halves="in_limit_halves", stability="in_limit_stability",
                     rec_ci=("recommended_in_limit_ci_low", "recommended_in_limit_ci_high"),
                     what="smallest IN size within 10% of the lowest per-row latency, inside the p99 budget and the server limit",
                     observe=("recommended_p99_ms", "recommended_per_row_us", "lowest_per_row_in_size", "in{current}_p99_ms",
@@ -89,12 +90,14 @@ SUITE: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="empty_buckets", what="history pages over runs of empty buckets vs the scan limit",
         quick={"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3, "max_rounds": 10,
-               "target_rel_half_width": 0.3, "budget_seconds": 20, "hole_messages": 20000},
-        quick_seconds=28, full_seconds=240 + 30,
+               "target_rel_half_width": 0.3, "budget_seconds": 20, "hole_messages": 20000,
+               "max_hole_messages": 100000, "hole_budget_seconds": 5},
+        quick_seconds=28, full_seconds=240 + 30 + 30,
         measures=(
             Measure(constant="history_max_empty_bucket_scan", measured="recommended_scan_limit",
                     rule="notebook", recommended="recommended_scan_limit", figure="empty_buckets",
                     precision="empty_buckets_precision", halves="scan_limit_halves",
+                    stability="scan_limit_stability",
                     what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
                     observe=("per_empty_bucket_ms", "per_empty_bucket_ms_ci_low", "per_empty_bucket_ms_ci_high",
                              "worst_case_page_ms_at_recommended",
@@ -131,12 +134,13 @@ SUITE: tuple[NotebookSpec, ...] = (
         )),
     NotebookSpec(
         name="grouped_reads", what="grouped vs naive batch reads (S-1 shapes and mixes)",
-        quick={"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1},
-        quick_seconds=70, full_seconds=300,
+        quick={"dataset_messages": 1000, "mix_sizes": [50, 200], "repeats": 3, "density_trace_repeats": 1,
+               "max_trace_repeats": 1},
+        quick_seconds=70, full_seconds=300 + 120,  # + the trace rounds the budget allows past the 6 always run
         measures=(
             Measure(constant="batch_read_range_min_density", measured="recommended_range_min_density",
                     rule="notebook", recommended="recommended_range_min_density", figure="grouped_reads",
-                    halves="range_density_halves",
+                    halves="range_density_halves", stability="range_density_stability",
                     rec_ci=("recommended_range_min_density_ci_low", "recommended_range_min_density_ci_high"),
                     what="density of a group's seqs in their span where one range read costs the server (trace time) "
                          "as much as the IN lists it replaces, over a fully written partition",

@@ -113,6 +113,8 @@ def _evidence(cal: Mapping[str, Any], run_dir: Path) -> str:
                  ("precision", esc(precision_text(c))), ("confidence", _conf(c))]
         if c.get("halves"):
             pairs.append(("halves of the run", f"{fmt(c['halves'].get('first'))} / {fmt(c['halves'].get('second'))}"))
+        if c.get("stability"):  # lab.calibration.stability: is the choice itself stable
+            pairs.append(("stability of the choice", esc(c["stability"].get("text"))))
         pairs += [(k, fmt(v)) for k, v in (c.get("observed") or {}).items()]
         nb = f"<a href='{esc(c['notebook_html'])}'>{esc(c.get('notebook'))} notebook</a>" if c.get("notebook_html") \
             else esc(c.get("notebook"))

@@ -120,6 +120,15 @@ def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, r
     else:
         assert values["recommended_in_limit"] == int(within.in_size.min())
     assert values["lowest_per_row_in_size"] == int(per_size.sort_values("per_row_us").iloc[0].in_size)
+    # the choice's stability over resamples of the rounds: below 90% it is inconclusive, never proposed
+    stab = values["in_limit_stability"]
+    assert stab["choice"] == values["recommended_in_limit"] and stab["units"] == values["rounds"] == 5
+    if stab["choice"] is not None and stab["share"] is not None:
+        assert 0 <= stab["share"] <= 1 and stab["stable"] == (stab["share"] >= 0.9)
+        assert f"of resamples choose {stab['choice']} (needs 90%" in stab["text"]
+        assert values["recommended_in_limit_bootstrap_share"] == stab["share"]
+    assert values["in_limit_inconclusive"] == (not stab["stable"] and stab["choice"] is not None
+                                               or not values["in_limit_halves"]["agree"])
     settings = values["server_settings"]
     if settings.get("partition_keys_in_select_fail_threshold") == "-1":  # Cassandra, guardrails off
         assert values["server_in_limit"] is None and values["rejected_sizes"] == []
@@ -128,8 +137,8 @@ def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, r
 
 def test_empty_buckets(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "min_rounds": 1,
-                                            "max_rounds": 1,
-                                            "hole_messages": 5000, "show_progress": False}, run_dir,
+                                            "max_rounds": 1, "hole_messages": 5000, "max_hole_messages": 20000,
+                                            "show_progress": False}, run_dir,
                           config=cluster_config)
     folder = run_dir / "empty_buckets"
     notebook_artifacts(folder, "empty_buckets", "empty_buckets")
@@ -149,6 +158,13 @@ def test_empty_buckets(run_dir, notebook_artifacts, cluster_config):
     assert values["run9_stopped"] is True and values["run2_stopped"] is False
     assert values["recommended_scan_limit"] >= values["workload_required_scan_limit"]
     assert values["recommended_scan_limit"] >= 8 and values["workload_holes"] > 0
+    # the choice's stability over resamples of the workload's holes; more hole samples while unstable
+    stab = values["scan_limit_stability"]
+    assert stab["choice"] == values["recommended_scan_limit"] and stab["unit"] == "hole"
+    assert stab["units"] == values["workload_holes"] and stab["stable"] == (stab["share"] >= 0.9)
+    assert values["workload_hole_messages"] in (5000, 10000, 15000, 20000)
+    assert stab["stable"] or values["workload_hole_messages"] == 20000  # unstable: sampled to the limit
+    assert values["scan_limit_inconclusive"] == (not stab["stable"] or not values["scan_limit_halves"]["agree"])
 
 
 def test_twcs_sstables(run_dir, notebook_artifacts, cluster_config, connection, admin):
@@ -178,6 +194,7 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     # three densities, not the nine of a measurement: each traced request waits for its trace events
     # (about half a second), and the sweep traces 5 requests per density and round (1 range, 4 IN lists)
     values = run_notebook("grouped_reads", {"dataset_messages": 400, "mix_sizes": [60], "repeats": 1, "density_trace_repeats": 2,
+                                            "max_trace_repeats": 2,
                                             "densities": [1.0, 0.5, 0.25], "density_partition_rows": 1600,
                                             "show_progress": False}, run_dir, config=cluster_config)
     notebook_artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
@@ -208,6 +225,10 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     assert values["loader_bound_runs"] >= 0 and values["loader_cpu_percent_of_core_max"] > 0
     h = values["range_density_halves"]
     assert 0 < h["first"] <= 1 and 0 < h["second"] <= 1 and h["agree"] == (abs(h["first"] - h["second"]) <= 0.1)
+    # 2 trace rounds (max_trace_repeats 2): too few to resample, so never stable: inconclusive
+    stab = values["range_density_stability"]
+    assert stab["choice"] == values["recommended_range_min_density"] and stab["units"] == 2
+    assert stab["share"] is None and stab["stable"] is False and "too few to resample" in stab["text"]
     summary = pd.read_csv(run_dir / "grouped_reads" / "summary.csv")
     assert (summary.found == summary.entries).all()
 

@@ -113,6 +113,24 @@ def test_inconclusive_constants_keep_their_value(tmp_path):
     assert d.text == "keep 100 elements: inconclusive (first half of the run 300, second half 50)"
 
 
+def test_a_choice_that_is_not_stable_is_kept_and_the_report_says_why(tmp_path):
+    from lab.calibration.stability import Stability
+
+    cal = _run(tmp_path, quick=False)
+    values = {"recommended_in_limit": 200, "rounds": 300,
+              "in_limit_halves": {"first": 200, "second": 200, "agree": True},
+              "in_limit_stability": Stability(choice=200, share=0.66, units=300, runner_up=150,
+                                              runner_up_share=0.3).to_json()}
+    constants = assess(read_entries(), {"in_limit": {"values": values, "dir": tmp_path / "in_limit"}},
+                       run_dir=tmp_path, run_id="r1", quick=False)
+    cal["constants"]["batch_read_in_list_limit"] = constants["batch_read_in_list_limit"].to_json()
+    text = "inconclusive: 66% of resamples choose 200 (needs 90%; next 150 at 30%)"
+    d = decision("batch_read_in_list_limit", cal["constants"]["batch_read_in_list_limit"])
+    assert d.action == "keep (inconclusive)" and d.text == f"keep 100 elements: {text}"
+    html = render(cal, tmp_path)
+    assert "stability of the choice" in html and html.count(text) >= 2  # the decision and the evidence
+
+
 @pytest.mark.parametrize("quick", [True, False])
 def test_a_failed_run_before_the_notebooks_says_where(tmp_path, quick):
     cal = _run(tmp_path, quick=quick)

@@ -24,8 +24,10 @@ from lab.calibration.experiments.common import (
     single_partition_rows,
 )
 from lab.calibration.precision import Halves, Precision, sample_until
+from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 from lab.measure.process_cpu import CpuMeter
+from lab.measure.stats import BOOTSTRAP_RESAMPLES
 from lab.results.jsonio import flatten
 from lab.store import HeadUpdate, MessageStore, compose_message_id
 from lab.workload import generate
@@ -44,7 +46,9 @@ class Params(TimedParams):
     page_limit: int = 20
     profile: str = "chat_mix"
     hole_profile: str = "chat_mix"
-    hole_messages: int = 200_000
+    hole_messages: int = 200_000       # one sample of the workload's holes; more follow while the choice is unstable
+    max_hole_messages: int = 1_000_000
+    hole_budget_seconds: float = 30.0
     target_truncated_share: float = 0.001
 
 
@@ -62,13 +66,20 @@ class Result:
     per_empty_bucket_interval: tuple[float | None, float | None] = (None, None)
     precision: Precision | None = None
     halves: Halves | None = None            # the recommendation from each half of the workload's holes
+    stability: Stability | None = None      # resamples of the holes choosing the recommendation
+    hole_samples: int = 1                   # samples of hole_messages messages the holes came from
     cost_halves: tuple[float, float] | None = None  # per-empty-bucket ms from each half of the rounds
     loader_cpu_percent_of_core: tuple[float, ...] = ()  # this process (the client) per round
     loader_bound_rounds: int = 0                         # over the limit: not used for the cost
 
     @property
+    def unstable(self) -> bool:
+        """Too few resamples of the holes choose the recommendation (lab.calibration.stability)."""
+        return self.stability is not None and not self.stability.stable
+
+    @property
     def inconclusive(self) -> bool:
-        return self.halves is not None and not self.halves.agree
+        return (self.halves is not None and not self.halves.agree) or self.unstable
 
     def truncated_share(self, limit: int) -> float:
         if self.holes.empty:
@@ -88,6 +99,8 @@ class Result:
             "empty_buckets_precision": self.precision.to_json() if self.precision else None,
             "scan_limit_halves": self.halves.to_json() if self.halves else None,
             "scan_limit_inconclusive": self.inconclusive,
+            "scan_limit_stability": self.stability.to_json() if self.stability else None,
+            "workload_hole_messages": self.params.hole_messages * self.hole_samples,
             "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
             "loader_bound_rounds": self.loader_bound_rounds,
             "per_empty_bucket_ms_halves": list(self.cost_halves) if self.cost_halves else None,
@@ -111,13 +124,32 @@ class Result:
 def recommend_limit(holes: pd.DataFrame, target_share: float, candidates: range = range(1, 66)) -> int:
     """Smallest constant leaving at most ``target_share`` of holes at least as long as it
     (a page crosses a hole of r empty buckets only while r < the constant)."""
-    if holes.empty:
+    return _required(holes.empty_buckets.to_numpy(), target_share, candidates)
+
+
+def _required(runs: np.ndarray, target_share: float, candidates: range = range(1, 66)) -> int:
+    """:func:`recommend_limit` over the holes' lengths (counted once: a bootstrap asks it often)."""
+    if not len(runs):
         return 1
-    runs = holes.empty_buckets.to_numpy()
+    runs = runs.astype(np.int64)
+    at_least = np.bincount(runs, minlength=max(candidates) + 2)[::-1].cumsum()[::-1]  # [c]: holes >= c
     for c in candidates:
-        if float((runs >= c).mean()) <= target_share:
+        if at_least[c] / len(runs) <= target_share:
             return c
     return int(runs.max()) + 1
+
+
+def scan_limit_stability(holes: pd.DataFrame, target_share: float, design: int, *,
+                         resamples: int = BOOTSTRAP_RESAMPLES) -> Stability:
+    """How often resamples of the holes give the same recommendation, max(required, design)."""
+    runs = holes.empty_buckets.to_numpy()
+    return choice_stability(len(runs), lambda idx: max(_required(runs[idx], target_share), design),
+                            resamples=resamples, unit="hole")
+
+
+def _hole_seed(seed: int, sample: int) -> int:
+    """The data seed of the ``sample``-th hole sample (the first: the run's own seed)."""
+    return seed + 7919 * sample
 
 
 def _conversation(base: pd.DataFrame, run: int, p: Params, width: int) -> pd.DataFrame:
@@ -228,11 +260,22 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     slope_ci = interval_of(bootstrap_rounds(n_rounds, lambda idx: page_cost(_by_rounds(used, [kept[i] for i in idx]))[0]))
     cost_halves = ((page_cost(_by_rounds(used, kept[:n_rounds // 2]))[0],
                     page_cost(_by_rounds(used, kept[n_rounds // 2:]))[0]) if n_rounds >= 2 else None)
-    hole_rows = generate(params.hole_profile, size=params.hole_messages, seed=params.seed, bucket_width=width).holes
-    required = recommend_limit(hole_rows, params.target_truncated_share)
     # Only ever raise the limit from a workload sample: lowering a safety stop on the evidence
     # of one synthetic population would truncate histories that population did not produce.
     design = constants.history_max_empty_bucket_scan
+    samples: list[pd.DataFrame] = []
+
+    def more_holes(i: int) -> None:
+        samples.append(generate(params.hole_profile, size=params.hole_messages, seed=_hole_seed(params.seed, i),
+                                bucket_width=width).holes)
+
+    _, stable = sample_until_stable(
+        more_holes, lambda n: scan_limit_stability(pd.concat(samples, ignore_index=True),
+                                                   params.target_truncated_share, design, resamples=n),
+        budget_seconds=params.hole_budget_seconds, min_steps=1,
+        max_steps=max(1, params.max_hole_messages // max(1, params.hole_messages)), step_unit="hole sample")
+    hole_rows = pd.concat(samples, ignore_index=True)
+    required = recommend_limit(hole_rows, params.target_truncated_share)
     recommended = max(required, design)
     mid = len(hole_rows) // 2
     split = Halves(first=max(recommend_limit(hole_rows.iloc[:mid], params.target_truncated_share), design),
@@ -242,6 +285,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   summary=summary, holes=hole_rows, required=required, recommended=recommended,
                   per_empty_bucket_ms=float(max(slope, 0.0)), base_page_ms=float(intercept),
                   per_empty_bucket_interval=slope_ci, precision=precision, halves=split, cost_halves=cost_halves,
+                  stability=stable, hole_samples=len(samples),
                   loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu),
                   loader_bound_rounds=sum(1 for p in round_cpu if p > params.max_loader_cpu_percent_of_core))
 
@@ -270,17 +314,23 @@ def conclusion(result: Result) -> str:
                  f"crashed reservation windows, the longest {v['workload_empty_buckets_max']} empty buckets; "
                  f"{100 * v['workload_truncated_share_at_design']:.3f}% of holes are longer than {d}.")
     need, rec = result.required, result.recommended
-    if result.inconclusive:
+    if result.halves is not None and not result.halves.agree:
         lines.append(f"**Inconclusive**: the two halves of the workload's holes need {result.halves.first} and "
                      f"{result.halves.second}: keep history_max_empty_bucket_scan = {d} and measure a larger hole "
                      "sample (`hole_messages`).")
+    elif result.unstable:
+        lines.append(f"**Inconclusive** ({result.stability.describe()}, over {v['workload_holes']} holes of "
+                     f"{v['workload_hole_messages']} messages): not proposed, keep history_max_empty_bucket_scan = {d}; "
+                     f"the full sample's choice would be {rec}. Measure a larger hole sample (`max_hole_messages`).")
     elif rec == d:
-        lines.append(f"**Recommendation: keep history_max_empty_bucket_scan = {d}.** The workload needs {need} "
+        lines.append(f"**Recommendation: keep history_max_empty_bucket_scan = {d}** "
+                     f"({result.stability.describe() if result.stability else 'no bootstrap'}). The workload needs {need} "
                      f"(the smallest value leaving at most {100 * p.target_truncated_share:g}% of its holes "
                      f"unscannable); {d} covers it with margin for heavier crash patterns, at a worst page of about "
                      f"{v['worst_case_page_ms_at_design']:.1f} ms.")
     else:
-        lines.append(f"**Recommendation: raise history_max_empty_bucket_scan to {rec}.** With {d}, "
+        lines.append(f"**Recommendation: raise history_max_empty_bucket_scan to {rec}** "
+                     f"({result.stability.describe() if result.stability else 'no bootstrap'}). With {d}, "
                      f"{100 * v['workload_truncated_share_at_design']:.3f}% of the workload's holes cut paging short "
                      f"(more than the target {100 * p.target_truncated_share:g}%); at {rec} the worst page costs about "
                      f"{v['worst_case_page_ms_at_recommended']:.1f} ms.")

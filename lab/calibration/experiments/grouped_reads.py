@@ -23,10 +23,12 @@ from lab.calibration.experiments.common import (
     single_partition_rows,
 )
 from lab.calibration.precision import Halves, halves
+from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.cluster.tracing import traced
 from lab.errors import CalibrationError
 from lab.measure import a_over_b, bootstrap_rounds, interval_of, latency_summary, percentile, timed
 from lab.measure.process_cpu import CpuMeter
+from lab.measure.stats import BOOTSTRAP_RESAMPLES
 from lab.results.jsonio import flatten
 from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, compose_message_id
 from lab.workload import generate
@@ -34,6 +36,8 @@ from lab.workload import generate
 # Two halves of the trace rounds "agree" on the density threshold when they are this close: the
 # threshold is configured to a tenth, and a flat crossover moves by a few hundredths between rounds.
 RANGE_DENSITY_HALVES_TOLERANCE = 0.1
+# A resample "chooses" the density when within this of it: half the tenth the threshold is set to.
+RANGE_DENSITY_STABILITY_TOLERANCE = 0.05
 
 NAIVE_CONCURRENCY = 32
 
@@ -50,7 +54,9 @@ class Params(TimedParams):
     density_partition_rows: int = 4000
     density_entries: int = 400
     densities: tuple[float, ...] = (1.0, 0.9, 0.75, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
-    density_trace_repeats: int = 6  # traced requests per density and method (each trace waits for its events)
+    density_trace_repeats: int = 6  # trace rounds always run: one traced read per density and method each
+    max_trace_repeats: int = 12     # more rounds while the recommended density is not stable ...
+    density_budget_seconds: float = 240.0  # ... or until one more round would overrun this budget
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +70,12 @@ class Result:
     density_traces: pd.DataFrame | None = None  # one row per (density, trace): server µs of range and IN
     range_density_ci: tuple[float | None, float | None] = (None, None)  # bootstrap over whole trace rounds
     range_density_halves: Halves | None = None  # first vs second half of the trace rounds
+    range_density_stability: Stability | None = None  # resamples of the trace rounds choosing it
+
+    @property
+    def trace_rounds(self) -> int:
+        traces = self.density_traces
+        return int(traces.trace.nunique()) if traces is not None and len(traces) else 0
 
     def values(self) -> dict[str, Any]:
         out: dict[str, Any] = {"in_list_limit": self.in_list_limit, "repeats": self.params.repeats}
@@ -74,7 +86,8 @@ class Result:
         out["recommended_range_min_density_ci_low"], out["recommended_range_min_density_ci_high"] = \
             self.range_density_ci
         out["range_density_halves"] = self.range_density_halves.to_json() if self.range_density_halves else None
-        out["density_trace_rounds"] = self.params.density_trace_repeats
+        out["range_density_stability"] = self.range_density_stability.to_json() if self.range_density_stability else None
+        out["density_trace_rounds"] = self.trace_rounds
         if len(self.runs) and "loader_bound" in self.runs:  # the client's CPU over each timed batch read
             out["loader_bound_runs"] = int(self.runs.loader_bound.sum())
             out["loader_cpu_percent_of_core_max"] = float(self.runs.loader_cpu_percent_of_core.max())
@@ -205,8 +218,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                                  "loader_cpu_percent_of_core": meter.reading.percent_of_core,
                                  "loader_bound": (meter.reading.percent_of_core or 0) > params.max_loader_cpu_percent_of_core})
                     next(bar, None)
-        density, traces = _density_sweep(testbed, store, _entries(density_part), params, constants,
-                                         tenant_id=uuid.UUID(str(tenant)))
+        density, traces, stable = _density_sweep(testbed, store, _entries(density_part), params, constants,
+                                                 tenant_id=uuid.UUID(str(tenant)))
     df = pd.DataFrame(runs)
     summary_rows = []
     for (shape, method), g in df.groupby(["shape", "method"], sort=False):
@@ -224,7 +237,17 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   summary=pd.DataFrame(summary_rows), density=density,
                   recommended_range_min_density=recommend_range_density(density), density_traces=traces,
                   range_density_ci=interval_of(bootstrap_rounds(rounds, over)) if rounds >= 2 else (None, None),
-                  range_density_halves=halves(rounds, over, tolerance=RANGE_DENSITY_HALVES_TOLERANCE))
+                  range_density_halves=halves(rounds, over, tolerance=RANGE_DENSITY_HALVES_TOLERANCE),
+                  range_density_stability=stable)
+
+
+def range_density_stability(density: pd.DataFrame, traces: pd.DataFrame, *,
+                            resamples: int = BOOTSTRAP_RESAMPLES) -> Stability:
+    """How often resamples of the trace rounds recommend the sweep's density (within
+    RANGE_DENSITY_STABILITY_TOLERANCE)."""
+    rounds = int(traces.trace.nunique()) if len(traces) else 0
+    return choice_stability(rounds, rounds_recommender(density, traces), choice=recommend_range_density(density),
+                            tolerance=RANGE_DENSITY_STABILITY_TOLERANCE, resamples=resamples, unit="trace round")
 
 
 def rounds_recommender(density: pd.DataFrame, traces: pd.DataFrame) -> Callable[[Any], float]:
@@ -246,10 +269,12 @@ def rounds_recommender(density: pd.DataFrame, traces: pd.DataFrame) -> Callable[
 
 
 def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Params, constants: Any, *,
-                   tenant_id: uuid.UUID) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   tenant_id: uuid.UUID) -> tuple[pd.DataFrame, pd.DataFrame, Stability]:
     """Range vs IN lists over one fully written partition, per density (module docstring):
-    one row per density, and one per (density, trace round) with the traced server times (the
-    trace rounds are the units the recommendation's interval and halves resample)."""
+    one row per density, one per (density, trace round) with the traced server times (the
+    trace rounds are the units the recommendation's interval, halves and stability resample),
+    and the recommendation's stability. Trace rounds go on past ``density_trace_repeats``
+    while the recommendation is not stable (lab.calibration.stability), to the budget."""
 
     by_seq = sorted(entries, key=lambda e: e.conversation_seq)
     n = min(params.density_entries, len(by_seq))
@@ -277,18 +302,14 @@ def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Par
         traces = [traced(store.connection, stmt, values)[1] for stmt, values in calls]
         return sum(t.duration_us for t in traces), sum(t.rows_read for t in traces)
 
-    rows: list[dict[str, Any]] = []
-    trace_rows: list[dict[str, Any]] = []
+    sweep: list[dict[str, Any]] = []  # per density: what the timed reads gave, and the trace rounds' times
     try:
         for d in params.densities:
             span = min(len(by_seq), max(n, round(n / d)))
             picked = [by_seq[i * span // n] for i in range(n)]
             seqs = [e.conversation_seq for e in picked]
-            actual = n / (seqs[-1] - seqs[0] + 1)
             samples: dict[str, list[float]] = {"range": [], "in": []}
-            server: dict[str, list[int]] = {"range": [], "in": []}
             reads: dict[str, int] = {}
-            scanned: dict[str, int] = {}
             for rep in range(params.repeats + 1):  # the first pair warms up and is dropped
                 for method in (("range", "in") if rep % 2 else ("in", "range")):
                     reader = readers[method]
@@ -300,23 +321,41 @@ def _density_sweep(testbed: Testbed, store: Any, entries: list[Any], params: Par
                     reads[method] = reader.connection.counter.reads("message_record") - before
                     if rep:
                         samples[method].append(timing.elapsed_ms)
-            for t in range(params.density_trace_repeats):  # trace rounds: both methods, order alternating
+            sweep.append({"density": round(n / (seqs[-1] - seqs[0] + 1), 4), "span": span, "seqs": seqs,
+                          "samples": samples, "reads": reads, "server": {"range": [], "in": []}, "scanned": {}})
+
+        def trace_round(t: int) -> None:  # both methods per density, order alternating
+            for point in sweep:
                 for method in (("range", "in") if t % 2 else ("in", "range")):
-                    us, scanned[method] = server_us(method, seqs)
-                    server[method].append(us)
-            rows.append({"density": round(actual, 4), "entries": n, "range_rows": span,
-                         "range_server_us": percentile(server["range"], 50),
-                         "in_server_us": percentile(server["in"], 50),
-                         "range_rows_read": scanned["range"], "in_rows_read": scanned["in"],
-                         "range_p50_ms": latency_summary(samples["range"])["p50_ms"],
-                         "in_p50_ms": latency_summary(samples["in"])["p50_ms"],
-                         "range_requests": reads["range"], "in_requests": reads["in"]})
-            trace_rows += [{"density": round(actual, 4), "trace": i, "range_server_us": r, "in_server_us": v}
-                           for i, (r, v) in enumerate(zip(server["range"], server["in"]))]
+                    us, point["scanned"][method] = server_us(method, point["seqs"])
+                    point["server"][method].append(us)
+
+        def stability(resamples: int) -> Stability:
+            return range_density_stability(*_sweep_frames(sweep, n), resamples=resamples)
+
+        _, stable = sample_until_stable(
+            trace_round, stability, budget_seconds=params.density_budget_seconds,
+            min_steps=max(1, params.density_trace_repeats),
+            max_steps=max(1, params.density_trace_repeats, params.max_trace_repeats), step_unit="trace round")
     finally:
         for reader in readers.values():
             reader.close()
-    return pd.DataFrame(rows), pd.DataFrame(trace_rows, columns=["density", "trace", "range_server_us", "in_server_us"])
+    return (*_sweep_frames(sweep, n), stable)
+
+
+def _sweep_frames(sweep: list[dict[str, Any]], entries: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The density sweep's two tables from its per-density records: one row per density (median
+    server times over the trace rounds so far) and one per (density, trace round)."""
+    rows = [{"density": p["density"], "entries": entries, "range_rows": p["span"],
+             "range_server_us": percentile(p["server"]["range"], 50),
+             "in_server_us": percentile(p["server"]["in"], 50),
+             "range_rows_read": p["scanned"]["range"], "in_rows_read": p["scanned"]["in"],
+             "range_p50_ms": latency_summary(p["samples"]["range"])["p50_ms"],
+             "in_p50_ms": latency_summary(p["samples"]["in"])["p50_ms"],
+             "range_requests": p["reads"]["range"], "in_requests": p["reads"]["in"]} for p in sweep]
+    traces = [{"density": p["density"], "trace": i, "range_server_us": r, "in_server_us": v}
+              for p in sweep for i, (r, v) in enumerate(zip(p["server"]["range"], p["server"]["in"]))]
+    return pd.DataFrame(rows), pd.DataFrame(traces, columns=["density", "trace", "range_server_us", "in_server_us"])
 
 
 def recommend_range_density(density: pd.DataFrame) -> float:
@@ -340,11 +379,14 @@ def _density_precision(result: Result) -> str:
     """' (95% CI 0.40-0.52 over 6 trace rounds, ...; halves 0.44 / 0.47: agree)', or what is missing."""
     low, high = result.range_density_ci
     h = result.range_density_halves
+    st = result.range_density_stability
+    choice = (f"; {'**' + st.describe() + '**: not proposed, the constant is kept' if not st.stable else st.describe()}"
+              if st is not None else "")
     if low is None or h is None:
-        return " (one trace round: no interval)"
+        return f" ({result.trace_rounds} trace round{'' if result.trace_rounds == 1 else 's'}: no interval{choice})"
     verdict = "agree" if h.agree else f"**inconclusive** (more than {h.tolerance:g} apart: the constant is kept)"
-    return (f" (95% CI {low:.2f}-{high:.2f} over {result.params.density_trace_repeats} trace rounds, bootstrap by "
-            f"round; halves {h.first:.2f} / {h.second:.2f}: {verdict})")
+    return (f" (95% CI {low:.2f}-{high:.2f} over {result.trace_rounds} trace rounds, bootstrap by "
+            f"round; halves {h.first:.2f} / {h.second:.2f}: {verdict}{choice})")
 
 
 def _measured(ms: Any) -> bool:

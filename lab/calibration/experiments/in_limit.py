@@ -20,7 +20,8 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
-from lab.calibration.precision import Halves, Precision, halves, sample_until
+from lab.calibration.precision import Halves, Precision, halves
+from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.errors import InListTooLong, LabError
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
 from lab.measure.percentiles import nearest_rank
@@ -40,7 +41,7 @@ class Params(TimedParams):
     partition_rows: int = 1024
     in_sizes: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500)
     min_rounds: int = 30               # each round reads every size once, in shuffled order
-    max_rounds: int = 300
+    max_rounds: int = 1000             # high: an unstable choice samples on to the time budget
     target_rel_half_width: float = 0.10  # of the per-row cost at the recommended size (bootstrap 95% CI)
     budget_seconds: float = 300.0
     per_row_tolerance: float = 0.10    # the smallest size within 10% of the lowest per-row cost
@@ -62,7 +63,7 @@ class Result:
     precision: Precision | None = None
     halves: Halves | None = None
     recommended_interval: tuple[int | None, int | None] = (None, None)   # bootstrap 95%, in IN sizes
-    recommended_share: float | None = None    # resamples giving the same recommendation
+    stability: Stability | None = None        # resamples giving the same recommendation (lab.calibration.stability)
     per_row_interval: tuple[float | None, float | None] = (None, None)  # µs, at the recommended size
     lowest_per_row: int | None = None
     warnings: dict[int, list[str]] = field(default_factory=dict)
@@ -76,8 +77,17 @@ class Result:
             self.loader_cpu_percent_of_core)
 
     @property
+    def recommended_share(self) -> float | None:
+        return self.stability.share if self.stability else None
+
+    @property
+    def unstable(self) -> bool:
+        """A recommendation too few resamples choose (lab.calibration.stability): not proposed."""
+        return self.recommended is not None and self.stability is not None and not self.stability.stable
+
+    @property
     def inconclusive(self) -> bool:
-        return self.halves is not None and not self.halves.agree
+        return (self.halves is not None and not self.halves.agree) or self.unstable
 
     def values(self) -> dict[str, Any]:
         ps = self.per_size.set_index("in_size")
@@ -93,6 +103,7 @@ class Result:
                "recommended_in_limit_ci_low": self.recommended_interval[0],
                "recommended_in_limit_ci_high": self.recommended_interval[1],
                "recommended_in_limit_bootstrap_share": self.recommended_share,
+               "in_limit_stability": self.stability.to_json() if self.stability else None,
                "recommended_per_row_us_ci_low": self.per_row_interval[0],
                "recommended_per_row_us_ci_high": self.per_row_interval[1],
                "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
@@ -159,11 +170,19 @@ def _stats(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _recommend_rows(matrix: np.ndarray, sizes: list[int], params: Params, server_limit: int | None) -> int | None:
+    """:func:`recommend` over the rounds of ``matrix`` (numpy only: a bootstrap calls it a thousand
+    times per check)."""
     means, p99 = _stats(matrix)
-    frame = pd.DataFrame({"in_size": sizes, "per_row_us": means * 1000 / np.asarray(sizes, float), "p99_ms": p99,
-                          "ok": ~np.isnan(means)})
-    return recommend(frame, p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
-                     tolerance=params.per_row_tolerance)
+    k = np.asarray(sizes, float)
+    with np.errstate(invalid="ignore"):
+        ok = ~np.isnan(means) & (p99 <= params.p99_budget_ms)
+    if server_limit is not None:
+        ok &= k <= server_limit
+    if not ok.any():
+        return None
+    per_row = means * 1000 / k
+    best = float(per_row[ok].min())
+    return int(k[ok & (per_row <= best * (1 + params.per_row_tolerance))].min())
 
 
 def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
@@ -243,10 +262,15 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
             split = halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, limit))
             return split is None or split.agree
 
-        precision = sample_until(one_round, achieved, quantity="per-row cost at the recommended IN size",
-                                 target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
-                                 min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds),
-                                 accept=halves_agree)
+        def stability(resamples: int) -> Stability:
+            m, limit = current()
+            return choice_stability(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, limit),
+                                    resamples=resamples)
+
+        precision, _ = sample_until_stable(
+            one_round, stability, achieved=achieved, quantity="per-row cost at the recommended IN size",
+            target=params.target_rel_half_width, budget_seconds=params.budget_seconds, min_steps=params.min_rounds,
+            max_steps=max(params.min_rounds, params.max_rounds), accept=halves_agree)
         # beyond the sweep: does the server refuse larger lists at all? (values need not exist)
         for k in sorted(int(p) for p in params.probe_sizes):
             if k <= max(sizes, default=0) or any(r <= k for r in rejected):
@@ -284,7 +308,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     boot = bootstrap_rounds(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit))
     picked = [b for b in boot if b is not None]
     rec_interval = interval_of(picked) if picked else (None, None)
-    share = sum(1 for b in boot if b == recommended) / len(boot) if boot else None
+    stable = choice_stability(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit),
+                              choice=recommended)
     per_row_ci: tuple[float | None, float | None] = (None, None)
     if recommended is not None:
         j = sizes.index(recommended)
@@ -294,7 +319,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   recommended=recommended, warnings=warnings, precision=precision,
                   halves=halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit)),
                   recommended_interval=tuple(int(x) if x is not None else None for x in rec_interval),
-                  recommended_share=share, per_row_interval=per_row_ci, lowest_per_row=lowest,
+                  stability=stable, per_row_interval=per_row_ci, lowest_per_row=lowest,
                   loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu), loader_bound_rounds=bound_rounds)
 
 
@@ -332,15 +357,20 @@ def conclusion(result: Result) -> str:
         k = result.recommended
         lo, hi = result.recommended_interval
         tol = 100 * p.per_row_tolerance
-        head = (f"**Inconclusive** (the first half of the rounds gives {result.halves.first}, the second "
-                f"{result.halves.second}): keep {result.design_in_limit}; the full sample's choice would be {k}"
-                if result.inconclusive else f"**Recommended IN limit: {k}**")
+        if result.halves is not None and not result.halves.agree:
+            head = (f"**Inconclusive** (the first half of the rounds gives {result.halves.first}, the second "
+                    f"{result.halves.second}): keep {result.design_in_limit}; the full sample's choice would be {k}")
+        elif result.unstable:
+            head = (f"**Inconclusive** ({result.stability.describe()}): not proposed, keep {result.design_in_limit}; "
+                    f"the full sample's choice would be {k}")
+        else:
+            head = f"**Recommended IN limit: {k}**"
         lines.append(f"{head} — the smallest size within {tol:g}% of the lowest per-row cost "
                      f"({v['recommended_per_row_us']:.0f} µs/row, {_p99_ms(v['recommended_p99_ms'], n)}; lowest at "
                      f"{result.lowest_per_row}) among sizes with p99 <= {p.p99_budget_ms:g} ms "
                      f"(single reads cost {v.get('in1_per_row_us', float('nan')):.0f} µs/row). Bootstrap over "
-                     f"{v['rounds']} interleaved rounds: 95% interval {lo}-{hi}, {100 * (result.recommended_share or 0):.0f}% "
-                     f"of resamples choose {k}.")
+                     f"{v['rounds']} interleaved rounds: 95% interval {lo}-{hi}; "
+                     f"{result.stability.describe() if result.stability else 'no bootstrap'}.")
         if result.precision is not None:
             lines.append(f"Precision of the per-row cost at {k}: {result.precision.describe()}.")
         if loader:
