@@ -94,6 +94,10 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
         sources.append(("my_mix", f"{values.get('my_mix_name') or 'my_mix'} {fmt(mix.get('mean'), unit='B')} "
                                   f"(95% CI {fmt(mix.get('ci_low'))}–{fmt(mix.get('ci_high'))})",
                         values.get("my_mix_confidence")))
+    hold = values.get("hold_apart") or {}
+    if hold and any(k.startswith("resident_tb_hold_apart_") for k in values):
+        sources.append(("hold_apart", f"what-if: compliance_hold in its own table (factor "
+                                      f"{fmt(hold.get('combined_amp'))})", None if hold.get("stationary") else "low"))
     cpu = values.get("cpu_source") is not None
     curve = any(k.startswith("nodes_cpu_curve_") for k in values)
     knee = any(k.startswith("nodes_knee_") and not k.startswith("nodes_knee_disagree_") for k in values)

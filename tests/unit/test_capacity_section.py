@@ -79,3 +79,17 @@ def test_every_node_count_says_where_its_inputs_came_from_and_the_checks_error(t
     assert "Model check: the constants against a run they did not see" in html and "SSTables" in html
     alone = capacity_section.render({"notebooks": {"capacity": {"values": v}}})
     assert capacity_section.NOT_CHECKED in alone and "Model check:" not in alone
+
+
+def test_the_report_shows_compliance_hold_apart_as_a_what_if_column(tmp_path):
+    """A space_amp run that measured the mix without the rows that never expire gives the report a
+    what-if column (both tables' factor), low confidence when that factor did not settle."""
+    amp = AMP_VALUES | {"never_expiring_share": 0.07, "expiring_only_message_record_space_amp_steady": 1.25,
+                        "expiring_only_halves": {"agree": False}}
+    _, v = _capacity_values(tmp_path, amp)
+    assert abs(v["hold_apart"]["combined_amp"] - (0.93 * 1.25 + 0.07)) < 1e-12
+    html = capacity_section.render({"notebooks": {"capacity": {"values": v}}})
+    assert "what-if: compliance_hold in its own table (factor 1.23)" in html
+    assert f"{v['nodes_needed_hold_apart_20000000']} nodes <small class='conf-low'>low</small>" in html
+    _, plain = _capacity_values(tmp_path, AMP_VALUES)
+    assert "what-if" not in capacity_section.render({"notebooks": {"capacity": {"values": plain}}})

@@ -73,15 +73,16 @@ def knee_sizing(knee: KneeCapacity, *, tiers: Sequence[float], sends_per_message
 
 def knee_lines(knee: KneeCapacity | None, rows: Sequence[Mapping[str, Any]], *, where: str, headroom: float,
                cores_per_node: int) -> str:
-    """The report's paragraph: nodes per tier from the knee, beside the curve's, and what they are."""
+    """The report's paragraph: nodes per tier from the knee, beside the curve's, and what they are
+    (``where``: markdown, the caller escapes what it quotes)."""
     if knee is None or not rows:
-        return (f"\n\n**Knee**: {md_text(where)}; run the knee notebook for the nodes a latency target allows "
+        return (f"\n\n**Knee**: {where}; run the knee notebook for the nodes a latency target allows "
                 "(`lab load --slo` finds the same knee on any cluster).")
     bound = (" A lower bound: the search did not reach the knee (every step met the target, or a loader- or "
              "machine-bound step ended it), so these counts are an upper estimate." if knee.lower_bound else "")
     quick = (f" Its steps had {knee.min_calls:,} calls, fewer than a p99 needs (1,000): a smoke figure."
              if 0 < knee.min_calls < 1000 else "")
-    out = [f"\n\n**CPU side from the knee** ({md_text(where)}): the node carried {knee.sends_per_second:,.1f} sends/s "
+    out = [f"\n\n**CPU side from the knee** ({where}): the node carried {knee.sends_per_second:,.1f} sends/s "
            f"of the capacity mix at {md_text(knee.slo)} on the {knee.node_cores:.2f} cores it had; scaled per core to "
            f"{cores_per_node} cores and run at {headroom:.0%} of the knee (headroom for compaction, repair and a node "
            f"down).{bound}{quick}", ""]

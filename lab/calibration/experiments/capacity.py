@@ -35,6 +35,7 @@ from lab.calibration.capacity_model.cpu_sizing import (
     costs_from_values,
     cpu_sizing,
 )
+from lab.calibration.capacity_model.hold_apart import HoldApart, what_if_lines
 from lab.calibration.capacity_model.knee_pricing import KneeCapacity, knee_lines, knee_sizing
 from lab.calibration.capacity_model.disk_sizing import (
     BYTES_PER_TB,
@@ -100,6 +101,7 @@ class Result:
     knee: KneeCapacity | None = None         # what the measured node carried within the latency target
     knee_located: Located | None = None
     knee_sizing: pd.DataFrame | None = None  # tier: nodes from the knee beside the curve's
+    hold_apart: HoldApart | None = None      # what-if: compliance_hold in a table of its own (space_amp run)
 
     def factors(self) -> dict[str, dict[str, Any]]:
         """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
@@ -155,6 +157,8 @@ class Result:
                            "{value}_{tier}", {"nodes_cpu_curve": int, "curve_ms_per_send": float,
                                               "curve_sends_per_second_per_node": float, "curve_where": str,
                                               "curve_server_cores": float, "nodes_cpu_disagree": bool})
+        if self.hold_apart is not None:
+            out["hold_apart"] = self.hold_apart.to_json()
         if self.knee_sizing is not None:
             out.update(knee_from=self.knee_located.how, knee_run=self.knee_located.run_id(), knee_slo=self.knee.slo,
                        knee_status=self.knee.status, knee_measured_sends_per_second=self.knee.sends_per_second)
@@ -240,9 +244,13 @@ def run(params: Params, *, constants: Any) -> Result:
     amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", mix.b_row_bytes)] if mix else []
-    # the design rows keep the design's own factors; the measured and my_mix rows use the measured lsm_space_amp
+    apart = _hold_apart(params.space_amp_values)
+    amps = {"design": constants.lsm_space_amp, HOLD_APART: apart.combined_amp if apart else None}
+    sources += [(HOLD_APART, measured or constants.b_row_bytes)] if apart else []
+    # the design rows keep the design's own factors; the measured and my_mix rows use the measured
+    # lsm_space_amp; the what-if rows both tables' factor together
     sizing = pd.DataFrame([{"source": name, **_sized(params, constants.replace(
-        b_row_bytes=b_row, lsm_space_amp=constants.lsm_space_amp if name == "design" else amp), tier, shards)}
+        b_row_bytes=b_row, lsm_space_amp=amps.get(name) or amp), tier, shards)}
         for name, b_row in sources for tier in params.tiers])
     extra = [constants.b_row_bytes] + ([measured] if measured else []) + ([mix.ci_high] if mix else [])
     sweep = np.unique(np.concatenate([np.linspace(200, max(4000, 1.2 * max(extra)), 39), extra]))
@@ -269,7 +277,7 @@ def run(params: Params, *, constants: Any) -> Result:
                   cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
                   lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note,
                   cpu_curve=curve, cpu_curve_located=curve_at, cpu_curve_sizing=curve_rows, curve_factor=factor,
-                  knee=knee, knee_located=knee_at, knee_sizing=knee_rows)
+                  knee=knee, knee_located=knee_at, knee_sizing=knee_rows, hold_apart=apart)
 
 
 def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
@@ -302,6 +310,25 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     rows["nodes_cpu_disagree"] = [bool(n is not None and abs(c / n - 1) > NODES_DISAGREE)
                                   for c, n in zip(rows.nodes_cpu_curve, rows.nodes_cpu_light)]
     return at, curve, rows, factor
+
+
+HOLD_APART = "hold_apart"   # the what-if rows: compliance_hold in a table of its own
+
+
+def _hold_apart(values_path: str | None) -> HoldApart | None:
+    if values_path is None or not Path(values_path).is_file():
+        return None
+    return HoldApart.from_values(json.loads(Path(values_path).read_text()))
+
+
+def hold_apart_lines(result: Result) -> str:
+    """The what-if: the same tiers with compliance_hold's rows in a table of their own."""
+    if result.hold_apart is None:
+        return ""
+    s = result.sizing
+    return what_if_lines(result.hold_apart, s[s.source == HOLD_APART].to_dict("records"),
+                         s[s.source == result.primary()].to_dict("records"), one_table_amp=result.lsm_space_amp,
+                         one_table_note=md_text(result.lsm_space_amp_note))
 
 
 def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
@@ -401,7 +428,7 @@ def conclusion(result: Result) -> str:
     conf = (f", {result.b_row_confidence} confidence" if result.b_row_confidence else "") if use == "measured" \
         else ": an estimate"
     text += f"\n\nProduction sizing ({use} b_row{conf}):\n\n" + "\n".join(rows)
-    return text + factor_lines(result) + cpu_lines(result)
+    return text + factor_lines(result) + hold_apart_lines(result) + cpu_lines(result)
 
 
 def factor_lines(result: Result) -> str:
@@ -500,10 +527,10 @@ def curve_lines(result: Result) -> str:
 def _knee_text(result: Result) -> str:
     at = result.knee_located
     if result.knee_sizing is None:
-        why = ("none given (`knee_values`)" if at is None else at.how if at.path is None
-               else f"{at.run_id()} found no knee")
+        why = ("none given (`knee_values`)" if at is None else md_text(at.how) if at.path is None
+               else f"{md_text(at.run_id())} found no knee")
         return knee_lines(None, [], where=why, headroom=result.params.target_cpu_utilization,
                           cores_per_node=result.params.cores_per_node)
-    where = "the knee notebook of this run" if at.how == "this run" else f"{at.run_id()} ({at.how})"
+    where = "the knee notebook of this run" if at.how == "this run" else f"{md_text(at.run_id())} ({md_text(at.how)})"
     return knee_lines(result.knee, result.knee_sizing.to_dict("records"), where=where,
                       headroom=result.params.target_cpu_utilization, cores_per_node=result.params.cores_per_node)
