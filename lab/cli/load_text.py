@@ -212,6 +212,9 @@ def summary_lines(s: Any) -> Iterator[str]:
     line = services_line(s)
     if line is not None:
         yield line
+    if getattr(s, "rtt_us", 0):
+        yield (f"  network: an emulated round trip of {units.fmt(s.rtt_us / 1000)} ms added by a latency proxy "
+               "in front of each load process's connection (--rtt)")
     for w in s.workers:
         m = w.machine or {}
         if m:

@@ -131,6 +131,7 @@ class LoadSummary:
     sizing: Mapping[str, Any] | None = None            # what the rate needs of the loader (lab.load.loader_sizing)
     operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
     services: Mapping[str, Any] = field(default_factory=dict)  # the outbox and hot window the stores used
+    rtt_us: int = 0                                    # round trip the run added (lab.cluster.rtt_proxy); 0: direct
 
     @property
     def workers_reporting(self) -> int:
@@ -174,6 +175,7 @@ class LoadSummary:
             out["operation_cpu"] = {"note": APPORTIONED_NOTE, **{op: c.to_json() for op, c in self.operation_cpu.items()}}
         if self.services:
             out["services"] = dict(self.services)
+        out["rtt_us"] = self.rtt_us
         return out
 
 
