@@ -16,6 +16,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,8 @@ class RttProxy:
         self.listen_host = listen_host
         self.listen_port = listen_port
         self.rtt_us = rtt_us
+        # stopped with this object or at the interpreter's exit, should its owner never close it
+        self._finalizer = weakref.finalize(self, _stop_process, process, log)
 
     @property
     def pid(self) -> int:
@@ -192,20 +195,24 @@ class RttProxy:
 
     def stop(self) -> None:
         """Stop the server this object started (its own process handle) and wait for it."""
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(_STOP_TIMEOUT_SECONDS)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(_STOP_TIMEOUT_SECONDS)
-        self._log.close()
+        self._finalizer()
 
     def __enter__(self) -> RttProxy:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _stop_process(process: subprocess.Popen, log: Any) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(_STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(_STOP_TIMEOUT_SECONDS)
+    log.close()
 
 
 class ProxyEndPointFactory(EndPointFactory):

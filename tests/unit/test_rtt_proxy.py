@@ -36,6 +36,8 @@ def test_bad_rtt_names_its_source():
     with pytest.raises(ConfigError, match="LAB_RTT_US.*2 hours|2 hours.*LAB_RTT_US") as info:
         load_config(env={"LAB_RTT_US": "2 hours"})
     assert info.value.facts["field"] == "rtt_us"
+    with pytest.raises(ConfigError, match="^--rtt 2h: "):
+        load_config(flags={"rtt_us": "2h"})
     with pytest.raises(ConfigError):
         ClusterConfig(rtt_us=-1)
 
