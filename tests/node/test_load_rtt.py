@@ -31,4 +31,6 @@ def test_a_load_run_through_the_proxy_names_its_round_trip(cluster_config, conne
     summary = read_json(run_dir / "load" / "summary.json")
     assert summary["rtt_us"] == RTT_US
     assert summary["parameters"]["environment"]["cluster"]["rtt_us"] == RTT_US
+    assert summary["proxy_cpu"]["samples"] >= 1  # the proxies were found beside the load processes
+    assert "the proxies used" in proc.stdout, proc.stdout
     shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
