@@ -21,7 +21,8 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     │   │   │   ├── InListTooLong   an IN list over the server's limit (size, limit, setting)
     │   │   │   └── LwtUnavailable  the keyspace refuses LWT (Scylla tablets without LWT support)
     │   │   └── Overloaded          the server shed the request
-    │   └── AdminError              flush/compact/metrics through nodetool or REST failed
+    │   ├── AdminError              flush/compact/metrics through nodetool or REST failed
+    │   └── RttProxyError           the latency proxy could not be built, started or kept in the path
     ├── SchemaError                 the server schema differs from the design
     │   └── BucketWidthChanged      message_seq_bucket_width changed after tables exist
     ├── ValidationError             bad input: raised before anything is written
@@ -139,6 +140,10 @@ class Overloaded(RequestError):
 
 
 class AdminError(ClusterError):
+    pass
+
+
+class RttProxyError(ClusterError):
     pass
 
 

@@ -214,6 +214,12 @@ def summary_lines(s: Any) -> Iterator[str]:
     line = services_line(s)
     if line is not None:
         yield line
+    if getattr(s, "rtt_us", 0):
+        proxy = getattr(s, "proxy_cpu", None)
+        cpu = (f"; the proxies used {units.fmt(proxy.mean_percent_of_one_core)}% of one core on this machine"
+               if proxy is not None and proxy.samples else "")
+        yield (f"  network: an emulated round trip of {units.fmt(s.rtt_us / 1000)} ms added by a latency proxy "
+               f"in front of each load process's connection (--rtt){cpu}")
     for w in s.workers:
         m = w.machine or {}
         if m:

@@ -52,6 +52,7 @@ _CLUSTER_FLAGS = [
     ("--jmx-port", "jmx_port", PORT, "JMX port of external Cassandra nodes"),
     ("--rest-port", "rest_port", PORT, "Scylla REST API port"),
     ("--rest-addresses", "rest_addresses", str, "Scylla REST per node: NODE=HOST:PORT,... (LAB_REST_ADDRESSES)"),
+    ("--rtt", "rtt_us", str, "round trip added by a latency proxy: 0 | 1ms | 2ms ... (LAB_RTT_US)"),
 ]
 
 

@@ -5,6 +5,7 @@
     settings     how both are filled: flags > LAB_* > a TOML table > defaults (read, layer, coerce; a bad
                  value names its variable, flag or section)
     connection   the CQL session: request accounting, the dialect
+    rtt_proxy    an emulated round trip: toxiproxy in front of the CQL port, the driver kept on it
     probe        is a CQL server at a contact point? (one OPTIONS request before the driver waits 20 s)
     driver_errors  driver exceptions -> lab errors (the one boundary), the retry policy that heeds the dialect
     dialect/     how Cassandra and ScyllaDB differ: keyspace/table option text, traces, errors (one module each)

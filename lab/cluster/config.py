@@ -8,6 +8,7 @@ which is what results files record.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class ClusterConfig:
     rest_addresses: tuple[tuple[str, str], ...] = ()
     prometheus_port: int = DEFAULT_SCYLLA_PROMETHEUS_PORT
     lab_home: Path = Path(".lab")
+    # round trip added between this client and the node by a latency proxy (lab.cluster.rtt_proxy); 0: direct
+    rtt_us: int = 0
 
     def __post_init__(self) -> None:
         if not self.contact_points or not all(isinstance(c, str) and c.strip() for c in self.contact_points):
@@ -108,6 +111,9 @@ class ClusterConfig:
             path = getattr(self, name)
             if path is not None and not Path(path).is_file():
                 raise ConfigError(f"{name} {path} does not exist", field=name)
+        if not isinstance(self.rtt_us, int) or isinstance(self.rtt_us, bool) or self.rtt_us < 0:
+            raise ConfigError(f"rtt_us must be a round trip of 0 or more microseconds, got {self.rtt_us!r}",
+                              field="rtt_us")
         if self.request_timeout_seconds <= 0 or self.connect_timeout_seconds <= 0:
             raise ConfigError("timeouts must be positive", field="request_timeout_seconds")
 
@@ -160,6 +166,25 @@ _PATH_FIELDS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "lab_home"}
 _BOOL_FIELDS = {"tls_verify_hostname", "tablets"}
 
 
+_US_PER_UNIT = {"us": 1, "µs": 1, "ms": 1000, "s": 1_000_000}
+
+
+def parse_rtt(text: str | int) -> int:
+    """A round trip as written (``2ms``, ``300us``, ``0.5ms``, ``0``; a bare number is
+    microseconds, the field's unit) -> whole microseconds. A bad form is a ValueError."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(text)
+        return text
+    raw = str(text).strip().lower()
+    unit = next((u for u in sorted(_US_PER_UNIT, key=len, reverse=True) if raw.endswith(u)), "us")
+    number = raw[: len(raw) - len(unit)].strip() if raw.endswith(unit) else raw
+    value = float(number) * _US_PER_UNIT[unit]
+    if not math.isfinite(value) or value < 0 or value != round(value):
+        raise ValueError(text)
+    return int(round(value))
+
+
 def _split_endpoint(endpoint: str, default_port: int) -> tuple[str, int]:
     """``host`` or ``host:port`` -> (host, port); a bad port is a ConfigError."""
     host, sep, port = str(endpoint).strip().rpartition(":")
@@ -193,6 +218,8 @@ def _coerce(name: str, value: Any) -> Any:
             return tuple(str(p) for p in value)
         if name == "rest_addresses":
             return _pairs(value)
+        if name == "rtt_us":
+            return parse_rtt(value)
         if name in _INT_FIELDS:
             return as_int(value)
         if name in _FLOAT_FIELDS:
@@ -205,7 +232,8 @@ def _coerce(name: str, value: Any) -> Any:
             return str(value).upper()
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be {expected(_FIELDS[name].type)}, not {value!r}", field=name) from None
+        kind = "a round trip such as 2ms or 300us" if name == "rtt_us" else expected(_FIELDS[name].type)
+        raise ConfigError(f"{name} must be {kind}, not {value!r}", field=name) from None
 
 
 def load_config(*, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,

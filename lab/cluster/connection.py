@@ -25,7 +25,8 @@ from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
 from lab.cluster.probe import CQL, NOT_CQL, PROBE_TIMEOUT_SECONDS, SILENT, probe_cql
 from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 from lab.cluster.row_factory import cached_named_tuple_factory, install_uuid_deserializer
-from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, ValidationError
+from lab.cluster.rtt_proxy import ProxyEndPointFactory, RttProxy
+from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, RttProxyError, ValidationError
 
 # A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
 # apply it and for schema agreement: seconds on a quiet node, well past the request timeout on a
@@ -57,7 +58,24 @@ class Connection:
         self._lock = threading.Lock()
         self._kind: str | None = None
         self.retry_policy = LabRetryPolicy()
-        self.cluster, self.session = _open(config, reactor=reactor, retry_policy=self.retry_policy)
+        self.rtt_proxy: RttProxy | None = None  # the emulated network this connection runs through
+        endpoints = None
+        if config.rtt_us:
+            self.rtt_proxy = RttProxy.start(upstream_host=config.contact_points[0], upstream_port=config.port,
+                                            rtt_us=config.rtt_us)
+            endpoints = ProxyEndPointFactory(self.rtt_proxy.listen_host, self.rtt_proxy.listen_port)
+        try:
+            self.cluster, self.session = _open(config, reactor=reactor, retry_policy=self.retry_policy,
+                                               endpoints=endpoints)
+            if endpoints is not None and len(endpoints.nodes_seen) > 1:
+                self.cluster.shutdown()
+                raise RttProxyError(f"an emulated round trip covers one node; the cluster has "
+                                    f"{len(endpoints.nodes_seen)} ({', '.join(sorted(endpoints.nodes_seen))})",
+                                    nodes=sorted(endpoints.nodes_seen))
+        except BaseException:
+            if self.rtt_proxy is not None:
+                self.rtt_proxy.stop()
+            raise
         self.credentials_unused = _credentials_unused(config, self.cluster)
         if self.credentials_unused:  # not the secured setup the run was meant to test: say so
             warnings.warn(CredentialsNotUsed(
@@ -271,7 +289,11 @@ class Connection:
             self.session.wait_for_schema_agreement(wait_time=60)
 
     def close(self) -> None:
-        self.cluster.shutdown()
+        try:
+            self.cluster.shutdown()
+        finally:
+            if self.rtt_proxy is not None:
+                self.rtt_proxy.stop()
 
     def __enter__(self) -> Connection:
         return self
@@ -290,9 +312,10 @@ def _ssl_context(config: ClusterConfig) -> ssl.SSLContext | None:
     return ctx
 
 
-def _open(config: ClusterConfig, *, reactor: str | None = None,
-          retry_policy: RetryPolicy | None = None) -> tuple[Cluster, Session]:
-    """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver default."""
+def _open(config: ClusterConfig, *, reactor: str | None = None, retry_policy: RetryPolicy | None = None,
+          endpoints: ProxyEndPointFactory | None = None) -> tuple[Cluster, Session]:
+    """``reactor`` names the driver's I/O loop (``lab.cluster.reactors``); None keeps the driver
+    default. ``endpoints`` pins every node to a latency proxy (``lab.cluster.rtt_proxy``)."""
 
     extra: dict[str, Any] = {}
     connection_class = reactor_class(reactor)
@@ -300,6 +323,10 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
     install_uuid_deserializer()  # UUID cells without uuid.UUID's general constructor (lab.cluster.row_factory)
     if connection_class is not None:
         extra["connection_class"] = connection_class
+    contact_points, port = list(config.contact_points), config.port
+    if endpoints is not None:
+        extra["endpoint_factory"] = endpoints
+        contact_points, port = [endpoints.host], endpoints.port
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_dc)),
         consistency_level=_consistency(config.read_consistency),
@@ -317,7 +344,7 @@ def _open(config: ClusterConfig, *, reactor: str | None = None,
         raise ConnectError(f"cannot load TLS files: {exc}") from exc
     _refuse_other_services(config, ssl_context)
     cluster = Cluster(
-        contact_points=list(config.contact_points), port=config.port, auth_provider=auth,
+        contact_points=contact_points, port=port, auth_provider=auth,
         ssl_context=ssl_context, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=config.connect_timeout_seconds, control_connection_timeout=config.connect_timeout_seconds,
         protocol_version=4,  # what ScyllaDB speaks; keeps both servers on one protocol

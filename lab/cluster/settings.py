@@ -18,6 +18,7 @@ ENV_PREFIX = "LAB_"
 SECTIONS = ("cluster", "services")  # the tables a lab configuration file may hold
 _SECRET_WORDS = ("password", "secret", "passphrase")
 _MASK = "***"
+_FLAG_NAMES = {"rtt_us": "--rtt"}  # flags not spelt as their field (the field carries its unit, the flag takes any)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -83,7 +84,7 @@ def source_of(key: str, *, file_values: Mapping[str, Any], env: Mapping[str, str
     secret = any(word in key for word in _SECRET_WORDS)
     shown = (lambda v: _MASK) if secret else (lambda v: v)
     if flags and flags.get(key) is not None:
-        flag = "--" + key.replace("_", "-")
+        flag = _FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
         return flag, f"{flag} {shown(flags[key])}"
     var = ENV_PREFIX + key.upper()
     if env and var in env:

@@ -2,7 +2,8 @@
 
 :class:`CpuMonitor` samples the CPU time of the Locust processes once a second into
 ``cpu.csv`` (seconds after t0, % of one core in total and per process); :meth:`CpuMonitor.window`
-summarises any stretch of the run (the measured window, a staircase step).
+summarises any stretch of the run (the measured window, a staircase step). The latency proxies
+those processes start (``--rtt``) are sampled apart: :meth:`CpuMonitor.proxy_window`.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 from lab.measure.timing import wall_seconds
 
 CPU_SAMPLE_SECONDS = 1.0
+PROXY_NAME_PREFIX = "toxiproxy"  # lab.cluster.rtt_proxy's server binary
 STOP_JOIN_SECONDS = 5.0
 
 
@@ -51,6 +53,7 @@ class CpuMonitor(threading.Thread):
         self.out = out
         self.t0 = t0
         self.samples: list[tuple[float, float, dict[int, float]]] = []  # (t - t0, % of one core, per pid)
+        self.proxy_samples: list[tuple[float, float]] = []  # (t - t0, % of one core of every latency proxy)
         self._halt = threading.Event()
 
     def _times(self) -> dict[int, float]:
@@ -63,8 +66,25 @@ class CpuMonitor(threading.Thread):
                 pass
         return out
 
+    def _proxy_times(self) -> dict[int, float]:
+        out = {}
+        for p in self.procs:
+            try:
+                children = p.children(recursive=True)
+            except self._psutil.Error:
+                continue
+            for child in children:
+                try:
+                    if child.name().startswith(PROXY_NAME_PREFIX):
+                        t = child.cpu_times()
+                        out[child.pid] = t.user + t.system
+                except self._psutil.Error:
+                    pass
+        return out
+
     def run(self) -> None:
         last, last_t = self._times(), wall_seconds()
+        last_proxy = self._proxy_times()
         with open(self.out, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["seconds_after_t0", "cpu_percent_of_one_core", "per_process"])
@@ -77,17 +97,31 @@ class CpuMonitor(threading.Thread):
                 w.writerow([round(now_t - self.t0, 2), total, json.dumps(per)])
                 f.flush()
                 last, last_t = now, now_t
+                proxy = self._proxy_times()
+                if proxy or last_proxy:
+                    used = sum(v - last_proxy.get(pid, v) for pid, v in proxy.items())
+                    self.proxy_samples.append((now_t - self.t0, round(100 * used / dt, 1)))
+                last_proxy = proxy
 
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=STOP_JOIN_SECONDS)
 
     def window(self, start_s: float, end_s: float) -> CpuWindow:
-        vals = [v for t, v, _ in self.samples if start_s < t <= end_s]
-        if not vals:
-            return CpuWindow(samples=0)
-        cores = os.cpu_count() or 1
-        mean = sum(vals) / len(vals)
-        return CpuWindow(samples=len(vals), mean_percent_of_one_core=round(mean, 1),
-                         max_percent_of_one_core=round(max(vals), 1), mean_percent_of_machine=round(mean / cores, 1),
-                         cores=cores)
+        return _window([v for t, v, _ in self.samples if start_s < t <= end_s])
+
+    def proxy_window(self, start_s: float, end_s: float) -> CpuWindow | None:
+        """The latency proxies' CPU over a stretch; None when the processes started none."""
+        if not self.proxy_samples:
+            return None
+        return _window([v for t, v in self.proxy_samples if start_s < t <= end_s])
+
+
+def _window(vals: list[float]) -> CpuWindow:
+    if not vals:
+        return CpuWindow(samples=0)
+    cores = os.cpu_count() or 1
+    mean = sum(vals) / len(vals)
+    return CpuWindow(samples=len(vals), mean_percent_of_one_core=round(mean, 1),
+                     max_percent_of_one_core=round(max(vals), 1), mean_percent_of_machine=round(mean / cores, 1),
+                     cores=cores)

@@ -236,7 +236,9 @@ def run_load(config: ClusterConfig, options: LoadOptions, *, progress: LoadProgr
                                      web=options.web is not None,
                                      exit_codes=procs.exit_codes(),
                                      parameters={k: parameters[k] for k in ("options", "environment", *seeding)})
-            summary = dataclasses.replace(summary, services=services.describe_run())
+            proxy_cpu = cpu.proxy_window(plan.warmup_seconds, plan.end_seconds) if cpu is not None else None
+            summary = dataclasses.replace(summary, services=services.describe_run(), rtt_us=config.rtt_us,
+                                          proxy_cpu=proxy_cpu)
             if options.audit:
                 progress.phase(f"audit: reading back {summary.acks.total_new:,} acknowledged sends, and against the "
                                f"{services.outbox} outbox")

@@ -132,6 +132,8 @@ class LoadSummary:
     sizing: Mapping[str, Any] | None = None            # what the rate needs of the loader (lab.load.loader_sizing)
     operation_cpu: Mapping[str, OperationCpu] = field(default_factory=dict)  # loader CPU per operation
     services: Mapping[str, Any] = field(default_factory=dict)  # the outbox and hot window the stores used
+    rtt_us: int = 0                                    # round trip the run added (lab.cluster.rtt_proxy); 0: direct
+    proxy_cpu: CpuWindow | None = None                 # the latency proxies' CPU over the measured window
 
     @property
     def workers_reporting(self) -> int:
@@ -175,6 +177,9 @@ class LoadSummary:
             out["operation_cpu"] = {"note": APPORTIONED_NOTE, **{op: c.to_json() for op, c in self.operation_cpu.items()}}
         if self.services:
             out["services"] = dict(self.services)
+        out["rtt_us"] = self.rtt_us
+        if self.proxy_cpu is not None:
+            out["proxy_cpu"] = self.proxy_cpu.to_json()
         return out
 
 
