@@ -67,3 +67,14 @@ def test_no_variable_is_called_lab():
                 if named == "lab":
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found == []
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by basename (the test folders are not packages): two
+    ``test_x.py`` in tests/unit and tests/node stop the whole suite at collection."""
+    tests = LAB.parent / "tests"
+    seen: dict[str, list[str]] = collections.defaultdict(list)
+    for path in sorted(tests.rglob("test_*.py")):
+        seen[path.name].append(str(path.relative_to(tests)))
+    clashes = {name: where for name, where in seen.items() if len(where) > 1}
+    assert clashes == {}, f"test files sharing a name (pytest cannot collect both): {clashes}"
