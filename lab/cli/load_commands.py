@@ -230,6 +230,8 @@ def _knee(config: ClusterConfig, *, slo: str, start: float, max_rate: float | No
     knee = result.knee
     click.echo(knee.statement())
     click.echo(f"knee: {result.path}" + (f"  figure: {result.figure}" if result.figure else ""))
+    click.echo(f"  round trip: {result.rtt_us / 1000:g} ms added to every request (--rtt)" if result.rtt_us
+               else "  round trip: direct (no --rtt): the latencies are this network's")
     if result.shared_machine:
         click.echo("  the node and the load generator share this machine's cores: a machine-bound step is never "
                    "the answer (lab.load.verdict)")

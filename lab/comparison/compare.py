@@ -61,7 +61,7 @@ def _context(run: RunData) -> dict[str, Any]:
     """What must match between two runs, as far as each folder says (None: unknown)."""
     cal, meta = run.calibration or {}, run.load_meta or {}
     env = cal.get("environment") or ((meta.get("parameters") or {}).get("environment") or {})
-    out = {"kind": _kind(run), "server": env.get("server"), "nodes": env.get("nodes")}
+    out = {"kind": _kind(run), "server": env.get("server"), "nodes": env.get("nodes"), "round trip": _rtt(run, env)}
     if out["kind"] == "load":
         rate = meta.get("requested_rate")
         if rate is None and "requested_rate" in meta:  # stated: a closed loop has no rate
@@ -75,7 +75,17 @@ def _context(run: RunData) -> dict[str, Any]:
     return out
 
 
-REFUSE = ("kind", "server", "nodes", "load mode", "users", "rate", "profile")
+def _rtt(run: RunData, env: dict[str, Any]) -> str | None:
+    """The round trip a run added between the client and the node (lab.cluster.rtt_proxy), as its
+    summary or environment recorded it; "0 us (direct)" for a run that recorded none added."""
+    meta = run.load_meta or {}
+    value = meta.get("rtt_us") if "rtt_us" in meta else (env.get("cluster") or {}).get("rtt_us")
+    if value is None:
+        return "0 us (direct)" if (env.get("cluster") or meta) else None
+    return "0 us (direct)" if not value else f"{value} us"
+
+
+REFUSE = ("kind", "server", "nodes", "round trip", "load mode", "users", "rate", "profile")
 # parameters naming this run's own files: they differ between any two runs
 _RUN_SPECIFIC = frozenset({"b_row_values", "cpu_values", "constants_file", "out_dir", "cluster"})
 
@@ -104,7 +114,8 @@ def comparability(a: RunData, b: RunData) -> list[dict[str, Any]]:
             continue
         out.append({"what": key, "a": x, "b": y, "severity": "refuse" if key in REFUSE else "warn",
                     "why": {"calibration mode": "quick runs use the shortest parameters; full runs the notebooks' own",
-                            "kind": "a calibration run and a load run measure different things"}.get(
+                            "kind": "a calibration run and a load run measure different things",
+                            "round trip": "a round trip added to every request moves every latency by itself"}.get(
                                 key, f"a different {key} changes every latency by itself")})
     bound = {side: (run.load_meta.get("verdict") or {}).get("verdict") for side, run in (("A", a), ("B", b))}
     if {"loader-bound", "machine-bound"} & set(bound.values()):

@@ -55,6 +55,7 @@ class KneeResult:
     figure: Path | None
     audit: Any = None
     shared_machine: bool = False
+    rtt_us: int = 0                  # the round trip added to every request (lab.cluster.rtt_proxy)
 
 
 def step_seconds(rate: float, options: KneeOptions) -> float:
@@ -177,12 +178,14 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
         audit = audit_run(config, plan, services=services)
     knee = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes)
     out = knee.to_json() | {"run_id": run_id, "profile": base.profile, "shared_machine": shared,
+                            "rtt_us": config.rtt_us,
                             "machine_cores": os.cpu_count() or 1, "node_cpu_error": sampler.error,
                             "audit": None if audit is None else audit.to_json()}
     path = run_dir / KNEE_FILE
     write_json(path, out)
     figure = write_knee_figure(knee, run_dir, title=f"knee {run_id} ({base.profile}): {options.slo.text}")
-    return KneeResult(knee=knee, run_dir=run_dir, path=path, figure=figure, audit=audit, shared_machine=shared)
+    return KneeResult(knee=knee, run_dir=run_dir, path=path, figure=figure, audit=audit, shared_machine=shared,
+                      rtt_us=config.rtt_us)
 
 
 def step_line(step: KneeStep, options: KneeOptions) -> str:

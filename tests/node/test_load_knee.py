@@ -55,6 +55,7 @@ def test_the_search_finds_a_target_the_node_meets(cluster_config, keyspace, tmp_
     assert best["node_cores"] is not None and best["node_cores"] > 0             # the node's own CPU, measured
     assert knee["audit"]["ok"] and knee["audit"]["acked"] > 0 and knee["audit"]["lost"] == 0
     assert "capacity: " in proc.stdout and "sends/s" in proc.stdout and "lower bound" in proc.stdout
+    assert knee["rtt_us"] == 0 and "round trip: direct" in proc.stdout
     assert (Path(knee["steps"][0]["load_dir"]).parent / "knee.png").stat().st_size > 1000
 
 

@@ -172,6 +172,23 @@ def test_runs_that_are_not_comparable_are_refused_unless_forced(tmp_path):
     assert compare_runs(a, same).comparable
 
 
+def test_runs_at_different_round_trips_are_refused_unless_forced(tmp_path):
+    """A round trip added to every request (lab load --rtt) moves every latency by itself; a run
+    that recorded none was direct."""
+    from lab.errors import CalibrationError
+
+    common = dict(mode="closed-loop", users=8, requested_rate=None, profile="chat")
+    direct = _load_meta(_load_run(tmp_path / "a", {"send": _seconds(700, seed=3)}), **common)
+    far = _load_meta(_load_run(tmp_path / "b", {"send": _seconds(700, seed=4)}), **common, rtt_us=2000)
+    with pytest.raises(CalibrationError, match="round trip: 0 us \\(direct\\) vs 2000 us"):
+        compare_runs(direct, far)
+    assert compare_runs(direct, far, force=True).forced
+    same = _load_meta(_load_run(tmp_path / "c", {"send": _seconds(700, seed=5)}), **common, rtt_us=2000)
+    assert compare_runs(far, same).comparable
+    zero = _load_meta(_load_run(tmp_path / "d", {"send": _seconds(700, seed=6)}), **common, rtt_us=0)
+    assert compare_runs(direct, zero).comparable
+
+
 def _calibration(folder: Path, *, mode: str, constants: dict, server: str = "cassandra",
                  params: dict | None = None) -> Path:
     folder.mkdir(parents=True)

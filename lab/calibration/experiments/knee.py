@@ -54,6 +54,7 @@ class Result:
     machine_cores: int
     path: Path
     audit_ok: bool | None
+    rtt_us: int = 0                  # the round trip added to every request (lab.cluster.rtt_proxy)
 
     def steps(self) -> pd.DataFrame:
         return pd.DataFrame([s.to_json(self.knee.slo, self.knee.plan.min_calls) for s in self.knee.steps])
@@ -72,6 +73,7 @@ class Result:
                 "knee_loadgen_cores": loader, "knee_node_available_cores": node_could,
                 "nodes": k.nodes, "shared_machine": self.shared_machine, "machine_cores": self.machine_cores,
                 "statement": k.statement(), "knee_file": str(self.path), "audit_ok": self.audit_ok,
+                "rtt_us": self.rtt_us,
                 "knee": k.to_json()}
 
 
@@ -98,7 +100,7 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
             scratch.drop_keyspace(testbed.connection, keyspace)
             shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
     return Result(params=params, knee=done.knee, shared_machine=done.shared_machine, machine_cores=os.cpu_count() or 1,
-                  path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok))
+                  path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok), rtt_us=done.rtt_us)
 
 
 def conclusion(result: Result) -> str:
