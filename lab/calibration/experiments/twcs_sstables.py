@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -100,157 +100,206 @@ def _counts(testbed: Testbed, ks: str, tables: list[str]) -> dict[str, int]:
     return {t: testbed.admin.table_stats(ks, t).sstable_count for t in tables}
 
 
+@dataclass(frozen=True, kw_only=True)
+class FamilyPlan:
+    """One family's tables over the simulation, and what each flush did (filled as it runs)."""
+
+    family: Family
+    start_s: int                                  # the simulated start: aligned to the largest window
+    tables: tuple[str, ...]
+    flush_windows: dict[str, list[int]]           # per table: the window of each flush
+    expiring: list[bool] = field(default_factory=list)   # per flush: its rows written with the short TTL
+    flush_groups: list[set] = field(default_factory=list)  # per flush: the (node, shard) groups its rows reached
+
+    @classmethod
+    def starting(cls, family: Family, now_s: float) -> FamilyPlan:
+        span = max(family.windows) * family.unit_seconds
+        tables = tuple(family.table(w) for w in family.windows)
+        return cls(family=family, tables=tables, flush_windows={t: [] for t in tables},
+                   start_s=(int(now_s) - (family.intervals + 2) * family.unit_seconds) // span * span - span)
+
+    def ttl(self, short: bool, params: Params, constants: Any) -> int:
+        if short:
+            return params.short_ttl_seconds
+        return 0 if self.family.base == "message_record" else constants.client_dedup_ttl_seconds
+
+    def holding(self) -> set:
+        return set().union(*self.flush_groups)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Writer:
+    """The prepared inserts of every table and how one family's row becomes their values."""
+
+    inserts: dict[str, Any]
+    seal: Any                       # store.seeding.record_values: a message_record row, sealed
+
+    def values(self, plan: FamilyPlan, msg: Any, *, ttl: int, t_us: int, client_message_id: str,
+               seq: int | None = None) -> tuple:
+        if plan.family.base == "message_record":
+            return self.seal(msg) + (ttl, t_us)
+        return (msg.tenant_id, msg.sender_id, client_message_id, msg.message_id.to_bytes(16, "big"),
+                msg.conversation_seq if seq is None else seq, 1, msg.created_at_ms, ttl, t_us)
+
+
+def _writer(testbed: Testbed, ks: str, store: Any, plans: list[FamilyPlan]) -> Writer:
+    columns = store.seeding.record_columns
+    inserts = {}
+    for plan in plans:
+        for t in plan.tables:
+            inserts[t] = testbed.connection.prepare(
+                f"INSERT INTO {ks}.{t} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+                "USING TTL ? AND TIMESTAMP ?" if plan.family.base == "message_record" else
+                f"INSERT INTO {ks}.{t} (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
+                "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
+    return Writer(inserts=inserts, seal=store.seeding.record_values)
+
+
+def _simulate(testbed: Testbed, ks: str, params: Params, constants: Any, plans: list[FamilyPlan], writer: Writer,
+              pool: pd.DataFrame) -> tuple[list[dict[str, Any]], float | None]:
+    """Both families advance together, one simulated interval of each per step (a day of
+    message_record, an hour of client_dedup), so one keyspace flush serves all four tables;
+    after each, the SSTables measured against the window arithmetic. Returns the series and when
+    the last short-TTL row was written."""
+    series: list[dict[str, Any]] = []
+    last_short_write = None
+    steps = max(p.family.intervals for p in plans)
+    for i in progress(range(steps), total=steps, desc="simulated intervals", enabled=params.show_progress):
+        items, stepped = [], []
+        for plan in plans:
+            fam = plan.family
+            if i >= fam.intervals:
+                continue
+            short = i < fam.expire_intervals
+            rows = _interval_rows(pool, params, i)
+            groups: set = set()
+            lo = (plan.start_s + i * fam.unit_seconds) * 1_000_000
+            ts = lo + np.sort(np.random.default_rng([params.seed, i]).integers(
+                0, fam.unit_seconds * 1_000_000, len(rows)))
+            for row, t_us in zip(rows.to_dict("records"), ts):
+                msg = to_message(row, seed=params.seed)
+                values = writer.values(plan, msg, ttl=plan.ttl(short, params, constants), t_us=int(t_us),
+                                       client_message_id=f"{msg.client_message_id}-{i}")
+                items += [(writer.inserts[t], values) for t in plan.tables]
+                groups.update(testbed.connection.placement(writer.inserts[plan.tables[0]], values))
+            plan.expiring.append(short)
+            plan.flush_groups.append(groups)
+            stepped.append((plan, int(ts.max() // 1_000_000)))
+        testbed.connection.execute_concurrent(items, concurrency=64)
+        if any(plan.expiring[-1] for plan, _ in stepped):
+            last_short_write = time.time()
+        testbed.admin.flush(ks)
+        testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
+        counts = _counts(testbed, ks, [t for plan, _ in stepped for t in plan.tables])
+        for plan, max_s in stepped:
+            fam = plan.family
+            for w, t in zip(fam.windows, plan.tables):
+                fw = plan.flush_windows[t]
+                fw.append(max_s // (w * fam.unit_seconds))
+                series.append({"family": fam.base, "table": t, "window": w, "unit": fam.unit, "step": i + 1,
+                               "simulated_time_s": (i + 1) * fam.unit_seconds, "measured": counts[t],
+                               "predicted": predicted_count(fw, plan.flush_groups), "windows": len(set(fw)),
+                               "compaction_groups": len(plan.holding())})
+    return series, last_short_write
+
+
+def _expire(testbed: Testbed, params: Params, constants: Any, plans: list[FamilyPlan], writer: Writer,
+            pool: pd.DataFrame) -> dict[str, int]:
+    """One more write per table after the short TTL: the expired check runs on it. Returns each
+    table's SSTables predicted after expiry."""
+    predicted_after: dict[str, int] = {}
+    for plan in plans:
+        fam = plan.family
+        last_us = (plan.start_s + fam.intervals * fam.unit_seconds - 1) * 1_000_000
+        # trigger rows: the next interval's first row, then rows until every group holding
+        # SSTables got one (a single Cassandra node: the first row alone)
+        candidates = pd.concat([_interval_rows(pool, params, fam.intervals),
+                                pool.iloc[:fam.intervals * params.rows_per_interval]])
+        holding = plan.holding()
+        triggers, reached = [], set()
+        for j, row in enumerate(candidates.to_dict("records")):
+            msg = to_message(row, seed=params.seed)
+            values = writer.values(plan, msg, ttl=plan.ttl(False, params, constants), t_us=last_us,
+                                   client_message_id="trigger" if j == 0 else f"trigger-{j}", seq=1)
+            groups = set(testbed.connection.placement(writer.inserts[plan.tables[0]], values))
+            if j == 0 or groups - reached:
+                triggers.append(values)
+                reached |= groups
+            if holding <= reached:
+                break
+        for w, t in zip(fam.windows, plan.tables):
+            for values in triggers:
+                testbed.connection.execute(writer.inserts[t], values)
+            trigger_window = (last_us // 1_000_000) // (w * fam.unit_seconds)
+            fw = plan.flush_windows[t]
+            predicted_after[t] = sum(
+                count_after_expiry(per_group(fw, plan.flush_groups, g),
+                                   [e for e, gs in zip(plan.expiring, plan.flush_groups) if g in gs],
+                                   trigger_window if g in reached else None)
+                for g in holding | reached)
+    return predicted_after
+
+
+def _settled_counts(testbed: Testbed, ks: str, params: Params, tables: list[str],
+                    predicted_after: dict[str, int]) -> dict[str, int]:
+    """The SSTables once compactions settle (or the timeout): at most the prediction, or what is left."""
+    testbed.admin.flush(ks)
+    deadline = time.monotonic() + params.settle_timeout_seconds
+    while True:
+        testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
+        after = _counts(testbed, ks, tables)
+        if all(after[t] <= predicted_after[t] for t in tables) or time.monotonic() > deadline:
+            return after
+        time.sleep(0.5)
+
+
+def _final_rows(plans: list[FamilyPlan], series: list[dict[str, Any]], after: dict[str, int],
+                predicted_after: dict[str, int], constants: Any) -> list[dict[str, Any]]:
+    retention_s = constants.default_retention_days * DAY_S
+    rows = []
+    for plan in plans:
+        fam = plan.family
+        for w, t in zip(fam.windows, plan.tables):
+            fw = plan.flush_windows[t]
+            last = [s for s in series if s["table"] == t][-1]
+            horizon = retention_s if fam.base == "message_record" else constants.client_dedup_ttl_seconds
+            rows.append({
+                "family": fam.base, "table": t, "window": w, "unit": fam.unit, "flushes": len(fw),
+                "windows": len(set(fw)), "measured_before_expiry": last["measured"],
+                "predicted_before_expiry": last["predicted"], "measured_after_expiry": after[t],
+                "compaction_groups": last["compaction_groups"], "predicted_after_expiry": predicted_after[t],
+                "expired_windows": len({fw[i] for i, e in enumerate(plan.expiring) if e}),
+                "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
+                "steady_state_windows_365d": twcs_windows_kept(365 * DAY_S, w * fam.unit_seconds)
+                if fam.base == "message_record" else None})
+    return rows
+
+
 def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     width = constants.message_seq_bucket_width
     families = [
         Family(base="message_record", unit="DAYS", unit_seconds=DAY_S, windows=params.record_windows_days,
                intervals=params.record_days, expire_intervals=params.expire_days),
         Family(base="client_dedup", unit="HOURS", unit_seconds=HOUR_S, windows=params.dedup_windows_hours,
-                intervals=params.dedup_hours, expire_intervals=params.expire_hours),
+               intervals=params.dedup_hours, expire_intervals=params.expire_hours),
     ]
     ks = scratch_name("twcs")
-    series: list[dict[str, Any]] = []
-    final_rows: list[dict[str, Any]] = []
     # a store on the scratch keyspace seals the rows (store.seeding.record_values), as it seals its own
     with scratch_store(testbed, ks, constants=constants, keep=params.keep_keyspace) as store:
-        seal = store.seeding.record_values
         _create_tables(testbed, ks, constants, families, params)
-        insert = {}
-        for fam in families:
-            for w in fam.windows:
-                t = fam.table(w)
-                if fam.base == "message_record":
-                    insert[t] = testbed.connection.prepare(
-                        f"INSERT INTO {ks}.{t} ({', '.join(store.seeding.record_columns)}) VALUES "
-                        f"({', '.join('?' * len(store.seeding.record_columns))}) USING TTL ? AND TIMESTAMP ?")
-                else:
-                    insert[t] = testbed.connection.prepare(
-                        f"INSERT INTO {ks}.{t} (tenant_id, sender_id, client_message_id, message_id, conversation_seq, "
-                        "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?")
         now_s = time.time()
+        plans = [FamilyPlan.starting(fam, now_s) for fam in families]
+        writer = _writer(testbed, ks, store, plans)
         pool = _row_pool(params, max(f.intervals for f in families), width)
-        last_short_write = None
-        plan: dict[str, dict[str, Any]] = {}
-        for fam in families:
-            # the simulated start: aligned to the largest window, far enough in the past
-            span = max(fam.windows) * fam.unit_seconds
-            plan[fam.base] = {"family": fam, "tables": [fam.table(w) for w in fam.windows],
-                              "flush_windows": {fam.table(w): [] for w in fam.windows}, "expiring": [],
-                              "flush_groups": [],  # per flush: the (node, shard) groups its rows reached
-                              "start": (int(now_s) - (fam.intervals + 2) * fam.unit_seconds) // span * span - span}
-        # Both families advance together, one simulated interval of each per step (a day of
-        # message_record, an hour of client_dedup), so one keyspace flush serves all four tables.
-        steps = max(f.intervals for f in families)
-        for i in progress(range(steps), total=steps, desc="simulated intervals", enabled=params.show_progress):
-            items = []
-            stepped = []
-            for fam_plan in plan.values():
-                fam = fam_plan["family"]
-                if i >= fam.intervals:
-                    continue
-                short = i < fam.expire_intervals
-                rows = _interval_rows(pool, params, i)
-                groups: set = set()
-                lo = (fam_plan["start"] + i * fam.unit_seconds) * 1_000_000
-                ts = lo + np.sort(np.random.default_rng([params.seed, i]).integers(
-                    0, fam.unit_seconds * 1_000_000, len(rows)))
-                for row, t_us in zip(rows.to_dict("records"), ts):
-                    msg = to_message(row, seed=params.seed)
-                    ttl = params.short_ttl_seconds if short else (
-                        0 if fam.base == "message_record" else constants.client_dedup_ttl_seconds)
-                    if fam.base == "message_record":
-                        values = seal(msg) + (ttl, int(t_us))
-                    else:
-                        values = (msg.tenant_id, msg.sender_id, f"{msg.client_message_id}-{i}",
-                                  msg.message_id.to_bytes(16, "big"), msg.conversation_seq, 1, msg.created_at_ms,
-                                  ttl, int(t_us))
-                    items += [(insert[t], values) for t in fam_plan["tables"]]
-                    groups.update(testbed.connection.placement(insert[fam_plan["tables"][0]], values))
-                fam_plan["expiring"].append(short)
-                fam_plan["flush_groups"].append(groups)
-                stepped.append((fam_plan, int(ts.max() // 1_000_000)))
-            testbed.connection.execute_concurrent(items, concurrency=64)
-            if any(fp["expiring"][-1] for fp, _ in stepped):
-                last_short_write = time.time()
-            testbed.admin.flush(ks)
-            testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
-            counts = _counts(testbed, ks, [t for fp, _ in stepped for t in fp["tables"]])
-            for fam_plan, max_s in stepped:
-                fam = fam_plan["family"]
-                for w, t in zip(fam.windows, fam_plan["tables"]):
-                    fw = fam_plan["flush_windows"][t]
-                    fw.append(max_s // (w * fam.unit_seconds))
-                    series.append({"family": fam.base, "table": t, "window": w, "unit": fam.unit, "step": i + 1,
-                                   "simulated_time_s": (i + 1) * fam.unit_seconds, "measured": counts[t],
-                                   "predicted": predicted_count(fw, fam_plan["flush_groups"]),
-                                   "windows": len(set(fw)),
-                                   "compaction_groups": len(set().union(*fam_plan["flush_groups"]))})
-
+        series, last_short_write = _simulate(testbed, ks, params, constants, plans, writer, pool)
         # expiry: wait out the short TTL, then one more write per table triggers the expired check
         if last_short_write is not None:
             wait = last_short_write + params.short_ttl_seconds + 1.5 - time.time()
             if wait > 0:
                 time.sleep(wait)
-        after: dict[str, int] = {}
-        predicted_after: dict[str, int] = {}
-        for fam_plan in plan.values():
-            fam: Family = fam_plan["family"]
-            last_us = (fam_plan["start"] + fam.intervals * fam.unit_seconds - 1) * 1_000_000
-            # trigger rows: the next interval's first row, then rows until every group holding
-            # SSTables got one (a single Cassandra node: the first row alone)
-            candidates = pd.concat([_interval_rows(pool, params, fam.intervals), pool.iloc[:fam.intervals * params.rows_per_interval]])
-            holding = set().union(*fam_plan["flush_groups"])
-            triggers, reached = [], set()
-            for j, row in enumerate(candidates.to_dict("records")):
-                msg = to_message(row, seed=params.seed)
-                if fam.base == "message_record":
-                    values = seal(msg) + (0, last_us)
-                else:
-                    values = (msg.tenant_id, msg.sender_id, "trigger" if j == 0 else f"trigger-{j}",
-                              msg.message_id.to_bytes(16, "big"), 1, 1, msg.created_at_ms,
-                              constants.client_dedup_ttl_seconds, last_us)
-                groups = set(testbed.connection.placement(insert[fam_plan["tables"][0]], values))
-                if j == 0 or groups - reached:
-                    triggers.append(values)
-                    reached |= groups
-                if holding <= reached:
-                    break
-            for w, t in zip(fam.windows, fam_plan["tables"]):
-                for values in triggers:
-                    testbed.connection.execute(insert[t], values)
-                trigger_window = (last_us // 1_000_000) // (w * fam.unit_seconds)
-                fw = fam_plan["flush_windows"][t]
-                predicted_after[t] = sum(
-                    count_after_expiry(per_group(fw, fam_plan["flush_groups"], g),
-                                       [e for e, gs in zip(fam_plan["expiring"], fam_plan["flush_groups"]) if g in gs],
-                                       trigger_window if g in reached else None)
-                    for g in holding | reached)
-        testbed.admin.flush(ks)
-        deadline = time.monotonic() + params.settle_timeout_seconds
-        all_tables = [t for fp in plan.values() for t in fp["tables"]]
-        while True:
-            testbed.admin.wait_for_compactions(timeout=params.settle_timeout_seconds, keyspace=ks)
-            after = _counts(testbed, ks, all_tables)
-            if all(after[t] <= predicted_after[t] for t in all_tables) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        retention_s = constants.default_retention_days * DAY_S
-        for fam_plan in plan.values():
-            fam = fam_plan["family"]
-            for w, t in zip(fam.windows, fam_plan["tables"]):
-                fw = fam_plan["flush_windows"][t]
-                last = [s for s in series if s["table"] == t][-1]
-                horizon = retention_s if fam.base == "message_record" else constants.client_dedup_ttl_seconds
-                final_rows.append({
-                    "family": fam.base, "table": t, "window": w, "unit": fam.unit, "flushes": len(fw),
-                    "windows": len(set(fw)), "measured_before_expiry": last["measured"],
-                    "predicted_before_expiry": last["predicted"], "measured_after_expiry": after[t],
-                    "compaction_groups": last["compaction_groups"],
-                    "predicted_after_expiry": predicted_after[t],
-                    "expired_windows": len({fw[i] for i, e in enumerate(fam_plan["expiring"]) if e}),
-                    "steady_state_windows": twcs_windows_kept(horizon, w * fam.unit_seconds),
-                    "steady_state_windows_365d": twcs_windows_kept(365 * DAY_S, w * fam.unit_seconds)
-                    if fam.base == "message_record" else None})
+        predicted_after = _expire(testbed, params, constants, plans, writer, pool)
+        after = _settled_counts(testbed, ks, params, [t for plan in plans for t in plan.tables], predicted_after)
+        final_rows = _final_rows(plans, series, after, predicted_after, constants)
     design = {"design_message_record_window_days": constants.message_record_twcs_window_days,
               "design_client_dedup_window_hours": constants.client_dedup_twcs_window_hours,
               "retention_days": constants.default_retention_days,
