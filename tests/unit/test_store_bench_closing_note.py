@@ -2,12 +2,16 @@
 change to how it is built cannot change what it says."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
+import pytest
+
+from lab.bench.store_paths.bench_report import Comparison, HistoryRatios, SendRatios, StoreBenchReport
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.bench.store_paths.send_throughput import PAIRED, paired_rounds
+from lab.errors import BenchError
 from lab.measure.percentiles import LatencySummary
 
 GOLDEN = Path(__file__).parent / "golden" / "store_bench_closing_note.txt"
@@ -71,3 +75,22 @@ def report() -> StoreBenchReport:
 
 def test_the_closing_note_says_what_it_said_for_a_representative_report():
     assert report().closing_note == GOLDEN.read_text()
+
+
+def test_a_missing_ratio_is_one_clear_bench_error():
+    send = report().comparisons["send_throughput"]
+    ratio = {k: v for k, v in send.ratio.items() if k != "send_over_floor_p99_latency"}
+    with pytest.raises(BenchError, match="'send_throughput' has no ratio 'send_over_floor_p99_latency'") as err:
+        SendRatios.parse(dataclasses.replace(send, ratio=ratio))
+    assert err.value.field == "send_over_floor_p99_latency"
+    history = report().comparisons["history_latest_page"]
+    bad = dataclasses.replace(history, ratio={**history.ratio, "history_over_bare_p50": "1.3"})
+    with pytest.raises(BenchError, match="'history_over_bare_p50' is '1.3', not a number"):
+        HistoryRatios.parse(bad)
+
+
+def test_a_floor_that_did_not_run_leaves_its_ratios_unasked():
+    send = report().comparisons["send_throughput"]
+    bare = dataclasses.replace(send, methods={k: send.methods[k] for k in ("send", "bare_lwt_insert")},
+                               ratio={"send_over_bare_throughput": 0.4, "bare_over_send_throughput": None})
+    assert SendRatios.parse(bare) == SendRatios(over_bare_throughput=0.4, bare_over_send_throughput=None)
