@@ -12,6 +12,7 @@ from typing import Any
 
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
+from lab.errors import BenchError
 from lab.measure import PairedRatio, min_samples, too_few
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
@@ -169,37 +170,125 @@ def history_paired_line(pr: Mapping[str, Any]) -> str:
     return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
 
 
-def closing_note(report: StoreBenchReport) -> str:
-    env, c = report.environment, report.comparisons
-    s = c["send_throughput"]
-    f, b = s.methods["send"], s.methods["bare_lwt_insert"]
-    fl = s.methods.get("send_floor")
-    fh = s.methods.get("send_floor_with_head_read")
-    h = c["history_latest_page"]
-    hh, hb = h.methods["history"], h.methods["bare_select"]
-    hf = h.methods.get("history_floor")
-    lines = [
+Ratio = float | None   # a_over_b gives None when a side has no figure; the note prints it as is
+
+
+def _ratio(ratio: Mapping[str, Any], key: str, comparison: str) -> Ratio:
+    """``ratio[key]``, a number or None; a missing or non-numeric entry is a :class:`BenchError`."""
+    if key not in ratio:
+        raise BenchError(f"store bench comparison {comparison!r} has no ratio {key!r}",
+                         comparison=comparison, field=key)
+    value = ratio[key]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise BenchError(f"store bench comparison {comparison!r}: ratio {key!r} is {value!r}, not a number",
+                         comparison=comparison, field=key, value=value)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendRatios:
+    """send_throughput's ratios; a floor's are None when that floor did not run."""
+
+    over_bare_throughput: Ratio
+    bare_over_send_throughput: Ratio
+    over_floor_with_head_read_throughput: Ratio = None
+    over_floor_with_head_read_p50_latency: Ratio = None
+    over_floor_throughput: Ratio = None
+    floor_with_head_read_over_floor_throughput: Ratio = None
+    over_floor_p50_latency: Ratio = None
+    over_floor_p99_latency: Ratio = None
+    over_floor_without_outbox_throughput: Ratio = None
+    floor_over_floor_without_outbox_throughput: Ratio = None
+
+    @classmethod
+    def parse(cls, comp: Comparison, name: str = "send_throughput") -> SendRatios:
+        def get(key: str) -> Ratio:
+            return _ratio(comp.ratio, key, name)
+        has = comp.methods.__contains__
+        out: dict[str, Ratio] = {"over_bare_throughput": get("send_over_bare_throughput"),
+                                 "bare_over_send_throughput": get("bare_over_send_throughput")}
+        if has("send_floor_with_head_read"):
+            out |= {"over_floor_with_head_read_throughput": get("send_over_floor_with_head_read_throughput"),
+                    "over_floor_with_head_read_p50_latency": get("send_over_floor_with_head_read_p50_latency")}
+        if has("send_floor"):
+            out |= {"over_floor_throughput": get("send_over_floor_throughput"),
+                    "over_floor_p50_latency": get("send_over_floor_p50_latency"),
+                    "over_floor_p99_latency": get("send_over_floor_p99_latency")}
+            if has("send_floor_with_head_read"):
+                out["floor_with_head_read_over_floor_throughput"] = get("floor_with_head_read_over_floor_throughput")
+        if has("send_floor_without_outbox"):
+            out |= {"over_floor_without_outbox_throughput": get("send_over_floor_without_outbox_throughput"),
+                    "floor_over_floor_without_outbox_throughput": get("floor_over_floor_without_outbox_throughput")}
+        return cls(**out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryRatios:
+    """history_latest_page's ratios; the floor's are None when history_floor did not run."""
+
+    over_bare_p50: Ratio
+    over_bare_p99: Ratio
+    over_floor_p50: Ratio = None
+    over_floor_p99: Ratio = None
+
+    @classmethod
+    def parse(cls, comp: Comparison, name: str = "history_latest_page") -> HistoryRatios:
+        def get(key: str) -> Ratio:
+            return _ratio(comp.ratio, key, name)
+        floor = ({"over_floor_p50": get("history_over_floor_p50"), "over_floor_p99": get("history_over_floor_p99")}
+                 if "history_floor" in comp.methods else {})
+        return cls(over_bare_p50=get("history_over_bare_p50"), over_bare_p99=get("history_over_bare_p99"), **floor)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupedRatios:
+    """A grouped-vs-naive shape's ratios; the raw fetch's are None when it did not run."""
+
+    naive_over_grouped_message_record_requests: Ratio
+    naive_over_grouped_p50: Ratio
+    naive_over_grouped_p99: Ratio
+    grouped_over_raw_fetch_p50: Ratio = None
+    grouped_over_raw_fetch_p99: Ratio = None
+
+    @classmethod
+    def parse(cls, comp: Comparison, name: str) -> GroupedRatios:
+        keys = ["naive_over_grouped_message_record_requests", "naive_over_grouped_p50", "naive_over_grouped_p99"]
+        if "raw_fetch" in comp.methods:
+            keys += ["grouped_over_raw_fetch_p50", "grouped_over_raw_fetch_p99"]
+        return cls(**{k: _ratio(comp.ratio, k, name) for k in keys})
+
+
+def _header(report: StoreBenchReport) -> str:
+    env = report.environment
+    return (
         f"Store benchmark {report.run_id} ({report.params.mode}): {env.get('server')} "
         f"{env.get('server_version')}, {env.get('nodes')} node(s), {env['machine']['cpus']} CPUs (load average "
         f"{env.get('loadavg_at_start')} -> {env.get('loadavg_at_end')}), commit {str(env.get('git_commit'))[:10]}"
         f"{' + uncommitted changes' if env.get('git_dirty') else ''}; client GC {env.get('client_gc', 'default')}; row decode "
-        f"{env['machine'].get('row_decode', 'not recorded')}.",
+        f"{env['machine'].get('row_decode', 'not recorded')}.")
+
+
+def _send_lines(s: Comparison) -> list[str]:
+    r = SendRatios.parse(s)
+    f, b = s.methods["send"], s.methods["bare_lwt_insert"]
+    fl, fh = s.methods.get("send_floor"), s.methods.get("send_floor_with_head_read")
+    fn = s.methods.get("send_floor_without_outbox")
+    lines = [
         f"- Send: full write path {_fmt(f.throughput_ops_per_s)} sends/s vs bare LWT inserts "
-        f"{_fmt(b.throughput_ops_per_s)}/s -> {s.ratio['send_over_bare_throughput']}x "
-        f"(the bare LWT is {s.ratio['bare_over_send_throughput']}x faster); ack p50/p99 "
+        f"{_fmt(b.throughput_ops_per_s)}/s -> {r.over_bare_throughput}x "
+        f"(the bare LWT is {r.bare_over_send_throughput}x faster); ack p50/p99 "
         f"{_fmt(f.latency_us.p50)}/{_p99(f)} µs vs {_fmt(b.latency_us.p50)}/{_p99(b)} µs "
         f"({f.requests_per_op} vs {b.requests_per_op} CQL requests per send; ack-only "
-        f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)}).",
-    ]
+        f"{_fmt(f.ack_only_throughput_ops_per_s)} sends/s before the head drain; {_n(f)})."]
     if fh is not None:
         lines.append(
             f"- Send vs its own steps raw, like for like (send_floor_with_head_read: fencing read on a conversation's "
             f"first send, dedup LWT, record + index together, the durable outbox append, COMMITTED, head read, head "
             f"write): {_fmt(f.throughput_ops_per_s)} vs {_fmt(fh.throughput_ops_per_s)} sends/s -> "
-            f"{s.ratio['send_over_floor_with_head_read_throughput']}x over the run's totals (goal >= {SEND_FLOOR_GOAL}, "
+            f"{r.over_floor_with_head_read_throughput}x over the run's totals (goal >= {SEND_FLOOR_GOAL}, "
             f"judged on the paired rounds below); ack p50 "
             f"{_fmt(f.latency_us.p50)} vs {_fmt(fh.latency_us.p50)} µs "
-            f"({s.ratio['send_over_floor_with_head_read_p50_latency']}x); {f.requests_per_op} vs "
+            f"({r.over_floor_with_head_read_p50_latency}x); {f.requests_per_op} vs "
             f"{fh.requests_per_op} CQL requests per send.")
     if s.paired_rounds is not None:
         lines.append(paired_line(s.paired_rounds))
@@ -207,50 +296,67 @@ def closing_note(report: StoreBenchReport) -> str:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "
             f"durable outbox append, COMMITTED, head write): {_fmt(f.throughput_ops_per_s)} vs "
-            f"{_fmt(fl.throughput_ops_per_s)} sends/s -> {s.ratio['send_over_floor_throughput']}x"
+            f"{_fmt(fl.throughput_ops_per_s)} sends/s -> {r.over_floor_throughput}x"
             + (f"; the head and fencing reads cost the floor "
-               f"{s.ratio['floor_with_head_read_over_floor_throughput']}x of its throughput" if fh is not None else "")
+               f"{r.floor_with_head_read_over_floor_throughput}x of its throughput" if fh is not None else "")
             + f"; ack p50/p99 "
             f"{_fmt(f.latency_us.p50)}/{_p99(f)} vs {_fmt(fl.latency_us.p50)}/{_p99(fl)} "
-            f"µs ({s.ratio['send_over_floor_p50_latency']}x / {_x99(s.ratio['send_over_floor_p99_latency'], f, fl)}); "
+            f"µs ({r.over_floor_p50_latency}x / {_x99(r.over_floor_p99_latency, f, fl)}); "
             f"{f.requests_per_op} vs {fl.requests_per_op} CQL requests per send.")
-    fn = s.methods.get("send_floor_without_outbox")
     if fn is not None:
         lines.append(
             f"- Send vs its statements alone (send_floor_without_outbox, the floor without the outbox append): "
             f"{_fmt(f.throughput_ops_per_s)} vs {_fmt(fn.throughput_ops_per_s)} sends/s -> "
-            f"{s.ratio['send_over_floor_without_outbox_throughput']}x; the outbox append costs the floor "
-            f"{s.ratio['floor_over_floor_without_outbox_throughput']}x of its throughput.")
-    lines.append(
-        f"- Latest history page ({report.params.history_limit} messages): p50 "
+            f"{r.over_floor_without_outbox_throughput}x; the outbox append costs the floor "
+            f"{r.floor_over_floor_without_outbox_throughput}x of its throughput.")
+    return lines
+
+
+def _history_lines(h: Comparison, history_limit: int) -> list[str]:
+    r = HistoryRatios.parse(h)
+    hh, hb, hf = h.methods["history"], h.methods["bare_select"], h.methods.get("history_floor")
+    lines = [
+        f"- Latest history page ({history_limit} messages): p50 "
         f"{_fmt(hh.latency_us.p50)} µs / p99 {_p99(hh)} µs vs bare SELECT "
         f"{_fmt(hb.latency_us.p50)} / {_p99(hb)} µs -> "
-        f"{h.ratio['history_over_bare_p50']}x at p50, {_x99(h.ratio['history_over_bare_p99'], hh, hb)} at p99 "
-        f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)}).")
+        f"{r.over_bare_p50}x at p50, {_x99(r.over_bare_p99, hh, hb)} at p99 "
+        f"({hh.requests_per_op} vs {hb.requests_per_op} requests; {_n(hh)})."]
     if hf is not None:
         lines.append(
             f"- Latest page vs its own statements raw (history_floor: head + bucket together, not decoded): p50 "
-            f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({h.ratio['history_over_floor_p50']}x, goal <= "
+            f"{_fmt(hh.latency_us.p50)} vs {_fmt(hf.latency_us.p50)} µs ({r.over_floor_p50}x, goal <= "
             f"{HISTORY_FLOOR_GOAL}), p99 "
-            f"{_p99(hh)} vs {_p99(hf)} µs ({_x99(h.ratio['history_over_floor_p99'], hh, hf)})"
+            f"{_p99(hh)} vs {_p99(hf)} µs ({_x99(r.over_floor_p99, hh, hf)})"
             + ("." if h.paired_rounds is None else "; the goal is judged on the paired rounds below."))
     if h.paired_rounds is not None:
         lines.append(history_paired_line(h.paired_rounds))
-    for comp in c.values():
-        if comp.shape is None:
-            continue
-        g, n, r = comp.methods["grouped"], comp.methods["naive_point_reads"], comp.ratio
+    return lines
+
+
+def _grouped_lines(name: str, comp: Comparison) -> list[str]:
+    r = GroupedRatios.parse(comp, name)
+    g, n, raw = comp.methods["grouped"], comp.methods["naive_point_reads"], comp.methods.get("raw_fetch")
+    lines = [
+        f"- Grouped vs naive, {comp.shape} ({comp.entries} entries, {comp.groups} groups): "
+        f"message_record requests {g.message_record_requests_per_op:g} vs "
+        f"{n.message_record_requests_per_op:g} ({r.naive_over_grouped_message_record_requests}x; all CQL "
+        f"{g.requests_per_op:g} vs {n.requests_per_op:g} with the grouped side's summaries); p50 "
+        f"{_fmt(g.latency_us.p50)} vs {_fmt(n.latency_us.p50)} µs ({r.naive_over_grouped_p50}x), p99 "
+        f"{_p99(g)} vs {_p99(n)} µs ({_x99(r.naive_over_grouped_p99, g, n)}); {_n(g)}."]
+    if raw is not None:
         lines.append(
-            f"- Grouped vs naive, {comp.shape} ({comp.entries} entries, {comp.groups} groups): "
-            f"message_record requests {g.message_record_requests_per_op:g} vs "
-            f"{n.message_record_requests_per_op:g} ({r['naive_over_grouped_message_record_requests']}x; all CQL "
-            f"{g.requests_per_op:g} vs {n.requests_per_op:g} with the grouped side's summaries); p50 "
-            f"{_fmt(g.latency_us.p50)} vs {_fmt(n.latency_us.p50)} µs ({r['naive_over_grouped_p50']}x), p99 "
-            f"{_p99(g)} vs {_p99(n)} µs ({_x99(r['naive_over_grouped_p99'], g, n)}); {_n(g)}.")
-        raw = comp.methods.get("raw_fetch")
-        if raw is not None:
-            lines.append(
-                f"- Grouped vs its own statements fetched raw (not decoded), {comp.shape}: p50 {_fmt(g.latency_us.p50)} "
-                f"vs {_fmt(raw.latency_us.p50)} µs ({r['grouped_over_raw_fetch_p50']}x, goal <= {GROUPED_RAW_GOAL}), "
-                f"p99 {_p99(g)} vs {_p99(raw)} µs ({_x99(r['grouped_over_raw_fetch_p99'], g, raw)}).")
+            f"- Grouped vs its own statements fetched raw (not decoded), {comp.shape}: p50 {_fmt(g.latency_us.p50)} "
+            f"vs {_fmt(raw.latency_us.p50)} µs ({r.grouped_over_raw_fetch_p50}x, goal <= {GROUPED_RAW_GOAL}), "
+            f"p99 {_p99(g)} vs {_p99(raw)} µs ({_x99(r.grouped_over_raw_fetch_p99, g, raw)}).")
+    return lines
+
+
+def closing_note(report: StoreBenchReport) -> str:
+    """The note: the run's header, then per comparison its sides and typed ratios (a missing ratio is a BenchError)."""
+    c = report.comparisons
+    lines = [_header(report), *_send_lines(c["send_throughput"]),
+             *_history_lines(c["history_latest_page"], report.params.history_limit)]
+    for name, comp in c.items():
+        if comp.shape is not None:
+            lines += _grouped_lines(name, comp)
     return "\n".join(lines)
