@@ -50,7 +50,11 @@ report: node  ## headless calibration on the embedded node; prints the report's 
 # changes stay in the commit log, not flushed at once; no fsync; docs/embedded-node.md). A node
 # already running is reused as it was started.
 test: NODE_FLAGS = --throwaway
+# The emulated round trip's proxy (toxiproxy, built with Go on first use: ~50 s on empty caches)
+# builds in the background while the suite runs; the tests that need it wait on its lock.
 test: node chromium  ## the whole test suite against the real node
+	mkdir -p build && ($(BIN)/python -c "from lab.cluster.rtt_proxy import toxiproxy_binary; toxiproxy_binary()" \
+		> build/toxiproxy-build.log 2>&1 &)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: $(STAMP)  ## tests/unit only: no node, no JDK (seconds)

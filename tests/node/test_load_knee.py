@@ -60,14 +60,16 @@ def test_the_search_finds_a_target_the_node_meets(cluster_config, keyspace, tmp_
 
 
 def test_a_target_the_node_cannot_meet_is_reported_not_met(cluster_config, keyspace, tmp_path):
-    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=100us", "--max-machine-cpu", "100")
+    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=100us", "--max-machine-cpu", "100",
+                       "--slo-start", "40")
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert [s["outcome"] for s in knee["steps"]] == [MISSES] and knee["status"] == NOT_MET
     assert knee["knee"] is None and "no rate met p99 <= 0.1 ms" in proc.stdout
 
 
 def test_a_loader_bound_step_is_never_the_answer(cluster_config, keyspace, tmp_path):
-    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=5s", "--max-loader-cpu", "1", "--no-audit")
+    proc, knee = _knee(cluster_config, keyspace, tmp_path, "--slo", "p99<=5s", "--max-loader-cpu", "1", "--no-audit",
+                       "--slo-start", "40")
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert [s["outcome"] for s in knee["steps"]] == ["loader-bound"]     # the search ends at the bound step
     assert knee["status"] == BOUND and knee["knee"] is None
