@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+HOLD_APART = "hold_apart"    # the capacity table's source of the what-if rows
 HOLD_TABLE_SPACE_AMP = 1.0   # a table whose rows never expire keeps no expired data: its own overhead not measured
 
 
