@@ -62,10 +62,12 @@ def write_figure(steps: Sequence[Mapping[str, Any]], out_dir: Path | str, *, tit
     """Write ``staircase.png`` into ``out_dir``; None when no step was measured."""
     if not _points(steps):
         return None
+    return _save(latency_vs_rate(steps, title=title), Path(out_dir) / FIGURE_FILE)
+
+
+def _save(fig: Any, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig = latency_vs_rate(steps, title=title)
-    path = Path(out_dir) / FIGURE_FILE
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -107,10 +109,4 @@ def write_knee_figure(knee: Knee, out_dir: Path | str, *, title: str = "") -> Pa
     """Write ``knee.png`` into ``out_dir``; None when no step has a latency."""
     if not any(s.latency_ms is not None for s in knee.steps):
         return None
-    import matplotlib.pyplot as plt
-
-    fig = knee_figure(knee, title=title)
-    path = Path(out_dir) / KNEE_FIGURE_FILE
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _save(knee_figure(knee, title=title), Path(out_dir) / KNEE_FIGURE_FILE)
