@@ -37,7 +37,8 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, pr
                 config: ClusterConfig, services: Any) -> None:
     """The store against its bare CQL floors: full write path vs its own statements raw
     (send_floor) and bare LWT inserts, latest history page vs its own statements raw
-    (history_floor) and a bare SELECT, grouped vs naive per-message reads (S-1 shapes). Writes
+    (history_floor) and a bare SELECT, both against their driver floors (the statements chained
+    through the driver's callbacks, client CPU per call), grouped vs naive per-message reads (S-1 shapes). Writes
     bench/store.json, store.csv and store.png; prints the closing note (the ratios).
     --outboxes: in the same run, send throughput and ack latency with each outbox (bench/outbox.json).
     --profile: only py-spy profiles of the hot paths: flame graphs (every thread, GIL holder) and

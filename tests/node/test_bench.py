@@ -16,7 +16,7 @@ pytestmark = pytest.mark.node
 
 TINY = BenchParams(send_ops=16, send_block=8, send_warmup=4, send_concurrency=2, send_conversations=4,
                    body_bytes=64, history_messages=12, history_limit=10, history_ops=6, history_warmup=2,
-                   history_round_calls=1,
+                   history_round_calls=1, history_cpu_ops=10, history_cpu_block=2,
                    group_backlog=30, dm_count=3, dm_backlog=2, group_repeats=3, group_warmup=1, dm_repeats=4, dm_warmup=1, flush=False)
 READS = ("point_read", "range_read", "in_read")
 
@@ -40,16 +40,18 @@ def test_writes_json_csv_and_chart(bench):
 def test_every_comparison_present_with_positive_throughput_and_consistent_counts(bench):
     _, report = bench
     comps = report["comparisons"]
-    assert set(comps) == {"send_throughput", "history_latest_page", "grouped_vs_naive_group_1x30",
-                          "grouped_vs_naive_dm_3x2"}
+    assert set(comps) == {"send_throughput", "history_latest_page", "history_latest_page_cpu",
+                          "grouped_vs_naive_group_1x30", "grouped_vs_naive_dm_3x2"}
     expected = {"send_throughput": (TINY.send_ops, TINY.send_warmup),
                 "history_latest_page": (TINY.history_ops, TINY.history_warmup),
+                "history_latest_page_cpu": (TINY.history_cpu_ops, TINY.history_cpu_block),
                 "grouped_vs_naive_group_1x30": (TINY.group_repeats, TINY.group_warmup),
                 "grouped_vs_naive_dm_3x2": (TINY.dm_repeats, TINY.dm_warmup)}
     for key, comp in comps.items():
         # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
-        assert len(comp["methods"]) == {"send_throughput": 5}.get(key, 3)
+        # and against the driver's floors (the statements chained through the driver's callbacks)
+        assert len(comp["methods"]) == {"send_throughput": 6}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -84,6 +86,8 @@ def test_request_counts_match_what_each_method_is(bench):
     first_calls = max(0, min(TINY.send_conversations, TINY.send_warmup + TINY.send_ops) - TINY.send_warmup)
     assert like == {**send["send_floor"]["requests"], "conversation_head": {
         "write": TINY.send_ops, "point_read": TINY.send_ops + first_calls}}, like
+    # the driver floor: the like-for-like floor's very statements (the outbox append is no request)
+    assert send["send_callback_floor"]["requests"] == like
     # the store sends its floor plus the head reads: at most one head write request per send (fewer
     # when its head writer groups them in unlogged batches), at most one head read request before each
     # (§2.4's compare, fencing; an IN read per group) and one per conversation its writer had not
@@ -103,6 +107,11 @@ def test_request_counts_match_what_each_method_is(bench):
                                                  "message_record": {"range_read": TINY.history_ops}}
     assert hist["history"]["requests"] == hist["history_floor"]["requests"]  # the same statements, one page each
     assert hist["history"]["rows_per_op"] == hist["bare_select"]["rows_per_op"] == TINY.history_limit
+    cpu = comps["history_latest_page_cpu"]["methods"]  # the page, its blocking floor and its driver floor
+    page_requests = {"conversation_head": {"point_read": TINY.history_cpu_ops},
+                     "message_record": {"range_read": TINY.history_cpu_ops}}
+    assert {name: m["requests"] for name, m in cpu.items()} == {
+        "history": page_requests, "history_floor": page_requests, "history_callback_floor": page_requests}
 
     for key, entries, groups, calls in (("grouped_vs_naive_group_1x30", 30, 1, TINY.group_repeats),
                                         ("grouped_vs_naive_dm_3x2", 6, 3, TINY.dm_repeats)):
@@ -128,6 +137,34 @@ def test_the_closing_note_states_both_send_floors_and_the_goals(bench):
     assert "durable outbox append" in note and "send_floor_without_outbox" in note
     assert "send_floor_with_head_read" in note and "like for like" in note
     assert "goal >= 0.9" in note and "goal <= 1.15" in note and "goal <= 1.5" in note
+    assert "goal <= 1.3" in note and "goal <= 1.2" in note  # the driver floors' goals
+
+
+def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
+    """The send and the latest page against their driver floors: each round's client CPU per call
+    of every side, the CPU ratio per round with its interval (five rounds: an interval), the goal
+    judged only when the run vouches for it, and the note's line for each."""
+    _, report = bench
+    send_pr = report["comparisons"]["send_throughput"]["paired_rounds"]
+    page_pr = report["comparisons"]["history_latest_page_cpu"]["paired_rounds"]
+    for pr, side, floor, key, limit, rounds in (
+            (send_pr, "send", "send_callback_floor", "send_over_callback_floor_cpu_per_call", 1.3,
+             TINY.send_ops // TINY.send_block),
+            (page_pr, "history", "history_callback_floor", "history_over_callback_floor_cpu_per_call", 1.2,
+             TINY.history_cpu_ops // TINY.history_cpu_block)):
+        cpu = pr["cpu_ms_per_call_by_round"]
+        assert len(cpu[floor]) == rounds and all(x > 0 for x in cpu[floor])
+        r = pr["cpu_ratios"][key]
+        assert r["ratios"] == pytest.approx([a / b for a, b in zip(cpu[side], cpu[floor])], rel=2e-2)
+        assert r["rounds"] == rounds and r["low"] <= r["median"] <= r["high"]
+        goal = pr["callback_goal"]
+        assert (goal["ratio"], goal["at_most"], goal["vouched"]) == (key, limit, r["vouched"])
+        assert goal["verdict"] in (("met", "not met", "undecided") if r["vouched"] else ("not judged",))
+    assert page_pr["cpu_ratios"]["history_over_callback_floor_cpu_per_call"]["ci_low"] is not None
+    note = report["closing_note"]
+    assert "Send client CPU / driver floor (send_callback_floor" in note
+    assert "Latest page client CPU / driver floor (history_callback_floor" in note
+    assert "(blocking threads)" in note and "blocking floor / driver floor" in note
 
 
 def test_send_and_its_floors_are_paired_round_by_round(bench):

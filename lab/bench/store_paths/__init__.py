@@ -5,8 +5,10 @@ the same node in the same run. A benchmark, not a test: it measures and writes, 
     recording         one side of a comparison (Method -> MethodResult), alternating calls, the run's context
     seeded_rows       rows for the read comparisons, as the commit path writes them
     floors            send_floor and history_floor: each path's own statements, issued raw
+    callback_floors   the driver's floors: the same statements chained through the driver's callbacks
     send_throughput   send_throughput
     history_page      history_latest_page
+    history_cpu       history_latest_page_cpu: the page's client CPU against its blocking and driver floors
     grouped_vs_naive  grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)
     bench_report      Comparison, StoreBenchReport (store.json) and the closing note
     output            store.csv and store.png

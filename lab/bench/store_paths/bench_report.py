@@ -13,7 +13,7 @@ from typing import Any
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
-from lab.measure import PairedRatio, min_samples, too_few
+from lab.measure import PairedRatio, min_samples, percentile, too_few
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
@@ -22,6 +22,8 @@ LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
+CALLBACK_SEND_GOAL = 1.3     # send client CPU per call over send_callback_floor's, at most
+CALLBACK_PAGE_GOAL = 1.2     # latest page client CPU per call over history_callback_floor's, at most
 NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
 
@@ -170,6 +172,37 @@ def history_paired_line(pr: Mapping[str, Any]) -> str:
     return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
 
 
+def median_ms(xs: Any) -> float | None:
+    """The median (p50, nearest rank) of a side's per-round CPU ms per call (rounds without a figure
+    left out)."""
+    xs = [x for x in xs or () if x is not None]
+    return round(percentile(xs, 50), 3) if xs else None
+
+
+def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: str, callback: str,
+                      what: str) -> str | None:
+    """A path's client CPU per call against its driver floor (callback_floors): each side's median ms
+    per call, the ratio with its interval and the goal's verdict; None when the run has no driver floor."""
+    goal = pr.get("callback_goal")
+    if goal is None:
+        return None
+    r = pr["cpu_ratios"][goal["ratio"]]
+    cpu = pr["cpu_ms_per_call_by_round"]
+    head = (f"- {path} client CPU / driver floor ({callback}: {what}) over {r['rounds']} paired rounds "
+            f"({pr['block_calls']} calls per side and round): ")
+    blocking_ratio = pr["cpu_ratios"].get(f"{blocking_key(blocking)}_over_callback_floor_cpu_per_call")
+    tail = (f" Client CPU per call, median over the rounds: {side} {median_ms(cpu.get(side))} ms, {blocking} "
+            f"(blocking threads) {median_ms(cpu.get(blocking))} ms, {callback} {median_ms(cpu.get(callback))} ms"
+            + ("" if blocking_ratio is None or blocking_ratio["median"] is None else
+               f"; blocking floor / driver floor {_range(blocking_ratio)}") + ".")
+    return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
+
+
+def blocking_key(name: str) -> str:
+    """A blocking floor's name in the ratio keys (send_floor_with_head_read -> floor_with_head_read)."""
+    return name.removeprefix("send_")
+
+
 Ratio = float | None   # a_over_b gives None when a side has no figure; the note prints it as is
 
 
@@ -292,6 +325,12 @@ def _send_lines(s: Comparison) -> list[str]:
             f"{fh.requests_per_op} CQL requests per send.")
     if s.paired_rounds is not None:
         lines.append(paired_line(s.paired_rounds))
+        line = driver_floor_line(s.paired_rounds, path="Send", side="send", blocking="send_floor_with_head_read",
+                                 callback="send_callback_floor",
+                                 what="send_floor_with_head_read's statements without the outbox append, chained "
+                                      "through the driver's callbacks from one thread")
+        if line is not None:
+            lines.append(line)
     if fl is not None:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "
@@ -356,6 +395,14 @@ def closing_note(report: StoreBenchReport) -> str:
     c = report.comparisons
     lines = [_header(report), *_send_lines(c["send_throughput"]),
              *_history_lines(c["history_latest_page"], report.params.history_limit)]
+    hc = c.get("history_latest_page_cpu")
+    if hc is not None and hc.paired_rounds is not None:
+        line = driver_floor_line(hc.paired_rounds, path="Latest page", side="history", blocking="history_floor",
+                                 callback="history_callback_floor",
+                                 what="head + bucket read together through the driver's callbacks, rows counted, "
+                                      "not decoded; every side with the send's callers in flight")
+        if line is not None:
+            lines.append(line)
     for name, comp in c.items():
         if comp.shape is not None:
             lines += _grouped_lines(name, comp)

@@ -1,8 +1,8 @@
 """``run_bench``: every comparison on a fresh keyspace (dropped at the end), then the files.
 
 Order: schema; send throughput; seeding of the read comparisons; flush (memtables to SSTables,
-so the reads hit disk); latest history page; grouped vs naive per S-1 shape. Each phase's wall
-time is recorded (``timings_seconds``), and the load average before and after.
+so the reads hit disk); latest history page (latency, then client CPU); grouped vs naive per S-1
+shape. Each phase's wall time is recorded (``timings_seconds``), and the load average before and after.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
 from lab.bench.store_paths.grouped_vs_naive import bench_grouped
+from lab.bench.store_paths.history_cpu import bench_history_cpu
 from lab.bench.store_paths.history_page import bench_history
 from lab.bench.store_paths.output import write_chart, write_csv
 from lab.bench.store_paths.params import BenchParams
@@ -89,7 +90,7 @@ def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keysp
     with _phase(timings, "send_seconds"):
         log(f"send throughput: full write path vs bare LWT ({params.send_concurrency} threads)")
         comparisons = {"send_throughput": bench_send(BenchRun(store, params, pool, log))}
-    run = BenchRun(store, params, None, log)
+    run = BenchRun(store, params, pool, log)
     with _phase(timings, "seed_seconds"):
         log("seeding the history conversation and the S-1 shapes (commit-path rows)")
         history_seed = seed_history(run)
@@ -103,6 +104,11 @@ def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keysp
     with _phase(timings, "history_seconds"):
         log("latest history page vs bare SELECT")
         comparisons["history_latest_page"] = bench_history(run, *history_seed)
+    client_gc.settle(gc_mode)
+    with _phase(timings, "history_cpu_seconds"):
+        log(f"latest history page, client CPU: store vs its blocking and driver floors ({params.send_concurrency} "
+            "in flight)")
+        comparisons["history_latest_page_cpu"] = bench_history_cpu(run, *history_seed)
     for shape, (tenant, entries) in shapes.items():
         with _phase(timings, f"grouped_{shape}_seconds"):
             log(f"grouped vs naive point reads: {shape}")

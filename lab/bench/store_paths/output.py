@@ -38,7 +38,8 @@ def write_chart(path: Path, report: StoreBenchReport) -> None:
     import matplotlib.pyplot as plt
 
     comps = report.comparisons
-    latency_keys = [k for k in comps if k != "send_throughput"]
+    # the page's CPU comparison is a table in the closing note, not a latency panel
+    latency_keys = [k for k in comps if k not in ("send_throughput", "history_latest_page_cpu")]
     fig, axes = plt.subplots(1, 1 + len(latency_keys), figsize=(PANEL_INCHES * (1 + len(latency_keys)), PANEL_INCHES))
     s = comps["send_throughput"]
     names = list(s.methods)

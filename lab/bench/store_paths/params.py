@@ -33,6 +33,10 @@ class BenchParams:
     # consecutive calls per side in one round of the per-round figure (history_page.paired_rounds): about
     # a tenth of a second, so both sides of a round see the same machine; history_ops is a multiple of it
     history_round_calls: int = 20
+    # history_latest_page_cpu: the page's client CPU per call against its driver floor, in interleaved
+    # blocks of history_cpu_block calls per side (send_concurrency callers or chains in flight)
+    history_cpu_ops: int = 8000
+    history_cpu_block: int = 80
     # grouped_vs_naive (S-1 shapes)
     group_backlog: int = 500
     dm_count: int = 20
@@ -54,6 +58,8 @@ class BenchParams:
             raise ValueError("send_ops must be a multiple of send_block")
         if self.history_ops % self.history_round_calls:
             raise ValueError("history_ops must be a multiple of history_round_calls")
+        if self.history_cpu_ops % self.history_cpu_block:
+            raise ValueError("history_cpu_ops must be a multiple of history_cpu_block")
         if self.history_messages < self.history_limit:
             raise ValueError("history_messages must be >= history_limit (a full latest page)")
 
@@ -63,7 +69,8 @@ class BenchParams:
             return cls(mode="full")
         # sized for a shared 2-core machine: under a minute unless the machine is very busy
         return cls(mode="quick", send_ops=240, send_block=40, send_warmup=24, history_messages=60,
-                   history_ops=80, history_warmup=10, history_round_calls=10, group_repeats=3, group_warmup=1,
+                   history_ops=80, history_warmup=10, history_round_calls=10, history_cpu_ops=240,
+                   history_cpu_block=40, group_repeats=3, group_warmup=1,
                    dm_repeats=6, dm_warmup=1)
 
     @property

@@ -9,15 +9,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lab.bench.store_paths.floors import FloorKeys, send_floor_calls
+from lab.bench.store_paths.callback_floors import run_chains, send_chain
+from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
-from lab.bench.store_paths.bench_report import (RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison, paired_goal,
-                                                paired_ratios_json)
+from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
+                                                paired_goal, paired_ratios_json)
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
 from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
+
+CALLBACK_FLOOR = "send_callback_floor"
 
 
 def bench_send(run: BenchRun) -> Comparison:
@@ -53,6 +56,17 @@ def bench_send(run: BenchRun) -> Comparison:
             ready[name] = (start, send_floor_calls(run, n, conversations=p.send_conversations, keys=floor_keys[name],
                                                    start=start, **options))
 
+    # the driver's floor: the like-for-like floor's statements without the outbox append (no driver
+    # statement), chained through callbacks, send_concurrency chains in flight from this thread
+    chained: dict[str, Any] = {"start": 0, "plans": []}
+    callback_keys = FloorKeys.new(p.send_conversations)
+
+    def build_chained(n: int) -> None:
+        start = chained["start"] + len(chained["plans"])
+        chained.update(start=start, plans=send_floor_plans(run, n, conversations=p.send_conversations,
+                                                          keys=callback_keys, start=start, head_read=True,
+                                                          outbox=False))
+
     def floor_method(name: str) -> Callable[[int], None]:
         def call(i: int) -> None:
             start, calls = ready[name]
@@ -61,6 +75,7 @@ def bench_send(run: BenchRun) -> Comparison:
 
     methods = {"send": (Method("send"), full),
                **{name: (Method(name), floor_method(name)) for name in floor_options},
+               CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -71,9 +86,14 @@ def bench_send(run: BenchRun) -> Comparison:
         method, fn = methods[name]
         before = run.snapshot()
         calls = [next(counters[name]) for _ in range(n)]
+        chains = ([send_chain(run.conn, chained["plans"][i - chained["start"]]) for i in calls]
+                  if fn is None else None)
         cpu = CpuMeter()
         t0 = now_ns()
-        timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
+        if chains is not None:
+            timings = run_chains(chains, in_flight=p.send_concurrency)
+        else:
+            timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
         if name == "send":
             store.drain()  # the head updates this block caused belong to this block
@@ -93,11 +113,13 @@ def bench_send(run: BenchRun) -> Comparison:
 
     names = list(methods)
     build_floors(p.send_warmup)
+    build_chained(p.send_warmup)
     for name in names:
         block(name, p.send_warmup, measured=False)
     blocks = p.send_ops // p.send_block
     for r in range(blocks):
         build_floors(p.send_block)
+        build_chained(p.send_block)
         for name in (names if r % 2 == 0 else names[::-1]):
             block(name, p.send_block, measured=True)
         run.log(f"  send block {r + 1}/{blocks}")
@@ -108,19 +130,22 @@ def bench_send(run: BenchRun) -> Comparison:
     fh = methods["send_floor_with_head_read"][0].result()
     fl = methods["send_floor"][0].result()
     fn = methods["send_floor_without_outbox"][0].result()
+    cb = methods[CALLBACK_FLOOR][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
         paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
         description="send throughput: store.send (full §5.1 path) vs its own steps issued raw "
                     "(send_floor_with_head_read: the fencing read on a conversation's first send, dedup LWT, record + "
                     "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
-                    "without the two reads; send_floor_without_outbox: send_floor without the append) vs the bare "
-                    "client_dedup INSERT ... IF NOT EXISTS alone",
-        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls) for all five",
+                    "without the two reads; send_floor_without_outbox: send_floor without the append; "
+                    "send_callback_floor: send_floor_with_head_read's statements without the append, chained through "
+                    "the driver's callbacks from one thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
+        concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
+                    f"send_callback_floor: {p.send_concurrency} callback chains in flight from one thread",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
-        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, b.name: b},
+        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -133,6 +158,10 @@ def bench_send(run: BenchRun) -> Comparison:
                                                                      digits=RATIO_DIGITS),
                "floor_over_floor_without_outbox_throughput": a_over_b(fl.throughput_ops_per_s,
                                                                       fn.throughput_ops_per_s, digits=RATIO_DIGITS),
+               "send_over_callback_floor_throughput": a_over_b(f.throughput_ops_per_s, cb.throughput_ops_per_s,
+                                                               digits=RATIO_DIGITS),
+               "floor_with_head_read_over_callback_floor_throughput": a_over_b(
+                   fh.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "send_over_floor_p50_latency": a_over_b(f.latency_us.p50, fl.latency_us.p50, digits=RATIO_DIGITS),
                "send_over_floor_p99_latency": a_over_b(f.latency_us.p99, fl.latency_us.p99, digits=RATIO_DIGITS),
                "send_over_bare_throughput": a_over_b(f.throughput_ops_per_s, b.throughput_ops_per_s,
@@ -148,8 +177,11 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_over_floor_throughput": ("send", "send_floor"),
           "send_over_floor_without_outbox_throughput": ("send", "send_floor_without_outbox"),
           "floor_over_floor_without_outbox_throughput": ("send_floor", "send_floor_without_outbox"),
+          "send_over_callback_floor_throughput": ("send", CALLBACK_FLOOR),
+          "floor_with_head_read_over_callback_floor_throughput": ("send_floor_with_head_read", CALLBACK_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
+CALLBACK_GOAL_RATIO = "send_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -168,6 +200,10 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
             # judged only from a figure the run vouches for: a bootstrap interval of a few rounds
             # is too coarse to call the goal missed or met
             "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
+            **({} if cpu_ms_per_call is None or CALLBACK_FLOOR not in cpu_ms_per_call else {
+                "callback_goal": paired_goal(CALLBACK_GOAL_RATIO, paired_ratio(cpu_ms_per_call["send"],
+                                                                               cpu_ms_per_call[CALLBACK_FLOOR]),
+                                             limit=CALLBACK_SEND_GOAL, at_least=False)}),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
             "ratios": paired_ratios_json(ratios),
@@ -176,4 +212,5 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
                                              for name, xs in cpu_ms_per_call.items()},
                 "cpu_ratios": paired_ratios_json({key.replace("_throughput", "_cpu_per_call"):
                                                   paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
-                                                  for key, (a, b) in PAIRED.items()})})}
+                                                  for key, (a, b) in PAIRED.items()
+                                                  if a in cpu_ms_per_call and b in cpu_ms_per_call})})}

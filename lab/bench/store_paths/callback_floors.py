@@ -1,0 +1,169 @@
+"""The driver's own floors: a path's statements chained through the driver's callbacks
+(``execute_async(...).add_callbacks(...)``), ``in_flight`` chains at a time from one thread, no
+thread per call: what the statements cost the client when nothing waits on a native thread.
+
+More: docs/bench-internals.md.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lab.bench.store_paths.floors import SendFloorPlan
+from lab.cluster.connection import Connection, Stmt
+from lab.measure import Timing
+from lab.measure.timing import now_ns
+
+__all__ = ["Chain", "Done", "page_chain", "run_chains", "send_chain"]
+
+Done = Callable[[BaseException | None], None]   # a chain's end: None, or the error that stopped it
+Chain = Callable[[Done], None]                  # starts a chain; it calls done exactly once
+
+
+def _issue(conn: Connection, stmt: Stmt, params: Sequence[Any], then: Callable[[Any], None], done: Done) -> None:
+    """Fire one statement; ``then(rows)`` on the driver's I/O thread when it answers, ``done(error)``
+    if it fails."""
+    def answered(rows: Any) -> None:
+        try:
+            then(rows)
+        except Exception as exc:  # on the I/O thread the driver would only log it: the chain would stall
+            done(exc)
+
+    try:
+        future = conn.execute_async(stmt, params)
+    except Exception as exc:
+        done(exc)
+        return
+    future.add_callbacks(answered, done)
+
+
+def _together(conn: Connection, items: Sequence[tuple[Stmt, Sequence[Any]]], then: Callable[[list[Any]], None],
+              done: Done) -> None:
+    """Fire ``items`` at once; ``then(results in input order)`` when the last answers, ``done(error)``
+    (once) if any fails."""
+    results: list[Any] = [None] * len(items)
+    state = {"left": len(items), "failed": False}
+    lock = threading.Lock()
+
+    def one(i: int) -> Callable[[Any], None]:
+        def ok(rows: Any) -> None:
+            results[i] = rows
+            with lock:
+                state["left"] -= 1
+                last = state["left"] == 0 and not state["failed"]
+            if last:
+                then(results)
+        return ok
+
+    def failed(error: BaseException | None) -> None:
+        with lock:
+            first, state["failed"] = not state["failed"], True
+        if first:
+            done(error)
+
+    for i, (stmt, params) in enumerate(items):
+        _issue(conn, stmt, params, one(i), failed)
+
+
+def send_chain(conn: Connection, plan: SendFloorPlan) -> Chain:
+    """The send floor's plan as one chain, each step started by the previous one's callback: the
+    fencing read (a conversation's first call), the reservation (applied, or the chain fails),
+    record + index together, COMMITTED, the head read, the head write. The outbox append is no
+    driver statement and blocks: a plan with one is refused."""
+    if plan.log_append is not None:
+        raise ValueError("a callback chain issues driver statements only: build its plans with outbox=False")
+
+    def start(done: Done) -> None:
+        def head_write(_: Any = None) -> None:
+            _issue(conn, *plan.head_write, lambda _rows: done(None), done)
+
+        def head_read(_: Any = None) -> None:
+            if plan.head_read is None:
+                head_write()
+            else:
+                _issue(conn, *plan.head_read, head_write, done)
+
+        def commit(_: Any) -> None:
+            _issue(conn, *plan.commit, head_read, done)
+
+        def reserved(rows: Any) -> None:
+            if not rows or not rows[0][0]:
+                done(RuntimeError("callback floor: the reservation was not applied"))
+            else:
+                _together(conn, plan.record_and_index, commit, done)
+
+        def reserve(_: Any = None) -> None:
+            _issue(conn, *plan.reserve, reserved, done)
+
+        if plan.fencing_read is None:
+            reserve()
+        else:
+            _issue(conn, *plan.fencing_read, reserve, done)
+    return start
+
+
+def page_chain(conn: Connection, items: Sequence[tuple[Stmt, Sequence[Any]]], expected: int) -> Chain:
+    """The latest page's floor as one chain: the head's bounds and the bucket read together, the
+    bucket's rows counted (fewer than ``expected``: the chain fails)."""
+    def start(done: Done) -> None:
+        def fetched(results: list[Any]) -> None:
+            rows = len(results[1]) if results[1] is not None else 0
+            done(None if rows == expected else RuntimeError(f"callback floor: {rows} rows, {expected} expected"))
+        _together(conn, items, fetched, done)
+    return start
+
+
+def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
+    """Run ``chains``, ``in_flight`` at a time: the calling thread starts the first ones, and each
+    chain's end (on the driver's I/O thread) starts the next; the calling thread waits for the last.
+    Returns each chain's Timing in input order (a failed chain: its error's type)."""
+    n = len(chains)
+    timings: list[Timing | None] = [None] * n
+    if n == 0:
+        return []
+    lock = threading.Lock()
+    finished = threading.Event()
+    state = {"next": 0, "left": n}
+    local = threading.local()  # a chain that ends inline (an error before any I/O) starts the next in a loop
+
+    def start_one() -> None:
+        with lock:
+            i = state["next"]
+            if i >= n:
+                return
+            state["next"] = i + 1
+        started = now_ns()
+
+        def done(error: BaseException | None) -> None:
+            with lock:
+                if timings[i] is not None:
+                    return  # ended once already
+                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
+                state["left"] -= 1
+                last = state["left"] == 0
+            if last:
+                finished.set()
+            else:
+                launch()
+        try:
+            chains[i](done)
+        except Exception as exc:  # a chain that could not start is a failed call, not a stall
+            done(exc)
+
+    def launch() -> None:
+        if getattr(local, "active", False):
+            local.pending += 1
+            return
+        local.active, local.pending = True, 1
+        try:
+            while local.pending:
+                local.pending -= 1
+                start_one()
+        finally:
+            local.active = False
+
+    for _ in range(min(in_flight, n)):
+        launch()
+    finished.wait()
+    return [t for t in timings if t is not None]

@@ -1,0 +1,97 @@
+"""The bench's driver floors (lab.bench.store_paths.callback_floors) on the real node: the send's
+statements chained through the driver's callbacks, a few chains in flight from one thread, issue
+exactly the requests they claim and leave rows the store's read paths read back; a failed step
+fails its call and the others finish. Structure only, never a speed."""
+from __future__ import annotations
+
+import pytest
+
+from lab.bench.store_paths import BenchParams
+from lab.bench.store_paths.callback_floors import page_chain, run_chains, send_chain
+from lab.bench.store_paths.floors import FloorKeys, history_floor_items, send_floor_plans
+from lab.bench.store_paths.recording import BenchRun, body
+from lab.store import BatchEntry, seq_bucket
+
+pytestmark = pytest.mark.node
+
+PARAMS = BenchParams(send_conversations=2, body_bytes=64)
+CALLS = 6
+
+
+@pytest.fixture(scope="module")
+def chained(store):
+    run = BenchRun(store, PARAMS, None, lambda _msg: None)
+    keys = FloorKeys.new(PARAMS.send_conversations)
+    plans = send_floor_plans(run, CALLS, conversations=PARAMS.send_conversations, keys=keys, head_read=True,
+                             outbox=False)
+    before = run.snapshot()
+    timings = run_chains([send_chain(run.conn, plan) for plan in plans], in_flight=3)
+    return run, keys, plans, timings, run.snapshot(), before
+
+
+def test_every_chain_ends_once_without_error(chained):
+    _, _, _, timings, _, _ = chained
+    assert len(timings) == CALLS and [t.error for t in timings] == [None] * CALLS
+    assert all(t.ended_ns >= t.started_ns for t in timings)
+
+
+def test_each_send_issues_exactly_the_like_for_like_statements(chained):
+    """Per send: the reservation LWT, record + index, COMMITTED, the head read and write; the
+    fencing read once per conversation (its first call); no outbox append, no other request."""
+    from lab.bench.store_paths.recording import request_delta
+
+    _, _, _, _, after, before = chained
+    assert request_delta(before, after) == {
+        "client_dedup": {"lwt": CALLS, "write": CALLS}, "message_record": {"write": CALLS},
+        "message_index": {"write": CALLS},
+        "conversation_head": {"write": CALLS, "point_read": CALLS + PARAMS.send_conversations}}
+
+
+def test_the_rows_it_writes_are_read_back_by_the_store(chained, store):
+    run, keys, plans, _, _, _ = chained
+    for k, conversation in enumerate(keys.conversations):
+        mine = [(i, plan) for i, plan in enumerate(plans) if i % PARAMS.send_conversations == k]
+        page = store.history(keys.tenant, conversation, limit=CALLS)
+        seqs = [plan.reserve[1][4] for _, plan in mine]  # the reservation's conversation_seq
+        assert [m.conversation_seq for m in page.messages] == sorted(seqs, reverse=True)  # newest first
+        assert {m.conversation_seq: m.body for m in page.messages} == {
+            plan.reserve[1][4]: body(PARAMS.body_bytes, i) for i, plan in mine}
+        got = store.batch_read(keys.tenant, [BatchEntry(conversation_id=conversation, conversation_seq=m.conversation_seq,
+                                                        message_id=m.message_id) for m in page.messages])
+        assert len(got.messages) == len(mine) and not got.missing
+
+
+def test_the_page_chain_reads_the_head_and_the_bucket(chained):
+    run, keys, plans, _, _, _ = chained
+    width = run.store.constants.message_seq_bucket_width
+    conversation = keys.conversations[0]
+    rows = CALLS // PARAMS.send_conversations
+    top = max(plan.reserve[1][4] for i, plan in enumerate(plans) if i % PARAMS.send_conversations == 0)
+    items = history_floor_items(run, keys.tenant, conversation, seq_bucket(top, width), limit=CALLS)
+    before = run.snapshot()
+    timings = run_chains([page_chain(run.conn, items, rows) for _ in range(4)], in_flight=2)
+    assert [t.error for t in timings] == [None] * 4
+    from lab.bench.store_paths.recording import request_delta
+    assert request_delta(before, run.snapshot()) == {"conversation_head": {"point_read": 4},
+                                                     "message_record": {"range_read": 4}}
+    wrong = run_chains([page_chain(run.conn, items, rows + 1)], in_flight=1)  # fewer rows than claimed: an error
+    assert [t.error for t in wrong] == ["RuntimeError"]
+
+
+def test_a_refused_reservation_fails_its_call_and_the_others_finish(chained):
+    """The same plan again: its reservation exists, so the LWT is not applied and the chain stops
+    there (no further request); a fresh plan beside it completes."""
+    from lab.bench.store_paths.recording import request_delta
+
+    run, keys, plans, _, _, _ = chained
+    fresh = send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys, start=CALLS,
+                             head_read=True, outbox=False)
+    before = run.snapshot()
+    timings = run_chains([send_chain(run.conn, plans[-1]), send_chain(run.conn, fresh[0])], in_flight=2)
+    assert [t.error for t in timings] == ["RuntimeError", None]
+    assert request_delta(before, run.snapshot()) == {
+        "client_dedup": {"lwt": 2, "write": 1}, "message_record": {"write": 1}, "message_index": {"write": 1},
+        "conversation_head": {"write": 1, "point_read": 1}}
+    with pytest.raises(ValueError, match="outbox=False"):
+        send_chain(run.conn, send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys,
+                                              start=CALLS + 1)[0])
