@@ -57,6 +57,9 @@ class NotebookSpec:
         return f"lab.calibration.experiments.{self.name}"
 
 
+# the notebooks whose constants are latency trade-offs: `lab calibrate --target-rtt` sets their target_rtt_us
+TARGET_RTT_NOTEBOOKS = ("in_limit", "empty_buckets")
+
 SUITE: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="b_row", what="bytes per row on disk per table, with/without compression",
@@ -76,7 +79,7 @@ SUITE: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="in_limit", what="IN-list latency 1..several hundred, server limit, recommendation",
         quick={"partition_rows": 600, "in_sizes": [1, 2, 5, 10, 20, 50, 100, 200, 300, 500], "min_rounds": 10,
-               "max_rounds": 40, "target_rel_half_width": 0.3, "budget_seconds": 30},
+               "max_rounds": 40, "target_rel_half_width": 0.3, "budget_seconds": 30, "rtts_us": []},
         quick_seconds=20, full_seconds=300 + 30,
         measures=(
             Measure(constant="batch_read_in_list_limit", measured="recommended_in_limit",
@@ -85,13 +88,14 @@ SUITE: tuple[NotebookSpec, ...] = (
                     rec_ci=("recommended_in_limit_ci_low", "recommended_in_limit_ci_high"),
                     what="smallest IN size within 10% of the lowest per-row latency, inside the p99 budget and the server limit",
                     observe=("recommended_p99_ms", "recommended_per_row_us", "lowest_per_row_in_size", "in{current}_p99_ms",
-                             "server_in_limit", "p99_budget_ms", "rounds")),
+                             "server_in_limit", "p99_budget_ms", "rounds", "target_rtt_us",
+                             "recommended_in_limit_at_measured_rtt", "in_limit_rtt_model", "in_limit_rtt_held_out")),
         )),
     NotebookSpec(
         name="empty_buckets", what="history pages over runs of empty buckets vs the scan limit",
         quick={"runs": [0, 1, 2, 4, 8, 9, 12, 24, 30], "scan_limits": [8, 16], "min_rounds": 3, "max_rounds": 10,
                "target_rel_half_width": 0.3, "budget_seconds": 20, "hole_messages": 20000,
-               "max_hole_messages": 100000, "hole_budget_seconds": 5},
+               "max_hole_messages": 100000, "hole_budget_seconds": 5, "rtts_us": []},
         quick_seconds=28, full_seconds=240 + 30 + 30,
         measures=(
             Measure(constant="history_max_empty_bucket_scan", measured="recommended_scan_limit",
@@ -101,7 +105,9 @@ SUITE: tuple[NotebookSpec, ...] = (
                     what="smallest limit leaving the workload's seq holes scannable, at the measured cost per empty bucket",
                     observe=("per_empty_bucket_ms", "per_empty_bucket_ms_ci_low", "per_empty_bucket_ms_ci_high",
                              "worst_case_page_ms_at_recommended",
-                             "workload_truncated_share_at_recommended", "workload_truncated_share_at_design")),
+                             "workload_truncated_share_at_recommended", "workload_truncated_share_at_design",
+                             "target_rtt_us", "worst_case_page_ms_at_target_rtt", "empty_buckets_rtt_model",
+                             "empty_buckets_rtt_held_out")),
         )),
     NotebookSpec(
         name="twcs_sstables", what="SSTable counts over simulated weeks for two windows per table",

@@ -23,7 +23,7 @@ from lab.cli.options import (
     results_option,
     services_options,
 )
-from lab.cluster.config import ClusterConfig
+from lab.cluster.config import ClusterConfig, parse_rtt
 from lab.comparison.catalog import KINDS
 from lab.errors import LabError
 
@@ -67,10 +67,26 @@ def _my_mix_override(my_mix: str, selected: tuple[str, ...] | None, results: Pat
     return str(path.resolve()) if path.suffix == ".toml" else my_mix
 
 
+def _target_rtt_overrides(target_rtt: str, selected: tuple[str, ...] | None,
+                          overrides: dict[str, dict[str, Any]]) -> None:
+    """--target-rtt as each selected round-trip notebook's target_rtt_us (lab.calibration.registry)."""
+    from lab.calibration.registry import TARGET_RTT_NOTEBOOKS
+
+    try:
+        us = parse_rtt(target_rtt)
+    except ValueError:
+        raise click.BadParameter(f"{target_rtt!r} is not a round trip such as 1ms, 300us or 0.5ms",
+                                 param_hint="--target-rtt") from None
+    for name in TARGET_RTT_NOTEBOOKS:
+        if selected is None or name in selected:
+            overrides.setdefault(name, {})["target_rtt_us"] = us
+
+
 def _resume_conflicts(ctx: click.Context) -> list[str]:
     from click.core import ParameterSource
 
     names = {"notebooks": "--notebooks", "params": "--param", "my_mix": "--my-mix", "quick": "--quick/--full",
+             "target_rtt": "--target-rtt",
              "repeat_check": "--repeat-check", "propose_from": "--propose-from", "keep_going": "--keep-going",
              **{dest: flag for flag, dest, _, _ in SERVICES_FLAGS}}  # the run's own services: recorded
     return [flag for name, flag in names.items() if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
@@ -144,6 +160,9 @@ def _report_result(result: Any) -> None:
 @click.option("--my-mix", "my_mix", default=None, metavar="NAME|FILE",
               help="price your product's mix in the capacity notebook: a profile of datasets/profiles/ (or the "
                    "packaged lab/workload/profiles/) or a .toml file; its nodes per tier in the report")
+@click.option("--target-rtt", "target_rtt", default=None, metavar="RTT",
+              help="the deployment's round trip (e.g. 1ms, 0.3ms): the latency notebooks also measure through the "
+                   "latency proxy at other round trips, fit latency against it and recommend for this one")
 @click.option("--resume", "resume", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               metavar="RUN_DIR", help="run the notebooks of RUN_DIR not yet finished (interrupted, failed, not run) "
                                       "into the same folder with its own mode and parameters; one report")
@@ -163,7 +182,8 @@ def _report_result(result: Any) -> None:
 @cluster_options
 @click.pass_context
 def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None, params: tuple[str, ...],
-              my_mix: str | None, resume: Path | None, propose: bool, propose_from: Path | None, allow_quick: bool,
+              my_mix: str | None, target_rtt: str | None, resume: Path | None, propose: bool,
+              propose_from: Path | None, allow_quick: bool,
               repeat_check: bool, keep_going: bool, cell_timeout: float | None, progress: bool, check_first: bool,
               results: Path, config: ClusterConfig, services: Any) -> None:
     """Run the headless calibration suite and print where the report is.
@@ -196,6 +216,8 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
     if my_mix is not None:
         capacity = overrides.setdefault("capacity", {})
         capacity["my_mix"] = _my_mix_override(my_mix, selected, results, capacity)
+    if target_rtt is not None:
+        _target_rtt_overrides(target_rtt, selected, overrides)
     options = CalibrationOptions(quick=quick, results=results, notebooks=selected, overrides=overrides,
                                  propose=propose, keep_going=keep_going, progress=progress,
                                  cell_timeout_seconds=cell_timeout, allow_quick=allow_quick, services=services)

@@ -21,7 +21,7 @@ import pytest
 
 from lab.calibration.calibrate import CalibrationOptions, run_calibration
 from lab.calibration.recommendations import MEASURES, NOT_MEASURED
-from lab.calibration.registry import NOTEBOOKS
+from lab.calibration.registry import NOTEBOOKS, TARGET_RTT_NOTEBOOKS
 from lab.constants import APPENDIX_B_PATH, load_constants, read_entries
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 from lab.project import PROJECT_DIR
@@ -40,7 +40,7 @@ TINY: dict[str, dict] = {
               "fit_repeats": 2, "show_progress": False},
     "in_limit": {"partition_rows": 120, "in_sizes": [1, 10, 100], "min_rounds": 4, "max_rounds": 4, "probe_sizes": [],
                  "show_progress": False},
-    "empty_buckets": {"runs": [0, 9], "scan_limits": [8], "min_rounds": 2, "max_rounds": 2, "rows_oldest": 5,
+    "empty_buckets": {"runs": [0, 2, 9], "scan_limits": [8], "min_rounds": 2, "max_rounds": 2, "rows_oldest": 5,
                       "hole_messages": 2000, "show_progress": False},
     "twcs_sstables": {"record_windows_days": [1, 7], "dedup_windows_hours": [1, 6], "record_days": 3,
                       "dedup_hours": 3, "rows_per_interval": 2, "expire_days": 1, "expire_hours": 1,
@@ -49,6 +49,10 @@ TINY: dict[str, dict] = {
                       "dm_backlog": 2, "repeats": 2, "show_progress": False},
     "capacity": {"show_progress": False, "my_mix": "example_mix", "my_mix_rows": 2000},
 }
+
+
+# The run's deployment round trip (lab calibrate --target-rtt): the latency notebooks sweep 1 and 2 ms too.
+TARGET_RTT = {"target_rtt_us": 1000, "rtt_rounds": 2}
 
 
 # The notebooks that feed appendix-B constants (b_row, in_limit, empty_buckets) plus capacity, which
@@ -66,7 +70,8 @@ def results(tmp_path_factory) -> Path:
 def run(cluster_config, results):
     """One quick calibration (TINY parameters) of SUITE, with --propose (allowed on a quick run)."""
     return run_calibration(cluster_config, CalibrationOptions(
-        quick=True, results=results, notebooks=SUITE, overrides={n: TINY[n] for n in SUITE}, propose=True,
+        quick=True, results=results, notebooks=SUITE, propose=True,
+        overrides={n: TINY[n] | (TARGET_RTT if n in TARGET_RTT_NOTEBOOKS else {}) for n in SUITE},
         allow_quick=True, progress=False))
 
 
@@ -601,3 +606,25 @@ def test_resume_finishes_the_run_in_its_folder_and_prices_the_mix_from_the_lates
     again = subprocess.run([*LAB, "calibrate", "--resume", str(run_dir), "--no-preflight"], capture_output=True,
                            text=True, cwd=ROOT, timeout=120)
     assert again.returncode == 2 and "nothing to resume" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_the_latency_constants_are_recommended_at_the_target_round_trip_from_a_sweep(run):
+    """With a target round trip, in_limit and empty_buckets measure at 1 and 2 ms through the proxy
+    too; the report quotes the fitted model and its held-out check, and the IN limit proposed is
+    the one the rule gives at the target."""
+    cal = json.loads((run.run_dir / "calibration.json").read_text())
+    for name, constant in (("in_limit", "batch_read_in_list_limit"),
+                           ("empty_buckets", "history_max_empty_bucket_scan")):
+        values = json.loads((run.run_dir / name / "values.json").read_text())
+        sweep = values[f"{name}_rtt"]
+        # the main curve is left out when its rounds were all loader-bound (a busy machine): then
+        # the two swept round trips alone are fitted, with no held-out check
+        rtts = sweep["model"]["rtts_us"]
+        assert sweep["target_rtt_us"] == 1000 and rtts in ([0, 1000, 2000], [1000, 2000])
+        assert set(sweep["choice_by_rtt"]) == {str(r) for r in rtts}
+        evidence = cal["constants"][constant]["evidence"]
+        assert "latency = RTT x (" in evidence, evidence
+        if rtts[0] == 0:
+            assert sweep["held_out"]["rtt_us"] == 1000 and "held out RTT 1 ms" in evidence, evidence
+    values = json.loads((run.run_dir / "in_limit" / "values.json").read_text())
+    assert values["recommended_in_limit"] in (None, values["in_limit_rtt"]["choice_at_target"])

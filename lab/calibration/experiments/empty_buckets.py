@@ -23,7 +23,9 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
+from lab.calibration.experiments.rtt_sweep import fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
 from lab.calibration.precision import Halves, Precision, sample_until
+from lab.calibration.rtt_model import RttModel, RttPoint, RttSweep, rtt_text
 from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, percentile, relative_half_width, timed
 from lab.measure.process_cpu import CpuMeter
@@ -50,6 +52,9 @@ class Params(TimedParams):
     max_hole_messages: int = 1_000_000
     hole_budget_seconds: float = 30.0
     target_truncated_share: float = 0.001
+    rtts_us: tuple[int, ...] = (1000, 2000)   # emulated round trips measured besides the run's own
+    rtt_rounds: int = 10                       # rounds of every hole length at each of them
+    target_rtt_us: int | None = None           # the deployment's round trip: the worst page priced at it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +76,7 @@ class Result:
     cost_halves: tuple[float, float] | None = None  # per-empty-bucket ms from each half of the rounds
     loader_cpu_percent_of_core: tuple[float, ...] = ()  # this process (the client) per round
     loader_bound_rounds: int = 0                         # over the limit: not used for the cost
+    rtt: RttSweep | None = None   # pages at other round trips: the model, the worst page per round trip
 
     @property
     def unstable(self) -> bool:
@@ -112,6 +118,11 @@ class Result:
             "workload_truncated_share_at_recommended": self.truncated_share(self.recommended),
             "worst_case_page_ms_at_design": self.base_page_ms + self.design_scan_limit * self.per_empty_bucket_ms,
             "worst_case_page_ms_at_recommended": self.base_page_ms + self.recommended * self.per_empty_bucket_ms,
+            "target_rtt_us": self.params.target_rtt_us,
+            "empty_buckets_rtt": self.rtt.to_json() if self.rtt else None,
+            "empty_buckets_rtt_model": self.rtt.model.describe("empty bucket") if self.rtt else None,
+            "empty_buckets_rtt_held_out": self.rtt.held_out.describe() if self.rtt and self.rtt.held_out else None,
+            "worst_case_page_ms_at_target_rtt": self.rtt.choice_at_target if self.rtt else None,
         }
         out |= flatten(d, "run{run}_{value}", {"requests": int, "empty_buckets_scanned": int,
                                                 "stopped": ("stopped_on_empty", bool), "p50_ms": float})
@@ -171,6 +182,32 @@ def page_cost(pages: pd.DataFrame) -> tuple[float, float]:
         return 0.0, float(med.iloc[0]) if len(med) else 0.0
     slope, intercept = np.polyfit(med.index.to_numpy(float), med.to_numpy(), 1)
     return float(slope), float(intercept)
+
+
+def worst_page_at(model: RttModel, *, base_ms: float, per_bucket_ms: float, limit: int, measured_rtt_us: int,
+                  rtt_us: int) -> float:
+    """The worst page at ``limit`` (base + limit empty buckets), moved to ``rtt_us`` by the model's
+    round-trip term."""
+    return round(base_ms + limit * per_bucket_ms + model.added_ms(limit, from_rtt_us=measured_rtt_us,
+                                                                    to_rtt_us=rtt_us), 2)
+
+
+def _sweep(testbed: Testbed, params: Params, constants: Any, state: Path, keyspace: str,
+           conversations: dict[int, tuple[Any, Any]]) -> list[dict[str, Any]]:
+    """Latest pages over every hole shorter than the largest scan limit, through the latency proxy."""
+    limit = max(params.scan_limits)
+    runs = {r: c for r, c in conversations.items() if r < limit}
+    stack = contextlib.ExitStack()
+
+    def call_on(conn: Any) -> Any:
+        reader = stack.enter_context(MessageStore.open(
+            testbed.config.replace(keyspace=keyspace), state_dir=state, connection=conn,
+            constants=constants.replace(history_max_empty_bucket_scan=limit), **testbed.services.store_options()))
+        return lambda r: timed(lambda: reader.history(*runs[int(r)], limit=params.page_limit))[1].elapsed_ms
+
+    with stack:
+        return measure_at_rtts(testbed, sweep_rtts(testbed.config.rtt_us, params.rtts_us, params.target_rtt_us),
+                               call_on, sorted(runs), rounds=params.rtt_rounds, seed=params.seed)
 
 
 def _usable(pages: pd.DataFrame) -> pd.DataFrame:
@@ -241,6 +278,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         precision = sample_until(one_round, achieved, quantity="ms per empty bucket",
                                  target=params.target_rel_half_width, budget_seconds=params.budget_seconds,
                                  min_steps=params.min_rounds, max_steps=max(params.min_rounds, params.max_rounds))
+        swept = _sweep(testbed, params, constants, state, store.keyspace, conversations)
     df = pd.DataFrame(pages)
     summary_rows = []
     for (limit, r), g in df.groupby(["scan_limit", "run"]):
@@ -281,13 +319,23 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     split = Halves(first=max(recommend_limit(hole_rows.iloc[:mid], params.target_truncated_share), design),
                    second=max(recommend_limit(hole_rows.iloc[mid:], params.target_truncated_share), design)) \
         if len(hole_rows) >= 2 else None
+    sweep = None
+    if swept:
+        crossed = used[(used.scan_limit == max(params.scan_limits)) & ~used.stopped_on_empty.astype(bool)]
+        main = [RttPoint(rtt_us=testbed.config.rtt_us, x=float(k), latency_ms=float(g.latency_ms.mean()), n=len(g))
+                for k, g in crossed.groupby("empty_buckets_scanned")]
+        sweep = fit_sweep(main, swept, measured_rtt_us=testbed.config.rtt_us, target_rtt_us=params.target_rtt_us,
+                          choose=lambda m, r: worst_page_at(m, base_ms=float(intercept), per_bucket_ms=float(max(slope, 0.0)),
+                                                            limit=recommended, measured_rtt_us=testbed.config.rtt_us,
+                                                            rtt_us=r))
     return Result(params=params, design_scan_limit=design, pages=df,
                   summary=summary, holes=hole_rows, required=required, recommended=recommended,
                   per_empty_bucket_ms=float(max(slope, 0.0)), base_page_ms=float(intercept),
                   per_empty_bucket_interval=slope_ci, precision=precision, halves=split, cost_halves=cost_halves,
                   stability=stable, hole_samples=len(samples),
                   loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu),
-                  loader_bound_rounds=sum(1 for p in round_cpu if p > params.max_loader_cpu_percent_of_core))
+                  loader_bound_rounds=sum(1 for p in round_cpu if p > params.max_loader_cpu_percent_of_core),
+                  rtt=sweep)
 
 
 def conclusion(result: Result) -> str:
@@ -334,4 +382,10 @@ def conclusion(result: Result) -> str:
                      f"{100 * v['workload_truncated_share_at_design']:.3f}% of the workload's holes cut paging short "
                      f"(more than the target {100 * p.target_truncated_share:g}%); at {rec} the worst page costs about "
                      f"{v['worst_case_page_ms_at_recommended']:.1f} ms.")
+    if result.rtt is not None:
+        lines.append(rtt_text(result.rtt, f"the worst page at the recommended {result.recommended} costs (ms)",
+                              "empty bucket")
+                     + " The limit itself follows the workload's holes; the round trip sets what its worst page costs.")
+    elif no_model_text(p.target_rtt_us, "two hole lengths shorter than the largest scan limit"):
+        lines.append(no_model_text(p.target_rtt_us, "two hole lengths shorter than the largest scan limit"))
     return "\n\n".join(lines)

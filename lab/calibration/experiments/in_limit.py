@@ -20,7 +20,9 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
+from lab.calibration.experiments.rtt_sweep import fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
 from lab.calibration.precision import Halves, Precision, halves
+from lab.calibration.rtt_model import RttModel, RttPoint, RttSweep, rtt_text
 from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.errors import InListTooLong, LabError
 from lab.measure import bootstrap_rounds, interval_of, latency_summary, relative_half_width, timed, too_few
@@ -48,6 +50,9 @@ class Params(TimedParams):
     warmup: int = 20
     p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
+    rtts_us: tuple[int, ...] = (1000, 2000)   # emulated round trips measured besides the run's own
+    rtt_rounds: int = 8                        # rounds of every size at each of them
+    target_rtt_us: int | None = None           # the deployment's round trip: the recommendation is for it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +74,7 @@ class Result:
     warnings: dict[int, list[str]] = field(default_factory=dict)
     loader_cpu_percent_of_core: tuple[float, ...] = ()   # this process (the client) per round
     loader_bound_rounds: int = 0                          # rounds over the limit: not used
+    rtt: RttSweep | None = None          # the latencies at other round trips, the model, the choice at the target
 
     @property
     def loader_bound(self) -> bool:
@@ -108,11 +114,36 @@ class Result:
                "recommended_per_row_us_ci_high": self.per_row_interval[1],
                "loader_cpu_percent_of_core_max": max(self.loader_cpu_percent_of_core, default=None),
                "loader_bound_rounds": self.loader_bound_rounds, "loader_bound": self.loader_bound}
+        out |= _rtt_values(self)
         out |= flatten(self.per_size, "in{in_size}_{value}", {"p50_ms": float, "p99_ms": float, "per_row_us": float})
         if self.recommended is not None:
             out["recommended_p99_ms"] = float(ps.loc[self.recommended, "p99_ms"])
             out["recommended_per_row_us"] = float(ps.loc[self.recommended, "per_row_us"])
         return out
+
+
+def _rtt_values(result: Result) -> dict[str, Any]:
+    """The round-trip sweep's keys; with a target, the recommendation proposed is the target's."""
+    sweep = result.rtt
+    out: dict[str, Any] = {"recommended_in_limit_at_measured_rtt": result.recommended,
+                           "target_rtt_us": result.params.target_rtt_us,
+                           "in_limit_rtt": sweep.to_json() if sweep else None,
+                           "in_limit_rtt_model": sweep.model.describe("key") if sweep else None,
+                           "in_limit_rtt_held_out": sweep.held_out.describe() if sweep and sweep.held_out else None}
+    if sweep is not None and sweep.target_rtt_us is not None and result.recommended is not None:
+        out["recommended_in_limit"] = sweep.choice_at_target
+    return out
+
+
+def at_rtt(per_size: pd.DataFrame, model: RttModel, *, measured_rtt_us: int, rtt_us: int, p99_budget_ms: float,
+           server_limit: int | None, tolerance: float) -> int | None:
+    """:func:`recommend` on the measured curve moved to ``rtt_us`` by the model's round-trip term."""
+    moved = per_size.copy()
+    add = moved.in_size.map(lambda k: model.added_ms(k, from_rtt_us=measured_rtt_us, to_rtt_us=rtt_us))
+    moved["mean_ms"] += add
+    moved["p99_ms"] += add
+    moved["per_row_us"] = moved.mean_ms * 1000 / moved.in_size
+    return recommend(moved, p99_budget_ms=p99_budget_ms, server_limit=server_limit, tolerance=tolerance)
 
 
 def server_settings(testbed: Testbed) -> dict[str, Any]:
@@ -204,9 +235,10 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         testbed.admin.flush(store.keyspace, "message_record")
         testbed.admin.compact(store.keyspace, "message_record")
         # BYPASS CACHE on Scylla (the dialect's): a flush fills its row cache, and this reads SSTables
-        stmt = store.prepare_raw(testbed.connection.dialect.sstable_read(
+        cql = testbed.connection.dialect.sstable_read(
             f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record "
-            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq IN ?"))
+            "WHERE tenant_id = ? AND conversation_id = ? AND seq_bucket = ? AND conversation_seq IN ?")
+        stmt = store.prepare_raw(cql)
         key = (uuid.UUID(str(part.tenant_id.iloc[0])), uuid.UUID(conv), 1)
         seqs = part.conversation_seq.to_numpy()
 
@@ -283,6 +315,15 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 rejected[k] = f"{type(exc).__name__}: {exc}"
                 limits += [exc.limit] if isinstance(exc, InListTooLong) else []
 
+        def call_on(conn: Any) -> Any:
+            on = conn.prepare(cql.format(ks=store.keyspace))
+            return lambda k: timed(lambda: list(conn.execute(on, key + ([int(s) for s in rng.choice(
+                seqs, size=int(k), replace=False)],))))[1].elapsed_ms
+
+        swept = measure_at_rtts(testbed, sweep_rtts(testbed.config.rtt_us, params.rtts_us, params.target_rtt_us),
+                                call_on, [k for k in sizes if k not in rejected], rounds=params.rtt_rounds,
+                                seed=params.seed)
+
     df = pd.DataFrame(samples)
     used = df[~df.loader_bound.astype(bool)] if len(df) and "loader_bound" in df else df
     bound_rounds = sum(1 for pct in round_cpu if pct > params.max_loader_cpu_percent_of_core)
@@ -311,6 +352,15 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
     stable = choice_stability(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit),
                               choice=recommended)
     per_row_ci: tuple[float | None, float | None] = (None, None)
+    sweep = None
+    if swept:
+        main = [RttPoint(rtt_us=testbed.config.rtt_us, x=float(r.in_size), latency_ms=float(r.mean_ms), n=int(r.n))
+                for r in per_size.itertuples() if r.ok]
+        sweep = fit_sweep(main, swept, measured_rtt_us=testbed.config.rtt_us, target_rtt_us=params.target_rtt_us,
+                          per_x_round_trips=False,
+                          choose=lambda m, r: at_rtt(per_size, m, measured_rtt_us=testbed.config.rtt_us, rtt_us=r,
+                                                     p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
+                                                     tolerance=params.per_row_tolerance))
     if recommended is not None:
         j = sizes.index(recommended)
         per_row_ci = interval_of(bootstrap_rounds(len(m), lambda idx: float(np.nanmean(m[idx, j])) * 1000 / recommended))
@@ -320,7 +370,8 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   halves=halves(len(m), lambda idx: _recommend_rows(m[idx], sizes, params, server_limit)),
                   recommended_interval=tuple(int(x) if x is not None else None for x in rec_interval),
                   stability=stable, per_row_interval=per_row_ci, lowest_per_row=lowest,
-                  loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu), loader_bound_rounds=bound_rounds)
+                  loader_cpu_percent_of_core=tuple(round(p, 1) for p in round_cpu), loader_bound_rounds=bound_rounds,
+                  rtt=sweep)
 
 
 def _p99_ms(value: float, n: int) -> str:
@@ -364,7 +415,9 @@ def conclusion(result: Result) -> str:
             head = (f"**Inconclusive** ({result.stability.describe()}): not proposed, keep {result.design_in_limit}; "
                     f"the full sample's choice would be {k}")
         else:
-            head = f"**Recommended IN limit: {k}**"
+            head = f"**Recommended IN limit: {v['recommended_in_limit']}**" + (
+                "" if result.params.target_rtt_us is None or result.rtt is None else
+                f" for a round trip of {result.params.target_rtt_us / 1000:g} ms ({k} where it was measured)")
         lines.append(f"{head} — the smallest size within {tol:g}% of the lowest per-row cost "
                      f"({v['recommended_per_row_us']:.0f} µs/row, {_p99_ms(v['recommended_p99_ms'], n)}; lowest at "
                      f"{result.lowest_per_row}) among sizes with p99 <= {p.p99_budget_ms:g} ms "
@@ -382,4 +435,8 @@ def conclusion(result: Result) -> str:
         if result.server_limit is None and k > 100:
             lines.append("Above 100 the gain must be weighed against ScyllaDB's default limit of 100: "
                          "raising the constant needs the server setting raised too.")
+    if result.rtt is not None:
+        lines.append(rtt_text(result.rtt, "the IN-limit rule gives"))
+    elif no_model_text(p.target_rtt_us, "two IN sizes"):
+        lines.append(no_model_text(p.target_rtt_us, "two IN sizes"))
     return "\n\n".join(lines)
