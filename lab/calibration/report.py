@@ -194,8 +194,9 @@ def _links(cal: Mapping[str, Any]) -> str:
     return "<p><small>" + "; ".join(out) + "</small></p>"
 
 
-def _round_trip(rt: Mapping[str, Any]) -> str:
-    """One row per operation, a header per column and its unit in the header."""
+def _round_trip(rt: Mapping[str, Any], rtt_us: Any = None) -> str:
+    """One row per operation, a header per column and its unit in the header; the emulated round
+    trip every latency of the run crossed (``rtt_us`` of the run's cluster settings)."""
 
     if not rt:
         return "<p>Not measured.</p>"
@@ -203,7 +204,15 @@ def _round_trip(rt: Mapping[str, Any]) -> str:
             for op in ("write", "read")]
     return (table(["operation", "<th class='num'>p50 (µs)</th>", "<th class='num'>p99 (µs)</th>"], rows)
             + f"<p><small>{fmt(rt.get('n'))} rows of {fmt(ROUND_TRIP_PAYLOAD_BYTES)} B written then read one at a time in a scratch "
-              f"keyspace, {fmt(rt.get('seconds'), unit='s')} in all.</small></p>")
+              f"keyspace, {fmt(rt.get('seconds'), unit='s')} in all. {_rtt_words(rtt_us)}</small></p>")
+
+
+def _rtt_words(rtt_us: Any) -> str:
+    if not isinstance(rtt_us, int) or isinstance(rtt_us, bool) or rtt_us <= 0:
+        return ("Every latency of this run crossed loopback directly (no emulated round trip; "
+                "<code>lab calibrate --target-rtt</code> prices the latency constants at a deployment's).")
+    return (f"Every latency of this run crossed an emulated round trip of {fmt(rtt_us / 1000)} ms "
+            "(the latency proxy, <code>--rtt</code>).")
 
 
 def render(cal: Mapping[str, Any], run_dir: Path) -> str:
@@ -214,7 +223,8 @@ def render(cal: Mapping[str, Any], run_dir: Path) -> str:
             + "<h2>Evidence per constant</h2>" + _evidence(cal, run_dir)
             + "<h2>Notebooks</h2>" + _notebooks_section(cal, run_dir)
             + "<h2>Environment</h2>" + _environment(cal.get("environment") or {})
-            + "<h2>Write/read round trip</h2>" + _round_trip((cal.get("measurements") or {}).get("round_trip") or {}))
+            + "<h2>Write/read round trip</h2>" + _round_trip((cal.get("measurements") or {}).get("round_trip") or {},
+                                                             ((cal.get("environment") or {}).get("cluster") or {}).get("rtt_us")))
     return page(f"Calibration {run_id}", body)
 
 

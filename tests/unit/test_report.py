@@ -253,3 +253,13 @@ def test_the_capacity_table_carries_the_confidence_of_its_inputs_and_cites_what_
             "r0 (the latest b_row run in results (r0, 2026-12-01 10:00 UTC))") in section
     heads = re.findall(r"<th[^>]*>", section)
     assert heads.count("<th class='num'>") == 5  # every numeric column's header (messages / day too) over its numbers
+
+
+def test_the_report_names_the_round_trip_every_latency_crossed(tmp_path):
+    cal = _run(tmp_path, quick=False)
+    cal["measurements"] = {"round_trip": {"n": 200, "write_p50_us": 2400, "write_p99_us": 3100, "read_p50_us": 2300,
+                                          "read_p99_us": 2900, "seconds": 1.2}}
+    assert "crossed loopback directly" in render(cal, tmp_path)
+    cal["environment"]["cluster"] = {"rtt_us": 2000}
+    page = render(cal, tmp_path)
+    assert "emulated round trip of 2 ms" in page and "loopback directly" not in page

@@ -176,10 +176,11 @@ class Testbed:
     services: ServicesConfig = field(default_factory=ServicesConfig)
 
     def environment(self) -> dict[str, Any]:
-        """What a notebook's environment block records: the server, the store's parts and this
-        process's cyclic GC (``client_gc``: :func:`open_testbed` applies it)."""
+        """What a notebook's environment block records: the server, the store's parts, this
+        process's cyclic GC (``client_gc``: :func:`open_testbed` applies it) and the emulated round trip."""
         return {"server": self.connection.server_kind(), "server_version": self.connection.server_version(),
-                "admin": self.admin.name, "services": self.services.describe_run()}
+                "admin": self.admin.name, "services": self.services.describe_run(),
+                "rtt_us": self.config.rtt_us}   # the emulated round trip every latency crossed (0: none)
 
     def settle_client_gc(self) -> None:
         """This process's collector as the services' ``client_gc`` says, again, now that a later
