@@ -5,7 +5,8 @@ machines), load_folders, plan (what each Locust process is handed), pacing, temp
 Watching it: progress, live_counts (the one source of counts), run_monitor, metrics_endpoint,
 loadgen_cpu, operation_cpu, loader_sizing (``--processes auto``).
 Judging it: verdict (valid, loader- or machine-bound), outcomes, summary, staircase_figure, audit.
-The knee at a latency target: knee_search (the search's rule), knee_run (``lab load --slo``).
+The knee at a latency target: knee_search (the search's rule), knee_run (``lab load --slo``),
+knee_check (the curve predicted at a rate it did not measure, then measured).
 Soak: soak (``lab soak``), soak_report, soak_checks; thread_driver (the notebooks' fixed rate).
 locust/: the Locust side (entrypoint, users, shapes, runtime, profiles.toml).
 

@@ -19,6 +19,7 @@ from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
 from lab.errors import LabError
+from lab.load.knee_check import HeldOutRate, check, predict
 from lab.load.knee_search import Knee, KneeStep, SearchPlan, Slo, next_rate
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.progress import NO_PROGRESS, LoadProgress
@@ -45,6 +46,7 @@ class KneeOptions:
     step_seconds: float = 20.0           # the shortest measured window of a step
     warmup_seconds: float = 5.0
     allow_loader_bound: bool = False
+    held_out_share: float | None = None  # then one more step at this share of the knee checks the curve
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +58,7 @@ class KneeResult:
     audit: Any = None
     shared_machine: bool = False
     rtt_us: int = 0                  # the round trip added to every request (lab.cluster.rtt_proxy)
+    held_out: HeldOutRate | None = None  # the curve predicted at a rate it did not measure, then measured
 
 
 def step_seconds(rate: float, options: KneeOptions) -> float:
@@ -146,6 +149,7 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
     shared = on_this_machine(config.contact_points)
     steps: list[KneeStep] = []
     last: LoadResult | None = None
+    held_out: HeldOutRate | None = None
     with connect(config) as conn:
         admin = admin_for(config, conn)
         nodes = max(1, len(conn.hosts()))
@@ -154,19 +158,29 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
             readings = admin.cpu_readings()
             return sum(r.cpu_seconds for r in readings) if readings else None
 
+        def one_step(rate: float, what: str) -> KneeStep:
+            nonlocal last
+            seconds = step_seconds(rate, options)
+            progress.phase(f"{what}: {rate:,.1f} calls/s of the {base.profile} mix for "
+                           f"{seconds:g} s (+{options.warmup_seconds:g} s warmup); target {options.slo.text}")
+            last = run_load(config, dataclasses.replace(
+                base, rate=rate, users=step_users(base, rate), staircase_max=None, duration_seconds=seconds,
+                warmup_seconds=options.warmup_seconds, run_id=run_id, load_subdir=KNEE_SUBDIR, audit=False),
+                progress=progress, services=services)
+            step = measured_step(len(steps) + 1, last, sampler, options.slo, shared=shared)
+            progress.phase(step_line(step, options))
+            return step
+
         try:
             with CpuSampler(node_seconds) as sampler:
                 while (rate := next_rate(options.search, steps, options.slo)) is not None:
-                    seconds = step_seconds(rate, options)
-                    progress.phase(f"knee step {len(steps) + 1}: {rate:,.1f} calls/s of the {base.profile} mix for "
-                                   f"{seconds:g} s (+{options.warmup_seconds:g} s warmup); target {options.slo.text}")
-                    last = run_load(config, dataclasses.replace(
-                        base, rate=rate, users=step_users(base, rate), staircase_max=None, duration_seconds=seconds,
-                        warmup_seconds=options.warmup_seconds, run_id=run_id, load_subdir=KNEE_SUBDIR, audit=False),
-                        progress=progress, services=services)
-                    step = measured_step(len(steps) + 1, last, sampler, options.slo, shared=shared)
-                    steps.append(step)
-                    progress.phase(step_line(step, options))
+                    steps.append(one_step(rate, f"knee step {len(steps) + 1}"))
+                found = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes)
+                predicted = predict(found, options.held_out_share) if options.held_out_share else None
+                if predicted is not None:
+                    held = one_step(predicted.rate, f"held-out step at {100 * options.held_out_share:g}% of the knee")
+                    held_out = check(found, predicted, held)
+                    progress.phase(held_out.describe(options.slo.percentile))
         finally:
             admin.close()
     run_dir = last.run_dir if last is not None else Path(base.results).resolve() / run_id
@@ -180,12 +194,13 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
     out = knee.to_json() | {"run_id": run_id, "profile": base.profile, "shared_machine": shared,
                             "rtt_us": config.rtt_us,
                             "machine_cores": os.cpu_count() or 1, "node_cpu_error": sampler.error,
-                            "audit": None if audit is None else audit.to_json()}
+                            "audit": None if audit is None else audit.to_json(),
+                            "held_out_rate": None if held_out is None else held_out.to_json()}
     path = run_dir / KNEE_FILE
     write_json(path, out)
     figure = write_knee_figure(knee, run_dir, title=f"knee {run_id} ({base.profile}): {options.slo.text}")
     return KneeResult(knee=knee, run_dir=run_dir, path=path, figure=figure, audit=audit, shared_machine=shared,
-                      rtt_us=config.rtt_us)
+                      rtt_us=config.rtt_us, held_out=held_out)
 
 
 def step_line(step: KneeStep, options: KneeOptions) -> str:

@@ -76,9 +76,9 @@ def test_a_loader_bound_step_is_never_the_answer(cluster_config, keyspace, tmp_p
 
 
 def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_config):
-    """The notebook's search on the capacity mix, then the capacity notebook sizing each tier from
-    its knee beside the other counts; every step met a generous target, so the knee is a lower bound
-    and the report says so."""
+    """The notebook's search on the capacity mix, its held-out step, then the capacity notebook sizing
+    each tier from its knee beside the other counts; every step met a generous target, so the knee is
+    a lower bound and the report says so."""
     values = run_notebook("knee", {"slo_limit_ms": 5000.0, "start_sends_per_second": 3.0, "max_steps": 2,
                                    "min_calls": 40, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",
                                    "processes": 1, "max_machine_cpu_percent": 100.0, "show_progress": False},
@@ -90,6 +90,11 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     assert values["knee_sends_per_second_per_node"] > 0 and values["audit_ok"] is True
     assert values["shared_machine"] is True and 0 < values["knee_node_available_cores"] <= values["machine_cores"]
     assert (tmp_path / "knee" / "knee.png").is_file() and (tmp_path / "knee" / "steps.csv").is_file()
+    # the curve checked at a rate it did not measure: 80% of the knee's 21 calls/s, from steps 1 and 2
+    held = values["held_out_rate"]
+    assert held["asked_rate"] == pytest.approx(16.8) and held["from_steps"] == [1, 2] and held["step"] == 3
+    assert held["calls"] > 0 and "at a rate it did not measure" in values["conclusion"]
+    assert len(knee["steps"]) == 2  # the held-out step is not one of the search's
     capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "knee_values": str(tmp_path / "knee" / "values.json"),
                                          "cpu_values": None, "cpu_curve_values": None}, tmp_path, config=cluster_config)
     assert capacity["knee_from"] == "this run" and capacity["knee_status"] == NOT_REACHED

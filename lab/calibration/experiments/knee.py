@@ -16,6 +16,7 @@ import pandas as pd
 
 from lab.calibration.experiments.common import Testbed, TimedParams, scratch_name
 from lab.errors import ValidationError
+from lab.load.knee_check import HELD_OUT_SHARE, HeldOutRate
 from lab.load.knee_search import MEETS, Knee, SearchPlan, Slo
 from lab.load.knee_run import KneeOptions, run_knee
 from lab.load.load_folders import STATE_DIR
@@ -38,6 +39,7 @@ class Params(TimedParams):
     seed_size: str = "standard"            # deep enough that readers page back (older pages)
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
     max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
+    held_out_share: float | None = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve
 
     def calls_per_send(self) -> float:
         weights = load_profile(self.profile).weights
@@ -55,6 +57,7 @@ class Result:
     path: Path
     audit_ok: bool | None
     rtt_us: int = 0                  # the round trip added to every request (lab.cluster.rtt_proxy)
+    held_out: HeldOutRate | None = None  # the curve predicted at a rate it did not measure, then measured
 
     def steps(self) -> pd.DataFrame:
         return pd.DataFrame([s.to_json(self.knee.slo, self.knee.plan.min_calls) for s in self.knee.steps])
@@ -74,6 +77,9 @@ class Result:
                 "nodes": k.nodes, "shared_machine": self.shared_machine, "machine_cores": self.machine_cores,
                 "statement": k.statement(), "knee_file": str(self.path), "audit_ok": self.audit_ok,
                 "rtt_us": self.rtt_us,
+                "held_out_rate": None if self.held_out is None else self.held_out.to_json(),
+                "held_out_cpu_error": None if self.held_out is None else self.held_out.cpu_error,
+                "held_out_cpu_ok": None if self.held_out is None else self.held_out.cpu_ok,
                 "knee": k.to_json()}
 
 
@@ -93,14 +99,16 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
                                      max_machine_cpu_percent=params.max_machine_cpu_percent))
     try:
         done = run_knee(config, base, KneeOptions(slo=slo, search=plan, step_seconds=params.step_seconds,
-                                                  warmup_seconds=params.warmup_seconds),
+                                                  warmup_seconds=params.warmup_seconds,
+                                                  held_out_share=params.held_out_share),
                         progress=None, services=testbed.services)
     finally:
         if not params.keep_keyspace:
             scratch.drop_keyspace(testbed.connection, keyspace)
             shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
     return Result(params=params, knee=done.knee, shared_machine=done.shared_machine, machine_cores=os.cpu_count() or 1,
-                  path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok), rtt_us=done.rtt_us)
+                  path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok), rtt_us=done.rtt_us,
+                  held_out=done.held_out)
 
 
 def conclusion(result: Result) -> str:
@@ -119,6 +127,10 @@ def conclusion(result: Result) -> str:
         out.append("The node shares this machine's cores with the load generator: a step where the machine's busy "
                    "CPU reached 85% of its cores is machine-bound and never the answer; the capacity notebook "
                    f"scales the knee per core by the cores the node had (the machine's less the loader's).{extra}")
+    if result.held_out is not None:
+        out.append(f"**The curve at a rate it did not measure**: {result.held_out.describe(k.slo.percentile)}.")
+    elif result.params.held_out_share and best is not None:
+        out.append("No held-out step: the search left fewer than two valid steps to predict it from.")
     if result.audit_ok is False:
         out.append("**The audit of the steps' acknowledged sends failed**: see knee.json.")
     return "\n".join(out)
