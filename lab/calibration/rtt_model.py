@@ -50,7 +50,7 @@ class RttModel:
         return (to_rtt_us - from_rtt_us) / US_PER_MS * (self.round_trips + self.round_trips_per_x * x)
 
     def describe(self, unit: str = "x") -> str:
-        per = f" + {self.round_trips_per_x:.2f} per {unit}" if abs(self.round_trips_per_x) >= 0.005 else ""
+        per = f" {self.round_trips_per_x:+.3g} per {unit}" if self.round_trips_per_x else ""
         return (f"latency = RTT x ({self.round_trips:.2f}{per}) + {self.base_ms:.3f} ms + {self.per_x_ms * 1000:.1f} µs "
                 f"per {unit} (fitted at RTT {', '.join(_ms(r) for r in self.rtts_us)}; {self.points} points)")
 
@@ -147,10 +147,12 @@ class RttSweep:
     held_out: HeldOut | None
     choice_at_target: Any = None    # the constant chosen from the curve moved to the target
     choice_by_rtt: Mapping[int, Any] | None = None   # the same rule at each round trip the sweep measured
+    proxy_ms: float | None = None   # the proxy's own hop: the model at 0 ms less the direct curve (mean)
 
     def to_json(self) -> dict[str, Any]:
         return {"measured_rtt_us": self.measured_rtt_us, "target_rtt_us": self.target_rtt_us,
                 "model": self.model.to_json(), "held_out": self.held_out.to_json() if self.held_out else None,
+                "proxy_ms": self.proxy_ms,
                 "choice_at_target": self.choice_at_target,
                 "choice_by_rtt": {str(k): v for k, v in (self.choice_by_rtt or {}).items()}}
 
@@ -165,8 +167,11 @@ def rtt_text(sweep: RttSweep, what: str, unit: str = "key") -> str:
     by = ", ".join(f"{v} at {_ms(r)}" for r, v in (sweep.choice_by_rtt or {}).items())
     target = ("" if sweep.target_rtt_us is None else
               f" For the deployment's round trip of {_ms(sweep.target_rtt_us)}: **{sweep.choice_at_target}**.")
+    hop = ("" if sweep.proxy_ms is None else
+           f" (the proxy's own hop, {sweep.proxy_ms:+.2f} ms against the direct curve, is in every swept point and "
+           "left out: the direct curve is moved by the round-trip term only)")
     return (f"**Round trip**: measured at {_ms(sweep.measured_rtt_us)} added (the run's own) and through the "
             f"latency proxy at {', '.join(_ms(r) for r in sweep.model.rtts_us if r != sweep.measured_rtt_us)}; "
-            f"{sweep.model.describe(unit)}; "
+            f"{sweep.model.describe(unit)}{hop}; "
             f"{sweep.held_out.describe() if sweep.held_out else 'no held-out check (fewer than three round trips)'}."
             + (f" By round trip, {what} {by}." if by else "") + target)

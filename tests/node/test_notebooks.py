@@ -99,8 +99,8 @@ def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, r
     assert values["services"]["archiver_mode"] is True and "kafka_bootstrap_servers" in values["services"]
     assert values["services"]["client_gc"] == client_gc.DEFAULT_CLIENT_GC  # the kernel's collector, as applied
     assert values["rtt_us"] == cluster_config.rtt_us  # the round trip its latencies crossed
-    sweep = values["in_limit_rtt"]  # the full preset's sweep: through the proxy at 1 and 2 ms too
-    assert sweep["model"]["rtts_us"][-2:] == [1000, 2000] and sweep["target_rtt_us"] is None
+    sweep = values["in_limit_rtt"]  # the full preset's sweep: through the proxy at 2, 3 and 4 ms too
+    assert sweep["model"]["rtts_us"] == [2000, 3000, 4000] and sweep["target_rtt_us"] is None
     executed = json.loads((folder / "in_limit.ipynb").read_text())
     injected = next("".join(c["source"]) for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
     assert '"outbox": "kafka"' in injected and "password" not in injected

@@ -40,7 +40,7 @@ def test_an_empty_bucket_is_one_more_round_trip():
     m = fit_rtt_model(pts)
     assert (m.round_trips, m.round_trips_per_x) == pytest.approx((2.0, 1.0))
     assert m.added_ms(8, from_rtt_us=0, to_rtt_us=1000) == pytest.approx(10.0)
-    assert "per bucket" in m.describe("bucket")
+    assert "+1 per bucket" in m.describe("bucket")
 
 
 def test_the_fit_with_one_round_trip_per_call_fixes_the_per_x_term_at_zero():

@@ -23,7 +23,7 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
-from lab.calibration.experiments.rtt_sweep import fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
+from lab.calibration.experiments.rtt_sweep import DEFAULT_SWEEP_RTTS_US, fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
 from lab.calibration.precision import Halves, Precision, sample_until
 from lab.calibration.rtt_model import RttModel, RttPoint, RttSweep, rtt_text
 from lab.calibration.stability import Stability, choice_stability, sample_until_stable
@@ -52,7 +52,7 @@ class Params(TimedParams):
     max_hole_messages: int = 1_000_000
     hole_budget_seconds: float = 30.0
     target_truncated_share: float = 0.001
-    rtts_us: tuple[int, ...] = (1000, 2000)   # emulated round trips measured besides the run's own
+    rtts_us: tuple[int, ...] = DEFAULT_SWEEP_RTTS_US  # emulated round trips measured besides the run's own
     rtt_rounds: int = 10                       # rounds of every hole length at each of them
     target_rtt_us: int | None = None           # the deployment's round trip: the worst page priced at it
 

@@ -20,7 +20,7 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
-from lab.calibration.experiments.rtt_sweep import fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
+from lab.calibration.experiments.rtt_sweep import DEFAULT_SWEEP_RTTS_US, fit_sweep, measure_at_rtts, no_model_text, sweep_rtts
 from lab.calibration.precision import Halves, Precision, halves
 from lab.calibration.rtt_model import RttModel, RttPoint, RttSweep, rtt_text
 from lab.calibration.stability import Stability, choice_stability, sample_until_stable
@@ -50,7 +50,7 @@ class Params(TimedParams):
     warmup: int = 20
     p99_budget_ms: float = 50.0
     probe_sizes: tuple[int, ...] = (1000, 2000, 4096)
-    rtts_us: tuple[int, ...] = (1000, 2000)   # emulated round trips measured besides the run's own
+    rtts_us: tuple[int, ...] = DEFAULT_SWEEP_RTTS_US  # emulated round trips measured besides the run's own
     rtt_rounds: int = 8                        # rounds of every size at each of them
     target_rtt_us: int | None = None           # the deployment's round trip: the recommendation is for it
 
@@ -357,7 +357,6 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
         main = [RttPoint(rtt_us=testbed.config.rtt_us, x=float(r.in_size), latency_ms=float(r.mean_ms), n=int(r.n))
                 for r in per_size.itertuples() if r.ok]
         sweep = fit_sweep(main, swept, measured_rtt_us=testbed.config.rtt_us, target_rtt_us=params.target_rtt_us,
-                          per_x_round_trips=False,
                           choose=lambda m, r: at_rtt(per_size, m, measured_rtt_us=testbed.config.rtt_us, rtt_us=r,
                                                      p99_budget_ms=params.p99_budget_ms, server_limit=server_limit,
                                                      tolerance=params.per_row_tolerance))

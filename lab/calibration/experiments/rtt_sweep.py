@@ -15,7 +15,9 @@ from lab.calibration.experiments.common import Testbed
 from lab.calibration.rtt_model import RttModel, RttPoint, RttSweep, choices_by_rtt, fit_rtt_model, held_out_check, mean_points
 from lab.cluster.connection import connect
 
-DEFAULT_SWEEP_RTTS_US = (1000, 2000)   # what a --target-rtt run sweeps when the preset names none
+# What a --target-rtt run sweeps when the preset names none: from 2 ms up toxiproxy delays both
+# directions, so the proxy's own cost is the same at every point and only the round trip differs.
+DEFAULT_SWEEP_RTTS_US = (2000, 3000, 4000)
 
 Call = Callable[[float], float]   # one call of size x; its latency in ms
 
@@ -66,18 +68,24 @@ def measure_at_rtts(testbed: Testbed, rtts_us: Sequence[int], call_on: Callable[
 def fit_sweep(main_points: Sequence[RttPoint], swept: Sequence[dict[str, Any]], *, measured_rtt_us: int,
               target_rtt_us: int | None, choose: Callable[[RttModel, int], Any] | None = None,
               per_x_round_trips: bool = True) -> RttSweep | None:
-    """The model over the main curve and the swept points, its held-out check, and the rule applied
-    to the main curve moved to each round trip and the target (``choose(model, rtt_us)``); None when
-    the points cannot be fitted (fewer than two sizes or two round trips)."""
-    points = [*main_points, *mean_points(swept, x="x")]
+    """The model over the swept points (and the main curve when it too ran through the proxy), its
+    held-out check, and the rule applied to the main curve moved to each round trip and the target
+    (``choose(model, rtt_us)``); None when the points cannot be fitted (fewer than two sizes or two
+    round trips). A main curve measured directly is left out of the fit: the proxy's own hop is in
+    every swept point and not in it (``RttSweep.proxy_ms`` says how much that hop costs)."""
+    proxied = measured_rtt_us > 0
+    points = [*(main_points if proxied else ()), *mean_points(swept, x="x")]
     if len({p.x for p in points}) < 2 or len({p.rtt_us for p in points}) < 2:
         return None
     model = fit_rtt_model(points, per_x_round_trips=per_x_round_trips)
     check = held_out_check(points, per_x_round_trips=per_x_round_trips)
+    hop = None if proxied or not main_points else float(np.mean(
+        [model.predict_ms(p.x, p.rtt_us) - p.latency_ms for p in main_points]))
     if choose is None:
-        return RttSweep(measured_rtt_us=measured_rtt_us, target_rtt_us=target_rtt_us, model=model, held_out=check)
-    rtts = [*model.rtts_us, *([target_rtt_us] if target_rtt_us is not None else [])]
+        return RttSweep(measured_rtt_us=measured_rtt_us, target_rtt_us=target_rtt_us, model=model, held_out=check,
+                        proxy_ms=hop)
+    rtts = [measured_rtt_us, *model.rtts_us, *([target_rtt_us] if target_rtt_us is not None else [])]
     by_rtt = choices_by_rtt(rtts, lambda r: choose(model, r))
     return RttSweep(measured_rtt_us=measured_rtt_us, target_rtt_us=target_rtt_us, model=model, held_out=check,
-                    choice_at_target=by_rtt.get(target_rtt_us) if target_rtt_us is not None else None,
+                    proxy_ms=hop, choice_at_target=by_rtt.get(target_rtt_us) if target_rtt_us is not None else None,
                     choice_by_rtt=by_rtt)
