@@ -58,7 +58,7 @@ class NotebookSpec:
 
 
 # the notebooks whose constants are latency trade-offs: `lab calibrate --target-rtt` sets their target_rtt_us
-TARGET_RTT_NOTEBOOKS = ("in_limit", "empty_buckets")
+TARGET_RTT_NOTEBOOKS = ("in_limit", "empty_buckets", "grouped_reads")
 
 SUITE: tuple[NotebookSpec, ...] = (
     NotebookSpec(
@@ -151,7 +151,8 @@ SUITE: tuple[NotebookSpec, ...] = (
                     what="density of a group's seqs in their span where one range read costs the server (trace time) "
                          "as much as the IN lists it replaces, over a fully written partition",
                     observe=("density_entries", "density100_range_server_us", "density100_in_server_us",
-                             "density50_range_server_us", "density50_in_server_us")),
+                             "density50_range_server_us", "density50_in_server_us", "target_rtt_us",
+                             "recommended_range_min_density_at_measured_rtt", "range_density_rtt_text")),
         )),
     NotebookSpec(
         name="cpu_cost", what="server and load-generator CPU per operation at fixed rates",

@@ -203,6 +203,9 @@ def test_grouped_reads(run_dir, notebook_artifacts, cluster_config):
     notebook_artifacts(run_dir / "grouped_reads", "grouped_reads", "grouped_reads")
     # S-1 (a) 1 group x 500 -> <= 2 reads; (b) 20 DMs x 5 -> <= 21; no point reads, no message_index
     assert values["s1_group_500_grouped_entries"] == 500
+    rtt = values["range_density_rtt"]  # the IN lists of one group go out in one concurrent wave
+    assert rtt["in_round_trips"] == rtt["range_round_trips"] == 1 and set(rtt["by_rtt"]) == {"0", "1000", "2000"}
+    assert len(set(rtt["by_rtt"].values())) == 1 and values["recommended_range_min_density_at_target_rtt"] is None
     assert values["s1_group_500_grouped_record_reads"] <= 2
     assert values["s1_dm_20x5_grouped_entries"] == 100
     assert values["s1_dm_20x5_grouped_record_reads"] <= 21

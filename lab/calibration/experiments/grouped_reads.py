@@ -22,6 +22,7 @@ from lab.calibration.experiments.common import (
     scratch_store,
     single_partition_rows,
 )
+from lab.calibration.experiments.range_density_rtt import RangeDensityRtt, range_density_by_rtt, rtt_values
 from lab.calibration.precision import Halves, halves
 from lab.calibration.stability import Stability, choice_stability, sample_until_stable
 from lab.cluster.tracing import traced
@@ -33,11 +34,8 @@ from lab.results.jsonio import flatten
 from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, compose_message_id
 from lab.workload import generate
 
-# Two halves of the trace rounds "agree" on the density threshold when they are this close: the
-# threshold is configured to a tenth, and a flat crossover moves by a few hundredths between rounds.
-RANGE_DENSITY_HALVES_TOLERANCE = 0.1
-# A resample "chooses" the density when within this of it: half the tenth the threshold is set to.
-RANGE_DENSITY_STABILITY_TOLERANCE = 0.05
+# Halves of the trace rounds agree within a tenth (the threshold's step); a resample chooses the density within half that.
+RANGE_DENSITY_HALVES_TOLERANCE, RANGE_DENSITY_STABILITY_TOLERANCE = 0.1, 0.05
 
 NAIVE_CONCURRENCY = 32
 
@@ -57,6 +55,7 @@ class Params(TimedParams):
     density_trace_repeats: int = 6  # trace rounds always run: one traced read per density and method each
     max_trace_repeats: int = 12     # more rounds while the recommended density is not stable ...
     density_budget_seconds: float = 240.0  # ... or until one more round would overrun this budget
+    target_rtt_us: int | None = None       # the deployment's round trip: the threshold for it (range_density_rtt)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +70,7 @@ class Result:
     range_density_ci: tuple[float | None, float | None] = (None, None)  # bootstrap over whole trace rounds
     range_density_halves: Halves | None = None  # first vs second half of the trace rounds
     range_density_stability: Stability | None = None  # resamples of the trace rounds choosing it
+    rtt: RangeDensityRtt | None = None    # the threshold at other round trips (range_density_rtt)
 
     @property
     def trace_rounds(self) -> int:
@@ -88,6 +88,7 @@ class Result:
         out["range_density_halves"] = self.range_density_halves.to_json() if self.range_density_halves else None
         out["range_density_stability"] = self.range_density_stability.to_json() if self.range_density_stability else None
         out["density_trace_rounds"] = self.trace_rounds
+        out |= rtt_values(self.rtt, self.recommended_range_min_density) | {"target_rtt_us": self.params.target_rtt_us}
         if len(self.runs) and "loader_bound" in self.runs:  # the client's CPU over each timed batch read
             out["loader_bound_runs"] = int(self.runs.loader_bound.sum())
             out["loader_cpu_percent_of_core_max"] = float(self.runs.loader_cpu_percent_of_core.max())
@@ -219,7 +220,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                                  "loader_bound": (meter.reading.percent_of_core or 0) > params.max_loader_cpu_percent_of_core})
                     next(bar, None)
         density, traces, stable = _density_sweep(testbed, store, _entries(density_part), params, constants,
-                                                 tenant_id=uuid.UUID(str(tenant)))
+                                                 tenant_id=tenant_id)
     df = pd.DataFrame(runs)
     summary_rows = []
     for (shape, method), g in df.groupby(["shape", "method"], sort=False):
@@ -238,7 +239,9 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                   recommended_range_min_density=recommend_range_density(density), density_traces=traces,
                   range_density_ci=interval_of(bootstrap_rounds(rounds, over)) if rounds >= 2 else (None, None),
                   range_density_halves=halves(rounds, over, tolerance=RANGE_DENSITY_HALVES_TOLERANCE),
-                  range_density_stability=stable)
+                  range_density_stability=stable,
+                  rtt=range_density_by_rtt(density, recommend_range_density, measured_rtt_us=testbed.config.rtt_us,
+                                           target_rtt_us=params.target_rtt_us))
 
 
 def range_density_stability(density: pd.DataFrame, traces: pd.DataFrame, *,
@@ -432,6 +435,7 @@ def conclusion(result: Result) -> str:
         lines.append(f"Mailbox mix {shape} ({int(g.entries)} entries over {int(g.groups)} partitions): grouped "
                      f"{int(g.record_reads)} reads ({g.us_per_entry:.0f} µs/entry) vs naive {int(n.record_reads)} "
                      f"({n.us_per_entry:.0f} µs/entry).")
+    lines += [result.rtt.describe()] if result.rtt is not None else []
     bound = int(result.runs.loader_bound.sum()) if "loader_bound" in result.runs else 0
     if bound:
         lines.append(f"{bound} of {len(result.runs)} timed batch reads were loader-bound (this process above "
