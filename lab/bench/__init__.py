@@ -7,4 +7,5 @@
     load_generator  ``lab bench load``: ``lab load`` against a plain driver client (throughput and CPU
                     per call), the chat profile's loader CPU per operation, then a staircase
     load_generator_report  what it reports (``bench/load.json``) and its closing note
+    decode_bench    ``lab bench decode``: a page decoded with raw slot writes, PyO3's safe calls, Python
 """

@@ -75,6 +75,24 @@ def bench_store(home: Path, quick: bool, outboxes: bool, outboxes_only: bool, pr
         click.echo(f"outbox.json: {out.json_path}")
 
 
+@bench.command("decode")
+@click.option("--rounds", type=COUNT, default=200, show_default=True, help="interleaved rounds per page size")
+@results_option
+def bench_decode(rounds: int, results: Path) -> None:
+    """A whole page decoded three ways, interleaved: the compiled path writing Message's slots at their
+    offsets (raw CPython FFI), the compiled path setting them through PyO3's safe calls, and the
+    Python path. Pure (a local key store, no node). Writes bench/decode.json; prints each path's time
+    per page over the raw path's, with its 95% interval."""
+    from lab.bench.decode_bench import DecodeParams, closing_lines, run_decode_bench
+    from lab.results.run_folders import new_run_dir
+
+    run_dir = new_run_dir(results)
+    result = run_decode_bench(DecodeParams(rounds=rounds), run_dir, progress=lambda m: click.echo(m, err=True))
+    for line in closing_lines(result):
+        click.echo(line)
+    click.echo(f"decode.json: {run_dir / 'bench' / 'decode.json'}")
+
+
 @bench.command("load")
 @home_option
 @click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")

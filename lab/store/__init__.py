@@ -43,6 +43,7 @@ from lab.store.rows.model import DedupState, MessageState, MessageType, Retentio
 from lab.store.rows.records import (MESSAGE_RECORD_COLUMNS, MESSAGE_RECORD_KEY, PARTITION_ROW_COLUMNS, EncodedRecord, Message,
                                     decode_row)
 from lab.store.rows.retention import NO_TTL, RetentionPolicy
+from lab.store.rows.decode_paths import DECODE_PATHS, DecodePage, decode_page
 from lab.store.baseline import BaselineStatements, baseline_statements
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
 from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
@@ -63,7 +64,7 @@ from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reacti
 # What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
            "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
-           "ConversationHead", "CRASH_POINTS", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
+           "ConversationHead", "CRASH_POINTS", "DECODE_PATHS", "decode_page", "DecodePage", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
            "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
            "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
            "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS",

@@ -252,3 +252,20 @@ def test_the_repo_venv_decodes_through_the_compiled_path_and_says_so(tmp_path):
     assert row_decode().startswith("compiled: lab_native ")
     env = environment(load_config(flags={"lab_home": str(tmp_path)}, env={})).to_json()
     assert env["machine"]["row_decode"] == row_decode()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_safe_slot_path_builds_the_same_messages(enc, case):
+    """The measured alternative (`lab bench decode`): slots set through PyO3's safe calls, not written
+    at their offsets, give the very same Messages, and refuse what the raw path refuses."""
+    message = message_at(5, **CASES[case])
+    rows = _page([_columns(enc, dataclasses.replace(message, conversation_seq=s, message_id=message.message_id + s))
+                  for s in range(5, 9)])
+    safe = NATIVE.decode(rows, (T, C, 0), records._native_keys(enc), None, True, True)
+    assert_same(safe, native_path(rows, enc, partition=(T, C, 0), skip_partial=True))
+    base = _columns(enc, message_at(3))
+    nones = _page([base | {"client_message_id": None, "media_metadata": None, "edited_at_activity_id": None}])
+    assert_same(NATIVE.decode(nones, (T, C, 0), records._native_keys(enc), None, False, True),
+                python_path(nones, enc, partition=(T, C, 0)))
+    bad = _page([base | {"message_type": 999}])
+    assert NATIVE.decode(bad, (T, C, 0), records._native_keys(enc), None, False, True) is None
