@@ -141,7 +141,7 @@ def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, r
 def test_empty_buckets(run_dir, notebook_artifacts, cluster_config):
     values = run_notebook("empty_buckets", {"runs": [0, 2, 9, 12], "scan_limits": [8, 16], "min_rounds": 1,
                                             "max_rounds": 1, "hole_messages": 5000, "max_hole_messages": 20000,
-                                            "show_progress": False}, run_dir,
+                                            "rtts_us": [], "show_progress": False}, run_dir,  # swept in test_calibrate
                           config=cluster_config)
     folder = run_dir / "empty_buckets"
     notebook_artifacts(folder, "empty_buckets", "empty_buckets")
