@@ -98,6 +98,11 @@ def render(cal: Mapping[str, Any], run_dir: Path | None = None) -> str:
     if hold and any(k.startswith("resident_tb_hold_apart_") for k in values):
         sources.append(("hold_apart", f"what-if: compliance_hold in its own table (factor "
                                       f"{fmt(hold.get('combined_amp'))})", None if hold.get("stationary") else "low"))
+    aged = values.get("aged") or {}
+    if aged and any(k.startswith("resident_tb_aged_") for k in values):
+        sources.append(("aged", f"what-if: message_record at {fmt(aged.get('age_days'))} days (factor "
+                                f"{fmt(aged.get('amp'))}, '{aged.get('model')}' model)",
+                        None if aged.get("check_ok") else "low"))
     cpu = values.get("cpu_source") is not None
     curve = any(k.startswith("nodes_cpu_curve_") for k in values)
     knee = any(k.startswith("nodes_knee_") and not k.startswith("nodes_knee_disagree_") for k in values)

@@ -35,6 +35,7 @@ from lab.calibration.capacity_model.cpu_sizing import (
     costs_from_values,
     cpu_sizing,
 )
+from lab.calibration.capacity_model.aging import AGED, AgedTable
 from lab.calibration.capacity_model.hold_apart import HOLD_APART, HoldApart
 from lab.calibration.capacity_model.knee_pricing import KneeCapacity, knee_sizing
 from lab.calibration.capacity_model.disk_sizing import (
@@ -104,6 +105,7 @@ class Result:
     knee_located: Located | None = None
     knee_sizing: pd.DataFrame | None = None  # tier: nodes from the knee beside the curve's
     hold_apart: HoldApart | None = None      # what-if: compliance_hold in a table of its own (space_amp run)
+    aged: AgedTable | None = None            # what-if: the factor the table reaches at its age (space_amp run)
 
     def factors(self) -> dict[str, dict[str, Any]]:
         """Each factor of §7 (and the CPU costs): its value and whether it was measured in the run."""
@@ -161,6 +163,8 @@ class Result:
                                               "curve_server_cores": float, "nodes_cpu_disagree": bool})
         if self.hold_apart is not None:
             out["hold_apart"] = self.hold_apart.to_json()
+        if self.aged is not None:
+            out["aged"] = self.aged.to_json()
         if self.knee_sizing is not None:
             out.update(knee_from=self.knee_located.how, knee_run=self.knee_located.run_id(), knee_slo=self.knee.slo,
                        knee_status=self.knee.status, knee_measured_sends_per_second=self.knee.sends_per_second)
@@ -246,9 +250,12 @@ def run(params: Params, *, constants: Any) -> Result:
     amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", mix.b_row_bytes)] if mix else []
-    apart = _hold_apart(params.space_amp_values)
-    amps = {"design": constants.lsm_space_amp, HOLD_APART: apart.combined_amp if apart else None}
+    apart = _space_amp(params.space_amp_values, HoldApart.from_values)
+    aged = _space_amp(params.space_amp_values, AgedTable.from_values)
+    amps = {"design": constants.lsm_space_amp, HOLD_APART: apart.combined_amp if apart else None,
+            AGED: aged.amp if aged else None}
     sources += [(HOLD_APART, measured or constants.b_row_bytes)] if apart else []
+    sources += [(AGED, measured or constants.b_row_bytes)] if aged else []
     # the design rows keep the design's own factors; the measured and my_mix rows use the measured
     # lsm_space_amp; the what-if rows both tables' factor together
     sizing = pd.DataFrame([{"source": name, **_sized(params, constants.replace(
@@ -279,7 +286,7 @@ def run(params: Params, *, constants: Any) -> Result:
                   cpu_confidence=cpu_conf, cpu_unresolved=unresolved,
                   lsm_space_amp=amp, lsm_space_amp_source=amp_source, lsm_space_amp_note=amp_note,
                   cpu_curve=curve, cpu_curve_located=curve_at, cpu_curve_sizing=curve_rows, curve_factor=factor,
-                  knee=knee, knee_located=knee_at, knee_sizing=knee_rows, hold_apart=apart)
+                  knee=knee, knee_located=knee_at, knee_sizing=knee_rows, hold_apart=apart, aged=aged)
 
 
 def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
@@ -314,10 +321,11 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     return at, curve, rows, factor
 
 
-def _hold_apart(values_path: str | None) -> HoldApart | None:
+def _space_amp(values_path: str | None, read: Any) -> Any:
+    """``read`` (a what-if's ``from_values``) on the space_amp run's values.json, or None without one."""
     if values_path is None or not Path(values_path).is_file():
         return None
-    return HoldApart.from_values(json.loads(Path(values_path).read_text()))
+    return read(json.loads(Path(values_path).read_text()))
 
 
 def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,

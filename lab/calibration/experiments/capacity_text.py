@@ -11,6 +11,7 @@ import pandas as pd
 
 from lab.calibration.capacity_model.cpu_sizing import DEFAULT_OPERATIONS_PER_MESSAGE
 from lab.calibration.capacity_model.curve_pricing import NODES_DISAGREE
+from lab.calibration.capacity_model.aging import AGED, aged_lines
 from lab.calibration.capacity_model.hold_apart import HOLD_APART, what_if_lines
 from lab.calibration.capacity_model.knee_pricing import knee_lines
 from lab.results.html import md_code, md_text
@@ -52,7 +53,7 @@ def conclusion(result: Result) -> str:
     conf = (f", {result.b_row_confidence} confidence" if result.b_row_confidence else "") if use == "measured" \
         else ": an estimate"
     text += f"\n\nProduction sizing ({use} b_row{conf}):\n\n" + "\n".join(rows)
-    return text + factor_lines(result) + hold_apart_lines(result) + cpu_lines(result)
+    return text + factor_lines(result) + hold_apart_lines(result) + aged_table_lines(result) + cpu_lines(result)
 
 
 def factor_lines(result: Result) -> str:
@@ -158,6 +159,15 @@ def _knee_text(result: Result) -> str:
     where = "the knee notebook of this run" if at.how == "this run" else f"{md_text(at.run_id())} ({md_text(at.how)})"
     return knee_lines(result.knee, result.knee_sizing.to_dict("records"), where=where,
                       headroom=result.params.target_cpu_utilization, cores_per_node=result.params.cores_per_node)
+
+
+def aged_table_lines(result: Result) -> str:
+    """The what-if: the same tiers at the factor message_record reaches at the projected age."""
+    if result.aged is None:
+        return ""
+    s = result.sizing
+    return aged_lines(result.aged, s[s.source == AGED].to_dict("records"), s[s.source == result.primary()].to_dict("records"),
+                      one_table_amp=result.lsm_space_amp)
 
 
 def hold_apart_lines(result: Result) -> str:

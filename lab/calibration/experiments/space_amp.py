@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.calibration.capacity_model.aging import PROJECTION_AGE_DAYS, AgingFit, Mix, describe, fit_aging, projection_ages, series_by_day
 from lab.calibration.capacity_model.amplification import (
     DAY_S,
     MAIN_TABLE,
@@ -111,7 +112,20 @@ class Result:
         out["lsm_space_amp_stationary"] = h.agree if h is not None else None
         out["lsm_space_amp_halves"] = h.to_json() if h is not None else None
         out["lsm_space_amp_precision"] = self.precision.to_json()
-        return out
+        return out | self.aging_values()
+
+    def aging(self) -> tuple[Mix, AgingFit | None]:
+        """message_record's factor per simulated day (the profile's mix) fitted as the table ages."""
+        mix = Mix.from_design(self.design["retention_mix"], window_days=self.design["window_days"],
+                              gc_grace_days=self.design["gc_grace_seconds"] / DAY_S)
+        return mix, fit_aging(mix, *series_by_day(self.series, scenario=PROFILE, table=MAIN_TABLE))
+
+    def aging_values(self) -> dict[str, Any]:
+        mix, fit = self.aging()
+        return {"lsm_space_amp_aging": fit.to_json(mix, projection_ages(mix)) if fit else None,
+                "lsm_space_amp_projected": round(fit.amp(mix, PROJECTION_AGE_DAYS), 3) if fit else None,
+                "projection_age_days": PROJECTION_AGE_DAYS,
+                "lsm_space_amp_aging_text": describe(fit, mix, projection_ages(mix)) if fit else None}
 
 
 def replicates_per_scenario(reps: pd.DataFrame) -> int:
@@ -384,6 +398,9 @@ def conclusion(result: Result) -> str:
                      f"{v['expiring_only_message_record_space_amp_peak']:.3f}"
                      + (f"; {'stationary' if eh.agree else 'still moving'}: halves {eh.first:.3f} / {eh.second:.3f}"
                         if eh is not None else "") + ").")
+    if v.get("lsm_space_amp_aging_text"):
+        lines.append(f"**As the table ages** (message_record's factor per simulated day): {v['lsm_space_amp_aging_text']}. "
+                     f"The capacity table prices a what-if at {PROJECTION_AGE_DAYS} days beside appendix B's {design}.")
     final = result.summary[result.summary.scenario == PROFILE].set_index("table")
     if MAIN_TABLE in final.index:
         lines.append(f"SSTables: message_record ends with {final.loc[MAIN_TABLE].final_sstables_per_node:.0f} per node "
