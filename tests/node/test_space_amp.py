@@ -109,3 +109,18 @@ def test_expired_rows_sharing_a_window_with_rows_that_never_expire_stay_on_disk(
         assert v["conversation_head_bytes_per_conversation"] > 50
     else:
         assert v["conversation_head_bytes_per_conversation"] is None
+
+
+def test_the_factor_is_fitted_as_the_table_ages_and_projected(run):
+    """Half the rows expire after a day, half never: the factor per simulated day follows one of the
+    two aging models, and the projection to a year and three years is written (None only when a
+    loaded machine left fewer than four days with a factor)."""
+    v, result = run
+    aging = v["lsm_space_amp_aging"]
+    if aging is None:
+        assert v["lsm_space_amp_projected"] is None
+        return
+    assert aging["model"] in ("kept", "purged") and aging["overhead"] > 0 and aging["never_share"] == pytest.approx(0.5)
+    assert set(aging["projected"]) == {"1", "365", "1095"} and v["projection_age_days"] == 1095
+    assert v["lsm_space_amp_projected"] == aging["projected"]["1095"] > 1
+    assert "As the table ages" in space_amp.conclusion(result)

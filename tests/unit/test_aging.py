@@ -48,3 +48,19 @@ def test_too_few_days_give_no_fit_and_bad_points_are_left_out():
     assert fit is not None and fit.days == (5.0, 10.0, 20.0, 25.0, 30.0)
     to_json = fit.to_json(MIX, [365])
     assert to_json["projected"] == {"365": round(fit.amp(MIX, 365), 3)} and to_json["never_share"] == pytest.approx(0.07)
+
+
+def test_the_series_is_averaged_per_step_then_over_the_compaction_sawtooth():
+    import pandas as pd
+
+    from lab.calibration.capacity_model.aging import SAWTOOTH_STEPS, series_by_day
+
+    rows = [{"scenario": "profile", "batch": 0, "replicate": r, "table": "message_record", "step": d, "sim_day": float(d),
+             "node": 1, "disk_bytes": 100 * (1 + d % 2) + r * 10, "live_bytes": 100, "peak_bytes": 300}
+            for d in range(1, 7) for r in (0, 1)]
+    rows += [{**rows[0], "table": "message_index", "disk_bytes": 999}]
+    days, amps = series_by_day(pd.DataFrame(rows), scenario="profile", table="message_record")
+    per_day = [1 + d % 2 + 0.05 for d in range(1, 7)]  # the two replicates' mean
+    assert days == [sum(range(k, k + SAWTOOTH_STEPS)) / SAWTOOTH_STEPS for k in range(1, 6 - SAWTOOTH_STEPS + 2)]
+    assert amps == pytest.approx([sum(per_day[k:k + SAWTOOTH_STEPS]) / SAWTOOTH_STEPS for k in range(3)])
+    assert series_by_day(pd.DataFrame(rows), scenario="expiring_only", table="message_record") == ([], [])

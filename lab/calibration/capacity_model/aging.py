@@ -19,6 +19,7 @@ KEPT, PURGED = "kept", "purged"
 CHECK_TOLERANCE = 0.15        # the later days predicted within this share (mean absolute error)
 PROJECTION_AGE_DAYS = 1095    # the age the capacity table prices: three years, a hardware planning horizon
 MIN_DAYS = 4                  # days of the series a fit needs
+SAWTOOTH_STEPS = 4            # a window's SSTables compact every min_threshold (4) flushes: a mean over 4 steps
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,13 +133,17 @@ def describe(fit: AgingFit, mix: Mix, ages: Sequence[float]) -> str:
 
 
 def series_by_day(series: Any, *, scenario: str, table: str) -> tuple[list[float], list[float]]:
-    """A space_amp series' (simulated day, disk / live) for one scenario and table, the replicates
-    averaged per day (nodes summed within each)."""
+    """A space_amp series' (simulated day, disk / live) for one scenario and table: the replicates
+    averaged per step (nodes summed within each), then a running mean over ``SAWTOOTH_STEPS`` steps
+    (its day the steps' mean day): within a TWCS window the SSTables compact every few flushes, a
+    sawtooth the models do not describe."""
     rows = series[(series.scenario == scenario) & (series.table == table)] if len(series) else series
     if not len(rows):
         return [], []
-    by_day = step_amplification(rows).groupby("sim_day").amp.mean()
-    return [float(d) for d in by_day.index], [float(a) for a in by_day.to_numpy()]
+    by_day = step_amplification(rows).groupby("sim_day").amp.mean().sort_index()
+    days = by_day.index.to_series().rolling(SAWTOOTH_STEPS).mean().dropna()
+    amps = by_day.rolling(SAWTOOTH_STEPS).mean().dropna()
+    return [float(d) for d in days.to_numpy()], [float(a) for a in amps.to_numpy()]
 
 
 def projection_ages(mix: Mix) -> tuple[float, ...]:

@@ -39,7 +39,7 @@ class Params(TimedParams):
     seed_size: str = "standard"            # deep enough that readers page back (older pages)
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
     max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
-    held_out_share: float | None = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve
+    held_out_share: float = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve (0: none)
 
     def calls_per_send(self) -> float:
         weights = load_profile(self.profile).weights
