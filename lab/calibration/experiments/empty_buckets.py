@@ -197,17 +197,14 @@ def _sweep(testbed: Testbed, params: Params, constants: Any, state: Path, keyspa
     """Latest pages over every hole shorter than the largest scan limit, through the latency proxy."""
     limit = max(params.scan_limits)
     runs = {r: c for r, c in conversations.items() if r < limit}
-    stack = contextlib.ExitStack()
-
-    def call_on(conn: Any) -> Any:
-        reader = stack.enter_context(MessageStore.open(
+    def call_on(conn: Any, scope: contextlib.ExitStack) -> Any:
+        reader = scope.enter_context(MessageStore.open(
             testbed.config.replace(keyspace=keyspace), state_dir=state, connection=conn,
             constants=constants.replace(history_max_empty_bucket_scan=limit), **testbed.services.store_options()))
         return lambda r: timed(lambda: reader.history(*runs[int(r)], limit=params.page_limit))[1].elapsed_ms
 
-    with stack:
-        return measure_at_rtts(testbed, sweep_rtts(testbed.config.rtt_us, params.rtts_us, params.target_rtt_us),
-                               call_on, sorted(runs), rounds=params.rtt_rounds, seed=params.seed)
+    return measure_at_rtts(testbed, sweep_rtts(testbed.config.rtt_us, params.rtts_us, params.target_rtt_us),
+                           call_on, sorted(runs), rounds=params.rtt_rounds, seed=params.seed)
 
 
 def _usable(pages: pd.DataFrame) -> pd.DataFrame:

@@ -315,7 +315,7 @@ def run(testbed: Testbed, params: Params, *, constants: Any) -> Result:
                 rejected[k] = f"{type(exc).__name__}: {exc}"
                 limits += [exc.limit] if isinstance(exc, InListTooLong) else []
 
-        def call_on(conn: Any) -> Any:
+        def call_on(conn: Any, _scope: Any) -> Any:
             on = conn.prepare(cql.format(ks=store.keyspace))
             return lambda k: timed(lambda: list(conn.execute(on, key + ([int(s) for s in rng.choice(
                 seqs, size=int(k), replace=False)],))))[1].elapsed_ms

@@ -47,15 +47,16 @@ def sweep_rtts(measured_rtt_us: int, rtts_us: Sequence[int], target_rtt_us: int 
     return tuple(sorted({int(r) for r in chosen} - {int(measured_rtt_us)}))
 
 
-def measure_at_rtts(testbed: Testbed, rtts_us: Sequence[int], call_on: Callable[[Any], Call], xs: Sequence[float], *,
-                    rounds: int, seed: int, warmup: int = 1) -> list[dict[str, Any]]:
-    """Per round trip: a connection through the proxy, ``call_on(conn)`` the experiment's call on it,
+def measure_at_rtts(testbed: Testbed, rtts_us: Sequence[int], call_on: Callable[[Any, contextlib.ExitStack], Call],
+                    xs: Sequence[float], *, rounds: int, seed: int, warmup: int = 1) -> list[dict[str, Any]]:
+    """Per round trip: a connection through the proxy, ``call_on(conn, scope)`` the experiment's call on
+    it (what it opens on the connection entered into ``scope``, closed before the connection is),
     ``warmup`` unrecorded calls per size, then ``rounds`` rounds of every size in shuffled order."""
     rng = np.random.default_rng([seed, 37])
     samples: list[dict[str, Any]] = []
     for rtt in rtts_us:
-        with connection_at(testbed, rtt) as conn:
-            call = call_on(conn)
+        with connection_at(testbed, rtt) as conn, contextlib.ExitStack() as scope:
+            call = call_on(conn, scope)
             for x in xs:
                 for _ in range(warmup):
                     call(x)
