@@ -56,3 +56,18 @@ def test_a_sweep_with_one_size_gives_no_model_and_the_conclusion_says_why():
     assert fit_sweep(main, swept, measured_rtt_us=0, target_rtt_us=1000) is None
     assert no_model_text(None, "two sizes") is None
     assert "no model for the target of 1 ms" in no_model_text(1000, "two sizes")
+
+
+def test_a_model_that_moves_a_size_below_zero_gives_no_choice_at_that_round_trip():
+    import pandas as pd
+
+    from lab.calibration.experiments.in_limit import at_rtt
+    from lab.calibration.rtt_model import RttModel
+
+    per_size = pd.DataFrame({"in_size": [1, 10, 100], "mean_ms": [1.0, 1.5, 3.0], "p99_ms": [2.0, 3.0, 5.0],
+                             "per_row_us": [1000.0, 150.0, 30.0], "ok": [True, True, True]})
+    rule = dict(measured_rtt_us=0, p99_budget_ms=50.0, server_limit=None, tolerance=0.1)
+    sane = RttModel(round_trips=1.0, round_trips_per_x=0.0, base_ms=0.5, per_x_ms=0.02, rtts_us=(2000, 4000), points=6)
+    assert at_rtt(per_size, sane, rtt_us=1000, **rule) == 100
+    noise = RttModel(round_trips=-2.0, round_trips_per_x=0.0, base_ms=9.0, per_x_ms=0.0, rtts_us=(2000, 4000), points=6)
+    assert at_rtt(per_size, noise, rtt_us=1000, **rule) is None  # 1 ms - 2 ms: a size in no time at all

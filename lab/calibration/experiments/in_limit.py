@@ -137,11 +137,14 @@ def _rtt_values(result: Result) -> dict[str, Any]:
 
 def at_rtt(per_size: pd.DataFrame, model: RttModel, *, measured_rtt_us: int, rtt_us: int, p99_budget_ms: float,
            server_limit: int | None, tolerance: float) -> int | None:
-    """:func:`recommend` on the measured curve moved to ``rtt_us`` by the model's round-trip term."""
+    """:func:`recommend` on the measured curve moved to ``rtt_us`` by the model's round-trip term; None
+    when the model moves a measured size to no time at all (a fit of noise: no choice from it)."""
     moved = per_size.copy()
     add = moved.in_size.map(lambda k: model.added_ms(k, from_rtt_us=measured_rtt_us, to_rtt_us=rtt_us))
     moved["mean_ms"] += add
     moved["p99_ms"] += add
+    if (moved[moved.ok].mean_ms <= 0).any():
+        return None
     moved["per_row_us"] = moved.mean_ms * 1000 / moved.in_size
     return recommend(moved, p99_budget_ms=p99_budget_ms, server_limit=server_limit, tolerance=tolerance)
 
