@@ -137,7 +137,7 @@ def measured_step(number: int, result: LoadResult, sampler: CpuSampler, slo: Slo
                     sends_per_second=(sends.count / seconds) if sends is not None else 0.0,
                     calls=s.all_operations.count, latency_ms=None if latency is None else latency / 1000,
                     verdict=verdict, node_cores=node, loadgen_cores=loadgen, machine_busy_cores=busy,
-                    load_dir=str(result.load_dir))
+                    load_dir=str(result.load_dir), users=s.users or 0, measured_seconds=s.measured_seconds or 0.0)
 
 
 def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, progress: LoadProgress | None = None,
