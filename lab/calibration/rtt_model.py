@@ -162,11 +162,15 @@ def choices_by_rtt(rtts_us: Iterable[int], choose: Callable[[int], Any]) -> dict
     return {int(r): choose(int(r)) for r in sorted(set(rtts_us))}
 
 
+def _choice(value: Any) -> str:
+    return "no choice (the model moves the curve to no time: a fit of noise)" if value is None else str(value)
+
+
 def rtt_text(sweep: RttSweep, what: str, unit: str = "key") -> str:
     """The conclusion's paragraph: where it was measured, the model, its check, the choice per round trip."""
-    by = ", ".join(f"{v} at {_ms(r)}" for r, v in (sweep.choice_by_rtt or {}).items())
+    by = ", ".join(f"{_choice(v)} at {_ms(r)}" for r, v in (sweep.choice_by_rtt or {}).items())
     target = ("" if sweep.target_rtt_us is None else
-              f" For the deployment's round trip of {_ms(sweep.target_rtt_us)}: **{sweep.choice_at_target}**.")
+              f" For the deployment's round trip of {_ms(sweep.target_rtt_us)}: **{_choice(sweep.choice_at_target)}**.")
     hop = ("" if sweep.proxy_ms is None else
            f" (the proxy's own hop, {sweep.proxy_ms:+.2f} ms against the direct curve, is in every swept point and "
            "left out: the direct curve is moved by the round-trip term only)")

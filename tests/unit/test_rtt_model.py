@@ -83,5 +83,21 @@ def test_mean_points_group_samples_per_round_trip_and_size():
     assert [(p.rtt_us, p.x, p.latency_ms, p.n) for p in pts] == [(0, 5.0, 2.0, 2), (1000, 5.0, 4.0, 1)]
 
 
+def test_a_noisy_fit_gives_no_worst_page_rather_than_a_negative_one():
+    """A fit with fewer round trips than zero moves the worst page below nothing at a larger round
+    trip: no figure, and the paragraph says why instead of printing None."""
+    from lab.calibration.experiments.empty_buckets import worst_page_at
+    from lab.calibration.rtt_model import RttSweep, rtt_text
+    pts = _points(rtts=(0, 1000, 2000), xs=(0, 2, 8, 16), trips=-1, trips_per_x=-1, base=1.2, per_x=0.15)
+    noise = fit_rtt_model(pts)
+    assert worst_page_at(noise, base_ms=1.2, per_bucket_ms=0.15, limit=8, measured_rtt_us=0, rtt_us=2000) is None
+    good = fit_rtt_model(_points(rtts=(0, 1000, 2000), xs=(0, 2, 8, 16), trips=2, trips_per_x=1, base=1.2, per_x=0.15))
+    assert worst_page_at(good, base_ms=1.2, per_bucket_ms=0.15, limit=8, measured_rtt_us=0, rtt_us=1000) == 12.4
+    sweep = RttSweep(model=noise, held_out=None, measured_rtt_us=0, target_rtt_us=2000, choice_at_target=None,
+                     choice_by_rtt={0: 2.4, 2000: None})
+    text = rtt_text(sweep, "the worst page is")
+    assert "None" not in text and "no choice" in text
+
+
 def test_choices_by_rtt_apply_the_rule_at_each_round_trip():
     assert choices_by_rtt([2000, 0, 2000], lambda r: r // 1000) == {0: 0, 2000: 2}

@@ -185,11 +185,11 @@ def page_cost(pages: pd.DataFrame) -> tuple[float, float]:
 
 
 def worst_page_at(model: RttModel, *, base_ms: float, per_bucket_ms: float, limit: int, measured_rtt_us: int,
-                  rtt_us: int) -> float:
+                  rtt_us: int) -> float | None:
     """The worst page at ``limit`` (base + limit empty buckets), moved to ``rtt_us`` by the model's
-    round-trip term."""
-    return round(base_ms + limit * per_bucket_ms + model.added_ms(limit, from_rtt_us=measured_rtt_us,
-                                                                    to_rtt_us=rtt_us), 2)
+    round-trip term; None when the model moves it to no time at all (a fit of noise: no figure)."""
+    ms = base_ms + limit * per_bucket_ms + model.added_ms(limit, from_rtt_us=measured_rtt_us, to_rtt_us=rtt_us)
+    return round(ms, 2) if ms > 0 else None
 
 
 def _sweep(testbed: Testbed, params: Params, constants: Any, state: Path, keyspace: str,
