@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from lab.bench.decode_bench import DECODE_FILE, DecodeParams, closing_lines, run_decode_bench
 
 
+@pytest.mark.spawns  # the result names its machine (git, the CPU model): subprocesses
 def test_the_bench_writes_each_paths_ratio_to_the_raw_one(tmp_path):
     result = run_decode_bench(DecodeParams(page_sizes=(3,), rounds=12, calls_per_round=1), tmp_path)
     written = json.loads((tmp_path / "bench" / DECODE_FILE).read_text())
