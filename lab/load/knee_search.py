@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import ConfigError
+from lab.load.pacing import schedule_slack
 from lab.load.verdict import LOADER_BOUND, MACHINE_BOUND
 
 MIN_CALLS = 1000          # calls a step needs before its p99 is a figure
 KEEP_UP_SHARE = 0.90      # a step that completed less of its rate than this: the store did not keep up
-SCHEDULE_FALSE_MISS = 1e-5  # chance a keeping-up store is called behind through the schedule's jitter alone
 MEETS, MISSES, TOO_FEW = "meets", "misses", "too few"
 FOUND, NOT_REACHED, BOUND, NOT_MET = "found", "not reached", "bound", "not met"
 PERCENTILES = ("p50", "p90", "p99", "p999")
@@ -113,14 +113,6 @@ class KneeStep:
                 "loadgen_cores": self.loadgen_cores, "machine_busy_cores": self.machine_busy_cores,
                 "load_dir": self.load_dir, "users": self.users, "measured_seconds": self.measured_seconds}
 
-
-def schedule_slack(users: int) -> float:
-    """Calls a store that keeps up may still lack in a measured window through the schedule alone:
-    each user's call is due at a random point of its slot, so the slot at each edge of the window
-    lands inside or outside at random. Those are 2 x ``users`` independent 0/1 counts; by Hoeffding
-    the sum falls ``t`` below its mean with chance at most exp(-t^2 / users), so ``t`` for a chance of
-    ``SCHEDULE_FALSE_MISS``. Negligible for long steps (0.8% of 10,000 calls from 500 users)."""
-    return math.sqrt(users * math.log(1 / SCHEDULE_FALSE_MISS)) if users > 0 else 0.0
 
 
 def next_rate(plan: SearchPlan, steps: Sequence[KneeStep], slo: Slo) -> float | None:

@@ -4,11 +4,13 @@ More: docs/load-internals.md.
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from collections.abc import Sequence
 
 _NS = 1_000_000_000
+SCHEDULE_FALSE_MISS = 1e-5  # chance a keeping-up store is called behind through the schedule's jitter alone
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +112,16 @@ class UserPacer:
             self._stage += 1
             self._k = 0
         return None
+
+
+
+def schedule_slack(users: int) -> float:
+    """Calls a store that keeps up may still lack in a measured window through the schedule alone:
+    each user's call is due at a random point of its slot, so the slot at each edge of the window
+    lands inside or outside at random. Those are 2 x ``users`` independent 0/1 counts; by Hoeffding
+    the sum falls ``t`` below its mean with chance at most exp(-t^2 / users), so ``t`` for a chance of
+    ``SCHEDULE_FALSE_MISS``. Negligible for long steps (0.8% of 10,000 calls from 500 users)."""
+    return math.sqrt(users * math.log(1 / SCHEDULE_FALSE_MISS)) if users > 0 else 0.0
 
 
 STAIRCASE_FRACTIONS = (0.50, 0.75, 0.90, 1.05)

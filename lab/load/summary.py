@@ -240,6 +240,7 @@ def judge_window(plan: LoadPlan, counts: LiveCounts, start_s: float, end_s: floa
         _calls, _cpu, series = counts.window(start_s, end_s)
         lag = lag_trend(series, end_s - start_s)
     return judge(requested_rate=requested, achieved_rate=achieved, lag=lag, limits=limits, users=plan.users,
+                 window_seconds=end_s - start_s if plan.fixed_rate else None,
                  loader_cpu_percent_of_core=counts.cpu_percent_by_process(start_s, end_s),
                  machine=machine(start_s, end_s) if machine is not None else None)
 

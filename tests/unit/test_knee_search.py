@@ -9,8 +9,8 @@ import pytest
 
 from lab.errors import ConfigError
 from lab.load.knee_search import (BOUND, FOUND, KEEP_UP_SHARE, MEETS, MISSES, NOT_MET, NOT_REACHED, TOO_FEW, Knee,
-                                  KneeStep, SearchPlan, Slo, next_rate, schedule_slack)
-from lab.load.pacing import UserPacer, stages_from_steps
+                                  KneeStep, SearchPlan, Slo, next_rate)
+from lab.load.pacing import UserPacer, schedule_slack, stages_from_steps
 from lab.load.knee_run import MAX_STEP_SECONDS, CpuSampler, KneeOptions, step_seconds, step_users
 from lab.load.runner import LoadOptions
 from lab.load.staircase_figure import write_knee_figure

@@ -63,6 +63,22 @@ def test_97_percent_is_the_edge():
     assert ok.verdict == VALID and short.loader_bound
 
 
+def test_a_short_windows_edge_allows_for_its_jittered_schedule():
+    """35 users at 10.5 calls/s for 5 s: 46 calls (88%) is within what the schedule alone leaves out
+    (the knee's short steps); the same share over 20 s of 500 users at 500 calls/s is not."""
+    short = judge(requested_rate=10.5, achieved_rate=9.2, loader_cpu_percent_of_core={}, lag=None, users=35,
+                  window_seconds=5.0)
+    assert short.verdict == VALID and not short.notes
+    half = judge(requested_rate=10.5, achieved_rate=5.2, loader_cpu_percent_of_core={}, lag=None, users=35,
+                 window_seconds=5.0)
+    assert half.loader_bound
+    long = judge(requested_rate=500, achieved_rate=440, loader_cpu_percent_of_core={}, lag=None, users=500,
+                 window_seconds=20.0)
+    assert long.loader_bound
+    assert judge(requested_rate=100, achieved_rate=96.9, loader_cpu_percent_of_core={}, lag=None, users=10,
+                 window_seconds=float("inf")).loader_bound  # a web run's open window: no allowance
+
+
 def test_lag_growth_needs_a_slope_that_is_not_noise():
     noisy = [(float(t), 100.0 * (t % 3)) for t in range(20)]  # big swings, no trend
     trend = lag_trend(noisy, 20)
