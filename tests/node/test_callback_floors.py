@@ -10,7 +10,7 @@ from lab.bench.store_paths import BenchParams
 from lab.bench.store_paths.callback_floors import page_chain, run_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, history_floor_items, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, body
-from lab.store import BatchEntry, seq_bucket
+from lab.store import BatchEntry, blob_to_u128, seq_bucket
 
 pytestmark = pytest.mark.node
 
@@ -47,18 +47,27 @@ def test_each_send_issues_exactly_the_like_for_like_statements(chained):
         "conversation_head": {"write": CALLS, "point_read": CALLS + PARAMS.send_conversations}}
 
 
-def test_the_rows_it_writes_are_read_back_by_the_store(chained, store):
-    run, keys, plans, _, _, _ = chained
+def _read_back(store, keys, plans) -> None:
+    """Every row a floor wrote, read by the store: batch_read finds each send's message with its body;
+    a history page shows the sends up to the head. Two sends of one conversation in flight at once
+    write the head in either order (a plain write, last writer wins, unlike the store's head writer),
+    so the head may stop short of the newest send: the page is every send up to it, newest first."""
     for k, conversation in enumerate(keys.conversations):
-        mine = [(i, plan) for i, plan in enumerate(plans) if i % PARAMS.send_conversations == k]
+        mine = {plan.reserve[1][4]: (i, plan) for i, plan in enumerate(plans) if i % PARAMS.send_conversations == k}
+        entries = [BatchEntry(conversation_id=conversation, conversation_seq=seq,
+                              message_id=blob_to_u128(plan.reserve[1][3])) for seq, (_, plan) in sorted(mine.items())]
+        got = store.batch_read(keys.tenant, entries)
+        assert not got.missing and {m.conversation_seq: m.body for m in got.messages.values()} == {
+            seq: body(PARAMS.body_bytes, i) for seq, (i, _) in mine.items()}
         page = store.history(keys.tenant, conversation, limit=CALLS)
-        seqs = [plan.reserve[1][4] for _, plan in mine]  # the reservation's conversation_seq
-        assert [m.conversation_seq for m in page.messages] == sorted(seqs, reverse=True)  # newest first
-        assert {m.conversation_seq: m.body for m in page.messages} == {
-            plan.reserve[1][4]: body(PARAMS.body_bytes, i) for i, plan in mine}
-        got = store.batch_read(keys.tenant, [BatchEntry(conversation_id=conversation, conversation_seq=m.conversation_seq,
-                                                        message_id=m.message_id) for m in page.messages])
-        assert len(got.messages) == len(mine) and not got.missing
+        seqs = [m.conversation_seq for m in page.messages]
+        assert seqs and seqs == sorted((q for q in mine if q <= seqs[0]), reverse=True)
+        assert all(m.body == body(PARAMS.body_bytes, mine[m.conversation_seq][0]) for m in page.messages)
+
+
+def test_the_rows_it_writes_are_read_back_by_the_store(chained, store):
+    _, keys, plans, _, _, _ = chained
+    _read_back(store, keys, plans)
 
 
 def test_the_page_chain_reads_the_head_and_the_bucket(chained):
@@ -95,3 +104,4 @@ def test_a_refused_reservation_fails_its_call_and_the_others_finish(chained):
     with pytest.raises(ValueError, match="outbox=False"):
         send_chain(run.conn, send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys,
                                               start=CALLS + 1)[0])
+
