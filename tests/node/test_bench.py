@@ -17,7 +17,8 @@ pytestmark = pytest.mark.node
 TINY = BenchParams(send_ops=16, send_block=8, send_warmup=4, send_concurrency=2, send_conversations=4,
                    body_bytes=64, history_messages=12, history_limit=10, history_ops=6, history_warmup=2,
                    history_round_calls=1, history_cpu_ops=10, history_cpu_block=2,
-                   group_backlog=30, dm_count=3, dm_backlog=2, group_repeats=3, group_warmup=1, dm_repeats=4, dm_warmup=1, flush=False)
+                   group_backlog=30, dm_count=3, dm_backlog=2, group_repeats=3, group_warmup=1, dm_repeats=4, dm_warmup=1, flush=False,
+                   loop_probe_requests=20, loop_probe_rounds=3)
 READS = ("point_read", "range_read", "in_read")
 
 
@@ -51,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 6}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 7}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -88,6 +89,7 @@ def test_request_counts_match_what_each_method_is(bench):
         "write": TINY.send_ops, "point_read": TINY.send_ops + first_calls}}, like
     # the driver floor: the like-for-like floor's very statements (the outbox append is no request)
     assert send["send_callback_floor"]["requests"] == like
+    assert send["send_asyncio_floor"]["requests"] == like  # the same statements as coroutines on an asyncio loop
     # the store sends its floor plus the head reads: at most one head write request per send (fewer
     # when its head writer groups them in unlogged batches), at most one head read request before each
     # (§2.4's compare, fencing; an IN read per group) and one per conversation its writer had not
@@ -165,6 +167,15 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
     assert "Send client CPU / driver floor (send_callback_floor" in note
     assert "Latest page client CPU / driver floor (history_callback_floor" in note
     assert "(blocking threads)" in note and "blocking floor / driver floor" in note
+    assert "Send driver floor, asyncio / callbacks" in note
+    loops = report["driver_loops"]  # every reactor this driver build has, each style, per request
+    assert set(loops["variants"]) == {"libev callbacks", "libev coroutines", "asyncio callbacks",
+                                      "asyncio coroutines on the driver's loop"} and not loops["missing_reactors"]
+    for v in loops["variants"].values():
+        assert len(v["us_per_request_by_round"]) == 3 and v["us_per_request_median"] > 0
+    assert loops["variants"]["libev coroutines"]["over_baseline"]["rounds"] == 3
+    assert "Driver loops, client CPU per request" in note and "timings_seconds" in report
+    assert "driver_loops_seconds" in report["timings_seconds"]
 
 
 def test_send_and_its_floors_are_paired_round_by_round(bench):

@@ -1,5 +1,6 @@
-"""The bench's driver floors (lab.bench.store_paths.callback_floors) on the real node: the send's
-statements chained through the driver's callbacks, a few chains in flight from one thread, issue
+"""The bench's driver floors (lab.bench.store_paths.callback_floors, asyncio_floors) on the real node:
+the send's statements chained through the driver's callbacks (or as coroutines on an asyncio loop), a
+few in flight from one thread, issue
 exactly the requests they claim and leave rows the store's read paths read back; a failed step
 fails its call and the others finish. Structure only, never a speed."""
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lab.bench.store_paths import BenchParams
+from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
 from lab.bench.store_paths.callback_floors import page_chain, run_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, history_floor_items, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, body
@@ -105,3 +107,28 @@ def test_a_refused_reservation_fails_its_call_and_the_others_finish(chained):
         send_chain(run.conn, send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys,
                                               start=CALLS + 1)[0])
 
+
+def test_the_asyncio_floor_issues_the_same_statements_and_the_store_reads_its_rows(store):
+    """The same plans as coroutines on one asyncio loop: the same requests per send, rows the store's
+    history reads back; a refused reservation fails its own call only."""
+    from lab.bench.store_paths.recording import request_delta
+
+    run = BenchRun(store, PARAMS, None, lambda _msg: None)
+    keys = FloorKeys.new(PARAMS.send_conversations)
+    plans = send_floor_plans(run, CALLS, conversations=PARAMS.send_conversations, keys=keys, head_read=True,
+                             outbox=False)
+    before = run.snapshot()
+    timings = run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=3)
+    assert [t.error for t in timings] == [None] * CALLS
+    assert request_delta(before, run.snapshot()) == {
+        "client_dedup": {"lwt": CALLS, "write": CALLS}, "message_record": {"write": CALLS},
+        "message_index": {"write": CALLS},
+        "conversation_head": {"write": CALLS, "point_read": CALLS + PARAMS.send_conversations}}
+    _read_back(store, keys, plans)
+    fresh = send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys, start=CALLS,
+                             head_read=True, outbox=False)
+    again = run_coroutines([send_coroutine(run.conn, plans[-1]), send_coroutine(run.conn, fresh[0])], in_flight=2)
+    assert [t.error for t in again] == ["RuntimeError", None]
+    with pytest.raises(ValueError, match="outbox=False"):
+        send_coroutine(run.conn, send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys,
+                                                  start=CALLS + 1)[0])

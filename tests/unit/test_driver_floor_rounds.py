@@ -4,7 +4,7 @@ goal judged only on a figure the run vouches for, and the closing note's line fo
 from __future__ import annotations
 
 from lab.bench.store_paths import history_cpu, send_throughput
-from lab.bench.store_paths.bench_report import driver_floor_line, median_ms
+from lab.bench.store_paths.bench_report import asyncio_floor_line, driver_floor_line, median_ms
 
 SEND_METHODS = {m for pair in send_throughput.PAIRED.values() for m in pair}
 PAGE_SIDES = {m for pair in history_cpu.PAIRED.values() for m in pair}
@@ -55,6 +55,21 @@ def test_without_a_driver_floor_there_is_no_line():
     assert "send_over_callback_floor_cpu_per_call" not in pr["cpu_ratios"]
 
 
+def test_the_asyncio_floor_is_priced_against_the_callback_floor():
+    """The loop hand-off's price per send, median and interval over the rounds; no line without it."""
+    n = 8
+    cpu = {m: [1.0] * n for m in SEND_METHODS}
+    cpu["send_callback_floor"], cpu["send_asyncio_floor"] = [0.8] * n, [1.0, 1.01, 0.99, 1.0, 1.0, 1.02, 0.98, 1.0]
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    line = asyncio_floor_line(pr)
+    assert line.startswith("- Send driver floor, asyncio / callbacks") and "over 8 paired rounds" in line
+    assert "client CPU per send 1.0 vs 0.8 ms, median 1.25x" in line and "NOT VOUCHED" not in line
+    assert "the median's 95% interval 1.2" in line
+    del cpu["send_asyncio_floor"]
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    assert asyncio_floor_line(pr) is None
+
+
 def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():
     n = 8
     by_round = {m: [500.0] * n for m in PAGE_SIDES}
@@ -76,3 +91,18 @@ def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():
 def test_median_ms_leaves_out_rounds_without_a_figure():
     assert median_ms([1.0, None, 3.0, 2.0]) == 2.0
     assert median_ms([]) is None and median_ms(None) is None
+
+
+def test_the_driver_loops_line_names_each_variant_and_what_was_not_measured():
+    from lab.bench.store_paths.driver_loops import BASELINE, driver_loops_line
+
+    ratio = {"rounds": 3, "median": 1.5, "ci_low": 1.4, "ci_high": 1.6}
+    probe = {"in_flight": 8, "rounds": 3, "requests_per_round": 2000, "baseline": BASELINE,
+             "missing_reactors": {"asyncio": "driver reactor 'asyncio' is not available here"},
+             "variants": {BASELINE: {"us_per_request_median": 92.0, "over_baseline": ratio | {"median": 1.0}},
+                          "libev coroutines": {"us_per_request_median": 142.0, "over_baseline": ratio}}}
+    line = driver_loops_line(probe)
+    assert line.startswith("- Driver loops, client CPU per request (8 in flight from one thread, 3 interleaved "
+                           "rounds of 2,000): libev callbacks 92.0 µs, libev coroutines 142.0 µs, 1.5x (1.4-1.6x)")
+    assert "asyncio: not measured (driver reactor 'asyncio' is not available here)" in line
+    assert driver_loops_line(None) is None and driver_loops_line({"variants": {}}) is None

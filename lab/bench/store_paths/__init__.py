@@ -6,6 +6,8 @@ the same node in the same run. A benchmark, not a test: it measures and writes, 
     seeded_rows       rows for the read comparisons, as the commit path writes them
     floors            send_floor and history_floor: each path's own statements, issued raw
     callback_floors   the driver's floors: the same statements chained through the driver's callbacks
+    asyncio_floors    the send's driver floor as coroutines on an asyncio loop (the loop hand-off's price)
+    driver_loops      the driver's I/O loops per request: callbacks or coroutines, libev or its asyncio reactor
     send_throughput   send_throughput
     history_page      history_latest_page
     history_cpu       history_latest_page_cpu: the page's client CPU against its blocking and driver floors

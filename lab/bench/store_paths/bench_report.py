@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lab.bench.store_paths.driver_loops import driver_loops_line
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
@@ -68,6 +69,7 @@ class StoreBenchReport:
     store_alerts: Mapping[str, Any]
     comparisons: Mapping[str, Comparison]
     notes: Mapping[str, Any] = field(default_factory=dict)
+    driver_loops: Mapping[str, Any] | None = None  # lab.bench.store_paths.driver_loops
 
     @property
     def closing_note(self) -> str:
@@ -82,6 +84,7 @@ class StoreBenchReport:
                 "timings_seconds": dict(self.timings_seconds), "latency_unit": LATENCY_UNIT,
                 "store_alerts": dict(self.store_alerts),
                 "comparisons": {k: c.to_json() for k, c in self.comparisons.items()},
+                "driver_loops": None if self.driver_loops is None else dict(self.driver_loops),
                 "closing_note": self.closing_note}
 
 
@@ -196,6 +199,22 @@ def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: 
             + ("" if blocking_ratio is None or blocking_ratio["median"] is None else
                f"; blocking floor / driver floor {_range(blocking_ratio)}") + ".")
     return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
+
+
+def asyncio_floor_line(pr: Mapping[str, Any]) -> str | None:
+    """The driver floor through asyncio against the callback-chained one (client CPU per send): the
+    price of handing each answer to an asyncio loop, for choosing the store's event-driven core."""
+    r = pr.get("cpu_ratios", {}).get("asyncio_floor_over_callback_floor_cpu_per_call")
+    if r is None or r["median"] is None:
+        return None
+    cpu = pr["cpu_ms_per_call_by_round"]
+    return (f"- Send driver floor, asyncio / callbacks (the same statements as coroutines on one asyncio loop, each "
+            f"answer handed to it, against the callback chain) over {r['rounds']} paired rounds: client CPU per send "
+            f"{median_ms(cpu.get('send_asyncio_floor'))} vs {median_ms(cpu.get('send_callback_floor'))} ms, "
+            f"{_range(r)}" + ("" if r["ci_low"] is None else
+                              f", the median's 95% interval {r['ci_low']}-{r['ci_high']}x")
+            + ("" if r.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
+               f"±{pr['vouch_rel_half_width']:.0%})") + ".")
 
 
 def blocking_key(name: str) -> str:
@@ -331,6 +350,9 @@ def _send_lines(s: Comparison) -> list[str]:
                                       "through the driver's callbacks from one thread")
         if line is not None:
             lines.append(line)
+        line = asyncio_floor_line(s.paired_rounds)
+        if line is not None:
+            lines.append(line)
     if fl is not None:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "
@@ -406,4 +428,5 @@ def closing_note(report: StoreBenchReport) -> str:
     for name, comp in c.items():
         if comp.shape is not None:
             lines += _grouped_lines(name, comp)
-    return "\n".join(lines)
+    loops = driver_loops_line(report.driver_loops)
+    return "\n".join(lines + ([loops] if loops else []))

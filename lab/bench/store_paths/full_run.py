@@ -2,7 +2,7 @@
 
 Order: schema; send throughput; seeding of the read comparisons; flush (memtables to SSTables,
 so the reads hit disk); latest history page (latency, then client CPU); grouped vs naive per S-1
-shape. Each phase's wall time is recorded (``timings_seconds``), and the load average before and after.
+shape; the driver's I/O loops (lab.bench.store_paths.driver_loops). Each phase's wall time is recorded (``timings_seconds``), and the load average before and after.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.bench_report import Comparison, StoreBenchReport
+from lab.bench.store_paths.driver_loops import probe_driver_loops
 from lab.bench.store_paths.grouped_vs_naive import bench_grouped
 from lab.bench.store_paths.history_cpu import bench_history_cpu
 from lab.bench.store_paths.history_page import bench_history
@@ -116,6 +117,15 @@ def _measure(store: MessageStore, config: ClusterConfig, conn: Connection, keysp
     return comparisons, flushed, store.alerts.snapshot()
 
 
+def _driver_loops(config: ClusterConfig, params: BenchParams, log: Log, timings: dict[str, float],
+                  gc_mode: str) -> dict[str, Any]:
+    client_gc.settle(gc_mode)
+    with _phase(timings, "driver_loops_seconds"):
+        log("driver loops: callbacks or coroutines, on libev and on the driver's asyncio reactor")
+        return probe_driver_loops(config, requests=params.loop_probe_requests, rounds=params.loop_probe_rounds,
+                                  in_flight=params.send_concurrency)
+
+
 def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RESULTS_DIR,
               run_dir: Path | None = None, log: Log | None = None, chart: bool = True,
               gc_mode: str = client_gc.DEFAULT_CLIENT_GC) -> BenchResult:
@@ -142,11 +152,12 @@ def run_bench(config: ClusterConfig, params: BenchParams, *, results: Path = RES
                                                       gc_mode)
             drop.restart()
         timings["drop_seconds"] = round(drop.seconds(), 2)  # closing the store and dropping the keyspace
+        loops = _driver_loops(config, params, log, timings, gc_mode)
         env["loadavg_at_end"] = loadavg()
     report = StoreBenchReport(run_id=run_dir.name, started_at=started_at, finished_at=utc_now_iso(),
                               wall_seconds=round(wall.seconds(), 2), keyspace=keyspace, keyspace_dropped=True,
                               environment=env, params=params, flushed_before_reads=flushed, timings_seconds=timings,
-                              store_alerts=alerts, comparisons=comparisons)
+                              store_alerts=alerts, comparisons=comparisons, driver_loops=loops)
     json_path, csv_path, png_path = out_dir / JSON_FILE, out_dir / CSV_FILE, out_dir / PNG_FILE
     write_json(json_path, report)
     write_csv(csv_path, comparisons)

@@ -46,6 +46,10 @@ class BenchParams:
     dm_repeats: int = 60            # measured calls per method, DM shape
     dm_warmup: int = 3              # discarded calls per method, DM shape
     batch_concurrency: int = DEFAULT_BATCH_CONCURRENCY
+    # driver_loops: one prepared read per request, per variant and round (callbacks or coroutines, libev
+    # or the driver's asyncio reactor), send_concurrency in flight, the rounds interleaved
+    loop_probe_requests: int = 2000
+    loop_probe_rounds: int = 20
     flush: bool = True              # flush memtables after seeding, so reads hit SSTables
     seed: int = 0
 
@@ -71,7 +75,7 @@ class BenchParams:
         return cls(mode="quick", send_ops=240, send_block=40, send_warmup=24, history_messages=60,
                    history_ops=80, history_warmup=10, history_round_calls=10, history_cpu_ops=240,
                    history_cpu_block=40, group_repeats=3, group_warmup=1,
-                   dm_repeats=6, dm_warmup=1)
+                   dm_repeats=6, dm_warmup=1, loop_probe_requests=200, loop_probe_rounds=3)
 
     @property
     def shapes(self) -> dict[str, dict[str, int]]:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
 from lab.bench.store_paths.callback_floors import run_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
@@ -21,6 +22,7 @@ from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 CALLBACK_FLOOR = "send_callback_floor"
+ASYNCIO_FLOOR = "send_asyncio_floor"
 
 
 def bench_send(run: BenchRun) -> Comparison:
@@ -56,16 +58,24 @@ def bench_send(run: BenchRun) -> Comparison:
             ready[name] = (start, send_floor_calls(run, n, conversations=p.send_conversations, keys=floor_keys[name],
                                                    start=start, **options))
 
-    # the driver's floor: the like-for-like floor's statements without the outbox append (no driver
-    # statement), chained through callbacks, send_concurrency chains in flight from this thread
-    chained: dict[str, Any] = {"start": 0, "plans": []}
-    callback_keys = FloorKeys.new(p.send_conversations)
+    # the driver's floors: the like-for-like floor's statements without the outbox append (no driver
+    # statement), send_concurrency in flight from this thread: chained through callbacks, and as
+    # coroutines on an asyncio loop (each answer handed to the loop), each on its own conversations
+    chained: dict[str, dict[str, Any]] = {name: {"start": 0, "plans": [], "keys": FloorKeys.new(p.send_conversations)}
+                                          for name in (CALLBACK_FLOOR, ASYNCIO_FLOOR)}
 
     def build_chained(n: int) -> None:
-        start = chained["start"] + len(chained["plans"])
-        chained.update(start=start, plans=send_floor_plans(run, n, conversations=p.send_conversations,
-                                                          keys=callback_keys, start=start, head_read=True,
-                                                          outbox=False))
+        for c in chained.values():
+            start = c["start"] + len(c["plans"])
+            c.update(start=start, plans=send_floor_plans(run, n, conversations=p.send_conversations, keys=c["keys"],
+                                                         start=start, head_read=True, outbox=False))
+
+    def run_driver_floor(name: str, calls: list[int]) -> list[Any]:
+        c = chained[name]
+        plans = [c["plans"][i - c["start"]] for i in calls]
+        if name == CALLBACK_FLOOR:
+            return run_chains([send_chain(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
+        return run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
 
     def floor_method(name: str) -> Callable[[int], None]:
         def call(i: int) -> None:
@@ -75,7 +85,7 @@ def bench_send(run: BenchRun) -> Comparison:
 
     methods = {"send": (Method("send"), full),
                **{name: (Method(name), floor_method(name)) for name in floor_options},
-               CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None),
+               CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -86,12 +96,10 @@ def bench_send(run: BenchRun) -> Comparison:
         method, fn = methods[name]
         before = run.snapshot()
         calls = [next(counters[name]) for _ in range(n)]
-        chains = ([send_chain(run.conn, chained["plans"][i - chained["start"]]) for i in calls]
-                  if fn is None else None)
         cpu = CpuMeter()
         t0 = now_ns()
-        if chains is not None:
-            timings = run_chains(chains, in_flight=p.send_concurrency)
+        if fn is None:
+            timings = run_driver_floor(name, calls)
         else:
             timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
@@ -131,6 +139,7 @@ def bench_send(run: BenchRun) -> Comparison:
     fl = methods["send_floor"][0].result()
     fn = methods["send_floor_without_outbox"][0].result()
     cb = methods[CALLBACK_FLOOR][0].result()
+    ao = methods[ASYNCIO_FLOOR][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
         paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
@@ -139,13 +148,15 @@ def bench_send(run: BenchRun) -> Comparison:
                     "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
                     "without the two reads; send_floor_without_outbox: send_floor without the append; "
                     "send_callback_floor: send_floor_with_head_read's statements without the append, chained through "
-                    "the driver's callbacks from one thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
+                    "the driver's callbacks from one thread; send_asyncio_floor: the same as coroutines on an asyncio loop in one "
+                    "thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
-                    f"send_callback_floor: {p.send_concurrency} callback chains in flight from one thread",
+                    f"send_callback_floor: {p.send_concurrency} callback chains in flight from one thread; "
+                    f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
-        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, b.name: b},
+        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, ao.name: ao, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -162,6 +173,8 @@ def bench_send(run: BenchRun) -> Comparison:
                                                                digits=RATIO_DIGITS),
                "floor_with_head_read_over_callback_floor_throughput": a_over_b(
                    fh.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
+               "asyncio_floor_over_callback_floor_throughput": a_over_b(
+                   ao.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "send_over_floor_p50_latency": a_over_b(f.latency_us.p50, fl.latency_us.p50, digits=RATIO_DIGITS),
                "send_over_floor_p99_latency": a_over_b(f.latency_us.p99, fl.latency_us.p99, digits=RATIO_DIGITS),
                "send_over_bare_throughput": a_over_b(f.throughput_ops_per_s, b.throughput_ops_per_s,
@@ -179,6 +192,7 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "floor_over_floor_without_outbox_throughput": ("send_floor", "send_floor_without_outbox"),
           "send_over_callback_floor_throughput": ("send", CALLBACK_FLOOR),
           "floor_with_head_read_over_callback_floor_throughput": ("send_floor_with_head_read", CALLBACK_FLOOR),
+          "asyncio_floor_over_callback_floor_throughput": (ASYNCIO_FLOOR, CALLBACK_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 CALLBACK_GOAL_RATIO = "send_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
