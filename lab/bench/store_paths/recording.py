@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.bench.store_paths.params import BenchParams
-from lab.measure import LatencySummary, Timing, summarize_histogram, timed
-from lab.measure.timing import NS_PER_SECOND
+from lab.measure import LatencySummary, Timing, a_over_b, summarize_histogram, timed
+from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
 from lab.measure.hdr import OpStats, encode, latencies_us
 from lab.store import MessageStore, MessageType, SendRequest
 
@@ -96,6 +96,17 @@ class Method:
         for table, kinds in request_delta(before, after).items():
             for kind, n in kinds.items():
                 self.requests.setdefault(table, {})[kind] = self.requests.get(table, {}).get(kind, 0) + n
+
+    def add_block(self, timings: list[Timing], *, before: Requests, after: Requests, elapsed_ns: int,
+                  cpu_seconds: float) -> tuple[float | None, float | None]:
+        """One measured block of calls: its requests, time and calls recorded; returns its throughput
+        (calls/s that succeeded) and this process's CPU ms per call, the block's per-round figures."""
+        self.add_requests(before, after)
+        self.elapsed_ns += elapsed_ns
+        for t in timings:
+            self.record(t)
+        return (a_over_b(sum(t.error is None for t in timings), elapsed_ns / NS_PER_SECOND),
+                a_over_b(cpu_seconds * MS_PER_SECOND, len(timings)))
 
     def requests_of(self, table: str | None = None, kinds: Iterable[str] | None = None) -> int:
         kinds = set(kinds) if kinds is not None else None

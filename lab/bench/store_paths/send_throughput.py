@@ -18,7 +18,7 @@ from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
-from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
+from lab.measure.timing import NS_PER_SECOND
 from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 CALLBACK_FLOOR = "send_callback_floor"
@@ -110,14 +110,12 @@ def bench_send(run: BenchRun) -> Comparison:
         if not measured:
             method.warmup += n
             return
-        method.add_requests(before, run.snapshot())
-        method.elapsed_ns += t1 - t0
-        by_round[name].append(a_over_b(sum(t.error is None for t in timings), (t1 - t0) / NS_PER_SECOND))
-        cpu_by_round[name].append(a_over_b(used.cpu_seconds * MS_PER_SECOND, n))
+        throughput, cpu_ms = method.add_block(timings, before=before, after=run.snapshot(), elapsed_ns=t1 - t0,
+                                              cpu_seconds=used.cpu_seconds)
+        by_round[name].append(throughput)
+        cpu_by_round[name].append(cpu_ms)
         if name in ack_ns:
             ack_ns[name] += t_ack - t0
-        for t in timings:
-            method.record(t)
 
     names = list(methods)
     build_floors(p.send_warmup)
