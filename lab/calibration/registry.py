@@ -164,7 +164,7 @@ SUITE: tuple[NotebookSpec, ...] = (
         name="cpu_curve", what="node CPU per send of the capacity model's mix at several send rates: the CPU curve",
         quick={"sends_per_second": [10.0, 40.0, 120.0], "rounds": 2, "window_seconds": 4.0, "idle_seconds": 2.0,
                "history_conversations": 5, "history_rows": 200, "group_backlog": 100},
-        quick_seconds=60, full_seconds=6 * 4 * 12 + 60),
+        quick_seconds=60, full_seconds=6 * 6 * 12 + 60),
     NotebookSpec(
         name="knee", what="the node's knee: the highest sends/s of the capacity model's mix within a p99 target",
         quick={"max_steps": 2, "min_calls": 100, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",

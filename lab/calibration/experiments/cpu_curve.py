@@ -30,7 +30,7 @@ DEFAULT_SENDS_PER_SECOND = (10.0, 25.0, 50.0, 100.0, 200.0, 300.0)
 class Params(TimedParams):
     sends_per_second: tuple[float, ...] = DEFAULT_SENDS_PER_SECOND   # the curve's rates (sends/s of the mix)
     operations_per_message: dict[str, float] | None = None           # None: the capacity model's default mix
-    rounds: int = 4
+    rounds: int = 6                            # an interval per rate needs 5 (lab.measure.stats); 1 to spare
     window_seconds: float = 8.0
     idle_seconds: float = 4.0
     workers: int | None = None                 # None: sized per rate after the warmup
