@@ -20,15 +20,20 @@ PARAMS = BenchParams(send_conversations=2, body_bytes=64)
 CALLS = 6
 
 
-@pytest.fixture(scope="module")
-def chained(store):
+def _floor(store, run_them):
+    """CALLS plans over fresh conversations, run by ``run_them(run, plans)``: what each test reads."""
     run = BenchRun(store, PARAMS, None, lambda _msg: None)
     keys = FloorKeys.new(PARAMS.send_conversations)
     plans = send_floor_plans(run, CALLS, conversations=PARAMS.send_conversations, keys=keys, head_read=True,
                              outbox=False)
     before = run.snapshot()
-    timings = run_chains([send_chain(run.conn, plan) for plan in plans], in_flight=3)
+    timings = run_them(run, plans)
     return run, keys, plans, timings, run.snapshot(), before
+
+
+@pytest.fixture(scope="module")
+def chained(store):
+    return _floor(store, lambda run, plans: run_chains([send_chain(run.conn, p) for p in plans], in_flight=3))
 
 
 def test_every_chain_ends_once_without_error(chained):
@@ -113,14 +118,10 @@ def test_the_asyncio_floor_issues_the_same_statements_and_the_store_reads_its_ro
     history reads back; a refused reservation fails its own call only."""
     from lab.bench.store_paths.recording import request_delta
 
-    run = BenchRun(store, PARAMS, None, lambda _msg: None)
-    keys = FloorKeys.new(PARAMS.send_conversations)
-    plans = send_floor_plans(run, CALLS, conversations=PARAMS.send_conversations, keys=keys, head_read=True,
-                             outbox=False)
-    before = run.snapshot()
-    timings = run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=3)
+    run, keys, plans, timings, after, before = _floor(
+        store, lambda run, plans: run_coroutines([send_coroutine(run.conn, p) for p in plans], in_flight=3))
     assert [t.error for t in timings] == [None] * CALLS
-    assert request_delta(before, run.snapshot()) == {
+    assert request_delta(before, after) == {
         "client_dedup": {"lwt": CALLS, "write": CALLS}, "message_record": {"write": CALLS},
         "message_index": {"write": CALLS},
         "conversation_head": {"write": CALLS, "point_read": CALLS + PARAMS.send_conversations}}
