@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import ConfigError
-from lab.load.pacing import schedule_slack
+from lab.load.pacing import short_of
 from lab.load.verdict import LOADER_BOUND, MACHINE_BOUND
 
 MIN_CALLS = 1000          # calls a step needs before its p99 is a figure
@@ -91,11 +91,9 @@ class KneeStep:
 
     def kept_up(self) -> bool:
         """Completed at least ``KEEP_UP_SHARE`` of the calls asked for, less what the jittered schedule
-        alone may leave outside a short window (:func:`schedule_slack`)."""
-        asked = KEEP_UP_SHARE * self.requested_rate
-        if self.measured_seconds <= 0:
-            return self.achieved_rate >= asked
-        return self.achieved_rate * self.measured_seconds >= asked * self.measured_seconds - schedule_slack(self.users)
+        alone may leave outside a short window (:func:`lab.load.pacing.short_of`)."""
+        return not short_of(KEEP_UP_SHARE, achieved_rate=self.achieved_rate, requested_rate=self.requested_rate,
+                            users=self.users, seconds=self.measured_seconds)
 
     def outcome(self, slo: Slo, min_calls: int = MIN_CALLS) -> str:
         if self.verdict in (LOADER_BOUND, MACHINE_BOUND):

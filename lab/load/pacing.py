@@ -124,6 +124,16 @@ def schedule_slack(users: int) -> float:
     return math.sqrt(users * math.log(1 / SCHEDULE_FALSE_MISS)) if users > 0 else 0.0
 
 
+def short_of(share: float, *, achieved_rate: float, requested_rate: float, users: int | None,
+             seconds: float | None) -> bool:
+    """Completed less than ``share`` of the requested rate, beyond :func:`schedule_slack`'s calls when
+    the window's length and users are known (a window of unknown or unbounded length: no allowance)."""
+    asked = share * requested_rate
+    if not users or not seconds or not math.isfinite(seconds) or seconds <= 0:
+        return achieved_rate < asked
+    return achieved_rate * seconds < asked * seconds - schedule_slack(users)
+
+
 STAIRCASE_FRACTIONS = (0.50, 0.75, 0.90, 1.05)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.load.pacing import schedule_slack
+from lab.load.pacing import short_of
 from lab.measure import fit_linear
 
 VALID = "valid"
@@ -156,7 +156,7 @@ def judge(*, requested_rate: float | None, achieved_rate: float | None,
           window_seconds: float | None = None) -> Verdict:
     """The verdict of one window (a run's measured window, or one staircase step). With the window's
     length and its users, the achieved share allows for what the jittered schedule alone leaves
-    outside a short window (:func:`lab.load.pacing.schedule_slack`)."""
+    outside a short window (:func:`lab.load.pacing.short_of`)."""
     limits = limits or Limits()
     cpu = {k: float(v) for k, v in loader_cpu_percent_of_core.items() if v is not None}
     reasons: list[Reason] = []
@@ -180,9 +180,8 @@ def judge(*, requested_rate: float | None, achieved_rate: float | None,
                   f"window (limit {limits.max_lag_growth_ms:g} ms): calls started later and later than due; "
                   "the generator fell behind (its CPU, or too few users for calls this slow: add --users)")))
     share = (achieved_rate / requested_rate) if requested_rate and achieved_rate is not None else None
-    slack = (schedule_slack(users) / (requested_rate * window_seconds)
-             if share is not None and users and window_seconds and math.isfinite(window_seconds) else 0.0)
-    if share is not None and share < limits.min_achieved_share - slack:
+    if share is not None and short_of(limits.min_achieved_share, achieved_rate=achieved_rate,
+                                      requested_rate=requested_rate, users=users, seconds=window_seconds):
         on_schedule = (not hot and not growing and lag is not None and lag.mean_ms is not None
                        and lag.mean_ms <= limits.max_on_schedule_lag_ms)
         if on_schedule:
