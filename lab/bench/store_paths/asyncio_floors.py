@@ -8,6 +8,7 @@ More: docs/bench-internals.md.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -16,24 +17,36 @@ from lab.cluster.connection import Connection, Stmt
 from lab.measure import Timing
 from lab.measure.timing import now_ns
 
-__all__ = ["run_coroutines", "send_coroutine"]
+__all__ = ["awaited", "run_coroutines", "send_coroutine"]
 
 Send = Callable[[], Coroutine[Any, Any, None]]
 
 
-async def _answer(conn: Connection, stmt: Stmt, params: Sequence[Any]) -> Any:
-    """One statement's rows, awaited: the driver answers on its I/O thread, the loop resumes here."""
-    loop = asyncio.get_running_loop()
+async def awaited(response: Any) -> Any:
+    """A driver ResponseFuture's rows, awaited on the running loop. An answer that arrives on this very
+    loop's thread (the driver's asyncio reactor) settles the future at once; one from another thread
+    (libev's I/O thread) is handed to the loop (``call_soon_threadsafe``)."""
+    loop, thread = asyncio.get_running_loop(), threading.get_ident()
     future = loop.create_future()
 
-    def ok(rows: Any) -> None:
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_result(rows))
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            future.set_result(value) if ok else future.set_exception(value)
 
-    def failed(error: BaseException) -> None:
-        loop.call_soon_threadsafe(lambda: future.done() or future.set_exception(error))
-
-    conn.execute_async(stmt, params).add_callbacks(ok, failed)
+    def on(ok: bool) -> Callable[[Any], None]:
+        def call(value: Any) -> None:
+            if threading.get_ident() == thread:
+                settle(ok, value)
+            else:
+                loop.call_soon_threadsafe(settle, ok, value)
+        return call
+    response.add_callbacks(on(True), on(False))
     return await future
+
+
+async def _answer(conn: Connection, stmt: Stmt, params: Sequence[Any]) -> Any:
+    """One statement's rows, awaited."""
+    return await awaited(conn.execute_async(stmt, params))
 
 
 def send_coroutine(conn: Connection, plan: SendFloorPlan) -> Send:

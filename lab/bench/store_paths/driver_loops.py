@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from lab.bench.store_paths.asyncio_floors import awaited
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.reactors import reactor_class
@@ -59,31 +60,13 @@ def _callbacks(session: Any, prepared: Any, n: int, in_flight: int) -> None:
 
 
 def _coroutines(session: Any, prepared: Any, n: int, in_flight: int, loop: asyncio.AbstractEventLoop | None) -> None:
-    async def answer() -> Any:
-        here, thread = asyncio.get_running_loop(), threading.get_ident()
-        future = here.create_future()
-
-        def settle(ok: bool, value: Any) -> None:
-            if not future.done():
-                future.set_result(value) if ok else future.set_exception(value)
-
-        def on(ok: bool) -> Callable[[Any], None]:
-            def call(value: Any) -> None:
-                if threading.get_ident() == thread:  # the driver answered on this very loop
-                    settle(ok, value)
-                else:
-                    here.call_soon_threadsafe(settle, ok, value)
-            return call
-        session.execute_async(prepared).add_callbacks(on(True), on(False))
-        return await future
-
     async def main() -> None:
         queue = list(range(n))
 
         async def worker() -> None:
             while queue:
                 queue.pop()
-                await answer()
+                await awaited(session.execute_async(prepared))
         await asyncio.gather(*(worker() for _ in range(min(in_flight, n))))
 
     if loop is None:
