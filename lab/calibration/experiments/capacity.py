@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -199,14 +200,15 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     return 1
 
 
-def resolve_space_amp(value: float | None, values_path: str | Path | None, constants: Any) -> tuple[float, str, str]:
+def resolve_space_amp(value: float | None, values_path: str | Path | None, v: Mapping[str, Any] | None,
+                      constants: Any) -> tuple[float, str, str]:
     """(lsm_space_amp, where it came from, why not measured): the parameter; else a space_amp
-    run's steady-state factor when it measured one and it is stationary; else appendix B's."""
+    run's steady-state factor (``v``, its values.json read from ``values_path``) when it measured
+    one and it is stationary; else appendix B's."""
     if value is not None:
         return float(value), "parameter", ""
-    if values_path is None or not Path(values_path).exists():
+    if v is None:
         return constants.lsm_space_amp, "appendix B", "no space_amp run given"
-    v = json.loads(Path(values_path).read_text())
     amp = v.get("lsm_space_amp")
     if amp is None:
         return constants.lsm_space_amp, "appendix B", f"the space_amp run {values_path} reached no steady state"
@@ -247,11 +249,12 @@ def run(params: Params, *, constants: Any) -> Result:
         mix = price(spec, row_model_of(mix_at), rows=params.my_mix_rows)  # CalibrationError when it cannot
         mix_conf = input_confidence(mix_at.path, measured="b_row_bytes",
                                     ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), precision="b_row_precision")
-    amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, constants)
+    space = _space_amp_values(params.space_amp_values)
+    amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, space, constants)
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", mix.b_row_bytes)] if mix else []
-    apart = _space_amp(params.space_amp_values, HoldApart.from_values)
-    aged = _space_amp(params.space_amp_values, AgedTable.from_values)
+    apart = HoldApart.from_values(space) if space is not None else None
+    aged = AgedTable.from_values(space) if space is not None else None
     amps = {"design": constants.lsm_space_amp, HOLD_APART: apart.combined_amp if apart else None,
             AGED: aged.amp if aged else None}
     sources += [(HOLD_APART, measured or constants.b_row_bytes)] if apart else []
@@ -321,11 +324,11 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     return at, curve, rows, factor
 
 
-def _space_amp(values_path: str | None, read: Any) -> Any:
-    """``read`` (a what-if's ``from_values``) on the space_amp run's values.json, or None without one."""
-    if values_path is None or not Path(values_path).is_file():
+def _space_amp_values(values_path: str | None) -> dict[str, Any] | None:
+    """The space_amp run's values.json (the factor and both what-ifs read it), or None without one."""
+    if values_path is None or not Path(values_path).exists():
         return None
-    return read(json.loads(Path(values_path).read_text()))
+    return json.loads(Path(values_path).read_text())
 
 
 def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
