@@ -49,6 +49,7 @@ _CLUSTER_FLAGS = [
     ("--admin", "admin", str, "auto | cassandra | scylla"),
     ("--dialect", "dialect", str, "server dialect: auto | cassandra | scylla (LAB_DIALECT)"),
     ("--tablets", "tablets", bool, "Scylla: the lab's keyspaces use tablets (default false) (LAB_TABLETS)"),
+    ("--tcp-nodelay", "tcp_nodelay", bool, "TCP_NODELAY on the driver's sockets (default true) (LAB_TCP_NODELAY)"),
     ("--jmx-port", "jmx_port", PORT, "JMX port of external Cassandra nodes"),
     ("--rest-port", "rest_port", PORT, "Scylla REST API port"),
     ("--rest-addresses", "rest_addresses", str, "Scylla REST per node: NODE=HOST:PORT,... (LAB_REST_ADDRESSES)"),

@@ -58,6 +58,9 @@ class ClusterConfig:
     admin: str = "auto"
     dialect: str = "auto"  # how the server's CQL and traces differ (lab.cluster.dialect); auto: ask it
     tablets: bool = False  # Scylla: the lab's keyspaces use tablets (off: vnodes, LWT on every version)
+    # TCP_NODELAY on the driver's sockets: the Java, Go and Rust drivers' default; the Python driver
+    # leaves Nagle on (docs/cluster-internals.md: what that did to the lab's latencies)
+    tcp_nodelay: bool = True
     jmx_port: int = DEFAULT_JMX_PORT
     rest_port: int = DEFAULT_SCYLLA_REST_PORT
     # Scylla REST endpoint per node address, for installs whose API listens on 127.0.0.1
@@ -90,8 +93,9 @@ class ClusterConfig:
         if self.dialect not in DIALECT_KINDS:
             raise ConfigError(f"dialect must be one of {', '.join(DIALECT_KINDS)}, got {self.dialect!r}",
                               field="dialect")
-        if not isinstance(self.tablets, bool):
-            raise ConfigError(f"tablets must be true or false, got {self.tablets!r}", field="tablets")
+        for name in ("tablets", "tcp_nodelay"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}", field=name)
         for node, endpoint in self.rest_addresses:
             _split_endpoint(endpoint, self.rest_port)
             if not node:
@@ -163,7 +167,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(ClusterConfig)}
 _INT_FIELDS = {"port", "replication_factor", "jmx_port", "rest_port", "prometheus_port"}
 _FLOAT_FIELDS = {"request_timeout_seconds", "connect_timeout_seconds"}
 _PATH_FIELDS = {"tls_ca_file", "tls_cert_file", "tls_key_file", "lab_home"}
-_BOOL_FIELDS = {"tls_verify_hostname", "tablets"}
+_BOOL_FIELDS = {"tls_verify_hostname", "tablets", "tcp_nodelay"}
 
 
 _US_PER_UNIT = {"us": 1, "µs": 1, "ms": 1000, "s": 1_000_000}

@@ -5,6 +5,7 @@ More: docs/cluster-internals.md.
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import threading
 import warnings
@@ -33,6 +34,9 @@ from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, RttProxyE
 # loaded one (tens of seconds on a busy 2-core machine). It is
 # not what a run measures, so it gets this floor instead of the request timeout.
 SCHEMA_TIMEOUT_SECONDS = 120.0
+# Nagle off on every driver socket (ClusterConfig.tcp_nodelay): a request written while an earlier
+# one is unacknowledged otherwise waits for the node's delayed ACK
+NODELAY_SOCKOPT = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @dataclass(frozen=True)
@@ -323,6 +327,8 @@ def _open(config: ClusterConfig, *, reactor: str | None = None, retry_policy: Re
     install_uuid_deserializer()  # UUID cells without uuid.UUID's general constructor (lab.cluster.row_factory)
     if connection_class is not None:
         extra["connection_class"] = connection_class
+    if config.tcp_nodelay:
+        extra["sockopts"] = [NODELAY_SOCKOPT]
     contact_points, port = list(config.contact_points), config.port
     if endpoints is not None:
         extra["endpoint_factory"] = endpoints

@@ -110,3 +110,16 @@ def test_scylla_settings_from_flags_env_and_toml(tmp_path):
 def test_bad_scylla_settings_are_config_errors(env):
     with pytest.raises(ConfigError):
         load_config(env=env)
+
+
+def test_tcp_nodelay_defaults_on_and_reads_every_source(tmp_path):
+    assert ClusterConfig().tcp_nodelay is True and load_config(env={}).tcp_nodelay is True
+    assert load_config(env={"LAB_TCP_NODELAY": "false"}).tcp_nodelay is False
+    assert load_config(flags={"tcp_nodelay": False}, env={"LAB_TCP_NODELAY": "true"}).tcp_nodelay is False
+    toml = tmp_path / "lab.toml"
+    toml.write_text("[cluster]\ntcp_nodelay = false\n")
+    assert load_config(toml_path=toml).tcp_nodelay is False
+    with pytest.raises(ConfigError, match="LAB_TCP_NODELAY"):
+        load_config(env={"LAB_TCP_NODELAY": "maybe"})
+    with pytest.raises(ConfigError, match="tcp_nodelay must be true or false"):
+        ClusterConfig(tcp_nodelay="yes")
