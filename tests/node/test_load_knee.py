@@ -95,6 +95,10 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     assert held["asked_rate"] == pytest.approx(16.8) and held["from_steps"] == [1, 2] and held["step"] == 3
     assert held["calls"] > 0 and "at a rate it did not measure" in values["conclusion"]
     assert len(knee["steps"]) == 2  # the held-out step is not one of the search's
+    # the unseen mix (the notebook's send_only): no cpu_cost values here, and a lower bound to scale
+    # from besides: one clear reason, no second search
+    assert values["unseen_mix"] is None and "cpu_cost" in values["unseen_mix_note"]
+    assert "did not see** (`send_only`): not predicted" in values["conclusion"]
     capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "knee_values": str(tmp_path / "knee" / "values.json"),
                                          "cpu_values": None, "cpu_curve_values": None}, tmp_path, config=cluster_config)
     assert capacity["knee_from"] == "this run" and capacity["knee_status"] == NOT_REACHED

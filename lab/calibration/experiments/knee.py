@@ -17,6 +17,7 @@ import pandas as pd
 from lab.calibration.experiments.common import Testbed, TimedParams, scratch_name
 from lab.errors import ValidationError
 from lab.load.knee_check import HELD_OUT_SHARE, HeldOutRate
+from lab.load.knee_mix import MixCheck, op_costs, predict
 from lab.load.knee_search import MEETS, Knee, SearchPlan, Slo
 from lab.load.knee_run import KneeOptions, run_knee
 from lab.load.load_folders import STATE_DIR
@@ -24,6 +25,7 @@ from lab.load.plan import load_profile
 from lab.load.runner import LoadOptions
 from lab.load.verdict import Limits
 from lab.results import scratch
+from lab.results.jsonio import read_json
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +42,9 @@ class Params(TimedParams):
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
     max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
     held_out_share: float = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve (0: none)
+    unseen_profile: str = ""               # then this profile's knee, predicted from the knee and cpu_values, searched
+    unseen_max_steps: int = 6              # ... in at most this many steps, from half the predicted rate ("": none)
+    cpu_values: str | None = None          # the cpu_cost notebook's values.json: each operation's CPU per call
 
     def calls_per_send(self) -> float:
         weights = load_profile(self.profile).weights
@@ -58,6 +63,8 @@ class Result:
     audit_ok: bool | None
     rtt_us: int = 0                  # the round trip added to every request (lab.cluster.rtt_proxy)
     held_out: HeldOutRate | None = None  # the curve predicted at a rate it did not measure, then measured
+    unseen: MixCheck | None = None       # the knee of a mix the search did not see, predicted then searched
+    unseen_note: str = ""                # why there is no such check, when one was asked for
 
     def steps(self) -> pd.DataFrame:
         return pd.DataFrame([s.to_json(self.knee.slo, self.knee.plan.min_calls) for s in self.knee.steps])
@@ -80,35 +87,76 @@ class Result:
                 "held_out_rate": None if self.held_out is None else self.held_out.to_json(),
                 "held_out_cpu_error": None if self.held_out is None else self.held_out.cpu_error,
                 "held_out_cpu_ok": None if self.held_out is None else self.held_out.cpu_ok,
+                "unseen_mix": None if self.unseen is None else self.unseen.to_json(),
+                "unseen_mix_error": None if self.unseen is None else self.unseen.error,
+                "unseen_mix_ok": None if self.unseen is None else self.unseen.ok, "unseen_mix_note": self.unseen_note,
                 "knee": k.to_json()}
 
 
 def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
-    """The search on a scratch keyspace, its steps under ``out_dir``; the keyspace and the load
-    state dropped afterwards unless ``keep_keyspace``."""
+    """The search on a scratch keyspace, its steps under ``out_dir``, then the unseen mix's when
+    asked; the keyspace and the load state dropped afterwards unless ``keep_keyspace``."""
     slo = Slo(percentile=params.slo_percentile, limit_ms=float(params.slo_limit_ms))
-    per_send = params.calls_per_send()
-    plan = SearchPlan(start_rate=params.start_sends_per_second * per_send, max_steps=params.max_steps,
+    plan = SearchPlan(start_rate=params.start_sends_per_second * params.calls_per_send(), max_steps=params.max_steps,
                       min_calls=params.min_calls)
     keyspace = scratch_name("knee")
-    run_id = f"search-{uuid.uuid4().hex[:8]}"
     config = testbed.config.replace(keyspace=keyspace)
-    base = LoadOptions(profile=params.profile, processes=params.processes, seed_size=params.seed_size,
-                       results=Path(out_dir), run_id=run_id,
-                       limits=Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core,
-                                     max_machine_cpu_percent=params.max_machine_cpu_percent))
-    try:
-        done = run_knee(config, base, KneeOptions(slo=slo, search=plan, step_seconds=params.step_seconds,
+    run_ids: list[str] = []
+
+    def search(profile: str, search_plan: SearchPlan, held_out_share: float) -> Any:
+        run_ids.append(f"search-{uuid.uuid4().hex[:8]}")
+        base = LoadOptions(profile=profile, processes=params.processes, seed_size=params.seed_size,
+                           results=Path(out_dir), run_id=run_ids[-1],
+                           limits=Limits(max_loader_cpu_percent_of_core=params.max_loader_cpu_percent_of_core,
+                                         max_machine_cpu_percent=params.max_machine_cpu_percent))
+        return run_knee(config, base, KneeOptions(slo=slo, search=search_plan, step_seconds=params.step_seconds,
                                                   warmup_seconds=params.warmup_seconds,
-                                                  held_out_share=params.held_out_share),
+                                                  held_out_share=held_out_share),
                         progress=None, services=testbed.services)
+
+    unseen, note = None, ""
+    try:
+        done = search(params.profile, plan, params.held_out_share)
+        if params.unseen_profile:
+            try:
+                predicted = predict_unseen(params, done.knee)
+            except ValidationError as exc:
+                note = exc.message
+            else:
+                other = search(params.unseen_profile, SearchPlan(
+                    start_rate=predicted.calls_per_second / 2, max_steps=params.unseen_max_steps,
+                    min_calls=params.min_calls), 0.0)
+                unseen = MixCheck(predicted=predicted, knee=other.knee)
     finally:
         if not params.keep_keyspace:
             scratch.drop_keyspace(testbed.connection, keyspace)
-            shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
+            for run_id in run_ids:
+                shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
     return Result(params=params, knee=done.knee, shared_machine=done.shared_machine, machine_cores=os.cpu_count() or 1,
                   path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok), rtt_us=done.rtt_us,
-                  held_out=done.held_out)
+                  held_out=done.held_out, unseen=unseen, unseen_note=note)
+
+
+def predict_unseen(params: Params, knee: Knee) -> Any:
+    """The unseen profile's knee from the measured one (:mod:`lab.load.knee_mix`): the knee step's
+    operation counts (its summary.json) and cpu_cost's prices; a ValidationError says why not."""
+    if not params.cpu_values or not Path(params.cpu_values).is_file():
+        raise ValidationError(f"no cpu_cost values to price the {params.unseen_profile} mix by (cpu_values "
+                              f"{params.cpu_values!r}): run the cpu_cost notebook in the same run", field="cpu_values")
+    try:
+        costs = op_costs(read_json(Path(params.cpu_values)))
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
+        raise ValidationError(f"cpu_values {params.cpu_values} is not a readable values.json ({exc})",
+                              field="cpu_values") from None
+    if knee.step is None:
+        raise ValidationError(f"the {params.profile} mix's search found no knee ({knee.status}): nothing to scale",
+                              status=knee.status)
+    summary = read_json(Path(knee.step.load_dir) / "summary.json")
+    operations = summary.get("operations") if isinstance(summary, dict) else None
+    counts = {op: int(o["count"]) for op, o in (operations or {}).items()
+              if isinstance(o, dict) and isinstance(o.get("count"), int)}
+    return predict(knee, base_profile=params.profile, base_counts=counts, profile=params.unseen_profile,
+                   weights=load_profile(params.unseen_profile).weights, costs=costs)
 
 
 def conclusion(result: Result) -> str:
@@ -131,6 +179,11 @@ def conclusion(result: Result) -> str:
         out.append(f"**The curve at a rate it did not measure**: {result.held_out.describe(k.slo.percentile)}.")
     elif result.params.held_out_share and best is not None:
         out.append("No held-out step: the search left fewer than two valid steps to predict it from.")
+    if result.unseen is not None:
+        out.append(f"**The knee of a mix it did not see**: {result.unseen.describe()}.")
+    elif result.params.unseen_profile:
+        out.append(f"**The knee of a mix it did not see** (`{result.params.unseen_profile}`): not predicted: "
+                   f"{result.unseen_note}")
     if result.audit_ok is False:
         out.append("**The audit of the steps' acknowledged sends failed**: see knee.json.")
     return "\n".join(out)
