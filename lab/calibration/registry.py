@@ -188,7 +188,8 @@ SUITE: tuple[NotebookSpec, ...] = (
         quick_seconds=62, full_seconds=480,
         run_inputs={"b_row_values": RunInput(source="b_row", unless=("calibration_run",)),
                     "cpu_values": RunInput(source="cpu_cost", unless=("calibration_run",)),
-                    "space_amp_values": RunInput(source="space_amp", unless=("calibration_run",))},
+                    "space_amp_values": RunInput(source="space_amp", unless=("calibration_run",)),
+                    "cpu_curve_values": RunInput(source="cpu_curve", unless=("calibration_run",))},
         measures=()),
 )
 

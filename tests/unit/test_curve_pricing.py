@@ -120,3 +120,27 @@ def test_each_interior_rate_is_predicted_from_its_neighbours():
     off = held_out(CpuCurve(points=(_point(10, 20.0), _point(40, 2.0), _point(160, 5.0)), node_cores=2))
     assert len(off) == 1 and not off[0].met                                     # 10 ms predicted, 2 measured
     assert held_out(CpuCurve(points=(_point(10, 20.0), _point(40, 10.0)), node_cores=2)) == []
+
+
+def test_a_load_is_priced_on_the_curve_at_its_equivalent_rate_per_node():
+    from lab.calibration.capacity_model.predictions import predict_cpu_on_curve
+
+    curve = CpuCurve(points=(_point(10, 100 * 10 ** -0.5), _point(40, 100 * 40 ** -0.5)), node_cores=2)
+    costs, mix = {"send": 10.0, "history_latest": 2.0}, {"send": 1.0, "history_latest": 2.0, "not_priced": 5.0}
+    # 0.28 cores at cpu_cost's costs over 10 s, 14 ms per send of the curve's mix: 20 sends/s of it
+    light = {"seconds": 2.8, "low": 1.4, "high": 5.6}
+    got = predict_cpu_on_curve(light, 10.0, curve=curve, curve_mix=mix, costs=costs, nodes=1)
+    assert got["sends_per_second_per_node"] == pytest.approx(20) and got["where"] == "interpolated"
+    assert got["seconds"] == pytest.approx(20 * 100 * 20 ** -0.5 / 1000 * 10)
+    assert got["low"] == pytest.approx(10 * 100 * 10 ** -0.5 / 1000 * 10)     # 10 sends/s: the lowest point
+    assert got["high"] == pytest.approx(40 * 100 * 40 ** -0.5 / 1000 * 10)
+    assert got["low"] < got["seconds"] < got["high"]
+    two = predict_cpu_on_curve(light, 10.0, curve=curve, curve_mix=mix, costs=costs, nodes=2)
+    assert two["sends_per_second_per_node"] == pytest.approx(10)
+    assert two["seconds"] == pytest.approx(2 * 10 * 100 * 10 ** -0.5 / 1000 * 10)  # each node at its share
+    # more work per node costs less per unit: two nodes burn more than one for the same load
+    assert two["seconds"] > got["seconds"]
+    for bad in ({"seconds": None, "low": None, "high": None},):
+        assert predict_cpu_on_curve(bad, 10.0, curve=curve, curve_mix=mix, costs=costs, nodes=1)["seconds"] is None
+    assert predict_cpu_on_curve(light, 10.0, curve=curve, curve_mix={"other": 1.0}, costs=costs,
+                                nodes=1)["seconds"] is None

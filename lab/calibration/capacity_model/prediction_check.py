@@ -213,10 +213,16 @@ def _cpu_text(result: Any, cpu: Check) -> str:
             f"predicted {cpu.predicted:.2f} CPU s, measured {cpu.measured:.2f} CPU s (cluster): {_verdict(cpu)}. "
             + "Per node: " + "; ".join(f"{c.scope} {_pct(c.error)}" for c in result.checks
                                       if c.quantity == "cpu" and c.scope != "cluster") + ".")
+    light = result.values().get("model_check_cpu_light_rates_error") if result.inputs.cpu_curve is not None else None
+    if light is not None:
+        text += (" Priced on the CPU curve at the load the mix put on each node (the operations weighed against "
+                 f"each other by cpu_cost's costs); each at cpu_cost's own rate it would have been {_pct(light)}.")
+    elif result.inputs.cpu_curve_note:
+        text += f" Priced at cpu_cost's rates: no CPU curve ({result.inputs.cpu_curve_note})."
     d = result.cpu_diagnosis
     if len(d) and d.difference_seconds.notna().any():
         top = d.iloc[0]
-        text += (f" Diagnosis (each operation's cost measured here): `{top.op}` was furthest off: predicted "
+        text += (f" Diagnosis (each operation's cost measured here): `{top.op}` was furthest off: at cpu_cost's rate "
                  f"{top.predicted_seconds:.2f} CPU s for its {top.ops} calls, {top.local_seconds:.2f} s at its cost "
                  f"here ({_pct(top.relative)}).")
     return text

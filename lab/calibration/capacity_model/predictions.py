@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from lab.calibration.capacity_model.cpu_sizing import costs_from_values, cpu_sizing
+from lab.calibration.capacity_model.curve_pricing import CpuCurve
 from lab.calibration.capacity_model.row_model import REGRESSORS, RowModel, mix_profile
 from lab.calibration.capacity_model.twcs_model import simulate_twcs
 from lab.workload import media_for
@@ -47,6 +48,9 @@ class Inputs:
     head_sstable_bytes: float | None                   # the fixed components of the head's one SSTable
     cpu_costs: Mapping[str, Any] | None                # lab.calibration.capacity_model.cpu_sizing.costs_from_values
     cpu_server: str | None = None
+    cpu_curve: CpuCurve | None = None                  # the cpu_curve notebook's curve (None: not run, or unusable)
+    cpu_curve_mix: Mapping[str, float] | None = None   # its mix: operations per send
+    cpu_curve_note: str = ""                           # why there is no curve, when its values were given
 
     def missing(self) -> list[str]:
         out = []
@@ -64,11 +68,36 @@ class Inputs:
                 "head_bytes_per_conversation": self.head_bytes_per_conversation,
                 "head_sstable_bytes": self.head_sstable_bytes,
                 "row_model": self.row_model.to_json() if self.row_model else None,
-                "cpu_costs": dict(self.cpu_costs) if self.cpu_costs else None, "missing": self.missing()}
+                "cpu_costs": dict(self.cpu_costs) if self.cpu_costs else None, "missing": self.missing(),
+                "cpu_curve_points": None if self.cpu_curve is None else len(self.cpu_curve.usable()),
+                "cpu_curve_mix": dict(self.cpu_curve_mix) if self.cpu_curve_mix else None,
+                "cpu_curve_note": self.cpu_curve_note}
+
+
+def curve_from_values(values: Any) -> tuple[CpuCurve | None, dict[str, float] | None, str]:
+    """(curve, its mix per send, why not) from a cpu_curve ``values.json``: a file that is not one,
+    or a curve without two usable points of positive numbers, gives no curve and one reason."""
+    data = values.get("cpu_curve") if isinstance(values, Mapping) else None
+    mix = values.get("operations_per_message") if isinstance(values, Mapping) else None
+    if not isinstance(data, Mapping) or not isinstance(mix, Mapping):
+        return None, None, "the cpu_curve values hold no curve and mix"
+    try:
+        curve = CpuCurve.from_json(data)
+        usable = curve.usable()
+        good = [p for p in usable if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                                         for v in (p.achieved_sends_per_second, p.server_ms_per_send))]
+        clean = {str(op): float(n) for op, n in mix.items()
+                 if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0}
+    except (TypeError, ValueError, AttributeError):
+        return None, None, "the cpu_curve values are not a curve"
+    if len(good) < 2 or len(good) != len(usable) or not clean:
+        return None, None, f"the CPU curve has {len(good)} usable points of positive numbers (2 needed)"
+    return curve, clean, ""
 
 
 def inputs_from_values(*, b_row: Mapping[str, Any] | None, cpu_cost: Mapping[str, Any] | None,
-                       space_amp: Mapping[str, Any] | None, source: str) -> Inputs:
+                       space_amp: Mapping[str, Any] | None, source: str,
+                       cpu_curve: Any = None) -> Inputs:
     """The inputs from the notebooks' ``values.json`` (any of them may be None)."""
 
     b_row = b_row or {}
@@ -83,7 +112,9 @@ def inputs_from_values(*, b_row: Mapping[str, Any] | None, cpu_cost: Mapping[str
     head = (space_amp or {}).get("conversation_head_bytes_per_conversation")
     fixed = (space_amp or {}).get("conversation_head_sstable_bytes")
     rows = b_row.get("rows_per_repeat")
-    return Inputs(source=source, rows_per_repeat=int(rows) if rows else None, row_model=model, fitted_mixes=tuple((b_row.get("b_row_by_mix") or {}).keys()),
+    curve, curve_mix, curve_note = curve_from_values(cpu_curve) if cpu_curve is not None else (None, None, "")
+    return Inputs(cpu_curve=curve, cpu_curve_mix=curve_mix, cpu_curve_note=curve_note,
+                  source=source, rows_per_repeat=int(rows) if rows else None, row_model=model, fitted_mixes=tuple((b_row.get("b_row_by_mix") or {}).keys()),
                   per_row_bytes=per_row, head_bytes_per_conversation=float(head) if head else None,
                   head_sstable_bytes=float(fixed) if fixed is not None else None,
                   cpu_costs=costs_from_values(cpu_cost) if cpu_cost and cpu_cost.get("operations") else None,
@@ -99,7 +130,7 @@ def inputs_from_run(run_dir: Path | str) -> Inputs:
         return json.loads(path.read_text()) if path.is_file() else None
 
     return inputs_from_values(b_row=read("b_row"), cpu_cost=read("cpu_cost"), space_amp=read("space_amp"),
-                              source=run_dir.name)
+                              cpu_curve=read("cpu_curve"), source=run_dir.name)
 
 
 # ---- disk --------------------------------------------------------------------------------------
@@ -192,6 +223,32 @@ def predict_cpu(inputs: Inputs, counts: Mapping[str, int], wall_seconds: float, 
     return {"seconds": sizing.server_cores * wall_seconds, "low": low, "high": high,
             "per_op": {op: e["cores"] * wall_seconds for op, e in sizing.operations.items()},
             "replicas": {op: e["replicas"] for op, e in sizing.operations.items()}}
+
+
+def predict_cpu_on_curve(light: Mapping[str, Any], wall_seconds: float, *, curve: CpuCurve,
+                         curve_mix: Mapping[str, float], costs: Mapping[str, float], nodes: int) -> dict[str, Any]:
+    """Server CPU seconds, whole cluster, priced on the CPU curve at the load the run put on each node.
+
+    The node's CPU per operation falls as its total load rises (the curve), so an operation's cost
+    at one rate prices no other load. The costs at cpu_cost's rates weigh the operations against
+    each other: ``light`` (:func:`predict_cpu`'s answer) over the curve's mix per send at the same
+    costs is the load in sends/s of that mix, each node taking an even share; the curve gives what a
+    node burns there. ``low``/``high`` map cpu_cost's interval the same way."""
+
+    per_send = sum(float(n) * costs[op] for op, n in curve_mix.items() if op in costs and n > 0)
+    if light.get("seconds") is None or per_send <= 0 or wall_seconds <= 0 or nodes < 1:
+        return {"seconds": None, "low": None, "high": None, "sends_per_second_per_node": None, "where": None}
+
+    def at(seconds: float | None) -> tuple[float | None, Any]:
+        if seconds is None:
+            return None, None
+        rate = seconds / wall_seconds * 1000 / nodes / per_send
+        cost = curve.cost_at(rate)
+        return rate * cost.ms_per_send / 1000 * nodes * wall_seconds, cost
+
+    seconds, cost = at(light["seconds"])
+    return {"seconds": seconds, "low": at(light.get("low"))[0], "high": at(light.get("high"))[0],
+            "sends_per_second_per_node": cost.rate, "ms_per_send": cost.ms_per_send, "where": cost.where}
 
 
 def cpu_diagnosis(predicted_per_op: Mapping[str, float], counts: Mapping[str, int],

@@ -24,6 +24,7 @@ from lab.calibration.capacity_model.predictions import (
     inputs_from_run,
     inputs_from_values,
     predict_cpu,
+    predict_cpu_on_curve,
     predict_disk,
     predict_sstables,
     row_composition,
@@ -57,6 +58,7 @@ class Params:
     b_row_values: str | None = None      # or each notebook's values.json (the runner passes this run's)
     cpu_values: str | None = None
     space_amp_values: str | None = None
+    cpu_curve_values: str | None = None  # the CPU curve: the CPU part priced at the load it puts on a node
     check_mix: str = "check_mix"
     sends: int | None = None             # None: the b_row run's rows per repeat (each SSTable's fixed
                                          # components then weigh the same per row in both), else 2000
@@ -133,8 +135,19 @@ class Result:
             out[f"model_check_{quantity}_missed"] = [{"scope": x.scope, "table": x.table, "error": x.error,
                                                       "per_row_error_bytes": x.per_row_error}
                                                      for x in missed_under(self.checks, quantity)]
+        out |= self._light_rates()
         out["checks"] = [c.row() for c in self.checks]
         return out
+
+    def _light_rates(self) -> dict[str, Any]:
+        """The CPU part priced at cpu_cost's rates too, beside the curve's: what the curve changed."""
+        cpu, t = self.headline("cpu"), self.cpu_rounds
+        if cpu is None or t.empty or "predicted_light_rates" not in t or t.predicted_light_rates.isna().any():
+            return {"model_check_cpu_light_rates_predicted": None, "model_check_cpu_light_rates_error": None}
+        light = float(t.groupby("round").predicted_light_rates.first().sum())
+        return {"model_check_cpu_light_rates_predicted": light,
+                "model_check_cpu_light_rates_error": light / cpu.measured - 1 if cpu.measured else None,
+                "model_check_cpu_priced_on": "the CPU curve" if self.inputs.cpu_curve is not None else "cpu_cost's rates"}
 
 
 def resolve_inputs(p: Params) -> Inputs:
@@ -148,7 +161,7 @@ def resolve_inputs(p: Params) -> Inputs:
     source = next((str(Path(x).parent.parent.name) for x in (p.b_row_values, p.cpu_values, p.space_amp_values) if x),
                   "none")
     return inputs_from_values(b_row=read(p.b_row_values), cpu_cost=read(p.cpu_values),
-                              space_amp=read(p.space_amp_values), source=source)
+                              space_amp=read(p.space_amp_values), cpu_curve=read(p.cpu_curve_values), source=source)
 
 
 def sends_of(p: Params, inputs: Inputs) -> int:
@@ -216,13 +229,20 @@ def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
         if rnd in bound:
             continue
         wall = float(rounds[rounds["round"] == rnd].wall_seconds.iloc[0])
-        pred = predict_cpu(inputs, counts, wall, replication_factor=load.copies)
-        per_op.update(pred["per_op"])
+        light = predict_cpu(inputs, counts, wall, replication_factor=load.copies)
+        per_op.update(light["per_op"])
+        pred = light
+        if inputs.cpu_curve is not None:  # the same work priced at the load it puts on each node
+            pred = predict_cpu_on_curve(light, wall, curve=inputs.cpu_curve, curve_mix=inputs.cpu_curve_mix or {},
+                                        costs=inputs.cpu_costs["cpu_ms_per_op"], nodes=len(nodes))
         predicted_rows.append({"round": rnd, "wall_seconds": wall, "predicted": pred["seconds"],
-                               "predicted_low": pred["low"], "predicted_high": pred["high"], **{
-                                   f"ops_{op}": n for op, n in counts.items()}})
+                               "predicted_low": pred["low"], "predicted_high": pred["high"],
+                               "predicted_light_rates": light["seconds"],
+                               "curve_sends_per_second_per_node": pred.get("sends_per_second_per_node"),
+                               "curve_where": pred.get("where"), **{f"ops_{op}": n for op, n in counts.items()}})
     pred = pd.DataFrame(predicted_rows)
-    table = rounds.merge(pred[["round", "predicted", "predicted_low", "predicted_high"]], on="round")
+    table = rounds.merge(pred[["round", "predicted", "predicted_low", "predicted_high", "predicted_light_rates"]],
+                         on="round")
     share = 1 / len(nodes)  # the prediction is the cluster's; every node its even share
     checks = []
     for scope in nodes + ["cluster"]:
@@ -236,7 +256,9 @@ def _cpu_part(testbed: Testbed, p: Params, constants: Any, inputs: Inputs
                             predicted_high=_scaled_sum(per_round.predicted_high, k),
                             measured=float(net.sum()), measured_low=low, measured_high=high, unit="CPU s",
                             note=f"{len(net)} mixed windows of {p.cpu_window_seconds:g} s, net of the idle rate"
-                            + (f" ({len(bound)} loader-bound window(s) left out)" if bound else "")))
+                            + (f" ({len(bound)} loader-bound window(s) left out)" if bound else "")
+                            + ("; priced on the CPU curve" if inputs.cpu_curve is not None
+                               else "; priced at cpu_cost's rates")))
     diagnosis = pd.DataFrame()
     cluster = checks[-1]
     if cluster.met is False and p.diagnose_rounds > 0:
