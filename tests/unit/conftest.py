@@ -40,3 +40,19 @@ def _in_process_only(request, monkeypatch):
     if RECORD and spawned:
         with open(RECORD, "a") as f:
             f.write(spawned[0] + "\n")
+
+
+@pytest.fixture
+def capacity_with_space_amp(tmp_path):
+    """``run(values)``: the capacity notebook at b_row 1,400 B with ``values`` as its space_amp
+    run's values.json (the what-if tests' one set-up)."""
+    import json
+
+    from lab.calibration.experiments import capacity, common
+
+    def run(values):
+        path = tmp_path / "space_amp.json"
+        path.write_text(json.dumps(values))
+        return capacity.run(capacity.Params(b_row_bytes=1400.0, space_amp_values=str(path)),
+                            constants=common.constants_from(None))
+    return run

@@ -2,13 +2,12 @@
 by the capacity notebook beside the factor of the main rows, and shown in the report's table."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from lab.calibration import capacity_section
 from lab.calibration.capacity_model.aging import AgedTable
-from lab.calibration.experiments import capacity, common
+from lab.calibration.experiments import capacity
 
 AGING = {"model": "kept", "overhead": 1.1, "check_ok": True, "projected": {"1095": 3.4}}
 VALUES = {"lsm_space_amp_projected": 3.4, "projection_age_days": 1095, "lsm_space_amp_aging": AGING,
@@ -24,11 +23,8 @@ def test_the_projection_is_read_only_when_whole():
         assert AgedTable.from_values(VALUES | change) is None
 
 
-def test_the_capacity_notebook_and_the_report_price_the_table_at_its_age(tmp_path):
-    path = tmp_path / "space_amp.json"
-    path.write_text(json.dumps(VALUES))
-    r = capacity.run(capacity.Params(b_row_bytes=1400.0, space_amp_values=str(path)),
-                     constants=common.constants_from(None))
+def test_the_capacity_notebook_and_the_report_price_the_table_at_its_age(capacity_with_space_amp):
+    r = capacity_with_space_amp(VALUES)
     v = r.values()
     assert v["aged"] == {"amp": 3.4, "age_days": 1095, "model": "kept", "check_ok": True}
     for tier in (20_000_000, 100_000_000, 500_000_000):

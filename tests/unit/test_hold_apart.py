@@ -2,7 +2,6 @@
 and the capacity notebook's rows and words for it beside the design's one table."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -31,11 +30,8 @@ def test_an_unsettled_factor_is_said(tmp_path):
     assert not h.stationary
 
 
-def test_the_capacity_notebook_prices_the_what_if_beside_the_one_table(tmp_path):
-    path = tmp_path / "space_amp.json"
-    path.write_text(json.dumps(VALUES))
-    r = capacity.run(capacity.Params(b_row_bytes=1400.0, space_amp_values=str(path)),
-                     constants=common.constants_from(None))
+def test_the_capacity_notebook_prices_the_what_if_beside_the_one_table(capacity_with_space_amp):
+    r = capacity_with_space_amp(VALUES)
     values = r.values()
     assert values["hold_apart"]["combined_amp"] == pytest.approx(1.2604)
     for tier in (20_000_000, 100_000_000, 500_000_000):
@@ -45,3 +41,18 @@ def test_the_capacity_notebook_prices_the_what_if_beside_the_one_table(tmp_path)
     assert "not stationary" in text  # the one table's measured factor, and why appendix B's is used
     none = capacity.run(capacity.Params(b_row_bytes=1400.0), constants=common.constants_from(None))
     assert "hold_apart" not in none.values() and "What-if" not in capacity.conclusion(none)
+
+
+@pytest.mark.parametrize("make", ["directory", "not json", "a list"])
+def test_a_space_amp_path_that_is_no_values_file_is_one_clear_line(tmp_path, make):
+    from lab.errors import BadRunFile
+
+    path = tmp_path / "space_amp"
+    if make == "directory":
+        path.mkdir()
+    else:
+        path.write_text("{not json" if make == "not json" else "[1, 2]")
+    with pytest.raises(BadRunFile) as err:
+        capacity.run(capacity.Params(b_row_bytes=1400.0, space_amp_values=str(path)),
+                     constants=common.constants_from(None))
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

@@ -5,7 +5,6 @@ More: docs/calibration-internals.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from lab.results.run_files import read_run_json
 from lab.calibration.capacity_model.cpu_sizing import costs_from_values, cpu_sizing
 from lab.calibration.capacity_model.curve_pricing import CpuCurve
 from lab.calibration.capacity_model.row_model import REGRESSORS, RowModel, mix_profile
@@ -127,7 +127,7 @@ def inputs_from_run(run_dir: Path | str) -> Inputs:
 
     def read(notebook: str) -> dict[str, Any] | None:
         path = run_dir / notebook / "values.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        return read_run_json(path) if path.is_file() else None
 
     return inputs_from_values(b_row=read("b_row"), cpu_cost=read("cpu_cost"), space_amp=read("space_amp"),
                               cpu_curve=read("cpu_curve"), source=run_dir.name)

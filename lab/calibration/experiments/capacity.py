@@ -4,7 +4,6 @@ More: docs/calibration-internals.md.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.results.run_files import read_run_json
 from lab.calibration.capacity_model.capacity_inputs import (
     MIX_ROWS,
     Located,
@@ -185,7 +185,7 @@ def resolve_b_row(b_row_bytes: float | None, values_path: str | Path | None) -> 
     if b_row_bytes is not None:
         return float(b_row_bytes), "parameter"
     if values_path is not None and Path(values_path).exists():
-        values = json.loads(Path(values_path).read_text())
+        values = read_run_json(values_path)
         if values.get("b_row_bytes"):
             return float(values["b_row_bytes"]), str(values_path)
     return None, "none (design value only)"
@@ -196,7 +196,7 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     if shards_per_node is not None:
         return int(shards_per_node)
     if values_path is not None and Path(values_path).exists():
-        return int(json.loads(Path(values_path).read_text()).get("shards_per_node") or 1)
+        return int(read_run_json(values_path).get("shards_per_node") or 1)
     return 1
 
 
@@ -276,7 +276,7 @@ def run(params: Params, *, constants: Any) -> Result:
     unresolved: tuple[str, ...] = ()
     cpu_conf = None
     if cpu is not None:
-        cpu_values = json.loads(Path(cpu_path).read_text())
+        cpu_values = read_run_json(cpu_path)
         unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
         cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
     curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, constants)
@@ -299,7 +299,7 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     at = _located(params.cpu_curve_values, lambda: locate_cpu_curve(params.run_dir), params.run_dir)
     if at is None or at.path is None:
         return at, None, None, None
-    values = json.loads(Path(at.path).read_text())
+    values = read_run_json(at.path)
     curve = CpuCurve.from_json(values.get("cpu_curve") or {})
     if not curve.usable():
         return at, curve, None, None
@@ -307,7 +307,7 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     shares = None
     if cpu is not None and params.cpu_values and params.cpu_values != "none":
         cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
-        costs = costs_from_values(json.loads(Path(cpu_at.path).read_text())) if cpu_at and cpu_at.path else None
+        costs = costs_from_values(read_run_json(cpu_at.path)) if cpu_at and cpu_at.path else None
         shares = ({op: n * costs["cpu_ms_per_op"].get(op, 0.0) for op, n in mix.items()} if costs else None)
     factor = replica_factor(mix, replication_factor=constants.replication_factor,
                             measured_replication_factor=int(values.get("measured_replication_factor") or 1),
@@ -328,7 +328,7 @@ def _space_amp_values(values_path: str | None) -> dict[str, Any] | None:
     """The space_amp run's values.json (the factor and both what-ifs read it), or None without one."""
     if values_path is None or not Path(values_path).exists():
         return None
-    return json.loads(Path(values_path).read_text())
+    return read_run_json(values_path)
 
 
 def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
@@ -337,7 +337,7 @@ def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
     at = _located(params.knee_values, lambda: locate_knee(params.run_dir), params.run_dir)
     if at is None or at.path is None:
         return at, None, None
-    knee = KneeCapacity.from_values(json.loads(Path(at.path).read_text()))
+    knee = KneeCapacity.from_values(read_run_json(at.path))
     if knee is None:
         return at, None, None
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
@@ -355,7 +355,7 @@ def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
 
 def _has_model(values_path: Path) -> bool:
     try:
-        return bool(json.loads(Path(values_path).read_text()).get("row_model"))
+        return bool(read_run_json(values_path).get("row_model"))
     except (OSError, ValueError):
         return False
 
@@ -375,7 +375,7 @@ def _cpu(params: Params, cpu_path: Path | None, sizing: pd.DataFrame,
     design's) and, when priced, of your mix."""
     if cpu_path is None or not Path(cpu_path).exists():
         return None, None
-    costs = costs_from_values(json.loads(Path(cpu_path).read_text()))
+    costs = costs_from_values(read_run_json(cpu_path))
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
     sources = ["measured" if (sizing.source == "measured").any() else "design"]

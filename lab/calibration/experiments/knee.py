@@ -25,7 +25,7 @@ from lab.load.plan import load_profile
 from lab.load.runner import LoadOptions
 from lab.load.verdict import Limits
 from lab.results import scratch
-from lab.results.jsonio import read_json
+from lab.results.run_files import read_run_json
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,16 +143,12 @@ def predict_unseen(params: Params, knee: Knee) -> Any:
     if not params.cpu_values or not Path(params.cpu_values).is_file():
         raise ValidationError(f"no cpu_cost values to price the {params.unseen_profile} mix by (cpu_values "
                               f"{params.cpu_values!r}): run the cpu_cost notebook in the same run", field="cpu_values")
-    try:
-        costs = op_costs(read_json(Path(params.cpu_values)))
-    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
-        raise ValidationError(f"cpu_values {params.cpu_values} is not a readable values.json ({exc})",
-                              field="cpu_values") from None
+    costs = op_costs(read_run_json(params.cpu_values))  # BadRunFile: one line naming the file
     if knee.step is None:
         raise ValidationError(f"the {params.profile} mix's search found no knee ({knee.status}): nothing to scale",
                               status=knee.status)
-    summary = read_json(Path(knee.step.load_dir) / "summary.json")
-    operations = summary.get("operations") if isinstance(summary, dict) else None
+    summary = read_run_json(Path(knee.step.load_dir) / "summary.json")
+    operations = summary.get("operations")
     counts = {op: int(o["count"]) for op, o in (operations or {}).items()
               if isinstance(o, dict) and isinstance(o.get("count"), int)}
     return predict(knee, base_profile=params.profile, base_counts=counts, profile=params.unseen_profile,

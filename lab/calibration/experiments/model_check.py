@@ -5,7 +5,6 @@ More: docs/calibration-internals.md.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lab.results.run_files import read_run_json
 from lab.calibration.capacity_model.prediction_check import TARGETS, Check, conclusion, disk_checks, missed_under
 from lab.calibration.capacity_model.predictions import (
     Inputs,
@@ -156,7 +156,7 @@ def resolve_inputs(p: Params) -> Inputs:
         return inputs_from_run(p.calibration_run)
 
     def read(path: str | None) -> dict[str, Any] | None:
-        return json.loads(Path(path).read_text()) if path and Path(path).is_file() else None
+        return read_run_json(path) if path and Path(path).is_file() else None
 
     source = next((str(Path(x).parent.parent.name) for x in (p.b_row_values, p.cpu_values, p.space_amp_values) if x),
                   "none")
