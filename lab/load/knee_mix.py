@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import ValidationError
-from lab.load.knee_search import FOUND, Knee
+from lab.load.knee_search import FOUND, Knee, KneeStep
 
 KNEE_TOLERANCE = 0.20   # the unseen mix's knee predicted within this share of the measured
 # the user kind behind each operation a Locust step counts (lab.load.locust.users)
@@ -96,13 +96,19 @@ class MixPrediction:
     sends_per_second: float
 
 
+def found_step(knee: Knee, base_profile: str) -> KneeStep:
+    """The knee step a prediction scales from: only a found knee (a lower bound scales to one)."""
+    if knee.status != FOUND or knee.step is None:
+        raise ValidationError(f"the {base_profile} mix's search found no knee ({knee.status}): nothing to scale",
+                              status=knee.status)
+    return knee.step
+
+
 def predict(knee: Knee, *, base_profile: str, base_counts: Mapping[str, int], profile: str,
             weights: Mapping[str, float], costs: Mapping[str, OpCost]) -> MixPrediction:
     """``profile``'s knee from ``knee`` (the base profile's search, found) and its knee step's
     operation counts; a ValidationError says why not."""
-    if knee.status != FOUND or knee.step is None:
-        raise ValidationError(f"the {base_profile} mix's search found no knee ({knee.status}): nothing to scale",
-                              status=knee.status)
+    step = found_step(knee, base_profile)
     split = kind_split(base_counts)
     base_total = sum(n for op, n in base_counts.items() if op in KIND_OF and n > 0)
     base_shares = {op: n / base_total for op, n in base_counts.items() if op in KIND_OF and n > 0}
@@ -110,8 +116,8 @@ def predict(knee: Knee, *, base_profile: str, base_counts: Mapping[str, int], pr
     base, mine = ms_per_call(base_shares, costs), ms_per_call(shares, costs)
     if base <= 0 or mine <= 0:
         raise ValidationError("cpu_cost priced the mixes at no CPU per call: nothing to scale by", base=base, mix=mine)
-    calls = knee.step.achieved_rate / knee.nodes * base / mine
-    return MixPrediction(profile=profile, base_profile=base_profile, base_calls_per_second=knee.step.achieved_rate
+    calls = step.achieved_rate / knee.nodes * base / mine
+    return MixPrediction(profile=profile, base_profile=base_profile, base_calls_per_second=step.achieved_rate
                          / knee.nodes, base_ms_per_call=base, ms_per_call=mine, calls_per_second=calls,
                          sends_per_second=calls * shares.get("send", 0.0))
 

@@ -213,7 +213,7 @@ def _cpu_text(result: Any, cpu: Check) -> str:
             f"predicted {cpu.predicted:.2f} CPU s, measured {cpu.measured:.2f} CPU s (cluster): {_verdict(cpu)}. "
             + "Per node: " + "; ".join(f"{c.scope} {_pct(c.error)}" for c in result.checks
                                       if c.quantity == "cpu" and c.scope != "cluster") + ".")
-    light = result.values().get("model_check_cpu_light_rates_error") if result.inputs.cpu_curve is not None else None
+    light = result.light_rates()["model_check_cpu_light_rates_error"] if result.inputs.cpu_curve is not None else None
     if light is not None:
         text += (" Priced on the CPU curve at the load the mix put on each node (the operations weighed against "
                  f"each other by cpu_cost's costs); each at cpu_cost's own rate it would have been {_pct(light)}.")

@@ -17,9 +17,9 @@ import pandas as pd
 from lab.calibration.experiments.common import Testbed, TimedParams, scratch_name
 from lab.errors import ValidationError
 from lab.load.knee_check import HELD_OUT_SHARE, HeldOutRate
-from lab.load.knee_mix import MixCheck, op_costs, predict
+from lab.load.knee_mix import MixCheck, MixPrediction, found_step, op_costs, predict
 from lab.load.knee_search import MEETS, Knee, SearchPlan, Slo
-from lab.load.knee_run import KneeOptions, run_knee
+from lab.load.knee_run import KneeOptions, KneeResult, run_knee
 from lab.load.load_folders import STATE_DIR
 from lab.load.plan import load_profile
 from lab.load.runner import LoadOptions
@@ -103,7 +103,7 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
     config = testbed.config.replace(keyspace=keyspace)
     run_ids: list[str] = []
 
-    def search(profile: str, search_plan: SearchPlan, held_out_share: float) -> Any:
+    def search(profile: str, search_plan: SearchPlan, held_out_share: float) -> KneeResult:
         run_ids.append(f"search-{uuid.uuid4().hex[:8]}")
         base = LoadOptions(profile=profile, processes=params.processes, seed_size=params.seed_size,
                            results=Path(out_dir), run_id=run_ids[-1],
@@ -137,17 +137,14 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
                   held_out=done.held_out, unseen=unseen, unseen_note=note)
 
 
-def predict_unseen(params: Params, knee: Knee) -> Any:
+def predict_unseen(params: Params, knee: Knee) -> MixPrediction:
     """The unseen profile's knee from the measured one (:mod:`lab.load.knee_mix`): the knee step's
     operation counts (its summary.json) and cpu_cost's prices; a ValidationError says why not."""
     if not params.cpu_values or not Path(params.cpu_values).is_file():
         raise ValidationError(f"no cpu_cost values to price the {params.unseen_profile} mix by (cpu_values "
                               f"{params.cpu_values!r}): run the cpu_cost notebook in the same run", field="cpu_values")
     costs = op_costs(read_run_json(params.cpu_values))  # BadRunFile: one line naming the file
-    if knee.step is None:
-        raise ValidationError(f"the {params.profile} mix's search found no knee ({knee.status}): nothing to scale",
-                              status=knee.status)
-    summary = read_run_json(Path(knee.step.load_dir) / "summary.json")
+    summary = read_run_json(Path(found_step(knee, params.profile).load_dir) / "summary.json")
     operations = summary.get("operations")
     counts = {op: int(o["count"]) for op, o in (operations or {}).items()
               if isinstance(o, dict) and isinstance(o.get("count"), int)}

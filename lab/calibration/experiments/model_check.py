@@ -135,19 +135,20 @@ class Result:
             out[f"model_check_{quantity}_missed"] = [{"scope": x.scope, "table": x.table, "error": x.error,
                                                       "per_row_error_bytes": x.per_row_error}
                                                      for x in missed_under(self.checks, quantity)]
-        out |= self._light_rates()
+        out |= self.light_rates()
         out["checks"] = [c.row() for c in self.checks]
         return out
 
-    def _light_rates(self) -> dict[str, Any]:
+    def light_rates(self) -> dict[str, Any]:
         """The CPU part priced at cpu_cost's rates too, beside the curve's: what the curve changed."""
         cpu, t = self.headline("cpu"), self.cpu_rounds
+        out = {"model_check_cpu_priced_on": "the CPU curve" if self.inputs.cpu_curve is not None else "cpu_cost's rates",
+               "model_check_cpu_light_rates_predicted": None, "model_check_cpu_light_rates_error": None}
         if cpu is None or t.empty or "predicted_light_rates" not in t or t.predicted_light_rates.isna().any():
-            return {"model_check_cpu_light_rates_predicted": None, "model_check_cpu_light_rates_error": None}
+            return out
         light = float(t.groupby("round").predicted_light_rates.first().sum())
-        return {"model_check_cpu_light_rates_predicted": light,
-                "model_check_cpu_light_rates_error": light / cpu.measured - 1 if cpu.measured else None,
-                "model_check_cpu_priced_on": "the CPU curve" if self.inputs.cpu_curve is not None else "cpu_cost's rates"}
+        return out | {"model_check_cpu_light_rates_predicted": light,
+                      "model_check_cpu_light_rates_error": light / cpu.measured - 1 if cpu.measured else None}
 
 
 def resolve_inputs(p: Params) -> Inputs:
