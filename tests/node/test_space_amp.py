@@ -122,5 +122,10 @@ def test_the_factor_is_fitted_as_the_table_ages_and_projected(run):
         return
     assert aging["model"] in ("kept", "purged") and aging["overhead"] > 0 and aging["never_share"] == pytest.approx(0.5)
     assert set(aging["projected"]) == {"1", "365", "1095"} and v["projection_age_days"] == 1095
-    assert v["lsm_space_amp_projected"] == aging["projected"]["1095"] > 1
+    # either model's shape is >= 1 at any age (disk never holds less than the live rows' days), so the
+    # projection is at least the fitted overhead; the overhead itself is measured and may sit under 1
+    # in this short run (a CI run fitted 'purged' at ~0.92), so no bound at 1 is asserted
+    assert v["lsm_space_amp_projected"] == aging["projected"]["1095"] >= round(aging["overhead"], 3) - 0.001 > 0
+    if aging["model"] == "kept":  # half the rows never expire: at three years about twice the overhead
+        assert aging["projected"]["1095"] > 1.5 * aging["overhead"]
     assert "As the table ages" in space_amp.conclusion(result)
