@@ -272,14 +272,14 @@ def run(params: Params, *, constants: Any) -> Result:
                        retention_days=constants.capacity_retention_days) / BYTES_PER_TB for b in sweep]})
     cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
     cpu_path = cpu_at.path if cpu_at is not None else None
-    cpu, cpu_ops = _cpu(params, cpu_path, sizing, constants)
+    cpu_values = read_run_json(cpu_path) if cpu_path is not None and Path(cpu_path).exists() else None
+    cpu, cpu_ops = _cpu(params, cpu_values, sizing, constants)
     unresolved: tuple[str, ...] = ()
     cpu_conf = None
     if cpu is not None:
-        cpu_values = read_run_json(cpu_path)
         unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
         cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
-    curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, constants)
+    curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, cpu_values, constants)
     knee_at, knee, knee_rows = _knee(params, curve_rows, factor, constants)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
@@ -292,7 +292,7 @@ def run(params: Params, *, constants: Any) -> Result:
                   knee=knee, knee_located=knee_at, knee_sizing=knee_rows, hold_apart=apart, aged=aged)
 
 
-def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
+def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None, cpu_values: Mapping[str, Any] | None,
            constants: Any) -> tuple[Located | None, CpuCurve | None, pd.DataFrame | None, float | None]:
     """The CPU curve (given, this run's or the latest) and each tier's nodes priced on it, beside
     the per-operation (light-rate) pricing when there is one: a gap over NODES_DISAGREE is flagged."""
@@ -306,8 +306,7 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None,
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     shares = None
     if cpu is not None and params.cpu_values and params.cpu_values != "none":
-        cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
-        costs = costs_from_values(read_run_json(cpu_at.path)) if cpu_at and cpu_at.path else None
+        costs = costs_from_values(cpu_values) if cpu_values is not None else None
         shares = ({op: n * costs["cpu_ms_per_op"].get(op, 0.0) for op, n in mix.items()} if costs else None)
     factor = replica_factor(mix, replication_factor=constants.replication_factor,
                             measured_replication_factor=int(values.get("measured_replication_factor") or 1),
@@ -369,13 +368,13 @@ def _sized(params: Params, c: Any, tier: float, shards: int) -> dict[str, Any]:
     return project_sizing(**common, node_count=need.nodes_needed).as_row()
 
 
-def _cpu(params: Params, cpu_path: Path | None, sizing: pd.DataFrame,
+def _cpu(params: Params, cpu_values: Mapping[str, Any] | None, sizing: pd.DataFrame,
          constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """Per tier: the CPU sizing beside the disk-bound nodes of the measured b_row (else the
-    design's) and, when priced, of your mix."""
-    if cpu_path is None or not Path(cpu_path).exists():
+    """Per tier: the CPU sizing (``cpu_values``: the cpu_cost run's values.json, read once) beside
+    the disk-bound nodes of the measured b_row (else the design's) and, when priced, of your mix."""
+    if cpu_values is None:
         return None, None
-    costs = costs_from_values(read_run_json(cpu_path))
+    costs = costs_from_values(cpu_values)
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
     sources = ["measured" if (sizing.source == "measured").any() else "design"]
