@@ -77,3 +77,26 @@ def test_admin_chosen_from_server(admin, connection):
     assert connection.server_kind() == "cassandra"
     assert admin.name == "cassandra"
     assert admin.server_version().startswith("5.0")
+
+
+def test_a_nudge_drops_a_fully_expired_twcs_sstable_without_a_flush(connection, admin, scratch_keyspace):
+    """A fully expired TWCS SSTable goes only when the strategy is asked for its next task; no
+    flush follows here, so without the nudge it would wait for the node's own poll."""
+    import time
+
+    connection.execute(f"CREATE TABLE {scratch_keyspace}.twcs (p int, c int, v text, PRIMARY KEY (p, c)) "
+                       "WITH gc_grace_seconds = 0 AND compaction = {'class': 'TimeWindowCompactionStrategy', "
+                       "'compaction_window_unit': 'HOURS', 'compaction_window_size': '1', "
+                       "'expired_sstable_check_frequency_seconds': '1'}")
+    connection.wait_schema_agreement()
+    insert = connection.prepare(f"INSERT INTO {scratch_keyspace}.twcs (p, c, v) VALUES (?, ?, ?) USING TTL 2")
+    for i in range(20):
+        connection.execute(insert, (1, i, "x" * 50))
+    admin.flush(scratch_keyspace, "twcs")
+    assert admin.table_stats(scratch_keyspace, "twcs").sstable_count == 1
+    time.sleep(3.5)  # the TTL and one expired-check period past
+    admin.nudge_compactions(scratch_keyspace, "twcs")
+    deadline = time.monotonic() + 20
+    while admin.table_stats(scratch_keyspace, "twcs").sstable_count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert admin.table_stats(scratch_keyspace, "twcs").sstable_count == 0

@@ -72,6 +72,11 @@ public class JmxShell {
                                    new String[] {"boolean", "java.lang.String", "[Ljava.lang.String;"});
                         reply = "{\"ok\":true}";
                         break;
+                    case "nudge":
+                        mbs.invoke(ss, "enableAutoCompaction", new Object[] {p[1], tables(p)},
+                                   new String[] {"java.lang.String", "[Ljava.lang.String;"});
+                        reply = "{\"ok\":true}";
+                        break;
                     case "stats":
                         reply = stats(mbs, p[1], p[2]);
                         break;

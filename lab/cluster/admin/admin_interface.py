@@ -164,6 +164,11 @@ class ClusterAdmin(ABC):
         """Shards (compaction groups of a vnodes table) of every node: 1 on Cassandra."""
         return {str(h.address): self.connection.shards(h) for h in self.connection.hosts()}
 
+    def nudge_compactions(self, keyspace: str, table: str | None = None) -> None:
+        """Ask the nodes to look for background compactions now: a fully expired TWCS SSTable
+        is dropped only when the strategy is asked for its next task (after a flush or a
+        compaction, or at the node's own poll, once a minute on Cassandra). Nothing by default."""
+
     def compactions_running(self, keyspace: str | None = None) -> int | None:
         """Compactions pending or running on the nodes (in ``keyspace`` only, when given), or
         None when the adapter cannot tell."""

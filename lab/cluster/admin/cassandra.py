@@ -112,6 +112,14 @@ class CassandraAdmin(ClusterAdmin):
             else:
                 self._nodetool(host, port, "flush", keyspace, *([table] if table else []))
 
+    def nudge_compactions(self, keyspace: str, table: str | None = None) -> None:
+        for _, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is not None:
+                shell.nudge(keyspace, (table,) if table else ())
+            else:
+                self._nodetool(host, port, "enableautocompaction", keyspace, *([table] if table else []))
+
     def compact(self, keyspace: str, table: str) -> None:
         for _, host, port, _n in self._live_targets():
             shell = self._shell(host, port)

@@ -98,6 +98,10 @@ class JmxShell:
     def compact(self, keyspace: str, tables: tuple[str, ...] = ()) -> None:
         self.request("compact", keyspace, ",".join(tables))
 
+    def nudge(self, keyspace: str, tables: tuple[str, ...] = ()) -> None:
+        """Ask for a background compaction check now (the node polls for one once a minute)."""
+        self.request("nudge", keyspace, ",".join(tables))
+
     def stats(self, keyspace: str, table: str) -> dict[str, Any]:
         return self.request("stats", keyspace, table)
 
