@@ -1,7 +1,8 @@
 """The one way in for a run folder's files: a colleague's run or a CI artefact is input.
 
 Every JSON file of a run is read by :func:`read_run_json`; fields are taken with :class:`Fields`
-(type-checked, named ``file: field``); every path a run file names goes through :func:`inside`.
+(type-checked, named ``file: field``), figures with :func:`figure`, and a values file's parsing
+runs under :func:`parse_run_values`; every path a run file names goes through :func:`inside`.
 Any problem is one :class:`~lab.errors.BadRunFile` naming the file and the field.
 """
 from __future__ import annotations
@@ -13,11 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lab.errors import BadRunFile
+from lab.errors import BadRunFile, LabError
 
-__all__ = ["Fields", "MAX_RUN_FILE_BYTES", "check_name", "inside", "read_run_json"]
+__all__ = ["Fields", "MAX_FIGURE", "MAX_RUN_FILE_BYTES", "check_name", "figure", "inside", "is_figure",
+           "parse_run_values", "read_run_json"]
 
 MAX_RUN_FILE_BYTES = 256 * 1024 * 1024   # a run file larger than this is not one the lab wrote
+MAX_FIGURE = 1e9                         # no figure a run writes comes near it (ms, rates, cores, factors)
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _TYPE_WORDS = {dict: "a JSON object", list: "a list", str: "a string", bool: "true or false",
                int: "an integer", float: "a number"}
@@ -55,6 +58,33 @@ def read_run_json(path: Path | str, *, expect: type = dict) -> Any:
         raise BadRunFile(f"{path}: the file holds {_words(type(data))}, expected {_words(expect)}",
                          file=str(path), field=None)
     return data
+
+
+def is_figure(value: Any, *, low: float = 0.0, inclusive: bool = False, high: float = MAX_FIGURE) -> bool:
+    """``value`` is a finite number (not a bool) above ``low`` (or at it, ``inclusive``), at most ``high``."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and (value >= low if inclusive else value > low) and value <= high)
+
+
+def figure(value: Any, field: str, *, low: float = 0.0, inclusive: bool = False, high: float = MAX_FIGURE) -> float:
+    """``value`` as a float when :func:`is_figure`, else a ValueError naming ``field`` (one line)."""
+    if not is_figure(value, low=low, inclusive=inclusive, high=high):
+        bounds = f"{'[' if inclusive else '('}{low:g}, {high:g}]"
+        raise ValueError(f"{field}: {str(value)[:40]!r} is not a number in {bounds}")
+    return float(value)
+
+
+def parse_run_values(path: Path | str, values: Any, parse: Any) -> Any:
+    """``parse(values)`` for the file at ``path``: a field of a kind or size the lab never writes
+    (a string for a number, a list for an object, NaN, 1e308) is one BadRunFile naming the file,
+    not a traceback of the parser. Errors of the lab's own tree pass unchanged."""
+    try:
+        return parse(values)
+    except LabError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, IndexError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+        raise BadRunFile(f"{path}: not as the lab writes it ({first})", file=str(path), field=None) from None
 
 
 class Fields:

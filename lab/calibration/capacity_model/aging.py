@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lab.calibration.capacity_model.amplification import step_amplification
+from lab.results.run_files import is_figure
 
 KEPT, PURGED = "kept", "purged"
 CHECK_TOLERANCE = 0.15        # the later days predicted within this share (mean absolute error)
@@ -166,10 +167,10 @@ class AgedTable:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> AgedTable | None:
-        amp, aging = values.get("lsm_space_amp_projected"), values.get("lsm_space_amp_aging") or {}
+        amp, aging = values.get("lsm_space_amp_projected"), values.get("lsm_space_amp_aging")
         age = values.get("projection_age_days")
-        if not isinstance(amp, (int, float)) or isinstance(amp, bool) or not math.isfinite(amp) or amp <= 0 \
-                or not isinstance(age, int) or aging.get("model") not in (KEPT, PURGED):
+        if not is_figure(amp) or not isinstance(age, int) or isinstance(age, bool) or not 0 < age <= 100_000 \
+                or not isinstance(aging, Mapping) or aging.get("model") not in (KEPT, PURGED):
             return None
         check = aging.get("check_ok")
         return cls(amp=float(amp), age_days=age, model=str(aging["model"]),

@@ -206,8 +206,9 @@ def input_confidence(values_path: Path | str | None, *, measured: str, ci: tuple
     quick = run_mode(values_path) == "quick"
     m = number(values.get(measured)) if measured else 1.0
     bounds = (number(values.get(ci[0])), number(values.get(ci[1]))) if ci else None
+    given = values.get(precision) if precision else None
     level = confidence_of(m, bounds if bounds and None not in bounds else None, quick=quick,
-                          precision=values.get(precision) if precision else None)
+                          precision=given if isinstance(given, Mapping) else None)
     return weakest(level, "low") if unresolved else level
 
 

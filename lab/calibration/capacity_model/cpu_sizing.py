@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import ValidationError
+from lab.results.run_files import figure
 
 SECONDS_PER_DAY = 86_400
 WRITE_OPERATIONS = frozenset({"send", "react"})
@@ -136,13 +137,21 @@ def cpu_sizing(*, messages_per_day: float, cpu_ms_per_op: Mapping[str, float],
 
 
 def costs_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of :func:`cpu_sizing` that a cpu_cost run's ``values.json`` gives."""
+    """The keyword arguments of :func:`cpu_sizing` that a cpu_cost run's ``values.json`` gives;
+    a field of a kind the lab never writes is a ValueError naming it (see parse_run_values)."""
     ops = values.get("operations") or []
+    if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
+        raise ValueError("operations: not a list of operation names")
     get = lambda op, k: values.get(f"cpu_{op}_{k}")  # noqa: E731
+    opt = lambda op, k: None if get(op, k) is None else figure(get(op, k), f"cpu_{op}_{k}")  # noqa: E731
+    some = lambda op, k: figure(get(op, k) or 0.0, f"cpu_{op}_{k}", inclusive=True)  # noqa: E731
     present = [op for op in ops if get(op, "server_ms_per_op") is not None]
-    return {"cpu_ms_per_op": {op: float(get(op, "server_ms_per_op")) for op in present},
-            "cpu_ms_interval": {op: (get(op, "server_ms_per_op_ci_low"), get(op, "server_ms_per_op_ci_high"))
+    rf = figure(values.get("measured_replication_factor") or 1, "measured_replication_factor", high=64)
+    if rf != int(rf):
+        raise ValueError(f"measured_replication_factor: {rf} is not a whole number")
+    return {"cpu_ms_per_op": {op: figure(get(op, "server_ms_per_op"), f"cpu_{op}_server_ms_per_op") for op in present},
+            "cpu_ms_interval": {op: (opt(op, "server_ms_per_op_ci_low"), opt(op, "server_ms_per_op_ci_high"))
                                 for op in present},
-            "requests_per_op": {op: float(get(op, "requests_per_op") or 0.0) for op in present},
-            "loadgen_ms_per_op": {op: float(get(op, "loadgen_ms_per_op") or 0.0) for op in present},
-            "measured_replication_factor": int(values.get("measured_replication_factor") or 1)}
+            "requests_per_op": {op: some(op, "requests_per_op") for op in present},
+            "loadgen_ms_per_op": {op: some(op, "loadgen_ms_per_op") for op in present},
+            "measured_replication_factor": int(rf)}

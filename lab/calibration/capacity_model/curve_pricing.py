@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from lab.errors import ValidationError
+from lab.results.run_files import figure
 from lab.load.verdict import machine_bound as busy
 
 USABLE = "carried"          # the only verdict a point is priced from
@@ -46,7 +47,25 @@ class CurvePoint:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CurvePoint:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+        """A point as the lab writes it; a field of another kind is a ValueError naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError("cpu_curve.points: a point is not a JSON object")
+        got = {k: data.get(k) for k in cls.__dataclass_fields__}
+        for k in _OPTIONAL_FIGURES:
+            if got[k] is not None:
+                got[k] = figure(got[k], f"cpu_curve.points.{k}", inclusive=True)
+        for k in _FIGURES:
+            got[k] = figure(got[k] or 0.0, f"cpu_curve.points.{k}", inclusive=True)
+        got["rounds"] = int(figure(got["rounds"] or 0, "cpu_curve.points.rounds", inclusive=True))
+        if not isinstance(got["verdict"], str):
+            raise ValueError("cpu_curve.points.verdict: not a string")
+        return cls(**got)
+
+
+_OPTIONAL_FIGURES = ("server_ms_per_send", "server_ms_per_send_ci_low", "server_ms_per_send_ci_high",
+                     "corrected_p99_ms")
+_FIGURES = ("sends_per_second", "achieved_sends_per_second", "calls_per_second", "node_cores", "node_cores_gross",
+            "loadgen_cores")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +119,14 @@ class CpuCurve:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CpuCurve:
-        return cls(points=tuple(CurvePoint.from_json(p) for p in data.get("points") or ()),
-                   node_cores=int(data.get("node_cores") or 1))
+        """The curve as the lab writes it; a field of another kind is a ValueError naming it."""
+        if not isinstance(data, Mapping):
+            raise ValueError("cpu_curve: not a JSON object")
+        points = data.get("points") or []
+        if not isinstance(points, list):
+            raise ValueError("cpu_curve.points: not a list")
+        cores = figure(data.get("node_cores") or 1, "cpu_curve.node_cores", high=4096)
+        return cls(points=tuple(CurvePoint.from_json(p) for p in points), node_cores=max(1, int(cores)))
 
 
 HELD_OUT_TARGET = 0.15     # a rate left out of the curve, predicted from its neighbours, within this of its measure

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lab.results.run_files import is_figure
+
 HOLD_APART = "hold_apart"    # the capacity table's source of the what-if rows
 HOLD_TABLE_SPACE_AMP = 1.0   # a table whose rows never expire keeps no expired data: its own overhead not measured
 
@@ -31,10 +33,11 @@ class HoldApart:
         """From a space_amp notebook's values.json; None when it did not measure the expiring-only mix
         or no row never expires (then the two designs are one)."""
         amp, share = values.get("expiring_only_message_record_space_amp_steady"), values.get("never_expiring_share")
-        if not isinstance(amp, (int, float)) or not isinstance(share, (int, float)) or amp <= 0 or not 0 < share < 1:
+        if not is_figure(amp) or not is_figure(share, high=1.0) or share == 1.0:
             return None
-        halves = values.get("expiring_only_halves") or {}
-        return cls(expiring_amp=float(amp), never_share=float(share), stationary=halves.get("agree") is True)
+        halves = values.get("expiring_only_halves")
+        return cls(expiring_amp=float(amp), never_share=float(share),
+                   stationary=isinstance(halves, Mapping) and halves.get("agree") is True)
 
     def to_json(self) -> dict[str, Any]:
         return {"expiring_amp": self.expiring_amp, "never_share": self.never_share, "stationary": self.stationary,

@@ -13,6 +13,7 @@ from typing import Any
 from lab.calibration.capacity_model.curve_pricing import NODES_DISAGREE
 from lab.errors import ValidationError
 from lab.results.html import md_text
+from lab.results.run_files import figure, is_figure
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,12 +30,14 @@ class KneeCapacity:
     def from_values(cls, values: Mapping[str, Any]) -> KneeCapacity | None:
         """From a knee notebook's values.json; None when it found no knee."""
         rate = values.get("knee_sends_per_second_per_node")
-        if not isinstance(rate, (int, float)) or rate <= 0:
+        if not is_figure(rate):
             return None
-        cores = values.get("knee_node_available_cores") or values.get("machine_cores") or 1
-        return cls(sends_per_second=float(rate), node_cores=max(float(cores), 0.1),
+        cores = figure(values.get("knee_node_available_cores") or values.get("machine_cores") or 1,
+                       "knee_node_available_cores", high=4096)
+        calls = figure(values.get("min_calls") or 0, "min_calls", inclusive=True)
+        return cls(sends_per_second=float(rate), node_cores=max(cores, 0.1),
                    status=str(values.get("knee_status") or ""), slo=str(values.get("slo") or ""),
-                   min_calls=int(values.get("min_calls") or 0))
+                   min_calls=int(calls))
 
     @property
     def lower_bound(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lab.results.run_files import read_run_json
+from lab.results.run_files import figure, is_figure, parse_run_values, read_run_json
 from lab.calibration.capacity_model.capacity_inputs import (
     MIX_ROWS,
     Located,
@@ -186,8 +186,9 @@ def resolve_b_row(b_row_bytes: float | None, values_path: str | Path | None) -> 
         return float(b_row_bytes), "parameter"
     if values_path is not None and Path(values_path).exists():
         values = read_run_json(values_path)
-        if values.get("b_row_bytes"):
-            return float(values["b_row_bytes"]), str(values_path)
+        if values.get("b_row_bytes") is not None:
+            b_row = parse_run_values(values_path, values["b_row_bytes"], lambda v: figure(v, "b_row_bytes", high=1e7))
+            return b_row, str(values_path)
     return None, "none (design value only)"
 
 
@@ -196,7 +197,8 @@ def resolve_shards(shards_per_node: int | None, values_path: str | Path | None) 
     if shards_per_node is not None:
         return int(shards_per_node)
     if values_path is not None and Path(values_path).exists():
-        return int(read_run_json(values_path).get("shards_per_node") or 1)
+        shards = read_run_json(values_path).get("shards_per_node") or 1
+        return int(parse_run_values(values_path, shards, lambda v: figure(v, "shards_per_node", high=4096)))
     return 1
 
 
@@ -212,12 +214,16 @@ def resolve_space_amp(value: float | None, values_path: str | Path | None, v: Ma
     amp = v.get("lsm_space_amp")
     if amp is None:
         return constants.lsm_space_amp, "appendix B", f"the space_amp run {values_path} reached no steady state"
+    amp = figure(amp, "lsm_space_amp")
     if v.get("lsm_space_amp_stationary") is False:
-        h = v.get("lsm_space_amp_halves") or {}
+        h = v.get("lsm_space_amp_halves")
+        first, second = (h.get("first"), h.get("second")) if isinstance(h, Mapping) else (None, None)
+        halves = (f"{first:.2f} then {second:.2f}" if is_figure(first) and is_figure(second)
+                  else "its halves not recorded")
         return (constants.lsm_space_amp, "appendix B",
-                f"the space_amp run's factor is not stationary: {h.get('first', 0):.2f} then {h.get('second', 0):.2f} "
+                f"the space_amp run's factor is not stationary: {halves} "
                 f"over the steady interval (measured {amp:.2f} and growing)")
-    return float(amp), f"measured ({values_path})", ""
+    return amp, f"measured ({values_path})", ""
 
 
 def _located(given: str | None, auto: Any, run_dir: str | None) -> Located | None:
@@ -250,11 +256,12 @@ def run(params: Params, *, constants: Any) -> Result:
         mix_conf = input_confidence(mix_at.path, measured="b_row_bytes",
                                     ci=("b_row_ci_low_bytes", "b_row_ci_high_bytes"), precision="b_row_precision")
     space = _space_amp_values(params.space_amp_values)
-    amp, amp_source, amp_note = resolve_space_amp(params.lsm_space_amp, params.space_amp_values, space, constants)
+    amp, amp_source, amp_note = parse_run_values(params.space_amp_values, space, lambda v: resolve_space_amp(
+        params.lsm_space_amp, params.space_amp_values, v, constants))
     sources = [("design", constants.b_row_bytes)] + ([("measured", measured)] if measured else [])
     sources += [("my_mix", mix.b_row_bytes)] if mix else []
-    apart = HoldApart.from_values(space) if space is not None else None
-    aged = AgedTable.from_values(space) if space is not None else None
+    apart = parse_run_values(params.space_amp_values, space, HoldApart.from_values) if space is not None else None
+    aged = parse_run_values(params.space_amp_values, space, AgedTable.from_values) if space is not None else None
     amps = {"design": constants.lsm_space_amp, HOLD_APART: apart.combined_amp if apart else None,
             AGED: aged.amp if aged else None}
     sources += [(HOLD_APART, measured or constants.b_row_bytes)] if apart else []
@@ -273,13 +280,14 @@ def run(params: Params, *, constants: Any) -> Result:
     cpu_at = _located(params.cpu_values, lambda: locate_cpu(params.run_dir), params.run_dir)
     cpu_path = cpu_at.path if cpu_at is not None else None
     cpu_values = read_run_json(cpu_path) if cpu_path is not None and Path(cpu_path).exists() else None
-    cpu, cpu_ops = _cpu(params, cpu_values, sizing, constants)
+    costs = parse_run_values(cpu_path, cpu_values, costs_from_values) if cpu_values is not None else None
+    cpu, cpu_ops = _cpu(params, costs, sizing, constants)
     unresolved: tuple[str, ...] = ()
     cpu_conf = None
     if cpu is not None:
-        unresolved = tuple(op for op in cpu_values.get("operations", []) if cpu_values.get(f"cpu_{op}_resolved") is False)
+        unresolved = tuple(op for op in cpu_values.get("operations") or [] if cpu_values.get(f"cpu_{op}_resolved") is False)
         cpu_conf = input_confidence(cpu_path, measured="", precision="cpu_precision", unresolved=bool(unresolved))
-    curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, cpu_values, constants)
+    curve_at, curve, curve_rows, factor = _curve(params, sizing, cpu, costs, constants)
     knee_at, knee, knee_rows = _knee(params, curve_rows, factor, constants)
     return Result(params=params, b_row_measured_bytes=measured, b_row_source=source,
                   design_b_row_bytes=constants.b_row_bytes, sizing=sizing, sensitivity=sensitivity,
@@ -292,7 +300,7 @@ def run(params: Params, *, constants: Any) -> Result:
                   knee=knee, knee_located=knee_at, knee_sizing=knee_rows, hold_apart=apart, aged=aged)
 
 
-def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None, cpu_values: Mapping[str, Any] | None,
+def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None, costs: Mapping[str, Any] | None,
            constants: Any) -> tuple[Located | None, CpuCurve | None, pd.DataFrame | None, float | None]:
     """The CPU curve (given, this run's or the latest) and each tier's nodes priced on it, beside
     the per-operation (light-rate) pricing when there is one: a gap over NODES_DISAGREE is flagged."""
@@ -300,16 +308,17 @@ def _curve(params: Params, sizing: pd.DataFrame, cpu: pd.DataFrame | None, cpu_v
     if at is None or at.path is None:
         return at, None, None, None
     values = read_run_json(at.path)
-    curve = CpuCurve.from_json(values.get("cpu_curve") or {})
+    curve, measured_rf = parse_run_values(at.path, values, lambda v: (
+        CpuCurve.from_json(v.get("cpu_curve") or {}),
+        int(figure(v.get("measured_replication_factor") or 1, "measured_replication_factor", high=64))))
     if not curve.usable():
         return at, curve, None, None
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     shares = None
-    if cpu is not None and params.cpu_values and params.cpu_values != "none":
-        costs = costs_from_values(cpu_values) if cpu_values is not None else None
-        shares = ({op: n * costs["cpu_ms_per_op"].get(op, 0.0) for op, n in mix.items()} if costs else None)
+    if cpu is not None and params.cpu_values and params.cpu_values != "none" and costs:
+        shares = {op: n * costs["cpu_ms_per_op"].get(op, 0.0) for op, n in mix.items()}
     factor = replica_factor(mix, replication_factor=constants.replication_factor,
-                            measured_replication_factor=int(values.get("measured_replication_factor") or 1),
+                            measured_replication_factor=measured_rf,
                             cost_shares=shares, write_operations=WRITE_OPERATIONS)
     light = {} if cpu is None else {r.messages_per_day: int(r.nodes_cpu) for r in cpu[cpu.b_row_source != "my_mix"]
                                     .itertuples()}
@@ -336,7 +345,7 @@ def _knee(params: Params, curve_rows: pd.DataFrame | None, factor: float | None,
     at = _located(params.knee_values, lambda: locate_knee(params.run_dir), params.run_dir)
     if at is None or at.path is None:
         return at, None, None
-    knee = KneeCapacity.from_values(read_run_json(at.path))
+    knee = parse_run_values(at.path, read_run_json(at.path), KneeCapacity.from_values)
     if knee is None:
         return at, None, None
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
@@ -368,13 +377,12 @@ def _sized(params: Params, c: Any, tier: float, shards: int) -> dict[str, Any]:
     return project_sizing(**common, node_count=need.nodes_needed).as_row()
 
 
-def _cpu(params: Params, cpu_values: Mapping[str, Any] | None, sizing: pd.DataFrame,
+def _cpu(params: Params, costs: Mapping[str, Any] | None, sizing: pd.DataFrame,
          constants: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
-    """Per tier: the CPU sizing (``cpu_values``: the cpu_cost run's values.json, read once) beside
+    """Per tier: the CPU sizing (``costs``: from the cpu_cost run's values.json, read once) beside
     the disk-bound nodes of the measured b_row (else the design's) and, when priced, of your mix."""
-    if cpu_values is None:
+    if costs is None:
         return None, None
-    costs = costs_from_values(cpu_values)
     mix = dict(params.operations_per_message or DEFAULT_OPERATIONS_PER_MESSAGE)
     mix = {op: n for op, n in mix.items() if op in costs["cpu_ms_per_op"] or n == 0}  # ops not measured: said below
     sources = ["measured" if (sizing.source == "measured").any() else "design"]
