@@ -168,8 +168,8 @@ SUITE: tuple[NotebookSpec, ...] = (
     NotebookSpec(
         name="knee", what="the node's knee: the highest sends/s of the capacity model's mix within a p99 target",
         quick={"max_steps": 2, "min_calls": 100, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",
-               "held_out_share": 0.0, "unseen_profile": ""},
-        quick_seconds=30, full_seconds=9 * (36 + 5 + 5) + 6 * (60 + 5 + 5) + 60,
+               "held_out_share": 0.0, "unseen_profile": "", "searches": 1},
+        quick_seconds=30, full_seconds=3 * 9 * (36 + 5 + 5) + 6 * (60 + 5 + 5) + 60,
         run_inputs={"cpu_values": RunInput(source="cpu_cost")}),
     NotebookSpec(
         name="capacity", what="§7 capacity with the measured b_row, production sizing, CPU vs disk",

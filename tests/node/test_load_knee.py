@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import pandas as pd
 
 from lab.calibration.notebooks import run_notebook
 from lab.load.knee_search import BOUND, MEETS, MISSES, NOT_MET, NOT_REACHED
@@ -81,9 +82,17 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     a lower bound and the report says so."""
     values = run_notebook("knee", {"slo_limit_ms": 5000.0, "start_sends_per_second": 3.0, "max_steps": 2,
                                    "min_calls": 40, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",
-                                   "processes": 1, "max_machine_cpu_percent": 100.0, "show_progress": False},
+                                   "processes": 1, "max_machine_cpu_percent": 100.0, "show_progress": False,
+                                   "searches": 2},
                           tmp_path, config=cluster_config)
     knee = values["knee"]
+    # two searches of the same plan: each one's knee, their median; two give a range, never an interval
+    spread = values["knee_spread"]
+    assert values["searches"] == spread["searches"] == 2 and len(spread["knees"]) == 2
+    assert [k["steps"] for k in spread["knees"]] == [2, 2] and spread["ci_low"] is None
+    assert spread["range"][0] <= values["knee_sends_per_second_per_node"] <= spread["range"][1]
+    assert "median of 2 searches" in values["statement"] and "too few rounds for an interval" in values["conclusion"]
+    assert set(pd.read_csv(tmp_path / "knee" / "steps.csv")["search"]) == {1, 2}
     assert values["profile"] == "capacity" and values["calls_per_send"] == 3.5
     assert [s["requested_rate"] for s in knee["steps"]] == [10.5, 21.0]
     assert [s["outcome"] for s in knee["steps"]] == [MEETS, MEETS] and values["knee_status"] == NOT_REACHED
@@ -106,6 +115,7 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
         assert capacity[f"nodes_knee_{tier}"] >= 3  # at least RF
     conclusion = capacity["conclusion"]
     assert "CPU side from the knee" in conclusion and "A lower bound" in conclusion and "smoke figure" in conclusion
+    assert capacity["knee_searches"] == 2 and "median of 2 searches" in conclusion
 
 
 def _walkthrough_loads() -> list[list[str]]:

@@ -18,7 +18,7 @@ from tests.unit.test_hold_apart import VALUES as APART
 CPU = {"operations": ["send"], "measured_replication_factor": 1, "cpu_send_server_ms_per_op": 10.5,
        "cpu_send_requests_per_op": 6.0}
 KNEE = {"knee_sends_per_second_per_node": 60.0, "knee_node_available_cores": 1.0, "knee_status": "found",
-        "slo": "p99<=50ms", "min_calls": 1000}
+        "slo": "p99<=50ms", "min_calls": 1000, "knee_spread": {"searches": 3, "spread": 0.1, "range": [50.0, 60.0]}}
 B_ROW = {"b_row_bytes": 1210.0, "b_row_ci_low_bytes": 1190.0, "b_row_ci_high_bytes": 1230.0, "b_row_precision": {"too_few_rounds": False},
          "shards_per_node": 1}
 INPUTS = {"b_row_values": B_ROW, "cpu_values": CPU, "knee_values": KNEE, "space_amp_values": AGED | APART,

@@ -59,3 +59,31 @@ def test_the_values_of_a_knee_notebook_read_back():
 
 def test_without_a_knee_the_report_says_how_to_get_one():
     assert "run the knee notebook" in knee_lines(None, [], where="none given", headroom=0.6, cores_per_node=16)
+
+
+def test_the_spread_of_several_searches_is_read_and_a_wide_one_names_the_lowest():
+    from lab.load.knee_search import Knee, KneeStep, SearchPlan, Slo
+    from lab.load.knee_spread import KneeSpread
+
+    def knee(sends: float) -> Knee:
+        steps = tuple(KneeStep(number=i + 1, requested_rate=r, achieved_rate=r, sends_per_second=r / 3.5, calls=2000,
+                               latency_ms=lat, verdict="valid") for i, (r, lat) in
+                      enumerate(((sends * 3.5, 30.0), (sends * 3.5 * 1.1, 80.0))))
+        return Knee(slo=Slo(percentile="p99", limit_ms=50.0), plan=SearchPlan(start_rate=1.0), steps=steps)
+
+    def lines(*sends: float) -> str:
+        spread = KneeSpread(knees=tuple(knee(s) for s in sends))
+        values = {"knee_sends_per_second_per_node": spread.estimate()[0], "knee_node_available_cores": 1.0,
+                  "knee_status": spread.status, "slo": "p99 <= 50 ms", "min_calls": 2000,
+                  "knee_spread": spread.to_json()}
+        k = KneeCapacity.from_values(values)
+        assert k.searches == len(sends) and k.lowest == min(sends)
+        return knee_lines(k, knee_sizing(k, tiers=(1e6,), sends_per_message=1, peak_factor=3, replica_factor=1,
+                                         cores_per_node=16, headroom=0.6, replication_factor=3),
+                          where="run x", headroom=0.6, cores_per_node=16)
+
+    assert "median of 3 searches, ±3%" in lines(60.0, 62.0, 58.0) and "size from the lowest" not in lines(60.0, 62.0, 58.0)
+    assert "size from the lowest, 40.0 sends/s" in lines(40.0, 60.0, 80.0)
+    one = KneeCapacity.from_values({"knee_sends_per_second_per_node": 50.0, "knee_status": "found", "slo": "p99 <= 50 ms",
+                                    "min_calls": 2000})
+    assert one.searches == 1 and one.spread is None

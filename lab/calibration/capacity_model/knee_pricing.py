@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.calibration.capacity_model.curve_pricing import NODES_DISAGREE
+from lab.load.knee_spread import KNEE_AGREEMENT
 from lab.errors import ValidationError
 from lab.results.html import md_text
 from lab.results.run_files import figure, is_figure
@@ -25,6 +26,9 @@ class KneeCapacity:
     status: str                # found | not reached (a lower bound) | bound (a lower bound)
     slo: str
     min_calls: int
+    searches: int = 1
+    spread: float | None = None            # half the searches' range over their median (None: one search)
+    lowest: float | None = None            # the lowest search's sends/s (None: one search)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> KneeCapacity | None:
@@ -35,9 +39,14 @@ class KneeCapacity:
         cores = figure(values.get("knee_node_available_cores") or values.get("machine_cores") or 1,
                        "knee_node_available_cores", high=4096)
         calls = figure(values.get("min_calls") or 0, "min_calls", inclusive=True)
+        spread = values.get("knee_spread") if isinstance(values.get("knee_spread"), Mapping) else {}
+        searches = spread.get("searches")
+        width, span = spread.get("spread"), spread.get("range")
+        lowest = span[0] if isinstance(span, list) and len(span) == 2 and is_figure(span[0]) else None
         return cls(sends_per_second=float(rate), node_cores=max(cores, 0.1),
                    status=str(values.get("knee_status") or ""), slo=str(values.get("slo") or ""),
-                   min_calls=int(calls))
+                   min_calls=int(calls), searches=searches if isinstance(searches, int) and 0 < searches < 1000 else 1,
+                   spread=float(width) if is_figure(width, inclusive=True) else None, lowest=lowest)
 
     @property
     def lower_bound(self) -> bool:
@@ -85,6 +94,13 @@ def knee_lines(knee: KneeCapacity | None, rows: Sequence[Mapping[str, Any]], *, 
              "machine-bound step ended it), so these counts are an upper estimate." if knee.lower_bound else "")
     quick = (f" Its steps had {knee.min_calls:,} calls, fewer than a p99 needs (1,000): a smoke figure."
              if 0 < knee.min_calls < 1000 else "")
+    if knee.searches > 1 and knee.spread is not None:
+        quick += (f" The knee is the median of {knee.searches} searches, ±{knee.spread:.0%} between them"
+                  + (f": **wider than ±{KNEE_AGREEMENT:.0%}, so size from the lowest, {knee.lowest:,.1f} sends/s, or "
+                     "run more searches**" if knee.spread > KNEE_AGREEMENT and knee.lowest is not None else "")
+                  + ".")
+    elif knee.searches == 1:
+        quick += " One search: the knee has no spread or interval (the knee notebook's `searches`)."
     out = [f"\n\n**CPU side from the knee** ({where}): the node carried {knee.sends_per_second:,.1f} sends/s "
            f"of the capacity mix at {md_text(knee.slo)} on the {knee.node_cores:.2f} cores it had; scaled per core to "
            f"{cores_per_node} cores and run at {headroom:.0%} of the knee (headroom for compaction, repair and a node "

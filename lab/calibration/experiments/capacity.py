@@ -168,7 +168,9 @@ class Result:
             out["aged"] = self.aged.to_json()
         if self.knee_sizing is not None:
             out.update(knee_from=self.knee_located.how, knee_run=self.knee_located.run_id(), knee_slo=self.knee.slo,
-                       knee_status=self.knee.status, knee_measured_sends_per_second=self.knee.sends_per_second)
+                       knee_status=self.knee.status, knee_measured_sends_per_second=self.knee.sends_per_second,
+                       knee_searches=self.knee.searches, knee_spread=self.knee.spread,
+                       knee_lowest_sends_per_second=self.knee.lowest)
             out |= flatten(self.knee_sizing.assign(tier=self.knee_sizing.messages_per_day.astype(int)), "{value}_{tier}",
                            {"nodes_knee": int, "knee_sends_per_second_per_node": float, "nodes_knee_disagree": bool})
         if self.params.my_mix is not None:

@@ -19,6 +19,7 @@ from lab.errors import ValidationError
 from lab.load.knee_check import HELD_OUT_SHARE, HeldOutRate
 from lab.load.knee_mix import MixCheck, MixPrediction, found_step, op_costs, predict
 from lab.load.knee_search import MEETS, Knee, SearchPlan, Slo
+from lab.load.knee_spread import KneeSpread
 from lab.load.knee_run import KneeOptions, KneeResult, run_knee
 from lab.load.load_folders import STATE_DIR
 from lab.load.plan import load_profile
@@ -42,6 +43,7 @@ class Params(TimedParams):
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
     max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
     held_out_share: float = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve (0: none)
+    searches: int = 1                      # independent searches of the same plan: the knee's spread (5: an interval)
     unseen_profile: str = ""               # then this profile's knee, predicted from the knee and cpu_values, searched
     unseen_max_steps: int = 6              # ... in at most this many steps, from half the predicted rate ("": none)
     cpu_values: str | None = None          # the cpu_cost notebook's values.json: each operation's CPU per call
@@ -65,24 +67,44 @@ class Result:
     held_out: HeldOutRate | None = None  # the curve predicted at a rate it did not measure, then measured
     unseen: MixCheck | None = None       # the knee of a mix the search did not see, predicted then searched
     unseen_note: str = ""                # why there is no such check, when one was asked for
+    spread: KneeSpread | None = None     # every search's knee (the first is ``knee``); None: ``knee`` alone
+
+    @property
+    def searches(self) -> KneeSpread:
+        return self.spread if self.spread is not None else KneeSpread(knees=(self.knee,))
 
     def steps(self) -> pd.DataFrame:
-        return pd.DataFrame([s.to_json(self.knee.slo, self.knee.plan.min_calls) for s in self.knee.steps])
+        return pd.DataFrame([{"search": i + 1} | s.to_json(k.slo, k.plan.min_calls)
+                             for i, k in enumerate(self.searches.knees) for s in k.steps])
+
+    def statement(self) -> str:
+        """The knee in one line: one search's own statement, or the median of several."""
+        spread = self.searches
+        if len(spread.knees) == 1:
+            return self.knee.statement()
+        rep, mid = spread.representative(), spread.estimate()[0]
+        if mid is None:
+            return f"{rep.statement()} (in each of {len(spread.knees)} searches)"
+        lower = "" if spread.status == "found" else "; a lower bound: a search did not reach its knee"
+        return (f"capacity: {mid:,.1f} sends/s per node at {rep.slo.text}, the median of {len(spread.knees)} "
+                f"searches ({spread.describe().split('; ', 1)[-1]}){lower}")
 
     def values(self) -> dict[str, Any]:
-        k, best = self.knee, self.knee.step
+        spread = self.searches
+        k, best = spread.representative(), spread.representative().step
         loader = best.loadgen_cores if best is not None else None
         node_could = (self.machine_cores - loader) if self.shared_machine and loader is not None else None
         return {"slo": k.slo.text, "slo_percentile": k.slo.percentile, "slo_limit_ms": k.slo.limit_ms,
                 "profile": self.params.profile, "calls_per_send": self.params.calls_per_send(),
-                "min_calls": k.plan.min_calls, "steps": len(k.steps), "knee_status": k.status,
-                "knee_sends_per_second_per_node": None if best is None else best.sends_per_second / k.nodes,
+                "min_calls": k.plan.min_calls, "steps": sum(len(x.steps) for x in spread.knees),
+                "knee_status": spread.status, "searches": len(spread.knees), "knee_spread": spread.to_json(),
+                "knee_sends_per_second_per_node": spread.estimate()[0],
                 "knee_calls_per_second_per_node": None if best is None else best.achieved_rate / k.nodes,
                 "knee_latency_ms": None if best is None else best.latency_ms,
                 "knee_node_cores": None if best is None else best.node_cores,
                 "knee_loadgen_cores": loader, "knee_node_available_cores": node_could,
                 "nodes": k.nodes, "shared_machine": self.shared_machine, "machine_cores": self.machine_cores,
-                "statement": k.statement(), "knee_file": str(self.path), "audit_ok": self.audit_ok,
+                "statement": self.statement(), "knee_file": str(self.path), "audit_ok": self.audit_ok,
                 "rtt_us": self.rtt_us,
                 "held_out_rate": None if self.held_out is None else self.held_out.to_json(),
                 "held_out_cpu_error": None if self.held_out is None else self.held_out.cpu_error,
@@ -90,7 +112,7 @@ class Result:
                 "unseen_mix": None if self.unseen is None else self.unseen.to_json(),
                 "unseen_mix_error": None if self.unseen is None else self.unseen.error,
                 "unseen_mix_ok": None if self.unseen is None else self.unseen.ok, "unseen_mix_note": self.unseen_note,
-                "knee": k.to_json()}
+                "knee": self.knee.to_json()}
 
 
 def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
@@ -114,12 +136,16 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
                                                   held_out_share=held_out_share),
                         progress=None, services=testbed.services)
 
+    if not isinstance(params.searches, int) or isinstance(params.searches, bool) or params.searches < 1:
+        raise ValidationError(f"searches must be a whole number >= 1, got {params.searches!r}", field="searches")
     unseen, note = None, ""
     try:
         done = search(params.profile, plan, params.held_out_share)
+        spread = KneeSpread(knees=(done.knee, *(search(params.profile, plan, 0.0).knee
+                                                for _ in range(params.searches - 1))))
         if params.unseen_profile:
             try:
-                predicted = predict_unseen(params, done.knee)
+                predicted = predict_unseen(params, spread.representative())
             except ValidationError as exc:
                 note = exc.message
             else:
@@ -134,7 +160,8 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
                 shutil.rmtree(Path(testbed.config.lab_home) / STATE_DIR / run_id, ignore_errors=True)
     return Result(params=params, knee=done.knee, shared_machine=done.shared_machine, machine_cores=os.cpu_count() or 1,
                   path=done.path, audit_ok=None if done.audit is None else bool(done.audit.ok), rtt_us=done.rtt_us,
-                  held_out=done.held_out, unseen=unseen, unseen_note=note)
+                  held_out=done.held_out, unseen=unseen, unseen_note=note,
+                  spread=spread if params.searches > 1 else None)
 
 
 def predict_unseen(params: Params, knee: Knee) -> MixPrediction:
@@ -153,11 +180,12 @@ def predict_unseen(params: Params, knee: Knee) -> MixPrediction:
 
 
 def conclusion(result: Result) -> str:
-    k, best = result.knee, result.knee.step
-    out = [f"**{k.statement()}**", ""]
+    k, best = result.knee, result.searches.representative().step
+    out = [f"**{result.statement()}**", ""]
     met = sum(o == MEETS for o in k.outcomes())
     out.append(f"{len(k.steps)} steps of the `{result.params.profile}` mix ({result.params.calls_per_send():.2f} calls "
-               f"per send), each with at least {k.plan.min_calls:,} calls; {met} met {k.slo.text}.")
+               f"per send) in the first search, each with at least {k.plan.min_calls:,} calls; {met} met {k.slo.text}.")
+    out.append(f"**The knee across searches**: {result.searches.describe()}.")
     if k.plan.min_calls < 1000:
         out.append(f"A step needed only {k.plan.min_calls:,} calls (a quick preset): its p99 stands on fewer calls "
                    "than a p99 needs (1,000); a smoke figure, not one to size from.")
