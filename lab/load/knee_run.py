@@ -9,6 +9,7 @@ import dataclasses
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
 from lab.errors import LabError
 from lab.load.knee_check import HeldOutRate, check, predict
-from lab.load.knee_search import Knee, KneeStep, SearchPlan, Slo, next_rate
+from lab.load.knee_search import IDLE_LIMIT_CORES, Knee, KneeStep, SearchPlan, Slo, next_rate
 from lab.load.plan import LoadPlan, load_profile
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import busy_cpu_seconds
@@ -35,6 +36,7 @@ from lab.results.run_folders import new_run_id
 KNEE_SUBDIR = "knee"
 KNEE_FILE = "knee.json"
 SAMPLE_SECONDS = 0.5
+IDLE_WINDOW_SECONDS = 2.0   # the node's idle CPU is read over this window before the first step
 CALLS_MARGIN = 1.25         # a step runs long enough for this many times the calls its figure needs
 MAX_STEP_SECONDS = 300.0
 
@@ -47,6 +49,7 @@ class KneeOptions:
     warmup_seconds: float = 5.0
     allow_loader_bound: bool = False
     held_out_share: float | None = None  # then one more step at this share of the knee checks the curve
+    idle_wait_seconds: float = 0.0       # before the first step: wait up to this for the node to idle (0: one read)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +119,20 @@ class CpuSampler:
         return node, (m1 - m0) / (t1 - t0)
 
 
+def idle_node_cores(sampler: CpuSampler, *, nodes: int, wait_seconds: float) -> float | None:
+    """The node's CPU per node over the last IDLE_WINDOW_SECONDS before the load, once it fell to
+    IDLE_LIMIT_CORES or ``wait_seconds`` passed (None: the admin reads no node CPU)."""
+    deadline = wall_seconds() + wait_seconds
+    while True:
+        start = wall_seconds()
+        time.sleep(IDLE_WINDOW_SECONDS)
+        node, _ = sampler.window(start, wall_seconds())
+        if node is None:
+            return None
+        if node / nodes <= IDLE_LIMIT_CORES or wall_seconds() >= deadline:
+            return node / nodes
+
+
 def measured_step(number: int, result: LoadResult, sampler: CpuSampler, slo: Slo, *, shared: bool) -> KneeStep:
     s: LoadSummary = result.summary
     t0 = float((result.load_dir / "t0").read_text())
@@ -150,6 +167,7 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
     steps: list[KneeStep] = []
     last: LoadResult | None = None
     held_out: HeldOutRate | None = None
+    idle: float | None = None
     with connect(config) as conn:
         admin = admin_for(config, conn)
         nodes = max(1, len(conn.hosts()))
@@ -173,9 +191,14 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
 
         try:
             with CpuSampler(node_seconds) as sampler:
+                idle = idle_node_cores(sampler, nodes=nodes, wait_seconds=options.idle_wait_seconds)
+                if idle is not None and idle > IDLE_LIMIT_CORES:
+                    progress.phase(f"the node burns {idle:.2f} cores per node before the load (idle is ~0.02): "
+                                   "another client or compaction will share every step")
                 while (rate := next_rate(options.search, steps, options.slo)) is not None:
                     steps.append(one_step(rate, f"knee step {len(steps) + 1}"))
-                found = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes)
+                found = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes,
+                             idle_node_cores=idle)
                 predicted = predict(found, options.held_out_share) if options.held_out_share else None
                 if predicted is not None:
                     held = one_step(predicted.rate, f"held-out step at {100 * options.held_out_share:g}% of the knee")
@@ -190,7 +213,7 @@ def run_knee(config: ClusterConfig, base: LoadOptions, options: KneeOptions, *, 
         progress.phase("audit: every acknowledged send of every step read back, and against the "
                        f"{(services or ServicesConfig()).outbox} outbox")
         audit = audit_run(config, plan, services=services)
-    knee = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes)
+    knee = Knee(slo=options.slo, plan=options.search, steps=tuple(steps), nodes=nodes, idle_node_cores=idle)
     out = knee.to_json() | {"run_id": run_id, "profile": base.profile, "shared_machine": shared,
                             "rtt_us": config.rtt_us,
                             "machine_cores": os.cpu_count() or 1, "node_cpu_error": sampler.error,

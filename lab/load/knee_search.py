@@ -16,6 +16,7 @@ from lab.load.pacing import short_of
 from lab.load.verdict import LOADER_BOUND, MACHINE_BOUND
 
 MIN_CALLS = 1000          # calls a step needs before its p99 is a figure
+IDLE_LIMIT_CORES = 0.15   # a node burning more than this per node before the load is not idle (idle: ~0.02)
 KEEP_UP_SHARE = 0.90      # a step that completed less of its rate than this: the store did not keep up
 MEETS, MISSES, TOO_FEW = "meets", "misses", "too few"
 FOUND, NOT_REACHED, BOUND, NOT_MET = "found", "not reached", "bound", "not met"
@@ -146,6 +147,13 @@ class Knee:
     plan: SearchPlan
     steps: tuple[KneeStep, ...]
     nodes: int = 1
+    idle_node_cores: float | None = None   # per node, just before the first step (None: not measured)
+
+    @property
+    def busy_before(self) -> bool:
+        """The node burnt more than IDLE_LIMIT_CORES before the load began: other clients or its own
+        work (compaction) share what the steps measured."""
+        return self.idle_node_cores is not None and self.idle_node_cores > IDLE_LIMIT_CORES
 
     def outcomes(self) -> list[str]:
         return [s.outcome(self.slo, self.plan.min_calls) for s in self.steps]
@@ -171,7 +179,8 @@ class Knee:
                 "search": {"start_rate": self.plan.start_rate, "factor": self.plan.factor,
                            "resolution": self.plan.resolution, "max_steps": self.plan.max_steps,
                            "max_rate": self.plan.max_rate, "min_calls": self.plan.min_calls},
-                "status": self.status, "nodes": self.nodes,
+                "status": self.status, "nodes": self.nodes, "idle_node_cores": self.idle_node_cores,
+                "busy_before": self.busy_before,
                 "knee": None if k is None else {
                     "step": k.number, "calls_per_second": k.achieved_rate, "requested_rate": k.requested_rate,
                     "sends_per_second": k.sends_per_second,
@@ -183,6 +192,11 @@ class Knee:
 
     def statement(self) -> str:
         """One line: the capacity, what it is, and how far to trust it."""
+        return self.capacity_line() + (
+            f"; **the node was busy before the load** ({self.idle_node_cores:.2f} cores per node idle, more than "
+            f"{IDLE_LIMIT_CORES:g}: another client or its own compaction shared every step)" if self.busy_before else "")
+
+    def capacity_line(self) -> str:
         k, where = self.step, f"{self.slo.text}"
         per = "per node" if self.nodes == 1 else f"per node ({self.nodes} nodes)"
         if k is None:

@@ -95,7 +95,8 @@ class KneeSpread:
                            None if k.step is None else k.step.sends_per_second / k.nodes,
                            "calls_per_second_per_node": None if k.step is None else k.step.achieved_rate / k.nodes,
                            "latency_ms": None if k.step is None else k.step.latency_ms,
-                           "node_cores": None if k.step is None else k.step.node_cores, "steps": len(k.steps)}
+                           "node_cores": None if k.step is None else k.step.node_cores, "steps": len(k.steps),
+                           "idle_node_cores": k.idle_node_cores, "busy_before": k.busy_before}
                           for k in self.knees]}
 
 

@@ -4,6 +4,8 @@ Every JSON file of a run is read by :func:`read_run_json`; fields are taken with
 (type-checked, named ``file: field``), figures with :func:`figure`, and a values file's parsing
 runs under :func:`parse_run_values`; every path a run file names goes through :func:`inside`.
 Any problem is one :class:`~lab.errors.BadRunFile` naming the file and the field.
+
+More: docs/measure-internals.md.
 """
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     values = run_notebook("knee", {"slo_limit_ms": 5000.0, "start_sends_per_second": 3.0, "max_steps": 2,
                                    "min_calls": 40, "step_seconds": 3.0, "warmup_seconds": 2.0, "seed_size": "tiny",
                                    "processes": 1, "max_machine_cpu_percent": 100.0, "show_progress": False,
-                                   "searches": 2},
+                                   "searches": 2, "idle_wait_seconds": 2.0},
                           tmp_path, config=cluster_config)
     knee = values["knee"]
     # two searches of the same plan: each one's knee, their median; two give a range, never an interval

@@ -82,3 +82,13 @@ def test_a_search_without_a_knee_is_counted_but_not_in_the_median():
     assert KneeSpread(knees=(none,)).estimate() == (None, None, None)
     with pytest.raises(ValueError):
         KneeSpread(knees=())
+
+
+def test_a_node_busy_before_the_load_is_said_in_the_statement():
+    from dataclasses import replace
+
+    idle, busy = replace(_knee(60.0), idle_node_cores=0.02), replace(_knee(60.0), idle_node_cores=0.9)
+    assert not idle.busy_before and busy.busy_before and not _knee(60.0).busy_before  # None: not measured
+    assert "busy before the load" in busy.statement() and "busy" not in idle.statement()
+    assert busy.to_json()["busy_before"] is True and busy.to_json()["idle_node_cores"] == 0.9
+    assert KneeSpread(knees=(idle, busy)).to_json()["knees"][1]["busy_before"] is True

@@ -43,6 +43,7 @@ class Params(TimedParams):
     processes: int | None = None           # Locust processes (None: sized from the loader's learned cost)
     max_machine_cpu_percent: float = 85.0  # a shared machine busy at this % of its cores: machine-bound (100: off)
     held_out_share: float = HELD_OUT_SHARE  # one more step at this share of the knee checks the curve (0: none)
+    idle_wait_seconds: float = 30.0        # before each search: wait up to this for the node to idle
     searches: int = 1                      # independent searches of the same plan: the knee's spread (5: an interval)
     unseen_profile: str = ""               # then this profile's knee, predicted from the knee and cpu_values, searched
     unseen_max_steps: int = 6              # ... in at most this many steps, from half the predicted rate ("": none)
@@ -83,9 +84,13 @@ class Result:
         if len(spread.knees) == 1:
             return self.knee.statement()
         rep, mid = spread.representative(), spread.estimate()[0]
+        busy = [i + 1 for i, k in enumerate(spread.knees) if k.busy_before]
+        busy_text = (f"; **the node was busy before search {', '.join(map(str, busy))}** (another client or its "
+                     "compaction shared its steps)" if busy else "")
         if mid is None:
-            return f"{rep.statement()} (in each of {len(spread.knees)} searches)"
+            return f"{rep.capacity_line()} (in each of {len(spread.knees)} searches){busy_text}"
         lower = "" if spread.status == "found" else "; a lower bound: a search did not reach its knee"
+        lower += busy_text
         return (f"capacity: {mid:,.1f} sends/s per node at {rep.slo.text}, the median of {len(spread.knees)} "
                 f"searches ({spread.describe().split('; ', 1)[-1]}){lower}")
 
@@ -133,7 +138,8 @@ def run(testbed: Testbed, params: Params, *, out_dir: Path | str) -> Result:
                                          max_machine_cpu_percent=params.max_machine_cpu_percent))
         return run_knee(config, base, KneeOptions(slo=slo, search=search_plan, step_seconds=params.step_seconds,
                                                   warmup_seconds=params.warmup_seconds,
-                                                  held_out_share=held_out_share),
+                                                  held_out_share=held_out_share,
+                                                  idle_wait_seconds=params.idle_wait_seconds),
                         progress=None, services=testbed.services)
 
     if not isinstance(params.searches, int) or isinstance(params.searches, bool) or params.searches < 1:
