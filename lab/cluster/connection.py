@@ -22,12 +22,12 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, Simple
 from lab.cluster.accounting import RequestCounter, StatementInfo, classify
 from lab.cluster.config import ClusterConfig
 from lab.cluster.dialect import dialect_named
-from lab.cluster.driver_errors import LabRetryPolicy, map_driver_errors
+from lab.cluster.driver_errors import LabRetryPolicy, is_driver_error, map_driver_errors, translate
 from lab.cluster.probe import CQL, NOT_CQL, PROBE_TIMEOUT_SECONDS, SILENT, probe_cql
 from lab.cluster.reactors import reactor_class, stop_libev_loop_at_exit
 from lab.cluster.row_factory import cached_named_tuple_factory, install_uuid_deserializer
 from lab.cluster.rtt_proxy import ProxyEndPointFactory, RttProxy
-from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, RttProxyError, ValidationError
+from lab.errors import ClusterError, ConnectError, CredentialsNotUsed, LabError, RttProxyError, ValidationError
 
 # A schema change (CREATE/DROP KEYSPACE, CREATE TABLE, TRUNCATE, ...) waits for the server to
 # apply it and for schema agreement: seconds on a quiet node, well past the request timeout on a
@@ -195,6 +195,13 @@ class Connection:
         self.counter.add(info)
         with map_driver_errors(info.table, self.dialect):
             return self.session.execute_async(bound, timeout=self.config.request_timeout_seconds)
+
+    def translate_error(self, error: BaseException, stmt: Stmt) -> BaseException:
+        """What :meth:`execute` raises for ``error``, an error an asynchronous request of ``stmt``
+        ended with (a callback's): the lab error a driver error maps to, anything else as it is."""
+        if isinstance(error, Exception) and not isinstance(error, LabError) and is_driver_error(error):
+            return translate(error, table=stmt.info.table, dialect=self.dialect)
+        return error
 
     def batch_async(self, items: Sequence[tuple[Stmt, Sequence[Any]]]) -> Any:
         """Fire an UNLOGGED batch of prepared writes (no ``IF``) as one request; returns the

@@ -6,7 +6,8 @@ use the public methods (seeding, baseline statements, the log view, archiver run
 
     write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
                earliest (the E advancer, §9), archiver (§2.1 note), seeding
-    read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
+    read/      history (§4.1), steps (a walk's two drivers), batch (§4.3), reactions (§2.5), lookup (admin,
+               message_index)
     outbox/    the commit log (§5.1 step 4): sqlite_log (local), kafka_log + kafka_index (Kafka)
     hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
     rows/      records, ids, media, model (enums), schema, retention, proto/
@@ -338,6 +339,14 @@ class MessageStore:
         return self._parts.history_reader.history(tenant_id, conversation_id, direction=direction, anchor=anchor,
                                                   limit=limit)
 
+    def history_async(self, tenant_id: IdLike, conversation_id: IdLike, direction: Direction = "older",
+                      anchor: int | None = None, limit: int = DEFAULT_HISTORY_LIMIT) -> Future[HistoryPage]:
+        """:meth:`history`'s page as a future, its reads chained on the driver's event loop (no thread
+        per call in flight). A bad argument raises ValidationError at once; any other error is the
+        future's, of the type :meth:`history` raises."""
+        return self._parts.history_reader.history_async(tenant_id, conversation_id, direction=direction,
+                                                        anchor=anchor, limit=limit)
+
     def read_bucket(self, tenant_id: IdLike, conversation_id: IdLike, seq_bucket: int) -> list[Message]:
         """Every row of one message_record partition, S-4 checked (verification, not a page)."""
         return self._parts.history_reader.read_bucket(tenant_id, conversation_id, seq_bucket)
@@ -410,6 +419,7 @@ class MessageStore:
         parts.recovery.stop()  # closed: nothing of this writer is left to recover
         parts.sequences.close()
         parts.outbox.close()
+        parts.history_reader.close()  # history_async's pool, before the hot window it reads
         if parts.hot is not None:
             parts.hot.close()
         parts.ctx.encryptor.keystore.close()

@@ -126,6 +126,14 @@ cases("history", Bit63Violation, {"anchor -1": lambda s, d: s.history(d.tenant, 
                                   "anchor bit 63": lambda s, d: s.history(d.tenant, d.conv, anchor=BIT63)})
 cases("history", InvalidSeq, {"anchor float": lambda s, d: s.history(d.tenant, d.conv, anchor=1.5),
                               "anchor str": lambda s, d: s.history(d.tenant, d.conv, anchor="3")})
+# history_async checks its arguments before anything is issued: the error is raised, not the future's
+cases("history_async", InvalidId, {"conversation malformed": lambda s, d: s.history_async(d.tenant, "x"),
+                                   "tenant None": lambda s, d: s.history_async(None, d.conv)})
+cases("history_async", ValidationError, {"limit 0": lambda s, d: s.history_async(d.tenant, d.conv, limit=0),
+                                         "direction sideways": lambda s, d: s.history_async(d.tenant, d.conv,
+                                                                                            direction="sideways")})
+cases("history_async", Bit63Violation, {"anchor bit 63": lambda s, d: s.history_async(d.tenant, d.conv, anchor=BIT63)})
+cases("history_async", InvalidSeq, {"anchor str": lambda s, d: s.history_async(d.tenant, d.conv, anchor="3")})
 
 
 # ---- batch_read -----------------------------------------------------------------------------------
@@ -212,6 +220,10 @@ cases("recall", NotFound, {"another tenant": lambda s, d: s.recall(uuid.uuid4(),
 cases("history", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.history(d.tenant, d.conv),
                                 "no DEK": lambda s, d: d.no_key.history(d.tenant, d.conv)})
 cases("history", KeyDestroyed, {"destroyed DEK": lambda s, d: s.history(d.tenant, d.erased_conv)})
+# ... and a key failure while decoding (on the driver's callback thread) is the future's, typed as history()'s
+cases("history_async", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.history_async(d.tenant, d.conv).result(30),
+                                      "no DEK": lambda s, d: d.no_key.history_async(d.tenant, d.conv).result(30)})
+cases("history_async", KeyDestroyed, {"destroyed DEK": lambda s, d: s.history_async(d.tenant, d.erased_conv).result(30)})
 cases("batch_read", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.batch_read(d.tenant, [_entry(d)]),
                                    "no DEK": lambda s, d: d.no_key.batch_read(d.tenant, [_entry(d)])})
 cases("lookup", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.lookup(d.tenant, d.message_id)})

@@ -1,11 +1,17 @@
 """History paging over seq_bucket partitions (design §4.1) and the per-partition row bound (§4.2).
+The page walk is one sans-IO generator (lab.store.read.steps): ``history`` drives it on the calling
+thread, ``history_async`` on the driver's event loop; with a hot layer its Redis read is a blocking
+step the asynchronous driver runs in a small pool, in the same place of the walk.
 Where the walk differs from the design's pseudo-code, and why: docs/store-internals.md.
 """
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from lab.cluster.connection import Stmt
@@ -13,6 +19,7 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
+from lab.store.read.steps import Blocking, Cql, Walk, failed, run, start
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows
@@ -22,6 +29,7 @@ DEFAULT_HISTORY_LIMIT = 50
 HISTORY_LIMIT_MAX = (1 << 31) - 1  # CQL LIMIT binds a signed 32-bit int
 FIRST_CONVERSATION_SEQ = 1  # conversation_seq starts at 1; 0 is the head's "no message yet"
 HEAD_HINT_ENTRIES = 65536  # conversations whose last seen H a reader keeps (where their latest page starts)
+BLOCKING_WORKERS = 2  # threads of history_async's blocking steps (the hot layer's Redis read), one pool per reader
 
 _COLUMNS = ", ".join(MESSAGE_RECORD_COLUMNS)
 # A page's reads name their partition, so they do not select its key: per row the driver builds two
@@ -72,6 +80,19 @@ def _check_limit(limit: object) -> int:
     return limit
 
 
+def _checked(tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, direction: object, anchor: object,
+             limit: object) -> tuple[uuid.UUID, uuid.UUID, Direction, int | None, int]:
+    """A page's arguments, parsed and checked (ValidationError)."""
+    tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+    if direction not in DIRECTIONS:
+        raise ValidationError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}",
+                              field="direction", value=direction)
+    limit = _check_limit(limit)
+    if anchor is not None:
+        anchor = check_bigint(anchor, column="anchor")
+    return tenant_id, conversation_id, direction, anchor, limit  # type: ignore[return-value]
+
+
 class HistoryReader:
     """Reads history pages of one store. Statements are prepared on first use, so
     constructing a reader touches nothing (the tables may not exist yet). ``decode``
@@ -99,6 +120,8 @@ class HistoryReader:
             if decode is None else (lambda rows, partition: decode([r for r in rows if r.message_id is not None],
                                                                    partition)))
         self._stmts: dict[str, Stmt] = {}
+        self._pool: ThreadPoolExecutor | None = None  # history_async's blocking steps, made on first use
+        self._pool_lock = threading.Lock()
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -140,18 +163,46 @@ class HistoryReader:
                 direction: Direction = "older", anchor: int | None = None,
                 limit: int = DEFAULT_HISTORY_LIMIT) -> HistoryPage:
         """One page before (older) or after (newer) ``anchor`` (exclusive); None = latest page."""
-        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
-        if direction not in DIRECTIONS:
-            raise ValidationError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}",
-                                  field="direction", value=direction)
-        limit = _check_limit(limit)
-        if anchor is not None:
-            anchor = check_bigint(anchor, column="anchor")
+        return run(self._page(*_checked(tenant_id, conversation_id, direction, anchor, limit)), self.connection)
+
+    def history_async(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, *,
+                      direction: Direction = "older", anchor: int | None = None,
+                      limit: int = DEFAULT_HISTORY_LIMIT) -> Future[HistoryPage]:
+        """:meth:`history`'s page, the same steps chained on the driver's event loop. Arguments are
+        checked here (ValidationError at once); any later error, mapped as :meth:`history` raises it,
+        is the future's."""
+        page = self._page(*_checked(tenant_id, conversation_id, direction, anchor, limit))
+        try:  # a prepare waits for the node: never on the loop thread, so every page statement now
+            for name in ("bounds", "older", "newer"):
+                self._stmt(name)
+        except Exception as exc:
+            page.close()
+            return failed(exc)
+        return start(page, self.connection, self._blocking_pool)
+
+    def _blocking_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-history-blocking")
+            return self._pool
+
+    def close(self) -> None:
+        """Stop the blocking steps' pool (after the steps queued in it)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _page(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, direction: Direction, anchor: int | None,
+              limit: int) -> Walk[HistoryPage]:
+        """The page walk, its arguments checked (:func:`_checked`)."""
         if direction == "older":
             guess = self._first_read_guess(tenant_id, conversation_id, anchor)
             if guess is not None:
-                return self._older_in_one_round_trip(tenant_id, conversation_id, *guess, anchor=anchor, limit=limit)
-        bounds = self.bounds(tenant_id, conversation_id)
+                return (yield from self._older_in_one_round_trip(tenant_id, conversation_id, *guess, anchor=anchor,
+                                                                 limit=limit))
+        (head,) = yield Cql(((self._stmt("bounds"), (tenant_id, conversation_id)),))
+        bounds = self._bounds_of(tenant_id, conversation_id, head[0] if head else None)
         if bounds is None:
             return _empty_page(requests=1)
         high = bounds.latest_conversation_seq
@@ -159,13 +210,13 @@ class HistoryReader:
         if direction == "older":
             # exclusive upper bound: H + 1 for the latest page so that H itself is on it
             upper = high + 1 if anchor is None else min(anchor, high + 1)
-            return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit)
+            return (yield from self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit))
         # anchor None for newer is the pseudo-code's "anchor := H": nothing is newer than H
         lower = high if anchor is None else max(anchor, low - 1)
-        return self._newer(tenant_id, conversation_id, lower=lower, high=high, limit=limit)
+        return (yield from self._newer(tenant_id, conversation_id, lower=lower, high=high, limit=limit))
 
     def _older(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, upper: int, low: int,
-               limit: int, walk: _Walk | None = None, first: BucketRead | None = None) -> HistoryPage:
+               limit: int, walk: _Walk | None = None, first: BucketRead | None = None) -> Walk[HistoryPage]:
         """The older walk from ``upper`` (exclusive) down to ``low``; ``first``: the first bucket's
         read, already issued (the one-round-trip page), ``walk`` the counts so far."""
         width = self.constants.message_seq_bucket_width
@@ -178,8 +229,9 @@ class HistoryReader:
             if first is not None:
                 read, first = first, None
             else:
-                read = self._read(BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
-                                              direction="older", anchor=upper, bound=low, fetch=limit - walk.collected))
+                read = yield from self._read(BucketQuery(
+                    tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket, direction="older",
+                    anchor=upper, bound=low, fetch=limit - walk.collected))
             walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq > low)
@@ -211,17 +263,16 @@ class HistoryReader:
         return bucket, (bucket + 1) * width
 
     def _older_in_one_round_trip(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, bucket: int, guess: int,
-                                 *, anchor: int | None, limit: int) -> HistoryPage:
+                                 *, anchor: int | None, limit: int) -> Walk[HistoryPage]:
         """An older page whose first bucket read runs concurrently with the conversation_head read:
         the rows of ``bucket`` below ``guess`` (at most ``limit``), clamped to [E, H] once the head
         answered. When the page's first bucket turns out to be another one (H moved on since the
         guess, or the anchor lies above H + 1 in another bucket) the read is spent (counted in
         ``requests`` and ``buckets_scanned``, never as an empty bucket) and the walk reads as usual."""
         issued = older_params(tenant_id, conversation_id, bucket, anchor=guess, bound=FIRST_CONVERSATION_SEQ, fetch=limit)
-        head, first = self.connection.execute_concurrent(
-            [(self._stmt("bounds"), (tenant_id, conversation_id)), (self._stmt("older"), issued)], concurrency=2)
+        head, rows = yield Cql(((self._stmt("bounds"), (tenant_id, conversation_id)), (self._stmt("older"), issued)))
         walk = _Walk(limit=limit)
-        bounds = self._head_of(tenant_id, conversation_id, head.one())
+        bounds = self._head_of(tenant_id, conversation_id, head[0] if head else None)
         if bounds is None:
             walk.spent()
             return walk.page(has_more=False)
@@ -231,8 +282,7 @@ class HistoryReader:
         width = self.constants.message_seq_bucket_width
         if upper - 1 < low or (upper - 1) // width != bucket:
             walk.spent()
-            return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk)
-        rows = list(first)
+            return (yield from self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk))
         check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                           conversation_id=conversation_id, seq_bucket=bucket)
         last_seq = rows[-1].conversation_seq if rows else None
@@ -243,13 +293,14 @@ class HistoryReader:
         # one partition's rows come newest first (the statement's ORDER BY), so the rows in [low, upper) are
         # one run of them: when the first and the last are inside, all are (the common case, no pass per row)
         inside = not rows or (rows[0].conversation_seq < upper and last_seq >= low)
-        read = self._decoded(page_query, rows if inside else
-                             [row for row in rows if low <= row.conversation_seq < upper], more=more,
-                             last_seq=last_seq)
-        return self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk, first=read)
+        read = yield from self._decoded(page_query, rows if inside else
+                                        [row for row in rows if low <= row.conversation_seq < upper], more=more,
+                                        last_seq=last_seq)
+        return (yield from self._older(tenant_id, conversation_id, upper=upper, low=low, limit=limit, walk=walk,
+                                       first=read))
 
     def _newer(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, lower: int, high: int,
-               limit: int) -> HistoryPage:
+               limit: int) -> Walk[HistoryPage]:
         width = self.constants.message_seq_bucket_width
         if lower + 1 > high:  # nothing newer than the anchor up to H
             return _empty_page(requests=1)
@@ -257,8 +308,9 @@ class HistoryReader:
         walk = _Walk(limit=limit)
         continued = False
         while True:
-            read = self._read(BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
-                                          direction="newer", anchor=lower, bound=high, fetch=limit - walk.collected))
+            read = yield from self._read(BucketQuery(tenant_id=tenant_id, conversation_id=conversation_id, bucket=bucket,
+                                                     direction="newer", anchor=lower, bound=high,
+                                                     fetch=limit - walk.collected))
             walk.take(read.messages, continued=continued, more=read.more)
             if walk.collected >= limit:
                 return walk.page(has_more=walk.messages[-1].conversation_seq < high)
@@ -274,22 +326,23 @@ class HistoryReader:
             bucket += 1
             lower = bucket * width - 1
 
-    def _read(self, q: BucketQuery) -> BucketRead:
+    def _read(self, q: BucketQuery) -> Walk[BucketRead]:
         """One bucket read, S-4 checked, decoded, merged with the hot layer."""
-        rows = list(self.connection.execute(self._stmt(q.direction), q.params()))
+        (rows,) = yield Cql(((self._stmt(q.direction), q.params()),))
         check_bucket_rows(rows, width=self.constants.message_seq_bucket_width, table="message_record",
                           tenant_id=q.tenant_id, conversation_id=q.conversation_id, seq_bucket=q.bucket)
-        return self._decoded(q, rows, more=len(rows) == q.fetch, last_seq=rows[-1].conversation_seq if rows else None)
+        return (yield from self._decoded(q, rows, more=len(rows) == q.fetch,
+                                         last_seq=rows[-1].conversation_seq if rows else None))
 
-    def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> BucketRead:
+    def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> Walk[BucketRead]:
         messages = self._decode_page(rows, (q.tenant_id, q.conversation_id, q.bucket))
         if len(messages) != len(rows):  # partial rows left out (lab.store.read.bucket.whole_rows counts them alike)
             self.ctx.alerts.incr("partial_rows_skipped", len(rows) - len(messages))
         if self._hot is not None:
             # the hot layer is merged over the range this read covered
             low, high = q.covered(last_seq, more=more)
-            hot = self._hot.bucket_range(q.tenant_id, q.conversation_id, q.bucket, low=low, high=high, limit=q.fetch,
-                                         descending=q.descending)
+            hot = yield Blocking(partial(self._hot.bucket_range, q.tenant_id, q.conversation_id, q.bucket, low=low,
+                                         high=high, limit=q.fetch, descending=q.descending))
             messages = merge_rows(messages, hot, descending=q.descending, limit=q.fetch)
         return BucketRead(messages=messages, more=more, last_seq=last_seq)
 

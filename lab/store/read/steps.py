@@ -1,0 +1,164 @@
+"""A read as steps: one sans-IO walk (a generator that yields the requests it needs and receives
+their answers) and its two drivers. :func:`run` answers each step on the calling thread
+(``execute`` / ``execute_concurrent``, the synchronous API); :func:`start` chains the steps on the
+driver's event loop (``execute_async`` + ``add_callbacks``, the walk resumed in the callback) and
+completes a ``concurrent.futures.Future``: no native thread per call in flight. A blocking step
+(the hot layer's Redis call) never runs on the loop thread: :func:`start` hands it to a small pool.
+
+More: docs/store-internals.md (``lab.store.read.steps``).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lab.cluster.connection import Connection, Stmt
+
+__all__ = ["Blocking", "Cql", "Walk", "failed", "run", "start"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Cql:
+    """Statements issued together (one round trip); the answer: each one's rows (a list), in input order."""
+
+    items: tuple[tuple[Stmt, Sequence[Any]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """A blocking call that is no driver statement; the answer: what it returns."""
+
+    call: Callable[[], Any]
+
+
+Walk = Generator[Cql | Blocking, Any, T]
+
+
+def run(walk: Walk[T], connection: Connection) -> T:
+    """Drive ``walk`` on the calling thread; its result, or the first error raised on the way."""
+    answer: Any = None
+    while True:
+        try:
+            step = walk.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, Blocking):
+            answer = step.call()
+        elif len(step.items) == 1:
+            stmt, params = step.items[0]
+            answer = [list(connection.execute(stmt, params))]
+        else:
+            answer = [list(rows) for rows in connection.execute_concurrent(step.items, concurrency=len(step.items))]
+
+
+def start(walk: Walk[T], connection: Connection, pool: Callable[[], Executor]) -> Future[T]:
+    """Drive ``walk`` on the driver's event loop: the first step is issued from the calling thread,
+    each next one from the callback of the last. The future gets the walk's result, or the error
+    that stopped it: a driver error mapped as :meth:`Connection.execute` maps it, or whatever the
+    walk raised. ``pool()`` runs :class:`Blocking` steps (asked only when the walk yields one)."""
+    future: Future[T] = Future()
+    future.set_running_or_notify_cancel()  # a running future cannot be cancelled: it completes once
+    _Drive(walk, connection, pool, future).resume(None)
+    return future
+
+
+def failed(error: BaseException) -> Future[Any]:
+    """A future that already holds ``error`` (a call that failed before its first step)."""
+    future: Future[Any] = Future()
+    future.set_exception(error)
+    return future
+
+
+class _Drive:
+    """One walk in flight: resumed by the callback of each step, exactly one step at a time."""
+
+    __slots__ = ("walk", "connection", "pool", "future")
+
+    def __init__(self, walk: Walk[Any], connection: Connection, pool: Callable[[], Executor],
+                 future: Future[Any]) -> None:
+        self.walk, self.connection, self.pool, self.future = walk, connection, pool, future
+
+    def resume(self, answer: Any) -> None:
+        try:
+            step = self.walk.send(answer)
+        except StopIteration as stop:
+            self.future.set_result(stop.value)
+            return
+        except BaseException as exc:  # the walk's own error (validation, S-4): the caller's, not the loop's
+            self.future.set_exception(exc)
+            return
+        try:
+            if isinstance(step, Blocking):
+                self.pool().submit(step.call).add_done_callback(self._blocked)
+            else:
+                self._issue(step.items)
+        except BaseException as exc:
+            self.fail(exc)
+
+    def fail(self, error: BaseException) -> None:
+        self.walk.close()
+        self.future.set_exception(error)
+
+    def _blocked(self, done: Future[Any]) -> None:
+        error = done.exception()
+        if error is not None:
+            self.fail(error)
+        else:
+            self.resume(done.result())
+
+    def _issue(self, items: Sequence[tuple[Stmt, Sequence[Any]]]) -> None:
+        """Fire ``items`` at once; resume with their rows once all answered, or fail with the first
+        error in input order (as ``execute_concurrent``: nothing is started after a failed start)."""
+        n = len(items)
+        rows: list[Any] = [None] * n
+        errors: list[BaseException | None] = [None] * n
+        lock = threading.Lock()
+        left = [n]
+
+        def settle(i: int, result: Any, error: BaseException | None) -> None:
+            rows[i], errors[i] = result, error
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                first = next((e for e in errors if e is not None), None)
+                if first is not None:
+                    self.fail(first)
+                else:
+                    self.resume(rows)
+
+        for i, (stmt, params) in enumerate(items):
+            try:
+                response = self.connection.execute_async(stmt, params)  # raises lab errors already
+            except BaseException as exc:
+                for j in range(i, n):
+                    settle(j, None, exc if j == i else None)
+                return
+            self._collect(response, stmt, i, settle)
+
+    def _collect(self, response: Any, stmt: Stmt, i: int,
+                 settle: Callable[[int, Any, BaseException | None], None]) -> None:
+        """Every row of one statement, page after page (the driver re-fires the callbacks per page)."""
+        collected: list[Any] = []
+
+        def answered(page: Any) -> None:
+            try:
+                if page:
+                    collected.extend(page)
+                if response.has_more_pages:
+                    response.start_fetching_next_page()
+                    return
+            except BaseException as exc:
+                settle(i, None, self.connection.translate_error(exc, stmt))
+                return
+            settle(i, collected, None)
+
+        def errored(error: BaseException) -> None:
+            settle(i, None, self.connection.translate_error(error, stmt))
+
+        response.add_callbacks(answered, errored)
