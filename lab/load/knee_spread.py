@@ -63,6 +63,14 @@ class KneeSpread:
             return self.knees[0]
         return min(with_step, key=lambda k: abs(k.step.sends_per_second / k.nodes - mid))
 
+    def range_text(self) -> str:
+        """The searches' range and spread, or why there is none."""
+        rates, s = self.rates(), self.spread()
+        if s is None:
+            return "no range: fewer than two searches found a knee"
+        return (f"range {min(rates):,.1f}-{max(rates):,.1f}, ±{100 * s:.0f}%, "
+                + ("within" if self.agree else "**wider than**") + f" ±{100 * KNEE_AGREEMENT:.0f}%")
+
     def describe(self) -> str:
         """One sentence: the searches' knees, their median and its interval or range, and agreement."""
         n, rates = len(self.knees), self.rates()

@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 7}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 7, "history_latest_page_cpu": 4}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -113,7 +113,8 @@ def test_request_counts_match_what_each_method_is(bench):
     page_requests = {"conversation_head": {"point_read": TINY.history_cpu_ops},
                      "message_record": {"range_read": TINY.history_cpu_ops}}
     assert {name: m["requests"] for name, m in cpu.items()} == {
-        "history": page_requests, "history_floor": page_requests, "history_callback_floor": page_requests}
+        "history": page_requests, "history_floor": page_requests, "history_async": page_requests,
+        "history_callback_floor": page_requests}
 
     for key, entries, groups, calls in (("grouped_vs_naive_group_1x30", 30, 1, TINY.group_repeats),
                                         ("grouped_vs_naive_dm_3x2", 6, 3, TINY.dm_repeats)):
@@ -152,7 +153,7 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
     for pr, side, floor, key, limit, rounds in (
             (send_pr, "send", "send_callback_floor", "send_over_callback_floor_cpu_per_call", 1.3,
              TINY.send_ops // TINY.send_block),
-            (page_pr, "history", "history_callback_floor", "history_over_callback_floor_cpu_per_call", 1.2,
+            (page_pr, "history_async", "history_callback_floor", "history_async_over_callback_floor_cpu_per_call", 1.2,
              TINY.history_cpu_ops // TINY.history_cpu_block)):
         cpu = pr["cpu_ms_per_call_by_round"]
         assert len(cpu[floor]) == rounds and all(x > 0 for x in cpu[floor])
@@ -162,7 +163,8 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
         goal = pr["callback_goal"]
         assert (goal["ratio"], goal["at_most"], goal["vouched"]) == (key, limit, r["vouched"])
         assert goal["verdict"] in (("met", "not met", "undecided") if r["vouched"] else ("not judged",))
-    assert page_pr["cpu_ratios"]["history_over_callback_floor_cpu_per_call"]["ci_low"] is not None
+    assert page_pr["cpu_ratios"]["history_async_over_callback_floor_cpu_per_call"]["ci_low"] is not None
+    assert page_pr["cpu_ratios"]["history_over_history_async_cpu_per_call"]["rounds"] == rounds
     note = report["closing_note"]
     assert "Send client CPU / driver floor (send_callback_floor" in note
     assert "Latest page client CPU / driver floor (history_callback_floor" in note

@@ -37,6 +37,7 @@ def test_three_searches_give_their_median_and_range_but_no_interval():
     assert s.spread() == pytest.approx((66.1 - 46.5) / 2 / 60.5)
     assert s.agree is True  # ±16.2%: within ±20%
     assert "too few rounds for an interval" in s.describe()
+    assert s.range_text() == "range 46.5-66.1, ±16%, within ±20%"
 
 
 def test_agreement_is_half_the_range_over_the_median():

@@ -24,7 +24,7 @@ SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's 
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
 CALLBACK_SEND_GOAL = 1.3     # send client CPU per call over send_callback_floor's, at most
-CALLBACK_PAGE_GOAL = 1.2     # latest page client CPU per call over history_callback_floor's, at most
+CALLBACK_PAGE_GOAL = 1.2     # latest page (history_async) client CPU per call over history_callback_floor's, at most
 NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
 
@@ -183,7 +183,7 @@ def median_ms(xs: Any) -> float | None:
 
 
 def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: str, callback: str,
-                      what: str) -> str | None:
+                      what: str, also: tuple[str, ...] = ()) -> str | None:
     """A path's client CPU per call against its driver floor (callback_floors): each side's median ms
     per call, the ratio with its interval and the goal's verdict; None when the run has no driver floor."""
     goal = pr.get("callback_goal")
@@ -194,7 +194,8 @@ def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: 
     head = (f"- {path} client CPU / driver floor ({callback}: {what}) over {r['rounds']} paired rounds "
             f"({pr['block_calls']} calls per side and round): ")
     blocking_ratio = pr["cpu_ratios"].get(f"{blocking_key(blocking)}_over_callback_floor_cpu_per_call")
-    tail = (f" Client CPU per call, median over the rounds: {side} {median_ms(cpu.get(side))} ms, {blocking} "
+    others = "".join(f", {name} {median_ms(cpu.get(name))} ms" for name in also if name in cpu)
+    tail = (f" Client CPU per call, median over the rounds: {side} {median_ms(cpu.get(side))} ms{others}, {blocking} "
             f"(blocking threads) {median_ms(cpu.get(blocking))} ms, {callback} {median_ms(cpu.get(callback))} ms"
             + ("" if blocking_ratio is None or blocking_ratio["median"] is None else
                f"; blocking floor / driver floor {_range(blocking_ratio)}") + ".")
@@ -419,7 +420,8 @@ def closing_note(report: StoreBenchReport) -> str:
              *_history_lines(c["history_latest_page"], report.params.history_limit)]
     hc = c.get("history_latest_page_cpu")
     if hc is not None and hc.paired_rounds is not None:
-        line = driver_floor_line(hc.paired_rounds, path="Latest page", side="history", blocking="history_floor",
+        line = driver_floor_line(hc.paired_rounds, path="Latest page", side="history_async", blocking="history_floor",
+                                 also=("history",),
                                  callback="history_callback_floor",
                                  what="head + bucket read together through the driver's callbacks, rows counted, "
                                       "not decoded; every side with the send's callers in flight")

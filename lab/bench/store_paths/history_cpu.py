@@ -1,7 +1,7 @@
 """``history_latest_page_cpu``: the latest page's client CPU per call with the send's callers in
-flight: ``store.history`` and ``history_floor`` from the thread pool, ``history_callback_floor``
-(the same two statements chained through the driver's callbacks, as many chains in flight, from
-one thread), in interleaved blocks.
+flight: ``store.history`` and ``history_floor`` from the thread pool, ``store.history_async`` and
+``history_callback_floor`` (the same two statements chained through the driver's callbacks) as
+many in flight from one thread, in interleaved blocks.
 
 More: docs/bench-internals.md.
 """
@@ -23,11 +23,14 @@ from lab.measure.timing import MS_PER_SECOND
 from lab.store import SendAck, seq_bucket
 
 CALLBACK_FLOOR = "history_callback_floor"
+ASYNC = "history_async"
 # the per-round ratios reported, each of one side's blocks over another's of the same round
-PAIRED = {"history_over_callback_floor": ("history", CALLBACK_FLOOR),
+PAIRED = {"history_async_over_callback_floor": (ASYNC, CALLBACK_FLOOR),
+          "history_over_callback_floor": ("history", CALLBACK_FLOOR),
           "history_floor_over_callback_floor": ("history_floor", CALLBACK_FLOOR),
-          "history_over_floor": ("history", "history_floor")}
-GOAL_RATIO = "history_over_callback_floor_cpu_per_call"  # the goal: <= CALLBACK_PAGE_GOAL
+          "history_over_floor": ("history", "history_floor"),
+          "history_over_history_async": ("history", ASYNC)}
+GOAL_RATIO = "history_async_over_callback_floor_cpu_per_call"  # the goal: <= CALLBACK_PAGE_GOAL
 
 
 def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:
@@ -46,7 +49,16 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
         if floor() != expected:
             raise RuntimeError("IncompleteResult")
 
-    sides: dict[str, Callable[[], None] | None] = {"history": page, "history_floor": floor_page, CALLBACK_FLOOR: None}
+    def async_chain(done: Callable[[BaseException | None], None]) -> None:
+        def ended(future: Any) -> None:
+            error = future.exception()
+            if error is None and len(future.result().messages) != p.history_limit:
+                error = RuntimeError("IncompleteResult")
+            done(error)
+        store.history_async(tenant, conversation, limit=p.history_limit).add_done_callback(ended)
+
+    sides: dict[str, Callable[[], None] | None] = {"history": page, "history_floor": floor_page, ASYNC: None,
+                                                   CALLBACK_FLOOR: None}
     methods = {name: Method(name) for name in sides}
     by_round: dict[str, list[float | None]] = {name: [] for name in sides}
     cpu_by_round: dict[str, list[float | None]] = {name: [] for name in sides}
@@ -54,7 +66,8 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
 
     def block(name: str, n: int, measured: bool) -> None:
         method, fn = methods[name], sides[name]
-        chains = [page_chain(run.conn, items, expected) for _ in range(n)] if fn is None else None
+        chains = (None if fn is not None else [async_chain] * n if name == ASYNC
+                  else [page_chain(run.conn, items, expected) for _ in range(n)])
         before = run.snapshot()
         cpu = CpuMeter()
         t0 = now_ns()
@@ -82,17 +95,18 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
             block(name, p.history_cpu_block, measured=True)
         if (r + 1) % max(1, rounds // 4) == 0:
             run.log(f"  history CPU rounds {r + 1}/{rounds}")
-    results = {name: m.result(rows_per_op=p.history_limit if name == "history" else expected)
+    results = {name: m.result(rows_per_op=p.history_limit if name in ("history", ASYNC) else expected)
                for name, m in methods.items()}
     per_call = {name: a_over_b(cpu_total[name], results[name].count, digits=RATIO_DIGITS) for name in sides}
     return Comparison(
         paired_rounds=paired_rounds(by_round, cpu_by_round, block_calls=p.history_cpu_block),
         description=f"latest history page (limit {p.history_limit}), client CPU per call: store.history and "
-                    "history_floor (its two statements issued raw together) from the thread pool vs "
-                    "history_callback_floor (the same two statements chained through the driver's callbacks from "
-                    "one thread, rows counted, not decoded)",
+                    "history_floor (its two statements issued raw together) from the thread pool; "
+                    "store.history_async (the same walk on the driver's event loop, a future per page) and "
+                    "history_callback_floor (the same two statements chained through the driver's callbacks, rows "
+                    "counted, not decoded) from one thread",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
-                    f"history_callback_floor: {p.send_concurrency} callback chains in flight from one thread",
+                    f"history_async and history_callback_floor: {p.send_concurrency} in flight from one thread",
         order=f"warm-up block of {p.history_cpu_block} per side discarded, then {rounds} interleaved blocks of "
               f"{p.history_cpu_block} per side, the order reversed every round",
         methods=results,

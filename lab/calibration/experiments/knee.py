@@ -92,7 +92,7 @@ class Result:
         lower = "" if spread.status == "found" else "; a lower bound: a search did not reach its knee"
         lower += busy_text
         return (f"capacity: {mid:,.1f} sends/s per node at {rep.slo.text}, the median of {len(spread.knees)} "
-                f"searches ({spread.describe().split('; ', 1)[-1]}){lower}")
+                f"searches ({spread.range_text()}){lower}")
 
     def values(self) -> dict[str, Any]:
         spread = self.searches
