@@ -6,8 +6,8 @@ searches of one evening. More: docs/load-internals.md (knee_spread).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from lab.load.knee_search import BOUND, FOUND, NOT_MET, NOT_REACHED, Knee
@@ -38,6 +38,10 @@ class KneeSpread:
 
     def estimate(self) -> tuple[float | None, float | None, float | None]:
         """(median, low, high) of the searches' knees: the interval only from MIN_INTERVAL_ROUNDS searches."""
+        return self._estimate
+
+    @cached_property
+    def _estimate(self) -> tuple[float | None, float | None, float | None]:  # a bootstrap: computed once
         rates = self.rates()
         if not rates:
             return None, None, None
@@ -87,11 +91,7 @@ class KneeSpread:
             text += f" (95% CI {low:,.1f}-{high:,.1f})"
         else:
             text += f" ({TOO_FEW_ROUNDS}: {MIN_INTERVAL_ROUNDS} searches give one)"
-        s = self.spread()
-        if s is not None:
-            text += (f"; range {min(rates):,.1f}-{max(rates):,.1f} (±{100 * s:.0f}%, "
-                     + ("within" if self.agree else "**wider than**") + f" ±{100 * KNEE_AGREEMENT:.0f}%)")
-        return text
+        return text + (f"; {self.range_text()}" if self.spread() is not None else "")
 
     def to_json(self) -> dict[str, Any]:
         mid, low, high = self.estimate()
@@ -106,7 +106,3 @@ class KneeSpread:
                            "node_cores": None if k.step is None else k.step.node_cores, "steps": len(k.steps),
                            "idle_node_cores": k.idle_node_cores, "busy_before": k.busy_before}
                           for k in self.knees]}
-
-
-def spread_of(knees: Sequence[Knee]) -> KneeSpread:
-    return KneeSpread(knees=tuple(knees))

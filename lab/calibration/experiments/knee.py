@@ -96,7 +96,8 @@ class Result:
 
     def values(self) -> dict[str, Any]:
         spread = self.searches
-        k, best = spread.representative(), spread.representative().step
+        k = spread.representative()
+        best = k.step
         loader = best.loadgen_cores if best is not None else None
         node_could = (self.machine_cores - loader) if self.shared_machine and loader is not None else None
         return {"slo": k.slo.text, "slo_percentile": k.slo.percentile, "slo_limit_ms": k.slo.limit_ms,

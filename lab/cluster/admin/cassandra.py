@@ -104,29 +104,23 @@ class CassandraAdmin(ClusterAdmin):
     def _live_targets(self):
         return [t for t in self._targets if t[3] is None or is_ours(t[3].pid, t[3].directory)]
 
-    def flush(self, keyspace: str, table: str | None = None) -> None:
+    def _on_every_node(self, op: str, nodetool: str, keyspace: str, tables: tuple[str, ...]) -> None:
+        """One table operation on every live node: the JMX helper's ``op`` when it runs, else ``nodetool``."""
         for _, host, port, _n in self._live_targets():
             shell = self._shell(host, port)
             if shell is not None:
-                shell.flush(keyspace, (table,) if table else ())
+                getattr(shell, op)(keyspace, tables)
             else:
-                self._nodetool(host, port, "flush", keyspace, *([table] if table else []))
+                self._nodetool(host, port, nodetool, keyspace, *tables)
+
+    def flush(self, keyspace: str, table: str | None = None) -> None:
+        self._on_every_node("flush", "flush", keyspace, (table,) if table else ())
 
     def nudge_compactions(self, keyspace: str, table: str | None = None) -> None:
-        for _, host, port, _n in self._live_targets():
-            shell = self._shell(host, port)
-            if shell is not None:
-                shell.nudge(keyspace, (table,) if table else ())
-            else:
-                self._nodetool(host, port, "enableautocompaction", keyspace, *([table] if table else []))
+        self._on_every_node("nudge", "enableautocompaction", keyspace, (table,) if table else ())
 
     def compact(self, keyspace: str, table: str) -> None:
-        for _, host, port, _n in self._live_targets():
-            shell = self._shell(host, port)
-            if shell is not None:
-                shell.compact(keyspace, (table,))
-            else:
-                self._nodetool(host, port, "compact", keyspace, table)
+        self._on_every_node("compact", "compact", keyspace, (table,))
         self._await_obsolete_files_removed(keyspace, table)
 
     def _await_obsolete_files_removed(self, keyspace: str, table: str,
