@@ -6,13 +6,12 @@ use the public methods (seeding, baseline statements, the log view, archiver run
 
     write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
                earliest (the E advancer, §9), archiver (§2.1 note), seeding
-    read/      history (§4.1), steps (a walk's two drivers), batch (§4.3), reactions (§2.5), lookup (admin,
-               message_index)
+    read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
     outbox/    the commit log (§5.1 step 4): sqlite_log (local), kafka_log + kafka_index (Kafka)
     hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
     rows/      records, ids, media, model (enums), schema, retention, proto/
     crypto/    encryption at rest (§6): cipher, key stores, DEK cache, encryptor
-    plumbing/  context, wall_clock (the store's one clock), alerts, faults, sqlite_file, lru
+    plumbing/  context, wall_clock (the store's one clock), alerts, faults, sqlite_file, lru, steps
 
 More: docs/store-internals.md.
 """
@@ -243,6 +242,10 @@ class MessageStore:
         A retry of the same (tenant, sender, client_message_id) returns the first ack."""
         return self._parts.send_path.send(request)
 
+    def send_async(self, request: SendRequest) -> Future[SendAck]:
+        """:meth:`send` as a future (no thread per call in flight); every error is the future's."""
+        return self._parts.send_path.send_async(request)
+
     def recall(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
                actor_id: IdLike) -> RecallResult:
         """§5.3: CONTROL event to the log first, then state=RECALLED with the event's coordinate."""
@@ -415,6 +418,7 @@ class MessageStore:
             return
         self._closed = True
         parts = self._parts
+        parts.send_path.close()  # send_async's pool, before the head writer its steps submit to
         parts.head_writer.close()  # finishes queued head updates first
         parts.recovery.stop()  # closed: nothing of this writer is left to recover
         parts.sequences.close()

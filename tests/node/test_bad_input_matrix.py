@@ -207,6 +207,13 @@ cases("send", InvalidSeq, {"reply_to float": _send(reply_to_conversation_seq=5.0
 cases("send", Bit63Violation, {"reply_to bit 63 - the first bad value": _send(reply_to_conversation_seq=BIT63)})
 cases("send", KeyDestroyed, {"to a crypto-erased conversation": lambda s, d: s.send(replace(
     d.request, client_message_id=f"bad-{uuid.uuid4().hex}", conversation_id=d.erased_conv))})
+# send_async: every refusal is the future's, raised by result(), of the type send() raises
+cases("send_async", ValidationError, {
+    "not a request": lambda s, d: s.send_async({"body": b"x"}).result(30),
+    "body over the limit": lambda s, d: s.send_async(replace(d.request, client_message_id=f"bad-{uuid.uuid4().hex}",
+                                                             body=b"x" * (s.constants.payload_max_bytes + 1))).result(30)})
+cases("send_async", KeyDestroyed, {"to a crypto-erased conversation": lambda s, d: s.send_async(replace(
+    d.request, client_message_id=f"bad-{uuid.uuid4().hex}", conversation_id=d.erased_conv)).result(30)})
 cases("edit", ValidationError, {"e2ee str": lambda s, d: s.edit(d.tenant, d.conv, d.seq, body=b"x", actor_id=d.sender,
                                                                 e2ee="no"),
                                 "body None": lambda s, d: s.edit(d.tenant, d.conv, d.seq, body=None, actor_id=d.sender)})

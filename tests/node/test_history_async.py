@@ -1,6 +1,6 @@
 """history_async against the real node: the page history() returns, field by field, for every
 shape of conversation; many pages in flight from one thread without a thread per call; errors
-(the driver's, the walk's own) in the future, of the type history() raises (lab.store.read.steps)."""
+(the driver's, the walk's own) in the future, of the type history() raises (lab.store.plumbing.steps)."""
 from __future__ import annotations
 
 import threading

@@ -2,6 +2,7 @@
 result after the round that holds its item, a failed round fails each of its callers. Pure: threads."""
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -44,3 +45,40 @@ def test_a_failed_round_fails_each_of_its_callers_with_an_error_of_its_own():
 def test_a_round_with_the_wrong_number_of_results_is_an_error():
     with pytest.raises(RuntimeError, match="returned 0 results"):
         GroupSubmit(lambda items: []).submit(1)
+
+
+def test_async_callers_share_rounds_on_the_worker_and_never_lead_on_their_own_thread():
+    rounds: list[tuple[list[int], str]] = []
+    gate = threading.Event()
+
+    def batch(items: list[int]) -> list[int]:
+        rounds.append((items, threading.current_thread().name))
+        gate.wait(5)  # the first round holds: every later item queues for the next
+        return [i * 10 for i in items]
+    group = GroupSubmit(batch, max_batch=64)
+    futures = [group.submit_async(i) for i in range(50)]
+    gate.set()
+    assert [f.result(timeout=5) for f in futures] == [i * 10 for i in range(50)]
+    assert sorted(i for r, _ in rounds for i in r) == list(range(50))
+    assert len(rounds) < 50, "no round was shared"
+    assert all(name.startswith("group-submit") for _, name in rounds), "a round ran on a caller's thread"
+    group.close()
+
+
+def test_sync_and_async_callers_mixed_each_get_their_own_result_or_error():
+    def batch(items: list[int]) -> list[int]:
+        time.sleep(0.005)
+        if 13 in items:
+            raise HotWindowError("unlucky round", namespace="ks")
+        return [i + 1 for i in items]
+    group = GroupSubmit(batch, max_batch=4)
+    futures = {i: group.submit_async(i) for i in range(0, 40, 2)}
+    out = call_at_once(group.submit, list(range(1, 40, 2)))
+    for i, f in futures.items():
+        error = f.exception(timeout=5)
+        assert (error is None and f.result() == i + 1) or isinstance(error, HotWindowError)
+    failed = [i for i, r in out.items() if isinstance(r, HotWindowError)] + \
+        [i for i, f in futures.items() if f.exception() is not None]
+    assert 13 in failed and all(out[i] == i + 1 for i in out if i not in failed)
+    assert len(failed) <= 4, "an error reached callers outside its round"
+    group.close()

@@ -13,6 +13,7 @@ import functools
 import importlib
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -224,6 +225,12 @@ class Outbox(abc.ABC):
     @abc.abstractmethod
     def append(self, record: OutboxRecord) -> OutboxEntry:
         """Durably append (idempotent by key); returns the stored entry."""
+
+    def append_async(self, record: OutboxRecord) -> Future[OutboxEntry] | None:
+        """:meth:`append` without blocking the caller: a future completed off the caller's thread
+        (which may be the driver's event loop), or None where the log has no such path (then the
+        caller runs :meth:`append` on a thread of its own)."""
+        return None
 
     def prepare(self, record: OutboxRecord) -> Callable[[], OutboxEntry]:
         """The append of ``record`` with its encoding done now: calling the result appends it as

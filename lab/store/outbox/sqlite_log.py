@@ -9,6 +9,7 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +80,22 @@ class LocalOutbox(Outbox):
     def append(self, record: OutboxRecord) -> OutboxEntry:
         return self.prepare(record)()
 
+    def append_async(self, record: OutboxRecord) -> Future[OutboxEntry]:
+        """The append in the group commit's next round, run on its worker thread."""
+        payload = self._payload(record)
+        return self._appends.submit_async((record, payload, self._clock_ms()))
+
     def prepare(self, record: OutboxRecord) -> Callable[[], OutboxEntry]:
         """The payload serialised now; the returned call appends it (group commit, its own
         ``appended_at_ms`` taken when it runs)."""
+        payload = self._payload(record)
+        return lambda: self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
+
+    @staticmethod
+    def _payload(record: OutboxRecord) -> str:
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
-        payload = json.dumps(record.payload.to_wire(), separators=(",", ":"), sort_keys=True)
-        return lambda: self._appends.submit((record, payload, self._clock_ms()))  # type: ignore[return-value]
+        return json.dumps(record.payload.to_wire(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:
@@ -154,6 +164,7 @@ class LocalOutbox(Outbox):
         return 0 if row is None else row[0]
 
     def close(self) -> None:
+        self._appends.close()  # the asynchronous appends' rounds, before the file they write
         self._db.close()
 
 

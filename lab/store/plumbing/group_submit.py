@@ -1,5 +1,7 @@
 """Group submit: concurrent callers of one process share one round of work (a transaction, a
-pipeline), each still returning only after the round that holds its item.
+pipeline), each still returning only after the round that holds its item. ``submit`` blocks and
+may lead a round on its own thread; ``submit_async`` returns a future and never blocks: its
+rounds run on one worker thread of the group's (never the caller's: it may be an event loop).
 
 More: docs/store-internals.md.
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from lab.errors import LabError
@@ -23,12 +26,22 @@ class _Waiter:
     """One queued item. ``wake`` is held until the waiter may go on: its result is in, or it was
     made the next leader (``lead``)."""
 
-    __slots__ = ("item", "result", "error", "done", "lead", "wake")
+    __slots__ = ("item", "result", "error", "done", "lead", "wake", "future")
 
-    def __init__(self, item: object) -> None:
+    def __init__(self, item: object, future: Future | None = None) -> None:
         self.item, self.result, self.error, self.done, self.lead = item, None, None, False, False
+        self.future = future  # an asynchronous caller's: completed instead of waking a thread
         self.wake = threading.Lock()
         self.wake.acquire()
+
+    def settle(self) -> None:
+        """Hand the result (or error) to the caller."""
+        if self.future is None:
+            self.wake.release()
+        elif self.error is not None:
+            self.future.set_exception(self.error)
+        else:
+            self.future.set_result(self.result)
 
 
 class GroupSubmit(Generic[I, R]):
@@ -45,25 +58,57 @@ class GroupSubmit(Generic[I, R]):
         self._queue: list[_Waiter] = []
         self._busy = False
         self._pid = os.getpid()
+        self._worker: ThreadPoolExecutor | None = None  # the asynchronous callers' rounds, made on first use
         self.rounds = 0  # rounds run (a round of one item counts): items / rounds is the grouping achieved
 
     def submit(self, item: I) -> R:
-        waiter = _Waiter(item)
-        with self._lock:
-            if self._pid != os.getpid():  # a forked child must not wait for its parent's leader
-                self._queue, self._busy, self._pid = [], False, os.getpid()
-            self._queue.append(waiter)
-            waiter.lead = not self._busy
-            self._busy = True
+        waiter = self._enqueue(_Waiter(item))
         if not waiter.lead:
             waiter.wake.acquire()  # released with the result, or to lead the next round
         if not waiter.done:
-            with self._lock:  # a leader is always the head of the queue: its item is in the round
-                batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
-            self._lead(waiter, batch)
+            self._round(waiter)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result  # type: ignore[return-value]
+
+    def submit_async(self, item: I) -> Future[R]:
+        """:meth:`submit` without blocking: the future gets the result once the round that holds
+        ``item`` is done (completed on the group's worker thread)."""
+        future: Future[R] = Future()
+        future.set_running_or_notify_cancel()  # it completes once, with the round
+        waiter = self._enqueue(_Waiter(item, future))
+        if waiter.lead:
+            self._hand_over(waiter)
+        return future
+
+    def close(self) -> None:
+        """Stop the worker thread of the asynchronous callers (after the rounds queued in it)."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
+
+    def _enqueue(self, waiter: _Waiter) -> _Waiter:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child must not wait for its parent's leader
+                self._queue, self._busy, self._pid, self._worker = [], False, os.getpid(), None
+            self._queue.append(waiter)
+            waiter.lead = not self._busy
+            self._busy = True
+        return waiter
+
+    def _hand_over(self, waiter: _Waiter) -> None:
+        """Run the round ``waiter`` leads on the worker thread (an asynchronous caller leads nothing itself)."""
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="group-submit")
+            worker = self._worker
+        worker.submit(self._round, waiter)
+
+    def _round(self, waiter: _Waiter) -> None:
+        with self._lock:  # a leader is always the head of the queue: its item is in the round
+            batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
+        self._lead(waiter, batch)
 
     def _lead(self, own: _Waiter, batch: list[_Waiter]) -> None:
         self.rounds += 1
@@ -86,12 +131,15 @@ class GroupSubmit(Generic[I, R]):
                     self._busy = False
                 else:
                     following.lead = True
+            if following is not None:
+                if following.future is None:
+                    following.wake.release()
+                else:
+                    self._hand_over(following)
             for w in batch:
                 w.done = True
-                if w is not own:
-                    w.wake.release()
-            if following is not None:
-                following.wake.release()
+                if w is not own or w.future is not None:
+                    w.settle()
 
 
 def _copy_error(exc: LabError, items: int) -> LabError:

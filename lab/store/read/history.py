@@ -1,5 +1,5 @@
 """History paging over seq_bucket partitions (design §4.1) and the per-partition row bound (§4.2).
-The page walk is one sans-IO generator (lab.store.read.steps): ``history`` drives it on the calling
+The page walk is one sans-IO generator (lab.store.plumbing.steps): ``history`` drives it on the calling
 thread, ``history_async`` on the driver's event loop; with a hot layer its Redis read is a blocking
 step the asynchronous driver runs in a small pool, in the same place of the walk.
 Where the walk differs from the design's pseudo-code, and why: docs/store-internals.md.
@@ -19,7 +19,7 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
-from lab.store.read.steps import Blocking, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, Cql, Walk, failed, run, start
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows

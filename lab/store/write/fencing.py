@@ -8,9 +8,11 @@ import threading
 import uuid
 from typing import Any
 
+from lab.cluster.connection import Stmt
 from lab.errors import Fenced
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.lru import Lru
+from lab.store.plumbing.steps import Cql, Walk, run
 from lab.store.rows.ids import check_bigint, parse_uuid
 
 __all__ = ["EPOCH_READ_CQL", "FENCING_VERIFIED_ENTRIES", "Fencing"]
@@ -50,9 +52,18 @@ class Fencing:
     def admit(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> None:
         """Raise :class:`Fenced` unless this writer may write the conversation (see the module
         docstring); the first call per conversation reads the head's epoch."""
+        run(self.admit_steps(tenant_id, conversation_id), self.ctx.connection)
+
+    def prepare(self) -> Stmt:
+        """The epoch read (prepared on first use: a caller on the driver's loop prepares it first)."""
+        return self.ctx.prepare(EPOCH_READ_CQL, key_columns=_HEAD_KEY)
+
+    def admit_steps(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> Walk[None]:
+        """:meth:`admit` as a walk (lab.store.plumbing.steps): the head's epoch read is its one step."""
         key = (tenant_id, conversation_id)
         if self._verified.get(key) is None and self.fenced_by(*key) is None:
-            row: Any = self.ctx.connection.execute(self.ctx.prepare(EPOCH_READ_CQL, key_columns=_HEAD_KEY), key).one()
+            (rows,) = yield Cql(((self.prepare(), key),))
+            row: Any = rows[0] if rows else None
             self.saw(tenant_id, conversation_id, None if row is None else row.fencing_epoch)
             self._verified.put(key, True)
         owner = self.fenced_by(*key)

@@ -10,17 +10,22 @@
     6  SEND_ACK
     7  conversation_head update on a background thread             (lab.store.write.head_writer)
 
-Why 2 before 1, retries and resumes, write times, retention: docs/store-internals.md.
+The steps are one walk (lab.store.plumbing.steps): ``send`` drives it on the calling thread,
+``send_async`` on the driver's event loop. Why 2 before 1, retries and resumes, write times,
+retention: docs/store-internals.md.
 """
 from __future__ import annotations
 
 import functools
+import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
+from lab.store.plumbing.steps import Blocking, Cql, Walk, failed, run, start
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
 from lab.store.write.head import HeadUpdate
 from lab.store.write.fencing import Fencing
@@ -44,6 +49,7 @@ __all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck"
 # and bounds the partition key of client_dedup.
 CLIENT_MESSAGE_ID_MAX_CHARS = 128
 CUSTOM_TYPE_MAX_CHARS = 128
+BLOCKING_WORKERS = 4  # send_async's blocking steps (a new sequence window, a retry's resume, the hot window)
 _DEDUP_KEY = ("tenant_id", "sender_id", "client_message_id")
 _STORED_ROW_CQL = (f"SELECT {', '.join(MESSAGE_RECORD_COLUMNS)} FROM {{ks}}.message_record WHERE tenant_id = ? "
                    "AND conversation_id = ? AND seq_bucket = ? AND conversation_seq = ?")
@@ -179,25 +185,61 @@ class SendPath:
         self.fencing = fencing if fencing is not None else head.fencing
         self.archiver_mode = archiver_mode
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
+        self._pool: ThreadPoolExecutor | None = None  # send_async's blocking steps, made on first use
+        self._pool_lock = threading.Lock()
 
     # -- the path -----------------------------------------------------------------------------
     def send(self, req: SendRequest) -> SendAck:
+        """The send on the calling thread."""
+        return run(self.walk(req), self.ctx.connection)
+
+    def send_async(self, req: SendRequest) -> Future[SendAck]:
+        """The same steps chained on the driver's event loop; the future gets the ack or the error
+        ``send`` raises. A retry's resume (rare, several reads) runs whole in the path's pool."""
+        try:  # a prepare waits for the node: never on the loop thread, so every statement of the walk now
+            for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
+                self.ctx.prepare(cql)
+            self.fencing.prepare()
+        except Exception as exc:
+            return failed(exc)
+        return start(self.walk(req), self.ctx.connection, self._blocking_pool)
+
+    def close(self) -> None:
+        """Stop the blocking steps' pool (after the steps queued in it)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def walk(self, req: SendRequest) -> Walk[SendAck]:
+        """Steps 0-7 (module docstring) as a walk (lab.store.plumbing.steps)."""
         if not isinstance(req, SendRequest):
             raise ValidationError(f"send takes a SendRequest, got {type(req).__name__}", field="request")
         c = self.ctx.constants
         req.check_limits(payload_max_bytes=c.payload_max_bytes, thumbnail_max_bytes=c.media_thumbnail_max_bytes)
-        self.fencing.admit(req.tenant_id, req.conversation_id)  # Fenced here, before anything is written
-        alloc = self.sequences.allocate(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
+        yield from self.fencing.admit_steps(req.tenant_id, req.conversation_id)  # Fenced here, before any write
+        alloc = self.sequences.allocate_now(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
+        if alloc is None:  # a new window: a durable reservation (a file write) first
+            alloc = yield Blocking(functools.partial(self.sequences.allocate, req.tenant_id, req.conversation_id))
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
         record = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,
                               last_activity_id=alloc.last_activity_id, created_at_ms=created_at_ms)
         self.ctx.faults.hit("after_allocate")
-        applied, existing = self._reserve(req, alloc.message_id, alloc.conversation_seq, created_at_ms)
-        if applied:
+        (rows,) = yield Cql(((self.ctx.prepare(RESERVE_CQL),
+                              (req.tenant_id, req.sender_id, req.client_message_id, u128_to_blob(alloc.message_id),
+                               alloc.conversation_seq, int(DedupState.RESERVED), created_at_ms)),))
+        reservation = rows[0]  # not applied: the row carries the existing reservation's columns
+        if reservation[0]:
             self.ctx.faults.hit("after_reserve")
-            return self._finish(req, record, entry=None, replayed=False)
-        return self._retry(req, existing)
+            return (yield from self._finish_steps(req, record, entry=None, replayed=False))
+        return (yield Blocking(functools.partial(self._retry, req, reservation)))
+
+    def _blocking_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="send-blocking")
+            return self._pool
 
     def _retry(self, req: SendRequest, existing: Any) -> SendAck:
         message_id = blob_to_u128(existing.message_id)
@@ -235,17 +277,26 @@ class SendPath:
 
     def _finish(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
                 replayed: bool, write: bool = True, above: bool = False) -> SendAck:
+        """Steps 3-7 on the calling thread (a retry's resume)."""
+        return run(self._finish_steps(req, record, entry=entry, replayed=replayed, write=write, above=above),
+                   self.ctx.connection)
+
+    def _finish_steps(self, req: SendRequest, record: EncodedRecord, *, entry: OutboxEntry | None,
+                      replayed: bool, write: bool = True, above: bool = False) -> Walk[SendAck]:
         """Steps 3-7 with the ids in ``record``; each write is an idempotent upsert at the
         message's write time (``above``: one µs over it, to beat another attempt's cells).
         ``write=False``: the row (or hot copy) is already the message's and is left alone."""
         seq, created_at_ms = record.conversation_seq, record.created_at
         if write and not self.archiver_mode:
-            self._write_record(req, record, above=above)
+            yield from self._write_record(req, record, above=above)
         elif write and self.hot is not None and entry is None:  # archiver mode: step 3 writes the hot window
-            self.hot.put(record)  # (§2.1 note); with an entry logged, the first attempt put it already
+            yield Blocking(functools.partial(self.hot.put, record))  # (§2.1 note); with an entry logged,
+            # the first attempt put it already
         self.ctx.faults.hit("after_record")
         if entry is None:
-            entry = self.outbox.append(message_log_record(record))
+            logged = message_log_record(record)
+            entry = yield Blocking(functools.partial(self.outbox.append, logged),
+                                   functools.partial(self.outbox.append_async, logged))
             if entry.duplicate:  # first append wins; a fresh entry holds our own record
                 winner = _logged_record(entry)
                 if write and winner.last_activity_id != record.last_activity_id:
@@ -254,12 +305,12 @@ class SendPath:
                     # and sealing. Its entry is what every ack names, so what we just wrote is
                     # overwritten with it: log, row and ack agree whoever wrote last.
                     if not self.archiver_mode:
-                        self._write_record(req, winner, above=True)
-                    elif self.hot is not None:
-                        self.hot.swap(record, winner)  # only if our copy is still there, unchanged
+                        yield from self._write_record(req, winner, above=True)
+                    elif self.hot is not None:  # only if our copy is still there, unchanged
+                        yield Blocking(functools.partial(self.hot.swap, record, winner))
                 record = winner
         self.ctx.faults.hit("after_outbox")
-        self._commit(req, record)
+        yield self._commit(req, record)
         self.ctx.faults.hit("after_commit")
         ack = SendAck(message_id=blob_to_u128(record.message_id), conversation_seq=seq,
                       last_activity_id=blob_to_u128(record.last_activity_id), created_at_ms=created_at_ms,
@@ -269,14 +320,14 @@ class SendPath:
         return ack
 
     # -- steps --------------------------------------------------------------------------------
-    def _write_record(self, req: SendRequest, record: EncodedRecord, *, above: bool = False) -> None:
+    def _write_record(self, req: SendRequest, record: EncodedRecord, *, above: bool = False) -> Walk[None]:
         """Step 3: message_record + message_index with the remaining TTL of the class, at the
         message's write time (its created_at; ``above``: 1 µs over it)."""
         ttl = self.ctx.retention.remaining_ttl_seconds(req.retention_class, req.tenant_id,
                                                        created_at_ms=record.created_at, now_ms=self.ctx.clock_ms())
         if ttl is not None:  # None: already expired (a resume past a short TTL): nothing to keep
             written_at_us = record.created_at * US_PER_MS + (1 if above else 0)
-            self.ctx.connection.execute_concurrent(record_statements(self.ctx, record, ttl, timestamp_us=written_at_us))
+            yield Cql(tuple(record_statements(self.ctx, record, ttl, timestamp_us=written_at_us)))
 
     def _encode(self, req: SendRequest, *, message_id: int, seq: int, last_activity_id: int,
                 created_at_ms: int) -> EncodedRecord:
@@ -291,23 +342,15 @@ class SendPath:
         return encode_record(message, self.ctx.encryptor, bucket_width=c.message_seq_bucket_width,
                              thumbnail_max_bytes=c.media_thumbnail_max_bytes)
 
-    def _reserve(self, req: SendRequest, message_id: int, seq: int, created_at_ms: int) -> tuple[bool, Any]:
-        stmt = self.ctx.prepare(RESERVE_CQL)
-        row = self.ctx.connection.execute(stmt, (req.tenant_id, req.sender_id, req.client_message_id,
-                                                 u128_to_blob(message_id), seq, int(DedupState.RESERVED),
-                                                 created_at_ms)).one()
-        return bool(row[0]), row  # not applied: the row carries the existing reservation's columns
-
-    def _commit(self, req: SendRequest, record: EncodedRecord) -> None:
-        # Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
-        # COMMITTED cell never outlives the ids it vouches for.
+    def _commit(self, req: SendRequest, record: EncodedRecord) -> Cql:
+        """Step 5. Rewrites the ids with the state and the row's *remaining* dedup TTL, so the
+        COMMITTED cell never outlives the ids it vouches for."""
         window_ms = self.ctx.constants.client_dedup_ttl_seconds * 1000
         ttl = max(1, -(-(record.created_at + window_ms - self.ctx.clock_ms()) // 1000))
-        stmt = self.ctx.prepare(COMMIT_CQL)
-        self.ctx.connection.execute(stmt, (min(ttl, self.ctx.constants.client_dedup_ttl_seconds),
-                                           int(DedupState.COMMITTED), record.message_id,
-                                           record.conversation_seq, record.created_at, req.tenant_id,
-                                           req.sender_id, req.client_message_id))
+        return Cql(((self.ctx.prepare(COMMIT_CQL),
+                     (min(ttl, self.ctx.constants.client_dedup_ttl_seconds), int(DedupState.COMMITTED),
+                      record.message_id, record.conversation_seq, record.created_at, req.tenant_id,
+                      req.sender_id, req.client_message_id)),))
 
     def _submit_head(self, req: SendRequest, ack: SendAck) -> None:
         self.head.submit(HeadUpdate(tenant_id=req.tenant_id, conversation_id=req.conversation_id,

@@ -123,11 +123,20 @@ class SequenceAllocator:
     def allocate(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str) -> Allocation:
         """The next conversation_seq of this writer, with a fresh message_id and last_activity_id,
         and the write time of the version it starts (``written_at_us``: in activity order)."""
-        tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
+        return self._allocate(parse_uuid(tenant_id), parse_uuid(conversation_id), reserve=True)  # type: ignore[return-value]
+
+    def allocate_now(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> Allocation | None:
+        """:meth:`allocate` from the window in memory, or None when that needs a durable
+        reservation first (a file write: the caller makes it where blocking is allowed)."""
+        return self._allocate(tenant_id, conversation_id, reserve=False)
+
+    def _allocate(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, *, reserve: bool) -> Allocation | None:
         key = (tenant_id, conversation_id)
         with self._lock:
             window = self._windows.get(key)
             if window is None or window.next_seq > window.last:
+                if not reserve:
+                    return None
                 window = self._reserve(tenant_id, conversation_id)
                 self._windows[key] = window
             seq = check_conversation_seq(window.next_seq)

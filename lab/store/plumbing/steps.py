@@ -1,11 +1,12 @@
-"""A read as steps: one sans-IO walk (a generator that yields the requests it needs and receives
+"""A path as steps: one sans-IO walk (a generator that yields the requests it needs and receives
 their answers) and its two drivers. :func:`run` answers each step on the calling thread
 (``execute`` / ``execute_concurrent``, the synchronous API); :func:`start` chains the steps on the
 driver's event loop (``execute_async`` + ``add_callbacks``, the walk resumed in the callback) and
 completes a ``concurrent.futures.Future``: no native thread per call in flight. A blocking step
-(the hot layer's Redis call) never runs on the loop thread: :func:`start` hands it to a small pool.
+(a Redis call, the outbox append) never runs on the loop thread: :func:`start` uses its own
+non-blocking form where it has one (a future), else hands it to a small pool.
 
-More: docs/store-internals.md (``lab.store.read.steps``).
+More: docs/store-internals.md (``lab.store.plumbing.steps``).
 """
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ class Cql:
 
 @dataclass(frozen=True, slots=True)
 class Blocking:
-    """A blocking call that is no driver statement; the answer: what it returns."""
+    """A blocking call that is no driver statement; the answer: what it returns. ``start``: the
+    same work without blocking (a future of its answer, or None where it cannot), for :func:`start`."""
 
     call: Callable[[], Any]
+    start: Callable[[], Future[Any] | None] | None = None
 
 
 Walk = Generator[Cql | Blocking, Any, T]
@@ -94,7 +97,8 @@ class _Drive:
             return
         try:
             if isinstance(step, Blocking):
-                self.pool().submit(step.call).add_done_callback(self._blocked)
+                pending = step.start() if step.start is not None else None
+                (pending if pending is not None else self.pool().submit(step.call)).add_done_callback(self._blocked)
             else:
                 self._issue(step.items)
         except BaseException as exc:
