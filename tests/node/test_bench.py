@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 7, "history_latest_page_cpu": 4}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 8, "history_latest_page_cpu": 4}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -95,6 +95,8 @@ def test_request_counts_match_what_each_method_is(bench):
     # (§2.4's compare, fencing; an IN read per group) and one per conversation its writer had not
     # written yet (the fencing check of a first send)
     full = send["send"]["requests"]
+    for table in ("client_dedup", "message_record", "message_index"):  # send_async: the same steps' statements
+        assert send["send_async"]["requests"][table] == full[table], table
     head_writes = full["conversation_head"].get("write", 0)
     assert 0 < head_writes <= TINY.send_ops
     head_reads = full["conversation_head"].get("point_read", 0) + full["conversation_head"].get("in_read", 0)
@@ -151,7 +153,7 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
     send_pr = report["comparisons"]["send_throughput"]["paired_rounds"]
     page_pr = report["comparisons"]["history_latest_page_cpu"]["paired_rounds"]
     for pr, side, floor, key, limit, rounds in (
-            (send_pr, "send", "send_callback_floor", "send_over_callback_floor_cpu_per_call", 1.3,
+            (send_pr, "send_async", "send_callback_floor", "send_async_over_callback_floor_cpu_per_call", 1.3,
              TINY.send_ops // TINY.send_block),
             (page_pr, "history_async", "history_callback_floor", "history_async_over_callback_floor_cpu_per_call", 1.2,
              TINY.history_cpu_ops // TINY.history_cpu_block)):
@@ -165,6 +167,7 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
         assert goal["verdict"] in (("met", "not met", "undecided") if r["vouched"] else ("not judged",))
     assert page_pr["cpu_ratios"]["history_async_over_callback_floor_cpu_per_call"]["ci_low"] is not None
     assert page_pr["cpu_ratios"]["history_over_history_async_cpu_per_call"]["rounds"] == rounds
+    assert send_pr["cpu_ratios"]["send_over_send_async_cpu_per_call"]["rounds"] == TINY.send_ops // TINY.send_block
     note = report["closing_note"]
     assert "Send client CPU / driver floor (send_callback_floor" in note
     assert "Latest page client CPU / driver floor (history_callback_floor" in note

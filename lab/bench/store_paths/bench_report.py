@@ -23,7 +23,7 @@ LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
-CALLBACK_SEND_GOAL = 1.3     # send client CPU per call over send_callback_floor's, at most
+CALLBACK_SEND_GOAL = 1.3     # send (send_async) client CPU per call over send_callback_floor's, at most
 CALLBACK_PAGE_GOAL = 1.2     # latest page (history_async) client CPU per call over history_callback_floor's, at most
 NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
@@ -345,8 +345,8 @@ def _send_lines(s: Comparison) -> list[str]:
             f"{fh.requests_per_op} CQL requests per send.")
     if s.paired_rounds is not None:
         lines.append(paired_line(s.paired_rounds))
-        line = driver_floor_line(s.paired_rounds, path="Send", side="send", blocking="send_floor_with_head_read",
-                                 callback="send_callback_floor",
+        line = driver_floor_line(s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read",
+                                 also=("send",), callback="send_callback_floor",
                                  what="send_floor_with_head_read's statements without the outbox append, chained "
                                       "through the driver's callbacks from one thread")
         if line is not None:

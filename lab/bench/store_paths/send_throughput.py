@@ -1,5 +1,6 @@
-"""``send_throughput``: the full write path (``store.send``) against its own steps issued raw (the
-floors of lab.bench.store_paths.floors) and against the bare dedup LWT alone.
+"""``send_throughput``: the full write path (``store.send`` from the thread pool, ``store.send_async``
+from one thread) against its own steps issued raw (the floors of lab.bench.store_paths.floors) and
+against the bare dedup LWT alone.
 
 More: docs/bench-internals.md.
 """
@@ -23,6 +24,7 @@ from lab.store import DedupState, u128_to_blob, wall_clock_ms
 
 CALLBACK_FLOOR = "send_callback_floor"
 ASYNCIO_FLOOR = "send_asyncio_floor"
+ASYNC = "send_async"
 
 
 def bench_send(run: BenchRun) -> Comparison:
@@ -37,6 +39,13 @@ def bench_send(run: BenchRun) -> Comparison:
     def full(i: int) -> None:
         k = i % p.send_conversations
         store.send(run.text_request(tenant, conversations[k], senders[k], body(p.body_bytes, i), prefix="send"))
+
+    def async_chain(i: int) -> Callable[[Callable[[BaseException | None], None]], None]:
+        def chain(done: Callable[[BaseException | None], None]) -> None:
+            k = i % p.send_conversations
+            request = run.text_request(tenant, conversations[k], senders[k], body(p.body_bytes, i), prefix="async")
+            store.send_async(request).add_done_callback(lambda future: done(future.exception()))
+        return chain
 
     def bare(i: int) -> None:
         row = run.conn.execute(lwt, (tenant, senders[i % p.send_conversations], run.client_id("lwt"),
@@ -83,11 +92,11 @@ def bench_send(run: BenchRun) -> Comparison:
             calls[i - start]()
         return call
 
-    methods = {"send": (Method("send"), full),
+    methods = {"send": (Method("send"), full), ASYNC: (Method(ASYNC), None),
                **{name: (Method(name), floor_method(name)) for name in floor_options},
                CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
-    ack_ns = {"send": 0}
+    ack_ns = {"send": 0, ASYNC: 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
     by_round: dict[str, list[float | None]] = {name: [] for name in methods}  # each block's throughput
     cpu_by_round: dict[str, list[float | None]] = {name: [] for name in methods}  # client CPU ms per call
@@ -98,12 +107,14 @@ def bench_send(run: BenchRun) -> Comparison:
         calls = [next(counters[name]) for _ in range(n)]
         cpu = CpuMeter()
         t0 = now_ns()
-        if fn is None:
+        if name == ASYNC:
+            timings = run_chains([async_chain(i) for i in calls], in_flight=p.send_concurrency)
+        elif fn is None:
             timings = run_driver_floor(name, calls)
         else:
             timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
-        if name == "send":
+        if name in ack_ns:
             store.drain()  # the head updates this block caused belong to this block
         t1 = now_ns()
         used = cpu.stop()
@@ -133,6 +144,7 @@ def bench_send(run: BenchRun) -> Comparison:
     ack_only = (round(send_m.stats.ok / (ack_ns["send"] / NS_PER_SECOND), 2)
                 if ack_ns["send"] else None)
     f = send_m.result(ack_only_throughput_ops_per_s=ack_only)
+    sa = methods[ASYNC][0].result()
     fh = methods["send_floor_with_head_read"][0].result()
     fl = methods["send_floor"][0].result()
     fn = methods["send_floor_without_outbox"][0].result()
@@ -141,7 +153,8 @@ def bench_send(run: BenchRun) -> Comparison:
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
         paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
-        description="send throughput: store.send (full §5.1 path) vs its own steps issued raw "
+        description="send throughput: store.send (full §5.1 path) and store.send_async (the same walk on the "
+                    "driver's event loop, a future per send) vs its own steps issued raw "
                     "(send_floor_with_head_read: the fencing read on a conversation's first send, dedup LWT, record + "
                     "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
                     "without the two reads; send_floor_without_outbox: send_floor without the append; "
@@ -149,12 +162,12 @@ def bench_send(run: BenchRun) -> Comparison:
                     "the driver's callbacks from one thread; send_asyncio_floor: the same as coroutines on an asyncio loop in one "
                     "thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
-                    f"send_callback_floor: {p.send_concurrency} callback chains in flight from one thread; "
+                    f"send_async and send_callback_floor: {p.send_concurrency} in flight from one thread; "
                     f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
-        methods={f.name: f, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, ao.name: ao, b.name: b},
+        methods={f.name: f, sa.name: sa, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, ao.name: ao, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -169,6 +182,8 @@ def bench_send(run: BenchRun) -> Comparison:
                                                                       fn.throughput_ops_per_s, digits=RATIO_DIGITS),
                "send_over_callback_floor_throughput": a_over_b(f.throughput_ops_per_s, cb.throughput_ops_per_s,
                                                                digits=RATIO_DIGITS),
+               "send_async_over_callback_floor_throughput": a_over_b(sa.throughput_ops_per_s,
+                                                                     cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "floor_with_head_read_over_callback_floor_throughput": a_over_b(
                    fh.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "asyncio_floor_over_callback_floor_throughput": a_over_b(
@@ -189,11 +204,13 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_over_floor_without_outbox_throughput": ("send", "send_floor_without_outbox"),
           "floor_over_floor_without_outbox_throughput": ("send_floor", "send_floor_without_outbox"),
           "send_over_callback_floor_throughput": ("send", CALLBACK_FLOOR),
+          "send_async_over_callback_floor_throughput": (ASYNC, CALLBACK_FLOOR),
+          "send_over_send_async_throughput": ("send", ASYNC),
           "floor_with_head_read_over_callback_floor_throughput": ("send_floor_with_head_read", CALLBACK_FLOOR),
           "asyncio_floor_over_callback_floor_throughput": (ASYNCIO_FLOOR, CALLBACK_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
-CALLBACK_GOAL_RATIO = "send_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
+CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -212,8 +229,9 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
             # judged only from a figure the run vouches for: a bootstrap interval of a few rounds
             # is too coarse to call the goal missed or met
             "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
-            **({} if cpu_ms_per_call is None or CALLBACK_FLOOR not in cpu_ms_per_call else {
-                "callback_goal": paired_goal(CALLBACK_GOAL_RATIO, paired_ratio(cpu_ms_per_call["send"],
+            **({} if cpu_ms_per_call is None or CALLBACK_FLOOR not in cpu_ms_per_call
+               or ASYNC not in cpu_ms_per_call else {
+                "callback_goal": paired_goal(CALLBACK_GOAL_RATIO, paired_ratio(cpu_ms_per_call[ASYNC],
                                                                                cpu_ms_per_call[CALLBACK_FLOOR]),
                                              limit=CALLBACK_SEND_GOAL, at_least=False)}),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
