@@ -13,7 +13,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +33,7 @@ from lab.measure.timing import NS_PER_MS, NS_PER_SECOND
 from lab.results.scratch import scratch_keyspace
 from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, SendRequest
 
-MODES = ("send", "send_floor", "history", "grouped_1x500", "grouped_20x5")
+MODES = ("send", "send_async", "send_floor", "history", "grouped_1x500", "grouped_20x5")
 GROUPED_SHAPES = {"grouped_1x500": (1, 500), "grouped_20x5": (20, 5)}  # conversations x messages
 SEND_THREADS = 8
 SEND_CONVERSATIONS = 64
@@ -245,6 +245,29 @@ def _threads(call: Callable[[int], None], seconds: float) -> int:
         return sum(pool.map(one, range(SEND_THREADS)))
 
 
+def _in_flight(start: Callable[[int], Future[Any]], seconds: float) -> int:
+    """``start(i)`` for i = 0, 1, ... from this thread, SEND_THREADS futures in flight, until ``seconds``
+    pass; the calls made (a failed one is a BenchError once all ended)."""
+    slots = threading.Semaphore(SEND_THREADS)
+    failed: list[BaseException] = []
+
+    def ended(future: Future[Any]) -> None:
+        if future.exception() is not None:
+            failed.append(future.exception())  # type: ignore[arg-type]
+        slots.release()
+    running = _until(seconds)
+    calls = 0
+    while running():
+        slots.acquire()
+        start(calls).add_done_callback(ended)
+        calls += 1
+    for _ in range(SEND_THREADS):
+        slots.acquire()
+    if failed:
+        raise BenchError(f"{len(failed)} of {calls} calls failed, the first: {failed[0]!r}")
+    return calls
+
+
 def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path | None = None,
          gc_mode: str = client_gc.DEFAULT_CLIENT_GC) -> tuple[str, str]:
     """Run one workload for ``seconds`` on a scratch keyspace (dropped at the end): (its
@@ -254,15 +277,16 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
         run = BenchRun(store, BenchParams(), None, lambda _m: None)
         tenant = uuid.uuid4()
         calls = 0
-        if mode == "send":
+        if mode in ("send", "send_async"):
             conversations = [uuid.uuid4() for _ in range(SEND_CONVERSATIONS)]
 
-            def send(i: int) -> None:
+            def request(i: int) -> SendRequest:
                 c = conversations[i % SEND_CONVERSATIONS]
-                store.send(SendRequest(tenant_id=tenant, conversation_id=c, sender_id=c, sender_device_id=c,
-                                       client_message_id=f"p-{i}", body=b"profile message body " * 10))
+                return SendRequest(tenant_id=tenant, conversation_id=c, sender_id=c, sender_device_id=c,
+                                   client_message_id=f"p-{i}", body=b"profile message body " * 10)
             client_gc.settle(gc_mode)
-            calls = _threads(send, seconds)
+            calls = (_threads(lambda i: store.send(request(i)), seconds) if mode == "send"
+                     else _in_flight(lambda i: store.send_async(request(i)), seconds))
             store.drain()
         elif mode == "send_floor":
             floor = send_floor_calls(run, int(seconds * FLOOR_CALLS_PER_SECOND), conversations=SEND_CONVERSATIONS,
