@@ -125,17 +125,8 @@ class MessageStore:
              connection: Connection | None = None, outbox: str | None = None, fencing_epoch: int = 0,
              head_failover: bool = False, services: ServicesConfig | None = None) -> MessageStore:
         """Connect (or reuse ``connection``, which the store then does not close) and open the
-        local durable state under ``state_dir``: DEKs, the outbox (``outbox`` names an
-        implementation in ``lab.store.outbox.OUTBOXES``) and the conversation_seq reservations.
-
-        ``node_id`` sets the message_id node bits and names this writer; a new store is a
-        restarted writer (it reserves fresh seq windows). ``head_failover=True`` writes
-        conversation_head with the compare-and-set failover form under ``fencing_epoch``.
-
-        ``services`` (:class:`lab.cluster.services.ServicesConfig`) picks the outbox (``outbox``,
-        when given, overrides its name) and says where the Kafka outbox's broker and the hot
-        window's Redis are; in archiver mode with ``hot_window="redis"`` the commit path writes
-        the hot window and history / batch reads merge it (lab.store.hot.redis_window)."""
+        local durable state under ``state_dir``: DEKs, the outbox, the conversation_seq
+        reservations. Every option: docs/store-api.md. A new store is a restarted writer."""
         if not isinstance(config, ClusterConfig):
             raise ValidationError("config must be a lab.cluster.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
@@ -366,6 +357,11 @@ class MessageStore:
                 user_id: IdLike) -> ReactionSummary:
         return self._parts.reactions.unreact(tenant_id, conversation_id, conversation_seq, user_id)
 
+    def react_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, user_id: IdLike,
+                    reaction_key: str | None) -> Future[ReactionSummary]:
+        """:meth:`react` (``reaction_key=None``: :meth:`unreact`) as a future; a bad argument raises at once."""
+        return self._parts.reactions.react_async(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
+
     def reaction_summary(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int) -> ReactionSummary:
         return self._parts.reactions.summary(tenant_id, conversation_id, conversation_seq)
 
@@ -424,6 +420,7 @@ class MessageStore:
         parts.sequences.close()
         parts.outbox.close()
         parts.history_reader.close()  # history_async's pool, before the hot window it reads
+        parts.reactions.close()
         if parts.hot is not None:
             parts.hot.close()
         parts.ctx.encryptor.keystore.close()

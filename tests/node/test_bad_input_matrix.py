@@ -89,6 +89,7 @@ SEQ_CALLS: dict[str, Callable[..., Any]] = {
     "recall": lambda s, t, c, q, u: s.recall(t, c, q, actor_id=u),
     "edit": lambda s, t, c, q, u: s.edit(t, c, q, body=b"new", actor_id=u),
     "react": lambda s, t, c, q, u: s.react(t, c, q, u, "ok"),
+    "react_async": lambda s, t, c, q, u: s.react_async(t, c, q, u, "ok"),  # raised at once, not the future's
     "unreact": lambda s, t, c, q, u: s.unreact(t, c, q, u),
     "self_reaction": lambda s, t, c, q, u: s.self_reaction(t, c, q, u),
     "reaction_summary": lambda s, t, c, q, u: s.reaction_summary(t, c, q),
@@ -171,6 +172,11 @@ cases("lookup", NotFound, {"unknown message_id": lambda s, d: s.lookup(d.tenant,
 # ---- react / unreact: keys ---------------------------------------------------------------------------
 cases("react", ValidationError, {f"key {n}": (lambda s, d, k=k: s.react(d.tenant, d.conv, d.seq, d.sender, k))
                                  for n, k in BAD_REACTION_KEYS.items()})
+
+
+# react_async checks its arguments before anything is issued: the error is raised, not the future's
+cases("react_async", ValidationError, {f"key {n}": (lambda s, d, k=k: s.react_async(d.tenant, d.conv, d.seq, d.sender, k))
+                                       for n, k in BAD_REACTION_KEYS.items() if k is not None})
 
 
 # ---- send / recall / edit: what test_bad_input.py does not cover ------------------------------------

@@ -151,3 +151,48 @@ def test_unreact_leaves_no_tombstones(store, admin):
     assert trace.tombstones_read == 0, trace.events
 
 
+
+
+def test_react_async_on_one_hot_message_beside_threads_loses_nothing(store):
+    """Reactors of one message at once: 40 futures from this thread (the hand-off lock queues them
+    without a thread each) and 20 blocking reacts from 4 threads; then 10 withdrawals as futures.
+    Every answer is a settled summary, and the stored one counts exactly the detail rows."""
+    tenant, conv, seq = message()
+    users = [uuid.uuid4() for _ in range(60)]
+    key = {u: "+1" if i % 3 else "party" for i, u in enumerate(users)}
+    futures = [store.react_async(tenant, conv, seq, u, key[u]) for u in users[:40]]
+
+    def blocking(part: list) -> None:
+        for u in part:
+            store.react(tenant, conv, seq, u, key[u])
+    threads = [threading.Thread(target=blocking, args=(users[40 + 5 * k:45 + 5 * k],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    answers = [f.result(timeout=120) for f in futures]
+    answers += [f.result(timeout=120) for f in [store.react_async(tenant, conv, seq, u, None) for u in users[:10]]]
+    kept = users[10:]
+    expected = {k: n for k in ("+1", "party") if (n := sum(key[u] == k for u in kept))}
+    final = store.reaction_summary(tenant, conv, seq)
+    assert dict(final.counts) == expected
+    assert all(a.summary_version > 0 for a in answers) and final.summary_version >= max(a.summary_version
+                                                                                        for a in answers)
+    assert store.self_reaction(tenant, conv, seq, users[0]) is None and store.self_reaction(
+        tenant, conv, seq, users[-1]) == key[users[-1]]
+
+
+def test_react_async_issues_the_statements_react_issues(store):
+    counter = store.connection.counter
+    deltas = []
+    for react in (store.react, lambda *a: store.react_async(*a).result(timeout=60)):
+        tenant, conv, seq = message()
+        before = counter.snapshot()
+        for user in [uuid.uuid4() for _ in range(3)]:
+            react(tenant, conv, seq, user, "+1")
+        after = counter.snapshot()
+        deltas.append({(t, k): n - before.get(t, {}).get(k, 0) for t, kinds in after.items()
+                       for k, n in kinds.items() if n != before.get(t, {}).get(k, 0)})
+    assert deltas[0] == deltas[1]
+    with pytest.raises(ValidationError):
+        store.react_async(uuid.uuid4(), uuid.uuid4(), 1, uuid.uuid4(), "x" * (REACTION_KEY_MAX_BYTES + 1))

@@ -11,6 +11,7 @@
     lanes        several group-submit rounds in flight at once, a caller taking the least loaded
                  lane (the hot window's puts, a Redis connection per lane)
     lru          bounded per-conversation memories
+    handoff_lock a FIFO lock that threads and futures (a walk on the driver's loop) wait for alike
     steps        a path as a sans-IO walk and its two drivers: the calling thread, the driver's event loop
     writer_marks which writers of a state folder did not close (a crash: recover() at the next open)
 """

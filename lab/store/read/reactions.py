@@ -1,19 +1,25 @@
-"""Reactions (design §2.5, §4.4): per-user rows and an absolute-count summary per message.
+"""Reactions (design §2.5, §4.4): per-user rows and an absolute-count summary per message. A
+reaction is one walk (lab.store.plumbing.steps): ``react`` drives it on the calling thread,
+``react_async`` on the driver's event loop.
 
 More: docs/store-internals.md.
 """
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
+from lab.store.plumbing.handoff_lock import HandoffLock
+from lab.store.plumbing.steps import Blocking, Cql, Walk, run, start
 from lab.errors import ReactionConflict, ValidationError
 from lab.store.rows.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
 
@@ -24,6 +30,8 @@ REACTION_BACKOFF_BASE_SECONDS = 0.002
 REACTION_BACKOFF_MAX_SECONDS = 0.2
 _US_PER_MS = 1000
 _LOCK_STRIPES = 64
+BLOCKING_WORKERS = 2  # react_async's backoff sleeps (a summary another process keeps changing)
+_STATEMENTS = ("put", "mine", "detail", "summary", "overwrite")
 
 _SUMMARY_KEY = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
 _REACTION_KEY = ("tenant_id", "conversation_id", "conversation_seq", "user_id")
@@ -85,8 +93,10 @@ class Reactions:
         self.constants = ctx.constants
         self.max_attempts = max_attempts
         self._clock_ms = ctx.clock_ms
-        self._locks = tuple(threading.Lock() for _ in range(_LOCK_STRIPES))
+        self._locks = tuple(HandoffLock() for _ in range(_LOCK_STRIPES))
         self._stmts: dict[str, Stmt] = {}
+        self._pool: ThreadPoolExecutor | None = None  # react_async's blocking steps, made on first use
+        self._pool_lock = threading.Lock()
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -108,7 +118,7 @@ class Reactions:
             stmt = self._stmts[name] = self.ctx.prepare(cql, key_columns=key)
         return stmt
 
-    def _lock(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> threading.Lock:
+    def _lock(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, conversation_seq: int) -> HandoffLock:
         return self._locks[hash((tenant_id, conversation_id, conversation_seq)) % _LOCK_STRIPES]
 
     # -- public ----------------------------------------------------------------------------------
@@ -116,12 +126,36 @@ class Reactions:
     def react(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
               user_id: uuid.UUID | str, reaction_key: str) -> ReactionSummary:
         """Set the user's reaction (replacing any earlier one) and return the new summary."""
-        return self._set(tenant_id, conversation_id, conversation_seq, user_id, check_reaction_key(reaction_key))
+        return run(self._set(tenant_id, conversation_id, conversation_seq, user_id, check_reaction_key(reaction_key)),
+                   self.connection)
 
     def unreact(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
                 user_id: uuid.UUID | str) -> ReactionSummary:
         """Withdraw the user's reaction (an overwrite with ''; see the module docstring)."""
-        return self._set(tenant_id, conversation_id, conversation_seq, user_id, NO_REACTION)
+        return run(self._set(tenant_id, conversation_id, conversation_seq, user_id, NO_REACTION), self.connection)
+
+    def react_async(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+                    user_id: uuid.UUID | str, reaction_key: str | None) -> Future[ReactionSummary]:
+        """:meth:`react` (``reaction_key`` None: :meth:`unreact`) chained on the driver's event loop.
+        A bad argument raises at once; any later error is the future's, of the type react raises."""
+        walk = self._set(tenant_id, conversation_id, conversation_seq, user_id,
+                         NO_REACTION if reaction_key is None else check_reaction_key(reaction_key))
+        for name in _STATEMENTS:  # a prepare waits for the node: never on the loop thread
+            self._stmt(name)
+        return start(walk, self.connection, self._blocking_pool)
+
+    def close(self) -> None:
+        """Stop the blocking steps' pool (after the steps queued in it)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _blocking_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-reaction-blocking")
+            return self._pool
 
     def self_reaction(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                       conversation_seq: int, user_id: uuid.UUID | str) -> str | None:
@@ -150,24 +184,36 @@ class Reactions:
         return summary_from_row(tenant_id, conversation_id, row)
 
     def _set(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
-             user_id: uuid.UUID | str, reaction_key: str) -> ReactionSummary:
+             user_id: uuid.UUID | str, reaction_key: str) -> Walk[ReactionSummary]:
+        """The reaction's walk, its arguments checked now (a generator that has not started yet)."""
         tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
         seq = check_conversation_seq(conversation_seq)
-        with self._lock(tenant_id, conversation_id, seq):
-            now_ms = check_bigint(self._clock_ms(), column="created_at")
-            self.connection.execute(self._stmt("put"), (tenant_id, conversation_id, seq, user_id, reaction_key, now_ms))
-            return self._refresh(tenant_id, conversation_id, seq)
+        return self._steps(tenant_id, conversation_id, seq, user_id, reaction_key)
 
-    def _refresh(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> ReactionSummary:
+    def _steps(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int, user_id: uuid.UUID,
+               reaction_key: str) -> Walk[ReactionSummary]:
+        """The detail row, then the summary settled, one reactor of this message at a time in this
+        process (the lock: a waiting walk waits off the loop thread, handed the lock in turn)."""
+        lock = self._lock(tenant_id, conversation_id, seq)
+        if not lock.try_acquire():
+            yield Blocking(lock.acquire, lock.acquire_async)
+        try:
+            now_ms = check_bigint(self._clock_ms(), column="created_at")
+            yield Cql(((self._stmt("put"), (tenant_id, conversation_id, seq, user_id, reaction_key, now_ms)),))
+            return (yield from self._refresh(tenant_id, conversation_id, seq))
+        finally:
+            lock.release()
+
+    def _refresh(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int) -> Walk[ReactionSummary]:
         """Recompute the summary from the detail partition and overwrite it until the stored
         summary agrees with the detail partition (module docstring)."""
         key = (tenant_id, conversation_id, self._bucket(seq), seq)
         for attempt in range(self.max_attempts):
             # Both reads in flight at once: the argument above only needs each check to start
             # after its own reactor's writes, not one read before the other.
-            summary_rows, rows = self.connection.execute_concurrent(
-                [(self._stmt("summary"), key), (self._stmt("detail"), (tenant_id, conversation_id, seq))])
-            row = summary_rows.one()
+            summary_rows, rows = yield Cql(((self._stmt("summary"), key),
+                                            (self._stmt("detail"), (tenant_id, conversation_id, seq))))
+            row = summary_rows[0] if summary_rows else None
             current = (ReactionSummary(tenant_id=tenant_id, conversation_id=conversation_id, conversation_seq=seq)
                        if row is None else summary_from_row(tenant_id, conversation_id, row))
             counts = count_keys(row.reaction_key for row in rows)
@@ -176,12 +222,12 @@ class Reactions:
             if attempt > 1:
                 # A concurrent reactor of another process keeps winning: jittered backoff, or
                 # reactors of one hot message overwrite each other in lockstep.
-                time.sleep(random.uniform(0, min(REACTION_BACKOFF_MAX_SECONDS,
-                                                 REACTION_BACKOFF_BASE_SECONDS * 2 ** attempt)))
+                yield Blocking(functools.partial(time.sleep, random.uniform(
+                    0, min(REACTION_BACKOFF_MAX_SECONDS, REACTION_BACKOFF_BASE_SECONDS * 2 ** attempt))))
             now_ms = check_bigint(self._clock_ms(), column="updated_at")
             version = check_bigint(max(now_ms * _US_PER_MS, current.summary_version + 1), column="summary_version")
             delta = {k: 0 for k in current.counts if k not in counts} | counts
-            self.connection.execute(self._stmt("overwrite"), (version, delta, version, now_ms, *key))
+            yield Cql(((self._stmt("overwrite"), (version, delta, version, now_ms, *key)),))
         raise ReactionConflict(
             f"reaction summary of ({tenant_id}, {conversation_id}, {seq}) did not settle after {self.max_attempts} "
             "overwrites; the detail row is written and the next reaction heals the summary",

@@ -187,6 +187,7 @@ class SendPath:
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
         self._pool: ThreadPoolExecutor | None = None  # send_async's blocking steps, made on first use
         self._pool_lock = threading.Lock()
+        self._prepared = False  # send_async's statements prepared (on a caller's thread)
 
     # -- the path -----------------------------------------------------------------------------
     def send(self, req: SendRequest) -> SendAck:
@@ -196,12 +197,14 @@ class SendPath:
     def send_async(self, req: SendRequest) -> Future[SendAck]:
         """The same steps chained on the driver's event loop; the future gets the ack or the error
         ``send`` raises. A retry's resume (rare, several reads) runs whole in the path's pool."""
-        try:  # a prepare waits for the node: never on the loop thread, so every statement of the walk now
-            for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
-                self.ctx.prepare(cql)
-            self.fencing.prepare()
-        except Exception as exc:
-            return failed(exc)
+        if not self._prepared:
+            try:  # a prepare waits for the node: never on the loop thread, so every statement of the walk now
+                for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
+                    self.ctx.prepare(cql)
+                self.fencing.prepare()
+            except Exception as exc:
+                return failed(exc)
+            self._prepared = True  # the context keeps them: the walk's prepares are lookups from now on
         return start(self.walk(req), self.ctx.connection, self._blocking_pool)
 
     def close(self) -> None:
