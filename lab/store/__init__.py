@@ -206,8 +206,7 @@ class MessageStore:
         return self._node_id
 
     @property
-    def hot_window(self) -> Any:
-        """Archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None."""
+    def hot_window(self) -> Any:  # archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None
         return self._parts.hot
 
     @property
@@ -349,6 +348,10 @@ class MessageStore:
         """Grouped batch read of bodies plus reaction summaries (§4.3, §4.4)."""
         return self._parts.batch_reader.read(tenant_id, entries)
 
+    def batch_read_async(self, tenant_id: IdLike, entries: Iterable[BatchEntry]) -> Future[BatchResult]:
+        """:meth:`batch_read` as a future; bad entries raise at once."""
+        return self._parts.batch_reader.read_async(tenant_id, entries)
+
     def react(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, user_id: IdLike,
               reaction_key: str) -> ReactionSummary:
         return self._parts.reactions.react(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
@@ -421,6 +424,7 @@ class MessageStore:
         parts.outbox.close()
         parts.history_reader.close()  # history_async's pool, before the hot window it reads
         parts.reactions.close()
+        parts.batch_reader.close()
         if parts.hot is not None:
             parts.hot.close()
         parts.ctx.encryptor.keystore.close()

@@ -161,6 +161,14 @@ cases("batch_read", InvalidId, {
 })
 for _name, (_bad, _error) in BAD_SEQS.items():
     cases("batch_read", _error, {f"seq {_name}": lambda s, d, b=_bad: s.batch_read(d.tenant, [_entry(d, conversation_seq=b)])})
+# batch_read_async checks its entries before anything is issued: the error is raised, not the future's
+cases("batch_read_async", ValidationError, {
+    "entries None": lambda s, d: s.batch_read_async(d.tenant, None),
+    "one message_id at two coordinates": lambda s, d: s.batch_read_async(
+        d.tenant, [_entry(d), _entry(d, conversation_seq=d.seq + 1)])})
+cases("batch_read_async", InvalidId, {"tenant malformed": lambda s, d: s.batch_read_async("nope", [_entry(d)])})
+cases("batch_read_async", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.batch_read_async(
+    d.tenant, [_entry(d)]).result(30)})
 
 # ---- lookup ----------------------------------------------------------------------------------------
 cases("lookup", InvalidId, {f"message_id {n}": (lambda s, d, v=v: s.lookup(d.tenant, v)) for n, v in BAD_MESSAGE_IDS.items()})

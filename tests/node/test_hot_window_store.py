@@ -90,3 +90,23 @@ def test_a_replayed_send_keeps_one_hot_copy(hot_store, redis_services):
     assert window.client.zcard(window.key(req.tenant_id, req.conversation_id)) == 1
     assert 7 * 86_400 - 5 <= window.ttl_seconds(req.tenant_id, req.conversation_id) <= 7 * 86_400
     window.close()
+
+
+def test_the_asynchronous_paths_write_and_read_the_hot_window(hot_store):
+    """send_async puts each message in the hot window (a blocking step, off the loop thread);
+    history_async and batch_read_async read it back as their synchronous twins do."""
+    s = hot_store
+    tenant, conversation = uuid.uuid4(), uuid.uuid4()
+    futures = [s.send_async(new_request(tenant_id=tenant, conversation_id=conversation, body=b"a%d" % i))
+               for i in range(12)]
+    acks = [f.result(timeout=60) for f in futures]
+    s.drain()
+    assert s.read_bucket(tenant, conversation, 0) == []  # message_record holds none of them yet
+    entries = [BatchEntry(conversation_id=conversation, conversation_seq=a.conversation_seq, message_id=a.message_id)
+               for a in acks]
+    got = s.batch_read_async(tenant, entries).result(timeout=60)
+    assert got.hot_hits == 12 and not got.missing
+    assert {mid: m.body for mid, m in got.messages.items()} == {a.message_id: b"a%d" % i for i, a in enumerate(acks)}
+    page = s.history_async(tenant, conversation, limit=50).result(timeout=60)
+    assert seqs(page) == seqs(s.history(tenant, conversation, limit=50)) == sorted(
+        (a.conversation_seq for a in acks), reverse=True)

@@ -25,9 +25,12 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Cql:
-    """Statements issued together (one round trip); the answer: each one's rows (a list), in input order."""
+    """Statements issued together (one round trip); the answer: each one's rows (a list), in input order.
+    ``concurrency``: at most that many in flight on the calling thread's driver (0: all); the event
+    loop's driver fires them all at once."""
 
     items: tuple[tuple[Stmt, Sequence[Any]], ...]
+    concurrency: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,8 @@ def run(walk: Walk[T], connection: Connection) -> T:
             stmt, params = step.items[0]
             answer = [list(connection.execute(stmt, params))]
         else:
-            answer = [list(rows) for rows in connection.execute_concurrent(step.items, concurrency=len(step.items))]
+            answer = [list(rows) for rows in connection.execute_concurrent(
+                step.items, concurrency=step.concurrency or len(step.items))]
 
 
 def start(walk: Walk[T], connection: Connection, pool: Callable[[], Executor]) -> Future[T]:

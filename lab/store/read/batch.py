@@ -1,17 +1,22 @@
-"""Grouped batch read of message bodies (design §4.3) with reaction summaries (§4.4).
+"""Grouped batch read of message bodies (design §4.3) with reaction summaries (§4.4): one walk
+(lab.store.plumbing.steps), ``read`` on the calling thread, ``read_async`` on the driver's loop.
 
 More: docs/store-internals.md.
 """
 from __future__ import annotations
 
+import functools
 import operator
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
+from lab.store.plumbing.steps import Blocking, Cql, Walk, run, start
 from lab.errors import ValidationError
 from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
@@ -21,6 +26,8 @@ from lab.store.read.bucket import check_bucket_rows, whole_rows
 from lab.store.rows.records import PARTITION_ROW_COLUMNS, Message, decode_rows
 
 DEFAULT_BATCH_CONCURRENCY = 32  # requests in flight per batch; groups beyond wait for a slot
+BLOCKING_WORKERS = 2  # read_async's blocking step (the hot layer's Redis lookup), one pool per reader
+_STATEMENTS = ("record_in", "record_range", "summary_in", "summary_range")
 
 _COLUMNS = ", ".join(PARTITION_ROW_COLUMNS)  # the group names its partition: its key is not selected
 _SUMMARY_COLUMNS = "conversation_seq, counts, summary_version, updated_at"
@@ -99,6 +106,8 @@ class BatchReader:
             lambda rows, partition, wanted: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition,
                                                         wanted=wanted))
         self._stmts: dict[str, Stmt] = {}
+        self._pool: ThreadPoolExecutor | None = None  # read_async's blocking steps, made on first use
+        self._pool_lock = threading.Lock()
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -188,26 +197,51 @@ class BatchReader:
 
     def read(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> BatchResult:
         tenant_id = parse_uuid(tenant_id)
+        return run(self._walk(tenant_id, *self._coordinates(entries)), self.connection)
+
+    def read_async(self, tenant_id: uuid.UUID | str, entries: Iterable[BatchEntry]) -> Future[BatchResult]:
+        """:meth:`read` chained on the driver's event loop (every group's requests at once). Entries
+        are checked here (the error raised at once); any later error is the future's."""
+        tenant_id = parse_uuid(tenant_id)
+        walk = self._walk(tenant_id, *self._coordinates(entries))
+        for name in _STATEMENTS:  # a prepare waits for the node: never on the loop thread
+            self._stmt(name)
+        return start(walk, self.connection, self._blocking_pool)
+
+    def close(self) -> None:
+        """Stop the blocking steps' pool (after the steps queued in it)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def _blocking_pool(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-batch-blocking")
+            return self._pool
+
+    def _walk(self, tenant_id: uuid.UUID, coordinates: dict[int, tuple[uuid.UUID, int]],
+              inline_skipped: int) -> Walk[BatchResult]:
         width = self.constants.message_seq_bucket_width
-        coordinates, inline_skipped = self._coordinates(entries)
         token = self.cache.token()  # before any row is read: a change after it keeps its rows out of the LRU
         messages: dict[int, Message] = self.cache.get_many(tenant_id, coordinates)
         lru_hits = len(messages)
         hot_hits = 0
         if self._hot is not None:
-            held = self._hot.lookup(tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages})
+            held = yield Blocking(functools.partial(
+                self._hot.lookup, tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages}))
             held = {mid: m for mid, m in held.items() if mid in coordinates and m.message_id == mid}
             messages.update(held)
             hot_hits = len(held)
         statements, owners, groups = self._plan(
             tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages} if messages else coordinates)
-        results = self.connection.execute_concurrent(statements, concurrency=self.concurrency) if statements else []
+        results = (yield Cql(tuple(statements), concurrency=self.concurrency)) if statements else []
 
         summaries: dict[int, ReactionSummary] = {}
         pending_summaries: list[tuple[int, Any]] = []
         decoded = 0
-        for (table, group), result in zip(owners, results):
-            rows = list(result)
+        for (table, group), rows in zip(owners, results):
             if table == "summary":
                 pending_summaries += [(group.wanted[row.conversation_seq], row) for row in rows
                                       if row.conversation_seq in group.wanted]
