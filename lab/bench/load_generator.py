@@ -25,7 +25,7 @@ from lab.bench.load_generator_report import (
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.plan import DRIVER_MODES, SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
 from lab.load.worker_seed import seed_worker
 from lab.measure import client_gc, now_ns, summarize_histogram
@@ -137,7 +137,8 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
     staircase, in the scratch keyspace of ``config``."""
 
     common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
-                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir)
+                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir,
+                  **DRIVER_MODES[params.driver])
     # the plain client's own key range, seeded like a Locust worker's
     plain_plan = LoadPlan(run_id=f"{run_dir.name}-plain", load_dir=(run_dir / "plain").resolve(),
                           state_root=(Path(config.lab_home) / "load-state" / f"{run_dir.name}-plain").resolve(),

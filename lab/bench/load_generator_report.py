@@ -38,6 +38,7 @@ class LoadBenchParams:
     processes: int = 1
     step_seconds: float = 10.0
     seed_size: str = "small"
+    driver: str = "futures"  # the Locust side's store calls (lab.load.plan.DRIVER_MODES; `lab load --driver`)
 
     @classmethod
     def preset(cls, *, quick: bool) -> LoadBenchParams:
@@ -232,7 +233,8 @@ class LoadBenchReport:
     def closing_note(self) -> str:
         ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
         r = self.cpu_ratios
-        lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run "
+        lines = [f"lab load (--driver {self.params.driver}) vs a plain driver client, {self.params.concurrency} "
+                 "concurrent callers, same node, same run "
                  f"(throughput ratio; client CPU per call, Locust / plain, goal <= {CPU_RATIO_GOAL}; both sides' "
                  f"client GC {(self.environment.get('services') or {}).get('client_gc', 'default')}):",
                  f"  send max: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
@@ -249,11 +251,15 @@ class LoadBenchReport:
                      f"{units.rate(ps.calls_per_core_second)}), history reads {units.rate(lr.calls_per_core_second)} "
                      f"(plain {units.rate(pr.calls_per_core_second)})")
         if self.chat is not None and self.chat.operations:
-            lines.append(f"  {self.chat.profile} profile under Locust, per operation (loader CPU per call; calls/s one "
-                         "loader core sustains; the calling thread's CPU measured, the rest apportioned):")
-            lines += [f"    {op:<18} {units.fmt(c.loader_cpu_ms_per_call)} ms  "
-                      f"{units.rate(c.calls_per_loader_core_second)}  ({c.calls} calls)"
-                      for op, c in sorted(self.chat.operations.items())]
+            lines.append(f"  {self.chat.profile} profile under Locust: {_ms(self.chat.run)} of loader CPU per call over "
+                         "all its calls; per operation (loader CPU per call; calls/s one loader core sustains; the "
+                         "caller's CPU measured, the rest apportioned; path thread | future):")
+            lines += [f"    {op:<18} {_op_cost(c)}  ({c.calls} calls, {c.path}; caller "
+                      f"{units.fmt(c.caller_cpu_ms_per_call)} ms)" for op, c in sorted(self.chat.operations.items())]
+            if any(c.loader_cpu_ms_per_call is None for c in self.chat.operations.values()):
+                lines.append("    not measured per operation: a future's steps run on the driver's loop thread with "
+                             "every call's I/O, which no share in proportion to the callers apportions "
+                             "(`--driver threads` prices the thread path per operation)")
         elif self.chat is not None:
             lines.append(f"  {self.chat.profile} profile per operation: not measured (calls started and finished in "
                          "its window differ too much for a CPU per call: run longer)")
@@ -276,6 +282,12 @@ class LoadBenchReport:
         if self.chat is not None:
             out["operation_cpu"] = self.chat.to_json()
         return {**out, "closing_note": self.closing_note}
+
+
+def _op_cost(c: OperationCpu) -> str:
+    if c.loader_cpu_ms_per_call is None:
+        return "not measured"
+    return f"{units.fmt(c.loader_cpu_ms_per_call)} ms  {units.rate(c.calls_per_loader_core_second)}"
 
 
 def _ms(run: ThroughputRun) -> str:

@@ -32,7 +32,12 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     assert goal["judged_on"] == {k: r for k, r in data["cpu_per_call_ratios"].items() if same[k]}
     assert goal["met"] == (all(r <= goal["goal"] for r in goal["judged_on"].values()) if goal["judged_on"] else None)
     assert "judged on the pairs run at the same rate" in data["closing_note"]
-    assert data["operation_cpu"]["operations"]  # the chat profile's operations, each with its loader CPU
+    ops = data["operation_cpu"]["operations"]  # the chat profile's operations, each with its caller CPU and path
+    assert ops and all(c["caller_cpu_ms_per_call"] >= 0 and c["path"] in ("thread", "future") for c in ops.values())
+    # a future among several operations leaves every loader CPU per call not measured (lab.load.operation_cpu)
+    assert all((c["loader_cpu_ms_per_call"] is None) == any(o["path"] == "future" for o in ops.values())
+               for c in ops.values())
+    assert data["params"]["driver"] == "futures" and "--driver futures" in result.report.closing_note
     stair = data["staircase"]
     steps = stair["steps"]
     assert 1 <= len(steps) <= stair["planned_steps"] == 4
