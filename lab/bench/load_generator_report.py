@@ -173,6 +173,8 @@ class LoadBenchReport:
     staircase: Staircase
     plain_send_fixed: ThroughputRun | None = None
     locust_send_fixed: ThroughputRun | None = None
+    plain_read_fixed: ThroughputRun | None = None
+    locust_read_fixed: ThroughputRun | None = None
     chat: OperationCosts | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
 
@@ -190,7 +192,8 @@ class LoadBenchReport:
         """Locust's CPU per call over the plain pool's, same calls and concurrency (goal <= CPU_RATIO_GOAL)."""
         return {"send_max": _cpu_ratio(self.locust_send, self.plain_send),
                 "read_max": _cpu_ratio(self.locust_read, self.plain_read),
-                "send_fixed_rate": _cpu_ratio(self.locust_send_fixed, self.plain_send_fixed)}
+                "send_fixed_rate": _cpu_ratio(self.locust_send_fixed, self.plain_send_fixed),
+                "read_fixed_rate": _cpu_ratio(self.locust_read_fixed, self.plain_read_fixed)}
 
     @property
     def same_rate(self) -> dict[str, bool | None]:
@@ -198,7 +201,8 @@ class LoadBenchReport:
         those ratios are like for like and judged against the goal."""
         return {"send_max": _same_rate(self.locust_send, self.plain_send),
                 "read_max": _same_rate(self.locust_read, self.plain_read),
-                "send_fixed_rate": _same_rate(self.locust_send_fixed, self.plain_send_fixed)}
+                "send_fixed_rate": _same_rate(self.locust_send_fixed, self.plain_send_fixed),
+                "read_fixed_rate": _same_rate(self.locust_read_fixed, self.plain_read_fixed)}
 
     @property
     def cpu_goal(self) -> dict[str, Any]:
@@ -214,8 +218,8 @@ class LoadBenchReport:
             return ""
         out = (f" (not like for like: Locust ran at {a_over_b(locust.throughput, plain.throughput, digits=2)}x "
                "the plain client's rate, and CPU per call falls as the rate rises")
-        fp = self.plain_send_fixed
-        if key == "send_max" and fp is not None and fp.cpu_ms_per_call is not None:
+        fp = {"send_max": self.plain_send_fixed, "read_max": self.plain_read_fixed}.get(key)
+        if fp is not None and fp.cpu_ms_per_call is not None:
             out += (f": the plain client's own {_ms(plain)} at {units.rate(plain.throughput)} vs {_ms(fp)} at "
                     f"{units.rate(fp.throughput)}")
         return out + ")"
@@ -246,6 +250,11 @@ class LoadBenchReport:
             lines.append(f"  send at a fixed {units.rate(fp.requested_rate)}: Locust {units.rate(fl.throughput)} vs plain "
                          f"{units.rate(fp.throughput)}; CPU per call {_ms(fl)} vs {_ms(fp)} -> {r['send_fixed_rate']}"
                          f"{self._unlike('send_fixed_rate', fl, fp)}")
+        fl, fp = self.locust_read_fixed, self.plain_read_fixed
+        if fl is not None and fp is not None:
+            lines.append(f"  read at a fixed {units.rate(fp.requested_rate)}: Locust {units.rate(fl.throughput)} vs plain "
+                         f"{units.rate(fp.throughput)}; CPU per call {_ms(fl)} vs {_ms(fp)} -> {r['read_fixed_rate']}"
+                         f"{self._unlike('read_fixed_rate', fl, fp)}")
         lines.append(self._goal_line())
         lines.append(f"  calls/s per loader core: send {units.rate(ls.calls_per_core_second)} (plain "
                      f"{units.rate(ps.calls_per_core_second)}), history reads {units.rate(lr.calls_per_core_second)} "
@@ -279,6 +288,9 @@ class LoadBenchReport:
         if self.plain_send_fixed is not None and self.locust_send_fixed is not None:
             out.update(plain_send_fixed=self.plain_send_fixed.to_json(),
                        locust_send_fixed=self.locust_send_fixed.to_json())
+        if self.plain_read_fixed is not None and self.locust_read_fixed is not None:
+            out.update(plain_read_fixed=self.plain_read_fixed.to_json(),
+                       locust_read_fixed=self.locust_read_fixed.to_json())
         if self.chat is not None:
             out["operation_cpu"] = self.chat.to_json()
         return {**out, "closing_note": self.closing_note}

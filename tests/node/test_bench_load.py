@@ -19,12 +19,13 @@ TINY = LoadBenchParams(seconds=3, warmup_seconds=1, concurrency=4, step_seconds=
 def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_config, tmp_path):
     result = run_load_bench(cluster_config, TINY, results=tmp_path)
     data = json.loads(result.json_path.read_text())
-    for side in ("plain_send", "locust_send", "plain_read", "locust_read", "plain_send_fixed", "locust_send_fixed"):
+    for side in ("plain_send", "locust_send", "plain_read", "locust_read", "plain_send_fixed", "locust_send_fixed",
+                 "plain_read_fixed", "locust_read_fixed"):
         run = data[side]
         assert run["calls"] > 0 and run["errors"] == 0, side
         assert run["cpu_ms_per_call"] > 0 and run["calls_per_core_second"] > 0, side
     assert data["locust_send"]["audit_ok"] is True  # every acked send is in the store
-    assert set(data["cpu_per_call_ratios"]) == {"send_max", "read_max", "send_fixed_rate"}
+    assert set(data["cpu_per_call_ratios"]) == {"send_max", "read_max", "send_fixed_rate", "read_fixed_rate"}
     assert all(r is not None and r > 0 for r in data["cpu_per_call_ratios"].values())
     # the goal is judged only on ratios whose two sides ran at the same rate, each named with its ratio
     same, goal = data["cpu_per_call_same_rate"], data["cpu_goal"]
