@@ -25,7 +25,7 @@ from lab.bench.load_generator_report import (
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
-from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
+from lab.load.plan import DRIVER_MODES, SEED_SHAPES, KeyRange, LoadPlan, load_profile, message_templates
 from lab.load.runner import LoadOptions, LoadResult, run_load
 from lab.load.worker_seed import seed_worker
 from lab.measure import client_gc, now_ns, summarize_histogram
@@ -133,11 +133,12 @@ def run_load_bench(config: ClusterConfig, params: LoadBenchParams, *, results: P
 
 def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, state_dirs: list[Path],
              log: Callable[[str], None], *, keyspace: str, env: Mapping[str, Any], services: Any) -> LoadBenchReport:
-    """The four maximum runs (ABBA), the fixed-rate pair, the chat profile's operations and the
-    staircase, in the scratch keyspace of ``config``."""
+    """The four maximum runs (ABBA), the fixed-rate send and read pairs, the chat profile's operations
+    and the staircase, in the scratch keyspace of ``config``."""
 
     common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
-                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir)
+                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir,
+                  **DRIVER_MODES[params.driver])
     # the plain client's own key range, seeded like a Locust worker's
     plain_plan = LoadPlan(run_id=f"{run_dir.name}-plain", load_dir=(run_dir / "plain").resolve(),
                           state_root=(Path(config.lab_home) / "load-state" / f"{run_dir.name}-plain").resolve(),
@@ -195,9 +196,18 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
         log(f"plain send at {fixed:g}/s: {params.concurrency} threads, {params.seconds:g} s")
         plain_fixed = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                              call=send, store=store, rate=fixed)
+        # the read pair at one rate too: the maxima differ, and CPU per call falls as the rate rises
+        fixed_read = round(FIXED_RATE_FRACTION * min(plain_read.throughput, locust_read.throughput), 1) or 1.0
+        log(f"plain read at {fixed_read:g}/s: {params.concurrency} threads, {params.seconds:g} s")
+        plain_read_fixed = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
+                                  call=read, store=store, rate=fixed_read)
     log(f"Locust send at {fixed:g}/s")
     locust_fixed = _locust_run(_run(config, LoadOptions(
         profile="send_only", rate=fixed, users=params.concurrency, load_subdir="load-send-fixed", **common),
+        state_dirs, services))
+    log(f"Locust read at {fixed_read:g}/s")
+    locust_read_fixed = _locust_run(_run(config, LoadOptions(
+        profile="read_only", rate=fixed_read, users=params.concurrency, load_subdir="load-read-fixed", **common),
         state_dirs, services))
     log(f"Locust {CHAT_PROFILE} profile: loader CPU per operation")
     chat = _run(config, LoadOptions(profile=CHAT_PROFILE, users=params.concurrency, load_subdir="load-chat",
@@ -215,4 +225,5 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
     return LoadBenchReport(run_id=run_dir.name, params=params, keyspace=keyspace, environment=env,
                            plain_send=plain_send, locust_send=locust_send, locust_read=locust_read,
                            plain_read=plain_read, staircase=staircase, plain_send_fixed=plain_fixed,
-                           locust_send_fixed=locust_fixed, chat=costs)
+                           locust_send_fixed=locust_fixed, plain_read_fixed=plain_read_fixed,
+                           locust_read_fixed=locust_read_fixed, chat=costs)

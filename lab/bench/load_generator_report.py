@@ -38,6 +38,7 @@ class LoadBenchParams:
     processes: int = 1
     step_seconds: float = 10.0
     seed_size: str = "small"
+    driver: str = "futures"  # the Locust side's store calls (lab.load.plan.DRIVER_MODES; `lab load --driver`)
 
     @classmethod
     def preset(cls, *, quick: bool) -> LoadBenchParams:
@@ -172,6 +173,8 @@ class LoadBenchReport:
     staircase: Staircase
     plain_send_fixed: ThroughputRun | None = None
     locust_send_fixed: ThroughputRun | None = None
+    plain_read_fixed: ThroughputRun | None = None
+    locust_read_fixed: ThroughputRun | None = None
     chat: OperationCosts | None = None
     notes: Mapping[str, Any] = field(default_factory=dict)
 
@@ -189,7 +192,8 @@ class LoadBenchReport:
         """Locust's CPU per call over the plain pool's, same calls and concurrency (goal <= CPU_RATIO_GOAL)."""
         return {"send_max": _cpu_ratio(self.locust_send, self.plain_send),
                 "read_max": _cpu_ratio(self.locust_read, self.plain_read),
-                "send_fixed_rate": _cpu_ratio(self.locust_send_fixed, self.plain_send_fixed)}
+                "send_fixed_rate": _cpu_ratio(self.locust_send_fixed, self.plain_send_fixed),
+                "read_fixed_rate": _cpu_ratio(self.locust_read_fixed, self.plain_read_fixed)}
 
     @property
     def same_rate(self) -> dict[str, bool | None]:
@@ -197,7 +201,8 @@ class LoadBenchReport:
         those ratios are like for like and judged against the goal."""
         return {"send_max": _same_rate(self.locust_send, self.plain_send),
                 "read_max": _same_rate(self.locust_read, self.plain_read),
-                "send_fixed_rate": _same_rate(self.locust_send_fixed, self.plain_send_fixed)}
+                "send_fixed_rate": _same_rate(self.locust_send_fixed, self.plain_send_fixed),
+                "read_fixed_rate": _same_rate(self.locust_read_fixed, self.plain_read_fixed)}
 
     @property
     def cpu_goal(self) -> dict[str, Any]:
@@ -213,8 +218,8 @@ class LoadBenchReport:
             return ""
         out = (f" (not like for like: Locust ran at {a_over_b(locust.throughput, plain.throughput, digits=2)}x "
                "the plain client's rate, and CPU per call falls as the rate rises")
-        fp = self.plain_send_fixed
-        if key == "send_max" and fp is not None and fp.cpu_ms_per_call is not None:
+        fp = {"send_max": self.plain_send_fixed, "read_max": self.plain_read_fixed}.get(key)
+        if fp is not None and fp.cpu_ms_per_call is not None:
             out += (f": the plain client's own {_ms(plain)} at {units.rate(plain.throughput)} vs {_ms(fp)} at "
                     f"{units.rate(fp.throughput)}")
         return out + ")"
@@ -232,7 +237,8 @@ class LoadBenchReport:
     def closing_note(self) -> str:
         ps, ls, pr, lr = self.plain_send, self.locust_send, self.plain_read, self.locust_read
         r = self.cpu_ratios
-        lines = [f"lab load vs a plain driver client, {self.params.concurrency} concurrent callers, same node, same run "
+        lines = [f"lab load (--driver {self.params.driver}) vs a plain driver client, {self.params.concurrency} "
+                 "concurrent callers, same node, same run "
                  f"(throughput ratio; client CPU per call, Locust / plain, goal <= {CPU_RATIO_GOAL}; both sides' "
                  f"client GC {(self.environment.get('services') or {}).get('client_gc', 'default')}):",
                  f"  send max: Locust {units.rate(ls.throughput)} vs plain {units.rate(ps.throughput)} -> ratio "
@@ -244,16 +250,25 @@ class LoadBenchReport:
             lines.append(f"  send at a fixed {units.rate(fp.requested_rate)}: Locust {units.rate(fl.throughput)} vs plain "
                          f"{units.rate(fp.throughput)}; CPU per call {_ms(fl)} vs {_ms(fp)} -> {r['send_fixed_rate']}"
                          f"{self._unlike('send_fixed_rate', fl, fp)}")
+        fl, fp = self.locust_read_fixed, self.plain_read_fixed
+        if fl is not None and fp is not None:
+            lines.append(f"  read at a fixed {units.rate(fp.requested_rate)}: Locust {units.rate(fl.throughput)} vs plain "
+                         f"{units.rate(fp.throughput)}; CPU per call {_ms(fl)} vs {_ms(fp)} -> {r['read_fixed_rate']}"
+                         f"{self._unlike('read_fixed_rate', fl, fp)}")
         lines.append(self._goal_line())
         lines.append(f"  calls/s per loader core: send {units.rate(ls.calls_per_core_second)} (plain "
                      f"{units.rate(ps.calls_per_core_second)}), history reads {units.rate(lr.calls_per_core_second)} "
                      f"(plain {units.rate(pr.calls_per_core_second)})")
         if self.chat is not None and self.chat.operations:
-            lines.append(f"  {self.chat.profile} profile under Locust, per operation (loader CPU per call; calls/s one "
-                         "loader core sustains; the calling thread's CPU measured, the rest apportioned):")
-            lines += [f"    {op:<18} {units.fmt(c.loader_cpu_ms_per_call)} ms  "
-                      f"{units.rate(c.calls_per_loader_core_second)}  ({c.calls} calls)"
-                      for op, c in sorted(self.chat.operations.items())]
+            lines.append(f"  {self.chat.profile} profile under Locust: {_ms(self.chat.run)} of loader CPU per call over "
+                         "all its calls; per operation (loader CPU per call; calls/s one loader core sustains; the "
+                         "caller's CPU measured, the rest apportioned; path thread | future):")
+            lines += [f"    {op:<18} {_op_cost(c)}  ({c.calls} calls, {c.path}; caller "
+                      f"{units.fmt(c.caller_cpu_ms_per_call)} ms)" for op, c in sorted(self.chat.operations.items())]
+            if any(c.loader_cpu_ms_per_call is None for c in self.chat.operations.values()):
+                lines.append("    not measured per operation: a future's steps run on the driver's loop thread with "
+                             "every call's I/O, which no share in proportion to the callers apportions "
+                             "(`--driver threads` prices the thread path per operation)")
         elif self.chat is not None:
             lines.append(f"  {self.chat.profile} profile per operation: not measured (calls started and finished in "
                          "its window differ too much for a CPU per call: run longer)")
@@ -273,9 +288,18 @@ class LoadBenchReport:
         if self.plain_send_fixed is not None and self.locust_send_fixed is not None:
             out.update(plain_send_fixed=self.plain_send_fixed.to_json(),
                        locust_send_fixed=self.locust_send_fixed.to_json())
+        if self.plain_read_fixed is not None and self.locust_read_fixed is not None:
+            out.update(plain_read_fixed=self.plain_read_fixed.to_json(),
+                       locust_read_fixed=self.locust_read_fixed.to_json())
         if self.chat is not None:
             out["operation_cpu"] = self.chat.to_json()
         return {**out, "closing_note": self.closing_note}
+
+
+def _op_cost(c: OperationCpu) -> str:
+    if c.loader_cpu_ms_per_call is None:
+        return "not measured"
+    return f"{units.fmt(c.loader_cpu_ms_per_call)} ms  {units.rate(c.calls_per_loader_core_second)}"
 
 
 def _ms(run: ThroughputRun) -> str:

@@ -10,6 +10,7 @@ import click
 
 from lab.cli.options import COUNT, POSITIVE, LabGroup, cluster_options, home_option, results_option, services_options
 from lab.cluster.config import ClusterConfig
+from lab.load.plan import DRIVER_MODES
 
 
 @click.group(cls=LabGroup)
@@ -98,10 +99,13 @@ def bench_decode(rounds: int, results: Path) -> None:
 @click.option("--quick/--full", default=False, help="quick (about two minutes) or full parameters")
 @click.option("--concurrency", type=COUNT, default=None, help="plain client threads = Locust users")
 @click.option("--processes", type=COUNT, default=None, help="Locust worker processes")
+@click.option("--driver", type=click.Choice(list(DRIVER_MODES)), default="futures", show_default=True,
+              help="how the Locust side runs store calls, as `lab load --driver` (threads: the native-thread "
+                   "path, for comparison)")
 @results_option
 @services_options
 @cluster_options
-def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, results: Path,
+def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, driver: str, results: Path,
                config: ClusterConfig, services: Any) -> None:
     """`lab load` against a plain driver client issuing the same store calls (max send and read
     throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json.
@@ -109,7 +113,8 @@ def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int 
     from lab.bench.load_generator import LoadBenchParams, run_load_bench
 
     params = LoadBenchParams.preset(quick=quick)
-    changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes)) if v is not None}
+    changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes), ("driver", driver))
+               if v is not None}
     result = run_load_bench(config, dataclasses.replace(params, **changes), results=results,
                             log=lambda msg: click.echo(msg, err=True), services=services)
     click.echo(result.closing_note)

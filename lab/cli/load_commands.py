@@ -17,6 +17,7 @@ from lab.cli.load_text import audit_line, summary_lines, verdict_lines
 from lab.cli.status_line import ConsoleProgress
 from lab.cluster.config import ClusterConfig
 from lab.errors import ConfigError
+from lab.load.plan import DRIVER_MODES
 from lab.results import units
 
 DEFAULT_WEB_USERS = 8  # the web UI's form default without --users
@@ -101,9 +102,11 @@ def calls_per_send(weights: Any) -> float:
               help="with --slo: calls a step needs before its percentile counts (fewer: 'too few', never the answer)")
 @click.option("--seed-size", type=click.Choice(["tiny", "small", "standard"]), default="standard", show_default=True,
               help="conversations each worker seeds before the run")
-@click.option("--driver", "driver_mode", type=click.Choice(["threads", "gevent"]), default="threads",
-              show_default=True, help="threads: store calls in native threads of unpatched Locust workers "
-              "(measured best); gevent: on the gevent loop of patched workers (asyncore reactor)")
+@click.option("--driver", "driver_mode", type=click.Choice(list(DRIVER_MODES)), default="futures",
+              show_default=True, help="futures: unpatched Locust workers; a store call with an asynchronous twin "
+              "(history_async, ...) is the store's future, the user's greenlet woken through the gevent hub, the "
+              "others in native threads; threads: every store call in a native thread; gevent: on the gevent loop "
+              "of patched workers (asyncore reactor)")
 @click.option("--reactor", default=None, help="driver reactor in the Locust processes (default: lab.reactors)")
 @click.option("--no-audit", is_flag=True, help="skip reading back the acknowledged sends")
 @click.option("--run-id", default=None, metavar="ID",
@@ -186,7 +189,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends
               base=dict(profile=profile, users=users, processes=processes, seed_size=seed_size, reactor=reactor,
                         limits=Limits(max_loader_cpu_percent_of_core=max_loader_cpu,
                                       max_machine_cpu_percent=max_machine_cpu),
-                        native_threads=driver_mode == "threads", audit=not no_audit, results=results, run_id=run_id))
+                        **DRIVER_MODES[driver_mode], audit=not no_audit, results=results, run_id=run_id))
         return
     if rate is None and users is None and staircase_max is None:
         if not web:
@@ -200,7 +203,7 @@ def load(ctx: click.Context, home: Path, profile: str, rate: float | None, sends
                                       max_machine_cpu_percent=max_machine_cpu), metrics_port=metrics_port,
                           metrics_host=metrics_host,
                           step_seconds=step, seed_size=seed_size, reactor=reactor,
-                          native_threads=driver_mode == "threads", audit=not no_audit, results=results,
+                          **DRIVER_MODES[driver_mode], audit=not no_audit, results=results,
                           run_id=run_id, web=WebOptions(host=web_host, port=web_port) if web else None)
     if as_master:
         from lab.load.distributed import run_master

@@ -193,7 +193,10 @@ class SizingBook:
 
 
 def driver_name(options: Any) -> str:
-    return "threads" if options.native_threads else "gevent"
+    """How the load processes run store calls (``lab load --driver``): each learns its own cost."""
+    if not options.native_threads:
+        return "gevent"
+    return "futures" if options.store_futures else "threads"
 
 
 def resolve_processes(options: Any, home: Path, progress: Any = None) -> Any:

@@ -22,6 +22,12 @@ SEED_SIZES = ("tiny", "small", "standard")
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_NODE_ID_BASE = 100
 _ENV_PREFIX = "LAB_LOAD_"
+# `lab load --driver`: how a load process runs store calls -> the plan's native_threads, store_futures
+DRIVER_MODES: dict[str, dict[str, bool]] = {
+    "futures": {"native_threads": True, "store_futures": True},   # store futures where they exist, else threads
+    "threads": {"native_threads": True, "store_futures": False},  # every call in a native thread of the pool
+    "gevent": {"native_threads": False, "store_futures": False},  # patched workers, calls on the gevent loop
+}
 _NAMESPACE = uuid.UUID("6f1c0b8e-2a57-4d2c-9a43-4c1d2f0e7a11")
 
 
@@ -92,6 +98,7 @@ class LoadPlan:
     duration_seconds: float = 10.0
     reactor: str | None = None
     native_threads: bool = True     # workers unpatched, store calls in native threads (loadgen/README.md)
+    store_futures: bool = True      # native_threads: a call whose store method has an ``_async`` twin waits on its future
     node_id_base: int = DEFAULT_NODE_ID_BASE
     interval_seconds: float = DEFAULT_INTERVAL_SECONDS
     seed_size: str = "standard"

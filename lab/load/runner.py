@@ -63,6 +63,7 @@ class LoadOptions:
     seed_size: str = "standard"
     reactor: str | None = None           # driver reactor in the Locust processes (lab.cluster.reactors)
     native_threads: bool = True          # workers not gevent-patched; store calls in native threads
+    store_futures: bool = True           # with native_threads: the store's futures where it has them, no thread
     node_id_base: int = 100
     interval_seconds: float = 1.0
     startup_seconds: float = DEFAULT_STARTUP_SECONDS
@@ -154,6 +155,7 @@ def build_plan(options: LoadOptions, folder: load_folders.LoadFolder, *, workers
                     profile=options.profile, users=options.user_count(), workers=workers, stages=options.stages(),
                     warmup_seconds=options.warmup_seconds, duration_seconds=options.measured_seconds(),
                     reactor=options.reactor, native_threads=options.native_threads,
+                    store_futures=options.native_threads and options.store_futures,
                     node_id_base=options.node_id_base, interval_seconds=options.interval_seconds,
                     seed_size=options.seed_size, start_gate=start_gate, seed_gate=seed_gate)
 

@@ -17,7 +17,7 @@ from lab.load.audit import AuditResult, read_acks
 from lab.load.loadgen_cpu import CpuMonitor, CpuWindow
 from lab.load.live_counts import LiveCounts, read_counts
 from lab.load.loader_sizing import steady_window
-from lab.load.operation_cpu import APPORTIONED_NOTE, OperationCpu, apportion
+from lab.load.operation_cpu import APPORTIONED_NOTE, FUTURE, OperationCpu, apportion
 from lab.load.plan import LoadPlan
 from lab.load.verdict import Limits, MachineShare, Verdict, judge, lag_trend
 from lab.measure import LatencySummary, a_over_b, summarize_histogram
@@ -59,6 +59,7 @@ class WorkerReport:
     acks: int
     driver: str | None = None      # native-threads | gevent
     reactor: str | None = None     # the driver's connection class
+    call_paths: Mapping[str, str] | None = None  # operation -> thread | future | gevent (lab.load.operation_cpu)
     alerts: Mapping[str, Any] | None = None
     requests: Mapping[str, Any] | None = None
     measured_seconds: float | None = None   # its tests' measured time (the web UI's run length)
@@ -66,8 +67,8 @@ class WorkerReport:
 
     def to_json(self) -> dict[str, Any]:
         out = {"worker": self.worker, "pid": self.pid, "acks": self.acks, "driver": self.driver,
-               "reactor": self.reactor, "alerts": self.alerts, "requests": self.requests,
-               "measured_seconds": self.measured_seconds}
+               "reactor": self.reactor, "call_paths": self.call_paths, "alerts": self.alerts,
+               "requests": self.requests, "measured_seconds": self.measured_seconds}
         if self.machine is not None:
             out["machine"] = dict(self.machine)
         return out
@@ -291,6 +292,7 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
         acks=ack_counts(load_dir),
         workers=tuple(WorkerReport(worker=p.worker, pid=p.pid, acks=int(p.extra.get("acks", 0)),
                                    driver=p.extra.get("driver"), reactor=p.extra.get("reactor"),
+                                   call_paths=p.extra.get("call_paths"),
                                    alerts=p.extra.get("alerts"), requests=p.extra.get("requests"),
                                    measured_seconds=p.measured_seconds, machine=p.extra.get("machine"))
                       for p in counts.processes),
@@ -307,8 +309,9 @@ def summarize_run(plan: LoadPlan, load_dir: Path, *, cpu: CpuMonitor | None = No
 def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_seconds: float | None,
                   ) -> dict[str, OperationCpu]:
     """Loader CPU per operation over the measured window (lab.load.operation_cpu), when every worker
-    timed its calls' threads (native-thread workers; a gevent worker cannot); the processes' CPU
-    over the window comes from their timelines, as the verdict's does."""
+    timed its calls' callers (native-thread workers; a gevent worker cannot); the processes' CPU
+    over the window comes from their timelines, as the verdict's does. An operation is on the
+    future path when any worker ran it there (all run one plan, so all or none)."""
     caller = [p.extra.get("caller_cpu_seconds") for p in counts.processes]
     if not caller or any(c is None for c in caller):
         return {}
@@ -316,7 +319,11 @@ def operation_cpu(counts: LiveCounts, stats: Mapping[str, OpStats], process_cpu_
     for c in caller:
         for op, value in c.items():
             summed[op] = summed.get(op, 0.0) + value
-    return apportion({op: s.count for op, s in stats.items()}, summed, process_cpu_seconds)
+    paths: dict[str, str] = {}
+    for p in counts.processes:
+        for op, path in (p.extra.get("call_paths") or {}).items():
+            paths[op] = FUTURE if FUTURE in (path, paths.get(op)) else path
+    return apportion({op: s.count for op, s in stats.items()}, summed, process_cpu_seconds, paths)
 
 
 def step_summary(plan: LoadPlan, load_dir: Path, counts: LiveCounts, *, limits: Limits | None = None,

@@ -19,12 +19,13 @@ TINY = LoadBenchParams(seconds=3, warmup_seconds=1, concurrency=4, step_seconds=
 def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_config, tmp_path):
     result = run_load_bench(cluster_config, TINY, results=tmp_path)
     data = json.loads(result.json_path.read_text())
-    for side in ("plain_send", "locust_send", "plain_read", "locust_read", "plain_send_fixed", "locust_send_fixed"):
+    for side in ("plain_send", "locust_send", "plain_read", "locust_read", "plain_send_fixed", "locust_send_fixed",
+                 "plain_read_fixed", "locust_read_fixed"):
         run = data[side]
         assert run["calls"] > 0 and run["errors"] == 0, side
         assert run["cpu_ms_per_call"] > 0 and run["calls_per_core_second"] > 0, side
     assert data["locust_send"]["audit_ok"] is True  # every acked send is in the store
-    assert set(data["cpu_per_call_ratios"]) == {"send_max", "read_max", "send_fixed_rate"}
+    assert set(data["cpu_per_call_ratios"]) == {"send_max", "read_max", "send_fixed_rate", "read_fixed_rate"}
     assert all(r is not None and r > 0 for r in data["cpu_per_call_ratios"].values())
     # the goal is judged only on ratios whose two sides ran at the same rate, each named with its ratio
     same, goal = data["cpu_per_call_same_rate"], data["cpu_goal"]
@@ -32,7 +33,12 @@ def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_
     assert goal["judged_on"] == {k: r for k, r in data["cpu_per_call_ratios"].items() if same[k]}
     assert goal["met"] == (all(r <= goal["goal"] for r in goal["judged_on"].values()) if goal["judged_on"] else None)
     assert "judged on the pairs run at the same rate" in data["closing_note"]
-    assert data["operation_cpu"]["operations"]  # the chat profile's operations, each with its loader CPU
+    ops = data["operation_cpu"]["operations"]  # the chat profile's operations, each with its caller CPU and path
+    assert ops and all(c["caller_cpu_ms_per_call"] >= 0 and c["path"] in ("thread", "future") for c in ops.values())
+    # a future among several operations leaves every loader CPU per call not measured (lab.load.operation_cpu)
+    assert all((c["loader_cpu_ms_per_call"] is None) == any(o["path"] == "future" for o in ops.values())
+               for c in ops.values())
+    assert data["params"]["driver"] == "futures" and "--driver futures" in result.report.closing_note
     stair = data["staircase"]
     steps = stair["steps"]
     assert 1 <= len(steps) <= stair["planned_steps"] == 4

@@ -10,6 +10,7 @@ from lab.bench.load_generator_report import (LoadBenchParams, LoadBenchReport, O
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.calibration.recommendations import ConstantAssessment
 from lab.load.loadgen_cpu import CpuWindow
+from lab.load.operation_cpu import apportion
 from lab.load.soak_report import OperationCounts, SoakAudit, SoakTotals
 from lab.load.summary import StepSummary
 from lab.load.verdict import LOADER_BOUND, Reason, Verdict
@@ -79,7 +80,8 @@ def test_load_bench_report_says_its_ratios():
     few = dataclasses.replace(report, staircase=dataclasses.replace(report.staircase, steps=(
         dataclasses.replace(step, service_us=LAT, corrected_us=LAT),)))
     assert "p99 too few (service too few)" in few.closing_note  # 4 calls: no p99 (issue 25 item 5)
-    assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None}  # no CPU measured
+    assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None,
+                                 "read_fixed_rate": None}  # no CPU measured
     unsteady = dataclasses.replace(report, chat=OperationCosts(profile="chat", load_dir="l4",
                                                                run=run(10.0, load_dir="l4"), operations={}))
     assert "chat profile per operation: not measured" in unsteady.closing_note  # said, not left out
@@ -120,15 +122,36 @@ def test_load_bench_report_puts_the_cpu_per_call_side_by_side():
                              locust_read=locust(2000, 30.0), plain_read=plain(2000, 30.0),
                              staircase=Staircase(max_rate=100.0, load_dir="l3", audit_ok=True, steps=()),
                              plain_send_fixed=plain(500, 30.0, requested_rate=50.0),
-                             locust_send_fixed=locust(500, 33.0, requested_rate=50.0))
+                             locust_send_fixed=locust(500, 33.0, requested_rate=50.0),
+                             plain_read_fixed=plain(1000, 10.0, requested_rate=100.0),
+                             locust_read_fixed=locust(1000, 10.5, requested_rate=100.0))
     assert report.plain_send.cpu_ms_per_call == 4.0 and report.locust_send.cpu_ms_per_call == 5.0
     assert report.plain_send.calls_per_core_second == 250.0
-    assert report.cpu_ratios == {"send_max": 1.25, "read_max": 1.0, "send_fixed_rate": 1.1}
+    assert report.cpu_ratios == {"send_max": 1.25, "read_max": 1.0, "send_fixed_rate": 1.1, "read_fixed_rate": 1.05}
     data = jsonable(report)
     assert data["cpu_per_call_ratios"]["send_fixed_rate"] == 1.1 and data["cpu_ratio_goal"] == 1.25
-    assert data["locust_send_fixed"]["requested_rate"] == 50.0
+    assert data["locust_send_fixed"]["requested_rate"] == 50.0 and data["plain_read_fixed"]["requested_rate"] == 100.0
     note = report.closing_note
     assert "CPU per call 5 ms vs 4 ms -> 1.25" in note and "send at a fixed 50/s" in note
+    assert "read at a fixed 100/s: Locust 100/s vs plain 100/s; CPU per call 1.05 ms vs 1 ms -> 1.05" in note
+
+
+def test_the_chat_table_says_when_a_future_leaves_the_loader_cpu_per_operation_not_measured():
+    """With an operation on the store's futures among several, no operation's loader CPU per call is
+    apportioned (lab.load.operation_cpu): the table shows each caller CPU and path, and says why."""
+    run = ThroughputRun(calls=100, errors=0, throughput=10.0, service_us=LAT, measured_seconds=10.0,
+                        loadgen_cpu=CpuWindow(samples=10, mean_percent_of_one_core=2.0), load_dir="l")
+    ops = apportion({"send": 60, "history_latest": 40}, {"send": 0.06, "history_latest": 0.004}, 0.2,
+                    {"send": "thread", "history_latest": "future"})
+    report = LoadBenchReport(run_id="r", params=LoadBenchParams(), keyspace="k", environment={},
+                             plain_send=run, locust_send=run, locust_read=run, plain_read=run,
+                             staircase=Staircase(max_rate=1.0, load_dir="l3", audit_ok=True, steps=()),
+                             chat=OperationCosts(profile="chat", load_dir="l4", run=run, operations=ops))
+    note = report.closing_note
+    assert "chat profile under Locust: 2 ms of loader CPU per call over all its calls" in note
+    assert "history_latest     not measured  (40 calls, future; caller 0.1 ms)" in note
+    assert "not measured per operation: a future's steps run on the driver's loop thread" in note
+    assert "--driver futures" in note  # the header names the Locust side's driver
 
 
 def test_calibration_run_round_trips_and_names_what_it_measured():
@@ -180,7 +203,7 @@ def test_cpu_per_call_at_unequal_rates_is_shown_but_not_judged_against_the_goal(
                              staircase=Staircase(max_rate=155.0, load_dir="l3", audit_ok=True, steps=()),
                              plain_send_fixed=side(56.5, 8.54, False, requested_rate=56.5),
                              locust_send_fixed=side(56.9, 7.75, True, requested_rate=56.5))
-    assert report.same_rate == {"send_max": False, "read_max": True, "send_fixed_rate": True}
+    assert report.same_rate == {"send_max": False, "read_max": True, "send_fixed_rate": True, "read_fixed_rate": None}
     goal = report.cpu_goal
     assert set(goal["judged_on"]) == {"read_max", "send_fixed_rate"} and goal["met"] is True
     note = report.closing_note

@@ -9,6 +9,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -27,6 +28,7 @@ from lab.results.jsonio import write_json
 from lab.load.plan import SEED_SHAPES, KeyRange, LoadPlan, load_profile
 from lab.load.templates import worker_templates
 from lab.cluster.reactors import LOCUST_REACTOR
+from lab.load.locust.hub_wait import HubWaiter
 
 _NS = 1_000_000_000
 _CONTEXT: LoadContext | None = None
@@ -58,6 +60,9 @@ class LoadContext:
         self.connection: Any = None
         self.error: BaseException | None = None
         self.threadpool: Any = None
+        self.hub_waiter: HubWaiter | None = None  # set: calls with a store future wait on it (lab.load.locust.hub_wait)
+        self._twins: dict[str, Callable[..., Any] | None] = {}
+        self.call_paths: dict[str, str] = {}   # operation -> thread | future | gevent (lab.load.operation_cpu)
         self.templates: tuple = ()
         self.conversations: dict[uuid.UUID, Conversation] = {}
         self.sent: list[tuple[Any, Any]] = []  # recent (request, ack) pairs senders may retry
@@ -65,7 +70,7 @@ class LoadContext:
         self._t0_wall = plan.t0
         self._t0_ns: int | None = None  # t0 on lab.measure's clock, converted once t0 is known
         self._t0_ns_of = 0.0
-        self.caller_cpu_ns: dict[str, int] = {}  # measured calls' CPU in the threads that ran them, per operation
+        self.caller_cpu_ns: dict[str, int] = {}  # measured calls' caller CPU per operation (lab.load.operation_cpu)
         self._closed = False
         self._test_since: float | None = None  # wall clock of the running test's start (web UI: several)
         self._measured_seconds = 0.0
@@ -205,11 +210,15 @@ class LoadContext:
         self.templates = tuple(worker_templates(self.plan))  # the seeder's file: no pandas import here
         if not gevent.monkey.is_module_patched("threading"):
             # Locust started with LOCUST_SKIP_MONKEY_PATCH (lab load's default): the driver keeps its
-            # default reactor in a real thread and every store call runs in one of gevent's native
-            # threads, so the store's blocking work (SQLite fsync, crypto) overlaps as in a plain
-            # client. Patched (plain `locust -f`): calls run on the gevent loop, driver on asyncore.
+            # default reactor in a real thread. A store call with an asynchronous twin is the store's
+            # future, chained on that thread, the user's greenlet woken through the hub (store_futures);
+            # any other runs in one of gevent's native threads, so the store's blocking work (SQLite
+            # fsync, crypto) overlaps as in a plain client. Patched (plain `locust -f`): calls run on
+            # the gevent loop, driver on asyncore.
             self.threadpool = gevent.get_hub().threadpool
             self.threadpool.maxsize = max(4, -(-self.plan.users // self.plan.workers) + 4)
+            if self.plan.store_futures:
+                self.hub_waiter = HubWaiter()
             self.connection = connect(self.config, reactor=self.plan.reactor)
         else:
             self.connection = connect(self.config, reactor=self.plan.reactor or LOCUST_REACTOR)
@@ -267,6 +276,17 @@ class LoadContext:
 
     def template(self) -> Any:
         return random.choice(self.templates)
+
+    def async_twin(self, fn: Callable[..., Any]) -> Callable[..., Any] | None:
+        """The store's ``<name>_async`` for the store method ``fn`` (the same call, its result a
+        ``concurrent.futures.Future``) when this process waits on store futures, else None."""
+        if self.hub_waiter is None:
+            return None
+        name = fn.__name__
+        if name not in self._twins:
+            self._twins[name] = getattr(self.store, f"{name}_async", None) \
+                if getattr(fn, "__self__", None) is self.store else None
+        return self._twins[name]
 
     def of_kind(self, kind: str) -> list[Conversation]:
         """This process's conversations of one kind (kept per kind: users ask on every call)."""
@@ -326,7 +346,8 @@ class LoadContext:
         extra = {"fixed_rate": self.plan.fixed_rate, "acks": getattr(getattr(self, "acks", None), "count", 0),
                  "driver": "native-threads" if self.threadpool is not None else "gevent",
                  "reactor": self.connection.cluster.connection_class.__name__ if self.connection is not None else None,
-                 # lab.load.operation_cpu: the native threads' CPU of the measured calls (not measured on gevent)
+                 "call_paths": dict(sorted(self.call_paths.items())),
+                 # lab.load.operation_cpu: the callers' CPU of the measured calls (not measured on gevent)
                  "caller_cpu_seconds": {op: ns / _NS for op, ns in sorted(self.caller_cpu_ns.items())}
                  if self.threadpool is not None else None}
         if self.store is not None:
@@ -355,6 +376,8 @@ class LoadContext:
         if self.store is not None:
             self.store.close()  # drains the asynchronous conversation_head updates
             self.connection.close()
+        if self.hub_waiter is not None:
+            self.hub_waiter.close()
         if hasattr(self, "acks"):
             self.acks.close()
 

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from locust import User, task
 
 from lab.errors import RequestTimeout
+from lab.load.operation_cpu import FUTURE, GEVENT, THREAD
 from lab.load.outcomes import OUTCOME_REQUEST_TYPE, classify, locust_name
 from lab.measure.process_cpu import thread_cpu_ns
 from lab.measure.timing import now_ns
 from lab.load.plan import S1_DM_ENTRIES, S1_DMS, S1_GROUP_ENTRIES
 from lab.load.pacing import UserPacer
 
+from lab.load.locust.hub_wait import HubWaiter
 from lab.load.locust.runtime import LoadContext, context
 
 IDLE_SECONDS = 3600.0  # after the schedule: wait (killable) until Locust stops the run
@@ -65,7 +67,9 @@ class StoreUser(User):
 
     def call(self, op: str, fn: Callable[..., Any], *args: Any,
              on_result: Callable[[Any, str], None] | None = None, **kwargs: Any) -> Any:
-        """Run one store call, record it (failures included), return its result or None.
+        """Run one store call, record it (failures included), return its result or None. Where the
+        store has ``<fn>_async`` (and the plan says store_futures) the call is that future, waited
+        on through the hub; else ``fn`` in a native thread of the pool (lab.load.operation_cpu: paths).
 
         ``on_result(result, phase)`` runs before the call is counted anywhere: a user stopped
         while Locust's request event runs (quitting the web UI kills user greenlets) must not
@@ -81,9 +85,15 @@ class StoreUser(User):
         ctx.in_flight += 1
         ctx.started += 1
         try:
-            if ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
+            twin = ctx.async_twin(fn)
+            if twin is not None:  # the store's future: its steps on the driver's loop, this greenlet woken by the hub
+                ctx.call_paths[op] = FUTURE
+                result = _future_result(ctx.hub_waiter, cpu, twin, args, kwargs)
+            elif ctx.threadpool is not None:  # a native thread runs it (and times its CPU); this greenlet waits
+                ctx.call_paths[op] = THREAD
                 result = ctx.threadpool.apply(_timed_cpu, (cpu, fn, args, kwargs))
             else:
+                ctx.call_paths[op] = GEVENT
                 result = fn(*args, **kwargs)
         except Exception as exc:  # recorded, never dropped: a failed call is a data point
             error = exc
@@ -128,6 +138,18 @@ def _timed_cpu(cpu: list[int], fn: Callable[..., Any], args: tuple, kwargs: dict
         return fn(*args, **kwargs)
     finally:
         cpu[0] = thread_cpu_ns() - t
+
+
+def _future_result(waiter: HubWaiter, cpu: list[int], twin: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``twin(*args, **kwargs)``'s future, waited on by this greenlet; the submission's CPU (no
+    greenlet switch inside it) in ``cpu[0]``: the future path's caller part (lab.load.operation_cpu)."""
+    t = thread_cpu_ns()
+    try:
+        future = twin(*args, **kwargs)
+    finally:
+        cpu[0] = thread_cpu_ns() - t
+    waiter.wait(future)
+    return future.result()
 
 
 class SenderUser(StoreUser):
