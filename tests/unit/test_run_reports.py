@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from lab.bench.load_generator_report import (LoadBenchParams, LoadBenchReport, OperationCosts, Staircase,
+from lab.bench.load_generator_report import (CPU_RATIO_GOAL, LoadBenchParams, LoadBenchReport, OperationCosts, Staircase,
                                              ThroughputRun)
 from lab.calibration.contract import CalibrationRun, NotebookRun, RoundTrip, RunError
 from lab.calibration.recommendations import ConstantAssessment
@@ -129,7 +129,7 @@ def test_load_bench_report_puts_the_cpu_per_call_side_by_side():
     assert report.plain_send.calls_per_core_second == 250.0
     assert report.cpu_ratios == {"send_max": 1.25, "read_max": 1.0, "send_fixed_rate": 1.1, "read_fixed_rate": 1.05}
     data = jsonable(report)
-    assert data["cpu_per_call_ratios"]["send_fixed_rate"] == 1.1 and data["cpu_ratio_goal"] == 1.25
+    assert data["cpu_per_call_ratios"]["send_fixed_rate"] == 1.1 and data["cpu_ratio_goal"] == CPU_RATIO_GOAL == 1.1
     assert data["locust_send_fixed"]["requested_rate"] == 50.0 and data["plain_read_fixed"]["requested_rate"] == 100.0
     note = report.closing_note
     assert "CPU per call 5 ms vs 4 ms -> 1.25" in note and "send at a fixed 50/s" in note
