@@ -116,7 +116,9 @@ def test_errors_are_the_futures_of_the_types_send_raises(store, open_store, tmp_
 
 
 @pytest.mark.parametrize("point", ["after_reserve", "after_record", "after_outbox", "after_commit"])
-def test_a_crash_point_fails_the_future_and_a_retry_resumes(open_store, tmp_path, point):
+def test_a_crash_point_fails_the_future_and_a_retry_resumes(open_store, tmp_path, point, outbox_kind):
+    if outbox_kind == "kafka" and point != "after_outbox":
+        pytest.skip("the walk is the same: the local outbox's runs cover this point")
     crashing = open_store(state_dir=tmp_path, faults=FaultPlan().arm(point))
     request = new_request()
     assert isinstance(crashing.send_async(request).exception(timeout=WAIT_SECONDS), CrashInjected)
