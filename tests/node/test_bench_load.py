@@ -13,7 +13,7 @@ from lab.bench.load_generator_report import CPU_RATIO_GOAL, LoadBenchParams
 
 pytestmark = pytest.mark.node
 
-TINY = LoadBenchParams(seconds=3, warmup_seconds=1, concurrency=4, step_seconds=2, seed_size="tiny")
+TINY = LoadBenchParams(seconds=2, warmup_seconds=1, concurrency=4, step_seconds=2, seed_size="tiny")
 
 
 def test_bench_load_measures_both_sides_and_judges_every_staircase_step(cluster_config, tmp_path):
