@@ -262,7 +262,9 @@ def calibrate(ctx: click.Context, home: Path, quick: bool, notebooks: str | None
               help="where compare-<a>-<b>/ goes (default: the folder holding RUN_A)")
 @click.option("--force", is_flag=True, help="compare runs that are not comparable (other mode, users, rate, profile, "
                                             "server or nodes); every test is then marked 'not comparable'")
-def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None:
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="family-wise significance level of the Holm-corrected tests (default 0.05)")
+def compare(run_a: Path, run_b: Path, results: Path | None, force: bool, alpha: float | None) -> None:
     """Two runs side by side: constants (do the runs agree?), load operations, notebook latency samples.
 
     Refuses runs that are not comparable (--force overrides); warns on a run compared with
@@ -272,7 +274,8 @@ def compare(run_a: Path, run_b: Path, results: Path | None, force: bool) -> None
     slower by 25%"). Prints the tables and writes compare-<a>-<b>/index.html."""
     from lab.comparison.compare import compare_runs, to_text, write_comparison
 
-    cmp = write_comparison(compare_runs(run_a, run_b, force=force), results or run_a.resolve().parent)
+    options = {} if alpha is None else {"alpha": alpha}
+    cmp = write_comparison(compare_runs(run_a, run_b, force=force, **options), results or run_a.resolve().parent)
     click.echo(to_text(cmp), nl=False)
     click.echo(f"html: {cmp.html_path.resolve()}")
 

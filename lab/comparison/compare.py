@@ -14,7 +14,7 @@ import numpy as np
 from lab.calibration.agreement import agreement
 from lab.comparison.compare_page import to_html, to_text, write_comparison
 from lab.comparison.rundata import RunData, load_run
-from lab.errors import CalibrationError
+from lab.errors import CalibrationError, ValidationError
 from lab.measure import a_over_b, bootstrap_ci, holm, interval_test, summarize_samples, window_medians
 from lab.measure.significance import IntervalTest, verdict
 from lab.measure.stats import ALPHA
@@ -30,6 +30,7 @@ class Comparison:
     b: RunData
     differences: list[dict[str, Any]] = field(default_factory=list)  # comparability (refuse / warn)
     forced: bool = False
+    alpha: float = ALPHA  # the family-wise significance level (Holm)
     constants: list[dict[str, Any]] = field(default_factory=list)
     operations: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
@@ -170,7 +171,9 @@ def compare_runs(path_a: Path | str, path_b: Path | str, *, alpha: float = ALPHA
     """Compare two run folders; refuses runs that are not comparable unless ``force``."""
 
     a, b = load_run(path_a), load_run(path_b)
-    cmp = Comparison(a=a, b=b, differences=comparability(a, b), forced=force)
+    if not (isinstance(alpha, float) and 0 < alpha < 1):
+        raise ValidationError(f"alpha must be a number between 0 and 1, got {alpha!r}", field="alpha")
+    cmp = Comparison(a=a, b=b, differences=comparability(a, b), forced=force, alpha=alpha)
     if not cmp.comparable and not force:
         what = "; ".join(f"{d['what']}: {d['a']} vs {d['b']}" for d in cmp.differences if d["severity"] == "refuse")
         raise CalibrationError(f"runs {a.run_id} and {b.run_id} are not comparable ({what}); differences would be "

@@ -11,7 +11,6 @@ from typing import Any
 
 from lab.measure import SUMMARY_PERCENTILES, min_samples, too_few
 from lab.measure.significance import TEST_NAME
-from lab.measure.stats import ALPHA
 from lab.results.html import esc, fmt, name_html, page, table
 from lab.results.jsonio import write_json
 from lab.results.run_files import inside
@@ -27,7 +26,7 @@ _LABEL = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9"}
 def test_description(cmp: Any) -> str:
     n = len(cmp.tests)
     return (f"{TEST_NAME} (one-second intervals of a load run, rounds of a notebook); Holm-corrected over the "
-            f"{n} test{'' if n == 1 else 's'} here, alpha {ALPHA}")
+            f"{n} test{'' if n == 1 else 's'} here, alpha {cmp.alpha:g}")
 
 
 def _ms(summary: Mapping[str, Any] | None, key: str, *, scale: float) -> tuple[str, str | None]:
@@ -329,7 +328,7 @@ def write_comparison(cmp: Any, results: Path) -> Any:
     cmp.html_path.write_text(to_html(cmp))
     cmp.text_path.write_text(to_text(cmp))
     write_json(out / "comparison.json",
-               {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": TEST_NAME, "alpha": ALPHA, "holm": True,
+               {"a": str(cmp.a.path), "b": str(cmp.b.path), "test": TEST_NAME, "alpha": cmp.alpha, "holm": True,
                 "verdict": headline(cmp), "differences": cmp.differences, "comparable": cmp.comparable,
                 "forced": cmp.forced, "constants": cmp.constants, "operations": cmp.operations,
                 "samples": cmp.samples})

@@ -10,6 +10,7 @@ import pytest
 
 from lab.measure.hdr import LatencyRecorder, summarize
 from lab.comparison.compare import compare_runs, to_html, to_text
+from lab.errors import ValidationError
 
 
 def _load_run(folder: Path, latencies_us: dict[str, list[list[int]]], *, fixed_rate: bool = False) -> Path:
@@ -294,3 +295,17 @@ def test_notebook_only_run_folders_from_jupyterlab_are_compared(tmp_path):
 
     with pytest.raises(CalibrationError, match="not a run folder"):
         compare_runs(tmp_path / "a", tmp_path / "empty")
+
+
+def test_the_significance_level_is_the_callers_and_is_recorded(tmp_path):
+    a = _load_run(tmp_path / "a", {"send": _seconds(1000, seed=1)}, fixed_rate=True)
+    b = _load_run(tmp_path / "b", {"send": _seconds(1300, seed=3)}, fixed_rate=True)
+    p = _ops(compare_runs(a, b))["send"]["tests"]["service"]["p_adjusted"]
+    assert 0 < p < 0.05
+    below, above = compare_runs(a, b, alpha=p / 2), compare_runs(a, b, alpha=min(0.5, p * 2))
+    assert not _ops(below)["send"]["tests"]["service"]["significant"]
+    assert _ops(above)["send"]["tests"]["service"]["significant"]
+    assert f"alpha {p / 2:g}" in to_text(below)
+    for bad in (0.0, 1.0, -0.1, 5, "0.01", float("nan")):
+        with pytest.raises(ValidationError):
+            compare_runs(a, b, alpha=bad)

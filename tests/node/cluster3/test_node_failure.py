@@ -1,4 +1,5 @@
-"""Node failure on a 3-node embedded cluster, RF 3, QUORUM / SERIAL (issue 7, item 3).
+"""Node failure on a 3-node embedded cluster, RF 3, QUORUM / SERIAL: no acknowledged send is lost
+or duplicated, and a replayed send gets its first ack, while a node is down and after it rejoins.
 
 The 3-node cluster is this folder's shared one (``conftest.py``: started once for the folder,
 on its own loopback addresses and JMX ports, killed by its recorded PIDs at the end even when a
