@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lab.cluster.connection import Connection, Stmt
 
-__all__ = ["Blocking", "Cql", "Walk", "failed", "run", "start"]
+__all__ = ["Blocking", "BlockingPool", "Cql", "Walk", "failed", "run", "start"]
 
 T = TypeVar("T")
 
@@ -72,6 +72,30 @@ def start(walk: Walk[T], connection: Connection, pool: Callable[[], Executor]) -
     future.set_running_or_notify_cancel()  # a running future cannot be cancelled: it completes once
     _Drive(walk, connection, pool, future).resume(None)
     return future
+
+
+class BlockingPool:
+    """The threads of one path's blocking steps: made on first use (an instance is the ``pool``
+    :func:`start` takes), stopped by :meth:`close` after the steps queued in it."""
+
+    __slots__ = ("_workers", "_name", "_lock", "_pool")
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers, self._name = workers, name
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self) -> Executor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
+            return self._pool
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 def failed(error: BaseException) -> Future[Any]:

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import functools
 import operator
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
-from lab.store.plumbing.steps import Blocking, Cql, Walk, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start
 from lab.errors import ValidationError
 from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
@@ -106,8 +105,7 @@ class BatchReader:
             lambda rows, partition, wanted: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition,
                                                         wanted=wanted))
         self._stmts: dict[str, Stmt] = {}
-        self._pool: ThreadPoolExecutor | None = None  # read_async's blocking steps, made on first use
-        self._pool_lock = threading.Lock()
+        self._pool = BlockingPool(BLOCKING_WORKERS, "lab-batch-blocking")  # read_async's blocking steps
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -206,20 +204,12 @@ class BatchReader:
         walk = self._walk(tenant_id, *self._coordinates(entries))
         for name in _STATEMENTS:  # a prepare waits for the node: never on the loop thread
             self._stmt(name)
-        return start(walk, self.connection, self._blocking_pool)
+        return start(walk, self.connection, self._pool)
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._pool.close()
 
-    def _blocking_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-batch-blocking")
-            return self._pool
 
     def _walk(self, tenant_id: uuid.UUID, coordinates: dict[int, tuple[uuid.UUID, int]],
               inline_skipped: int) -> Walk[BatchResult]:

@@ -6,10 +6,9 @@ Where the walk differs from the design's pseudo-code, and why: docs/store-intern
 """
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -19,7 +18,7 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
-from lab.store.plumbing.steps import Blocking, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows
@@ -120,8 +119,7 @@ class HistoryReader:
             if decode is None else (lambda rows, partition: decode([r for r in rows if r.message_id is not None],
                                                                    partition)))
         self._stmts: dict[str, Stmt] = {}
-        self._pool: ThreadPoolExecutor | None = None  # history_async's blocking steps, made on first use
-        self._pool_lock = threading.Lock()
+        self._pool = BlockingPool(BLOCKING_WORKERS, "lab-history-blocking")  # history_async's blocking steps
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -178,20 +176,12 @@ class HistoryReader:
         except Exception as exc:
             page.close()
             return failed(exc)
-        return start(page, self.connection, self._blocking_pool)
+        return start(page, self.connection, self._pool)
 
-    def _blocking_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-history-blocking")
-            return self._pool
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._pool.close()
 
     def _page(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, direction: Direction, anchor: int | None,
               limit: int) -> Walk[HistoryPage]:

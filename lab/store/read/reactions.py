@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import functools
 import random
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.handoff_lock import HandoffLock
-from lab.store.plumbing.steps import Blocking, Cql, Walk, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start
 from lab.errors import ReactionConflict, ValidationError
 from lab.store.rows.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
 
@@ -95,8 +94,7 @@ class Reactions:
         self._clock_ms = ctx.clock_ms
         self._locks = tuple(HandoffLock() for _ in range(_LOCK_STRIPES))
         self._stmts: dict[str, Stmt] = {}
-        self._pool: ThreadPoolExecutor | None = None  # react_async's blocking steps, made on first use
-        self._pool_lock = threading.Lock()
+        self._pool = BlockingPool(BLOCKING_WORKERS, "lab-reaction-blocking")  # react_async's blocking steps
 
     def _stmt(self, name: str) -> Stmt:
         stmt = self._stmts.get(name)
@@ -142,20 +140,12 @@ class Reactions:
                          NO_REACTION if reaction_key is None else check_reaction_key(reaction_key))
         for name in _STATEMENTS:  # a prepare waits for the node: never on the loop thread
             self._stmt(name)
-        return start(walk, self.connection, self._blocking_pool)
+        return start(walk, self.connection, self._pool)
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._pool.close()
 
-    def _blocking_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="lab-reaction-blocking")
-            return self._pool
 
     def self_reaction(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                       conversation_seq: int, user_id: uuid.UUID | str) -> str | None:

@@ -17,15 +17,14 @@ retention: docs/store-internals.md.
 from __future__ import annotations
 
 import functools
-import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
-from lab.store.plumbing.steps import Blocking, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
 from lab.store.write.head import HeadUpdate
 from lab.store.write.fencing import Fencing
@@ -185,8 +184,7 @@ class SendPath:
         self.fencing = fencing if fencing is not None else head.fencing
         self.archiver_mode = archiver_mode
         self.hot = hot  # archiver mode's hot window (lab.store.hot.redis_window.HotWindow), or None
-        self._pool: ThreadPoolExecutor | None = None  # send_async's blocking steps, made on first use
-        self._pool_lock = threading.Lock()
+        self._pool = BlockingPool(BLOCKING_WORKERS, "send-blocking")  # send_async's blocking steps
         self._prepared = False  # send_async's statements prepared (on a caller's thread)
 
     # -- the path -----------------------------------------------------------------------------
@@ -205,14 +203,11 @@ class SendPath:
             except Exception as exc:
                 return failed(exc)
             self._prepared = True  # the context keeps them: the walk's prepares are lookups from now on
-        return start(self.walk(req), self.ctx.connection, self._blocking_pool)
+        return start(self.walk(req), self.ctx.connection, self._pool)
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""
-        with self._pool_lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        self._pool.close()
 
     def walk(self, req: SendRequest) -> Walk[SendAck]:
         """Steps 0-7 (module docstring) as a walk (lab.store.plumbing.steps)."""
@@ -238,11 +233,6 @@ class SendPath:
             return (yield from self._finish_steps(req, record, entry=None, replayed=False))
         return (yield Blocking(functools.partial(self._retry, req, reservation)))
 
-    def _blocking_pool(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(BLOCKING_WORKERS, thread_name_prefix="send-blocking")
-            return self._pool
 
     def _retry(self, req: SendRequest, existing: Any) -> SendAck:
         message_id = blob_to_u128(existing.message_id)
