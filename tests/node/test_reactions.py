@@ -196,3 +196,34 @@ def test_react_async_issues_the_statements_react_issues(store):
     assert deltas[0] == deltas[1]
     with pytest.raises(ValidationError):
         store.react_async(uuid.uuid4(), uuid.uuid4(), 1, uuid.uuid4(), "x" * (REACTION_KEY_MAX_BYTES + 1))
+
+
+def test_a_failed_reaction_releases_its_messages_lock(cluster_config, connection, tmp_path):
+    """A step that fails inside the message's lock (here the summary table is gone) raises to the
+    caller with the lock already released: the next reaction to that message, sync or async, fails
+    the same way instead of waiting forever behind a lock the first one's traceback still held."""
+    from lab.errors import LabError
+    from lab.results.scratch import scratch_keyspace
+    from lab.store import MessageStore
+
+    with scratch_keyspace(connection, "rx", create=False) as ks, \
+            MessageStore.open(cluster_config.replace(keyspace=ks), connection=connection, state_dir=tmp_path) as s:
+        s.create_schema()
+        tenant, conv, seq = message()
+        s.react(tenant, conv, seq, uuid.uuid4(), "+1")  # every statement prepared
+        connection.execute(f"DROP TABLE {ks}.message_reaction_summary")
+        errors: list = []
+
+        def react_twice() -> None:
+            for call in (lambda: s.react(tenant, conv, seq, uuid.uuid4(), "+1"),
+                         lambda: s.react_async(tenant, conv, seq, uuid.uuid4(), "+1").result(timeout=60),
+                         lambda: s.react(tenant, conv, seq, uuid.uuid4(), "+1")):
+                try:
+                    call()
+                except LabError as exc:
+                    errors.append(exc)  # the traceback stays alive here, as a caller's would
+        worker = threading.Thread(target=react_twice, daemon=True)
+        worker.start()
+        worker.join(120)
+        assert not worker.is_alive(), "a reaction waits for a lock a failed one never released"
+        assert len(errors) == 3

@@ -46,21 +46,28 @@ Walk = Generator[Cql | Blocking, Any, T]
 
 
 def run(walk: Walk[T], connection: Connection) -> T:
-    """Drive ``walk`` on the calling thread; its result, or the first error raised on the way."""
+    """Drive ``walk`` on the calling thread; its result, or the first error raised on the way. A
+    step's error is raised inside the walk, where it yielded, so the walk's ``finally`` (a lock
+    it holds) runs before the error reaches the caller."""
     answer: Any = None
+    error: BaseException | None = None
     while True:
         try:
-            step = walk.send(answer)
+            step = walk.send(answer) if error is None else walk.throw(error)
         except StopIteration as stop:
             return stop.value
-        if isinstance(step, Blocking):
-            answer = step.call()
-        elif len(step.items) == 1:
-            stmt, params = step.items[0]
-            answer = [list(connection.execute(stmt, params))]
-        else:
-            answer = [list(rows) for rows in connection.execute_concurrent(
-                step.items, concurrency=step.concurrency or len(step.items))]
+        answer, error = None, None
+        try:
+            if isinstance(step, Blocking):
+                answer = step.call()
+            elif len(step.items) == 1:
+                stmt, params = step.items[0]
+                answer = [list(connection.execute(stmt, params))]
+            else:
+                answer = [list(rows) for rows in connection.execute_concurrent(
+                    step.items, concurrency=step.concurrency or len(step.items))]
+        except BaseException as exc:
+            error = exc
 
 
 def start(walk: Walk[T], connection: Connection, pool: Callable[[], Executor]) -> Future[T]:

@@ -233,7 +233,6 @@ class SendPath:
             return (yield from self._finish_steps(req, record, entry=None, replayed=False))
         return (yield Blocking(functools.partial(self._retry, req, reservation)))
 
-
     def _retry(self, req: SendRequest, existing: Any) -> SendAck:
         message_id = blob_to_u128(existing.message_id)
         seq, created_at_ms = existing.conversation_seq, existing.created_at
@@ -283,8 +282,8 @@ class SendPath:
         if write and not self.archiver_mode:
             yield from self._write_record(req, record, above=above)
         elif write and self.hot is not None and entry is None:  # archiver mode: step 3 writes the hot window
-            yield Blocking(functools.partial(self.hot.put, record))  # (§2.1 note); with an entry logged,
-            # the first attempt put it already
+            # (§2.1 note); with an entry logged, the first attempt put it already
+            yield Blocking(functools.partial(self.hot.put, record))
         self.ctx.faults.hit("after_record")
         if entry is None:
             logged = message_log_record(record)
