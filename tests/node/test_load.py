@@ -1,5 +1,6 @@
 """`lab load`: short headless Locust runs against the real node, whose summary must match what
-the audit reads back (pacing, latency bookkeeping and the audit's core: tests/unit).
+the audit reads back (pacing, latency bookkeeping and the audit's core: tests/unit), with the
+calls that have an asynchronous twin on the store's futures and the others in native threads.
 
 Locust itself never runs inside pytest (importing it monkey-patches the process): the run
 test goes through ``lab.load.runner.run_load``, which starts Locust as separate processes."""
@@ -12,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from lab.load.audit import read_acks
+from lab.load.operation_cpu import FUTURE, THREAD
 from lab.load.plan import SEED_SHAPES
 from lab.load.runner import LoadOptions, run_load
 from lab.measure.hdr import read_interval_log
 from lab.results.jsonio import read_json
 from lab.results.scratch import scratch_keyspace
+from lab.store import MessageStore
 
 pytestmark = pytest.mark.node
 
@@ -157,3 +160,52 @@ def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, 
     assert "interrupted: the summary covers the part that ran" in err.read_text() and "summary:" in out
     run_dir = next((tmp_path / "results").iterdir())
     shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
+
+
+# ---- the store's futures (lab.load.locust.hub_wait): structure only, no speed asserted ---------------
+# each Locust operation -> the store method its user calls (lab.load.locust.users)
+METHOD = {"send": "send", "send_retry": "send", "history_latest": "history", "history_older": "history",
+          "history_newer": "history", "backfill_s1_group": "batch_read", "backfill_s1_dms": "batch_read",
+          "backfill_mix": "batch_read", "react": "react", "unreact": "unreact", "self_reaction": "self_reaction",
+          "recall": "recall", "edit": "edit"}
+
+
+def _expected_path(op: str) -> str:
+    return FUTURE if callable(getattr(MessageStore, f"{METHOD[op]}_async", None)) else THREAD
+
+
+def test_each_operation_ran_on_the_future_path_exactly_when_the_store_has_a_twin(load_run):
+    """Every operation whose store method has an ``_async`` twin waited on the store's future (no
+    native thread per call), the others ran in native threads; the audit above holds for both."""
+    ran = set()
+    for worker in load_run.summary.workers:
+        paths = dict(worker.call_paths)
+        assert paths == {op: _expected_path(op) for op in paths}
+        ran |= set(paths)
+    assert {"send", "history_latest"} <= ran  # the mix ran both kinds
+    s = load_run.summary.to_json()
+    history = [op for op in s["operations"] if op.startswith("history_")]
+    assert history and all(s["operations"][op]["errors"] == 0 for op in history)
+
+
+def test_loader_cpu_per_operation_is_measured_or_says_it_is_not(load_run):
+    ops = load_run.summary.operation_cpu
+    if not ops:  # too few calls finished in the window for a CPU per call: nothing reported, nothing wrong
+        pytest.skip("the run's window was not steady enough for a CPU per call")
+    assert ops["history_latest"].path == FUTURE and ops["history_latest"].caller_cpu_ms_per_call > 0
+    # a future among several operations: no operation's share of the loop thread is known
+    assert all(c.loader_cpu_ms_per_call is None for c in ops.values())
+    assert load_run.summary.loader_cpu_ms_per_call > 0  # the whole run's figure stays measured
+
+
+def test_the_thread_driver_keeps_every_call_in_a_native_thread(cluster_config, connection, tmp_path):
+    with scratch_keyspace(connection, "loadfut", create=False) as keyspace:
+        result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+            profile="read_only", users=4, duration_seconds=2, seed_size="tiny", processes=1, results=tmp_path,
+            store_futures=False))
+    shutil.rmtree(result.state_root, ignore_errors=True)
+    (worker,) = result.summary.workers
+    assert worker.call_paths and set(worker.call_paths.values()) == {THREAD}
+    assert result.summary.all_operations.count > 0 and result.summary.all_operations.errors == 0
+    assert all(c.path == THREAD and c.loader_cpu_ms_per_call is not None
+               for c in result.summary.operation_cpu.values())
