@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from lab.cluster.connection import Connection, Stmt
 
-__all__ = ["Blocking", "BlockingPool", "Cql", "Walk", "failed", "run", "start"]
+__all__ = ["Blocking", "BlockingPool", "Cql", "Walk", "failed", "run", "start", "start_prepared"]
 
 T = TypeVar("T")
 
@@ -103,6 +103,19 @@ class BlockingPool:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+
+
+def start_prepared(walk: Walk[T], connection: Connection, pool: Callable[[], Executor],
+                   prepare: Callable[[], object]) -> Future[T]:
+    """:func:`start` once ``prepare()`` has prepared the walk's statements on the calling thread (a
+    prepare waits for the node: on the loop thread it would wait for itself); a failed prepare is
+    the future's error, the walk closed before its first step."""
+    try:
+        prepare()
+    except Exception as exc:
+        walk.close()
+        return failed(exc)
+    return start(walk, connection, pool)
 
 
 def failed(error: BaseException) -> Future[Any]:

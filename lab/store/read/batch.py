@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
-from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
 from lab.errors import ValidationError
 from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
@@ -202,13 +202,7 @@ class BatchReader:
         are checked here (the error raised at once); any later error is the future's."""
         tenant_id = parse_uuid(tenant_id)
         walk = self._walk(tenant_id, *self._coordinates(entries))
-        try:  # a prepare waits for the node: never on the loop thread, so every statement now
-            for name in _STATEMENTS:
-                self._stmt(name)
-        except Exception as exc:
-            walk.close()
-            return failed(exc)
-        return start(walk, self.connection, self._pool)
+        return start_prepared(walk, self.connection, self._pool, lambda: [self._stmt(name) for name in _STATEMENTS])
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""

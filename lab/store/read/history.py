@@ -18,7 +18,7 @@ from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
-from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
 from lab.store.rows.ids import check_bigint, parse_uuid
 from lab.store.plumbing.lru import Lru
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows
@@ -170,13 +170,8 @@ class HistoryReader:
         checked here (ValidationError at once); any later error, mapped as :meth:`history` raises it,
         is the future's."""
         page = self._page(*_checked(tenant_id, conversation_id, direction, anchor, limit))
-        try:  # a prepare waits for the node: never on the loop thread, so every page statement now
-            for name in ("bounds", "older", "newer"):
-                self._stmt(name)
-        except Exception as exc:
-            page.close()
-            return failed(exc)
-        return start(page, self.connection, self._pool)
+        return start_prepared(page, self.connection, self._pool,
+                              lambda: [self._stmt(name) for name in ("bounds", "older", "newer")])
 
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.handoff_lock import HandoffLock
-from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
 from lab.errors import ReactionConflict, ValidationError
 from lab.store.rows.ids import check_bigint, check_conversation_seq, check_text_key, parse_uuid, seq_bucket
 
@@ -138,13 +138,7 @@ class Reactions:
         A bad argument raises at once; any later error is the future's, of the type react raises."""
         walk = self._set(tenant_id, conversation_id, conversation_seq, user_id,
                          NO_REACTION if reaction_key is None else check_reaction_key(reaction_key))
-        try:  # a prepare waits for the node: never on the loop thread, so every statement now
-            for name in _STATEMENTS:
-                self._stmt(name)
-        except Exception as exc:
-            walk.close()
-            return failed(exc)
-        return start(walk, self.connection, self._pool)
+        return start_prepared(walk, self.connection, self._pool, lambda: [self._stmt(name) for name in _STATEMENTS])
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""

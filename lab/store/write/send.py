@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.cluster.connection import Stmt
 from lab.store.plumbing.context import StoreContext
-from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, failed, run, start
+from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
 from lab.errors import InvalidId, NotFound, PayloadTooLarge, UnknownEnum, ValidationError
 from lab.store.write.head import HeadUpdate
 from lab.store.write.fencing import Fencing
@@ -195,15 +195,15 @@ class SendPath:
     def send_async(self, req: SendRequest) -> Future[SendAck]:
         """The same steps chained on the driver's event loop; the future gets the ack or the error
         ``send`` raises. A retry's resume (rare, several reads) runs whole in the path's pool."""
+        return start_prepared(self.walk(req), self.ctx.connection, self._pool, self._prepare)
+
+    def _prepare(self) -> None:
+        """Every statement of the walk (once: the context keeps them, the walk's prepares are lookups)."""
         if not self._prepared:
-            try:  # a prepare waits for the node: never on the loop thread, so every statement of the walk now
-                for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
-                    self.ctx.prepare(cql)
-                self.fencing.prepare()
-            except Exception as exc:
-                return failed(exc)
-            self._prepared = True  # the context keeps them: the walk's prepares are lookups from now on
-        return start(self.walk(req), self.ctx.connection, self._pool)
+            for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
+                self.ctx.prepare(cql)
+            self.fencing.prepare()
+            self._prepared = True
 
     def close(self) -> None:
         """Stop the blocking steps' pool (after the steps queued in it)."""
