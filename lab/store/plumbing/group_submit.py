@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from lab.errors import LabError
+from lab.store.plumbing.steps import BlockingPool
 
 __all__ = ["DEFAULT_MAX_BATCH", "GroupSubmit"]
 
@@ -58,7 +59,7 @@ class GroupSubmit(Generic[I, R]):
         self._queue: list[_Waiter] = []
         self._busy = False
         self._pid = os.getpid()
-        self._worker: ThreadPoolExecutor | None = None  # the asynchronous callers' rounds, made on first use
+        self._worker = BlockingPool(1, "group-submit")  # the asynchronous callers' rounds
         self.rounds = 0  # rounds run (a round of one item counts): items / rounds is the grouping achieved
 
     def submit(self, item: I) -> R:
@@ -83,15 +84,13 @@ class GroupSubmit(Generic[I, R]):
 
     def close(self) -> None:
         """Stop the worker thread of the asynchronous callers (after the rounds queued in it)."""
-        with self._lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=True)
+        self._worker.close()
 
     def _enqueue(self, waiter: _Waiter) -> _Waiter:
         with self._lock:
             if self._pid != os.getpid():  # a forked child must not wait for its parent's leader
-                self._queue, self._busy, self._pid, self._worker = [], False, os.getpid(), None
+                self._queue, self._busy, self._pid = [], False, os.getpid()
+                self._worker = BlockingPool(1, "group-submit")
             self._queue.append(waiter)
             waiter.lead = not self._busy
             self._busy = True
@@ -99,11 +98,7 @@ class GroupSubmit(Generic[I, R]):
 
     def _hand_over(self, waiter: _Waiter) -> None:
         """Run the round ``waiter`` leads on the worker thread (an asynchronous caller leads nothing itself)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(1, thread_name_prefix="group-submit")
-            worker = self._worker
-        worker.submit(self._round, waiter)
+        self._worker().submit(self._round, waiter)
 
     def _round(self, waiter: _Waiter) -> None:
         with self._lock:  # a leader is always the head of the queue: its item is in the round

@@ -26,8 +26,7 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Cql:
     """Statements issued together (one round trip); the answer: each one's rows (a list), in input order.
-    ``concurrency``: at most that many in flight on the calling thread's driver (0: all); the event
-    loop's driver fires them all at once."""
+    ``concurrency``: at most that many in flight at once (0: all), on either driver."""
 
     items: tuple[tuple[Stmt, Sequence[Any]], ...]
     concurrency: int = 0
@@ -148,7 +147,7 @@ class _Drive:
                 pending = step.start() if step.start is not None else None
                 (pending if pending is not None else self.pool().submit(step.call)).add_done_callback(self._blocked)
             else:
-                self._issue(step.items)
+                self._issue(step.items, step.concurrency)
         except BaseException as exc:
             self.fail(exc)
 
@@ -163,35 +162,63 @@ class _Drive:
         else:
             self.resume(done.result())
 
-    def _issue(self, items: Sequence[tuple[Stmt, Sequence[Any]]]) -> None:
-        """Fire ``items`` at once; resume with their rows once all answered, or fail with the first
-        error in input order (as ``execute_concurrent``: nothing is started after a failed start)."""
+    def _issue(self, items: Sequence[tuple[Stmt, Sequence[Any]]], concurrency: int) -> None:
+        """Fire ``items``, at most ``concurrency`` in flight (0: all; a sliding window, as
+        ``execute_concurrent``'s); resume with their rows once all answered, or fail with the first
+        error in input order once every started one settled: none is started after an error."""
         n = len(items)
+        window = concurrency or n
         rows: list[Any] = [None] * n
         errors: list[BaseException | None] = [None] * n
         lock = threading.Lock()
-        left = [n]
+        # started, running, failed, pumping (one thread starts statements at a time), finished
+        st = {"started": 0, "running": 0, "failed": False, "pumping": False, "finished": False}
 
-        def settle(i: int, result: Any, error: BaseException | None) -> None:
-            rows[i], errors[i] = result, error
+        def pump() -> None:
+            """Start what the window allows; the last to find nothing running finishes. One pump at
+            a time, so an answer that arrives inline (inside ``add_callbacks``) never recurses."""
             with lock:
-                left[0] -= 1
-                last = left[0] == 0
-            if last:
+                if st["pumping"]:
+                    return  # the running pump re-reads the window before it stops
+                st["pumping"] = True
+            while True:
+                with lock:
+                    i = None
+                    if not st["failed"] and st["started"] < n and st["running"] < window:
+                        i = st["started"]
+                        st["started"] += 1
+                        st["running"] += 1
+                    else:
+                        st["pumping"] = False
+                        done = st["running"] == 0 and not st["finished"]
+                        st["finished"] |= done
+                if i is None:
+                    break
+                fire(i)
+            if done:
                 first = next((e for e in errors if e is not None), None)
                 if first is not None:
                     self.fail(first)
                 else:
                     self.resume(rows)
 
-        for i, (stmt, params) in enumerate(items):
+        def settle(i: int, result: Any, error: BaseException | None) -> None:
+            rows[i], errors[i] = result, error
+            with lock:
+                st["running"] -= 1
+                st["failed"] |= error is not None
+            pump()
+
+        def fire(i: int) -> None:
+            stmt, params = items[i]
             try:
                 response = self.connection.execute_async(stmt, params)  # raises lab errors already
             except BaseException as exc:
-                for j in range(i, n):
-                    settle(j, None, exc if j == i else None)
+                settle(i, None, exc)
                 return
             self._collect(response, stmt, i, settle)
+
+        pump()
 
     def _collect(self, response: Any, stmt: Stmt, i: int,
                  settle: Callable[[int, Any, BaseException | None], None]) -> None:

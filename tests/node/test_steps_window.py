@@ -1,0 +1,104 @@
+"""The event loop's driver of a walk (lab.store.plumbing.steps.start) against the real node: a
+step's ``Cql.concurrency`` bounds the requests in flight as the calling thread's driver bounds
+them (a sliding window), answers come in input order, and nothing is started after an error."""
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from lab.errors import InvalidRequest
+
+pytestmark = pytest.mark.node
+
+ROWS = 120
+
+
+class Counting:
+    """The session's connection, counting this test's requests in flight (answered or failed)."""
+
+    def __init__(self, connection) -> None:
+        self.connection = connection
+        self.lock = threading.Lock()
+        self.in_flight = self.most = self.started = 0
+
+    def execute_async(self, stmt, params):
+        with self.lock:
+            self.started += 1
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        response = self.connection.execute_async(stmt, params)
+        response.add_callbacks(self._answered, self._answered)  # before the walk's own callbacks
+        return response
+
+    def _answered(self, _result) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    def translate_error(self, error, stmt):
+        return self.connection.translate_error(error, stmt)
+
+
+@pytest.fixture(scope="module")
+def table(connection, scratch_keyspace):
+    name = f"{scratch_keyspace}.window_{uuid.uuid4().hex[:6]}"
+    connection.execute(f"CREATE TABLE {name} (k int PRIMARY KEY, v int)")
+    insert = connection.prepare(f"INSERT INTO {name} (k, v) VALUES (?, ?)")
+    connection.execute_concurrent([(insert, (k, k * 7)) for k in range(ROWS)])
+    return name
+
+
+def _walk(items, concurrency):
+    from lab.store.plumbing.steps import Cql
+
+    answer = yield Cql(tuple(items), concurrency=concurrency)
+    return answer
+
+
+def _reads(connection, table):
+    select = connection.prepare(f"SELECT v FROM {table} WHERE k = ?")
+    return [(select, (k,)) for k in range(ROWS)]
+
+
+@pytest.mark.parametrize("concurrency", [1, 8, 32])
+def test_the_window_bounds_requests_in_flight_and_answers_in_input_order(connection, table, concurrency):
+    from lab.store.plumbing.steps import BlockingPool, run, start
+
+    counting, pool = Counting(connection), BlockingPool(1, "test-window")
+    try:
+        answer = start(_walk(_reads(connection, table), concurrency), counting, pool).result(timeout=60)
+    finally:
+        pool.close()
+    assert [rows[0].v for rows in answer] == [k * 7 for k in range(ROWS)]
+    assert counting.started == ROWS
+    assert 1 <= counting.most <= concurrency
+    assert answer == run(_walk(_reads(connection, table), concurrency), connection)
+
+
+def test_nothing_is_started_after_an_error(connection, table):
+    """A negative TTL is refused by the node (not by the bind): the 31st write fails, so at most the
+    window's other requests were in flight then, and none starts afterwards."""
+    from lab.store.plumbing.steps import BlockingPool, start
+
+    insert = connection.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?) USING TTL ?")
+    items = [(insert, (ROWS + k, k, -1 if k == 30 else 0)) for k in range(100)]
+    counting, pool = Counting(connection), BlockingPool(1, "test-window")
+    try:
+        future = start(_walk(items, 4), counting, pool)
+        with pytest.raises(InvalidRequest):
+            future.result(timeout=60)
+    finally:
+        pool.close()
+    assert 31 <= counting.started <= 30 + 4
+
+
+def test_an_empty_step_answers_at_once(connection):
+    from lab.store.plumbing.steps import BlockingPool, start
+
+    pool = BlockingPool(1, "test-window")
+    try:
+        assert start(_walk((), 0), connection, pool).result(timeout=10) == []
+        assert start(_walk((), 8), connection, pool).result(timeout=10) == []
+    finally:
+        pool.close()
