@@ -64,11 +64,12 @@ from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reacti
 # What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
            "BatchEntry", "BatchResult", "BIT63", "blob_to_u128", "BodyCache", "compose_message_id",
-           "ConversationHead", "CRASH_POINTS", "DECODE_PATHS", "decode_page", "DecodePage", "DedupState", "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT",
-           "DEFAULT_STATE_DIR", "DekId", "Direction", "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord",
-           "FaultPlan", "FIRST_CONVERSATION_SEQ", "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike",
-           "MediaMetadata", "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS",
-           "MessageIdGenerator", "MessagePayload", "minted_message_id", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
+           "ConversationHead", "CRASH_POINTS", "DECODE_PATHS", "decode_page", "DecodePage", "DedupState",
+           "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT", "DEFAULT_STATE_DIR", "DekId", "Direction",
+           "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord", "FaultPlan", "FIRST_CONVERSATION_SEQ",
+           "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "MediaMetadata", "MentionTargets",
+           "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS", "MessageIdGenerator",
+           "MessagePayload", "minted_message_id", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
            "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
            "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
            "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
@@ -124,9 +125,8 @@ class MessageStore:
              retention: RetentionPolicy | None = None, faults: FaultPlan | None = None,
              connection: Connection | None = None, outbox: str | None = None, fencing_epoch: int = 0,
              head_failover: bool = False, services: ServicesConfig | None = None) -> MessageStore:
-        """Connect (or reuse ``connection``, which the store then does not close) and open the
-        local durable state under ``state_dir``: DEKs, the outbox, the conversation_seq
-        reservations. Every option: docs/store-api.md. A new store is a restarted writer."""
+        """Connect (or reuse ``connection``, which the store then does not close) and open the local durable
+        state under ``state_dir``: DEKs, the outbox, the seq reservations. Options: docs/store-api.md."""
         if not isinstance(config, ClusterConfig):
             raise ValidationError("config must be a lab.cluster.config.ClusterConfig", field="config")
         constants = constants if constants is not None else load_constants()
@@ -145,11 +145,9 @@ class MessageStore:
         log = open_outbox(outbox, path=state_dir / OUTBOX_FILE, **services.outbox_options(outbox, config.keyspace))
         hot = hot_layer = None
         if archiver_mode and services.hot_window == "redis":
-            from lab.store.hot.redis_window import HotWindow, HotWindowLayer
-
-            hot = HotWindow.open(services, namespace=config.keyspace, window_days=constants.history_hot_window_days)
-            hot_layer = HotWindowLayer(hot, decode=lambda row: decode_row(row, ctx.encryptor),
-                                       bucket_width=constants.message_seq_bucket_width)
+            from lab.store.hot.redis_window import open_hot_window
+            hot, hot_layer = open_hot_window(services, namespace=config.keyspace, constants=constants,
+                                             decode=lambda row: decode_row(row, ctx.encryptor))
         sequences = SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
                                       id_generator=MessageIdGenerator(node_id, clock_ms=ctx.clock_ms))
         head_writer = HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover)
@@ -241,20 +239,28 @@ class MessageStore:
         """§5.3: CONTROL event to the log first, then state=RECALLED with the event's coordinate."""
         return self._parts.recall_path.recall(tenant_id, conversation_id, conversation_seq, actor_id=actor_id)
 
+    def recall_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *,
+                     actor_id: IdLike) -> Future[RecallResult]:
+        """:meth:`recall` as a future (no thread per call in flight); every error is the future's."""
+        return self._parts.recall_path.recall_async(tenant_id, conversation_id, conversation_seq, actor_id=actor_id)
+
     def edit(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
              actor_id: IdLike, e2ee: bool = False) -> EditResult:
         """§5.3: CONTROL event (with the new sealed payload) to the log, then the whole-payload replace."""
         return self._parts.recall_path.edit(tenant_id, conversation_id, conversation_seq, body=body,
                                             actor_id=actor_id, e2ee=e2ee)
 
+    def edit_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int, *, body: bytes,
+                   actor_id: IdLike, e2ee: bool = False) -> Future[EditResult]:
+        """:meth:`edit` as a future (no thread per call in flight); every error is the future's."""
+        return self._parts.recall_path.edit_async(tenant_id, conversation_id, conversation_seq, body=body,
+                                                  actor_id=actor_id, e2ee=e2ee)
+
     def erase_conversation(self, tenant_id: IdLike, conversation_id: IdLike) -> None:
-        """Compliance erasure by crypto-erasure (§3, §6): destroy every version of the
-        conversation's DEK and drop its bodies from this node's LRU. No row is deleted: the
-        rows stay, unreadable, until their TTL. Afterwards history / lookup / read_bucket of
-        it raise KeyDestroyed, batch reads report its messages missing, sends to it are
-        refused. Other processes sharing the key store see the erasure when their DEK cache
-        entries expire (``dek_cache_ttl_seconds``); their body LRUs must be told by calling
-        this (or ``body_cache.discard_conversation``) on every node."""
+        """Compliance erasure by crypto-erasure (§3, §6): every version of the conversation's DEK destroyed,
+        its bodies dropped from this node's LRU; the rows stay, unreadable, until their TTL (history / lookup
+        / read_bucket raise KeyDestroyed, batch reads report them missing, sends are refused). Other processes
+        see it when their DEK cache entries expire; call this (or ``body_cache.discard_conversation``) on each."""
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         self._parts.ctx.encryptor.destroy(tenant_id, conversation_id)
         self.body_cache.discard_conversation(tenant_id, conversation_id)
@@ -274,10 +280,9 @@ class MessageStore:
         self._parts.head_writer.drain(timeout_seconds)
 
     def apply_head(self, update: HeadUpdate) -> str:
-        """Apply a conversation_head update now, through this store's head writer (monotonic
-        check; the failover compare-and-set form when opened with ``head_failover``).
-        Returns "written", "unchanged", "dropped" (a regression, counted) or "failed".
-        ``send`` does this asynchronously; this is for seeding, migrations and tests."""
+        """Apply a conversation_head update now, through this store's head writer (monotonic check; the failover
+        compare-and-set form when opened with ``head_failover``): "written", "unchanged", "dropped" (a
+        regression, counted) or "failed". ``send`` does this asynchronously; this is for seeding and tests."""
         return self._parts.head_writer.apply(check_head_update(update))
 
     def submit_head(self, update: HeadUpdate) -> Future:
@@ -290,20 +295,17 @@ class MessageStore:
         self._parts.sequences.advance_to(tenant_id, conversation_id, next_seq)
 
     def advance_earliest(self, tenant_id: IdLike, conversation_id: IdLike) -> EarliestAdvance | None:
-        """Move the conversation's earliest_available_conversation_seq (E) to its first row still
-        stored, once that row is older than the dedup window (lab.store.write.earliest); older pages
-        then end there (has_more=false) instead of on the empty-bucket stop. None without a head."""
+        """Move the conversation's E to its first row still stored, once that row is older than the dedup window
+        (lab.store.write.earliest): older pages end there (has_more=false). None without a head."""
         return self._parts.earliest.advance(tenant_id, conversation_id)
 
     def advance_earliest_all(self) -> AdvanceSummary:
-        """:meth:`advance_earliest` for every conversation of the keyspace (a maintenance job:
-        a full scan of conversation_head; run it e.g. daily)."""
+        """:meth:`advance_earliest` for every conversation (a full scan of conversation_head: a daily job)."""
         return self._parts.earliest.advance_all()
 
     def archive_once(self, *, max_batches: int | None = None, group: str = ARCHIVER_GROUP) -> int:
-        """Archiver mode (§2.1 note): archive what the log holds (or ``max_batches`` batches)
-        into message_record + message_index; returns rows written. Another ``group`` is a
-        second consumer replaying the log from its own offset."""
+        """Archiver mode (§2.1 note): archive what the log holds (or ``max_batches`` batches) into message_record
+        + message_index; returns rows written. Another ``group`` replays the log from its own offset."""
         return self._parts.archiver.run_once(max_batches=max_batches, group=group)
 
     def archive_lag(self, *, group: str = ARCHIVER_GROUP) -> int:
@@ -334,9 +336,8 @@ class MessageStore:
 
     def history_async(self, tenant_id: IdLike, conversation_id: IdLike, direction: Direction = "older",
                       anchor: int | None = None, limit: int = DEFAULT_HISTORY_LIMIT) -> Future[HistoryPage]:
-        """:meth:`history`'s page as a future, its reads chained on the driver's event loop (no thread
-        per call in flight). A bad argument raises ValidationError at once; any other error is the
-        future's, of the type :meth:`history` raises."""
+        """:meth:`history`'s page as a future, its reads chained on the driver's event loop (no thread per call in
+        flight). A bad argument raises ValidationError at once; any other error is the future's, as history's."""
         return self._parts.history_reader.history_async(tenant_id, conversation_id, direction=direction,
                                                         anchor=anchor, limit=limit)
 
@@ -382,10 +383,9 @@ class MessageStore:
 
     # ---- baselines and verification (raw CQL on this store's keyspace) --------------------
     def prepare_raw(self, cql: str, *, key_columns: tuple[str, ...] = (), kind: str | None = None) -> Stmt:
-        """Prepare a statement the store itself never issues, with ``{ks}`` replaced by this
-        store's keyspace: the bare / naive baselines of benchmarks and experiments, and tests
-        that look at the tables directly. Run it with ``store.connection.execute`` (counted
-        by the same request accounting as the store's own requests)."""
+        """Prepare a statement the store itself never issues, ``{ks}`` replaced by this store's keyspace: the
+        baselines of benchmarks and experiments, tests that look at the tables. Run it with
+        ``store.connection.execute`` (counted by the same request accounting as the store's own requests)."""
         if not isinstance(cql, str) or not cql.strip():
             raise ValidationError("cql must be a non-empty str", field="cql")
         try:
@@ -417,14 +417,14 @@ class MessageStore:
             return
         self._closed = True
         parts = self._parts
-        parts.send_path.close()  # send_async's pool, before the head writer its steps submit to
+        for path in (parts.send_path, parts.recall_path):  # the async calls' pools, before what their steps use
+            path.close()
         parts.head_writer.close()  # finishes queued head updates first
         parts.recovery.stop()  # closed: nothing of this writer is left to recover
         parts.sequences.close()
         parts.outbox.close()
-        parts.history_reader.close()  # history_async's pool, before the hot window it reads
-        parts.reactions.close()
-        parts.batch_reader.close()
+        for reader in (parts.history_reader, parts.reactions, parts.batch_reader):  # pools, before the hot window
+            reader.close()
         if parts.hot is not None:
             parts.hot.close()
         parts.ctx.encryptor.keystore.close()

@@ -88,6 +88,9 @@ BAD_REACTION_KEYS = {"empty (reserved)": "", "None": None, "int": 7, "65 bytes":
 SEQ_CALLS: dict[str, Callable[..., Any]] = {
     "recall": lambda s, t, c, q, u: s.recall(t, c, q, actor_id=u),
     "edit": lambda s, t, c, q, u: s.edit(t, c, q, body=b"new", actor_id=u),
+    # recall_async and edit_async: every refusal is the future's, raised by result(), of the sync call's type
+    "recall_async": lambda s, t, c, q, u: s.recall_async(t, c, q, actor_id=u).result(30),
+    "edit_async": lambda s, t, c, q, u: s.edit_async(t, c, q, body=b"new", actor_id=u).result(30),
     "react": lambda s, t, c, q, u: s.react(t, c, q, u, "ok"),
     "react_async": lambda s, t, c, q, u: s.react_async(t, c, q, u, "ok"),  # raised at once, not the future's
     "unreact": lambda s, t, c, q, u: s.unreact(t, c, q, u),
@@ -236,6 +239,17 @@ cases("edit", NotFound, {"no message at seq": lambda s, d: s.edit(d.tenant, d.co
 cases("edit", KeyDestroyed, {"in a crypto-erased conversation": lambda s, d: s.edit(
     d.tenant, d.erased_conv, d.erased_seq, body=b"x", actor_id=d.sender)})
 cases("recall", NotFound, {"another tenant": lambda s, d: s.recall(uuid.uuid4(), d.conv, d.seq, actor_id=d.sender)})
+cases("edit_async", ValidationError, {
+    "e2ee str": lambda s, d: s.edit_async(d.tenant, d.conv, d.seq, body=b"x", actor_id=d.sender, e2ee="no").result(30),
+    "body None": lambda s, d: s.edit_async(d.tenant, d.conv, d.seq, body=None, actor_id=d.sender).result(30),
+    "body over the limit": lambda s, d: s.edit_async(d.tenant, d.conv, d.seq, actor_id=d.sender,
+                                                     body=b"x" * (s.constants.payload_max_bytes + 1)).result(30)})
+cases("edit_async", NotFound, {"no message at seq": lambda s, d: s.edit_async(d.tenant, d.conv, d.seq + 500, body=b"x",
+                                                                              actor_id=d.sender).result(30)})
+cases("edit_async", KeyDestroyed, {"in a crypto-erased conversation": lambda s, d: s.edit_async(
+    d.tenant, d.erased_conv, d.erased_seq, body=b"x", actor_id=d.sender).result(30)})
+cases("recall_async", NotFound, {"another tenant": lambda s, d: s.recall_async(uuid.uuid4(), d.conv, d.seq,
+                                                                                actor_id=d.sender).result(30)})
 
 # ---- keys: another store's DEK, no DEK, a destroyed DEK -------------------------------------------------
 cases("history", DecryptError, {"wrong DEK": lambda s, d: d.wrong_key.history(d.tenant, d.conv),

@@ -46,15 +46,22 @@ def test_committed_messages_are_readable_before_the_archiver_runs(hot_store, out
     assert got.hot_hits == 12 and not got.missing and got.messages[acks[3].message_id].body == b"m3"
 
 
-def test_recall_and_edit_before_archiving_are_visible_in_both(hot_store):
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_recall_and_edit_before_archiving_are_visible_in_both(hot_store, driver):
+    """Either driver of recall / edit (the asynchronous one reads the log and writes the hot copy in
+    blocking steps, off the loop thread) leaves the same rows and hot copies."""
     s = hot_store
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     sender = uuid.uuid4()
     acks = [s.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender, body=b"v1"))
             for _ in range(3)]
     s.drain()  # conversation_head (history's upper bound) is written asynchronously, step 7
-    s.recall(tenant, conversation, acks[0].conversation_seq, actor_id=sender)
-    s.edit(tenant, conversation, acks[1].conversation_seq, body=b"v2", actor_id=sender)
+    if driver == "sync":
+        s.recall(tenant, conversation, acks[0].conversation_seq, actor_id=sender)
+        s.edit(tenant, conversation, acks[1].conversation_seq, body=b"v2", actor_id=sender)
+    else:
+        s.recall_async(tenant, conversation, acks[0].conversation_seq, actor_id=sender).result(timeout=60)
+        s.edit_async(tenant, conversation, acks[1].conversation_seq, body=b"v2", actor_id=sender).result(timeout=60)
 
     def states():
         page = {m.conversation_seq: m for m in s.history(tenant, conversation, limit=10).messages}

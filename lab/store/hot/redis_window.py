@@ -23,7 +23,7 @@ from lab.store.rows.model import MessageState
 from lab.store.rows.encoded import EncodedRecord
 from lab.store.rows.records import Message
 
-__all__ = ["HotWindow", "HotWindowLayer"]
+__all__ = ["HotWindow", "HotWindowLayer", "open_hot_window"]
 
 SECONDS_PER_DAY = 86_400
 DEFAULT_TRIM_PER_WRITE = 16  # expired members dropped per write at most: bounded work per send
@@ -308,3 +308,10 @@ class HotWindowLayer(HotLayer):
                 if message.message_id == wanted[seq]:
                     out[message.message_id] = message
         return out
+
+
+def open_hot_window(services: Any, *, namespace: str, constants: Any,
+                    decode: Callable[[EncodedRecord], Message]) -> tuple[HotWindow, HotWindowLayer]:
+    """Archiver mode's hot window on Redis and the read paths' layer over it (``MessageStore.open``)."""
+    hot = HotWindow.open(services, namespace=namespace, window_days=constants.history_hot_window_days)
+    return hot, HotWindowLayer(hot, decode=decode, bucket_width=constants.message_seq_bucket_width)

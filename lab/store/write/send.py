@@ -41,7 +41,7 @@ from lab.store.write.sequence import SequenceAllocator
 if TYPE_CHECKING:
     from lab.store.hot.redis_window import HotWindow
 
-__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RESERVE_CQL", "SendAck", "SendPath", "SendRequest",
+__all__ = ["CLIENT_MESSAGE_ID_MAX_CHARS", "COMMIT_CQL", "RECORD_CQL", "RESERVE_CQL", "SendAck", "SendPath", "SendRequest",
            "message_log_record", "record_statements"]
 
 # The design gives no limit; 128 characters holds any UUID/ULID-style client id with room,
@@ -64,6 +64,7 @@ _RECORD_INSERT = {timed: f"INSERT INTO {{ks}}.message_record ({', '.join(MESSAGE
                   for timed, using in _USING.items()}
 _INDEX_INSERT = {timed: "INSERT INTO {ks}.message_index (tenant_id, message_id, conversation_id, conversation_seq, "
                         f"seq_bucket) VALUES (?, ?, ?, ?, ?) {using}" for timed, using in _USING.items()}
+RECORD_CQL = (*_RECORD_INSERT.values(), *_INDEX_INSERT.values())  # every text record_statements issues
 
 
 def _check_text(name: str, value: object, *, max_chars: int, error: type[ValidationError],
@@ -200,7 +201,7 @@ class SendPath:
     def _prepare(self) -> None:
         """Every statement of the walk (once: the context keeps them, the walk's prepares are lookups)."""
         if not self._prepared:
-            for cql in (RESERVE_CQL, COMMIT_CQL, *_RECORD_INSERT.values(), *_INDEX_INSERT.values()):
+            for cql in (RESERVE_CQL, COMMIT_CQL, *RECORD_CQL):
                 self.ctx.prepare(cql)
             self.fencing.prepare()
             self._prepared = True
