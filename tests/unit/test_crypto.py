@@ -483,3 +483,37 @@ def test_gcm_nonces_never_repeat_across_threads_wraps_and_forks(monkeypatch):
     os.waitpid(pid, 0)
     child = os.read(read, cipher.NONCE_BYTES)
     assert child[:8] != cipher._NONCES.next()[:8]
+
+
+# ---- keys ahead of use (a walk on the driver's loop reads a missing key in a blocking step) ----------
+def test_a_sealing_key_loaded_ahead_is_used_without_another_key_store_read():
+    store, clock = CountingKeyStore(), FakeClock()
+    enc = Encryptor(store, cache_ttl_seconds=60, clock=clock)
+    assert not enc.sealing_key_ready(TENANT, CONV)
+    enc.load_sealing_key(TENANT, CONV)
+    assert enc.sealing_key_ready(TENANT, CONV) and store.calls["current"] == 1
+    seal(enc)
+    assert store.calls["current"] == 1
+    clock.now += 61  # expired: not ready, and the next use reads again
+    assert not enc.sealing_key_ready(TENANT, CONV)
+
+
+def test_unready_keys_names_each_missing_key_once_and_load_keys_fills_the_cache():
+    store, clock = CountingKeyStore(), FakeClock()
+    writer, reader = Encryptor(store), Encryptor(store, cache_ttl_seconds=60, clock=clock)
+    sealed = seal(writer)
+    rows = [sealed.dek_id.as_tuple(), sealed.dek_id.as_tuple(), sealed.dek_id, None, ("bad",), 7, ["unhashable"]]
+    assert reader.unready_keys(rows) == [sealed.dek_id]  # None and malformed ids are the decode's to report
+    reader.load_keys([sealed.dek_id])
+    gets = store.calls["get"]
+    assert reader.unready_keys(rows) == []
+    assert open_(reader, sealed) == b"hello" and store.calls["get"] == gets
+
+
+def test_load_keys_leaves_a_destroyed_key_to_the_decode():
+    enc = Encryptor(InMemoryKeyStore())
+    sealed = seal(enc)
+    enc.destroy(TENANT, CONV)
+    enc.load_keys(enc.unready_keys([sealed.dek_id]))  # no error here
+    with pytest.raises(KeyDestroyed):
+        open_(enc, sealed)

@@ -82,3 +82,18 @@ def test_sync_and_async_callers_mixed_each_get_their_own_result_or_error():
     assert 13 in failed and all(out[i] == i + 1 for i in out if i not in failed)
     assert len(failed) <= 4, "an error reached callers outside its round"
     group.close()
+
+
+def test_after_close_an_asynchronous_round_fails_on_the_callers_thread_and_the_queue_goes_on():
+    """A closed group's worker refuses (InvalidState): the round fails without running and without
+    a thread, and a blocking caller queued behind it still gets its own round."""
+    from lab.errors import InvalidState
+
+    ran: list[list[int]] = []
+    group = GroupSubmit(lambda items: ran.append(list(items)) or list(items))
+    group.close()
+    threads = threading.active_count()
+    future = group.submit_async(1)
+    assert isinstance(future.exception(timeout=5), InvalidState)
+    assert ran == [] and threading.active_count() == threads
+    assert group.submit(2) == 2 and ran == [[2]]

@@ -64,6 +64,18 @@ class DekCache:
         """One specific version (``load`` on a miss)."""
         return self._cached(self._by_id, dek_id, load)
 
+    def holds_current(self, key_id: str) -> bool:
+        """Whether :meth:`current` would answer from the cache now (no ``load``)."""
+        return self._holds(self._current, key_id)
+
+    def holds_version(self, dek_id: DekId) -> bool:
+        """Whether :meth:`version` would answer from the cache now (no ``load``)."""
+        return self._holds(self._by_id, dek_id)
+
+    def _holds(self, table: dict, slot: Hashable) -> bool:
+        entry = table.get(slot)  # one dict read: atomic under the GIL, no lock needed to look
+        return entry is not None and entry.expires_at > self._clock()
+
     def _cached(self, table: dict, slot: Hashable, load: Callable[[], DataKey]) -> CachedKey:
         now = self._clock()
         with self._lock:

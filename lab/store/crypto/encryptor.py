@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from lab.errors import DecryptError, ValidationError
+from lab.errors import CryptoError, DecryptError, LabError, ValidationError
 from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, NONCE_BYTES, TAG_BYTES, Sealed, check_blob,
                                      conversation_dek_key_id, conversation_facts, open_blob, row_aad, seal_blob)
 from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, CachedKey, DekCache
@@ -60,6 +60,44 @@ class Encryptor:
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
         self.keystore.destroy(tenant_id, conversation_id)
         self.invalidate(tenant_id, conversation_id)
+
+    # -- keys ahead of use: a walk on the driver's loop loads a missing key in a blocking step ---
+    def sealing_key_ready(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> bool:
+        """Whether :meth:`encrypt` for the conversation would find its key cached (no key store read)."""
+        return self._cache.holds_current(conversation_facts(tenant_id, conversation_id)[0])
+
+    def load_sealing_key(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID) -> None:
+        """Read the conversation's newest key into the cache (a key store read: where blocking is
+        allowed); raises what :meth:`encrypt` would (KeyDestroyed)."""
+        key_id, _ = conversation_facts(tenant_id, conversation_id)
+        self._cache.current(key_id, lambda: self.keystore.current(tenant_id, conversation_id))
+
+    def unready_keys(self, dek_ids: Iterable[Any]) -> list[DekId]:
+        """Of the dek_ids of a read's rows (tuples or DekIds; None and malformed ones skipped: their
+        rows fail in the decode, as they would), those the cache does not hold."""
+        values: Iterable[Any] = list(dek_ids)
+        try:
+            values = set(values)  # a page's rows: mostly one key
+        except TypeError:  # an unhashable value: the decode reports its row
+            pass
+        unready: dict[DekId, None] = {}
+        for value in values:
+            try:
+                dek_id = value if isinstance(value, DekId) else DekId.from_tuple(value)
+            except (LabError, TypeError, ValueError):
+                continue
+            if not self._cache.holds_version(dek_id):
+                unready[dek_id] = None
+        return list(unready)
+
+    def load_keys(self, dek_ids: Iterable[DekId]) -> None:
+        """Read these keys into the cache (a key store read). A key that cannot be had (destroyed,
+        missing) is left out: the decode that needs it reports it as it always does."""
+        for dek_id in dek_ids:
+            try:
+                self._cache.version(dek_id, lambda d=dek_id: self.keystore.get(d))
+            except CryptoError:
+                pass
 
     # -- payloads -----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
-from lab.errors import LabError
+from lab.errors import InvalidState, LabError
 from lab.store.plumbing.steps import BlockingPool
 
 __all__ = ["DEFAULT_MAX_BATCH", "GroupSubmit"]
@@ -98,16 +98,23 @@ class GroupSubmit(Generic[I, R]):
 
     def _hand_over(self, waiter: _Waiter) -> None:
         """Run the round ``waiter`` leads on the worker thread (an asynchronous caller leads nothing itself)."""
-        self._worker().submit(self._round, waiter)
+        try:
+            worker = self._worker()
+        except InvalidState as exc:  # closed: the round fails here, without running (nothing blocks)
+            self._round(waiter, refused=exc)
+            return
+        worker.submit(self._round, waiter)
 
-    def _round(self, waiter: _Waiter) -> None:
+    def _round(self, waiter: _Waiter, refused: BaseException | None = None) -> None:
         with self._lock:  # a leader is always the head of the queue: its item is in the round
             batch, self._queue = self._queue[:self._max_batch], self._queue[self._max_batch:]
-        self._lead(waiter, batch)
+        self._lead(waiter, batch, refused)
 
-    def _lead(self, own: _Waiter, batch: list[_Waiter]) -> None:
+    def _lead(self, own: _Waiter, batch: list[_Waiter], refused: BaseException | None = None) -> None:
         self.rounds += 1
         try:
+            if refused is not None:
+                raise refused
             if len(batch) == 1 and self._run_one is not None:
                 results: Sequence[Any] = [self._run_one(own.item)]
             else:

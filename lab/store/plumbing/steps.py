@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lab.cluster.connection import Connection, Stmt
+from lab.errors import InvalidState
 
 __all__ = ["Blocking", "BlockingPool", "Cql", "Walk", "failed", "run", "start", "start_prepared"]
 
@@ -82,34 +83,45 @@ def start(walk: Walk[T], connection: Connection, pool: Callable[[], Executor]) -
 
 class BlockingPool:
     """The threads of one path's blocking steps: made on first use (an instance is the ``pool``
-    :func:`start` takes), stopped by :meth:`close` after the steps queued in it."""
+    :func:`start` takes), stopped by :meth:`close` after the steps queued in it. Once closed it
+    refuses (InvalidState: the walk's future gets it) instead of starting threads again."""
 
-    __slots__ = ("_workers", "_name", "_lock", "_pool")
+    __slots__ = ("_workers", "_name", "_lock", "_pool", "_closed")
 
     def __init__(self, workers: int, name: str) -> None:
         self._workers, self._name = workers, name
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def __call__(self) -> Executor:
         with self._lock:
+            if self._closed:
+                raise InvalidState(f"the {self._name} pool is closed: its store was closed", pool=self._name)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
             return self._pool
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._pool, self._closed = self._pool, None, True
         if pool is not None:
             pool.shutdown(wait=True)
 
 
-def start_prepared(walk: Walk[T], connection: Connection, pool: Callable[[], Executor],
+def start_prepared(walk: Walk[T], connection: Connection, pool: BlockingPool,
                    prepare: Callable[[], object]) -> Future[T]:
     """:func:`start` once ``prepare()`` has prepared the walk's statements on the calling thread (a
     prepare waits for the node: on the loop thread it would wait for itself); a failed prepare is
-    the future's error, the walk closed before its first step."""
+    the future's error, the walk closed before its first step. A path whose pool is closed (its
+    store closed) starts nothing: InvalidState is the future's."""
     try:
+        if pool.closed:
+            raise InvalidState("the store is closed: an asynchronous call after close() starts nothing")
         prepare()
     except Exception as exc:
         walk.close()

@@ -277,6 +277,8 @@ class RecallPath:
         if target.state is MessageState.RECALLED:
             raise InvalidState("a recalled message cannot be edited", tenant_id=tenant_id,
                                conversation_id=conversation_id, conversation_seq=seq, state=target.state)
+        if not self.ctx.encryptor.sealing_key_ready(tenant_id, conversation_id):  # a key store read
+            yield Blocking(functools.partial(self.ctx.encryptor.load_sealing_key, tenant_id, conversation_id))
         # Sealed for the target row's coordinates: the AAD is the row's, not the event's.
         blob, dek_id = seal_payload(bytes(body), e2ee=e2ee, encryptor=self.ctx.encryptor, tenant_id=tenant_id,
                                     conversation_id=conversation_id, conversation_seq=seq)

@@ -220,6 +220,8 @@ class SendPath:
         alloc = self.sequences.allocate_now(req.tenant_id, req.conversation_id)  # Bit63Violation here, before writes
         if alloc is None:  # a new window: a durable reservation (a file write) first
             alloc = yield Blocking(functools.partial(self.sequences.allocate, req.tenant_id, req.conversation_id))
+        if not self.ctx.encryptor.sealing_key_ready(req.tenant_id, req.conversation_id):  # a key store read
+            yield Blocking(functools.partial(self.ctx.encryptor.load_sealing_key, req.tenant_id, req.conversation_id))
         created_at_ms = self.ctx.clock_ms()
         # Seal before reserving: a failure here (e.g. an erased conversation) leaves no reservation behind.
         record = self._encode(req, message_id=alloc.message_id, seq=alloc.conversation_seq,

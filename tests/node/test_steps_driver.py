@@ -1,6 +1,7 @@
 """The event loop's driver of a walk (lab.store.plumbing.steps.start) against the real node: a
 step's ``Cql.concurrency`` bounds the requests in flight as the calling thread's driver bounds
-them (a sliding window), answers come in input order, and nothing is started after an error."""
+them (a sliding window), answers come in input order, and nothing is started after an error; a
+closed store's asynchronous calls start nothing."""
 from __future__ import annotations
 
 import threading
@@ -8,7 +9,8 @@ import uuid
 
 import pytest
 
-from lab.errors import InvalidRequest
+from lab.errors import InvalidRequest, InvalidState
+from store_checks import new_request, snapshot_tables
 
 pytestmark = pytest.mark.node
 
@@ -21,7 +23,7 @@ class Counting:
     def __init__(self, connection) -> None:
         self.connection = connection
         self.lock = threading.Lock()
-        self.in_flight = self.most = self.started = 0
+        self.in_flight = self.most = self.started = self.errors = self.started_at_error = 0
 
     def execute_async(self, stmt, params):
         with self.lock:
@@ -29,12 +31,18 @@ class Counting:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
         response = self.connection.execute_async(stmt, params)
-        response.add_callbacks(self._answered, self._answered)  # before the walk's own callbacks
+        response.add_callbacks(self._answered, self._failed)  # before the walk's own callbacks
         return response
 
     def _answered(self, _result) -> None:
         with self.lock:
             self.in_flight -= 1
+
+    def _failed(self, _error) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.errors += 1
+            self.started_at_error = self.started
 
     def translate_error(self, error, stmt):
         return self.connection.translate_error(error, stmt)
@@ -76,21 +84,28 @@ def test_the_window_bounds_requests_in_flight_and_answers_in_input_order(connect
     assert answer == run(_walk(_reads(connection, table), concurrency), connection)
 
 
-def test_nothing_is_started_after_an_error(connection, table):
-    """A negative TTL is refused by the node (not by the bind): the 31st write fails, so at most the
-    window's other requests were in flight then, and none starts afterwards."""
+@pytest.mark.parametrize("window", [1, 4])
+def test_nothing_is_started_after_an_error(connection, table, window):
+    """A negative TTL is refused by the node (not by the bind): the 31st write fails. Answers come
+    in any order, so the requests after it go on until its error arrives; none starts after that
+    (with a window of one, exactly the 31 up to it were started)."""
     from lab.store.plumbing.steps import BlockingPool, start
 
     insert = connection.prepare(f"INSERT INTO {table} (k, v) VALUES (?, ?) USING TTL ?")
     items = [(insert, (ROWS + k, k, -1 if k == 30 else 0)) for k in range(100)]
     counting, pool = Counting(connection), BlockingPool(1, "test-window")
     try:
-        future = start(_walk(items, 4), counting, pool)
+        future = start(_walk(items, window), counting, pool)
         with pytest.raises(InvalidRequest):
             future.result(timeout=60)
     finally:
         pool.close()
-    assert 31 <= counting.started <= 30 + 4
+    assert counting.errors == 1
+    # the walk's errback runs right after the counter's on the loop thread; only the calling thread's
+    # first fill of the window could start a request in between
+    assert 31 <= counting.started <= counting.started_at_error + window - 1
+    if window == 1:
+        assert counting.started == 31
 
 
 def test_an_empty_step_answers_at_once(connection):
@@ -102,3 +117,26 @@ def test_an_empty_step_answers_at_once(connection):
         assert start(_walk((), 8), connection, pool).result(timeout=10) == []
     finally:
         pool.close()
+
+
+def test_a_closed_stores_asynchronous_calls_start_nothing(store, open_store, tmp_path):
+    from lab.store import BatchEntry
+
+    closing = open_store(state_dir=tmp_path)
+    req = new_request()
+    ack = closing.send(req)
+    closing.close()
+    threads, before = threading.active_count(), snapshot_tables(store)
+    t, c, q, u = req.tenant_id, req.conversation_id, ack.conversation_seq, req.sender_id
+    futures = {
+        "send_async": closing.send_async(new_request(tenant_id=t, conversation_id=c)),
+        "history_async": closing.history_async(t, c),
+        "recall_async": closing.recall_async(t, c, q, actor_id=u),
+        "edit_async": closing.edit_async(t, c, q, body=b"x", actor_id=u),
+        "react_async": closing.react_async(t, c, q, u, "ok"),
+        "batch_read_async": closing.batch_read_async(t, [BatchEntry(conversation_id=c, conversation_seq=q,
+                                                                    message_id=ack.message_id)]),
+    }
+    for name, future in futures.items():
+        assert isinstance(future.exception(timeout=10), InvalidState), name
+    assert threading.active_count() <= threads and snapshot_tables(store) == before
