@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.bench.store_paths import history_cpu, send_throughput
-from lab.bench.store_paths.bench_report import asyncio_floor_line, driver_floor_line, median_ms
+from lab.bench.store_paths.paired_lines import asyncio_floor_line, driver_floor_line, median_ms
 
 SEND_METHODS = {m for pair in send_throughput.PAIRED.values() for m in pair}
 PAGE_SIDES = {m for pair in history_cpu.PAIRED.values() for m in pair}

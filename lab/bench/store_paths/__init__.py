@@ -13,6 +13,7 @@ the same node in the same run. A benchmark, not a test: it measures and writes, 
     history_cpu       history_latest_page_cpu: the page's client CPU against its blocking and driver floors
     grouped_vs_naive  grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)
     bench_report      Comparison, StoreBenchReport (store.json) and the closing note
+    paired_lines      the closing note's per-round lines: each paired ratio, its interval, the goal's verdict
     output            store.csv and store.png
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send
