@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.bench.store_paths.driver_loops import driver_loops_line
-from lab.bench.store_paths.paired_lines import asyncio_floor_line, driver_floor_line, history_paired_line, paired_line
+from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, history_paired_line,
+                                                logged_floor_line, paired_line)
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
@@ -23,7 +24,8 @@ LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
-CALLBACK_SEND_GOAL = 1.3     # send (send_async) client CPU per call over send_callback_floor's, at most
+# send (send_async) client CPU per call over send_callback_floor's, and over send_logged_callback_floor's, at most
+CALLBACK_SEND_GOAL = 1.3
 CALLBACK_PAGE_GOAL = 1.2     # latest page (history_async) client CPU per call over history_callback_floor's, at most
 NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
@@ -247,11 +249,15 @@ def _send_lines(s: Comparison) -> list[str]:
                                  also=("send",), callback="send_callback_floor",
                                  what="send_floor_with_head_read's statements without the outbox append, chained "
                                       "through the driver's callbacks from one thread")
-        if line is not None:
-            lines.append(line)
-        line = asyncio_floor_line(s.paired_rounds)
-        if line is not None:
-            lines.append(line)
+        logged = driver_floor_line(
+            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
+            callback="send_logged_callback_floor", goal_key="logged_callback_goal", floor_key="logged_callback_floor",
+            label="driver floor with the outbox append",
+            what="send_callback_floor plus the durable outbox append where the send makes it, between record + index "
+                 "and COMMITTED: a local outbox of its own (SQLite, group commit, fsync) through append_async, the "
+                 "chain going on from the append's future; no sealing, no head writer")
+        lines += [x for x in (line, logged, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
+                  if x is not None]
     if fl is not None:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "

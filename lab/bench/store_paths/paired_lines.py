@@ -12,8 +12,8 @@ from typing import Any
 from lab.measure import percentile
 from lab.measure.stats import MIN_INTERVAL_ROUNDS
 
-__all__ = ["asyncio_floor_line", "blocking_key", "driver_floor_line", "history_paired_line", "median_ms",
-           "paired_line"]
+__all__ = ["asyncio_floor_line", "blocking_key", "driver_floor_line", "history_paired_line", "logged_floor_line",
+           "median_ms", "paired_line", "_range"]
 
 
 def _range(r: Mapping[str, Any]) -> str:
@@ -78,39 +78,59 @@ def median_ms(xs: Any) -> float | None:
 
 
 def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: str, callback: str,
-                      what: str, also: tuple[str, ...] = ()) -> str | None:
-    """A path's client CPU per call against its driver floor (callback_floors): each side's median ms
-    per call, the ratio with its interval and the goal's verdict; None when the run has no driver floor."""
-    goal = pr.get("callback_goal")
+                      what: str, also: tuple[str, ...] = (), goal_key: str = "callback_goal",
+                      floor_key: str = "callback_floor", label: str = "driver floor") -> str | None:
+    """A path's client CPU per call against a driver floor (callback_floors): each side's median ms
+    per call, the ratio with its interval and the goal's verdict; None when the run has no such floor.
+    ``goal_key``: the goal's entry in ``pr``; ``floor_key``: the floor's name in the ratio keys
+    (``<blocking>_over_<floor_key>_cpu_per_call``); ``label``: what the line calls the floor."""
+    goal = pr.get(goal_key)
     if goal is None:
         return None
     r = pr["cpu_ratios"][goal["ratio"]]
     cpu = pr["cpu_ms_per_call_by_round"]
-    head = (f"- {path} client CPU / driver floor ({callback}: {what}) over {r['rounds']} paired rounds "
+    head = (f"- {path} client CPU / {label} ({callback}: {what}) over {r['rounds']} paired rounds "
             f"({pr['block_calls']} calls per side and round): ")
-    blocking_ratio = pr["cpu_ratios"].get(f"{blocking_key(blocking)}_over_callback_floor_cpu_per_call")
+    blocking_ratio = pr["cpu_ratios"].get(f"{blocking_key(blocking)}_over_{floor_key}_cpu_per_call")
     others = "".join(f", {name} {median_ms(cpu.get(name))} ms" for name in also if name in cpu)
     tail = (f" Client CPU per call, median over the rounds: {side} {median_ms(cpu.get(side))} ms{others}, {blocking} "
             f"(blocking threads) {median_ms(cpu.get(blocking))} ms, {callback} {median_ms(cpu.get(callback))} ms"
             + ("" if blocking_ratio is None or blocking_ratio["median"] is None else
-               f"; blocking floor / driver floor {_range(blocking_ratio)}") + ".")
+               f"; blocking floor / {label} {_range(blocking_ratio)}") + ".")
     return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
+
+
+def _floor_over_floor(pr: Mapping[str, Any], key: str, a: str, b: str, head: str) -> str | None:
+    """Floor ``a`` against floor ``b`` in client CPU per send (``cpu_ratios[key]``, per round): each one's
+    median ms, the rounds' median ratio, its range and interval; None when the run has no such ratio."""
+    r = pr.get("cpu_ratios", {}).get(key)
+    if r is None or r["median"] is None:
+        return None
+    cpu = pr["cpu_ms_per_call_by_round"]
+    return (f"- {head} over {r['rounds']} paired rounds: client CPU per send {median_ms(cpu.get(a))} vs "
+            f"{median_ms(cpu.get(b))} ms, {_range(r)}" + ("" if r["ci_low"] is None else
+                                                          f", the median's 95% interval {r['ci_low']}-{r['ci_high']}x")
+            + ("" if r.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
+               f"±{pr['vouch_rel_half_width']:.0%})") + ".")
 
 
 def asyncio_floor_line(pr: Mapping[str, Any]) -> str | None:
     """The driver floor through asyncio against the callback-chained one (client CPU per send): the
     price of handing each answer to an asyncio loop, for choosing the store's event-driven core."""
-    r = pr.get("cpu_ratios", {}).get("asyncio_floor_over_callback_floor_cpu_per_call")
-    if r is None or r["median"] is None:
-        return None
-    cpu = pr["cpu_ms_per_call_by_round"]
-    return (f"- Send driver floor, asyncio / callbacks (the same statements as coroutines on one asyncio loop, each "
-            f"answer handed to it, against the callback chain) over {r['rounds']} paired rounds: client CPU per send "
-            f"{median_ms(cpu.get('send_asyncio_floor'))} vs {median_ms(cpu.get('send_callback_floor'))} ms, "
-            f"{_range(r)}" + ("" if r["ci_low"] is None else
-                              f", the median's 95% interval {r['ci_low']}-{r['ci_high']}x")
-            + ("" if r.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
-               f"±{pr['vouch_rel_half_width']:.0%})") + ".")
+    return _floor_over_floor(pr, "asyncio_floor_over_callback_floor_cpu_per_call", "send_asyncio_floor",
+                             "send_callback_floor",
+                             "Send driver floor, asyncio / callbacks (the same statements as coroutines on one "
+                             "asyncio loop, each answer handed to it, against the callback chain)")
+
+
+def logged_floor_line(pr: Mapping[str, Any]) -> str | None:
+    """The driver floor with the durable outbox append against the one without (client CPU per send):
+    what the append alone costs a send on the driver's event loop."""
+    return _floor_over_floor(pr, "logged_floor_over_callback_floor_cpu_per_call", "send_logged_callback_floor",
+                             "send_callback_floor",
+                             "Send driver floor, with the outbox append / without (send_logged_callback_floor "
+                             "against send_callback_floor: the local outbox's append_async, its group commit and "
+                             "fsync, alone)")
 
 
 def blocking_key(name: str) -> str:
