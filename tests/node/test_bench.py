@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
         # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 8, "history_latest_page_cpu": 4}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 9, "history_latest_page_cpu": 4}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -87,8 +87,9 @@ def test_request_counts_match_what_each_method_is(bench):
     first_calls = max(0, min(TINY.send_conversations, TINY.send_warmup + TINY.send_ops) - TINY.send_warmup)
     assert like == {**send["send_floor"]["requests"], "conversation_head": {
         "write": TINY.send_ops, "point_read": TINY.send_ops + first_calls}}, like
-    # the driver floor: the like-for-like floor's very statements (the outbox append is no request)
+    # the driver floors: the like-for-like floor's very statements (the outbox append is no request)
     assert send["send_callback_floor"]["requests"] == like
+    assert send["send_logged_callback_floor"]["requests"] == like
     assert send["send_asyncio_floor"]["requests"] == like  # the same statements as coroutines on an asyncio loop
     # the store sends its floor plus the head reads: at most one head write request per send (fewer
     # when its head writer groups them in unlogged batches), at most one head read request before each
@@ -181,6 +182,40 @@ def test_the_driver_floors_are_paired_round_by_round_on_client_cpu(bench):
     assert loops["variants"]["libev coroutines"]["over_baseline"]["rounds"] == 3
     assert "Driver loops, client CPU per request" in note and "timings_seconds" in report
     assert "driver_loops_seconds" in report["timings_seconds"]
+
+
+def test_the_send_is_judged_against_the_driver_floor_with_the_outbox_append(bench):
+    """send_logged_callback_floor: measured in the same rounds as every side, send_async's client CPU
+    per call over it per round with its interval, a second goal line (the first one kept), and the
+    append's own cost in the driver floor."""
+    _, report = bench
+    comp = report["comparisons"]["send_throughput"]
+    pr, rounds = comp["paired_rounds"], TINY.send_ops // TINY.send_block
+    cpu = pr["cpu_ms_per_call_by_round"]
+    assert len(cpu["send_logged_callback_floor"]) == rounds and all(x > 0 for x in cpu["send_logged_callback_floor"])
+    assert len(pr["throughput_by_round"]["send_logged_callback_floor"]) == rounds
+    r = pr["cpu_ratios"]["send_async_over_logged_callback_floor_cpu_per_call"]
+    assert r["ratios"] == pytest.approx([a / b for a, b in zip(cpu["send_async"], cpu["send_logged_callback_floor"])],
+                                        rel=2e-2)
+    assert r["rounds"] == rounds and r["low"] <= r["median"] <= r["high"]
+    # two rounds give no interval (tests/unit/test_driver_floor_rounds.py: eight do), so nothing is judged
+    assert (r["ci_low"], r["ci_high"], r["vouched"]) == (None, None, False)
+    cost = pr["cpu_ratios"]["logged_floor_over_callback_floor_cpu_per_call"]
+    assert cost["rounds"] == rounds and cost["low"] <= cost["median"] <= cost["high"]
+    goal = pr["logged_callback_goal"]
+    assert (goal["ratio"], goal["at_most"], goal["vouched"]) == (
+        "send_async_over_logged_callback_floor_cpu_per_call", 1.3, r["vouched"])
+    assert goal["verdict"] in (("met", "not met", "undecided") if r["vouched"] else ("not judged",))
+    assert pr["callback_goal"]["ratio"] == "send_async_over_callback_floor_cpu_per_call"
+    for key in ("send_async_over_logged_callback_floor_throughput", "logged_floor_over_callback_floor_throughput"):
+        assert comp["ratio"][key] > 0
+    note = report["closing_note"]
+    assert "Send client CPU / driver floor (send_callback_floor" in note
+    assert "Send client CPU / driver floor with the outbox append (send_logged_callback_floor" in note
+    assert note.count("goal <= 1.3") == 2 and goal["verdict"] == "not judged"
+    logged = next(line for line in note.splitlines() if "(send_logged_callback_floor" in line)
+    assert "too few rounds for an interval" in logged and "send_logged_callback_floor " in logged
+    assert "Send driver floor, with the outbox append / without" in note
 
 
 def test_send_and_its_floors_are_paired_round_by_round(bench):

@@ -1,8 +1,8 @@
 """The bench's driver floors (lab.bench.store_paths.callback_floors, asyncio_floors) on the real node:
 the send's statements chained through the driver's callbacks (or as coroutines on an asyncio loop), a
-few in flight from one thread, issue
-exactly the requests they claim and leave rows the store's read paths read back; a failed step
-fails its call and the others finish. Structure only, never a speed."""
+few in flight from one thread, issue exactly the requests they claim and leave rows the store's read
+paths read back, the logged chain its entries in its own outbox between record + index and
+COMMITTED; a failed step fails its call and the others finish. Structure only, never a speed."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +12,7 @@ from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
 from lab.bench.store_paths.callback_floors import page_chain, run_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, history_floor_items, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, body
-from lab.store import BatchEntry, blob_to_u128, seq_bucket
+from lab.store import BatchEntry, blob_to_u128, open_outbox, seq_bucket
 
 pytestmark = pytest.mark.node
 
@@ -20,12 +20,12 @@ PARAMS = BenchParams(send_conversations=2, body_bytes=64)
 CALLS = 6
 
 
-def _floor(store, run_them):
+def _floor(store, run_them, *, log_record=False):
     """CALLS plans over fresh conversations, run by ``run_them(run, plans)``: what each test reads."""
     run = BenchRun(store, PARAMS, None, lambda _msg: None)
     keys = FloorKeys.new(PARAMS.send_conversations)
     plans = send_floor_plans(run, CALLS, conversations=PARAMS.send_conversations, keys=keys, head_read=True,
-                             outbox=False)
+                             outbox=False, log_record=log_record)
     before = run.snapshot()
     timings = run_them(run, plans)
     return run, keys, plans, timings, run.snapshot(), before
@@ -133,3 +133,44 @@ def test_the_asyncio_floor_issues_the_same_statements_and_the_store_reads_its_ro
     with pytest.raises(ValueError, match="outbox=False"):
         send_coroutine(run.conn, send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys,
                                                   start=CALLS + 1)[0])
+
+
+def test_the_logged_chain_appends_each_send_to_its_own_outbox_before_committed(store, tmp_path):
+    """send_logged_callback_floor's chain: the like-for-like requests (the append is no request), one
+    entry per send in its own local outbox, the message the plan wrote, its rows read back by the
+    store. An entry already at a send's coordinate (a duplicate append) fails that send after record
+    + index and before COMMITTED: the append sits between them, as in the store's walk."""
+    from lab.bench.store_paths.recording import request_delta
+
+    with open_outbox("local", path=tmp_path / "outbox.sqlite") as log:
+        run, keys, plans, timings, after, before = _floor(store, lambda run, plans: run_chains(
+            [send_chain(run.conn, p, log) for p in plans], in_flight=3), log_record=True)
+        assert [t.error for t in timings] == [None] * CALLS
+        assert request_delta(before, after) == {
+            "client_dedup": {"lwt": CALLS, "write": CALLS}, "message_record": {"write": CALLS},
+            "message_index": {"write": CALLS},
+            "conversation_head": {"write": CALLS, "point_read": CALLS + PARAMS.send_conversations}}
+        assert len(log.scan()) == CALLS and all(p.log_append is None for p in plans)
+        for plan in plans:
+            record = plan.log_record
+            entry = log.get(record.tenant_id, record.conversation_id, record.conversation_seq)
+            assert entry.record.kind == "message" and entry.record.payload.record.message_id == plan.reserve[1][3]
+        _read_back(store, keys, plans)
+
+        fresh = send_floor_plans(run, 2, conversations=PARAMS.send_conversations, keys=keys, start=CALLS,
+                                 head_read=True, outbox=False, log_record=True)
+        log.append(fresh[0].log_record)  # its coordinate taken before its chain appends
+        before = run.snapshot()
+        failed = run_chains([send_chain(run.conn, p, log) for p in fresh], in_flight=2)
+        assert [t.error for t in failed] == ["RuntimeError", None]
+        assert request_delta(before, run.snapshot()) == {
+            "client_dedup": {"lwt": 2, "write": 1}, "message_record": {"write": 2}, "message_index": {"write": 2},
+            "conversation_head": {"write": 1, "point_read": 1}}
+
+    with pytest.raises(ValueError, match="needs the outbox"):
+        send_chain(run.conn, fresh[1])
+    with pytest.raises(ValueError, match="outbox=False"):
+        send_coroutine(run.conn, fresh[1])
+    with pytest.raises(ValueError, match="appends once"):
+        send_floor_plans(run, 1, conversations=PARAMS.send_conversations, keys=keys, start=CALLS + 2,
+                         log_record=True)

@@ -115,3 +115,10 @@ def test_log_append_appends_what_send_logs(store):
     sent = store.log.get(tenant, conversation, ack.conversation_seq).record
     assert type(sent) is type(stored.record) and type(sent.payload) is type(stored.record.payload)
     assert sent.kind == stored.record.kind == "message" and sent.to_wire().keys() == stored.record.to_wire().keys()
+    # the record alone (for a log of the caller's own): the same coordinate and message, sealed anew
+    record = store.seeding.log_record(message)
+    assert type(record) is type(sent) and record.kind == "message"
+    assert (record.tenant_id, record.conversation_id, record.conversation_seq) == (
+        tenant, conversation, alloc.conversation_seq)
+    assert record.payload.record.message_id == logged.message_id
+    assert store.decode_record(record.payload.record).body == b"logged body"

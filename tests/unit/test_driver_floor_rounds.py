@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.bench.store_paths import history_cpu, send_throughput
-from lab.bench.store_paths.bench_report import asyncio_floor_line, driver_floor_line, median_ms
+from lab.bench.store_paths.paired_lines import asyncio_floor_line, driver_floor_line, logged_floor_line, median_ms
 
 SEND_METHODS = {m for pair in send_throughput.PAIRED.values() for m in pair}
 PAGE_SIDES = {m for pair in history_cpu.PAIRED.values() for m in pair}
@@ -45,6 +45,47 @@ def test_the_send_is_judged_on_its_cpu_over_the_callback_floor():
     # the issue's figures: 1.89 ms over 0.72 ms, far above the goal
     far = _send([1.89, 1.9, 1.88, 1.89, 1.9, 1.88, 1.89, 1.89], [0.72] * 8)
     assert far["callback_goal"]["verdict"] == "not met" and "goal <= 1.3: not met" in _line(far)
+
+
+def _logged_line(pr: dict) -> str:
+    return driver_floor_line(pr, path="Send", side="send_async", blocking="send_floor_with_head_read",
+                             also=("send",), callback="send_logged_callback_floor", what="with the append",
+                             goal_key="logged_callback_goal", floor_key="logged_callback_floor",
+                             label="driver floor with the outbox append")
+
+
+def test_the_send_is_judged_against_the_floor_with_the_append_as_well():
+    """A second goal line, against send_callback_floor plus the outbox append, the same limit; the
+    first one unchanged; and the append's own cost in the driver floor, each per round."""
+    n = 8
+    send = [1.9, 1.88, 1.9, 1.92, 1.9, 1.89, 1.91, 1.9]
+    cpu = {m: [1.0] * n for m in SEND_METHODS}
+    cpu.update(send_async=send, send_callback_floor=[1.0] * n, send_logged_callback_floor=[1.6] * n,
+               send_floor_with_head_read=[2.0] * n)
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    assert pr["callback_goal"] == {"ratio": "send_async_over_callback_floor_cpu_per_call", "at_most": 1.3,
+                                   "vouched": True, "verdict": "not met"}
+    r = pr["cpu_ratios"]["send_async_over_logged_callback_floor_cpu_per_call"]
+    assert r["median"] == round(1.9 / 1.6, 3) and r["rounds"] == n and r["ci_low"] <= r["median"] <= r["ci_high"]
+    assert pr["logged_callback_goal"] == {"ratio": "send_async_over_logged_callback_floor_cpu_per_call",
+                                          "at_most": 1.3, "vouched": True, "verdict": "met"}
+    assert pr["cpu_ratios"]["logged_floor_over_callback_floor_cpu_per_call"]["median"] == 1.6
+    assert pr["cpu_ratios"]["floor_with_head_read_over_logged_callback_floor_cpu_per_call"]["median"] == 1.25
+    assert pr["ratios"]["send_async_over_logged_callback_floor_throughput"]["median"] == 1.0
+    line = _logged_line(pr)
+    assert line.startswith("- Send client CPU / driver floor with the outbox append (send_logged_callback_floor: "
+                           "with the append) over 8 paired rounds (80 calls per side and round): ")
+    assert "goal <= 1.3: met (the whole interval is at or below it)" in line
+    assert "send_logged_callback_floor 1.6 ms" in line
+    assert "blocking floor / driver floor with the outbox append median 1.25x" in line
+    assert "goal <= 1.3: not met" in _line(pr)  # the first goal line, as it was
+    cost = logged_floor_line(pr)
+    assert cost.startswith("- Send driver floor, with the outbox append / without") and "over 8 paired rounds" in cost
+    assert "client CPU per send 1.6 vs 1.0 ms, median 1.6x" in cost and "the median's 95% interval 1.6-1.6x" in cost
+    del cpu["send_logged_callback_floor"]
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    assert "logged_callback_goal" not in pr and _logged_line(pr) is None and logged_floor_line(pr) is None
+    assert "callback_goal" in pr
 
 
 def test_a_wide_spread_or_too_few_rounds_is_not_judged():

@@ -3,7 +3,7 @@ closing note's line for it: rounds of consecutive calls per side, each round's p
 and a figure the run cannot pin said not to be a result."""
 from __future__ import annotations
 
-from lab.bench.store_paths.bench_report import history_paired_line
+from lab.bench.store_paths.paired_lines import history_paired_line
 from lab.bench.store_paths.history_page import paired_rounds
 
 

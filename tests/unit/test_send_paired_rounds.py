@@ -2,7 +2,7 @@
 the closing note's line for it: a figure the run cannot pin is said not to be a result."""
 from __future__ import annotations
 
-from lab.bench.store_paths.bench_report import paired_line
+from lab.bench.store_paths.paired_lines import paired_line
 from lab.bench.store_paths.send_throughput import PAIRED, paired_rounds
 
 METHODS = {m for pair in PAIRED.values() for m in pair}

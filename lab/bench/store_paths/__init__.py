@@ -5,7 +5,7 @@ the same node in the same run. A benchmark, not a test: it measures and writes, 
     recording         one side of a comparison (Method -> MethodResult), alternating calls, the run's context
     seeded_rows       rows for the read comparisons, as the commit path writes them
     floors            send_floor and history_floor: each path's own statements, issued raw
-    callback_floors   the driver's floors: the same statements chained through the driver's callbacks
+    callback_floors   the driver's floors: the same statements (and the outbox append) chained by callbacks
     asyncio_floors    the send's driver floor as coroutines on an asyncio loop (the loop hand-off's price)
     driver_loops      the driver's I/O loops per request: callbacks or coroutines, libev or its asyncio reactor
     send_throughput   send_throughput
@@ -13,6 +13,7 @@ the same node in the same run. A benchmark, not a test: it measures and writes, 
     history_cpu       history_latest_page_cpu: the page's client CPU against its blocking and driver floors
     grouped_vs_naive  grouped_vs_naive_<shape> and the naive baseline (naive_point_reads)
     bench_report      Comparison, StoreBenchReport (store.json) and the closing note
+    paired_lines      the closing note's per-round lines: each paired ratio, its interval, the goal's verdict
     output            store.csv and store.png
     full_run          run_bench: the phases in order, on a scratch keyspace
     outboxes          ``--outboxes``: store.send with each outbox (local, Kafka), the hot window's cost per send

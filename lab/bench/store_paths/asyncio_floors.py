@@ -53,7 +53,7 @@ def send_coroutine(conn: Connection, plan: SendFloorPlan) -> Send:
     """The send floor's plan in the order :func:`callback_floors.send_chain` issues it: the fencing
     read (a conversation's first call), the reservation (applied, or it fails), record + index
     together, COMMITTED, the head read, the head write. A plan with an outbox append is refused."""
-    if plan.log_append is not None:
+    if plan.log_append is not None or plan.log_record is not None:
         raise ValueError("an asyncio floor issues driver statements only: build its plans with outbox=False")
 
     async def send() -> None:

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.bench.store_paths.driver_loops import driver_loops_line
+from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, history_paired_line,
+                                                logged_floor_line, paired_line)
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
-from lab.measure import PairedRatio, min_samples, percentile, too_few
-from lab.measure.stats import MIN_INTERVAL_ROUNDS
+from lab.measure import PairedRatio, min_samples, too_few
 
 RATIO_DIGITS = 3  # ratios in the report: lab.measure.a_over_b(a, b, digits=RATIO_DIGITS)
 LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
@@ -23,7 +24,8 @@ LATENCY_UNIT = "µs (HdrHistogram, 3 significant digits; lab.measure.hdr)"
 SEND_FLOOR_GOAL = 0.9        # send throughput over send_floor_with_head_read's (like for like), at least
 HISTORY_FLOOR_GOAL = 1.15    # latest page p50 over history_floor's, at most
 GROUPED_RAW_GOAL = 1.5       # grouped 1x500 p50 over its raw fetch, at most
-CALLBACK_SEND_GOAL = 1.3     # send (send_async) client CPU per call over send_callback_floor's, at most
+# send (send_async) client CPU per call over send_callback_floor's, and over send_logged_callback_floor's, at most
+CALLBACK_SEND_GOAL = 1.3
 CALLBACK_PAGE_GOAL = 1.2     # latest page (history_async) client CPU per call over history_callback_floor's, at most
 NOT_JUDGED = "not judged"    # a goal's verdict when the per-round figure is not vouched for
 
@@ -109,30 +111,6 @@ def _x99(ratio: Any, *sides: MethodResult) -> str:
     return "—" if any(too_few(99, m.count) for m in sides) else f"{ratio}x"
 
 
-def _range(r: Mapping[str, Any]) -> str:
-    return f"median {r['median']}x (range {r['low']}-{r['high']}x)"
-
-
-def _judged(head: str, r: Mapping[str, Any], goal: Mapping[str, Any], goal_text: str, vouch_rel_half_width: float,
-            tail: str) -> str:
-    """A per-round ratio's figure with its interval and the goal's verdict, or said plainly not to be a result."""
-    if r["median"] is None:
-        return head + "not measured (no round had both sides)."
-    if r["ci_low"] is None:
-        return (head + f"{_range(r)}, too few rounds for an interval (it needs {MIN_INTERVAL_ROUNDS}) -> NOT VOUCHED "
-                f"FOR, not a result: neither the figure nor the {goal_text} (more rounds)." + tail)
-    spread = f"{_range(r)}, the median's 95% interval {r['ci_low']}-{r['ci_high']}x (±{100 * r['rel_half_width']:.1f}%)"
-    if not goal["vouched"]:
-        return (head + f"{spread} -> NOT VOUCHED FOR, not a result: the run cannot pin the ratio within "
-                f"±{100 * vouch_rel_half_width:.0f}% (more rounds or a quieter machine), so the {goal_text} is "
-                f"not judged." + tail)
-    good, bad = ("at or above", "below") if "at_least" in goal else ("at or below", "above")
-    verdict = {"met": f"{goal_text}: met (the whole interval is {good} it)",
-               "not met": f"{goal_text}: not met (the whole interval is {bad} it)"}.get(
-        goal["verdict"], f"{goal_text}: undecided (the interval straddles it)")
-    return head + f"{spread} -> {verdict}." + tail
-
-
 def paired_goal(ratio: str, r: PairedRatio, *, limit: float, at_least: bool) -> dict[str, Any]:
     """store.json's ``paired_rounds.goal``: the per-round ratio ``ratio`` against ``limit``, judged
     only when the run vouches for it (else :data:`NOT_JUDGED`)."""
@@ -143,84 +121,6 @@ def paired_goal(ratio: str, r: PairedRatio, *, limit: float, at_least: bool) -> 
 def paired_ratios_json(ratios: Mapping[str, PairedRatio]) -> dict[str, Any]:
     """Each per-round ratio as store.json holds it: its figures and whether the run vouches for it."""
     return {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()}
-
-
-def paired_line(pr: Mapping[str, Any]) -> str:
-    """The send vs its like-for-like floor, from the per-round ratios (send_throughput.paired_rounds):
-    the figure to quote, or said plainly not to be one."""
-    goal = pr["goal"]
-    r = pr["ratios"][goal["ratio"]]
-    head = (f"- Send / like-for-like floor over {r['rounds']} paired rounds ({pr['block_calls']} calls per side and "
-            f"round, the two blocks back to back, the order reversed every round): ")
-    others = pr["ratios"]
-    cpu = pr.get("cpu_ratios", {}).get(goal["ratio"].replace("_throughput", "_cpu_per_call"))
-    tail = (f" Per round too: send / send_floor {_range(others['send_over_floor_throughput'])}, send_floor / "
-            f"send_floor_without_outbox {_range(others['floor_over_floor_without_outbox_throughput'])}"
-            + ("" if cpu is None or cpu["median"] is None else
-               f"; this process's CPU per call, send / like-for-like floor {_range(cpu)}"
-               + ("" if cpu.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
-                  f"±{pr['vouch_rel_half_width']:.0%})")) + ".")
-    return _judged(head, r, goal, f"goal >= {goal['at_least']}", pr["vouch_rel_half_width"], tail)
-
-
-def history_paired_line(pr: Mapping[str, Any]) -> str:
-    """The latest page vs its own statements raw, from the per-round p50 ratios (history_page.paired_rounds):
-    the figure to quote, or said plainly not to be one."""
-    goal = pr["goal"]
-    r = pr["ratios"][goal["ratio"]]
-    head = (f"- Latest page p50 / history_floor p50 over {r['rounds']} paired rounds ({pr['round_calls']} calls per "
-            f"side and round, the sides' calls alternating): ")
-    bare = pr["ratios"].get("history_over_bare_p50")
-    tail = "" if bare is None or bare["median"] is None else f" Per round too: page / bare SELECT {_range(bare)}."
-    return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
-
-
-def median_ms(xs: Any) -> float | None:
-    """The median (p50, nearest rank) of a side's per-round CPU ms per call (rounds without a figure
-    left out)."""
-    xs = [x for x in xs or () if x is not None]
-    return round(percentile(xs, 50), 3) if xs else None
-
-
-def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: str, callback: str,
-                      what: str, also: tuple[str, ...] = ()) -> str | None:
-    """A path's client CPU per call against its driver floor (callback_floors): each side's median ms
-    per call, the ratio with its interval and the goal's verdict; None when the run has no driver floor."""
-    goal = pr.get("callback_goal")
-    if goal is None:
-        return None
-    r = pr["cpu_ratios"][goal["ratio"]]
-    cpu = pr["cpu_ms_per_call_by_round"]
-    head = (f"- {path} client CPU / driver floor ({callback}: {what}) over {r['rounds']} paired rounds "
-            f"({pr['block_calls']} calls per side and round): ")
-    blocking_ratio = pr["cpu_ratios"].get(f"{blocking_key(blocking)}_over_callback_floor_cpu_per_call")
-    others = "".join(f", {name} {median_ms(cpu.get(name))} ms" for name in also if name in cpu)
-    tail = (f" Client CPU per call, median over the rounds: {side} {median_ms(cpu.get(side))} ms{others}, {blocking} "
-            f"(blocking threads) {median_ms(cpu.get(blocking))} ms, {callback} {median_ms(cpu.get(callback))} ms"
-            + ("" if blocking_ratio is None or blocking_ratio["median"] is None else
-               f"; blocking floor / driver floor {_range(blocking_ratio)}") + ".")
-    return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
-
-
-def asyncio_floor_line(pr: Mapping[str, Any]) -> str | None:
-    """The driver floor through asyncio against the callback-chained one (client CPU per send): the
-    price of handing each answer to an asyncio loop, for choosing the store's event-driven core."""
-    r = pr.get("cpu_ratios", {}).get("asyncio_floor_over_callback_floor_cpu_per_call")
-    if r is None or r["median"] is None:
-        return None
-    cpu = pr["cpu_ms_per_call_by_round"]
-    return (f"- Send driver floor, asyncio / callbacks (the same statements as coroutines on one asyncio loop, each "
-            f"answer handed to it, against the callback chain) over {r['rounds']} paired rounds: client CPU per send "
-            f"{median_ms(cpu.get('send_asyncio_floor'))} vs {median_ms(cpu.get('send_callback_floor'))} ms, "
-            f"{_range(r)}" + ("" if r["ci_low"] is None else
-                              f", the median's 95% interval {r['ci_low']}-{r['ci_high']}x")
-            + ("" if r.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
-               f"±{pr['vouch_rel_half_width']:.0%})") + ".")
-
-
-def blocking_key(name: str) -> str:
-    """A blocking floor's name in the ratio keys (send_floor_with_head_read -> floor_with_head_read)."""
-    return name.removeprefix("send_")
 
 
 Ratio = float | None   # a_over_b gives None when a side has no figure; the note prints it as is
@@ -349,11 +249,15 @@ def _send_lines(s: Comparison) -> list[str]:
                                  also=("send",), callback="send_callback_floor",
                                  what="send_floor_with_head_read's statements without the outbox append, chained "
                                       "through the driver's callbacks from one thread")
-        if line is not None:
-            lines.append(line)
-        line = asyncio_floor_line(s.paired_rounds)
-        if line is not None:
-            lines.append(line)
+        logged = driver_floor_line(
+            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
+            callback="send_logged_callback_floor", goal_key="logged_callback_goal", floor_key="logged_callback_floor",
+            label="driver floor with the outbox append",
+            what="send_callback_floor plus the durable outbox append where the send makes it, between record + index "
+                 "and COMMITTED: a local outbox of its own (SQLite, group commit, fsync) through append_async, the "
+                 "chain going on from the append's future; no sealing, no head writer")
+        lines += [x for x in (line, logged, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
+                  if x is not None]
     if fl is not None:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "

@@ -1,6 +1,7 @@
 """The driver's own floors: a path's statements chained through the driver's callbacks
 (``execute_async(...).add_callbacks(...)``), ``in_flight`` chains at a time from one thread, no
-thread per call: what the statements cost the client when nothing waits on a native thread.
+thread per call: what the statements cost the client when nothing waits on a native thread. The
+send's chain may also append to an outbox of its own, continuing from the append's future.
 
 More: docs/bench-internals.md.
 """
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from lab.bench.store_paths.floors import SendFloorPlan
 from lab.cluster.connection import Connection, Stmt
 from lab.measure import Timing
 from lab.measure.timing import now_ns
+from lab.store import Outbox
 
 __all__ = ["Chain", "Done", "page_chain", "run_chains", "send_chain"]
 
@@ -66,13 +69,18 @@ def _together(conn: Connection, items: Sequence[tuple[Stmt, Sequence[Any]]], the
         _issue(conn, stmt, params, one(i), failed)
 
 
-def send_chain(conn: Connection, plan: SendFloorPlan) -> Chain:
+def send_chain(conn: Connection, plan: SendFloorPlan, outbox: Outbox | None = None) -> Chain:
     """The send floor's plan as one chain, each step started by the previous one's callback: the
     fencing read (a conversation's first call), the reservation (applied, or the chain fails),
-    record + index together, COMMITTED, the head read, the head write. The outbox append is no
-    driver statement and blocks: a plan with one is refused."""
+    record + index together, the plan's ``log_record`` appended to ``outbox`` (``append_async``:
+    its group commit's round, the chain going on from the future's callback, as the store's send
+    does; a duplicate entry fails the chain), COMMITTED, the head read, the head write. The
+    blocking append (``log_append``) would block the I/O thread: a plan with one is refused."""
     if plan.log_append is not None:
-        raise ValueError("a callback chain issues driver statements only: build its plans with outbox=False")
+        raise ValueError("a callback chain never blocks: build its plans with outbox=False (log_record=True and "
+                         "an outbox of its own for the append)")
+    if plan.log_record is not None and outbox is None:
+        raise ValueError("a plan with a log record needs the outbox its chain appends to")
 
     def start(done: Done) -> None:
         def head_write(_: Any = None) -> None:
@@ -84,14 +92,32 @@ def send_chain(conn: Connection, plan: SendFloorPlan) -> Chain:
             else:
                 _issue(conn, *plan.head_read, head_write, done)
 
-        def commit(_: Any) -> None:
+        def commit(_: Any = None) -> None:
             _issue(conn, *plan.commit, head_read, done)
+
+        def appended(future: Future[Any]) -> None:
+            try:  # on the group commit's thread, whose futures would only log an error: the chain would stall
+                if future.result().duplicate:
+                    raise RuntimeError("callback floor: the log held this message's coordinate already")
+            except Exception as exc:
+                done(exc)
+                return
+            commit()
+
+        def logged(_: Any) -> None:
+            if plan.log_record is None:
+                commit()
+                return
+            pending = outbox.append_async(plan.log_record)  # type: ignore[union-attr]
+            if pending is None:
+                raise ValueError(f"{outbox!r} has no asynchronous append")
+            pending.add_done_callback(appended)
 
         def reserved(rows: Any) -> None:
             if not rows or not rows[0][0]:
                 done(RuntimeError("callback floor: the reservation was not applied"))
             else:
-                _together(conn, plan.record_and_index, commit, done)
+                _together(conn, plan.record_and_index, logged, done)
 
         def reserve(_: Any = None) -> None:
             _issue(conn, *plan.reserve, reserved, done)

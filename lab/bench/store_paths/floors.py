@@ -12,8 +12,8 @@ from typing import Any
 
 from lab.bench.store_paths.recording import BenchRun, body
 from lab.cluster.connection import Stmt
-from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, RetentionClass, seq_bucket,
-                       u128_to_blob, wall_clock_ms)
+from lab.store import (DedupState, FIRST_CONVERSATION_SEQ, Message, MessageType, OutboxRecord, RetentionClass,
+                       seq_bucket, u128_to_blob, wall_clock_ms)
 
 __all__ = ["FloorKeys", "SendFloorPlan", "history_floor", "history_floor_items", "send_floor_calls",
            "send_floor_plans"]
@@ -43,8 +43,10 @@ class FloorKeys:
 class SendFloorPlan:
     """One send floor call's statements and bound values, built before the clock: the blocking
     floors (:func:`send_floor_calls`) and the callback-chained one (lab.bench.store_paths.callback_floors)
-    issue the same plan. ``fencing_key``: the conversation's first call reads its epoch first;
-    ``head_key``: the head read before the head write (None: no head read)."""
+    issue the same plan. ``fencing_read``: the conversation's first call reads its epoch first;
+    ``head_read``: the head read before the head write (None: no head read). The outbox append:
+    ``log_append`` a blocking call bound to the store's log, or ``log_record`` the sealed record
+    alone, which a chain appends to a log of its own without blocking (None: no append)."""
 
     reserve: tuple[Stmt, tuple]
     record_and_index: list[tuple[Stmt, tuple]]
@@ -53,19 +55,23 @@ class SendFloorPlan:
     head_read: tuple[Stmt, tuple] | None
     head_write: tuple[Stmt, tuple]
     fencing_read: tuple[Stmt, tuple] | None
+    log_record: OutboxRecord | None = None
 
 
 def send_floor_plans(run: BenchRun, n: int, *, conversations: int, outbox: bool = True,
-                     head_read: bool = False, keys: FloorKeys | None = None,
+                     head_read: bool = False, log_record: bool = False, keys: FloorKeys | None = None,
                      start: int = 0) -> list[SendFloorPlan]:
     """``n`` plans of the send floor, spread round-robin over ``conversations`` of their own
     (their own sequence windows), each a new client_message_id of its conversation's sender;
     ``outbox=False``: without the log append (``send_floor_without_outbox``); ``head_read=True``:
     with the head read before each head write and the fencing read on each conversation's first
-    call (``send_floor_with_head_read``). Built a batch at a time (a long run need not hold every
-    call at once): ``keys`` from the first batch (``FloorKeys.new``) and ``start`` the number of
-    calls built before, so the calls continue the same conversations and only a conversation's
-    first call reads its epoch."""
+    call (``send_floor_with_head_read``); ``log_record=True`` (with ``outbox=False``): the log
+    record alone, sealed, for a chain's own log (``send_logged_callback_floor``). Built a batch
+    at a time (a long run need not hold every call at once): ``keys`` from the first batch
+    (``FloorKeys.new``) and ``start`` the number of calls built before, so the calls continue the
+    same conversations and only a conversation's first call reads its epoch."""
+    if outbox and log_record:
+        raise ValueError("a plan appends once: the store's log (outbox) or a chain's own (log_record), not both")
     p, store = run.params, run.store
     statements = store.baseline_statements()
     width = store.constants.message_seq_bucket_width
@@ -91,6 +97,7 @@ def send_floor_plans(run: BenchRun, n: int, *, conversations: int, outbox: bool 
             reserve=(statements.reserve, (*dedup_key, message_id, seq, int(DedupState.RESERVED), now_ms + i)),
             record_and_index=store.seeding.statements(message, ttl_seconds=ttl),
             log_append=store.seeding.log_append(message) if outbox else None,
+            log_record=store.seeding.log_record(message) if log_record else None,
             commit=(statements.commit, (dedup_ttl, int(DedupState.COMMITTED), message_id, seq, now_ms + i,
                                         *dedup_key)),
             head_read=(statements.head_read, head_key) if head_read else None,

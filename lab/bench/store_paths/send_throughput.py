@@ -1,13 +1,15 @@
 """``send_throughput``: the full write path (``store.send`` from the thread pool, ``store.send_async``
-from one thread) against its own steps issued raw (the floors of lab.bench.store_paths.floors) and
-against the bare dedup LWT alone.
+from one thread) against its own steps issued raw (the floors of lab.bench.store_paths.floors), the
+driver's floors (with and without the outbox append) and the bare dedup LWT alone.
 
 More: docs/bench-internals.md.
 """
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
@@ -20,14 +22,27 @@ from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
 from lab.measure.timing import NS_PER_SECOND
-from lab.store import DedupState, u128_to_blob, wall_clock_ms
+from lab.store import DedupState, Outbox, open_outbox, u128_to_blob, wall_clock_ms
 
 CALLBACK_FLOOR = "send_callback_floor"
+# send_callback_floor plus the durable outbox append, on a log of its own: the store's default
+# outbox (the bench's store runs on it), opened as the store opens it, in a directory the bench removes
+LOGGED_FLOOR = "send_logged_callback_floor"
+LOGGED_FLOOR_OUTBOX = "local"
+LOGGED_FLOOR_LOG_FILE = "outbox.sqlite"
 ASYNCIO_FLOOR = "send_asyncio_floor"
 ASYNC = "send_async"
 
 
 def bench_send(run: BenchRun) -> Comparison:
+    """Every side of ``send_throughput`` in interleaved rounds (lab.bench.store_paths.floors for the
+    floors); ``send_logged_callback_floor``'s log lives in a temporary directory, removed after."""
+    with tempfile.TemporaryDirectory(prefix="lab-bench-floor-log-") as log_dir, \
+            open_outbox(LOGGED_FLOOR_OUTBOX, path=Path(log_dir) / LOGGED_FLOOR_LOG_FILE) as log:
+        return _bench_send(run, log)
+
+
+def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     p, store = run.params, run.store
     tenant = uuid.uuid4()
     conversations = [uuid.uuid4() for _ in range(p.send_conversations)]
@@ -67,24 +82,27 @@ def bench_send(run: BenchRun) -> Comparison:
             ready[name] = (start, send_floor_calls(run, n, conversations=p.send_conversations, keys=floor_keys[name],
                                                    start=start, **options))
 
-    # the driver's floors: the like-for-like floor's statements without the outbox append (no driver
-    # statement), send_concurrency in flight from this thread: chained through callbacks, and as
-    # coroutines on an asyncio loop (each answer handed to the loop), each on its own conversations
+    # the driver's floors: the like-for-like floor's statements without the blocking outbox append,
+    # send_concurrency in flight from this thread: chained through callbacks, the same with the append
+    # through the log's future (LOGGED_FLOOR), and as coroutines on an asyncio loop (each answer handed
+    # to the loop), each on its own conversations
     chained: dict[str, dict[str, Any]] = {name: {"start": 0, "plans": [], "keys": FloorKeys.new(p.send_conversations)}
-                                          for name in (CALLBACK_FLOOR, ASYNCIO_FLOOR)}
+                                          for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR)}
 
     def build_chained(n: int) -> None:
-        for c in chained.values():
+        for name, c in chained.items():
             start = c["start"] + len(c["plans"])
             c.update(start=start, plans=send_floor_plans(run, n, conversations=p.send_conversations, keys=c["keys"],
-                                                         start=start, head_read=True, outbox=False))
+                                                         start=start, head_read=True, outbox=False,
+                                                         log_record=name == LOGGED_FLOOR))
 
     def run_driver_floor(name: str, calls: list[int]) -> list[Any]:
         c = chained[name]
         plans = [c["plans"][i - c["start"]] for i in calls]
-        if name == CALLBACK_FLOOR:
-            return run_chains([send_chain(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
-        return run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
+        if name == ASYNCIO_FLOOR:
+            return run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
+        return run_chains([send_chain(run.conn, plan, log if name == LOGGED_FLOOR else None) for plan in plans],
+                          in_flight=p.send_concurrency)
 
     def floor_method(name: str) -> Callable[[int], None]:
         def call(i: int) -> None:
@@ -94,7 +112,8 @@ def bench_send(run: BenchRun) -> Comparison:
 
     methods = {"send": (Method("send"), full), ASYNC: (Method(ASYNC), None),
                **{name: (Method(name), floor_method(name)) for name in floor_options},
-               CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None),
+               CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), LOGGED_FLOOR: (Method(LOGGED_FLOOR), None),
+               ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0, ASYNC: 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -149,6 +168,7 @@ def bench_send(run: BenchRun) -> Comparison:
     fl = methods["send_floor"][0].result()
     fn = methods["send_floor_without_outbox"][0].result()
     cb = methods[CALLBACK_FLOOR][0].result()
+    lg = methods[LOGGED_FLOOR][0].result()
     ao = methods[ASYNCIO_FLOOR][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
@@ -159,15 +179,19 @@ def bench_send(run: BenchRun) -> Comparison:
                     "index together, the durable outbox append, COMMITTED, head read, head write; send_floor: the same "
                     "without the two reads; send_floor_without_outbox: send_floor without the append; "
                     "send_callback_floor: send_floor_with_head_read's statements without the append, chained through "
-                    "the driver's callbacks from one thread; send_asyncio_floor: the same as coroutines on an asyncio loop in one "
+                    "the driver's callbacks from one thread; send_logged_callback_floor: the same plus the durable "
+                    "outbox append between record + index and COMMITTED, a local outbox of its own through "
+                    "append_async, the chain going on from the append's future; send_asyncio_floor: "
+                    "send_callback_floor's statements as coroutines on an asyncio loop in one "
                     "thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
-                    f"send_async and send_callback_floor: {p.send_concurrency} in flight from one thread; "
+                    f"send_async and the callback floors: {p.send_concurrency} in flight from one thread; "
                     f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
-        methods={f.name: f, sa.name: sa, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, ao.name: ao, b.name: b},
+        methods={f.name: f, sa.name: sa, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, lg.name: lg, ao.name: ao,
+                 b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -186,6 +210,10 @@ def bench_send(run: BenchRun) -> Comparison:
                                                                      cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "floor_with_head_read_over_callback_floor_throughput": a_over_b(
                    fh.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
+               "send_async_over_logged_callback_floor_throughput": a_over_b(
+                   sa.throughput_ops_per_s, lg.throughput_ops_per_s, digits=RATIO_DIGITS),
+               "logged_floor_over_callback_floor_throughput": a_over_b(
+                   lg.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "asyncio_floor_over_callback_floor_throughput": a_over_b(
                    ao.throughput_ops_per_s, cb.throughput_ops_per_s, digits=RATIO_DIGITS),
                "send_over_floor_p50_latency": a_over_b(f.latency_us.p50, fl.latency_us.p50, digits=RATIO_DIGITS),
@@ -208,9 +236,14 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_over_send_async_throughput": ("send", ASYNC),
           "floor_with_head_read_over_callback_floor_throughput": ("send_floor_with_head_read", CALLBACK_FLOOR),
           "asyncio_floor_over_callback_floor_throughput": (ASYNCIO_FLOOR, CALLBACK_FLOOR),
+          "send_async_over_logged_callback_floor_throughput": (ASYNC, LOGGED_FLOOR),
+          "floor_with_head_read_over_logged_callback_floor_throughput": ("send_floor_with_head_read", LOGGED_FLOOR),
+          "logged_floor_over_callback_floor_throughput": (LOGGED_FLOOR, CALLBACK_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
+# the same goal against the driver floor with the outbox append (the durable log step §5.1 asks of every send)
+LOGGED_GOAL_RATIO = "send_async_over_logged_callback_floor_cpu_per_call"
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -229,11 +262,7 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
             # judged only from a figure the run vouches for: a bootstrap interval of a few rounds
             # is too coarse to call the goal missed or met
             "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
-            **({} if cpu_ms_per_call is None or CALLBACK_FLOOR not in cpu_ms_per_call
-               or ASYNC not in cpu_ms_per_call else {
-                "callback_goal": paired_goal(CALLBACK_GOAL_RATIO, paired_ratio(cpu_ms_per_call[ASYNC],
-                                                                               cpu_ms_per_call[CALLBACK_FLOOR]),
-                                             limit=CALLBACK_SEND_GOAL, at_least=False)}),
+            **_driver_goals(cpu_ms_per_call),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
             "ratios": paired_ratios_json(ratios),
@@ -244,3 +273,15 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
                                                   paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
                                                   for key, (a, b) in PAIRED.items()
                                                   if a in cpu_ms_per_call and b in cpu_ms_per_call})})}
+
+
+def _driver_goals(cpu_ms_per_call: dict[str, list[float | None]] | None) -> dict[str, Any]:
+    """``callback_goal`` and ``logged_callback_goal``: send_async's client CPU per call over each driver
+    floor's, per round, against CALLBACK_SEND_GOAL; a goal whose floor did not run is left out."""
+    if cpu_ms_per_call is None or ASYNC not in cpu_ms_per_call:
+        return {}
+    goals = {"callback_goal": (CALLBACK_GOAL_RATIO, CALLBACK_FLOOR), "logged_callback_goal": (LOGGED_GOAL_RATIO,
+                                                                                            LOGGED_FLOOR)}
+    return {key: paired_goal(ratio, paired_ratio(cpu_ms_per_call[ASYNC], cpu_ms_per_call[floor]),
+                             limit=CALLBACK_SEND_GOAL, at_least=False)
+            for key, (ratio, floor) in goals.items() if floor in cpu_ms_per_call}

@@ -20,7 +20,7 @@ from lab.store.rows.model import DedupState, MessageType, RetentionClass
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, EncodedRecord, Message, encode_record
 from lab.store.write.head import HeadUpdate
 from lab.store.write.head_writer import HeadWriter
-from lab.store.outbox import Outbox, OutboxEntry
+from lab.store.outbox import Outbox, OutboxEntry, OutboxRecord
 from lab.store.write.send import COMMIT_CQL, RESERVE_CQL, SendAck, message_log_record, record_statements
 from lab.store.write.sequence import Allocation, SequenceAllocator
 
@@ -125,12 +125,18 @@ class Seeder:
 
     def log_append(self, message: Message) -> Callable[[], OutboxEntry]:
         """The message's outbox append exactly as the commit path's step 4 makes it
-        (``lab.store.write.send.message_log_record``), sealed and serialised now; calling the
-        result appends it to this store's log, durably, through the log's group commit. For the
-        benchmark's send floor, which pays the log's own cost and no encoding."""
+        (:meth:`log_record`), sealed and serialised now; calling the result appends it to this
+        store's log, durably, through the log's group commit. For the benchmark's send floor,
+        which pays the log's own cost and no encoding."""
         if self._log is None:
             raise ValidationError("this seeder has no log to append to", field="log")
-        return self._log.prepare(message_log_record(self._encode(message)))
+        return self._log.prepare(self.log_record(message))
+
+    def log_record(self, message: Message) -> OutboxRecord:
+        """The log record the commit path's step 4 appends for the message
+        (``lab.store.write.send.message_log_record``), sealed now, for a caller's own log: the
+        benchmark's event-driven send floor appends it through ``Outbox.append_async``."""
+        return message_log_record(self._encode(message))
 
     def write(self, messages: Iterable[Message], *, ttl_seconds: TtlChoice = None,
               timestamp_us: StampChoice = None, index: bool = True, dedup: bool = False,
