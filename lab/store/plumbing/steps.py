@@ -179,6 +179,15 @@ class _Drive:
         ``execute_concurrent``'s); resume with their rows once all answered, or fail with the first
         error in input order once every started one settled: none is started after an error."""
         n = len(items)
+        if n == 1:  # most steps: no window to keep
+            stmt, params = items[0]
+            try:
+                response = self.connection.execute_async(stmt, params)  # raises lab errors already
+            except BaseException as exc:
+                self.fail(exc)
+                return
+            self._collect(response, stmt, 0, self._settle_one)
+            return
         window = concurrency or n
         rows: list[Any] = [None] * n
         errors: list[BaseException | None] = [None] * n
@@ -231,6 +240,12 @@ class _Drive:
             self._collect(response, stmt, i, settle)
 
         pump()
+
+    def _settle_one(self, _i: int, rows: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self.fail(error)
+        else:
+            self.resume([rows])
 
     def _collect(self, response: Any, stmt: Stmt, i: int,
                  settle: Callable[[int, Any, BaseException | None], None]) -> None:
