@@ -77,6 +77,8 @@ class FaultPlan:
         with self._lock:
             self.hits[point] += 1
             between = self._interleaved.pop(point, None)
+            if between is None and point not in self._armed:
+                return  # the common case: one lock, nothing to do
         if between is not None:
             between()  # outside the lock: it may drive other paths that reach points too
         with self._lock:
