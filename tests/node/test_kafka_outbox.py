@@ -11,7 +11,8 @@ import pytest
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
 from lab.store.outbox.kafka_log import KafkaOutbox, partition_of
-from lab.store import OUTBOXES, EditEvent, EncodedRecord, MessagePayload, OutboxRecord, RecallEvent, open_outbox
+from lab.store import OUTBOXES, EditEvent, OutboxRecord, RecallEvent, open_outbox
+from outbox_records import message, tag
 
 pytestmark = pytest.mark.node
 
@@ -33,20 +34,6 @@ def boxes(kafka_services, topic):
     yield _open
     for box in opened:
         box.close()
-
-
-def message(tenant, conversation, seq, tag: str = "") -> OutboxRecord:
-    """A logged message whose client_message_id is ``tag`` (what a test reads back)."""
-    return OutboxRecord(tenant_id=tenant, conversation_id=conversation, conversation_seq=seq, payload=MessagePayload(
-        record=EncodedRecord(tenant_id=tenant, conversation_id=conversation, seq_bucket=0, conversation_seq=seq,
-                             message_id=seq.to_bytes(16, "big"), last_activity_id=bytes(16), sender_id=tenant,
-                             sender_device_id=tenant, client_message_id=tag or f"m-{seq}", message_type=1,
-                             schema_version=1, state=0, payload_or_ciphertext=b"\x00sealed",
-                             dek_id=("conversation", "k", 1), retention_class=0, created_at=seq)))
-
-
-def tag(entry) -> str:
-    return entry.record.payload.record.client_message_id
 
 
 def test_registered_by_name_and_local_still_there():

@@ -51,7 +51,7 @@ def _all(store, futures: list, requests: list) -> tuple[list, int]:
 
 
 def test_a_thousand_sends_in_flight_from_one_thread_are_each_stored_once(store, outbox_kind):
-    sends = SENDS if outbox_kind == "local" else SENDS // 5  # the Kafka append's pool path, at a fifth
+    sends = SENDS if outbox_kind == "local" else SENDS // 5  # the suite's time: the Kafka outbox at a fifth
     tenant = uuid.uuid4()
     conversations = [uuid.uuid4() for _ in range(CONVERSATIONS)]
     requests = [new_request(tenant_id=tenant, conversation_id=conversations[i % CONVERSATIONS],

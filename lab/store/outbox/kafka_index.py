@@ -4,10 +4,15 @@ More: docs/store-internals.md.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import logging
 import threading
+import time
 import uuid
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -22,6 +27,8 @@ GROUP_PREFIX = "lab."  # consumer groups of the lab: lab.<group>
 POLL_SECONDS = 0.05
 FETCH_BATCH = 500
 RecordKey = tuple[str, str, int]
+Reached = Callable[[OutboxError | None], None]  # when_reached's callback: None, or why the offset never came
+_log = logging.getLogger(__name__)
 
 
 def partition_of(tenant_id: uuid.UUID, conversation_id: uuid.UUID, partitions: int) -> int:
@@ -66,9 +73,19 @@ def kafka_error(what: str, err: KafkaError | KafkaException | BaseException, **f
     return OutboxError(f"{what}: {err}", **facts)
 
 
+class _Waiter:
+    """One :meth:`PartitionIndex.when_reached` call; ``done`` once its callback was taken."""
+
+    __slots__ = ("partition", "end_offset", "timeout", "then", "done")
+
+    def __init__(self, partition: int, end_offset: int, timeout: float, then: Reached) -> None:
+        self.partition, self.end_offset, self.timeout, self.then, self.done = partition, end_offset, timeout, then, False
+
+
 class PartitionIndex:
     """key -> first (partition, offset), CONTROL entries by target, and how far each partition
-    is indexed; filled by one tailing consumer thread."""
+    is indexed; filled by one tailing consumer thread, which also calls the waiters of
+    :meth:`when_reached` (and times them out: its poll returns at least every 2 * POLL_SECONDS)."""
 
     def __init__(self, client: dict[str, Any], topic: str, partitions: int) -> None:
         self.topic, self.partitions = topic, partitions
@@ -78,58 +95,128 @@ class PartitionIndex:
         self.error: OutboxError | None = None
         self._cond = threading.Condition()
         self._stop = threading.Event()
+        self._ended = False  # the thread is gone: nothing advances the index any more
+        self._order = itertools.count()  # heap tie-breaker: waiters never compare
+        self._waiting: list[list[tuple[int, int, _Waiter]]] = [[] for _ in range(partitions)]  # by end_offset
+        self._deadlines: list[tuple[float, int, _Waiter]] = []
         self._consumer = Consumer({**client, "group.id": f"{GROUP_PREFIX}index", "enable.auto.commit": False,
                                    "enable.partition.eof": True, "fetch.wait.max.ms": 10,
                                    "auto.offset.reset": "earliest"})
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        self._thread = threading.Thread(target=self._run, name=f"outbox-index-{topic}", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, name=f"outbox-index-{topic}", daemon=True)
+        self.thread.start()
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 messages = next_messages(self._consumer, FETCH_BATCH)
-                if messages:
-                    self._take(messages)
+                with self._cond:
+                    if messages:
+                        self._take(messages)
+                        self._cond.notify_all()
+                    due = self._due(time.monotonic())
+                _call(due)
+        except Exception as exc:  # a record it cannot read: every waiter hears it, none waits for its timeout
+            with self._cond:
+                self.error = self.error or OutboxError(f"the outbox index of {self.topic} stopped: {exc!r}",
+                                                       topic=self.topic)
         finally:
+            with self._cond:
+                self._ended = True  # every waiter left hears it now
+                self._cond.notify_all()
+                due = self._due(time.monotonic())
+            _call(due)
             self._consumer.close()
 
     def _take(self, messages: list[Any]) -> None:
-        with self._cond:
-            for msg in messages:
-                err = msg.error()
-                partition = msg.partition()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        self.position[partition] = max(self.position[partition], msg.offset())
-                    elif err.fatal():
-                        self.error = kafka_error("the outbox index consumer failed", err, topic=self.topic)
-                    continue  # transport errors: librdkafka reconnects by itself
-                offset = msg.offset()
-                key = parse_key(msg.key())
-                first = self.first.setdefault(key, (partition, offset))
-                if first == (partition, offset) and dict(msg.headers() or ()).get("kind") != b"message":
-                    entry = decode_entry(msg.value(), partition=partition, offset=offset)
-                    if entry.record.kind in CONTROL_KINDS:
-                        r = entry.record
-                        self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
-                self.position[partition] = max(self.position[partition], offset + 1)
-            self._cond.notify_all()
+        """Index ``messages`` (under the lock)."""
+        for msg in messages:
+            err = msg.error()
+            partition = msg.partition()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self.position[partition] = max(self.position[partition], msg.offset())
+                elif err.fatal():
+                    self.error = kafka_error("the outbox index consumer failed", err, topic=self.topic)
+                continue  # transport errors: librdkafka reconnects by itself
+            offset = msg.offset()
+            key = parse_key(msg.key())
+            first = self.first.setdefault(key, (partition, offset))
+            if first == (partition, offset) and dict(msg.headers() or ()).get("kind") != b"message":
+                entry = decode_entry(msg.value(), partition=partition, offset=offset)
+                if entry.record.kind in CONTROL_KINDS:
+                    r = entry.record
+                    self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
+            self.position[partition] = max(self.position[partition], offset + 1)
+
+    def _late(self, partition: int, end_offset: int, timeout: float) -> OutboxError:
+        return OutboxError(f"the outbox index of {self.topic}[{partition}] did not reach offset {end_offset} "
+                           f"within {timeout:.0f}s (at {self.position[partition]})", topic=self.topic,
+                           partition=partition, offset=end_offset)
 
     def wait(self, partition: int, end_offset: int, timeout: float) -> None:
         """Block until every offset below ``end_offset`` of ``partition`` is indexed."""
         with self._cond:
             done = self._cond.wait_for(lambda: self.position[partition] >= end_offset or self.error is not None
-                                       or self._stop.is_set(), timeout)
+                                       or self._stop.is_set() or self._ended, timeout)
             if self.error is not None:
                 raise self.error
             if not done:
-                raise OutboxError(f"the outbox index of {self.topic}[{partition}] did not reach offset {end_offset} "
-                                  f"within {timeout:.0f}s (at {self.position[partition]})", topic=self.topic,
-                                  partition=partition, offset=end_offset)
+                raise self._late(partition, end_offset, timeout)
+
+    def when_reached(self, partition: int, end_offset: int, timeout: float, then: Reached) -> None:
+        """:meth:`wait` without blocking: ``then(None)`` once every offset below ``end_offset`` of
+        ``partition`` is indexed, else ``then(error)`` with the error ``wait`` raises (the index's
+        failure, or its timeout, found on the index's poll loop), or an OutboxError once the index
+        is closed. ``then`` runs once, on the index's thread, or on the caller's when the answer
+        is known already; it must not block (the index waits for it)."""
+        with self._cond:
+            known = self._answer(partition, end_offset)
+            if known is None:
+                waiter = _Waiter(partition, end_offset, timeout, then)
+                order = next(self._order)
+                heapq.heappush(self._waiting[partition], (end_offset, order, waiter))
+                heapq.heappush(self._deadlines, (time.monotonic() + timeout, order, waiter))
+                return
+        then(known[0])
+
+    def _answer(self, partition: int, end_offset: int) -> tuple[OutboxError | None] | None:
+        """What a waiter hears now (under the lock), as ``wait`` would have it; None: nothing yet."""
+        if self.error is not None:
+            return (self.error,)
+        if self.position[partition] >= end_offset:
+            return (None,)
+        if self._ended:
+            return (OutboxError(f"the outbox index of {self.topic} is closed", topic=self.topic, partition=partition,
+                                offset=end_offset),)
+        return None
+
+    def _due(self, now: float) -> list[tuple[Reached, OutboxError | None]]:
+        """The waiters to call now (under the lock), each with its error or None."""
+        due: list[tuple[Reached, OutboxError | None]] = []
+        for partition, heap in enumerate(self._waiting):
+            while heap and (known := self._answer(partition, heap[0][0])) is not None:
+                waiter = heapq.heappop(heap)[2]
+                if not waiter.done:
+                    waiter.done = True
+                    due.append((waiter.then, known[0]))
+        while self._deadlines and self._deadlines[0][0] <= now:
+            waiter = heapq.heappop(self._deadlines)[2]
+            if not waiter.done:
+                waiter.done = True
+                due.append((waiter.then, self._late(waiter.partition, waiter.end_offset, waiter.timeout)))
+        return due
 
     def close(self) -> None:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-        self._thread.join(timeout=10)
+        self.thread.join(timeout=10)
+
+
+def _call(due: list[tuple[Reached, OutboxError | None]]) -> None:
+    for then, error in due:
+        try:
+            then(error)
+        except Exception:  # a callback's own bug must not stop the index (the outbox's never raise)
+            _log.exception("an outbox index waiter failed")

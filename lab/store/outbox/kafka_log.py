@@ -5,10 +5,13 @@ More: docs/store-internals.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,25 @@ from lab.store.rows.ids import check_conversation_seq
 from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
                                    encode_value, kafka_error, next_messages, parse_key, partition_of, record_key)
 from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
+from lab.store.plumbing.steps import BlockingPool
 
 __all__ = ["KafkaOutbox", "partition_of"]
 
 RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
+
+
+class _Append:
+    """One append in flight: its record, where it goes, and the future it completes."""
+
+    __slots__ = ("record", "partition", "appended_at_ms", "deadline", "future")
+
+    def __init__(self, record: OutboxRecord, partition: int, appended_at_ms: int, deadline: float) -> None:
+        self.record, self.partition, self.appended_at_ms, self.deadline = record, partition, appended_at_ms, deadline
+        self.future: Future[OutboxEntry] = Future()
+        self.future.set_running_or_notify_cancel()  # it completes once, with the append
+
+    def facts(self) -> dict[str, Any]:
+        return {"partition": self.partition, "conversation_seq": self.record.conversation_seq}
 
 
 class KafkaOutbox(Outbox):
@@ -41,6 +59,11 @@ class KafkaOutbox(Outbox):
         self._timeout = services.request_timeout_seconds
         self._client = services.kafka_client_config()
         self._closed = False
+        self._lock = threading.Lock()  # the producer (replaced after a fatal error) and the appends awaiting reports
+        self._generation = 0  # which producer: a fatal error replaces the one that failed, once
+        self._delivering: OrderedDict[int, _Append] = OrderedDict()  # by produce order = deadline order
+        self._sequence = itertools.count()
+        self._fetches = BlockingPool(1, f"outbox-fetch-{topic}")  # a duplicate's first entry, when not cached
         try:
             self._partitions = self._ensure_topic()
             self._producer = self._new_producer()
@@ -94,16 +117,34 @@ class KafkaOutbox(Outbox):
                          "message.timeout.ms": s.kafka_delivery_timeout_ms,
                          "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
 
-    def _after_failure(self, err: KafkaError | None) -> None:
-        """An idempotent producer that hit a fatal error refuses every later append: replace it
-        (the failed append itself is reported; a retry resumes through get / the index)."""
+    def _after_failure(self, err: KafkaError | None, generation: int) -> None:
+        """An idempotent producer that hit a fatal error refuses every later append: replace it,
+        once (the failed append itself is reported; a retry resumes through get / the index)."""
         if err is not None and err.fatal():
-            with self._recent_lock:
-                self._producer = self._new_producer()
+            with self._lock:
+                if generation == self._generation:
+                    self._producer, self._generation = self._new_producer(), generation + 1
 
     def _serve_delivery_reports(self) -> None:
+        """The producer's poll thread: delivery reports (their callbacks run here), and the
+        appends whose report is overdue."""
         while not self._closed:
             self._producer.poll(POLL_SECONDS * 2)
+            self._overdue(time.monotonic())
+
+    def _overdue(self, now: float | None) -> None:
+        """Fail the appends with no delivery report by ``now`` (None: every one left, at close)."""
+        late = []
+        with self._lock:
+            while self._delivering:
+                seq, append = next(iter(self._delivering.items()))
+                if now is not None and append.deadline > now:
+                    break
+                del self._delivering[seq]
+                late.append(append)
+        for append in late:
+            append.future.set_exception(OutboxError("no delivery report for the outbox append", topic=self.topic,
+                                                     **append.facts()))
 
     @property
     def partitions(self) -> int:
@@ -123,41 +164,92 @@ class KafkaOutbox(Outbox):
 
     # ---- append ---------------------------------------------------------------------------
     def append(self, record: OutboxRecord) -> OutboxEntry:
+        if threading.current_thread() in (self._poller, self._index.thread):
+            # a callback of an append's future: the thread that would complete this append is waiting for it
+            raise OutboxError("a blocking append on the outbox's own thread would wait for itself (use append_async)",
+                              topic=self.topic)
+        return self.append_async(record).result()
+
+    def append_async(self, record: OutboxRecord) -> Future[OutboxEntry]:
+        """The append as a future: produced now, continued by the delivery report's callback (on the
+        producer's poll thread), then by the index once it reached the record (on the index's thread);
+        no thread waits for it. The future's callbacks run on those threads and must not block. A
+        record that is no OutboxRecord raises here; every other error is the future's."""
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
         partition = partition_of(record.tenant_id, record.conversation_id, self._partitions)
         appended_at_ms = time.time_ns() // 1_000_000
         value = encode_value(record, appended_at_ms)
-        done = threading.Event()
-        report: dict[str, Any] = {}
-
-        def delivered(err: KafkaError | None, msg: Any) -> None:
-            report.update(err=err, offset=msg.offset())
-            done.set()
-
-        facts = dict(topic=self.topic, partition=partition, conversation_seq=record.conversation_seq)
-        try:
-            self._producer.produce(self.topic, key="/".join(map(str, record_key(record))).encode(), value=value,
-                                   partition=partition, headers=[("kind", record.kind.encode())],
-                                   on_delivery=delivered)
-        except (BufferError, KafkaException) as exc:
-            self._after_failure(exc.args[0] if isinstance(exc, KafkaException) and exc.args else None)
-            raise kafka_error("the outbox could not queue the append", exc, **facts) from exc
         # the delivery report comes within message.timeout.ms; the margin covers a slow poll
-        if not done.wait(self.services.kafka_delivery_timeout_ms / 1000 + self._timeout):
-            raise OutboxError("no delivery report for the outbox append", **facts)
-        if report["err"] is not None:
-            self._after_failure(report["err"])
-            raise kafka_error("the broker did not acknowledge the outbox append", report["err"], **facts)
-        offset = report["offset"]
-        self._index.wait(partition, offset + 1, self._timeout)
-        first = self._index.first[record_key(record)]
-        # the record as stored: a typed record round-trips its wire form, ids are parsed already
-        own = OutboxEntry(offset=offset, partition=partition, appended_at_ms=appended_at_ms, record=record)
-        self._remember(own)
-        if first == (partition, offset):
-            return own
-        return dataclasses.replace(self._entry_at(*first), duplicate=True)
+        append = _Append(record, partition, appended_at_ms,
+                         time.monotonic() + self.services.kafka_delivery_timeout_ms / 1000 + self._timeout)
+        with self._lock:
+            if self._closed:
+                append.future.set_exception(OutboxError(f"the outbox {self.topic} is closed", topic=self.topic,
+                                                        **append.facts()))
+                return append.future
+            seq = next(self._sequence)
+            self._delivering[seq] = append
+            producer, generation = self._producer, self._generation
+        try:
+            producer.produce(self.topic, key="/".join(map(str, record_key(record))).encode(), value=value,
+                             partition=partition, headers=[("kind", record.kind.encode())],
+                             on_delivery=functools.partial(self._delivered, seq, generation))
+        except (BufferError, KafkaException) as exc:
+            with self._lock:
+                mine = self._delivering.pop(seq, None) is not None
+            self._after_failure(exc.args[0] if isinstance(exc, KafkaException) and exc.args else None, generation)
+            if mine:
+                error = kafka_error("the outbox could not queue the append", exc, topic=self.topic, **append.facts())
+                error.__cause__ = exc
+                append.future.set_exception(error)
+        return append.future
+
+    def _delivered(self, seq: int, generation: int, err: KafkaError | None, msg: Any) -> None:
+        """The delivery report's callback (the producer's poll thread): never blocks, never raises."""
+        with self._lock:
+            append = self._delivering.pop(seq, None)
+        if append is None:
+            return  # overdue already: failed by _overdue
+        try:
+            if err is not None:
+                self._after_failure(err, generation)
+                raise kafka_error("the broker did not acknowledge the outbox append", err, topic=self.topic,
+                                  **append.facts())
+            offset = msg.offset()
+            self._index.when_reached(append.partition, offset + 1, self._timeout,
+                                     functools.partial(self._indexed, append, offset))
+        except Exception as exc:
+            append.future.set_exception(exc)
+
+    def _indexed(self, append: _Append, offset: int, error: OutboxError | None) -> None:
+        """The index holds the record (or ``error`` says why not): the first entry of its key, with
+        ``duplicate=True`` when that is not ours. On the index's thread: never blocks, never raises."""
+        try:
+            if error is not None:
+                raise error
+            first = self._index.first[record_key(append.record)]
+            # the record as stored: a typed record round-trips its wire form, ids are parsed already
+            own = OutboxEntry(offset=offset, partition=append.partition, appended_at_ms=append.appended_at_ms,
+                              record=append.record)
+            self._remember(own)
+            if first == (append.partition, offset):
+                append.future.set_result(own)
+                return
+            with self._recent_lock:
+                cached = self._recent.get(first)
+            if cached is None:  # a fetch from the log (rare: another writer's first entry)
+                self._fetches().submit(self._resolve_duplicate, append, first)
+                return
+            append.future.set_result(dataclasses.replace(cached, duplicate=True))
+        except Exception as exc:
+            append.future.set_exception(exc)
+
+    def _resolve_duplicate(self, append: _Append, first: tuple[int, int]) -> None:
+        try:
+            append.future.set_result(dataclasses.replace(self._entry_at(*first), duplicate=True))
+        except Exception as exc:
+            append.future.set_exception(exc)
 
     # ---- lookups (index) ------------------------------------------------------------------
     def _caught_up(self, partition: int) -> None:
@@ -317,12 +409,16 @@ class KafkaOutbox(Outbox):
         return self._producer.flush(self._timeout if timeout_seconds is None else timeout_seconds)
 
     def close(self) -> None:
+        """Flush, then stop; an append still in flight fails (OutboxError), none is left waiting."""
         if self._closed:
             return
         self._producer.flush(self._timeout)
-        self._closed = True
+        with self._lock:
+            self._closed = True
         self._poller.join(timeout=10)
-        self._index.close()
+        self._overdue(None)
+        self._index.close()  # its waiters hear that it is closed
+        self._fetches.close()  # the duplicates' fetches queued, before the reader they use
         for consumer in [self._reader, *self._groups.values()]:
             consumer.close()
 
