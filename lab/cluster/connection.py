@@ -193,8 +193,14 @@ class Connection:
         """Fire one statement; returns the driver's ResponseFuture (call :func:`wait`)."""
         bound, info = self._bind(stmt, params, None)
         self.counter.add(info)
-        with map_driver_errors(info.table, self.dialect):
+        try:  # map_driver_errors, inline: a generator context manager per request costs the hot path
             return self.session.execute_async(bound, timeout=self.config.request_timeout_seconds)
+        except LabError:
+            raise
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(exc, table=info.table, dialect=self.dialect) from exc
+            raise
 
     def translate_error(self, error: BaseException, stmt: Stmt) -> BaseException:
         """What :meth:`execute` raises for ``error``, an error an asynchronous request of ``stmt``
