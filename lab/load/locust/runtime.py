@@ -4,6 +4,7 @@ More: docs/load-internals.md.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -284,8 +285,13 @@ class LoadContext:
             return None
         name = fn.__name__
         if name not in self._twins:
-            self._twins[name] = getattr(self.store, f"{name}_async", None) \
-                if getattr(fn, "__self__", None) is self.store else None
+            twin = None
+            if getattr(fn, "__self__", None) is self.store:
+                twin = getattr(self.store, f"{name}_async", None)
+                if name == "unreact":  # the store's react_async withdraws with reaction_key=None
+                    react_async = self.store.react_async
+                    twin = functools.partial(_unreact_async, react_async)
+            self._twins[name] = twin
         return self._twins[name]
 
     def of_kind(self, kind: str) -> list[Conversation]:
@@ -398,3 +404,8 @@ def context() -> LoadContext:
         raise RuntimeError("the load context is built on Locust's init event (loadgen/locustfile.py)")
     return _CONTEXT
 
+
+def _unreact_async(react_async: Callable[..., Any], tenant_id: Any, conversation_id: Any, conversation_seq: int,
+                   user_id: Any) -> Any:
+    """``unreact``'s asynchronous twin: ``react_async`` with no reaction key."""
+    return react_async(tenant_id, conversation_id, conversation_seq, user_id, None)
