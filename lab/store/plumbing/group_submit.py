@@ -7,20 +7,23 @@ More: docs/store-internals.md.
 """
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from lab.errors import InvalidState, LabError
-from lab.store.plumbing.steps import BlockingPool
 
 __all__ = ["DEFAULT_MAX_BATCH", "GroupSubmit"]
 
 I = TypeVar("I")  # noqa: E741 - item
 R = TypeVar("R")
 DEFAULT_MAX_BATCH = 512  # items per round at most: bounds one round's latency and memory
+_log = logging.getLogger(__name__)
 
 
 class _Waiter:
@@ -32,8 +35,9 @@ class _Waiter:
     def __init__(self, item: object, future: Future | None = None) -> None:
         self.item, self.result, self.error, self.done, self.lead = item, None, None, False, False
         self.future = future  # an asynchronous caller's: completed instead of waking a thread
-        self.wake = threading.Lock()
-        self.wake.acquire()
+        if future is None:
+            self.wake = threading.Lock()
+            self.wake.acquire()
 
     def settle(self) -> None:
         """Hand the result (or error) to the caller."""
@@ -43,6 +47,45 @@ class _Waiter:
             self.future.set_exception(self.error)
         else:
             self.future.set_result(self.result)
+
+
+class _Worker:
+    """The group's one thread for its asynchronous callers' rounds, in order: a hand-over is one put
+    on a SimpleQueue (the send path makes one per round: a pool's submit and its future cost more).
+    Started on first use; :meth:`close` stops it after the rounds handed over, then it refuses."""
+
+    __slots__ = ("_jobs", "_lock", "_thread", "_closed")
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:  # under the lock: no job is put after close's stop mark
+            if self._closed:
+                raise InvalidState("the group's worker is closed: its store was closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="group-submit", daemon=True)
+                self._thread.start()
+            self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except BaseException:  # a round settles its own errors; this keeps the worker alive regardless
+                _log.exception("group submit: a round failed outside its callers")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+            if thread is not None:
+                self._jobs.put(None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
 
 class GroupSubmit(Generic[I, R]):
@@ -59,7 +102,7 @@ class GroupSubmit(Generic[I, R]):
         self._queue: list[_Waiter] = []
         self._busy = False
         self._pid = os.getpid()
-        self._worker = BlockingPool(1, "group-submit")  # the asynchronous callers' rounds
+        self._worker = _Worker()  # the asynchronous callers' rounds
         self.rounds = 0  # rounds run (a round of one item counts): items / rounds is the grouping achieved
 
     def submit(self, item: I) -> R:
@@ -90,7 +133,7 @@ class GroupSubmit(Generic[I, R]):
         with self._lock:
             if self._pid != os.getpid():  # a forked child must not wait for its parent's leader
                 self._queue, self._busy, self._pid = [], False, os.getpid()
-                self._worker = BlockingPool(1, "group-submit")
+                self._worker = _Worker()
             self._queue.append(waiter)
             waiter.lead = not self._busy
             self._busy = True
@@ -99,11 +142,9 @@ class GroupSubmit(Generic[I, R]):
     def _hand_over(self, waiter: _Waiter) -> None:
         """Run the round ``waiter`` leads on the worker thread (an asynchronous caller leads nothing itself)."""
         try:
-            worker = self._worker()
+            self._worker.submit(functools.partial(self._round, waiter))
         except InvalidState as exc:  # closed: the round fails here, without running (nothing blocks)
             self._round(waiter, refused=exc)
-            return
-        worker.submit(self._round, waiter)
 
     def _round(self, waiter: _Waiter, refused: BaseException | None = None) -> None:
         with self._lock:  # a leader is always the head of the queue: its item is in the round
