@@ -27,7 +27,8 @@ def bench() -> None:
 @click.option("--profile", "profile", is_flag=True,
               help="instead of the comparisons: the store's hot paths under py-spy (bench/profile/)")
 @click.option("--profile-modes", default=None, metavar="M1,M2",
-              help="profile workloads (send, send_async, send_floor, history, grouped_1x500, grouped_20x5; default all)")
+              help="profile workloads (send, send_async, send_floor, history, history_async, grouped_1x500, grouped_20x5; "
+                   "default all)")
 @click.option("--profile-seconds", type=POSITIVE, default=None, help="seconds per profiled workload (default 20; --quick 4)")
 @click.option("--idle", is_flag=True, help="profile: sample idle (waiting) frames in the wall-clock view too")
 @results_option

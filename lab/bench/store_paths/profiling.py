@@ -33,7 +33,7 @@ from lab.measure.timing import NS_PER_MS, NS_PER_SECOND
 from lab.results.scratch import scratch_keyspace
 from lab.store import MESSAGE_RECORD_COLUMNS, BatchEntry, MessageStore, SendRequest
 
-MODES = ("send", "send_async", "send_floor", "history", "grouped_1x500", "grouped_20x5")
+MODES = ("send", "send_async", "send_floor", "history", "history_async", "grouped_1x500", "grouped_20x5")
 GROUPED_SHAPES = {"grouped_1x500": (1, 500), "grouped_20x5": (20, 5)}  # conversations x messages
 SEND_THREADS = 8
 SEND_CONVERSATIONS = 64
@@ -299,10 +299,24 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
             client_gc.settle(gc_mode)
             running = _until(seconds)
             while running():
-                page = store.history(tenant, conversation, limit=HISTORY_LIMIT)
-                if len(page.messages) != HISTORY_LIMIT:
-                    raise BenchError(f"history page of {len(page.messages)} messages, expected {HISTORY_LIMIT}")
+                _check_page(store.history(tenant, conversation, limit=HISTORY_LIMIT))
                 calls += 1
+        elif mode == "history_async":
+            conversation = uuid.uuid4()
+            seed_conversation(run, tenant, conversation, HISTORY_MESSAGES)
+            client_gc.settle(gc_mode)
+
+            def page(_i: int) -> Future[Any]:
+                checked: Future[Any] = Future()
+
+                def check(f: Future[Any]) -> None:
+                    try:
+                        checked.set_result(_check_page(f.result()))
+                    except BaseException as exc:  # a failed page or a short one: _in_flight reports it
+                        checked.set_exception(exc)
+                store.history_async(tenant, conversation, limit=HISTORY_LIMIT).add_done_callback(check)
+                return checked
+            calls = _in_flight(page, seconds)
         else:
             n_conversations, per_conversation = GROUPED_SHAPES[mode]
             entries = []
@@ -324,6 +338,11 @@ def work(config: ClusterConfig, mode: str, seconds: float, *, split_path: Path |
                 calls += 1
         return keyspace, (f"{mode}: {calls} calls in {seconds:g} s ({calls / seconds:.1f}/s); "
                           f"requests {store.connection.counter.snapshot()}")
+
+
+def _check_page(page: Any) -> None:
+    if len(page.messages) != HISTORY_LIMIT:
+        raise BenchError(f"history page of {len(page.messages)} messages, expected {HISTORY_LIMIT}")
 
 
 def grouped_split(store: Any, tenant: uuid.UUID, entries: list[Any], rounds: int = SPLIT_ROUNDS) -> str:

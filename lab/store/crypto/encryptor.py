@@ -75,11 +75,13 @@ class Encryptor:
     def unready_keys(self, dek_ids: Iterable[Any]) -> list[DekId]:
         """Of the dek_ids of a read's rows (tuples or DekIds; None and malformed ones skipped: their
         rows fail in the decode, as they would), those the cache does not hold."""
-        values: Iterable[Any] = list(dek_ids)
-        try:
-            values = set(values)  # a page's rows: mostly one key
-        except TypeError:  # an unhashable value: the decode reports its row
-            pass
+        values: Iterable[Any] = dek_ids
+        if not isinstance(values, (set, frozenset)):  # a page's rows: mostly one key, asked as a set
+            values = list(values)
+            try:
+                values = set(values)
+            except TypeError:  # an unhashable value: the decode reports its row
+                pass
         unready: dict[DekId, None] = {}
         for value in values:
             try:

@@ -226,8 +226,8 @@ class BatchReader:
             tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages} if messages else coordinates)
         results = (yield Cql(tuple(statements), concurrency=self.concurrency)) if statements else []
 
-        unready = self.ctx.encryptor.unready_keys(row.dek_id for (table, _), rows in zip(owners, results)
-                                                  if table != "summary" for row in rows)
+        unready = self.ctx.encryptor.unready_keys({row.dek_id for (table, _), rows in zip(owners, results)
+                                                   if table != "summary" for row in rows})
         if unready:  # a key store read
             yield Blocking(functools.partial(self.ctx.encryptor.load_keys, unready))
         summaries: dict[int, ReactionSummary] = {}

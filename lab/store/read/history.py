@@ -320,7 +320,7 @@ class HistoryReader:
                                          last_seq=rows[-1].conversation_seq if rows else None))
 
     def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> Walk[BucketRead]:
-        unready = self.ctx.encryptor.unready_keys(row.dek_id for row in rows)
+        unready = self.ctx.encryptor.unready_keys({row.dek_id for row in rows})
         if unready:  # a key store read
             yield Blocking(partial(self.ctx.encryptor.load_keys, unready))
         messages = self._decode_page(rows, (q.tenant_id, q.conversation_id, q.bucket))
