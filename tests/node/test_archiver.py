@@ -138,7 +138,7 @@ def _partial_rows(store, tenant, conversation) -> list:
 
 
 def test_recall_and_edit_before_archive_leave_no_partial_row(open_store, store, tmp_path):
-    """Issue 12 item 1: recall / edit of a committed, not yet archived message. Neither may leave
+    """Recall / edit of a committed, not yet archived message. Neither may leave
     a row without message_id; history and batch reads of the conversation work before and after
     the archiver runs; the archiver's late whole-row INSERT does not undo what came first."""
     from lab.store import BatchEntry

@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 7, item 4): every public call of the façade, malformed and
+"""The bad-input matrix: every public call of the façade, malformed and
 boundary values, a typed error (the most specific lab.errors class) and all six tables plus
 the outbox unchanged, read back before and after each call.
 

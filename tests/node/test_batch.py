@@ -114,7 +114,7 @@ def _store_backlog(open_store, tenant, conv, n, *, restart_at=None, retry_every=
 def test_s1_one_group_of_500_written_through_the_store(store, open_store, admin):
     """S-1 (a) on a realistic backlog: 500 messages of one group sent through the store with
     retries, recalls and a writer restart, so their seqs have holes and straddle two buckets:
-    still <= 2 message_record reads (issue 12 item 5: range vs IN by density)."""
+    still <= 2 message_record reads (range vs IN by density)."""
     tenant, conv = uuid.uuid4(), uuid.uuid4()
     entries = _store_backlog(open_store, tenant, conv, 500, restart_at=250, retry_every=20, recall_every=25)
     seqs = sorted(e.conversation_seq for e in entries)

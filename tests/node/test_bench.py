@@ -49,8 +49,8 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
                 "grouped_vs_naive_group_1x30": (TINY.group_repeats, TINY.group_warmup),
                 "grouped_vs_naive_dm_3x2": (TINY.dm_repeats, TINY.dm_warmup)}
     for key, comp in comps.items():
-        # the send against its raw steps with and without the head reads and the outbox append (issues 13, 24), the latest page
-        # against its raw statements (issue 13), the grouped reads against the naive baseline and their raw fetch
+        # the send against its raw steps with and without the head reads and the outbox append, the latest page
+        # against its raw statements, the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
         assert len(comp["methods"]) == {"send_throughput": 9, "history_latest_page_cpu": 4}.get(key, 3)
         for name, m in comp["methods"].items():
@@ -283,7 +283,7 @@ def test_environment_parameters_and_keyspace_dropped(bench, connection):
 
 
 def test_profile_writes_flame_graphs_and_tables_and_drops_its_keyspaces(cluster_config, connection, tmp_path):
-    """``lab bench store --profile`` (issue 24 profiles the store with it): one workload, both
+    """``lab bench store --profile`` (what the store is profiled with): one workload, both
     views, on the real node; py-spy's files exist and hold samples of the store's own code."""
     from lab.bench.store_paths.profiling import ProfileParams, run_profile
 

@@ -1,4 +1,4 @@
-"""The broker dies under load (issue 15, item 5): SIGKILL of a Kafka broker of this test's own,
+"""The broker dies under load: SIGKILL of a Kafka broker of this test's own,
 on loopback, mid-load; bounded in time and sends.
 
 - while it is down, no send is acknowledged: every send that started after the kill and ended

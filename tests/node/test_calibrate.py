@@ -466,7 +466,7 @@ def test_repeat_check_runs_twice_and_states_agreement(tmp_path, cluster_config):
     assert f"with run {first['run_id']}" in report and "the two runs compared" in report
 
 
-# ---- your mix (issue 25 item 1): priced by this module's run, no run of its own -------------------
+# ---- your mix: priced by this module's run, no run of its own ----------------------------------
 EXAMPLE = PROJECT_DIR / "datasets" / "profiles" / "example_mix.toml"
 
 
@@ -499,8 +499,8 @@ def test_the_report_capacity_table_has_the_mix_and_cites_what_ran(run):
     assert "no CPU costs" in section and f"b_row notebook of this run ({run.run_dir.name})" in section
 
 
-# ---- Ctrl-C and --resume (issue 25 item 2), on a capacity-alone run that prices the mix from this
-# module's b_row run (item 1): one small run, interrupted by a real SIGINT and resumed, no run of its own
+# ---- Ctrl-C and --resume, on a capacity-alone run that prices the mix from this module's b_row
+# run (your mix, above): one small run, interrupted by a real SIGINT and resumed, no run of its own
 def _interrupt_capacity_alone(results: Path, home: str) -> tuple[subprocess.CompletedProcess, Path]:
     """`lab calibrate --notebooks capacity --my-mix FILE`; SIGINT to its process group (what a
     terminal's Ctrl-C sends) once capacity is running."""

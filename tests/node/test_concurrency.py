@@ -1,4 +1,4 @@
-"""Concurrency on the real node (issue 7, item 2).
+"""Concurrency on the real node.
 
 - Many concurrent sends of one client_message_id, from threads (over several stores, i.e.
   several writers) and from separate processes (each with its own MessageStore on the same

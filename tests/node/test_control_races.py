@@ -1,4 +1,4 @@
-"""Recall and edit under racing callers (issue 21 item 3): threads on one store, threads over
+"""Recall and edit under racing callers: threads on one store, threads over
 several stores (writers) on one state folder, and separate processes.
 
 - recall: however many callers race on one message, the log holds ONE recall CONTROL event for it,

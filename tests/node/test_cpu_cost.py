@@ -44,7 +44,7 @@ def test_cpu_cost_notebook_and_its_capacity(tmp_path, cluster_config):
     for op in OPS:
         assert values[f"cpu_{op}_rate_achieved"] > 0 and values[f"cpu_{op}_errors"] == 0
         assert values[f"cpu_{op}_loadgen_ms_per_op"] > 0  # this process did the calls
-        # 2 rounds: no interval (issue 22: the median of 2 rounds and its bootstrap low were one number)
+        # 2 rounds: no interval (the median of 2 rounds and its bootstrap low would be one number)
         assert values[f"cpu_{op}_server_ms_per_op_ci_low"] is None is values[f"cpu_{op}_server_ms_per_op_ci_high"]
         assert values[f"cpu_{op}_loadgen_cpu_percent_of_core"] > 0  # the loader's CPU while it drove
         assert 0 <= values[f"cpu_{op}_loader_bound_windows"] <= 2

@@ -1,4 +1,4 @@
-"""Every crash point of lab.store.plumbing.faults on the real node (issue 7, item 1; design §5.1, §5.3, S-7).
+"""Every crash point of lab.store.plumbing.faults on the real node (design §5.1, §5.3, S-7).
 
 One case per point in ``lab.store.plumbing.faults.CRASH_POINTS`` (the parametrization is that dict, so a
 new point gets a case or fails ``test_every_point_has_a_scenario``). A case arms the point on

@@ -1,4 +1,4 @@
-"""Encryption at rest on the real node (issue 7, the crypto half of item 5; design §3, §6).
+"""Encryption at rest on the real node (design §3, §6).
 
 - Crypto-erasure: after ``erase_conversation`` the conversation is unreadable through every
   read of the store (typed: KeyDestroyed, or "missing" in a batch), also for another store

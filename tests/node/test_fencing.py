@@ -1,4 +1,4 @@
-"""Fencing as a contract (issue 21 item 4; design §2.4, §5.1 step 7).
+"""Fencing as a contract (design §2.4, §5.1 step 7).
 
 - A writer learns it is fenced (a higher fencing_epoch on conversation_head: the takeover marker
   a failover writer leaves) and then refuses every further send, recall and edit of that

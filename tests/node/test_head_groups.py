@@ -1,4 +1,4 @@
-"""The head writer's grouped requests (issue 24; lab.store.write.head_writer): the updates of one
+"""The head writer's grouped requests (lab.store.write.head_writer): the updates of one
 batch read their heads with one ``conversation_id IN ?`` per tenant and up to
 HEAD_GROUP_PARTITIONS conversations, and write with one unlogged batch per group; each update is
 still judged on its own head (written, unchanged, dropped, fenced), and a group that fails is

@@ -1,4 +1,4 @@
-"""conversation_head is restored from durable state after a writer crash (issue 21 item 2).
+"""conversation_head is restored from durable state after a writer crash.
 
 A writer process sends over a few conversations and is killed with SIGKILL mid-stream (not an
 in-process fault: no ``finally``, no drain, whatever its head thread had queued is gone): by the

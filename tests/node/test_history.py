@@ -115,7 +115,7 @@ def test_bounds_at_earliest_available_and_head(narrow_store):
     assert narrow_store.history(tenant, conv, anchor=20).messages == ()
 
 
-# -- one round trip (issue 13): the head read and the page's first bucket read together ---------
+# -- one round trip: the head read and the page's first bucket read together ---------
 
 def test_a_warm_latest_page_is_one_round_trip_and_counts_every_read(narrow_store):
     """Once the store saw a conversation's H, its latest page reads the head and H's bucket at
@@ -281,7 +281,7 @@ def test_s6_after_send_recall_edit_and_reactions(store, admin):
 # -- E: the earliest_available advancer (§9) ---------------------------------------------------
 
 def test_older_paging_ends_at_the_retention_edge_once_e_is_advanced(store, open_store):
-    """Issue 12 item 3. Ten old messages (ephemeral, TTL 2 s here), one per bucket 0..9 (the
+    """Ten old messages (ephemeral, TTL 2 s here), one per bucket 0..9 (the
     store's seq floor leaves the holes), then five recent ones in bucket 10. Once the old ones
     expired, an older page with E = 1 walks into the expired buckets and ends on the empty-bucket
     stop with an alert; the advancer moves E to the first available row, and the same page ends

@@ -1,5 +1,5 @@
 """The hot window's puts in several rounds at once, each lane on a Redis connection of its own
-(lab.store.plumbing.lanes, issue 24 item 4), on the real Redis: a second caller's round goes out and
+(lab.store.plumbing.lanes), on the real Redis: a second caller's round goes out and
 is answered while the first's is still in flight (sent, its reply not read yet); a connection the
 server closed under one lane reconnects while another lane's round is in flight, and that round
 still lands; an error reply fails only its own lane's round; close() closes every lane's connection.

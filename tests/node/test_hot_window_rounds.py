@@ -1,4 +1,4 @@
-"""The hot window's puts from concurrent callers share pipelined round trips (issue 24 item 4): every
+"""The hot window's puts from concurrent callers share pipelined round trips: every
 put lands once, in its own slot, whatever round carried it (8 threads into one conversation too, and
 8 threads replaying the same puts); a round whose script the server does not know loads it and is
 replayed (every put is an upsert); a round with an error reply, or whose connection the server

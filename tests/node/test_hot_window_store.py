@@ -1,4 +1,4 @@
-"""Archiver mode with the Redis hot window, through the store (issue 15, item 3; design §2.1 note).
+"""Archiver mode with the Redis hot window, through the store (design §2.1 note).
 
 A committed message is readable at once (history and batch reads merge the hot window with
 message_record), recalls and edits made before the archiver ran are visible in both, and once

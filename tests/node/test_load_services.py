@@ -1,4 +1,4 @@
-"""`lab load` and `lab soak` on the design's real parts (issue 24 item 5): the Kafka outbox on the
+"""`lab load` and `lab soak` on the design's real parts: the Kafka outbox on the
 embedded broker and archiver mode's Redis hot window, chosen by the same settings as `lab bench
 store` (flags, LAB_*, the TOML file's [services] table), named in the environment block and the
 summary, and audited: every acked send read back once and, on the Kafka outbox, found once in the

@@ -114,7 +114,7 @@ def test_quitting_writes_the_summary_and_the_audit(web_run):
     assert (load_dir / "audit.json").exists() and (load_dir / "locust_stats_history.csv").exists()
     assert "summary:" in web_run["out"] and "audit ok:" in web_run["out"]
     assert read_json(load_dir / "parameters.json")["web_url"] == web_run["url"]
-    # the quit summary ends with the verdict, as a headless run's does (issue 22)
+    # the quit summary ends with the verdict, as a headless run's does
     assert s["verdict"]["verdict"] in ("valid", "loader-bound", "machine-bound") and "loader_cpu_percent_of_core" in s["verdict"]
     assert re.search(r"^verdict: (valid|LOADER-BOUND|MACHINE-BOUND)", web_run["out"], re.M), web_run["out"]
 

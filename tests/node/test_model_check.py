@@ -1,5 +1,5 @@
 """The model check's per-table disk inputs against the real node: client_dedup's bytes per row
-as b_row measures them must be what the send path leaves on disk (issue 23 leftover: on 3 nodes
+as b_row measures them must be what the send path leaves on disk (on 3 nodes
 at RF 3 the model check predicted client_dedup 15.4 % low, ~22 B a row, because b_row measured
 rows seeded in one INSERT while ``send`` reserves the row and then commits it, so its cells carry
 a write time of their own)."""

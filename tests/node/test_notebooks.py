@@ -85,7 +85,7 @@ def test_b_row(run_dir, notebook_artifacts, cluster_config, connection, admin):
 
 
 def test_in_limit(run_dir, notebook_artifacts, cluster_config, kafka_services, redis_services):
-    """On the design's real parts (issue 24 item 5): the Kafka outbox and archiver mode's Redis hot
+    """On the design's real parts: the Kafka outbox and archiver mode's Redis hot
     window reach the notebook's stores (as lab bench store reads them) and its environment block.
     One notebook run checks both (a kernel and a run of its own cost ~30 s of the suite);
     test_calibrate runs in_limit on the default local outbox."""

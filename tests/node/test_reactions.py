@@ -1,5 +1,5 @@
 """Reactions (§2.5): per-user rows, absolute summaries with a monotonic summary_version and
-no LWT (issue 12 item 4: client_dedup is the only LWT table, §2.3), unreact without DELETE or
+no LWT (client_dedup is the only LWT table, §2.3), unreact without DELETE or
 tombstones, self reactions by point read only."""
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def test_recall_drops_the_message_from_the_body_cache(store):
 
 
 def test_a_recall_landing_inside_an_edit_keeps_the_message_recalled(open_store, store):
-    """Issue 12 item 7. The edit has checked the state (NORMAL) and logged its event; before its
+    """The edit has checked the state (NORMAL) and logged its event; before its
     UPDATE lands, another writer recalls the message. Recalled stays recalled: in the row's state
     column, in history and batch reads; the edit reports the recall (InvalidState)."""
     from lab.store import BatchEntry

@@ -1,4 +1,4 @@
-"""A resumed send never undoes what happened after its first attempt (issue 21 item 1).
+"""A resumed send never undoes what happened after its first attempt.
 
 A send dies after its record (and maybe its outbox entry) was written and before COMMITTED; the
 message is then edited, recalled or reacted to (the row exists, so a reader can act on it); the

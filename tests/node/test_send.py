@@ -115,7 +115,7 @@ def test_failover_head_is_compare_and_set_under_fencing(open_store):
     head = new_epoch.head(tenant, conversation)
     assert (head.fencing_epoch, head.head_version) == (2, first.conversation_seq)
     # A writer of an older epoch is fenced out: refused before it writes (it would have been acked
-    # at a seq above the head, invisible; issue 21 item 4), and its head updates are dropped.
+    # at a seq above the head, invisible), and its head updates are dropped.
     with pytest.raises(Fenced):
         old_epoch.send(new_request(tenant_id=tenant, conversation_id=conversation, sender_id=sender))
     stale = HeadUpdate(tenant_id=tenant, conversation_id=conversation, conversation_seq=first.conversation_seq + 10,

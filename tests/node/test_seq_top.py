@@ -1,4 +1,4 @@
-"""The top of the conversation_seq range (issue 21 item 5; design §1's bit-63 rule, S-2).
+"""The top of the conversation_seq range (design §1's bit-63 rule, S-2).
 
 Sends at 2**63 - 4097 and at 2**63 - 1 are legal (bit 63 clear). History pages (the latest one,
 from any store, anchored ones in both directions), batch reads (range and IN forms) and the E

@@ -1,4 +1,4 @@
-"""`lab soak` (issue 7, item 6): a short mixed load with periodic audits on the real node,
+"""`lab soak`: a short mixed load with periodic audits on the real node,
 its totals in results/<run-id>/soak/summary.json, and an audit that does see a loss."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""lsm_space_amp on the real node (issue 23 item 1), from one run of the experiment with tiny
+"""lsm_space_amp on the real node, from one run of the experiment with tiny
 parameters (one run, no notebook kernel: the suite's time budget; the notebook only sets these
 parameters, calls this run and plots through lab.calibration.figures, tested in tests/unit): the
 bytes on disk are the node's own files (the disk reader against the files summed by hand and the

@@ -1,5 +1,5 @@
 """A port that answers, but not in CQL, is said as such within the probe's few seconds, and a
-bad setting names the variable or section it came from (issue 25 item 5).
+bad setting names the variable or section it came from.
 
 The services are the shared ones `lab node start` runs (Cassandra on 9042, Redis on 16379,
 the Kafka broker on 19092) and, for a service that answers at once, a tiny HTTP-like server

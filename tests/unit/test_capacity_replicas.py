@@ -1,4 +1,4 @@
-"""The capacity notebook multiplies b_row by RF exactly once (issue 12 item 8), and reads the
+"""The capacity notebook multiplies b_row by RF exactly once, and reads the
 shards per node of the b_row run (pure)."""
 from __future__ import annotations
 

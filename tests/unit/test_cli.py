@@ -66,7 +66,7 @@ def test_bad_usage_is_a_usage_error():
     assert out.exit_code == 2 and "give --rate R, --users N or --staircase MAX" in out.output
 
 
-# ---- bad input: refused before anything starts, nothing written (issue 14 item 5) -----------------
+# ---- bad input: refused before anything starts, nothing written ---------------------------------
 def test_every_numeric_option_has_a_range():
     """A bare int/float option would let `--rate -5` reach the library; durations are typed too."""
     from lab.cli.options import Duration

@@ -88,7 +88,7 @@ def test_a_shift_is_found_in_words_and_the_same_level_is_no_difference(tmp_path)
 
 
 def test_autocorrelated_runs_of_one_level_are_no_difference_where_raw_samples_differ(tmp_path):
-    """Issue 25: a rank test on every call called two identical runs different, because calls
+    """A rank test on every call would call two identical runs different, because calls
     close in time share the machine's state. Two runs of one level whose per-second level
     drifts: every test says no difference, although Mann-Whitney on the raw calls rejects."""
     from scipy.stats import mannwhitneyu
@@ -143,7 +143,7 @@ def test_notebook_samples_are_tested_per_round_and_keep_the_one_percentile(tmp_p
     assert "n=40: too few for p99" in to_text(cmp)
 
 
-# ---- comparability, agreement, units, notebook-only folders (issue 14 item 7, issue 16.2) ----------
+# ---- comparability, agreement, units, notebook-only folders --------------------------------------
 def _load_meta(folder: Path, **meta) -> Path:
     """Add the run's conditions to load/summary.json as `lab load` writes them."""
     path = folder / "load" / "summary.json"

@@ -1,5 +1,5 @@
-"""A bad setting names where it came from: the variable, the flag or the file's section
-(issue 25 item 5); a misspelt section or key gets a "did you mean" hint."""
+"""A bad setting names where it came from: the variable, the flag or the file's section;
+a misspelt section or key gets a "did you mean" hint."""
 from __future__ import annotations
 
 import pytest

@@ -106,7 +106,7 @@ def test_the_layout_section_names_every_package():
 
 
 def test_the_loader_sizing_section_has_its_measured_table():
-    """Issue 22's "Done when": the README says how to size loaders with the measured calls/s per
+    """The README says how to size loaders with the measured calls/s per
     loader core per operation (a placeholder line, LOADER_TABLE, stood there on main)."""
     text = (ROOT / "loadgen" / "README.md").read_text()
     section = text[text.index("### Sizing the loader"):]

@@ -77,8 +77,8 @@ def test_a_half_written_file_is_read_next_time(tmp_path):
 
 def test_the_timeline_counts_calls_started_and_reads_older_rows():
     """Calls started, beside calls finished: a stretch whose calls pile up in flight (a store
-    that does not keep up) shows more started than finished (issue 22: its loader CPU per
-    finished call is not the loader's cost)."""
+    that does not keep up) shows more started than finished (its loader CPU per finished
+    call is not the loader's cost)."""
     p = TimelinePoint(t=1.0, cpu_seconds=0.5, calls=10, service_us=1e4, corrected_us=2e4, started=25)
     assert TimelinePoint.from_json(p.to_json()) == p
     assert TimelinePoint.from_json([1.0, 0.5, 10, 1e4, 2e4]).started is None  # a snapshot of an older run

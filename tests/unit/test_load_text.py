@@ -20,8 +20,8 @@ def step(rate: float, per_process: dict[str, float], verdict: str) -> SimpleName
 
 
 def test_a_step_shows_the_busiest_process_cpu_the_verdict_judged():
-    """A staircase on 2 processes printed "78% of a core ... valid" beside a 70 % limit (issue 22
-    check, 2026-12-01): 78 % was both processes summed; the verdict judges each process."""
+    """A staircase on 2 processes: "78% of a core ... valid" beside a 70 % limit would be both
+    processes summed; the verdict judges each process, and the line shows the busiest."""
     s = SimpleNamespace(steps=[step(150, {"worker-0": 39.5, "worker-1": 38.5}, "valid"),
                                step(225, {"worker-0": 72.0, "worker-1": 36.0}, "loader-bound")],
                         staircase_stopped_at_step=2)

@@ -12,7 +12,7 @@ def cost(ms: float) -> LoaderCost:
 
 
 def test_capacity_is_the_cpu_limit_over_the_cpu_per_call():
-    c = cost(6.0)  # issue 22: ~6 ms of loader CPU per call of the chat profile
+    c = cost(6.0)  # ~6 ms of loader CPU per call of the chat profile
     assert c.calls_per_core_second() == pytest.approx(166.7, abs=0.1)
     assert c.capacity_per_process() == pytest.approx(116.7, abs=0.1)
     assert c.capacity_per_process(50) == pytest.approx(83.3, abs=0.1)
@@ -60,7 +60,7 @@ def test_the_book_keeps_the_latest_cost_per_profile_and_driver(tmp_path):
 
 
 def test_a_window_whose_calls_pile_up_in_flight_measures_no_cost():
-    """lab load --rate 2000 on 2 cores (issue 22): 510 calls finished in the window while ~2,200
+    """lab load --rate 2000 on 2 cores: 510 calls finished in the window while ~2,200
     started (the store did not keep up); CPU / finished calls gave 14.3 ms per call, 2.3 x the
     steady 6.3 ms, and --processes auto learned it. A window is a steady measure only when about
     as many calls started as finished in it."""

@@ -1,5 +1,5 @@
 """The model check's conclusion (no node): each quantity's headline verdict, and the checks
-under it that missed named with their error and the input that was off (issue 23)."""
+under it that missed named with their error and the input that was off."""
 from __future__ import annotations
 
 import pandas as pd

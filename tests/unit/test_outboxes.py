@@ -1,4 +1,4 @@
-"""The hot window's scaling ratio in `lab bench store --outboxes` (issue 24 item 4): a cost under
+"""The hot window's scaling ratio in `lab bench store --outboxes`: a cost under
 concurrency over one caller's only when both differences are measurable; a negative difference
 (the two methods within the run's noise) is said as such, never printed as a negative ratio."""
 from __future__ import annotations

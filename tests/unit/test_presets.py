@@ -70,7 +70,7 @@ def test_expected_durations_cover_the_suite():
 
 
 def test_the_readme_quotes_the_presets_durations():
-    """One statement of the run durations: the README says what presets says (issue 25 item 8)."""
+    """One statement of the run durations: the README says what presets says."""
     from lab.calibration.presets import minutes
     from lab.project import PROJECT_DIR
 

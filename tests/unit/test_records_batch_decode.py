@@ -1,6 +1,6 @@
 """decode_rows (the read paths' batch decode) equals decode_row row by row, whatever a batch mixes:
 conversations, key versions, E2EE, media, recalled and edited rows, driver rows beside mappings;
-and its errors are decode_row's (issue 24 item 2: the batch path keeps per-row work out of the
+and its errors are decode_row's (the batch path keeps per-row work out of the
 loop, it must not change a result or an error). Pure: a key store in tmp_path, no node."""
 from __future__ import annotations
 

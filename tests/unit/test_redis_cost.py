@@ -1,4 +1,4 @@
-"""The hot window's cost per put in `lab bench store --outboxes` (issue 24 item 4): two snapshots of
+"""The hot window's cost per put in `lab bench store --outboxes`: two snapshots of
 Redis's INFO commandstats / cpu and this process's CPU -> cost per put and per round, the callers'
 over one caller's, and the goal's verdicts on latency and on cost. Pure arithmetic, no server."""
 from __future__ import annotations

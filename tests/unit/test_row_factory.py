@@ -1,4 +1,4 @@
-"""lab.cluster.row_factory (issue 24 item 2): uuid_from_bytes (the driver's UUID cells) is the very
+"""lab.cluster.row_factory: uuid_from_bytes (the driver's UUID cells) is the very
 uuid.UUID the constructor builds, for every kind of UUID, and the driver's deserializers use it
 once installed; the row factory's rows are the driver's named tuples. Pure: no node (tests/node/test_batch.py and the read paths' node tests read UUIDs
 through it)."""

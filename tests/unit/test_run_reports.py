@@ -79,7 +79,7 @@ def test_load_bench_report_says_its_ratios():
     assert " ms (service " in report.closing_note and " us" not in report.closing_note
     few = dataclasses.replace(report, staircase=dataclasses.replace(report.staircase, steps=(
         dataclasses.replace(step, service_us=LAT, corrected_us=LAT),)))
-    assert "p99 too few (service too few)" in few.closing_note  # 4 calls: no p99 (issue 25 item 5)
+    assert "p99 too few (service too few)" in few.closing_note  # 4 calls: no p99
     assert report.cpu_ratios == {"send_max": None, "read_max": None, "send_fixed_rate": None,
                                  "read_fixed_rate": None}  # no CPU measured
     unsteady = dataclasses.replace(report, chat=OperationCosts(profile="chat", load_dir="l4",

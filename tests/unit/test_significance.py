@@ -1,5 +1,5 @@
 """The one significance test (lab.measure.significance): its size and power, measured on
-synthetic runs whose answer is known (issue 25 item 4).
+synthetic runs whose answer is known.
 
 Each synthetic run is a series of per-interval medians: log-normal around a level, with the
 lag-1 autocorrelation ``rho`` between neighbouring intervals that a shared machine's load

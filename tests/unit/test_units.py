@@ -73,7 +73,7 @@ def test_fixed_rate_summary_says_which_latency_is_corrected():
 
 
 def test_a_tail_percentile_of_few_calls_reads_too_few():
-    """Issue 25: "send_retry 7 ... 68.5 ms 68.5 ms 68.5 ms" (p99 = p99.9 = max of 7 calls)."""
+    """Not "send_retry 7 ... 68.5 ms 68.5 ms 68.5 ms" (p99 = p99.9 = max of 7 calls): too few."""
     text = "\n".join(summary_lines(_summary(fixed=True, acks=AckCounts(measured=5), count=7, op_name="send_retry")))
     row = next(line for line in text.splitlines() if line.strip().startswith("send_retry"))
     assert row.split()[4:] == ["68.0", "ms", "too", "few", "too", "few", "2,469", "ms", "11.0", "ms", "too", "few"]
