@@ -13,6 +13,8 @@ from lab.calibration.notebooks import run_notebook
 pytestmark = pytest.mark.node
 
 OPS = ["send", "history_latest", "batch_s1_dm", "react"]
+# html=False on every notebook here: nothing in this file reads the HTML export (about a second a notebook;
+# test_notebooks and test_calibrate check the export)
 
 
 def test_proc_and_jmx_read_the_same_jvm_cpu_time(admin, connection):
@@ -35,7 +37,7 @@ def test_cpu_cost_notebook_and_its_capacity(tmp_path, cluster_config):
                                        "max_rounds": 2,
                                        "group_backlog": 50, "dm_count": 4, "dm_backlog": 3, "history_conversations": 3,
                                        "history_rows": 120, "page_limit": 20, "show_progress": False},
-                          tmp_path, config=cluster_config)
+                          tmp_path, config=cluster_config, html=False)
     folder = tmp_path / "cpu_cost"
     assert (folder / "cpu_cost.png").stat().st_size > 5_000 and (folder / "windows.csv").is_file()
     assert values["cpu_source"] == "proc" and values["nodes"] == 1 and values["rounds"] == 2
@@ -54,7 +56,7 @@ def test_cpu_cost_notebook_and_its_capacity(tmp_path, cluster_config):
     capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "cpu_values": str(folder / "values.json"),
                                          "operations_per_message": {"send": 1.0, "history_latest": 2.0, "react": 0.3,
                                                                     "batch_s1_dm": 0.02}},
-                            tmp_path, config=cluster_config)
+                            tmp_path, config=cluster_config, html=False)
     for tier in (20_000_000, 100_000_000, 500_000_000):
         assert capacity[f"nodes_cpu_{tier}"] >= 1 and capacity[f"nodes_disk_{tier}"] >= 1
         assert capacity[f"binding_{tier}"] in ("cpu", "disk")
@@ -71,7 +73,7 @@ def test_cpu_curve_notebook_and_the_nodes_priced_on_it(tmp_path, cluster_config)
     values = run_notebook("cpu_curve", {"sends_per_second": [4.0, 12.0], "rounds": 2, "window_seconds": 1.5,
                                         "idle_seconds": 0.5, "history_conversations": 3, "history_rows": 120,
                                         "group_backlog": 50, "show_progress": False},
-                          tmp_path, config=cluster_config)
+                          tmp_path, config=cluster_config, html=False)
     folder = tmp_path / "cpu_curve"
     assert (folder / "points.csv").is_file() and (folder / "windows.csv").is_file()
     curve = values["cpu_curve"]
@@ -86,7 +88,7 @@ def test_cpu_curve_notebook_and_the_nodes_priced_on_it(tmp_path, cluster_config)
     usable = [p for p in points if p["verdict"] == "carried" and (p["server_ms_per_send"] or 0) > 0]
     assert values["usable_points"] == len(usable)
     capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "cpu_curve_values": str(folder / "values.json"),
-                                         "cpu_values": None}, tmp_path, config=cluster_config)
+                                         "cpu_values": None}, tmp_path, config=cluster_config, html=False)
     conclusion = json.loads((tmp_path / "capacity" / "values.json").read_text())["conclusion"]
     if not usable:  # a loaded machine: said, never priced
         assert "no usable point" in conclusion and "nodes_cpu_curve_20000000" not in capacity

@@ -135,11 +135,12 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     in its window, and with 35 users, each with a slot at either edge of the window in or out at
     random, fewer than 15 come with chance <= 1e-5 wherever the edges fall (the 70 draws' exact
     sum)."""
+    # html=False: nothing here reads the HTML export (test_notebooks and test_calibrate check it)
     values = run_notebook("knee", {"slo_limit_ms": 5000.0, "start_sends_per_second": 3.0, "max_steps": 2,
                                    "min_calls": 15, "step_seconds": 3.0, "warmup_seconds": 1.0, "seed_size": "tiny",
                                    "processes": 1, "max_machine_cpu_percent": 100.0, "show_progress": False,
                                    "searches": 2, "idle_wait_seconds": 2.0},
-                          tmp_path, config=cluster_config)
+                          tmp_path, config=cluster_config, html=False)
     knee = values["knee"]
     # two searches of the same plan: each one's knee, their median; two give a range, never an interval
     spread = values["knee_spread"]
@@ -164,7 +165,8 @@ def test_the_knee_notebook_and_the_nodes_a_target_allows(tmp_path, cluster_confi
     assert values["unseen_mix"] is None and "cpu_cost" in values["unseen_mix_note"]
     assert "did not see** (`send_only`): not predicted" in values["conclusion"]
     capacity = run_notebook("capacity", {"b_row_bytes": 1200.0, "knee_values": str(tmp_path / "knee" / "values.json"),
-                                         "cpu_values": None, "cpu_curve_values": None}, tmp_path, config=cluster_config)
+                                         "cpu_values": None, "cpu_curve_values": None}, tmp_path,
+                            config=cluster_config, html=False)
     assert capacity["knee_from"] == "this run" and capacity["knee_status"] == NOT_REACHED
     for tier in (20_000_000, 100_000_000, 500_000_000):
         assert capacity[f"nodes_knee_{tier}"] >= 3  # at least RF
