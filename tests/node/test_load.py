@@ -7,7 +7,12 @@ test goes through ``lab.load.runner.run_load``, which starts Locust as separate 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -22,6 +27,8 @@ from lab.results.scratch import scratch_keyspace
 from lab.store import MessageStore
 
 pytestmark = pytest.mark.node
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- a real run ------------------------------------------------------------------------------------
@@ -79,16 +86,54 @@ def test_run_writes_every_artifact(load_run):
     assert env["cluster"]["password"] in (None, "***") and env["server"] and env["machine"]["cpus"] >= 1
 
 
-def test_gevent_driver_mode_also_audits_clean(cluster_config, connection, tmp_path):
-    """The fallback: patched Locust, store calls on the gevent loop (asyncore reactor)."""
+# ---- three more runs, side by side --------------------------------------------------------------------
+def _gevent_run(cluster_config, connection, folder: Path):
     with scratch_keyspace(connection, "loadtest", create=False) as keyspace:
-        result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+        return run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
             profile="send_only", users=4, duration_seconds=2, seed_size="tiny", native_threads=False,
-            results=tmp_path))
-        s = result.summary
-        assert s.audit.ok and s.audit.acked == s.acks.total_new > 0
-        assert [(w.driver, w.reactor) for w in s.workers] == [("gevent", "AsyncoreConnection")]
-        shutil.rmtree(result.state_root, ignore_errors=True)
+            results=folder))
+
+
+def _thread_driver_run(cluster_config, connection, folder: Path):
+    with scratch_keyspace(connection, "loadfut", create=False) as keyspace:
+        return run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+            profile="read_only", users=4, duration_seconds=2, seed_size="tiny", processes=1, results=folder,
+            store_futures=False))
+
+
+def _cli_run(connection, folder: Path) -> subprocess.CompletedProcess:
+    with scratch_keyspace(connection, "loadcli", create=False) as keyspace:
+        return subprocess.run([sys.executable, "-m", "lab.cli", "load", "--rate", "20", "--duration", "3s",
+                               "--warmup", "1s", "--seed-size", "tiny", "--results", str(folder),
+                               "--allow-loader-bound"],  # the test reads the output, not the verdict
+                              cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "LAB_KEYSPACE": keyspace})
+
+
+@pytest.fixture(scope="module")
+def side_runs(cluster_config, connection, tmp_path_factory) -> dict:
+    """The gevent driver's run, the thread driver's and the CLI's, at once (each in a keyspace of its
+    own; run_load leaves signal handlers to the main thread): their tests read audits, drivers, call
+    paths and printed phases, never a speed, so the three take about the longest one's time."""
+    folders = {name: tmp_path_factory.mktemp(name) for name in ("gevent", "threads", "cli")}
+    with ThreadPoolExecutor(3) as pool:
+        futures = {"gevent": pool.submit(_gevent_run, cluster_config, connection, folders["gevent"]),
+                   "threads": pool.submit(_thread_driver_run, cluster_config, connection, folders["threads"]),
+                   "cli": pool.submit(_cli_run, connection, folders["cli"])}
+        out = {name: f.result() for name, f in futures.items()}
+    out["cli_results"] = folders["cli"]
+    yield out
+    for name in ("gevent", "threads"):
+        shutil.rmtree(out[name].state_root, ignore_errors=True)
+    for run_dir in folders["cli"].iterdir():
+        shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
+
+
+def test_gevent_driver_mode_also_audits_clean(side_runs):
+    """The fallback: patched Locust, store calls on the gevent loop (asyncore reactor)."""
+    s = side_runs["gevent"].summary
+    assert s.audit.ok and s.audit.acked == s.acks.total_new > 0
+    assert [(w.driver, w.reactor) for w in s.workers] == [("gevent", "AsyncoreConnection")]
 
 
 def test_workers_own_disjoint_key_ranges(load_run):
@@ -97,20 +142,10 @@ def test_workers_own_disjoint_key_ranges(load_run):
     assert len(tenants[0]) == len(tenants[1]) == 1 and not tenants[0] & tenants[1]
 
 
-def test_the_cli_shows_phases_a_live_status_and_human_units(cluster_config, connection, tmp_path):
+def test_the_cli_shows_phases_a_live_status_and_human_units(side_runs):
     """`lab load` as a user runs it: phases and a live status on stderr, the summary in ms with
     its labels on stdout (no raw µs integers)."""
-    import os
-    import re
-    import subprocess
-    import sys
-
-    with scratch_keyspace(connection, "loadcli", create=False) as keyspace:
-        proc = subprocess.run([sys.executable, "-m", "lab.cli", "load", "--rate", "20", "--duration", "3s",
-                               "--warmup", "1s", "--seed-size", "tiny", "--results", str(tmp_path),
-                               "--allow-loader-bound"],  # this test reads the output, not the verdict
-                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "LAB_KEYSPACE": keyspace})
+    proc = side_runs["cli"]
     assert proc.returncode == 0, proc.stderr
     err, out = proc.stderr, proc.stdout
     for phase in ("connecting to cql://", f"seeding worker 0: {SEED_SHAPES['tiny'].sends} sends", "seeded worker 0 in", "starting Locust",
@@ -121,17 +156,12 @@ def test_the_cli_shows_phases_a_live_status_and_human_units(cluster_config, conn
     assert "corrected p50" in out and "coordinated omission corrected" in out and " ms" in out
     assert "seed (before Locust started)" in out and "audit ok:" in out
     assert not re.search(r"p50 \d{4,}|\bus$", out, re.M), out
-    run_dir = next(tmp_path.iterdir())
-    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
 
 
 def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, connection, tmp_path):
     """SIGINT to `lab load` (by PID, as Ctrl-C): Locust is stopped gracefully (not killed), the
     summary covers the measured part that ran, the audit runs, the exit code is 130."""
-    import os
     import signal
-    import subprocess
-    import sys
     import time
 
     err = tmp_path / "stderr.txt"
@@ -139,7 +169,7 @@ def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, 
         with open(err, "w") as f:
             proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "5m",
                                      "--seed-size", "tiny", "--results", str(tmp_path / "results")],
-                                    cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=f,
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=f,
                                     text=True, env={**os.environ, "LAB_KEYSPACE": keyspace})
         try:
             deadline = time.monotonic() + 120
@@ -199,12 +229,8 @@ def test_loader_cpu_per_operation_is_measured_or_says_it_is_not(load_run):
     assert load_run.summary.loader_cpu_ms_per_call > 0  # the whole run's figure stays measured
 
 
-def test_the_thread_driver_keeps_every_call_in_a_native_thread(cluster_config, connection, tmp_path):
-    with scratch_keyspace(connection, "loadfut", create=False) as keyspace:
-        result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
-            profile="read_only", users=4, duration_seconds=2, seed_size="tiny", processes=1, results=tmp_path,
-            store_futures=False))
-    shutil.rmtree(result.state_root, ignore_errors=True)
+def test_the_thread_driver_keeps_every_call_in_a_native_thread(side_runs):
+    result = side_runs["threads"]
     (worker,) = result.summary.workers
     assert worker.call_paths and set(worker.call_paths.values()) == {THREAD}
     assert result.summary.all_operations.count > 0 and result.summary.all_operations.errors == 0
