@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,45 @@ def _drop_state(cluster_config, results: Path, kind: str) -> None:
         shutil.rmtree(Path(cluster_config.lab_home) / f"{kind}-state" / run_dir.name, ignore_errors=True)
 
 
-def test_lab_load_on_the_kafka_outbox_audits_the_log(cluster_config, connection, kafka_services, tmp_path):
-    results = tmp_path / "results"
-    with scratch_keyspace(connection, "loadkafka", create=False) as keyspace:
-        proc = _lab(["load", "--profile", "send_only", "--rate", "15", "--duration", "3s", "--warmup", "1s",
-                     "--seed-size", "tiny", "--outbox", "kafka", "--allow-loader-bound",
-                     "--results", str(results)], keyspace)  # services, not the verdict
+# The three runs go side by side, each in a keyspace and results folder of its own: their tests read
+# services and audits, never a speed or a verdict, so the three take about the longest one's time.
+def _runs(tmp: Path) -> dict[str, tuple[str, list[str], dict[str, str]]]:
+    """name -> (keyspace prefix, `lab` arguments, environment)."""
+    toml = tmp / "lab.toml"  # docs/services.md's form: [cluster] beside [services]
+    toml.write_text('[cluster]\n\n[services]\nhot_window = "redis"\n')
+    return {
+        "kafka": ("loadkafka", ["load", "--profile", "send_only", "--rate", "15", "--duration", "3s", "--warmup", "1s",
+                                "--seed-size", "tiny", "--outbox", "kafka", "--allow-loader-bound"], {}),
+        "env_toml": ("loadhot", ["load", "--profile", "send_only", "--users", "2", "--duration", "2s", "--seed-size",
+                                 "tiny", "--config", str(toml), "--allow-loader-bound"], {"LAB_OUTBOX": "kafka"}),
+        "soak": ("soakkafka", ["soak", "--duration", "3s", "--audit-every", "1.5s", "--threads", "3",
+                               "--conversations", "3", "--seed", "5", "--outbox", "kafka"], {}),
+    }
+
+
+def _run(connection, prefix: str, args: list[str], env: dict[str, str], results: Path) -> subprocess.CompletedProcess:
+    with scratch_keyspace(connection, prefix, create=False) as keyspace:
+        return _lab([*args, "--results", str(results)], keyspace, env=env)
+
+
+@pytest.fixture(scope="module")
+def runs(cluster_config, connection, kafka_services, redis_services, tmp_path_factory) -> dict:
+    """name -> (the finished `lab` process, its results folder)."""
+    tmp = tmp_path_factory.mktemp("services")
+    planned = _runs(tmp)
+    for name in planned:
+        (tmp / name).mkdir()
+    with ThreadPoolExecutor(len(planned)) as pool:
+        futures = {name: pool.submit(_run, connection, prefix, args, env, tmp / name / "results")
+                   for name, (prefix, args, env) in planned.items()}
+        out = {name: (f.result(), tmp / name / "results") for name, f in futures.items()}
+    yield out
+    for name, (_proc, results) in out.items():
+        _drop_state(cluster_config, results, "soak" if name == "soak" else "load")
+
+
+def test_lab_load_on_the_kafka_outbox_audits_the_log(runs):
+    proc, results = runs["kafka"]  # services, not the verdict
     assert proc.returncode == 0, proc.stderr[-3000:]
     [summary_path] = results.glob("*/load/summary.json")
     s = read_json(summary_path)
@@ -49,41 +83,27 @@ def test_lab_load_on_the_kafka_outbox_audits_the_log(cluster_config, connection,
     assert audit["log"]["checked"] == audit["acked"] > 0 and audit["log"]["missing"] == 0
     assert audit["log"]["duplicated"] == 0
     assert "outbox kafka" in proc.stdout
-    _drop_state(cluster_config, results, "load")
 
 
-def test_lab_load_takes_the_services_from_the_environment_and_the_toml_file(cluster_config, connection,
-                                                                             kafka_services, redis_services,
-                                                                             tmp_path):
+def test_lab_load_takes_the_services_from_the_environment_and_the_toml_file(runs):
     """LAB_OUTBOX / LAB_HOT_WINDOW and the [services] table, as `lab bench store` reads them; the hot
     window is archiver mode's, so the run is in archiver mode and its audit reads through the window."""
-    toml = tmp_path / "lab.toml"
-    toml.write_text('[cluster]\n\n[services]\nhot_window = "redis"\n')  # docs/services.md's form: [cluster] beside [services]
-    results = tmp_path / "results"
-    with scratch_keyspace(connection, "loadhot", create=False) as keyspace:
-        proc = _lab(["load", "--profile", "send_only", "--users", "2", "--duration", "2s", "--seed-size", "tiny",
-                     "--config", str(toml), "--allow-loader-bound", "--results", str(results)],
-                    keyspace, env={"LAB_OUTBOX": "kafka"})  # services, not the verdict
+    proc, results = runs["env_toml"]  # services, not the verdict
     assert proc.returncode == 0, proc.stderr[-3000:]
     s = read_json(next(results.glob("*/load/summary.json")))
     assert (s["services"]["outbox"], s["services"]["hot_window"], s["services"]["archiver_mode"]) == \
         ("kafka", "redis", True)
     assert s["audit"]["ok"] and s["audit"]["acked"] > 0
     assert "hot window redis" in proc.stdout
-    _drop_state(cluster_config, results, "load")
 
 
-def test_lab_soak_on_the_kafka_outbox(cluster_config, connection, kafka_services, tmp_path):
-    results = tmp_path / "results"
-    with scratch_keyspace(connection, "soakkafka", create=False) as keyspace:
-        proc = _lab(["soak", "--duration", "3s", "--audit-every", "1.5s", "--threads", "3", "--conversations", "3",
-                     "--seed", "5", "--outbox", "kafka", "--results", str(results)], keyspace)
+def test_lab_soak_on_the_kafka_outbox(runs):
+    proc, results = runs["soak"]
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     s = json.loads(next(results.glob("*/soak/summary.json")).read_text())
     assert s["services"]["outbox"] == "kafka" and s["environment"]["services"]["outbox"] == "kafka"
     assert s["ok"] and s["acked"] > 0 and (s["lost"], s["duplicated"]) == (0, 0)
     assert s["log"]["outbox"] == "kafka" and s["log"]["missing"] == 0 and s["log"]["checked"] == s["acked"]
-    _drop_state(cluster_config, results, "soak")
 
 
 def test_an_unknown_outbox_is_refused_before_anything_is_made(tmp_path):
