@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,27 +167,50 @@ def test_allow_loader_bound_keeps_exit_0(loads):
     assert "LOADER-BOUND" in proc.stdout
 
 
-# ---- outcomes --------------------------------------------------------------------------------------
-def test_an_edit_of_a_recalled_message_is_an_outcome_not_an_error(cluster_config, keyspace, tmp_path, lab_home):
+# ---- outcomes, and a staircase beside them ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def edits_and_staircase(cluster_config, keyspace, connection, tmp_path_factory, lab_home) -> dict:
+    """The two recall/edit loads of test_an_edit_... (one after the other) beside the staircase of
+    test_a_staircase_... (a keyspace of its own): the staircase's outcome is forced by its 1 % loader
+    limit and the loads' by what they recalled, never by the machine, so side by side they take about
+    the longer one's time, not their sum."""
+    edits, stair = tmp_path_factory.mktemp("edits"), tmp_path_factory.mktemp("staircase")
+
+    def recall_then_edit():
+        config = cluster_config.replace(keyspace=keyspace)
+        opts = dict(profile="recall_edit", rate=10, users=20, duration_seconds=6, processes=1, seed_size="tiny",
+                    run_id="outcomes1", results=edits, audit=False)
+        run_load(config, LoadOptions(**opts))
+        return run_load(config, LoadOptions(**opts)).summary
+
+    with scratch_keyspace(connection, "loadstair", create=False) as stair_keyspace, \
+            ThreadPoolExecutor(2) as pool:  # run_load leaves signal handlers to the main thread
+        second = pool.submit(recall_then_edit)
+        staircase = pool.submit(
+            _lab, "load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--warmup", "1s",
+            "--users", "40", "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
+            "--results", str(stair), keyspace=stair_keyspace)
+        out = {"second": second.result(), "edits": edits, "staircase": staircase.result(), "stair": stair}
+    yield out
+    shutil.rmtree(Path(lab_home) / "load-state" / "outcomes1", ignore_errors=True)
+    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(stair).name}-load", ignore_errors=True)
+
+
+def test_an_edit_of_a_recalled_message_is_an_outcome_not_an_error(edits_and_staircase):
     """Two loads of one run id: the first recalls seeded messages; the second's editors do not
     know that (what a process recalled is its own memory), so its edits meet recalled messages
     and the store refuses them (InvalidState), as the design says it must."""
-    config = cluster_config.replace(keyspace=keyspace)
-    opts = dict(profile="recall_edit", rate=10, users=20, duration_seconds=6, processes=1, seed_size="tiny",
-                run_id="outcomes1", results=tmp_path, audit=False)
-    run_load(config, LoadOptions(**opts))
-    second = run_load(config, LoadOptions(**opts)).summary
+    second = edits_and_staircase["second"]
     edit, recall = second.operations["edit"], second.operations.get("recall")
     assert edit.outcomes.get("recalled", 0) > 0, edit
     assert "InvalidState" not in edit.errors_by_type
     assert edit.count == edit.ok + sum(edit.outcomes.values()) + edit.errors
     if recall is not None:
         assert "InvalidState" not in recall.errors_by_type
-    data = read_json(second_path := tmp_path / "outcomes1" / "load-2" / "summary.json")
+    data = read_json(second_path := edits_and_staircase["edits"] / "outcomes1" / "load-2" / "summary.json")
     assert data["operations"]["edit"]["outcomes"]["recalled"] == edit.outcomes["recalled"], second_path
     locust = data["locust"] or {}
     assert any(name.startswith("edit: recalled") for name in locust), locust  # its own row in Locust's stats
-    shutil.rmtree(Path(lab_home) / "load-state" / "outcomes1", ignore_errors=True)
 
 
 # ---- one source of live counts -----------------------------------------------------------------
@@ -247,13 +271,11 @@ def test_the_metrics_endpoint_is_scraped_during_a_load(loads):
 
 
 # ---- staircase -----------------------------------------------------------------------------------
-def test_a_staircase_stops_at_its_first_loader_bound_step(keyspace, tmp_path, lab_home):
-    proc = _lab("load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--warmup", "1s",
-                "--users", "40", "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
-                "--results", str(tmp_path), keyspace=keyspace)
+def test_a_staircase_stops_at_its_first_loader_bound_step(edits_and_staircase):
+    proc, stair = edits_and_staircase["staircase"], edits_and_staircase["stair"]
     assert proc.returncode == LOADER_BOUND_EXIT, proc.stderr[-3000:]
     assert re.search(r"capacity was not reached", proc.stdout), proc.stdout
-    load = _run_dir(tmp_path) / "load"
+    load = _run_dir(stair) / "load"
     summary = read_json(load / "summary.json")
     steps = [s for s in summary["steps"] if not s["warmup"]]
     assert steps[0]["verdict"]["verdict"] == LOADER_BOUND
@@ -262,4 +284,3 @@ def test_a_staircase_stops_at_its_first_loader_bound_step(keyspace, tmp_path, la
     # every user ended at the stop: none (a user with no call due in the steps above all) was left
     # asleep for Locust to kill after its --stop-timeout
     assert "Not all users finished" not in (load / "locust.log").read_text()
-    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(tmp_path).name}-load", ignore_errors=True)
