@@ -10,8 +10,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -86,7 +88,7 @@ def test_run_writes_every_artifact(load_run):
     assert env["cluster"]["password"] in (None, "***") and env["server"] and env["machine"]["cpus"] >= 1
 
 
-# ---- three more runs, side by side --------------------------------------------------------------------
+# ---- four more runs, side by side ---------------------------------------------------------------------
 def _gevent_run(cluster_config, connection, folder: Path):
     with scratch_keyspace(connection, "loadtest", create=False) as keyspace:
         return run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
@@ -110,22 +112,47 @@ def _cli_run(connection, folder: Path) -> subprocess.CompletedProcess:
                               env={**os.environ, "LAB_KEYSPACE": keyspace})
 
 
+def _interrupted_run(connection, folder: Path) -> subprocess.CompletedProcess:
+    """A 5 min `lab load` sent SIGINT (by PID, as Ctrl-C) 3 s after it said it was ready."""
+    err = folder / "stderr.txt"
+    with scratch_keyspace(connection, "loadint", create=False) as keyspace:
+        with open(err, "w") as f:
+            proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "5m",
+                                     "--seed-size", "tiny", "--results", str(folder / "results")],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=f,
+                                    text=True, env={**os.environ, "LAB_KEYSPACE": keyspace})
+        try:
+            deadline = time.monotonic() + 120
+            while "ready in" not in err.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+                time.sleep(0.2)
+            time.sleep(3)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err.read_text())
+
+
 @pytest.fixture(scope="module")
 def side_runs(cluster_config, connection, tmp_path_factory) -> dict:
-    """The gevent driver's run, the thread driver's and the CLI's, at once (each in a keyspace of its
-    own; run_load leaves signal handlers to the main thread): their tests read audits, drivers, call
-    paths and printed phases, never a speed, so the three take about the longest one's time."""
-    folders = {name: tmp_path_factory.mktemp(name) for name in ("gevent", "threads", "cli")}
-    with ThreadPoolExecutor(3) as pool:
+    """The gevent driver's run, the thread driver's, the CLI's and the interrupted one, at once (each in
+    a keyspace of its own; run_load leaves signal handlers to the main thread): their tests read
+    audits, drivers, call paths, printed phases and exit codes, never a speed, so the four take about
+    the longest one's time."""
+    folders = {name: tmp_path_factory.mktemp(name) for name in ("gevent", "threads", "cli", "interrupted")}
+    with ThreadPoolExecutor(4) as pool:
         futures = {"gevent": pool.submit(_gevent_run, cluster_config, connection, folders["gevent"]),
                    "threads": pool.submit(_thread_driver_run, cluster_config, connection, folders["threads"]),
-                   "cli": pool.submit(_cli_run, connection, folders["cli"])}
+                   "cli": pool.submit(_cli_run, connection, folders["cli"]),
+                   "interrupted": pool.submit(_interrupted_run, connection, folders["interrupted"])}
         out = {name: f.result() for name, f in futures.items()}
-    out["cli_results"] = folders["cli"]
+    out["interrupted_results"] = folders["interrupted"] / "results"
     yield out
     for name in ("gevent", "threads"):
         shutil.rmtree(out[name].state_root, ignore_errors=True)
-    for run_dir in folders["cli"].iterdir():
+    for run_dir in [*folders["cli"].iterdir(), *out["interrupted_results"].iterdir()]:
         shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
 
 
@@ -158,38 +185,16 @@ def test_the_cli_shows_phases_a_live_status_and_human_units(side_runs):
     assert not re.search(r"p50 \d{4,}|\bus$", out, re.M), out
 
 
-def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(cluster_config, connection, tmp_path):
+def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(side_runs):
     """SIGINT to `lab load` (by PID, as Ctrl-C): Locust is stopped gracefully (not killed), the
     summary covers the measured part that ran, the audit runs, the exit code is 130."""
-    import signal
-    import time
-
-    err = tmp_path / "stderr.txt"
-    with scratch_keyspace(connection, "loadint", create=False) as keyspace:
-        with open(err, "w") as f:
-            proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "load", "--users", "2", "--duration", "5m",
-                                     "--seed-size", "tiny", "--results", str(tmp_path / "results")],
-                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=f,
-                                    text=True, env={**os.environ, "LAB_KEYSPACE": keyspace})
-        try:
-            deadline = time.monotonic() + 120
-            while "ready in" not in err.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
-                time.sleep(0.2)
-            time.sleep(3)
-            proc.send_signal(signal.SIGINT)
-            out, _ = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    assert proc.returncode == 130, err.read_text()
-    s = read_json(next((tmp_path / "results").iterdir()) / "load" / "summary.json")
+    proc, results = side_runs["interrupted"], side_runs["interrupted_results"]
+    assert proc.returncode == 130, proc.stderr
+    s = read_json(next(results.iterdir()) / "load" / "summary.json")
     assert s["locust_exit_codes"] == [0] and s["workers_reporting"] == 1, s["locust_exit_codes"]
     assert 1 < s["measured_seconds"] < 60 and s["achieved_rate"] > 0  # the part that ran, not the 5 min planned
     assert s["audit"]["ok"] and s["audit"]["found"] == s["acks"]["total_new"] > s["acks"]["seed"]
-    assert "interrupted: the summary covers the part that ran" in err.read_text() and "summary:" in out
-    run_dir = next((tmp_path / "results").iterdir())
-    shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
+    assert "interrupted: the summary covers the part that ran" in proc.stderr and "summary:" in proc.stdout
 
 
 # ---- the store's futures (lab.load.locust.hub_wait): structure only, no speed asserted ---------------
