@@ -33,15 +33,17 @@ pytestmark = pytest.mark.node
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# ---- a real run ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def load_run(cluster_config, connection, tmp_path_factory):
+# ---- a real run (one of the module's runs side by side, below) ---------------------------------------
+def _chat_run(cluster_config, connection, folder: Path):
     with scratch_keyspace(connection, "loadtest", create=False) as keyspace:
-        result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
+        return run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
             profile="chat", rate=30, duration_seconds=4, warmup_seconds=1, processes=2, seed_size="tiny",
-            results=tmp_path_factory.mktemp("results")))
-        yield result
-    shutil.rmtree(result.state_root, ignore_errors=True)
+            results=folder))
+
+
+@pytest.fixture(scope="module")
+def load_run(side_runs):
+    return side_runs["chat"]
 
 
 def test_load_run_loses_and_duplicates_nothing(load_run):
@@ -88,7 +90,7 @@ def test_run_writes_every_artifact(load_run):
     assert env["cluster"]["password"] in (None, "***") and env["server"] and env["machine"]["cpus"] >= 1
 
 
-# ---- four more runs, side by side ---------------------------------------------------------------------
+# ---- the module's other runs, all five side by side ----------------------------------------------------
 def _gevent_run(cluster_config, connection, folder: Path):
     with scratch_keyspace(connection, "loadtest", create=False) as keyspace:
         return run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
@@ -137,20 +139,22 @@ def _interrupted_run(connection, folder: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def side_runs(cluster_config, connection, tmp_path_factory) -> dict:
-    """The gevent driver's run, the thread driver's, the CLI's and the interrupted one, at once (each in
-    a keyspace of its own; run_load leaves signal handlers to the main thread): their tests read
-    audits, drivers, call paths, printed phases and exit codes, never a speed, so the four take about
-    the longest one's time."""
-    folders = {name: tmp_path_factory.mktemp(name) for name in ("gevent", "threads", "cli", "interrupted")}
-    with ThreadPoolExecutor(4) as pool:
-        futures = {"gevent": pool.submit(_gevent_run, cluster_config, connection, folders["gevent"]),
+    """The chat run, the gevent driver's, the thread driver's, the CLI's and the interrupted one, at
+    once (each in a keyspace of its own; run_load leaves signal handlers to the main thread): their
+    tests read audits, drivers, call paths, artifacts, printed phases and exit codes, never a speed,
+    so the five take about the longest one's time."""
+    names = ("chat", "gevent", "threads", "cli", "interrupted")
+    folders = {name: tmp_path_factory.mktemp(name) for name in names}
+    with ThreadPoolExecutor(len(names)) as pool:
+        futures = {"chat": pool.submit(_chat_run, cluster_config, connection, folders["chat"]),
+                   "gevent": pool.submit(_gevent_run, cluster_config, connection, folders["gevent"]),
                    "threads": pool.submit(_thread_driver_run, cluster_config, connection, folders["threads"]),
                    "cli": pool.submit(_cli_run, connection, folders["cli"]),
                    "interrupted": pool.submit(_interrupted_run, connection, folders["interrupted"])}
         out = {name: f.result() for name, f in futures.items()}
     out["interrupted_results"] = folders["interrupted"] / "results"
     yield out
-    for name in ("gevent", "threads"):
+    for name in ("chat", "gevent", "threads"):
         shutil.rmtree(out[name].state_root, ignore_errors=True)
     for run_dir in [*folders["cli"].iterdir(), *out["interrupted_results"].iterdir()]:
         shutil.rmtree(Path(cluster_config.lab_home) / "load-state" / f"{run_dir.name}-load", ignore_errors=True)
