@@ -131,3 +131,25 @@ def test_cpu_per_op_comes_from_quiet_windows_when_there_are_enough():
     assert s.loadgen_ms_per_op == pytest.approx(3.0) and s.requests_per_op == 6
     noisy = summarize(_windows(4, burst_every=1), params).iloc[0]  # never quiet: every window, biased low
     assert noisy.basis.startswith("all windows") and noisy.server_ms_per_op < 4.0
+
+
+def test_an_operation_below_the_runs_resolution_is_read_and_left_unpriced(tmp_path):
+    """On a busy node the idle reading can exceed the loaded one: the cpu_cost run writes that
+    operation's median below zero (resolved: false). The capacity reads the file and prices only
+    the operations it resolved, instead of refusing the file."""
+    from lab.calibration.experiments import capacity
+
+    values = {"operations": ["send", "react"], "measured_replication_factor": 1,
+              "cpu_send_server_ms_per_op": 2.0, "cpu_send_requests_per_op": 6.0, "cpu_send_resolved": False,
+              "cpu_react_server_ms_per_op": -19.38, "cpu_react_server_ms_per_op_ci_low": -30.0,
+              "cpu_react_server_ms_per_op_ci_high": 4.0, "cpu_react_requests_per_op": 3.0, "cpu_react_resolved": False}
+    costs = costs_from_values(values)
+    assert costs["cpu_ms_per_op"] == {"send": 2.0}
+    path = tmp_path / "values.json"
+    path.write_text(json.dumps(values))
+    result = capacity.run(capacity.Params(b_row_bytes=1200.0, cpu_values=str(path),
+                                          operations_per_message={"send": 1.0, "react": 0.3}),
+                          constants=Constants.appendix_b())
+    assert result.values()["nodes_cpu_20000000"] >= 1
+    with pytest.raises(ValueError, match="cpu_react_server_ms_per_op"):
+        costs_from_values({**values, "cpu_react_server_ms_per_op": "-1"})  # not a number: still refused

@@ -1,6 +1,7 @@
 """lab.calibration.capacity_model.curve_pricing: the curve's cost at a rate, its fit, the nodes priced on it."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -144,3 +145,11 @@ def test_a_load_is_priced_on_the_curve_at_its_equivalent_rate_per_node():
         assert predict_cpu_on_curve(bad, 10.0, curve=curve, curve_mix=mix, costs=costs, nodes=1)["seconds"] is None
     assert predict_cpu_on_curve(light, 10.0, curve=curve, curve_mix={"other": 1.0}, costs=costs,
                                 nodes=1)["seconds"] is None
+
+
+def test_a_point_below_zero_is_read_and_never_priced():
+    """A busy node's idle reading above its loaded one gives a point a negative server figure: the
+    file is read (as the lab wrote it) and the point is not usable."""
+    point = dataclasses.replace(_point(20.0, 1.0), server_ms_per_send=-3.5, server_ms_per_send_ci_low=-6.0)
+    back = CurvePoint.from_json(point.to_json())
+    assert back.server_ms_per_send == -3.5 and not back.usable

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import ValidationError
-from lab.results.run_files import figure
+from lab.results.run_files import MAX_FIGURE, figure
 
 SECONDS_PER_DAY = 86_400
 WRITE_OPERATIONS = frozenset({"send", "react"})
@@ -143,9 +143,12 @@ def costs_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(ops, list) or not all(isinstance(op, str) for op in ops):
         raise ValueError("operations: not a list of operation names")
     get = lambda op, k: values.get(f"cpu_{op}_{k}")  # noqa: E731
-    opt = lambda op, k: None if get(op, k) is None else figure(get(op, k), f"cpu_{op}_{k}")  # noqa: E731
+    # the server's figures may be at or below zero (an idle reading above the loaded one, on a busy node):
+    # such an operation's cost is below what the run resolves, so it is not priced (the capacity says so)
+    server = lambda op, k: figure(get(op, k), f"cpu_{op}_{k}", low=-MAX_FIGURE, inclusive=True)  # noqa: E731
+    opt = lambda op, k: None if get(op, k) is None else server(op, k)  # noqa: E731
     some = lambda op, k: figure(get(op, k) or 0.0, f"cpu_{op}_{k}", inclusive=True)  # noqa: E731
-    present = [op for op in ops if get(op, "server_ms_per_op") is not None]
+    present = [op for op in ops if get(op, "server_ms_per_op") is not None and server(op, "server_ms_per_op") > 0]
     rf = figure(values.get("measured_replication_factor") or 1, "measured_replication_factor", high=64)
     if rf != int(rf):
         raise ValueError(f"measured_replication_factor: {rf} is not a whole number")

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from lab.errors import ValidationError
-from lab.results.run_files import figure
+from lab.results.run_files import MAX_FIGURE, figure
 from lab.load.verdict import machine_bound as busy
 
 USABLE = "carried"          # the only verdict a point is priced from
@@ -52,8 +52,9 @@ class CurvePoint:
             raise ValueError("cpu_curve.points: a point is not a JSON object")
         got = {k: data.get(k) for k in cls.__dataclass_fields__}
         for k in _OPTIONAL_FIGURES:
-            if got[k] is not None:
-                got[k] = figure(got[k], f"cpu_curve.points.{k}", inclusive=True)
+            if got[k] is not None:  # the server's figures may be below zero: an idle reading above the loaded one
+                low = -MAX_FIGURE if k.startswith("server_") else 0.0
+                got[k] = figure(got[k], f"cpu_curve.points.{k}", low=low, inclusive=True)
         for k in _FIGURES:
             got[k] = figure(got[k] or 0.0, f"cpu_curve.points.{k}", inclusive=True)
         got["rounds"] = int(figure(got["rounds"] or 0, "cpu_curve.points.rounds", inclusive=True))
