@@ -68,6 +68,12 @@ def redis_services(services_config):
 
 
 @pytest.fixture
+def topic() -> str:
+    """A Kafka topic name of its own (the outbox creates it on open)."""
+    return f"test.outbox.{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
 def window(redis_services):
     """A Redis hot window in a namespace of its own, its keys deleted afterwards."""
     from lab.store import HotWindow

@@ -6,7 +6,10 @@ not at what the store believes it wrote.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, wait
 
+from lab.errors import ClusterError
 from lab.store import SendRequest, TABLE_NAMES, seq_bucket
 
 
@@ -99,3 +102,43 @@ class Replicas:
 
     def __exit__(self, *exc: object) -> None:
         self.restore()
+
+
+def settle(calls: list[Callable[[], Future]], *, started: list[Future] | None = None, attempts: int = 5,
+           timeout: float = 180) -> tuple[list, int]:
+    """Each zero-argument call's future's result, calling again (as a client retries) what the
+    cluster failed (a ClusterError: a timeout under load, a contended LWT); the results and the
+    retries. ``started``: the first round's futures, made by the caller (else every call is made
+    here before any is waited on). Any other error is raised."""
+    results: list = [None] * len(calls)
+    pending = dict(enumerate(started if started is not None else [call() for call in calls]))
+    retries = 0
+    for _attempt in range(attempts):
+        _done, not_done = wait(pending.values(), timeout=timeout)
+        assert not not_done, f"{len(not_done)} calls never completed"
+        again = []
+        for i, future in pending.items():
+            error = future.exception()
+            if error is None:
+                results[i] = future.result()
+            elif isinstance(error, ClusterError):
+                again.append(i)
+            else:
+                raise error
+        if not again:
+            return results, retries
+        retries += len(again)
+        pending = {i: calls[i]() for i in again}
+    raise AssertionError(f"{len(pending)} calls failed {attempts} times")
+
+
+def stale_writer(open_store, state_dir, tenant_id, conversation_id):
+    """A conversation taken over by a writer of fencing epoch 1 after one of epoch 0 wrote it, and a
+    third writer of epoch 0 that never checked it: (the stale writer, the first message's seq)."""
+    old = open_store(state_dir=state_dir, node_id=1)
+    seq = old.send(new_request(tenant_id=tenant_id, conversation_id=conversation_id)).conversation_seq
+    old.drain(60)
+    new = open_store(state_dir=state_dir, node_id=2, fencing_epoch=1, head_failover=True)
+    new.send(new_request(tenant_id=tenant_id, conversation_id=conversation_id))
+    new.drain(60)
+    return open_store(state_dir=state_dir, node_id=3), seq  # epoch 0, never checked this conversation

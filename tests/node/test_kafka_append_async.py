@@ -33,11 +33,6 @@ BROKER_MAX_BYTES = 2048  # the small topic's max.message.bytes: a 10 kB record i
 
 
 @pytest.fixture
-def topic() -> str:
-    return f"test.outbox.{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
 def boxes(kafka_services, topic):
     opened = []
 

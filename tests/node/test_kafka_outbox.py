@@ -18,11 +18,6 @@ pytestmark = pytest.mark.node
 
 
 @pytest.fixture
-def topic() -> str:
-    return f"test.outbox.{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
 def boxes(kafka_services, topic):
     opened = []
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from concurrent.futures import wait
 
 import pytest
 
-from lab.errors import ClusterError, CrashInjected, Fenced, InvalidState
+from lab.errors import CrashInjected, Fenced, InvalidState
 from lab.store import FaultPlan, MESSAGE_RECORD_COLUMNS, MessageState
-from store_checks import new_request, record_row, snapshot_tables
+from store_checks import new_request, record_row, settle, snapshot_tables, stale_writer
 
 pytestmark = [pytest.mark.node,
               pytest.mark.parametrize("outbox_kind", ["local", "kafka"], indirect=True, scope="module")]
@@ -25,26 +24,7 @@ ALL = ", ".join(MESSAGE_RECORD_COLUMNS)
 
 
 def _settle(calls: list) -> list:
-    """Each zero-argument call's future's result, calling again (as a client retries) what the
-    cluster failed; every call is started before any is waited on."""
-    results: list = [None] * len(calls)
-    pending = {i: call() for i, call in enumerate(calls)}
-    for _attempt in range(CLIENT_ATTEMPTS):
-        _done, not_done = wait(pending.values(), timeout=WAIT_SECONDS)
-        assert not not_done, f"{len(not_done)} calls never completed"
-        again = {}
-        for i, future in pending.items():
-            error = future.exception()
-            if isinstance(error, ClusterError):
-                again[i] = calls[i]()
-            elif error is not None:
-                raise error
-            else:
-                results[i] = future.result()
-        if not again:
-            return results
-        pending = again
-    raise AssertionError(f"{len(pending)} calls still failing after {CLIENT_ATTEMPTS} attempts")
+    return settle(calls, attempts=CLIENT_ATTEMPTS, timeout=WAIT_SECONDS)[0]
 
 
 def test_many_recalls_and_edits_in_flight_from_one_thread_apply_each_once(store, outbox_kind):
@@ -145,13 +125,7 @@ def test_a_fenced_writer_refuses_in_the_future_before_writing(store, open_store,
     if outbox_kind == "kafka":
         pytest.skip("no outbox in what this checks: the local outbox's run covers it")
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    old = open_store(state_dir=tmp_path, node_id=1)
-    seq = old.send(new_request(tenant_id=tenant, conversation_id=conversation)).conversation_seq
-    old.drain(60)
-    new = open_store(state_dir=tmp_path, node_id=2, fencing_epoch=1, head_failover=True)
-    new.send(new_request(tenant_id=tenant, conversation_id=conversation))
-    new.drain(60)
-    stale = open_store(state_dir=tmp_path, node_id=3)  # epoch 0, never checked this conversation
+    stale, seq = stale_writer(open_store, tmp_path, tenant, conversation)
     before = snapshot_tables(store)
     for future in (stale.recall_async(tenant, conversation, seq, actor_id=uuid.uuid4()),
                    stale.edit_async(tenant, conversation, seq, body=b"x", actor_id=uuid.uuid4())):

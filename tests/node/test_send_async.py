@@ -7,13 +7,12 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter, defaultdict
-from concurrent.futures import wait
 
 import pytest
 
-from lab.errors import ClusterError, CrashInjected, Fenced, PayloadTooLarge, ValidationError
+from lab.errors import CrashInjected, Fenced, PayloadTooLarge, ValidationError
 from lab.store import DedupState, FaultPlan, blob_to_u128
-from store_checks import dedup_row, new_request, outbox_messages, snapshot_tables
+from store_checks import dedup_row, new_request, outbox_messages, settle, snapshot_tables, stale_writer
 
 pytestmark = [pytest.mark.node,
               pytest.mark.parametrize("outbox_kind", ["local", "kafka"], indirect=True, scope="module")]
@@ -26,30 +25,6 @@ CLIENT_ATTEMPTS = 5  # a send the cluster failed (a timeout under 1,000 in fligh
 THREAD_ALLOWANCE = 8
 
 
-def _all(store, futures: list, requests: list) -> tuple[list, int]:
-    """Each request's ack, resending (async, same request) what failed on the cluster; and the retries."""
-    acks: list = [None] * len(requests)
-    pending = dict(enumerate(futures))
-    retries = 0
-    for _attempt in range(CLIENT_ATTEMPTS):
-        done, not_done = wait(pending.values(), timeout=WAIT_SECONDS)
-        assert not not_done, f"{len(not_done)} sends never completed"
-        again = {}
-        for i, future in pending.items():
-            error = future.exception()
-            if error is None:
-                acks[i] = future.result()
-            elif isinstance(error, ClusterError):
-                again[i] = None
-            else:
-                raise error
-        if not again:
-            return acks, retries
-        retries += len(again)
-        pending = {i: store.send_async(requests[i]) for i in again}
-    raise AssertionError(f"{len(pending)} sends failed {CLIENT_ATTEMPTS} times")
-
-
 def test_a_thousand_sends_in_flight_from_one_thread_are_each_stored_once(store, outbox_kind):
     sends = SENDS if outbox_kind == "local" else SENDS // 5  # the suite's time: the Kafka outbox at a fifth
     tenant = uuid.uuid4()
@@ -59,7 +34,8 @@ def test_a_thousand_sends_in_flight_from_one_thread_are_each_stored_once(store, 
     threads_before = threading.active_count()
     futures = [store.send_async(r) for r in requests]
     threads_in_flight = threading.active_count()
-    acks, retries = _all(store, futures, requests)
+    acks, retries = settle([lambda r=r: store.send_async(r) for r in requests], started=futures,
+                           attempts=CLIENT_ATTEMPTS, timeout=WAIT_SECONDS)
     threads_after = threading.active_count()
     assert threads_in_flight - threads_before <= THREAD_ALLOWANCE, "a thread per send in flight"
     assert threads_after - threads_before <= THREAD_ALLOWANCE
@@ -142,13 +118,7 @@ def test_a_fenced_writer_refuses_in_the_future_before_writing(store, open_store,
     if outbox_kind == "kafka":
         pytest.skip("no outbox in what this checks: the local outbox's run covers it")
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
-    old = open_store(state_dir=tmp_path, node_id=1)
-    old.send_async(new_request(tenant_id=tenant, conversation_id=conversation)).result(timeout=WAIT_SECONDS)
-    old.drain(60)
-    new = open_store(state_dir=tmp_path, node_id=2, fencing_epoch=1, head_failover=True)
-    new.send(new_request(tenant_id=tenant, conversation_id=conversation))
-    new.drain(60)
-    stale = open_store(state_dir=tmp_path, node_id=3)  # epoch 0, never checked this conversation
+    stale, _seq = stale_writer(open_store, tmp_path, tenant, conversation)
     before = snapshot_tables(store)
     refused = stale.send_async(new_request(tenant_id=tenant, conversation_id=conversation)).exception(
         timeout=WAIT_SECONDS)
