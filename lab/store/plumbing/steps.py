@@ -180,13 +180,7 @@ class _Drive:
         error in input order once every started one settled: none is started after an error."""
         n = len(items)
         if n == 1:  # most steps: no window to keep
-            stmt, params = items[0]
-            try:
-                response = self.connection.execute_async(stmt, params)  # raises lab errors already
-            except BaseException as exc:
-                self.fail(exc)
-                return
-            self._collect(response, stmt, 0, self._settle_one)
+            self._fire(items, 0, self._settle_one)
             return
         window = concurrency or n
         rows: list[Any] = [None] * n
@@ -215,7 +209,7 @@ class _Drive:
                         st["finished"] |= done
                 if i is None:
                     break
-                fire(i)
+                self._fire(items, i, settle)
             if done:
                 first = next((e for e in errors if e is not None), None)
                 if first is not None:
@@ -230,16 +224,18 @@ class _Drive:
                 st["failed"] |= error is not None
             pump()
 
-        def fire(i: int) -> None:
-            stmt, params = items[i]
-            try:
-                response = self.connection.execute_async(stmt, params)  # raises lab errors already
-            except BaseException as exc:
-                settle(i, None, exc)
-                return
-            self._collect(response, stmt, i, settle)
-
         pump()
+
+    def _fire(self, items: Sequence[tuple[Stmt, Sequence[Any]]], i: int,
+              settle: Callable[[int, Any, BaseException | None], None]) -> None:
+        """Start ``items[i]``; ``settle(i, rows, error)`` once it answered (or failed to start)."""
+        stmt, params = items[i]
+        try:
+            response = self.connection.execute_async(stmt, params)  # raises lab errors already
+        except BaseException as exc:
+            settle(i, None, exc)
+            return
+        self._collect(response, stmt, i, settle)
 
     def _settle_one(self, _i: int, rows: Any, error: BaseException | None) -> None:
         if error is not None:
