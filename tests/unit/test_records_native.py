@@ -16,6 +16,7 @@ import lab.store.rows.records as records
 from lab.errors import DecryptError, KeyDestroyed, LabError, ValidationError
 from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.crypto import Encryptor, LocalKeyStore
+from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows, encode_record
 
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)
@@ -144,6 +145,32 @@ def test_partial_rows_wanted_and_two_keys(enc):
     assert [m and m.conversation_seq for m in expected] == [1, None, None, 4, 5]
     assert_same(native_path(good, enc, partition=(T, C, 0), wanted=wanted), expected)
     assert_same(decode_rows(good, enc, partition=(T, C, 0), wanted=wanted, skip_destroyed=True), expected)
+
+
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_cached_only_decodes_from_the_cache_and_reports_a_key_it_does_not_hold(enc, tmp_path, path):
+    """A read on the driver's loop decodes with keys from the cache only: a key the cache does not
+    hold raises KeyNotCached naming it (no key store read); a held one decodes the same as ever."""
+    columns = [_columns(enc, message_at(s)) for s in range(1, 3)]
+    rotated = enc.rotate(T, C)
+    columns += [_columns(enc, message_at(s)) for s in range(3, 5)]  # two key versions in one page
+    rows, partition = _page(columns), (T, C, 0)
+    decode = decode_rows if path == "native" else python_path
+    expected = python_path(rows, enc, partition=partition)
+    cold = Encryptor(LocalKeyStore(tmp_path / "k.sqlite"))  # the same key store, nothing cached
+    reads: list = []
+    get = cold.keystore.get
+    cold.keystore.get = lambda dek_id: reads.append(dek_id) or get(dek_id)
+    with pytest.raises(KeyNotCached) as missed:
+        decode(rows, cold, partition=partition, cached_only=True)
+    assert missed.value.dek_id.key_version == 1 and reads == []
+    cold.load_keys(cold.unready_keys({row.dek_id for row in rows}))
+    assert {d.key_version for d in reads} == {1, rotated.key_version}
+    assert_same(decode(rows, cold, partition=partition, cached_only=True), expected)
+    assert len(reads) == 2  # the cache answered
+    with pytest.raises(KeyNotCached):  # a key whose cache entry was dropped is missed again
+        cold.invalidate(T, C)
+        decode(rows, cold, partition=partition, cached_only=True)
 
 
 def _tampered(blob: bytes, at: int) -> bytes:

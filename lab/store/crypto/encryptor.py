@@ -19,9 +19,23 @@ from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, CachedKey,
 from lab.store.crypto.keystores import KeyStore
 from lab.store.rows.ids import BIT63, DekId, parse_uuid
 
-__all__ = ["Encryptor", "MIN_BLOB_BYTES"]
+__all__ = ["Encryptor", "KeyNotCached", "MIN_BLOB_BYTES"]
 
 MIN_BLOB_BYTES = NONCE_BYTES + TAG_BYTES
+
+
+class KeyNotCached(Exception):
+    """A lookup made with ``cached_only`` found its key not cached (a read on the driver's loop
+    thread, which never waits for the key store): the walk reads the keys in a blocking step and
+    decodes again. A signal inside the store, never an error a caller sees."""
+
+    def __init__(self, dek_id: DekId) -> None:
+        super().__init__(dek_id)
+        self.dek_id = dek_id
+
+
+def _not_cached(dek_id: DekId) -> Any:
+    raise KeyNotCached(dek_id)
 
 
 class Encryptor:
@@ -137,25 +151,28 @@ class Encryptor:
 
 
     def opening_key(self, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
-                    dek_id: DekId | tuple[str, str, int]) -> tuple[AESGCM, bytes, bytes]:
+                    dek_id: DekId | tuple[str, str, int], cached_only: bool = False) -> tuple[AESGCM, bytes, bytes]:
         """``(cipher, aad_prefix, version_suffix)`` that open the rows of one conversation sealed
         with ``dek_id``: a row's AAD is ``aad_prefix + conversation_seq (8 B BE) + version_suffix``.
         The key check and the key lookup (KeyDestroyed, DecryptError for a moved row) happen here,
         once per batch of rows instead of once per row (lab.store.rows.records.decode_rows).
-        Meant for one read's rows: the key is held for the caller's read, not the cache TTL."""
-        entry, prefix, version, _ = self._opening_entry(tenant_id, conversation_id, dek_id)
+        Meant for one read's rows: the key is held for the caller's read, not the cache TTL.
+        ``cached_only``: raise :class:`KeyNotCached` instead of reading the key store."""
+        entry, prefix, version, _ = self._opening_entry(tenant_id, conversation_id, dek_id, cached_only)
         return entry.cipher, prefix, version
 
     def native_opening_key(self, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
-                           dek_id: DekId | tuple[str, str, int]) -> tuple[Any, bytes, bytes, DekId]:
+                           dek_id: DekId | tuple[str, str, int],
+                           cached_only: bool = False) -> tuple[Any, bytes, bytes, DekId]:
         """:meth:`opening_key` with the key's compiled cipher (``lab_native.AesGcmKey``, None without
         lab_native) in place of the AESGCM object, and the parsed dek_id: what decode_rows' compiled
         path opens a page's rows with. Raises what :meth:`opening_key` raises."""
-        entry, prefix, version, dek_id = self._opening_entry(tenant_id, conversation_id, dek_id)
+        entry, prefix, version, dek_id = self._opening_entry(tenant_id, conversation_id, dek_id, cached_only)
         return entry.native, prefix, version, dek_id
 
     def _opening_entry(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
-                       dek_id: DekId | tuple[str, str, int]) -> tuple[CachedKey, bytes, bytes, DekId]:
+                       dek_id: DekId | tuple[str, str, int],
+                       cached_only: bool = False) -> tuple[CachedKey, bytes, bytes, DekId]:
         if not isinstance(dek_id, DekId):
             dek_id = DekId.from_tuple(dek_id)
         tenant_id, conversation_id = parse_uuid(tenant_id), parse_uuid(conversation_id)
@@ -163,7 +180,8 @@ class Encryptor:
         if dek_id.key_scope != KEY_SCOPE_CONVERSATION or dek_id.key_id != key_id:
             raise DecryptError("dek_id names another conversation's key: the row was moved", tenant_id=tenant_id,
                                conversation_id=conversation_id, dek_id=dek_id)
-        entry = self._cache.version(dek_id, lambda: self.keystore.get(dek_id))
+        entry = self._cache.version(dek_id, (lambda: _not_cached(dek_id)) if cached_only  # type: ignore[arg-type]
+                                    else (lambda: self.keystore.get(dek_id)))
         return entry, prefix, dek_id.key_version.to_bytes(4, "big"), dek_id
 
     def opener(self, *, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,

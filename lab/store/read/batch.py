@@ -8,12 +8,13 @@ from __future__ import annotations
 import functools
 import operator
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
+from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
 from lab.errors import ValidationError
@@ -86,14 +87,11 @@ class _Group:
 
 class BatchReader:
     """Grouped batch reads of one store; statements are prepared on first use. The body
-    cache defaults to a new LRU of ``body_lru_entries``; ``decode`` (one partition's rows without
-    its key, the key, and the group's seq -> message_id -> messages, None for a row not asked for or a
-    crypto-erased one) to
-    :func:`lab.store.rows.records.decode_rows` with the store's encryptor."""
+    cache defaults to a new LRU of ``body_lru_entries``. Rows are decoded by
+    :func:`lab.store.rows.records.decode_rows` with the store's encryptor (a row not asked for, or a
+    crypto-erased one, decodes as None)."""
 
     def __init__(self, ctx: StoreContext, *, cache: BodyCache | None = None,
-                 decode: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int], Mapping[int, int]],
-                                  list[Message | None]] | None = None,
                  concurrency: int = DEFAULT_BATCH_CONCURRENCY, hot: HotLayer | None = None) -> None:
         self.ctx = ctx
         self._hot = hot
@@ -101,9 +99,6 @@ class BatchReader:
         self.constants = ctx.constants
         self.cache = cache if cache is not None else BodyCache(ctx.constants.body_lru_entries)
         self.concurrency = concurrency
-        self._decode = decode if decode is not None else (
-            lambda rows, partition, wanted: decode_rows(rows, ctx.encryptor, skip_destroyed=True, partition=partition,
-                                                        wanted=wanted))
         self._stmts: dict[str, Stmt] = {}
         self._pool = BlockingPool(BLOCKING_WORKERS, "lab-batch-blocking")  # read_async's blocking steps
 
@@ -209,6 +204,16 @@ class BatchReader:
         self._pool.close()
 
 
+    def _decode_groups(self, tenant_id: uuid.UUID, records: list[tuple[_Group, list[Any]]], *,
+                       cached_only: bool) -> list[list[Message]]:
+        """Each group's messages: None (a row not asked for: a range's other rows, another message at a
+        wanted coordinate; or a crypto-erased conversation's, reported as missing) left out."""
+        encryptor = self.ctx.encryptor
+        return [[m for m in decode_rows(rows, encryptor, skip_destroyed=True, wanted=group.wanted,
+                                        partition=(tenant_id, group.conversation_id, group.bucket),
+                                        cached_only=cached_only) if m is not None]
+                for group, rows in records]
+
     def _walk(self, tenant_id: uuid.UUID, coordinates: dict[int, tuple[uuid.UUID, int]],
               inline_skipped: int) -> Walk[BatchResult]:
         width = self.constants.message_seq_bucket_width
@@ -226,13 +231,8 @@ class BatchReader:
             tenant_id, {mid: c for mid, c in coordinates.items() if mid not in messages} if messages else coordinates)
         results = (yield Cql(tuple(statements), concurrency=self.concurrency)) if statements else []
 
-        unready = self.ctx.encryptor.unready_keys({row.dek_id for (table, _), rows in zip(owners, results)
-                                                   if table != "summary" for row in rows})
-        if unready:  # a key store read
-            yield Blocking(functools.partial(self.ctx.encryptor.load_keys, unready))
-        summaries: dict[int, ReactionSummary] = {}
         pending_summaries: list[tuple[int, Any]] = []
-        decoded = 0
+        records: list[tuple[_Group, list[Any]]] = []
         for (table, group), rows in zip(owners, results):
             if table == "summary":
                 pending_summaries += [(group.wanted[row.conversation_seq], row) for row in rows
@@ -240,10 +240,19 @@ class BatchReader:
                 continue
             check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                               conversation_id=group.conversation_id, seq_bucket=group.bucket)
-            # None: a row not asked for (a range's other rows; another message at a wanted coordinate), or
-            # a crypto-erased conversation's (reported as missing, not a failed batch)
-            fresh = [m for m in self._decode(whole_rows(rows, self.ctx), (tenant_id, group.conversation_id, group.bucket),
-                                             group.wanted) if m is not None]
+            records.append((group, whole_rows(rows, self.ctx)))
+        # keys from the cache only, so that a read on the driver's loop never waits for the key store
+        # there: a key not held is read in a blocking step, and the groups decoded again
+        try:
+            decoded_groups = self._decode_groups(tenant_id, records, cached_only=True)
+        except KeyNotCached:
+            encryptor = self.ctx.encryptor
+            yield Blocking(lambda: encryptor.load_keys(encryptor.unready_keys(
+                {row.dek_id for _, rows in records for row in rows})))
+            decoded_groups = self._decode_groups(tenant_id, records, cached_only=False)
+        summaries: dict[int, ReactionSummary] = {}
+        decoded = 0
+        for fresh in decoded_groups:
             decoded += len(fresh)
             messages.update(zip(map(_MESSAGE_ID, fresh), fresh))
             self.cache.put_many(fresh, since=token)

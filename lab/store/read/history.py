@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from lab.cluster.connection import Stmt
+from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.plumbing.context import StoreContext
 from lab.errors import ValidationError
 from lab.store.hot import HotLayer, merge_rows
@@ -94,14 +95,12 @@ def _checked(tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, direc
 
 class HistoryReader:
     """Reads history pages of one store. Statements are prepared on first use, so
-    constructing a reader touches nothing (the tables may not exist yet). ``decode``
-    (``rows, partition=None -> messages``: a page's rows come without their partition's key, named by
-    ``partition``; a whole-partition read's with it) defaults to :func:`lab.store.rows.records.decode_rows`
-    with the store's encryptor."""
+    constructing a reader touches nothing (the tables may not exist yet). Rows are decoded by
+    :func:`lab.store.rows.records.decode_rows` with the store's encryptor: a page's rows come without
+    their partition's key (``partition``), a whole-partition read's with it."""
 
-    def __init__(self, ctx: StoreContext, *, decode: Callable[..., list[Message]] | None = None,
-                 hot: HotLayer | None = None, written_head: Callable[[uuid.UUID, uuid.UUID], int | None] | None = None,
-                 hint_entries: int = HEAD_HINT_ENTRIES) -> None:
+    def __init__(self, ctx: StoreContext, *, hot: HotLayer | None = None,
+                 written_head: Callable[[uuid.UUID, uuid.UUID], int | None] | None = None, hint_entries: int = HEAD_HINT_ENTRIES) -> None:
         self.ctx = ctx
         self._hot = hot
         # where a latest page starts: the H this reader last saw, or the head this store last wrote
@@ -110,14 +109,6 @@ class HistoryReader:
         self._written_head = written_head or (lambda _t, _c: None)
         self.connection = ctx.connection
         self.constants = ctx.constants
-        # rows -> messages, the key looked up once per read (lab.store.rows.records.decode_rows)
-        self._decode = decode if decode is not None else (
-            lambda rows, partition=None: decode_rows(rows, ctx.encryptor, partition=partition))
-        # a page's rows -> its messages, partial rows (no message_id) left out in the decode's own pass
-        self._decode_page: Callable[[list[Any], tuple[uuid.UUID, uuid.UUID, int]], list[Message]] = (
-            (lambda rows, partition: decode_rows(rows, ctx.encryptor, partition=partition, skip_partial=True))
-            if decode is None else (lambda rows, partition: decode([r for r in rows if r.message_id is not None],
-                                                                   partition)))
         self._stmts: dict[str, Stmt] = {}
         self._pool = BlockingPool(BLOCKING_WORKERS, "lab-history-blocking")  # history_async's blocking steps
 
@@ -320,10 +311,15 @@ class HistoryReader:
                                          last_seq=rows[-1].conversation_seq if rows else None))
 
     def _decoded(self, q: BucketQuery, rows: list[Any], *, more: bool, last_seq: int | None) -> Walk[BucketRead]:
-        unready = self.ctx.encryptor.unready_keys({row.dek_id for row in rows})
-        if unready:  # a key store read
-            yield Blocking(partial(self.ctx.encryptor.load_keys, unready))
-        messages = self._decode_page(rows, (q.tenant_id, q.conversation_id, q.bucket))
+        encryptor, partition = self.ctx.encryptor, (q.tenant_id, q.conversation_id, q.bucket)
+        # partial rows (no message_id) left out in the decode's own pass; keys from the cache only, so that
+        # a page on the driver's loop never waits for the key store there: a key not held is read in a
+        # blocking step, and the page decoded again
+        try:
+            messages = decode_rows(rows, encryptor, partition=partition, skip_partial=True, cached_only=True)
+        except KeyNotCached:
+            yield Blocking(lambda: encryptor.load_keys(encryptor.unready_keys({row.dek_id for row in rows})))
+            messages = decode_rows(rows, encryptor, partition=partition, skip_partial=True)
         if len(messages) != len(rows):  # partial rows left out (lab.store.read.bucket.whole_rows counts them alike)
             self.ctx.alerts.incr("partial_rows_skipped", len(rows) - len(messages))
         if self._hot is not None:
@@ -349,7 +345,7 @@ class HistoryReader:
         rows = list(self.connection.execute(self._stmt("bucket"), (tenant_id, conversation_id, bucket, width + 1)))
         check_bucket_rows(rows, width=width, table="message_record", tenant_id=tenant_id,
                           conversation_id=conversation_id, seq_bucket=bucket)
-        return self._decode(whole_rows(rows, self.ctx))
+        return decode_rows(whole_rows(rows, self.ctx), self.ctx.encryptor)  # type: ignore[return-value]
 
     def bucket_statement(self) -> tuple[Stmt, Callable[..., tuple[Any, ...]]]:
         """The whole-partition SELECT and a binder ``(tenant, conversation, bucket) -> params``,

@@ -223,8 +223,8 @@ class _Keys:
     ``(cipher, pack, prefix, version, dek_id)``: ``pack(prefix, seq, version)`` is the row's AAD
     ``prefix || seq (8 B BE) || version`` in one call (one bytes object, not three concatenated)."""
 
-    def __init__(self, encryptor: Encryptor) -> None:
-        self._encryptor = encryptor
+    def __init__(self, encryptor: Encryptor, cached_only: bool = False) -> None:
+        self._encryptor, self._cached_only = encryptor, cached_only
         self._keys: dict[tuple[int, int, Any], tuple[Any, Callable[..., bytes], bytes, bytes, DekId] | CryptoError] = {}
 
     def get(self, tenant_id: Any, conversation_id: Any,
@@ -234,8 +234,8 @@ class _Keys:
         if found is None:
             dek_id = _dek_id(slot[2])
             try:
-                cipher, prefix, version = self._encryptor.opening_key(tenant_id=tenant_id,
-                                                                      conversation_id=conversation_id, dek_id=dek_id)
+                cipher, prefix, version = self._encryptor.opening_key(
+                    tenant_id=tenant_id, conversation_id=conversation_id, dek_id=dek_id, cached_only=self._cached_only)
                 found = (cipher, _aad_packer(len(prefix), len(version)), prefix, version, dek_id)
             except CryptoError as exc:
                 found = exc
@@ -278,13 +278,14 @@ NATIVE_DECODER = None if _lab_native is None else _lab_native.Decoder(
     MediaMetadata.decode, MentionTargets.decode, _UUID, _ORDERED_ROW_TYPES)
 
 
-def _native_keys(encryptor: Encryptor) -> Callable[[Any, Any, tuple[Any, ...]], Any]:
+def _native_keys(encryptor: Encryptor, cached_only: bool = False) -> Callable[[Any, Any, tuple[Any, ...]], Any]:
     """The compiled path's key lookup: ``(native cipher, AAD prefix, version suffix, dek_id)``, or None
-    when the key fails (the Python path then raises or skips exactly as it does)."""
+    when the key fails (the Python path then raises or skips exactly as it does; a key not cached under
+    ``cached_only`` stops the compiled path, and the Python path raises KeyNotCached)."""
     def key_for(tenant_id: Any, conversation_id: Any, dek: tuple[Any, ...]) -> Any:
         try:
             return encryptor.native_opening_key(tenant_id=tenant_id, conversation_id=conversation_id,
-                                                dek_id=_dek_id(dek))
+                                                dek_id=_dek_id(dek), cached_only=cached_only)
         except CryptoError:
             return None
     return key_for
@@ -299,7 +300,8 @@ def _partial_row(columns: tuple[Any, ...]) -> ValidationError:
 
 def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bool = False,
                 partition: tuple[uuid.UUID, uuid.UUID, int] | None = None,
-                wanted: Mapping[int, int] | None = None, skip_partial: bool = False) -> list[Message | None]:
+                wanted: Mapping[int, int] | None = None, skip_partial: bool = False,
+                cached_only: bool = False) -> list[Message | None]:
     """:func:`decode_row` of each row, in one pass: the key of each (conversation, dek_id) of the
     rows is looked up once (``Encryptor.opening_key``), and a row of the common shape (the store's
     own SELECT, whole, a sealed blob) is opened and built inline, without per-row calls into the
@@ -311,7 +313,9 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     of the rows asked for (the batch read's group); any other row (another message at that coordinate,
     a row in a range read's span that was not asked for) decodes as None, unopened. ``skip_partial``: a row
     without message_id (a partial row, :func:`lab.store.read.bucket.whole_rows`) is left out instead of
-    refused, in the same pass (a history page counts what was left out: rows in, messages out)."""
+    refused, in the same pass (a history page counts what was left out: rows in, messages out).
+    ``cached_only``: a key the cache does not hold raises :class:`~lab.store.crypto.encryptor.KeyNotCached`
+    instead of a key store read (a read on the driver's loop thread; its walk loads the keys and decodes again)."""
     keyless = partition is not None
     if keyless:
         if len(partition) != _PARTITION_KEY_COLUMNS or partition[0] is None or partition[1] is None \
@@ -321,10 +325,10 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
         tenant_id, conversation_id, bucket = partition
     native = NATIVE_DECODER
     if native is not None and type(rows) is list and (wanted is None or type(wanted) is dict):
-        decoded = native.decode(rows, partition, _native_keys(encryptor), wanted, skip_partial)
+        decoded = native.decode(rows, partition, _native_keys(encryptor, cached_only), wanted, skip_partial)
         if decoded is not None:
             return decoded
-    keys = _Keys(encryptor)  # the Python path's key lookups (the compiled path above has its own)
+    keys = _Keys(encryptor, cached_only)  # the Python path's key lookups (the compiled path above has its own)
     out: list[Message | None] = []
     append = out.append
     new, from_bytes, ordered, message_class = object.__new__, int.from_bytes, _ORDERED_ROW_TYPES, Message
