@@ -183,6 +183,9 @@ class _Drive:
             self._fire(items, 0, self._settle_one)
             return
         window = concurrency or n
+        if window >= n > 0:  # all at once (a page's head and bucket, a send's record and index): no window either
+            self._fire_all(items)
+            return
         rows: list[Any] = [None] * n
         errors: list[BaseException | None] = [None] * n
         lock = threading.Lock()
@@ -225,6 +228,34 @@ class _Drive:
             pump()
 
         pump()
+
+    def _fire_all(self, items: Sequence[tuple[Stmt, Sequence[Any]]]) -> None:
+        """:meth:`_issue` when the window holds every statement: each started in turn (none after an
+        error has arrived), the walk resumed or failed by whichever settles last."""
+        n = len(items)
+        rows: list[Any] = [None] * n
+        errors: list[BaseException | None] = [None] * n
+        lock = threading.Lock()
+        state = [n, False]  # not yet settled (started or not), an error arrived
+
+        def settle(i: int, result: Any, error: BaseException | None, count: int = 1) -> None:
+            rows[i], errors[i] = result, error
+            with lock:
+                state[0] -= count
+                state[1] |= error is not None
+                last = state[0] == 0
+            if last:
+                first = next((e for e in errors if e is not None), None)
+                if first is not None:
+                    self.fail(first)
+                else:
+                    self.resume(rows)
+
+        for i in range(n):
+            if state[1]:  # an error arrived: the rest is never started, and settles as such
+                settle(i, None, None, n - i)
+                return
+            self._fire(items, i, settle)
 
     def _fire(self, items: Sequence[tuple[Stmt, Sequence[Any]]], i: int,
               settle: Callable[[int, Any, BaseException | None], None]) -> None:
