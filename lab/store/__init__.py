@@ -306,6 +306,12 @@ class MessageStore:
         """:meth:`react` (``reaction_key=None``: :meth:`unreact`) as a future; a bad argument raises at once."""
         return self._parts.reactions.react_async(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
 
+    def unreact_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                      user_id: IdLike) -> Future[ReactionSummary]:
+        """:meth:`unreact` as a future, its walk chained on the driver's event loop (no thread per call in flight).
+        A bad argument raises at once; any other error is the future's, as unreact's."""
+        return self._parts.reactions.unreact_async(tenant_id, conversation_id, conversation_seq, user_id)
+
     def reaction_summary(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int) -> ReactionSummary:
         return self._parts.reactions.summary(tenant_id, conversation_id, conversation_seq)
 
@@ -313,6 +319,12 @@ class MessageStore:
                       user_id: IdLike) -> str | None:
         """The user's own reaction: detail view only, never part of a batch (§4.4)."""
         return self._parts.reactions.self_reaction(tenant_id, conversation_id, conversation_seq, user_id)
+
+    def self_reaction_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                            user_id: IdLike) -> Future[str | None]:
+        """:meth:`self_reaction`'s point read as a future, on the driver's event loop (no thread per call in
+        flight). A bad argument raises at once; any other error is the future's, as self_reaction's."""
+        return self._parts.reactions.self_reaction_async(tenant_id, conversation_id, conversation_seq, user_id)
 
     def lookup(self, tenant_id: IdLike, message_id: int) -> Message:
         """Admin / moderation lookup through message_index; never on a hot path (§2.2)."""
