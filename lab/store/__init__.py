@@ -1,8 +1,8 @@
 """The MessageStore façade: the public API of docs/store-api.md.
 
-:meth:`MessageStore.open` is the one place that builds the parts; they stay private, and callers
-use the public methods (seeding, baseline statements, the log view, archiver runs). Packages (each
-``__init__`` says what lives in it):
+:meth:`MessageStore.open` is the one place that builds the parts (``parts``: built and closed together); they
+stay private, and callers use the public methods (seeding, baseline statements, the log view, archiver runs).
+``baseline`` holds the paths' own statements, for floors. Packages (each ``__init__`` says what lives in it):
 
     write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
                earliest (the E advancer, §9), archiver (§2.1 note), seeding
@@ -19,22 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lab.cluster.config import ClusterConfig
-from lab.cluster.connection import Connection, Stmt, connect
+from lab.cluster.connection import Connection, Stmt
 from lab.cluster.services import ServicesConfig
 from lab.constants import Constants, load_constants
 from lab.errors import ValidationError
 from lab.store.outbox import (OUTBOXES, EditEvent, MessagePayload, Outbox, OutboxEntry, OutboxRecord, OutboxView,
                               RecallEvent, open_outbox)
+from lab.store.parts import KEYSTORE_FILE, OUTBOX_FILE, SEQUENCE_FILE, Parts, build_parts
 from lab.store.plumbing.alerts import ALERT_NAMES, Alerts
-from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.faults import CRASH_POINTS, FaultPlan
 from lab.store.plumbing.wall_clock import wall_clock_ms
-from lab.store.crypto import Encryptor, LocalKeyStore
 from lab.store.rows.ids import (BIT63, U128_MAX, DekId, IdLike, MessageIdGenerator, blob_to_u128, check_bigint,
                                 compose_message_id, minted_message_id, parse_uuid, seq_bucket, split_message_id,
                                 u128_to_blob)
@@ -46,20 +44,17 @@ from lab.store.rows.retention import NO_TTL, RetentionPolicy
 from lab.store.rows.decode_paths import DECODE_PATHS, DecodePage, decode_page
 from lab.store.baseline import BaselineStatements, baseline_statements
 from lab.store.rows.schema import TABLE_NAMES, SchemaDifference, TableSpec, check_schema, create_schema, table_specs
-from lab.store.write.archiver import ARCHIVER_GROUP, HistoryArchiver
-from lab.store.write.earliest import AdvanceSummary, EarliestAdvance, EarliestAdvancer
+from lab.store.write.archiver import ARCHIVER_GROUP
+from lab.store.write.earliest import AdvanceSummary, EarliestAdvance
 from lab.store.write.head import ConversationHead, HeadUpdate, check_head_update, read_head
-from lab.store.write.head_writer import HeadWriter
-from lab.store.write.recall import EditResult, RecallPath, RecallResult
-from lab.store.write.recovery import Recovery
+from lab.store.write.recall import EditResult, RecallResult
 from lab.store.write.seeding import FULL_TTL, STAMP_NOW, Seeder
-from lab.store.write.send import SendAck, SendPath, SendRequest
-from lab.store.write.sequence import Allocation, SequenceAllocator
-from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchReader, BatchResult
+from lab.store.write.send import SendAck, SendRequest
+from lab.store.write.sequence import Allocation
+from lab.store.read.batch import DEFAULT_BATCH_CONCURRENCY, BatchEntry, BatchResult
 from lab.store.read.body_cache import BodyCache
-from lab.store.read.history import DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, Direction, HistoryPage, HistoryReader
-from lab.store.read.lookup import AdminLookup
-from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, Reactions, ReactionSummary
+from lab.store.read.history import DEFAULT_HISTORY_LIMIT, FIRST_CONVERSATION_SEQ, Direction, HistoryPage
+from lab.store.read.reactions import NO_REACTION, REACTION_KEY_MAX_BYTES, ReactionSummary
 
 # What callers outside lab/store/ import (HotWindow on first use: it needs redis); the rest is private.
 __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GROUP", "BaselineStatements",
@@ -67,49 +62,23 @@ __all__ = ["AdvanceSummary", "ALERT_NAMES", "Alerts", "Allocation", "ARCHIVER_GR
            "ConversationHead", "CRASH_POINTS", "DECODE_PATHS", "decode_page", "DecodePage", "DedupState",
            "DEFAULT_BATCH_CONCURRENCY", "DEFAULT_HISTORY_LIMIT", "DEFAULT_STATE_DIR", "DekId", "Direction",
            "EarliestAdvance", "EditEvent", "EditResult", "EncodedRecord", "FaultPlan", "FIRST_CONVERSATION_SEQ",
-           "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "MediaMetadata", "MentionTargets",
-           "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS", "MessageIdGenerator",
-           "MessagePayload", "minted_message_id", "MessageState", "MessageStore", "MessageType", "NO_REACTION",
-           "NO_TTL", "open_outbox", "Outbox", "OutboxEntry", "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid",
-           "REACTION_KEY_MAX_BYTES", "ReactionSummary", "RecallEvent", "RecallResult", "RetentionClass",
-           "RetentionPolicy", "SchemaDifference", "Seeder", "SendAck", "SendRequest", "seq_bucket",
-           "split_message_id", "STAMP_NOW", "TABLE_NAMES", "table_specs", "TableSpec", "U128_MAX", "u128_to_blob",
-           "wall_clock_ms"]
+           "FULL_TTL", "HeadUpdate", "HistoryPage", "HotWindow", "IdLike", "KEYSTORE_FILE", "MediaMetadata",
+           "MentionTargets", "Message", "MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "PARTITION_ROW_COLUMNS",
+           "MessageIdGenerator", "MessagePayload", "minted_message_id", "MessageState", "MessageStore",
+           "MessageType", "NO_REACTION", "NO_TTL", "open_outbox", "Outbox", "OUTBOX_FILE", "OutboxEntry",
+           "OUTBOXES", "OutboxRecord", "OutboxView", "parse_uuid", "REACTION_KEY_MAX_BYTES", "ReactionSummary",
+           "RecallEvent", "RecallResult", "RetentionClass", "RetentionPolicy", "SchemaDifference", "Seeder",
+           "SendAck", "SendRequest", "seq_bucket", "SEQUENCE_FILE", "split_message_id", "STAMP_NOW", "TABLE_NAMES",
+           "table_specs", "TableSpec", "U128_MAX", "u128_to_blob", "wall_clock_ms"]
 
 DEFAULT_STATE_DIR = Path(".lab/state")
-KEYSTORE_FILE = "keys.sqlite"
-OUTBOX_FILE = "outbox.sqlite"
-SEQUENCE_FILE = "sequences.sqlite"
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Parts:
-    """Everything one store is made of, built together by :meth:`MessageStore.open`."""
-
-    ctx: StoreContext
-    outbox: Outbox
-    sequences: SequenceAllocator
-    head_writer: HeadWriter
-    send_path: SendPath
-    archiver: HistoryArchiver
-    recall_path: RecallPath
-    recovery: Recovery
-    history_reader: HistoryReader
-    batch_reader: BatchReader
-    reactions: Reactions
-    lookup: AdminLookup
-    seeder: Seeder
-    log: OutboxView
-    earliest: EarliestAdvancer
-    hot: Any = None  # archiver mode's Redis hot window (lab.store.hot.redis_window.HotWindow), or None
-    services: ServicesConfig = ServicesConfig()  # with the outbox actually opened
 
 
 class MessageStore:
     """One store over one keyspace. Safe to share between threads; close it when done.
     Build it with :meth:`open`; the constructor is private."""
 
-    def __init__(self, parts: _Parts, *, state_dir: Path, node_id: int, archiver_mode: bool,
+    def __init__(self, parts: Parts, *, state_dir: Path, node_id: int, archiver_mode: bool,
                  owns_connection: bool) -> None:
         self._parts = parts
         self._state_dir = state_dir
@@ -132,40 +101,11 @@ class MessageStore:
         constants = constants if constants is not None else load_constants()
         state_dir = Path(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
-        owns = connection is None
-        conn = connection if connection is not None else connect(config)
-        ctx = StoreContext(
-            connection=conn, keyspace=config.keyspace, constants=constants,
-            encryptor=Encryptor(LocalKeyStore(state_dir / KEYSTORE_FILE),
-                                cache_ttl_seconds=constants.dek_cache_ttl_seconds),
-            retention=retention if retention is not None else RetentionPolicy.from_constants(constants),
-            alerts=Alerts(), faults=faults if faults is not None else FaultPlan(), clock_ms=wall_clock_ms)
-        services = services if services is not None else ServicesConfig()
-        outbox = outbox if outbox is not None else services.outbox
-        log = open_outbox(outbox, path=state_dir / OUTBOX_FILE, **services.outbox_options(outbox, config.keyspace))
-        hot = hot_layer = None
-        if archiver_mode and services.hot_window == "redis":
-            from lab.store.hot.redis_window import open_hot_window
-            hot, hot_layer = open_hot_window(services, namespace=config.keyspace, constants=constants,
-                                             decode=lambda row: decode_row(row, ctx.encryptor))
-        sequences = SequenceAllocator(state_dir / SEQUENCE_FILE, window=constants.seq_reservation_window,
-                                      id_generator=MessageIdGenerator(node_id, clock_ms=ctx.clock_ms))
-        head_writer = HeadWriter(ctx, fencing_epoch=fencing_epoch, failover=head_failover)
-        batch_reader = BatchReader(ctx, hot=hot_layer)  # recall / edit tell its LRU what they change
-        recall_path = RecallPath(ctx, outbox=log, sequences=sequences, fencing=head_writer.fencing,
-                                 on_change=batch_reader.cache.discard, hot=hot)
-        parts = _Parts(
-            ctx=ctx, outbox=log, sequences=sequences, head_writer=head_writer,
-            send_path=SendPath(ctx, outbox=log, sequences=sequences, head=head_writer, archiver_mode=archiver_mode,
-                                 hot=hot),
-            archiver=HistoryArchiver(ctx, log), recall_path=recall_path,
-            recovery=Recovery(ctx, outbox=log, recall_path=recall_path, head=head_writer, state_dir=state_dir),
-            history_reader=HistoryReader(ctx, hot=hot_layer, written_head=head_writer.last_written),
-            batch_reader=batch_reader, reactions=Reactions(ctx),
-            lookup=AdminLookup(ctx), seeder=Seeder(ctx, sequences, head_writer, log), log=OutboxView(log), hot=hot,
-            earliest=EarliestAdvancer(ctx),
-            services=services.replace(outbox=outbox, hot_window="redis" if hot is not None else "off"))
-        return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode, owns_connection=owns)
+        parts = build_parts(config, constants=constants, state_dir=state_dir, node_id=node_id,
+                            archiver_mode=archiver_mode, retention=retention, faults=faults, connection=connection,
+                            outbox=outbox, fencing_epoch=fencing_epoch, head_failover=head_failover, services=services)
+        return cls(parts, state_dir=state_dir, node_id=node_id, archiver_mode=archiver_mode,
+                   owns_connection=connection is None)
 
     # ---- common ----------------------------------------------------------------------------
     @property
@@ -366,6 +306,12 @@ class MessageStore:
         """:meth:`react` (``reaction_key=None``: :meth:`unreact`) as a future; a bad argument raises at once."""
         return self._parts.reactions.react_async(tenant_id, conversation_id, conversation_seq, user_id, reaction_key)
 
+    def unreact_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                      user_id: IdLike) -> Future[ReactionSummary]:
+        """:meth:`unreact` as a future, its walk chained on the driver's event loop (no thread per call in flight).
+        A bad argument raises at once; any other error is the future's, as unreact's."""
+        return self._parts.reactions.unreact_async(tenant_id, conversation_id, conversation_seq, user_id)
+
     def reaction_summary(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int) -> ReactionSummary:
         return self._parts.reactions.summary(tenant_id, conversation_id, conversation_seq)
 
@@ -373,6 +319,12 @@ class MessageStore:
                       user_id: IdLike) -> str | None:
         """The user's own reaction: detail view only, never part of a batch (§4.4)."""
         return self._parts.reactions.self_reaction(tenant_id, conversation_id, conversation_seq, user_id)
+
+    def self_reaction_async(self, tenant_id: IdLike, conversation_id: IdLike, conversation_seq: int,
+                            user_id: IdLike) -> Future[str | None]:
+        """:meth:`self_reaction`'s point read as a future, on the driver's event loop (no thread per call in
+        flight). A bad argument raises at once; any other error is the future's, as self_reaction's."""
+        return self._parts.reactions.self_reaction_async(tenant_id, conversation_id, conversation_seq, user_id)
 
     def lookup(self, tenant_id: IdLike, message_id: int) -> Message:
         """Admin / moderation lookup through message_index; never on a hot path (§2.2)."""
@@ -416,20 +368,7 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
-        parts = self._parts
-        for path in (parts.send_path, parts.recall_path):  # the async calls' pools, before what their steps use
-            path.close()
-        parts.head_writer.close()  # finishes queued head updates first
-        parts.recovery.stop()  # closed: nothing of this writer is left to recover
-        parts.sequences.close()
-        parts.outbox.close()
-        for reader in (parts.history_reader, parts.reactions, parts.batch_reader):  # pools, before the hot window
-            reader.close()
-        if parts.hot is not None:
-            parts.hot.close()
-        parts.ctx.encryptor.keystore.close()
-        if self._owns_connection:
-            self.connection.close()
+        self._parts.close(close_connection=self._owns_connection)
 
     def __enter__(self) -> MessageStore:
         return self

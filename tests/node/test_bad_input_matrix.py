@@ -94,7 +94,9 @@ SEQ_CALLS: dict[str, Callable[..., Any]] = {
     "react": lambda s, t, c, q, u: s.react(t, c, q, u, "ok"),
     "react_async": lambda s, t, c, q, u: s.react_async(t, c, q, u, "ok"),  # raised at once, not the future's
     "unreact": lambda s, t, c, q, u: s.unreact(t, c, q, u),
+    "unreact_async": lambda s, t, c, q, u: s.unreact_async(t, c, q, u),  # raised at once, not the future's
     "self_reaction": lambda s, t, c, q, u: s.self_reaction(t, c, q, u),
+    "self_reaction_async": lambda s, t, c, q, u: s.self_reaction_async(t, c, q, u),  # raised at once
     "reaction_summary": lambda s, t, c, q, u: s.reaction_summary(t, c, q),
 }
 for _call, _fn in SEQ_CALLS.items():

@@ -202,11 +202,10 @@ def test_ctrl_c_stops_a_headless_run_with_a_summary_of_what_ran(side_runs):
 
 
 # ---- the store's futures (lab.load.locust.hub_wait): structure only, no speed asserted ---------------
-# each Locust operation -> the store method whose twin it waits on (lab.load.locust.users; unreact's
-# twin is react_async with no reaction key)
+# each Locust operation -> the store method whose twin it waits on (lab.load.locust.users)
 METHOD = {"send": "send", "send_retry": "send", "history_latest": "history", "history_older": "history",
           "history_newer": "history", "backfill_s1_group": "batch_read", "backfill_s1_dms": "batch_read",
-          "backfill_mix": "batch_read", "react": "react", "unreact": "react", "self_reaction": "self_reaction",
+          "backfill_mix": "batch_read", "react": "react", "unreact": "unreact", "self_reaction": "self_reaction",
           "recall": "recall", "edit": "edit"}
 
 

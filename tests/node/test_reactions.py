@@ -1,6 +1,7 @@
 """Reactions (§2.5): per-user rows, absolute summaries with a monotonic summary_version and
 no LWT (client_dedup is the only LWT table, §2.3), unreact without DELETE or
-tombstones, self reactions by point read only."""
+tombstones, self reactions by point read only; the asynchronous twins answer as the
+synchronous calls do, with the same statements."""
 from __future__ import annotations
 
 import threading
@@ -21,6 +22,16 @@ SOURCE = Path(__file__).resolve().parents[2] / "lab" / "store" / "read" / "react
 def message():
     """A fresh message coordinate; reactions do not need the message row itself."""
     return uuid.uuid4(), uuid.uuid4(), 42
+
+
+def issued(store, call):
+    """``call()``'s result and the requests it issued: (table, kind) -> how many."""
+    counter = store.connection.counter
+    before = counter.snapshot()
+    result = call()
+    after = counter.snapshot()
+    return result, {(t, k): n - before.get(t, {}).get(k, 0) for t, kinds in after.items()
+                    for k, n in kinds.items() if n != before.get(t, {}).get(k, 0)}
 
 
 def test_react_change_unreact_and_versions(store):
@@ -183,19 +194,45 @@ def test_react_async_on_one_hot_message_beside_threads_loses_nothing(store):
 
 
 def test_react_async_issues_the_statements_react_issues(store):
-    counter = store.connection.counter
     deltas = []
     for react in (store.react, lambda *a: store.react_async(*a).result(timeout=60)):
         tenant, conv, seq = message()
-        before = counter.snapshot()
-        for user in [uuid.uuid4() for _ in range(3)]:
-            react(tenant, conv, seq, user, "+1")
-        after = counter.snapshot()
-        deltas.append({(t, k): n - before.get(t, {}).get(k, 0) for t, kinds in after.items()
-                       for k, n in kinds.items() if n != before.get(t, {}).get(k, 0)})
+        deltas.append(issued(store, lambda: [react(tenant, conv, seq, user, "+1") for user in
+                                             [uuid.uuid4() for _ in range(3)]])[1])
     assert deltas[0] == deltas[1]
     with pytest.raises(ValidationError):
         store.react_async(uuid.uuid4(), uuid.uuid4(), 1, uuid.uuid4(), "x" * (REACTION_KEY_MAX_BYTES + 1))
+
+
+def test_unreact_and_self_reaction_twins_answer_as_the_sync_calls_with_their_statements(store):
+    """Two messages reacted to alike: on one bob withdraws with unreact and three users' own reactions
+    are read with self_reaction, on the other with unreact_async and self_reaction_async. The answers
+    agree (a version is the overwrite's write time: each only has to grow) and so do the requests."""
+    answers, requests = [], []
+    for unreact, self_reaction in ((store.unreact, store.self_reaction),
+                                   (lambda *a: store.unreact_async(*a).result(timeout=60),
+                                    lambda *a: store.self_reaction_async(*a).result(timeout=60))):
+        tenant, conv, seq = message()
+        alice, bob, carol = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        store.react(tenant, conv, seq, alice, "+1")
+        reacted = store.react(tenant, conv, seq, bob, "heart")
+        withdrawn, unreact_requests = issued(store, lambda: unreact(tenant, conv, seq, bob))
+        own, read_requests = issued(store, lambda: [self_reaction(tenant, conv, seq, u) for u in (alice, bob, carol)])
+        answers.append(((withdrawn.tenant_id, withdrawn.conversation_id, withdrawn.conversation_seq) == (tenant, conv, seq),
+                        dict(withdrawn.counts), withdrawn.summary_version > reacted.summary_version, own))
+        requests.append((unreact_requests, read_requests))
+    assert answers[0] == answers[1] == (True, {"+1": 1}, True, ["+1", None, None])
+    assert requests[0] == requests[1]
+    assert requests[1][1] == {("message_reaction", "point_read"): 3}  # one point read each, no summary read
+    # a bad argument is the call's own error (no future returned), and nothing is issued
+    tenant, conv, seq = message()
+    before = store.connection.counter.snapshot()
+    for call in (store.unreact_async, store.self_reaction_async):
+        for args in ((tenant, conv, 0, uuid.uuid4()), (tenant, "not-a-uuid", seq, uuid.uuid4()),
+                     (tenant, conv, seq, None)):
+            with pytest.raises(ValidationError):
+                call(*args)
+    assert store.connection.counter.snapshot() == before
 
 
 def test_a_failed_reaction_releases_its_messages_lock(cluster_config, connection, tmp_path):
@@ -227,3 +264,26 @@ def test_a_failed_reaction_releases_its_messages_lock(cluster_config, connection
         worker.join(120)
         assert not worker.is_alive(), "a reaction waits for a lock a failed one never released"
         assert len(errors) == 3
+
+
+def test_a_later_error_of_a_twin_is_the_sync_calls_error(cluster_config, connection, tmp_path):
+    """With the detail table gone (dropped after every statement was prepared), unreact_async and
+    self_reaction_async fail in their future with the lab error unreact and self_reaction raise."""
+    from lab.errors import LabError
+    from lab.results.scratch import scratch_keyspace
+    from lab.store import MessageStore
+
+    with scratch_keyspace(connection, "rx", create=False) as ks, \
+            MessageStore.open(cluster_config.replace(keyspace=ks), connection=connection, state_dir=tmp_path) as s:
+        s.create_schema()
+        tenant, conv, seq = message()
+        user = uuid.uuid4()
+        s.react(tenant, conv, seq, user, "+1")
+        assert s.self_reaction_async(tenant, conv, seq, user).result(timeout=60) == "+1"  # every statement prepared
+        connection.execute(f"DROP TABLE {ks}.message_reaction")
+        for sync, twin in ((s.unreact, s.unreact_async), (s.self_reaction, s.self_reaction_async)):
+            with pytest.raises(LabError) as raised:
+                sync(tenant, conv, seq, user)
+            future = twin(tenant, conv, seq, user)
+            error = future.exception(timeout=60)
+            assert type(error) is type(raised.value) and type(error).__module__ == "lab.errors", (error, raised.value)

@@ -121,13 +121,14 @@ def test_an_empty_step_answers_at_once(connection):
 
 
 def test_a_closed_stores_asynchronous_calls_start_nothing(store, open_store, tmp_path):
-    from lab.store import BatchEntry
+    from lab.store import BatchEntry, MessageStore
 
     closing = open_store(state_dir=tmp_path)
     req = new_request()
     ack = closing.send(req)
     closing.close()
     threads, before = set(threading.enumerate()), snapshot_tables(store)
+    requests = store.connection.counter.snapshot()  # the one connection both stores use
     t, c, q, u = req.tenant_id, req.conversation_id, ack.conversation_seq, req.sender_id
     futures = {
         "send_async": closing.send_async(new_request(tenant_id=t, conversation_id=c)),
@@ -135,10 +136,14 @@ def test_a_closed_stores_asynchronous_calls_start_nothing(store, open_store, tmp
         "recall_async": closing.recall_async(t, c, q, actor_id=u),
         "edit_async": closing.edit_async(t, c, q, body=b"x", actor_id=u),
         "react_async": closing.react_async(t, c, q, u, "ok"),
+        "unreact_async": closing.unreact_async(t, c, q, u),
+        "self_reaction_async": closing.self_reaction_async(t, c, q, u),
         "batch_read_async": closing.batch_read_async(t, [BatchEntry(conversation_id=c, conversation_seq=q,
                                                                     message_id=ack.message_id)]),
     }
+    assert set(futures) == {name for name in dir(MessageStore) if name.endswith("_async")}  # every twin
     for name, future in futures.items():
         assert isinstance(future.exception(timeout=10), InvalidState), name
+    assert store.connection.counter.snapshot() == requests  # not a read issued either
     made = [t.name for t in set(threading.enumerate()) - threads if "blocking" in t.name or "group-submit" in t.name]
     assert made == [] and snapshot_tables(store) == before

@@ -4,7 +4,6 @@ More: docs/load-internals.md.
 """
 from __future__ import annotations
 
-import functools
 import math
 import os
 import random
@@ -285,13 +284,7 @@ class LoadContext:
             return None
         name = fn.__name__
         if name not in self._twins:
-            twin = None
-            if getattr(fn, "__self__", None) is self.store:
-                twin = getattr(self.store, f"{name}_async", None)
-                if name == "unreact":  # the store's react_async withdraws with reaction_key=None
-                    react_async = self.store.react_async
-                    twin = functools.partial(_unreact_async, react_async)
-            self._twins[name] = twin
+            self._twins[name] = store_twin(self.store, fn)
         return self._twins[name]
 
     def of_kind(self, kind: str) -> list[Conversation]:
@@ -405,7 +398,9 @@ def context() -> LoadContext:
     return _CONTEXT
 
 
-def _unreact_async(react_async: Callable[..., Any], tenant_id: Any, conversation_id: Any, conversation_seq: int,
-                   user_id: Any) -> Any:
-    """``unreact``'s asynchronous twin: ``react_async`` with no reaction key."""
-    return react_async(tenant_id, conversation_id, conversation_seq, user_id, None)
+def store_twin(store: Any, fn: Callable[..., Any]) -> Callable[..., Any] | None:
+    """``store.<name>_async`` for ``fn``, the bound method ``store.<name>``, by name alone; None
+    when ``fn`` is no method of ``store`` or the store has no such twin."""
+    if getattr(fn, "__self__", None) is not store:
+        return None
+    return getattr(store, f"{fn.__name__}_async", None)

@@ -1,6 +1,6 @@
 """Reactions (design §2.5, §4.4): per-user rows and an absolute-count summary per message. A
-reaction is one walk (lab.store.plumbing.steps): ``react`` drives it on the calling thread,
-``react_async`` on the driver's event loop.
+reaction and a self reaction are walks (lab.store.plumbing.steps): ``react`` / ``unreact`` /
+``self_reaction`` drive theirs on the calling thread, the ``_async`` twins on the driver's event loop.
 
 More: docs/store-internals.md.
 """
@@ -140,18 +140,26 @@ class Reactions:
                          NO_REACTION if reaction_key is None else check_reaction_key(reaction_key))
         return start_prepared(walk, self.connection, self._pool, lambda: [self._stmt(name) for name in _STATEMENTS])
 
-    def close(self) -> None:
-        """Stop the blocking steps' pool (after the steps queued in it)."""
-        self._pool.close()
-
+    def unreact_async(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+                      user_id: uuid.UUID | str) -> Future[ReactionSummary]:
+        """:meth:`unreact` chained on the driver's event loop (:meth:`react_async` with no reaction key)."""
+        return self.react_async(tenant_id, conversation_id, conversation_seq, user_id, None)
 
     def self_reaction(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                       conversation_seq: int, user_id: uuid.UUID | str) -> str | None:
         """The user's own reaction: one point read, for the message detail view only (§4.4)."""
-        tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
-        seq = check_conversation_seq(conversation_seq)
-        row = self.connection.execute(self._stmt("mine"), (tenant_id, conversation_id, seq, user_id)).one()
-        return row.reaction_key if row is not None and row.reaction_key else None
+        return run(self._own(tenant_id, conversation_id, conversation_seq, user_id), self.connection)
+
+    def self_reaction_async(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
+                            conversation_seq: int, user_id: uuid.UUID | str) -> Future[str | None]:
+        """:meth:`self_reaction`'s read on the driver's event loop. A bad argument raises at once;
+        any later error is the future's, of the type self_reaction raises."""
+        walk = self._own(tenant_id, conversation_id, conversation_seq, user_id)
+        return start_prepared(walk, self.connection, self._pool, lambda: self._stmt("mine"))
+
+    def close(self) -> None:
+        """Stop the blocking steps' pool (after the steps queued in it); the async calls then start nothing."""
+        self._pool.close()
 
     def summary(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str,
                 conversation_seq: int) -> ReactionSummary:
@@ -177,6 +185,16 @@ class Reactions:
         tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
         seq = check_conversation_seq(conversation_seq)
         return self._steps(tenant_id, conversation_id, seq, user_id, reaction_key)
+
+    def _own(self, tenant_id: uuid.UUID | str, conversation_id: uuid.UUID | str, conversation_seq: int,
+             user_id: uuid.UUID | str) -> Walk[str | None]:
+        """The self reaction's walk, its arguments checked now: one step, the point read."""
+        tenant_id, conversation_id, user_id = parse_uuid(tenant_id), parse_uuid(conversation_id), parse_uuid(user_id)
+        return self._read_own((tenant_id, conversation_id, check_conversation_seq(conversation_seq), user_id))
+
+    def _read_own(self, key: tuple[uuid.UUID, uuid.UUID, int, uuid.UUID]) -> Walk[str | None]:
+        (rows,) = yield Cql(((self._stmt("mine"), key),))
+        return rows[0].reaction_key if rows and rows[0].reaction_key else None  # '' is a withdrawn reaction
 
     def _steps(self, tenant_id: uuid.UUID, conversation_id: uuid.UUID, seq: int, user_id: uuid.UUID,
                reaction_key: str) -> Walk[ReactionSummary]:
