@@ -45,6 +45,7 @@ boundary (``lab.cluster.driver_errors.map_driver_errors``) and never leak to cal
     ├── CryptoError                 encryption at rest
     │   ├── DecryptError            wrong key, wrong AAD (moved ciphertext), tampering
     │   └── KeyDestroyed            the DEK was crypto-erased
+    ├── KeyNotCached                a cache-only key lookup missed (a signal inside the store)
     ├── CrashInjected               a fault-injection hook fired (tests of crash points)
     ├── CalibrationError            a calibration run failed (names notebook and cell)
     ├── LoadError                   a load run could not start or its processes failed
@@ -235,6 +236,13 @@ class DecryptError(CryptoError):
 
 class KeyDestroyed(CryptoError):
     pass
+
+
+class KeyNotCached(LabError):
+    """A key lookup made with ``cached_only`` found its key not in the DEK cache: a read on the
+    driver's loop thread never waits for the key store, so its walk reads the keys in a blocking
+    step and decodes again. A signal inside the store (no CryptoError: a key that failed is not
+    one), never an error a caller sees."""
 
 
 class CrashInjected(LabError):

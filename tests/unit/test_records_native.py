@@ -13,10 +13,9 @@ import pytest
 from message_cases import C, D, S, T, fields_of, message_at
 
 import lab.store.rows.records as records
-from lab.errors import DecryptError, KeyDestroyed, LabError, ValidationError
+from lab.errors import DecryptError, KeyDestroyed, KeyNotCached, LabError, ValidationError
 from lab.store import MediaMetadata, MentionTargets, MessageState, MessageType, RetentionClass
 from lab.store.crypto import Encryptor, LocalKeyStore
-from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.rows.records import MESSAGE_RECORD_COLUMNS, PARTITION_ROW_COLUMNS, Message, decode_rows, encode_record
 
 Row = namedtuple("Row", MESSAGE_RECORD_COLUMNS)

@@ -12,30 +12,20 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from lab.errors import CryptoError, DecryptError, LabError, ValidationError
+from lab.errors import CryptoError, DecryptError, KeyNotCached, LabError, ValidationError
 from lab.store.crypto.cipher import (KEY_SCOPE_CONVERSATION, NONCE_BYTES, TAG_BYTES, Sealed, check_blob,
                                      conversation_dek_key_id, conversation_facts, open_blob, row_aad, seal_blob)
 from lab.store.crypto.dek_cache import DEFAULT_DEK_CACHE_TTL_SECONDS, CachedKey, DekCache
 from lab.store.crypto.keystores import KeyStore
 from lab.store.rows.ids import BIT63, DekId, parse_uuid
 
-__all__ = ["Encryptor", "KeyNotCached", "MIN_BLOB_BYTES"]
+__all__ = ["Encryptor", "MIN_BLOB_BYTES"]
 
 MIN_BLOB_BYTES = NONCE_BYTES + TAG_BYTES
 
 
-class KeyNotCached(Exception):
-    """A lookup made with ``cached_only`` found its key not cached (a read on the driver's loop
-    thread, which never waits for the key store): the walk reads the keys in a blocking step and
-    decodes again. A signal inside the store, never an error a caller sees."""
-
-    def __init__(self, dek_id: DekId) -> None:
-        super().__init__(dek_id)
-        self.dek_id = dek_id
-
-
 def _not_cached(dek_id: DekId) -> Any:
-    raise KeyNotCached(dek_id)
+    raise KeyNotCached(f"the key {dek_id} is not cached", dek_id=dek_id)
 
 
 class Encryptor:

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.cluster.connection import Stmt
-from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.plumbing.context import StoreContext
 from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared
-from lab.errors import ValidationError
+from lab.errors import KeyNotCached, ValidationError
 from lab.store.rows.ids import BIT63, U128_MAX, check_conversation_seq, parse_uuid, u128_to_blob
 from lab.store.read.reactions import ReactionSummary, summary_from_row
 from lab.store.hot import HotLayer

@@ -14,9 +14,8 @@ from functools import partial
 from typing import Any
 
 from lab.cluster.connection import Stmt
-from lab.store.crypto.encryptor import KeyNotCached
 from lab.store.plumbing.context import StoreContext
-from lab.errors import ValidationError
+from lab.errors import KeyNotCached, ValidationError
 from lab.store.hot import HotLayer, merge_rows
 from lab.store.read.bucket import BucketQuery, BucketRead, Direction, check_bucket_rows, older_params, whole_rows
 from lab.store.plumbing.steps import Blocking, BlockingPool, Cql, Walk, run, start_prepared

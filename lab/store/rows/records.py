@@ -314,7 +314,7 @@ def decode_rows(rows: Iterable[Any], encryptor: Encryptor, *, skip_destroyed: bo
     a row in a range read's span that was not asked for) decodes as None, unopened. ``skip_partial``: a row
     without message_id (a partial row, :func:`lab.store.read.bucket.whole_rows`) is left out instead of
     refused, in the same pass (a history page counts what was left out: rows in, messages out).
-    ``cached_only``: a key the cache does not hold raises :class:`~lab.store.crypto.encryptor.KeyNotCached`
+    ``cached_only``: a key the cache does not hold raises :class:`~lab.errors.KeyNotCached`
     instead of a key store read (a read on the driver's loop thread; its walk loads the keys and decodes again)."""
     keyless = partition is not None
     if keyless:
