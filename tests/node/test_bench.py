@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append, the latest page
         # against its raw statements, the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 9, "history_latest_page_cpu": 4}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 10, "history_latest_page_cpu": 4}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -91,6 +91,7 @@ def test_request_counts_match_what_each_method_is(bench):
     assert send["send_callback_floor"]["requests"] == like
     assert send["send_logged_callback_floor"]["requests"] == like
     assert send["send_asyncio_floor"]["requests"] == like  # the same statements as coroutines on an asyncio loop
+    assert send["send_callback_floor_at_send_rate"]["requests"] == like  # the same, at send_async's rate
     # the store sends its floor plus the head reads: at most one head write request per send (fewer
     # when its head writer groups them in unlogged batches), at most one head read request before each
     # (§2.4's compare, fencing; an IN read per group) and one per conversation its writer had not
@@ -212,7 +213,7 @@ def test_the_send_is_judged_against_the_driver_floor_with_the_outbox_append(benc
     note = report["closing_note"]
     assert "Send client CPU / driver floor (send_callback_floor" in note
     assert "Send client CPU / driver floor with the outbox append (send_logged_callback_floor" in note
-    assert note.count("goal <= 1.3") == 2 and goal["verdict"] == "not judged"
+    assert note.count("goal <= 1.3") == 3 and goal["verdict"] == "not judged"
     logged = next(line for line in note.splitlines() if "(send_logged_callback_floor" in line)
     assert "too few rounds for an interval" in logged and "send_logged_callback_floor " in logged
     assert "Send driver floor, with the outbox append / without" in note
@@ -304,3 +305,27 @@ def test_profile_writes_flame_graphs_and_tables_and_drops_its_keyspaces(cluster_
     assert "client GC freeze" in result.closing_note  # the workload process's collector, named
     after = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
     assert len(result.keyspaces) == 2 and not set(result.keyspaces) & (before | after)  # one per py-spy run, dropped
+
+
+def test_the_send_is_judged_against_the_driver_floor_at_its_own_rate(bench):
+    """send_callback_floor_at_send_rate: the statements-only driver floor started at the rate of
+    send_async's last block, in the same rounds; a third goal line, and the rate's own effect on
+    the floor (at the send's rate over as fast as it ends) and the append's at equal rates."""
+    _, report = bench
+    comp = report["comparisons"]["send_throughput"]
+    pr, rounds = comp["paired_rounds"], TINY.send_ops // TINY.send_block
+    cpu = pr["cpu_ms_per_call_by_round"]
+    assert len(cpu["send_callback_floor_at_send_rate"]) == rounds
+    assert all(x > 0 for x in cpu["send_callback_floor_at_send_rate"])
+    r = pr["cpu_ratios"]["send_async_over_paced_callback_floor_cpu_per_call"]
+    assert r["ratios"] == pytest.approx(
+        [a / b for a, b in zip(cpu["send_async"], cpu["send_callback_floor_at_send_rate"])], rel=2e-2)
+    goal = pr["paced_callback_goal"]
+    assert (goal["ratio"], goal["at_most"], goal["verdict"]) == (
+        "send_async_over_paced_callback_floor_cpu_per_call", 1.3, "not judged")
+    for key in ("paced_floor_over_callback_floor_cpu_per_call", "logged_floor_over_paced_callback_floor_cpu_per_call"):
+        assert pr["cpu_ratios"][key]["rounds"] == rounds, key
+    note = report["closing_note"]
+    assert "Send client CPU / driver floor at the send's rate (send_callback_floor_at_send_rate" in note
+    assert "Send driver floor at send_async's rate / as fast as it ends" in note
+    assert "Send driver floor with the outbox append / without it at send_async's rate" in note

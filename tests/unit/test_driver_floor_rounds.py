@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lab.bench.store_paths import history_cpu, send_throughput
-from lab.bench.store_paths.paired_lines import asyncio_floor_line, driver_floor_line, logged_floor_line, median_ms
+from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, logged_floor_line, median_ms,
+                                                paced_floor_lines)
 
 SEND_METHODS = {m for pair in send_throughput.PAIRED.values() for m in pair}
 PAGE_SIDES = {m for pair in history_cpu.PAIRED.values() for m in pair}
@@ -115,6 +116,31 @@ def test_the_asyncio_floor_is_priced_against_the_callback_floor():
     del cpu["send_asyncio_floor"]
     pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
     assert asyncio_floor_line(pr) is None
+
+
+def test_the_floor_at_the_sends_rate_is_a_third_goal_and_prices_the_rate():
+    """The statements-only floor started at send_async's rate: a goal line of its own, and what the
+    rate alone does to the floor, and the append at equal rates; no line without the side."""
+    n = 8
+    cpu = {m: [1.0] * n for m in SEND_METHODS}
+    cpu["send_async"], cpu["send_callback_floor"] = [1.5] * n, [0.9] * n
+    cpu["send_callback_floor_at_send_rate"] = [1.2, 1.21, 1.19, 1.2, 1.2, 1.22, 1.18, 1.2]
+    cpu["send_logged_callback_floor"] = [1.3] * n
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    goal = pr["paced_callback_goal"]
+    assert (goal["ratio"], goal["verdict"]) == ("send_async_over_paced_callback_floor_cpu_per_call", "met")
+    line = driver_floor_line(pr, path="Send", side="send_async", blocking="send_floor_with_head_read",
+                             callback="send_callback_floor_at_send_rate", what="paced", goal_key="paced_callback_goal",
+                             floor_key="paced_callback_floor", label="driver floor at the send's rate")
+    assert line.startswith("- Send client CPU / driver floor at the send's rate (send_callback_floor_at_send_rate")
+    rate, append = paced_floor_lines(pr)
+    assert rate.startswith("- Send driver floor at send_async's rate / as fast as it ends")
+    assert "client CPU per send 1.2 vs 0.9 ms, median 1.333x" in rate
+    assert append.startswith("- Send driver floor with the outbox append / without it at send_async's rate")
+    assert "client CPU per send 1.3 vs 1.2 ms" in append
+    del cpu["send_callback_floor_at_send_rate"]
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    assert "paced_callback_goal" not in pr and paced_floor_lines(pr) == []
 
 
 def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():

@@ -12,7 +12,7 @@ from typing import Any
 
 from lab.bench.store_paths.driver_loops import driver_loops_line
 from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, history_paired_line,
-                                                logged_floor_line, paired_line)
+                                                logged_floor_line, paced_floor_lines, paired_line)
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
@@ -256,8 +256,15 @@ def _send_lines(s: Comparison) -> list[str]:
             what="send_callback_floor plus the durable outbox append where the send makes it, between record + index "
                  "and COMMITTED: a local outbox of its own (SQLite, group commit, fsync) through append_async, the "
                  "chain going on from the append's future; no sealing, no head writer")
-        lines += [x for x in (line, logged, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
+        paced = driver_floor_line(
+            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
+            callback="send_callback_floor_at_send_rate", goal_key="paced_callback_goal",
+            floor_key="paced_callback_floor", label="driver floor at the send's rate",
+            what="send_callback_floor's statements started at the rate send_async's last block issued its sends, "
+                 "at most as many in flight: the statements-only floor at the send's own rate")
+        lines += [x for x in (line, logged, paced, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
                   if x is not None]
+        lines += paced_floor_lines(s.paired_rounds)
     if fl is not None:
         lines.append(
             f"- Send vs its own steps raw without the head reads (send_floor: dedup LWT, record + index together, the "

@@ -8,6 +8,7 @@ More: docs/bench-internals.md.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -15,10 +16,11 @@ from typing import Any
 from lab.bench.store_paths.floors import SendFloorPlan
 from lab.cluster.connection import Connection, Stmt
 from lab.measure import Timing
-from lab.measure.timing import now_ns
+from lab.load.pacing import FixedRateSchedule
+from lab.measure.timing import NS_PER_SECOND, now_ns
 from lab.store import Outbox
 
-__all__ = ["Chain", "Done", "page_chain", "run_chains", "send_chain"]
+__all__ = ["Chain", "Done", "page_chain", "run_chains", "run_paced_chains", "send_chain"]
 
 Done = Callable[[BaseException | None], None]   # a chain's end: None, or the error that stopped it
 Chain = Callable[[Done], None]                  # starts a chain; it calls done exactly once
@@ -191,5 +193,44 @@ def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
 
     for _ in range(min(in_flight, n)):
         launch()
+    finished.wait()
+    return [t for t in timings if t is not None]
+
+
+def run_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float) -> list[Timing]:
+    """:func:`run_chains`' chains started at ``rate`` per second instead of as fast as they end: the
+    calling thread starts chain ``i`` when it is due (``i / rate`` seconds after the first; one sleep
+    per chain, whose wake-ups the side's CPU pays), never more than ``in_flight`` at once. A floor
+    issued at another side's rate, since client CPU per call falls as the rate rises."""
+    n = len(chains)
+    if n == 0:
+        return []
+    timings: list[Timing | None] = [None] * n
+    slots = threading.BoundedSemaphore(in_flight)
+    lock = threading.Lock()
+    finished = threading.Event()
+    left = [n]
+    schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
+    for i, chain in enumerate(chains):
+        wait_ns = schedule.due_ns(i) - now_ns()
+        if wait_ns > 0:
+            time.sleep(wait_ns / NS_PER_SECOND)
+        slots.acquire()
+        started = now_ns()
+
+        def done(error: BaseException | None, i: int = i, started: int = started) -> None:
+            with lock:
+                if timings[i] is not None:
+                    return  # ended once already
+                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
+                left[0] -= 1
+                last = left[0] == 0
+            slots.release()
+            if last:
+                finished.set()
+        try:
+            chain(done)
+        except Exception as exc:  # a chain that could not start is a failed call, not a stall
+            done(exc)
     finished.wait()
     return [t for t in timings if t is not None]

@@ -133,6 +133,22 @@ def logged_floor_line(pr: Mapping[str, Any]) -> str | None:
                              "fsync, alone)")
 
 
+def paced_floor_lines(pr: Mapping[str, Any]) -> list[str]:
+    """The driver floor started at the send's own rate against the same floor run as fast as it ends,
+    and the floor with the append against it: how much of what the append seems to cost is the
+    slower rate it leaves the chain at (client CPU per call falls as the rate rises)."""
+    lines = [_floor_over_floor(pr, "paced_floor_over_callback_floor_cpu_per_call", "send_callback_floor_at_send_rate",
+                               "send_callback_floor",
+                               "Send driver floor at send_async's rate / as fast as it ends "
+                               "(send_callback_floor_at_send_rate against send_callback_floor: the same statements, "
+                               "started at the rate send_async's last block issued its sends)"),
+             _floor_over_floor(pr, "logged_floor_over_paced_callback_floor_cpu_per_call",
+                               "send_logged_callback_floor", "send_callback_floor_at_send_rate",
+                               "Send driver floor with the outbox append / without it at send_async's rate "
+                               "(send_logged_callback_floor against send_callback_floor_at_send_rate)")]
+    return [line for line in lines if line is not None]
+
+
 def blocking_key(name: str) -> str:
     """A blocking floor's name in the ratio keys (send_floor_with_head_read -> floor_with_head_read)."""
     return name.removeprefix("send_")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
-from lab.bench.store_paths.callback_floors import run_chains, send_chain
+from lab.bench.store_paths.callback_floors import run_chains, run_paced_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
@@ -31,6 +31,9 @@ LOGGED_FLOOR = "send_logged_callback_floor"
 LOGGED_FLOOR_OUTBOX = "local"
 LOGGED_FLOOR_LOG_FILE = "outbox.sqlite"
 ASYNCIO_FLOOR = "send_asyncio_floor"
+# send_callback_floor started at the rate send_async's last block issued its sends: client CPU per call
+# falls as the rate rises, and the floor without the append runs faster than the send can
+PACED_FLOOR = "send_callback_floor_at_send_rate"
 ASYNC = "send_async"
 
 
@@ -87,7 +90,8 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     # through the log's future (LOGGED_FLOOR), and as coroutines on an asyncio loop (each answer handed
     # to the loop), each on its own conversations
     chained: dict[str, dict[str, Any]] = {name: {"start": 0, "plans": [], "keys": FloorKeys.new(p.send_conversations)}
-                                          for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR)}
+                                          for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR, PACED_FLOOR)}
+    send_rate: list[float] = []  # send_async's issue rate, each block's (before its head drain)
 
     def build_chained(n: int) -> None:
         for name, c in chained.items():
@@ -101,6 +105,9 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
         plans = [c["plans"][i - c["start"]] for i in calls]
         if name == ASYNCIO_FLOOR:
             return run_coroutines([send_coroutine(run.conn, plan) for plan in plans], in_flight=p.send_concurrency)
+        if name == PACED_FLOOR:
+            return run_paced_chains([send_chain(run.conn, plan, None) for plan in plans], in_flight=p.send_concurrency,
+                                    rate=send_rate[-1])
         return run_chains([send_chain(run.conn, plan, log if name == LOGGED_FLOOR else None) for plan in plans],
                           in_flight=p.send_concurrency)
 
@@ -113,7 +120,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     methods = {"send": (Method("send"), full), ASYNC: (Method(ASYNC), None),
                **{name: (Method(name), floor_method(name)) for name in floor_options},
                CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), LOGGED_FLOOR: (Method(LOGGED_FLOOR), None),
-               ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None),
+               ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None), PACED_FLOOR: (Method(PACED_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0, ASYNC: 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -133,6 +140,8 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
         else:
             timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
+        if name == ASYNC:
+            send_rate.append(n * NS_PER_SECOND / max(1, t_ack - t0))
         if name in ack_ns:
             store.drain()  # the head updates this block caused belong to this block
         t1 = now_ns()
@@ -170,6 +179,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     cb = methods[CALLBACK_FLOOR][0].result()
     lg = methods[LOGGED_FLOOR][0].result()
     ao = methods[ASYNCIO_FLOOR][0].result()
+    pf = methods[PACED_FLOOR][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
         paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
@@ -183,7 +193,8 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
                     "outbox append between record + index and COMMITTED, a local outbox of its own through "
                     "append_async, the chain going on from the append's future; send_asyncio_floor: "
                     "send_callback_floor's statements as coroutines on an asyncio loop in one "
-                    "thread) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
+                    "thread; send_callback_floor_at_send_rate: send_callback_floor started at the rate the last "
+                    "send_async block issued its sends) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
                     f"send_async and the callback floors: {p.send_concurrency} in flight from one thread; "
                     f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop",
@@ -191,7 +202,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
         methods={f.name: f, sa.name: sa, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, lg.name: lg, ao.name: ao,
-                 b.name: b},
+                 pf.name: pf, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -239,11 +250,16 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_async_over_logged_callback_floor_throughput": (ASYNC, LOGGED_FLOOR),
           "floor_with_head_read_over_logged_callback_floor_throughput": ("send_floor_with_head_read", LOGGED_FLOOR),
           "logged_floor_over_callback_floor_throughput": (LOGGED_FLOOR, CALLBACK_FLOOR),
+          "send_async_over_paced_callback_floor_throughput": (ASYNC, PACED_FLOOR),
+          "paced_floor_over_callback_floor_throughput": (PACED_FLOOR, CALLBACK_FLOOR),
+          "logged_floor_over_paced_callback_floor_throughput": (LOGGED_FLOOR, PACED_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
 # the same goal against the driver floor with the outbox append (the durable log step §5.1 asks of every send)
 LOGGED_GOAL_RATIO = "send_async_over_logged_callback_floor_cpu_per_call"
+# and against the driver floor at the send's own rate (the like-for-like rate)
+PACED_GOAL_RATIO = "send_async_over_paced_callback_floor_cpu_per_call"
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -280,8 +296,9 @@ def _driver_goals(cpu_ms_per_call: dict[str, list[float | None]] | None) -> dict
     floor's, per round, against CALLBACK_SEND_GOAL; a goal whose floor did not run is left out."""
     if cpu_ms_per_call is None or ASYNC not in cpu_ms_per_call:
         return {}
-    goals = {"callback_goal": (CALLBACK_GOAL_RATIO, CALLBACK_FLOOR), "logged_callback_goal": (LOGGED_GOAL_RATIO,
-                                                                                            LOGGED_FLOOR)}
+    goals = {"callback_goal": (CALLBACK_GOAL_RATIO, CALLBACK_FLOOR),
+             "logged_callback_goal": (LOGGED_GOAL_RATIO, LOGGED_FLOOR),
+             "paced_callback_goal": (PACED_GOAL_RATIO, PACED_FLOOR)}
     return {key: paired_goal(ratio, paired_ratio(cpu_ms_per_call[ASYNC], cpu_ms_per_call[floor]),
                              limit=CALLBACK_SEND_GOAL, at_least=False)
             for key, (ratio, floor) in goals.items() if floor in cpu_ms_per_call}
