@@ -12,9 +12,9 @@ BENCH_ARGS ?= --full
 help:  ## this list
 	@grep -hE '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## (.*)/  make \1\t\2/' | expand -t 16
 
-# native/: the compiled decode of the common history row (lab_native, Rust + PyO3), built by pip with
-# maturin (from PyPI) and cargo (crates from crates.io, pinned by native/Cargo.lock); without it the
-# reads take the Python path. Rebuilt when its sources change.
+# native/: the compiled decode of the common history row and the driver's UUID constructor (lab_native,
+# Rust + PyO3), built by pip with maturin (from PyPI) and cargo (crates from crates.io, pinned by
+# native/Cargo.lock); without it the reads take the Python path. Rebuilt when its sources change.
 NATIVE_SRC := native/pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 
 $(STAMP): pyproject.toml $(NATIVE_SRC)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import functools
 import uuid
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cassandra.query import _clean_column_name, named_tuple_factory
 
-__all__ = ["ROW_CLASS_CACHE_ENTRIES", "cached_named_tuple_factory", "install_uuid_deserializer", "uuid_from_bytes"]
+__all__ = ["ROW_CLASS_CACHE_ENTRIES", "UUID_FROM_BYTES_PATH", "cached_named_tuple_factory", "install_uuid_deserializer",
+           "python_uuid_from_bytes", "uuid_from_bytes"]
 
 # distinct column lists a process selects; far above the lab's few dozen statements
 ROW_CLASS_CACHE_ENTRIES = 4096
@@ -38,14 +39,15 @@ def cached_named_tuple_factory(colnames: Sequence[str], rows: Sequence[Sequence[
     return list(map(make, rows))
 
 
-_UUID, _SAFE_UNKNOWN = uuid.UUID, uuid.SafeUUID.unknown
+_UUID, _SAFE_UNKNOWN, _BYTES = uuid.UUID, uuid.SafeUUID.unknown, bytes
 _new, _set, _from_bytes = object.__new__, object.__setattr__, int.from_bytes
 _UUID_BYTES = 16
 
 
-def uuid_from_bytes(*, bytes: bytes) -> uuid.UUID:  # noqa: A002 (the driver calls it with bytes=)
-    """``uuid.UUID(bytes=bytes)`` without the general constructor (anything but 16 bytes takes it, and its error)."""
-    if len(bytes) != _UUID_BYTES:
+def python_uuid_from_bytes(*, bytes: bytes) -> uuid.UUID:  # noqa: A002 (the driver calls it with bytes=)
+    """``uuid.UUID(bytes=bytes)`` without the general constructor for 16 bytes; anything else (another
+    length, not exactly bytes) takes the constructor, and its value or error."""
+    if type(bytes) is not _BYTES or len(bytes) != _UUID_BYTES:
         return _UUID(bytes=bytes)
     value = _new(_UUID)
     _set(value, "int", _from_bytes(bytes, "big"))
@@ -53,8 +55,21 @@ def uuid_from_bytes(*, bytes: bytes) -> uuid.UUID:  # noqa: A002 (the driver cal
     return value
 
 
+try:  # the same function compiled (native/, installed by `make venv`): no Python frame per cell
+    from lab_native import UUID_FAST_PATH as _NATIVE_FAST
+    from lab_native import uuid_from_bytes as _native_uuid_from_bytes
+except ImportError:  # a venv without native/ (or a build of it from before the function)
+    _NATIVE_FAST, _native_uuid_from_bytes = False, None
+# the compiled one only where it reads uuid.UUID's slots: on another layout it turns its direct path off
+# and only calls the constructor, slower than the Python function
+uuid_from_bytes: Callable[..., uuid.UUID] = (_native_uuid_from_bytes if _NATIVE_FAST and _native_uuid_from_bytes
+                                             else python_uuid_from_bytes)
+# which one this process installs: "compiled" or "python"
+UUID_FROM_BYTES_PATH = "compiled" if uuid_from_bytes is not python_uuid_from_bytes else "python"
+
+
 def install_uuid_deserializer() -> None:
-    """The driver's deserializers (compiled and pure) build UUID cells with :func:`uuid_from_bytes`:
+    """The driver's deserializers (compiled and pure) build UUID cells with ``uuid_from_bytes``:
     their module's ``UUID`` name, which they use for nothing else. Idempotent."""
     import cassandra.cqltypes
     modules: list = [cassandra.cqltypes]

@@ -64,29 +64,10 @@ impl Decoder {
         let dict = message_type.getattr("__dict__")?;
         let mut offsets = [0isize; 23];
         let mut setters = Vec::with_capacity(FIELDS.len());
-        let tp = message_type.as_ptr() as *mut ffi::PyTypeObject;
-        let basicsize = unsafe { (*tp).tp_basicsize };
         for (i, name) in FIELDS.iter().enumerate() {
             let descr = dict.get_item(name)?;
+            offsets[i] = object_slot_offset(&message_type, &descr, name)?;
             setters.push(descr.getattr("__set__")?.unbind());
-            unsafe {
-                if ffi::Py_TYPE(descr.as_ptr()) != ptr::addr_of_mut!(ffi::PyMemberDescr_Type) {
-                    return Err(PyTypeError::new_err(format!("Message.{name} is not a slot")));
-                }
-                let member_descr = descr.as_ptr() as *mut ffi::PyMemberDescrObject;
-                if (*member_descr).d_common.d_type != tp {
-                    return Err(PyTypeError::new_err(format!("Message.{name} is not Message's own slot")));
-                }
-                let member = (*member_descr).d_member as *mut ffi::PyMemberDef;
-                let offset = (*member).offset;
-                if (*member).type_code != ffi::Py_T_OBJECT_EX
-                    || offset < std::mem::size_of::<ffi::PyObject>() as isize
-                    || offset + std::mem::size_of::<*mut ffi::PyObject>() as isize > basicsize
-                {
-                    return Err(PyTypeError::new_err(format!("Message.{name} is not an object slot")));
-                }
-                offsets[i] = offset;
-            }
         }
         Ok(Self {
             message_type: message_type.unbind(),

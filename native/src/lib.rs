@@ -1,4 +1,4 @@
-//! lab_native: the compiled decode of the common message_record row (issue 24 item 2).
+//! lab_native: the compiled decode of the common message_record row, and the driver's UUID constructor.
 //!
 //! `Decoder.decode` does what `lab.store.rows.records.decode_rows` does for a page whose every row has
 //! the common shape (the store's own SELECT, whole, a sealed blob that opens, known enum values) and
@@ -13,11 +13,13 @@
 //!     layout    Message's fields and a row's columns, by index
 //!     pyref     CPython object helpers: an owned reference, bytes / None / 16-byte id checks
 //!     decoder   Decoder: the common-row loop (decode_rows' compiled path)
+//!     uuid      uuid_from_bytes: uuid.UUID(bytes=...) without a Python-level call (the driver's UUID cells)
 
 mod decoder;
 mod key;
 mod layout;
 mod pyref;
+mod uuid;
 
 use pyo3::prelude::*;
 
@@ -30,5 +32,8 @@ fn lab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AesGcmKey>()?;
     m.add_class::<Decoder>()?;
     m.add("FIELDS", FIELDS.to_vec())?;
+    m.add("UUID_FAST_PATH", uuid::init(m.py())?)?;
+    m.add_function(wrap_pyfunction!(uuid::uuid_from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(uuid::_uuid_slot_offsets, m)?)?;
     Ok(())
 }

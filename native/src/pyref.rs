@@ -1,9 +1,12 @@
-//! CPython object helpers of the decoder: an owned reference released on drop, and the checks and
-//! conversions of one column value (bytes, None, 16-byte ids).
+//! CPython object helpers of the decoder and the UUID constructor: an owned reference released on drop,
+//! the checks and conversions of one column value (bytes, None, 16-byte ids), and a class's slot offsets.
 
 use std::ptr;
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use crate::layout::U128_BYTES;
 
@@ -58,4 +61,30 @@ pub(crate) unsafe fn new_ref(o: *mut ffi::PyObject) -> *mut ffi::PyObject {
 #[inline]
 pub(crate) unsafe fn bytes_of<'a>(o: *mut ffi::PyObject) -> &'a [u8] {
     std::slice::from_raw_parts(bytes_ptr(o), bytes_size(o) as usize)
+}
+
+/// The offset of `owner`'s own object slot `name` (`descr`, its entry in the class's `__dict__`): checked to
+/// be a member descriptor of `owner` itself holding an object and lying inside the instance, so that a
+/// reference written there is what `object.__setattr__` would have stored.
+pub(crate) fn object_slot_offset(owner: &Bound<'_, PyType>, descr: &Bound<'_, PyAny>, name: &str) -> PyResult<isize> {
+    let tp = owner.as_ptr() as *mut ffi::PyTypeObject;
+    let what = format!("{}.{name}", owner.name()?);
+    unsafe {
+        if ffi::Py_TYPE(descr.as_ptr()) != ptr::addr_of_mut!(ffi::PyMemberDescr_Type) {
+            return Err(PyTypeError::new_err(format!("{what} is not a slot")));
+        }
+        let member_descr = descr.as_ptr() as *mut ffi::PyMemberDescrObject;
+        if (*member_descr).d_common.d_type != tp {
+            return Err(PyTypeError::new_err(format!("{what} is not the class's own slot")));
+        }
+        let member = (*member_descr).d_member as *mut ffi::PyMemberDef;
+        let offset = (*member).offset;
+        if (*member).type_code != ffi::Py_T_OBJECT_EX
+            || offset < std::mem::size_of::<ffi::PyObject>() as isize
+            || offset + std::mem::size_of::<*mut ffi::PyObject>() as isize > (*tp).tp_basicsize
+        {
+            return Err(PyTypeError::new_err(format!("{what} is not an object slot")));
+        }
+        Ok(offset)
+    }
 }
