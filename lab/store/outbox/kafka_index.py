@@ -93,7 +93,7 @@ class PartitionIndex:
         self.controls: dict[tuple[str, str, int, str], list[OutboxEntry]] = {}
         self.position = [0] * partitions
         self.error: OutboxError | None = None
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ended = False  # the thread is gone: nothing advances the index any more
         self._order = itertools.count()  # heap tie-breaker: waiters never compare
@@ -110,20 +110,18 @@ class PartitionIndex:
         try:
             while not self._stop.is_set():
                 messages = next_messages(self._consumer, FETCH_BATCH)
-                with self._cond:
+                with self._lock:
                     if messages:
                         self._take(messages)
-                        self._cond.notify_all()
                     due = self._due(time.monotonic())
                 _call(due)
         except Exception as exc:  # a record it cannot read: every waiter hears it, none waits for its timeout
-            with self._cond:
+            with self._lock:
                 self.error = self.error or OutboxError(f"the outbox index of {self.topic} stopped: {exc!r}",
                                                        topic=self.topic)
         finally:
-            with self._cond:
+            with self._lock:
                 self._ended = True  # every waiter left hears it now
-                self._cond.notify_all()
                 due = self._due(time.monotonic())
             _call(due)
             self._consumer.close()
@@ -155,22 +153,31 @@ class PartitionIndex:
                            partition=partition, offset=end_offset)
 
     def wait(self, partition: int, end_offset: int, timeout: float) -> None:
-        """Block until every offset below ``end_offset`` of ``partition`` is indexed."""
-        with self._cond:
-            done = self._cond.wait_for(lambda: self.position[partition] >= end_offset or self.error is not None
-                                       or self._stop.is_set() or self._ended, timeout)
-            if self.error is not None:
-                raise self.error
-            if not done:
-                raise self._late(partition, end_offset, timeout)
+        """Block until every offset below ``end_offset`` of ``partition`` is indexed: :meth:`when_reached`'s
+        answer, its error raised."""
+        answered = threading.Event()
+        heard: list[OutboxError | None] = []
+
+        def then(error: OutboxError | None) -> None:
+            heard.append(error)
+            answered.set()
+
+        self.when_reached(partition, end_offset, timeout, then)
+        if not answered.is_set() and threading.current_thread() is self.thread:
+            # a waiter's callback: the thread that would answer is this one
+            raise OutboxError(f"a blocking wait on the outbox index's own thread would wait for itself "
+                              f"({self.topic}[{partition}] at {end_offset})", topic=self.topic, partition=partition,
+                              offset=end_offset)
+        answered.wait()  # the index answers by the timeout (its poll loop), or as it ends
+        if heard[0] is not None:
+            raise heard[0]
 
     def when_reached(self, partition: int, end_offset: int, timeout: float, then: Reached) -> None:
-        """:meth:`wait` without blocking: ``then(None)`` once every offset below ``end_offset`` of
-        ``partition`` is indexed, else ``then(error)`` with the error ``wait`` raises (the index's
-        failure, or its timeout, found on the index's poll loop), or an OutboxError once the index
-        is closed. ``then`` runs once, on the index's thread, or on the caller's when the answer
-        is known already; it must not block (the index waits for it)."""
-        with self._cond:
+        """``then(None)`` once every offset below ``end_offset`` of ``partition`` is indexed, else
+        ``then(error)``: the index's failure, or an OutboxError for its timeout (found on the index's
+        poll loop) or once the index is closed. ``then`` runs once, on the index's thread, or on the
+        caller's when the answer is known already; it must not block (the index waits for it)."""
+        with self._lock:
             known = self._answer(partition, end_offset)
             if known is None:
                 waiter = _Waiter(partition, end_offset, timeout, then)
@@ -181,7 +188,7 @@ class PartitionIndex:
         then(known[0])
 
     def _answer(self, partition: int, end_offset: int) -> tuple[OutboxError | None] | None:
-        """What a waiter hears now (under the lock), as ``wait`` would have it; None: nothing yet."""
+        """What a waiter hears now (under the lock); None: nothing yet."""
         if self.error is not None:
             return (self.error,)
         if self.position[partition] >= end_offset:
@@ -209,8 +216,6 @@ class PartitionIndex:
 
     def close(self) -> None:
         self._stop.set()
-        with self._cond:
-            self._cond.notify_all()
         self.thread.join(timeout=10)
 
 

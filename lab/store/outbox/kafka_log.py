@@ -61,6 +61,7 @@ class KafkaOutbox(Outbox):
         self._closed = False
         self._lock = threading.Lock()  # the producer (replaced after a fatal error) and the appends awaiting reports
         self._generation = 0  # which producer: a fatal error replaces the one that failed, once
+        self._retired: list[tuple[Producer, int]] = []  # replaced producers, served until their last report
         self._delivering: OrderedDict[int, _Append] = OrderedDict()  # by produce order = deadline order
         self._sequence = itertools.count()
         self._fetches = BlockingPool(1, f"outbox-fetch-{topic}")  # a duplicate's first entry, when not cached
@@ -119,17 +120,38 @@ class KafkaOutbox(Outbox):
 
     def _after_failure(self, err: KafkaError | None, generation: int) -> None:
         """An idempotent producer that hit a fatal error refuses every later append: replace it,
-        once (the failed append itself is reported; a retry resumes through get / the index)."""
-        if err is not None and err.fatal():
+        once, and retire it (the failed append itself is reported; a retry resumes through get / the
+        index). The error is fatal as poll and flush raise it, or as produce refuses after it."""
+        if isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL):
             with self._lock:
                 if generation == self._generation:
+                    self._retired.append((self._producer, generation))
                     self._producer, self._generation = self._new_producer(), generation + 1
 
+    def _serve(self, producer: Producer, generation: int, timeout: float, *, flush: bool = False) -> int:
+        """Poll (or flush) one producer: its delivery reports' callbacks run here. A fatal error is
+        raised by the call that meets it, once (not passed to error_cb): the producer is replaced,
+        and the call goes on for the reports left (the failed append's, those purged from its queue)."""
+        try:
+            return producer.flush(timeout) if flush else producer.poll(timeout)
+        except KafkaException as exc:
+            if not (exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].fatal()):
+                raise
+            self._after_failure(exc.args[0], generation)
+            return producer.flush(timeout) if flush else producer.poll(0)
+
     def _serve_delivery_reports(self) -> None:
-        """The producer's poll thread: delivery reports (their callbacks run here), and the
-        appends whose report is overdue."""
+        """The producer's poll thread: delivery reports (their callbacks run here), a retired
+        producer's last ones, and the appends whose report is overdue."""
         while not self._closed:
-            self._producer.poll(POLL_SECONDS * 2)
+            with self._lock:
+                producer, generation, retired = self._producer, self._generation, list(self._retired)
+            self._serve(producer, generation, POLL_SECONDS * 2)
+            for old, old_generation in retired:
+                self._serve(old, old_generation, 0)
+                if len(old) == 0:  # nothing queued, in flight or left to report: dropped
+                    with self._lock:
+                        self._retired.remove((old, old_generation))
             self._overdue(time.monotonic())
 
     def _overdue(self, now: float | None) -> None:
@@ -405,14 +427,17 @@ class KafkaOutbox(Outbox):
 
     # ---- lifecycle ------------------------------------------------------------------------
     def flush(self, timeout_seconds: float | None = None) -> int:
-        """Wait for queued appends; returns how many are still undelivered."""
-        return self._producer.flush(self._timeout if timeout_seconds is None else timeout_seconds)
+        """Wait for queued appends (a retired producer's too); returns how many are still undelivered."""
+        timeout = self._timeout if timeout_seconds is None else timeout_seconds
+        with self._lock:
+            producers = [*self._retired, (self._producer, self._generation)]
+        return sum(self._serve(producer, generation, timeout, flush=True) for producer, generation in producers)
 
     def close(self) -> None:
         """Flush, then stop; an append still in flight fails (OutboxError), none is left waiting."""
         if self._closed:
             return
-        self._producer.flush(self._timeout)
+        self.flush()
         with self._lock:
             self._closed = True
         self._poller.join(timeout=10)
