@@ -53,16 +53,19 @@ def row_decode() -> str:
     """Which decode the store's reads run through in this process: the compiled path
     (``compiled: lab_native <version>``, lab.store.rows.records uses it whenever lab_native imports)
     or ``python (lab_native not installed)``: every page on the Python path, the latest page then
-    ~0.14 ms slower per 50 rows (docs/measurements.md). Read figures depend on it."""
+    ~0.14 ms slower per 50 rows (docs/measurements.md); and which constructor the driver's UUID cells
+    take (``; UUID cells compiled|python``, lab.cluster.row_factory). Read figures depend on both."""
+    from lab.cluster.row_factory import UUID_FROM_BYTES_PATH
+    uuids = f"; UUID cells {UUID_FROM_BYTES_PATH}"
     try:
         import lab_native  # noqa: F401  (native/, built by `make venv`)
     except ImportError:
-        return "python (lab_native not installed)"
+        return "python (lab_native not installed)" + uuids
     from importlib.metadata import PackageNotFoundError, version
     try:
-        return f"compiled: lab_native {version('lab_native')}"
+        return f"compiled: lab_native {version('lab_native')}" + uuids
     except PackageNotFoundError:  # imported from a build tree, not an installed package
-        return "compiled: lab_native (version unknown)"
+        return "compiled: lab_native (version unknown)" + uuids
 
 
 def loadavg() -> list[float] | None:

@@ -275,7 +275,7 @@ def test_the_repo_venv_decodes_through_the_compiled_path_and_says_so(tmp_path):
     from lab.results.environment import environment, row_decode
 
     assert NATIVE is not None, "lab_native is not installed: run `make venv` (it builds native/)"
-    assert row_decode().startswith("compiled: lab_native ")
+    assert row_decode().startswith("compiled: lab_native ") and row_decode().endswith("; UUID cells compiled")
     env = environment(load_config(flags={"lab_home": str(tmp_path)}, env={})).to_json()
     assert env["machine"]["row_decode"] == row_decode()
 
