@@ -214,11 +214,7 @@ class _Drive:
                     break
                 self._fire(items, i, settle)
             if done:
-                first = next((e for e in errors if e is not None), None)
-                if first is not None:
-                    self.fail(first)
-                else:
-                    self.resume(rows)
+                self._settled(rows, errors)
 
         def settle(i: int, result: Any, error: BaseException | None) -> None:
             rows[i], errors[i] = result, error
@@ -245,17 +241,22 @@ class _Drive:
                 state[1] |= error is not None
                 last = state[0] == 0
             if last:
-                first = next((e for e in errors if e is not None), None)
-                if first is not None:
-                    self.fail(first)
-                else:
-                    self.resume(rows)
+                self._settled(rows, errors)
 
         for i in range(n):
             if state[1]:  # an error arrived: the rest is never started, and settles as such
                 settle(i, None, None, n - i)
                 return
             self._fire(items, i, settle)
+
+    def _settled(self, rows: list[Any], errors: list[BaseException | None]) -> None:
+        """A step's statements all settled: the walk resumed with their rows, or failed with the first
+        error in input order."""
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            self.fail(first)
+        else:
+            self.resume(rows)
 
     def _fire(self, items: Sequence[tuple[Stmt, Sequence[Any]]], i: int,
               settle: Callable[[int, Any, BaseException | None], None]) -> None:
