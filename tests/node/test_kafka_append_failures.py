@@ -27,6 +27,9 @@ BROKER_MAX_BYTES = 2048  # the topic's max.message.bytes: a 10 kB record is the 
 REFUSED_BYTES = 10_000
 ATTEMPTS = 10  # refused appends until one's future completes in a poll (not before its callback was added)
 DEADLINE_MARGIN_SECONDS = 1.0
+# the failing outbox's own request timeout (its deadlines, its index's waits): shorter than the default,
+# since these tests wait for it to pass; every wait for a success uses WAIT_SECONDS or a default outbox
+FAILING_REQUEST_TIMEOUT_SECONDS = 2.0
 TRANSACTION_TIMEOUT_MS = 600_000  # the open transaction outlives the test
 
 
@@ -117,7 +120,7 @@ def test_a_report_overdue_fails_the_append_once(kafka_services, boxes, topic, er
     # is one rd_kafka_poll, which serves the reports queued when it began (rd_kafka_q_serve): those
     # queued meanwhile wait for the next one, and the loop checks deadlines in between.
     refusing_topic(kafka_services, topic)
-    box, other = boxes(), boxes()
+    box, other = boxes(kafka_services.replace(request_timeout_seconds=FAILING_REQUEST_TIMEOUT_SECONDS)), boxes()
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     producer_thread = f"outbox-producer-{topic}"
     ran: queue.Queue[bool] = queue.Queue()
@@ -143,7 +146,7 @@ def test_a_report_overdue_fails_the_append_once(kafka_services, boxes, topic, er
         calls, called = counted(box.append_async(in_thread))
         seen = {r.conversation_seq: logged(other, r, time.monotonic() + WAIT_SECONDS) for r in (sync, in_thread)}
         # both were appended before they were seen: their deadlines have passed by then
-        time.sleep(kafka_services.kafka_delivery_timeout_ms / 1000 + kafka_services.request_timeout_seconds
+        time.sleep(kafka_services.kafka_delivery_timeout_ms / 1000 + FAILING_REQUEST_TIMEOUT_SECONDS
                    + DEADLINE_MARGIN_SECONDS)
     finally:
         release.set()
@@ -155,7 +158,7 @@ def test_a_report_overdue_fails_the_append_once(kafka_services, boxes, topic, er
     assert raised.partition == partition_of(tenant, conversation, box.partitions)
     assert (raised.conversation_seq, calls[0].exception().conversation_seq) == (100, 101)
     assert len(calls) == 1 and errors_logged() == []
-    # the broker kept both: a retry returns the first entry of each
+    # the broker kept both: a retry returns the first entry of each (the index has read them long since)
     for record in (sync, in_thread):
         retried = box.append_async(record).result(WAIT_SECONDS)
         assert retried == dataclasses.replace(seen[record.conversation_seq], duplicate=True)
@@ -168,7 +171,7 @@ def test_the_index_timing_out_fails_an_acked_append_once(kafka_services, boxes, 
     # a transaction left open on the partition holds its last stable offset: the index (a
     # read_committed consumer, librdkafka's default) cannot read past it, while the broker acks
     # the outbox's (non-transactional) appends after it
-    box = boxes()
+    box, reader = boxes(kafka_services.replace(request_timeout_seconds=FAILING_REQUEST_TIMEOUT_SECONDS)), boxes()
     tenant, conversation = uuid.uuid4(), uuid.uuid4()
     partition = partition_of(tenant, conversation, box.partitions)
     holder = Producer({**kafka_services.kafka_client_config(), "transactional.id": f"lab-test-{topic}",
@@ -186,17 +189,20 @@ def test_the_index_timing_out_fails_an_acked_append_once(kafka_services, boxes, 
     finally:
         holder.abort_transaction(WAIT_SECONDS)
     # the index reads on once the abort's markers are written (after abort_transaction returns): what
-    # the broker acked is there, and the timed-out waiters are not called again
-    seen = {r.conversation_seq: logged(box, r, time.monotonic() + WAIT_SECONDS) for r in (sync, in_thread)}
+    # the broker acked is there (read through an outbox of the default timeouts: the failing one's
+    # index may take longer than its own short timeout to pass the markers), and the timed-out
+    # waiters are not called again
+    seen = {r.conversation_seq: logged(reader, r, time.monotonic() + WAIT_SECONDS) for r in (sync, in_thread)}
     assert called.wait(WAIT_SECONDS) and len(calls) == 1 and errors_logged() == []
     for error, seq in ((raised, 1), (late, 2)):
         assert type(error) is OutboxError
         assert str(error).startswith(f"the outbox index of {topic}[{partition}] did not reach offset")
         assert (error.partition, error.offset) == (partition, seen[seq].offset + 1)
     for record in (sync, in_thread):
-        retried = box.append_async(record).result(WAIT_SECONDS)
+        retried = reader.append_async(record).result(WAIT_SECONDS)
         assert retried == dataclasses.replace(seen[record.conversation_seq], duplicate=True)
     box.close()
+    reader.close()
     assert threads_of(topic) == []
 
 
