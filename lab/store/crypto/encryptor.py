@@ -96,10 +96,12 @@ class Encryptor:
                 unready[dek_id] = None
         return list(unready)
 
-    def load_keys(self, dek_ids: Iterable[DekId]) -> None:
-        """Read these keys into the cache (a key store read). A key that cannot be had (destroyed,
-        missing) is left out: the decode that needs it reports it as it always does."""
-        for dek_id in dek_ids:
+    def load_keys(self, dek_ids: Iterable[Any]) -> None:
+        """Read into the cache the keys of these dek_ids (a read's rows' values, as
+        :meth:`unready_keys` takes them) that it does not hold: a key store read each. A key that
+        cannot be had (destroyed, missing) is left out: the decode that needs it reports it as it
+        always does."""
+        for dek_id in self.unready_keys(dek_ids):
             try:
                 self._cache.version(dek_id, lambda d=dek_id: self.keystore.get(d))
             except CryptoError:

@@ -246,8 +246,7 @@ class BatchReader:
             decoded_groups = self._decode_groups(tenant_id, records, cached_only=True)
         except KeyNotCached:
             encryptor = self.ctx.encryptor
-            yield Blocking(lambda: encryptor.load_keys(encryptor.unready_keys(
-                {row.dek_id for _, rows in records for row in rows})))
+            yield Blocking(lambda: encryptor.load_keys({row.dek_id for _, rows in records for row in rows}))
             decoded_groups = self._decode_groups(tenant_id, records, cached_only=False)
         summaries: dict[int, ReactionSummary] = {}
         decoded = 0

@@ -317,7 +317,7 @@ class HistoryReader:
         try:
             messages = decode_rows(rows, encryptor, partition=partition, skip_partial=True, cached_only=True)
         except KeyNotCached:
-            yield Blocking(lambda: encryptor.load_keys(encryptor.unready_keys({row.dek_id for row in rows})))
+            yield Blocking(lambda: encryptor.load_keys({row.dek_id for row in rows}))
             messages = decode_rows(rows, encryptor, partition=partition, skip_partial=True)
         if len(messages) != len(rows):  # partial rows left out (lab.store.read.bucket.whole_rows counts them alike)
             self.ctx.alerts.incr("partial_rows_skipped", len(rows) - len(messages))
