@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append, the latest page
         # against its raw statements, the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 10, "history_latest_page_cpu": 4}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 10, "history_latest_page_cpu": 5}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -118,7 +118,7 @@ def test_request_counts_match_what_each_method_is(bench):
                      "message_record": {"range_read": TINY.history_cpu_ops}}
     assert {name: m["requests"] for name, m in cpu.items()} == {
         "history": page_requests, "history_floor": page_requests, "history_async": page_requests,
-        "history_callback_floor": page_requests}
+        "history_callback_floor": page_requests, "history_callback_floor_at_page_rate": page_requests}
 
     for key, entries, groups, calls in (("grouped_vs_naive_group_1x30", 30, 1, TINY.group_repeats),
                                         ("grouped_vs_naive_dm_3x2", 6, 3, TINY.dm_repeats)):
@@ -305,6 +305,29 @@ def test_profile_writes_flame_graphs_and_tables_and_drops_its_keyspaces(cluster_
     assert "client GC freeze" in result.closing_note  # the workload process's collector, named
     after = {r.keyspace_name for r in connection.session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
     assert len(result.keyspaces) == 2 and not set(result.keyspaces) & (before | after)  # one per py-spy run, dropped
+
+
+def test_the_page_is_judged_against_the_driver_floor_at_its_own_rate(bench):
+    """history_callback_floor_at_page_rate: the page's driver floor started at the rate of
+    history_async's last block, in the same rounds; a second goal line for the page, and the
+    rate's own effect on the floor."""
+    _, report = bench
+    pr = report["comparisons"]["history_latest_page_cpu"]["paired_rounds"]
+    rounds = TINY.history_cpu_ops // TINY.history_cpu_block
+    cpu = pr["cpu_ms_per_call_by_round"]
+    assert len(cpu["history_callback_floor_at_page_rate"]) == rounds
+    assert all(x > 0 for x in cpu["history_callback_floor_at_page_rate"])
+    r = pr["cpu_ratios"]["history_async_over_paced_callback_floor_cpu_per_call"]
+    assert r["ratios"] == pytest.approx(
+        [a / b for a, b in zip(cpu["history_async"], cpu["history_callback_floor_at_page_rate"])], rel=2e-2)
+    goal = pr["paced_callback_goal"]
+    assert (goal["ratio"], goal["at_most"], goal["vouched"]) == (
+        "history_async_over_paced_callback_floor_cpu_per_call", 1.2, r["vouched"])
+    assert goal["verdict"] in (("met", "not met", "undecided") if r["vouched"] else ("not judged",))
+    assert pr["cpu_ratios"]["paced_floor_over_callback_floor_cpu_per_call"]["rounds"] == rounds
+    note = report["closing_note"]
+    assert "Latest page client CPU / driver floor at the page's rate (history_callback_floor_at_page_rate" in note
+    assert "Latest page driver floor at history_async's rate / as fast as it ends" in note
 
 
 def test_the_send_is_judged_against_the_driver_floor_at_its_own_rate(bench):

@@ -7,7 +7,7 @@ import pytest
 
 from lab.bench.store_paths import history_cpu, send_throughput
 from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, logged_floor_line, median_ms,
-                                                paced_floor_lines)
+                                                paced_floor_lines, page_paced_floor_line)
 
 SEND_METHODS = {m for pair in send_throughput.PAIRED.values() for m in pair}
 PAGE_SIDES = {m for pair in history_cpu.PAIRED.values() for m in pair}
@@ -162,6 +162,35 @@ def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():
     assert "goal <= 1.2: not met" in line
     assert "history_async 1.3 ms, history 1.6 ms, history_floor (blocking threads) 1.2 ms" in line
     assert "blocking floor / driver floor median 1.2x" in line
+
+
+def test_the_page_is_judged_at_its_own_rate_too_and_the_rate_is_priced():
+    """The page's driver floor started at history_async's rate: a second goal line, and what the
+    rate alone does to the floor; without that side, neither (an older run's rounds)."""
+    n = 8
+    by_round = {m: [500.0] * n for m in PAGE_SIDES}
+    cpu = {"history": [1.6] * n, "history_async": [1.3] * n, "history_floor": [1.2] * n,
+           "history_callback_floor": [0.9] * n,
+           "history_callback_floor_at_page_rate": [1.1, 1.11, 1.09, 1.1, 1.1, 1.12, 1.08, 1.1]}
+    pr = history_cpu.paired_rounds(by_round, cpu, block_calls=40)
+    assert pr["callback_goal"]["verdict"] == "not met"  # 1.3 / 0.9
+    goal = pr["paced_callback_goal"]
+    assert (goal["ratio"], goal["at_most"], goal["verdict"]) == (
+        "history_async_over_paced_callback_floor_cpu_per_call", 1.2, "met")  # 1.3 / 1.1
+    line = driver_floor_line(pr, path="Latest page", side="history_async", blocking="history_floor",
+                             callback="history_callback_floor_at_page_rate", what="paced", also=("history",),
+                             goal_key="paced_callback_goal", floor_key="paced_callback_floor",
+                             label="driver floor at the page's rate")
+    assert line.startswith("- Latest page client CPU / driver floor at the page's rate "
+                           "(history_callback_floor_at_page_rate: paced) over 8 paired rounds")
+    assert "goal <= 1.2: met" in line
+    rate = page_paced_floor_line(pr)
+    assert rate.startswith("- Latest page driver floor at history_async's rate / as fast as it ends")
+    assert "client CPU per page 1.1 vs 0.9 ms, median 1.222x" in rate
+    del cpu["history_callback_floor_at_page_rate"]
+    pr = history_cpu.paired_rounds(by_round, cpu, block_calls=40)
+    assert "paced_callback_goal" not in pr and page_paced_floor_line(pr) is None
+    assert "history_async_over_paced_callback_floor_throughput" not in pr["ratios"]
 
 
 def test_median_ms_leaves_out_rounds_without_a_figure():

@@ -12,7 +12,8 @@ from typing import Any
 
 from lab.bench.store_paths.driver_loops import driver_loops_line
 from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, history_paired_line,
-                                                logged_floor_line, paced_floor_lines, paired_line)
+                                                logged_floor_line, page_paced_floor_line, paced_floor_lines,
+                                                paired_line)
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
 from lab.errors import BenchError
@@ -336,8 +337,13 @@ def closing_note(report: StoreBenchReport) -> str:
                                  callback="history_callback_floor",
                                  what="head + bucket read together through the driver's callbacks, rows counted, "
                                       "not decoded; every side with the send's callers in flight")
-        if line is not None:
-            lines.append(line)
+        paced = driver_floor_line(
+            hc.paired_rounds, path="Latest page", side="history_async", blocking="history_floor", also=("history",),
+            callback="history_callback_floor_at_page_rate", goal_key="paced_callback_goal",
+            floor_key="paced_callback_floor", label="driver floor at the page's rate",
+            what="history_callback_floor's statements started at the rate history_async's last block made its "
+                 "pages, at most as many in flight: the driver floor at the page's own rate")
+        lines += [x for x in (line, paced, page_paced_floor_line(hc.paired_rounds)) if x is not None]
     for name, comp in c.items():
         if comp.shape is not None:
             lines += _grouped_lines(name, comp)

@@ -1,7 +1,8 @@
 """``history_latest_page_cpu``: the latest page's client CPU per call with the send's callers in
 flight: ``store.history`` and ``history_floor`` from the thread pool, ``store.history_async`` and
 ``history_callback_floor`` (the same two statements chained through the driver's callbacks) as
-many in flight from one thread, in interleaved blocks.
+many in flight from one thread, and that floor again at the rate the last ``history_async`` block
+made its pages (client CPU per call falls as the rate rises), in interleaved blocks.
 
 More: docs/bench-internals.md.
 """
@@ -13,24 +14,30 @@ from typing import Any
 
 from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, paired_goal,
                                                 paired_ratios_json)
-from lab.bench.store_paths.callback_floors import page_chain, run_chains
+from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_paced_chains
 from lab.bench.store_paths.floors import history_floor, history_floor_items
 from lab.bench.store_paths.recording import BenchRun, Method
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
-from lab.measure.timing import MS_PER_SECOND
+from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
 from lab.store import SendAck, seq_bucket
 
 CALLBACK_FLOOR = "history_callback_floor"
 ASYNC = "history_async"
+# history_callback_floor started at the rate history_async's last block made its pages: the floor alone
+# runs faster than the page, and client CPU per call falls as the rate rises
+PACED_FLOOR = "history_callback_floor_at_page_rate"
 # the per-round ratios reported, each of one side's blocks over another's of the same round
 PAIRED = {"history_async_over_callback_floor": (ASYNC, CALLBACK_FLOOR),
           "history_over_callback_floor": ("history", CALLBACK_FLOOR),
           "history_floor_over_callback_floor": ("history_floor", CALLBACK_FLOOR),
           "history_over_floor": ("history", "history_floor"),
-          "history_over_history_async": ("history", ASYNC)}
+          "history_over_history_async": ("history", ASYNC),
+          "history_async_over_paced_callback_floor": (ASYNC, PACED_FLOOR),
+          "paced_floor_over_callback_floor": (PACED_FLOOR, CALLBACK_FLOOR)}
 GOAL_RATIO = "history_async_over_callback_floor_cpu_per_call"  # the goal: <= CALLBACK_PAGE_GOAL
+PACED_GOAL_RATIO = "history_async_over_paced_callback_floor_cpu_per_call"  # the same goal, at equal rates
 
 
 def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID, acks: list[SendAck]) -> Comparison:
@@ -58,11 +65,12 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
         store.history_async(tenant, conversation, limit=p.history_limit).add_done_callback(ended)
 
     sides: dict[str, Callable[[], None] | None] = {"history": page, "history_floor": floor_page, ASYNC: None,
-                                                   CALLBACK_FLOOR: None}
+                                                   CALLBACK_FLOOR: None, PACED_FLOOR: None}
     methods = {name: Method(name) for name in sides}
     by_round: dict[str, list[float | None]] = {name: [] for name in sides}
     cpu_by_round: dict[str, list[float | None]] = {name: [] for name in sides}
     cpu_total = {name: 0.0 for name in sides}
+    page_rate: list[float] = []  # history_async's pages per second, each block's
 
     def block(name: str, n: int, measured: bool) -> None:
         method, fn = methods[name], sides[name]
@@ -71,12 +79,16 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
         before = run.snapshot()
         cpu = CpuMeter()
         t0 = now_ns()
-        if chains is not None:
-            timings = run_chains(chains, in_flight=p.send_concurrency)
-        else:
+        if chains is None:
             timings = list(run.pool.map(lambda _: timed(fn, errors=True)[1], range(n)))
+        elif name == PACED_FLOOR:
+            timings = run_paced_chains(chains, in_flight=p.send_concurrency, rate=page_rate[-1])
+        else:
+            timings = run_chains(chains, in_flight=p.send_concurrency)
         t1 = now_ns()
         used = cpu.stop()
+        if name == ASYNC:
+            page_rate.append(n * NS_PER_SECOND / max(1, t1 - t0))
         if not measured:
             method.warmup += n
             return
@@ -104,9 +116,10 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
                     "history_floor (its two statements issued raw together) from the thread pool; "
                     "store.history_async (the same walk on the driver's event loop, a future per page) and "
                     "history_callback_floor (the same two statements chained through the driver's callbacks, rows "
-                    "counted, not decoded) from one thread",
+                    "counted, not decoded) from one thread; history_callback_floor_at_page_rate: that floor started "
+                    "at the rate the last history_async block made its pages",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
-                    f"history_async and history_callback_floor: {p.send_concurrency} in flight from one thread",
+                    f"history_async and the callback floors: {p.send_concurrency} in flight from one thread",
         order=f"warm-up block of {p.history_cpu_block} per side discarded, then {rounds} interleaved blocks of "
               f"{p.history_cpu_block} per side, the order reversed every round",
         methods=results,
@@ -121,15 +134,17 @@ def paired_rounds(by_round: dict[str, list[float | None]], cpu_ms_per_call: dict
     """store.json's ``paired_rounds`` of the page's CPU comparison: per side each round's throughput
     and client CPU ms per call, per pair the ratio of the two blocks of each round
     (lab.measure.paired_ratio), the goal judged on the CPU ratio only when the run vouches for it."""
-    cpu = {f"{key}_cpu_per_call": paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
-           for key, (a, b) in PAIRED.items()}
+    pairs = {key: (a, b) for key, (a, b) in PAIRED.items() if a in cpu_ms_per_call and b in cpu_ms_per_call}
+    cpu = {f"{key}_cpu_per_call": paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]) for key, (a, b) in pairs.items()}
     return {"block_calls": block_calls, "rounds": len(by_round["history"]),
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
             "callback_goal": paired_goal(GOAL_RATIO, cpu[GOAL_RATIO], limit=CALLBACK_PAGE_GOAL, at_least=False),
+            **({"paced_callback_goal": paired_goal(PACED_GOAL_RATIO, cpu[PACED_GOAL_RATIO], limit=CALLBACK_PAGE_GOAL,
+                                                   at_least=False)} if PACED_FLOOR in cpu_ms_per_call else {}),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
             "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
                                          for name, xs in cpu_ms_per_call.items()},
             "ratios": paired_ratios_json({f"{key}_throughput": paired_ratio(by_round[a], by_round[b])
-                                          for key, (a, b) in PAIRED.items()}),
+                                          for key, (a, b) in pairs.items() if a in by_round and b in by_round}),
             "cpu_ratios": paired_ratios_json(cpu)}

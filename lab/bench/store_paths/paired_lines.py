@@ -100,14 +100,14 @@ def driver_floor_line(pr: Mapping[str, Any], *, path: str, side: str, blocking: 
     return _judged(head, r, goal, f"goal <= {goal['at_most']}", pr["vouch_rel_half_width"], tail)
 
 
-def _floor_over_floor(pr: Mapping[str, Any], key: str, a: str, b: str, head: str) -> str | None:
-    """Floor ``a`` against floor ``b`` in client CPU per send (``cpu_ratios[key]``, per round): each one's
-    median ms, the rounds' median ratio, its range and interval; None when the run has no such ratio."""
+def _floor_over_floor(pr: Mapping[str, Any], key: str, a: str, b: str, head: str, unit: str = "send") -> str | None:
+    """Floor ``a`` against floor ``b`` in client CPU per ``unit`` (``cpu_ratios[key]``, per round): each
+    one's median ms, the rounds' median ratio, its range and interval; None when the run has no such ratio."""
     r = pr.get("cpu_ratios", {}).get(key)
     if r is None or r["median"] is None:
         return None
     cpu = pr["cpu_ms_per_call_by_round"]
-    return (f"- {head} over {r['rounds']} paired rounds: client CPU per send {median_ms(cpu.get(a))} vs "
+    return (f"- {head} over {r['rounds']} paired rounds: client CPU per {unit} {median_ms(cpu.get(a))} vs "
             f"{median_ms(cpu.get(b))} ms, {_range(r)}" + ("" if r["ci_low"] is None else
                                                           f", the median's 95% interval {r['ci_low']}-{r['ci_high']}x")
             + ("" if r.get("vouched", True) else ", NOT VOUCHED FOR (its interval is wider than "
@@ -147,6 +147,16 @@ def paced_floor_lines(pr: Mapping[str, Any]) -> list[str]:
                                "Send driver floor with the outbox append / without it at send_async's rate "
                                "(send_logged_callback_floor against send_callback_floor_at_send_rate)")]
     return [line for line in lines if line is not None]
+
+
+def page_paced_floor_line(pr: Mapping[str, Any]) -> str | None:
+    """The page's driver floor started at history_async's rate against the same floor run as fast as
+    it ends: what the rate alone costs the page's statements."""
+    return _floor_over_floor(pr, "paced_floor_over_callback_floor_cpu_per_call", "history_callback_floor_at_page_rate",
+                             "history_callback_floor",
+                             "Latest page driver floor at history_async's rate / as fast as it ends "
+                             "(history_callback_floor_at_page_rate against history_callback_floor: the same "
+                             "statements, started at the rate history_async's last block made its pages)", unit="page")
 
 
 def blocking_key(name: str) -> str:
