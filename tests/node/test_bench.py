@@ -52,7 +52,7 @@ def test_every_comparison_present_with_positive_throughput_and_consistent_counts
         # the send against its raw steps with and without the head reads and the outbox append, the latest page
         # against its raw statements, the grouped reads against the naive baseline and their raw fetch
         # and against the driver's floors (the statements chained through the driver's callbacks)
-        assert len(comp["methods"]) == {"send_throughput": 10, "history_latest_page_cpu": 5}.get(key, 3)
+        assert len(comp["methods"]) == {"send_throughput": 11, "history_latest_page_cpu": 5}.get(key, 3)
         for name, m in comp["methods"].items():
             count, warmup = expected[key]
             assert (m["count"], m["ok"], m["errors"], m["warmup_discarded"]) == (count, count, 0, warmup), (key, name)
@@ -92,6 +92,7 @@ def test_request_counts_match_what_each_method_is(bench):
     assert send["send_logged_callback_floor"]["requests"] == like
     assert send["send_asyncio_floor"]["requests"] == like  # the same statements as coroutines on an asyncio loop
     assert send["send_callback_floor_at_send_rate"]["requests"] == like  # the same, at send_async's rate
+    assert send["send_callback_floor_at_send_rate_on_loop"]["requests"] == like  # and started on the driver's loop
     # the store sends its floor plus the head reads: at most one head write request per send (fewer
     # when its head writer groups them in unlogged batches), at most one head read request before each
     # (§2.4's compare, fencing; an IN read per group) and one per conversation its writer had not
@@ -352,3 +353,28 @@ def test_the_send_is_judged_against_the_driver_floor_at_its_own_rate(bench):
     assert "Send client CPU / driver floor at the send's rate (send_callback_floor_at_send_rate" in note
     assert "Send driver floor at send_async's rate / as fast as it ends" in note
     assert "Send driver floor with the outbox append / without it at send_async's rate" in note
+
+
+def test_the_rate_and_where_a_paced_chain_starts_are_priced_apart(bench):
+    """send_callback_floor_at_send_rate_on_loop: the paced floor's chains at the same rate, each started
+    by the driver's event loop on its timer, in the same rounds; two figures, no goal: thread-paced
+    over loop-paced (where a chain starts) and loop-paced over free-running (the rate alone)."""
+    _, report = bench
+    comp = report["comparisons"]["send_throughput"]
+    pr, rounds = comp["paired_rounds"], TINY.send_ops // TINY.send_block
+    loop_paced, thread_paced = "send_callback_floor_at_send_rate_on_loop", "send_callback_floor_at_send_rate"
+    m = comp["methods"][loop_paced]
+    assert (m["count"], m["ok"], m["errors"]) == (TINY.send_ops, TINY.send_ops, 0)
+    cpu = pr["cpu_ms_per_call_by_round"]
+    assert len(cpu[loop_paced]) == rounds and all(x > 0 for x in cpu[loop_paced])
+    for key, (a, b) in {"paced_floor_over_loop_paced_floor_cpu_per_call": (thread_paced, loop_paced),
+                        "loop_paced_floor_over_callback_floor_cpu_per_call": (loop_paced, "send_callback_floor")}.items():
+        r = pr["cpu_ratios"][key]
+        assert r["rounds"] == rounds and r["low"] <= r["median"] <= r["high"], key
+        assert r["ratios"] == pytest.approx([x / y for x, y in zip(cpu[a], cpu[b])], rel=2e-2), key
+    # figures, not goals: the goals are the three send_async lines, none against the loop-paced floor
+    assert not [k for k, v in pr.items() if isinstance(v, dict) and "loop_paced" in str(v.get("ratio", ""))]
+    note = report["closing_note"]
+    assert "Send driver floor at send_async's rate, started from the calling thread / on the driver's loop" in note
+    assert "Send driver floor at send_async's rate started on the driver's loop / as fast as it ends" in note
+    assert note.count("goal <= 1.3") == 3

@@ -119,8 +119,9 @@ def test_the_asyncio_floor_is_priced_against_the_callback_floor():
 
 
 def test_the_floor_at_the_sends_rate_is_a_third_goal_and_prices_the_rate():
-    """The statements-only floor started at send_async's rate: a goal line of its own, and what the
-    rate alone does to the floor, and the append at equal rates; no line without the side."""
+    """The statements-only floor started at send_async's rate: a goal line of its own, what pacing does
+    to the floor, the append at equal rates, and pacing's two parts against the floor started on the
+    driver's loop (where a chain starts, the rate alone), figures with intervals; no line without a side."""
     n = 8
     cpu = {m: [1.0] * n for m in SEND_METHODS}
     cpu["send_async"], cpu["send_callback_floor"] = [1.5] * n, [0.9] * n
@@ -133,14 +134,24 @@ def test_the_floor_at_the_sends_rate_is_a_third_goal_and_prices_the_rate():
                              callback="send_callback_floor_at_send_rate", what="paced", goal_key="paced_callback_goal",
                              floor_key="paced_callback_floor", label="driver floor at the send's rate")
     assert line.startswith("- Send client CPU / driver floor at the send's rate (send_callback_floor_at_send_rate")
-    rate, append = paced_floor_lines(pr)
+    rate, append, start, rate_alone = paced_floor_lines(pr)
     assert rate.startswith("- Send driver floor at send_async's rate / as fast as it ends")
     assert "client CPU per send 1.2 vs 0.9 ms, median 1.333x" in rate
     assert append.startswith("- Send driver floor with the outbox append / without it at send_async's rate")
     assert "client CPU per send 1.3 vs 1.2 ms" in append
+    # the first ratio in its parts (SEND_METHODS' 1.0 ms for the floor started on the driver's loop)
+    assert start.startswith("- Send driver floor at send_async's rate, started from the calling thread / on the "
+                            "driver's loop") and "client CPU per send 1.2 vs 1.0 ms, median 1.2x" in start
+    assert rate_alone.startswith("- Send driver floor at send_async's rate started on the driver's loop / as fast as")
+    assert "client CPU per send 1.0 vs 0.9 ms, median 1.111x" in rate_alone
+    assert "the median's 95% interval" in start and "goal" not in start + rate_alone  # figures, not judged
     del cpu["send_callback_floor_at_send_rate"]
     pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
-    assert "paced_callback_goal" not in pr and paced_floor_lines(pr) == []
+    assert "paced_callback_goal" not in pr
+    assert paced_floor_lines(pr) == [rate_alone]  # the rate alone needs no thread-paced side
+    del cpu["send_callback_floor_at_send_rate_on_loop"]
+    pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
+    assert paced_floor_lines(pr) == []
 
 
 def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():

@@ -1,13 +1,16 @@
-"""run_paced_chains (lab.bench.store_paths.callback_floors): chains started at a fixed rate from the
-calling thread, never more than ``in_flight`` at once, each timed once, a chain that fails to
-start a failed call. Pure: the chains are plain callables ended from other threads, no server."""
+"""run_paced_chains and run_loop_paced_chains (lab.bench.store_paths.callback_floors): chains started
+at a fixed rate from the calling thread, or on an event loop's thread by its timer, never more than
+``in_flight`` at once, each timed once, a chain that fails to start a failed call. Pure: the chains
+are plain callables ended from other threads, the loop a plain asyncio loop, no server."""
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 
 import pytest
 
-from lab.bench.store_paths.callback_floors import run_paced_chains
+from lab.bench.store_paths.callback_floors import run_loop_paced_chains, run_paced_chains
 from lab.measure.timing import NS_PER_SECOND, now_ns
 
 
@@ -51,3 +54,110 @@ def test_a_chain_that_fails_to_start_or_ends_twice_is_timed_once():
     timings = run_paced_chains([broken, twice, twice], in_flight=2, rate=1000.0)
     assert [t.error for t in timings] == ["RuntimeError", None, None]
     assert run_paced_chains([], in_flight=2, rate=1000.0) == []
+
+
+# ---- run_loop_paced_chains: the same schedule, each chain started on an event loop's thread ------------
+class _Loop:
+    """A real asyncio loop on a thread of its own, as the driver runs its reactor: ``create_timer``
+    has the driver's connection-class signature, and counts the timers armed and not yet fired."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.lock = threading.Lock()
+        self.armed, self.most_armed, self.created = 0, 0, 0
+
+    def __enter__(self) -> _Loop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+    def create_timer(self, seconds, callback):
+        with self.lock:
+            self.armed += 1
+            self.created += 1
+            self.most_armed = max(self.most_armed, self.armed)
+
+        def fire():
+            with self.lock:
+                self.armed -= 1
+            callback()
+        self.loop.call_soon_threadsafe(self.loop.call_later, seconds, fire)
+
+
+def _ended_on(loop: _Loop | None, running, most, lock, hold: float, starters: list | None = None):
+    """A chain held ``hold`` seconds, ended on ``loop``'s thread (where the driver's answers arrive)
+    or, without one, on a thread of its own."""
+    def chain(done):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            if starters is not None:
+                starters.append(threading.get_ident())
+
+        def end():
+            with lock:
+                running[0] -= 1
+            done(None)
+        if loop is None:
+            threading.Timer(hold, end).start()
+        else:
+            loop.loop.call_soon_threadsafe(loop.loop.call_later, hold, end)
+    return chain
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_loop_paced_chains_start_on_the_loop_no_earlier_than_due_and_no_more_than_in_flight(in_flight):
+    rate, n = 200.0, 24
+    running, most, lock, starters = [0], [0], threading.Lock(), []
+    with _Loop() as loop:
+        t0 = now_ns()
+        timings = run_loop_paced_chains([_ended_on(loop, running, most, lock, 0.02, starters) for _ in range(n)],
+                                        in_flight=in_flight, rate=rate, create_timer=loop.create_timer)
+        assert set(starters) == {loop.thread.ident}  # every chain started on the loop, none on this thread
+    assert len(timings) == n and all(t.error is None for t in timings)
+    for i, t in enumerate(timings):
+        assert t.started_ns - t0 >= i * NS_PER_SECOND / rate - 1, i
+        assert t.ended_ns >= t.started_ns
+    assert [t.started_ns for t in timings] == sorted(t.started_ns for t in timings)  # in the schedule's order
+    assert 1 <= most[0] <= in_flight and running[0] == 0
+    # one timer armed at a time (one may outlive the run: the end of a chain started the chain it was for)
+    assert loop.most_armed == 1
+
+
+def test_a_chain_held_back_by_the_cap_is_started_by_an_end_on_another_thread():
+    """Every chain due at once (a rate far above what one in flight sustains): the cap holds them, and
+    each end, here on a thread of its own, starts the next: nothing stalls, never two at once."""
+    running, most, lock = [0], [0], threading.Lock()
+    with _Loop() as loop:
+        timings = run_loop_paced_chains([_ended_on(None, running, most, lock, 0.002) for _ in range(20)],
+                                        in_flight=1, rate=1e6, create_timer=loop.create_timer)
+    assert len(timings) == 20 and all(t.error is None for t in timings)
+    assert most[0] == 1 and running[0] == 0
+    assert all(a.ended_ns <= b.started_ns for a, b in zip(timings, timings[1:]))  # one after the other
+
+
+def test_a_loop_paced_chain_that_fails_to_start_ends_twice_or_ends_inline_is_timed_once():
+    def broken(_done):
+        raise RuntimeError("no start")
+
+    def twice(done):
+        done(None)
+        done(ValueError("again"))
+
+    with _Loop() as loop:
+        timings = run_loop_paced_chains([broken, twice, twice], in_flight=2, rate=1000.0,
+                                        create_timer=loop.create_timer)
+        assert [t.error for t in timings] == ["RuntimeError", None, None]
+        # chains that end inside their start, more of them than Python's recursion limit: pump's loop
+        # starts the next, no end calls back into it
+        inline = [lambda done: done(None)] * (sys.getrecursionlimit() + 100)
+        timings = run_loop_paced_chains(inline, in_flight=1, rate=1e6, create_timer=loop.create_timer)
+        assert len(timings) == len(inline) and all(t.error is None for t in timings)
+        created = loop.created
+        assert run_loop_paced_chains([], in_flight=2, rate=1000.0, create_timer=loop.create_timer) == []
+        assert loop.created == created  # no chains: no timer

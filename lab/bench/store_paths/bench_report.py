@@ -342,7 +342,8 @@ def closing_note(report: StoreBenchReport) -> str:
             callback="history_callback_floor_at_page_rate", goal_key="paced_callback_goal",
             floor_key="paced_callback_floor", label="driver floor at the page's rate",
             what="history_callback_floor's statements started at the rate history_async's last block made its "
-                 "pages, at most as many in flight: the driver floor at the page's own rate")
+                 "pages, each chain by the driver's loop on its timer, at most as many in flight: the driver floor "
+                 "at the page's own rate")
         lines += [x for x in (line, paced, page_paced_floor_line(hc.paired_rounds)) if x is not None]
     for name, comp in c.items():
         if comp.shape is not None:

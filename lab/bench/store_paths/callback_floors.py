@@ -1,7 +1,9 @@
 """The driver's own floors: a path's statements chained through the driver's callbacks
 (``execute_async(...).add_callbacks(...)``), ``in_flight`` chains at a time from one thread, no
 thread per call: what the statements cost the client when nothing waits on a native thread. The
-send's chain may also append to an outbox of its own, continuing from the append's future.
+send's chain may also append to an outbox of its own, continuing from the append's future. Chains
+run as fast as they end, or at a fixed rate started from the calling thread or from the driver's
+own event loop on its timer.
 
 More: docs/bench-internals.md.
 """
@@ -20,10 +22,14 @@ from lab.load.pacing import FixedRateSchedule
 from lab.measure.timing import NS_PER_SECOND, now_ns
 from lab.store import Outbox
 
-__all__ = ["Chain", "Done", "page_chain", "run_chains", "run_paced_chains", "send_chain"]
+__all__ = ["Chain", "CreateTimer", "Done", "page_chain", "run_chains", "run_loop_paced_chains", "run_paced_chains",
+           "send_chain"]
 
 Done = Callable[[BaseException | None], None]   # a chain's end: None, or the error that stopped it
 Chain = Callable[[Done], None]                  # starts a chain; it calls done exactly once
+# an event loop's timer: callback() on the loop's thread after seconds (the driver's connection class's
+# create_timer(timeout, callback))
+CreateTimer = Callable[[float, Callable[[], None]], Any]
 
 
 def _issue(conn: Connection, stmt: Stmt, params: Sequence[Any], then: Callable[[Any], None], done: Done) -> None:
@@ -232,5 +238,76 @@ def run_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float) ->
             chain(done)
         except Exception as exc:  # a chain that could not start is a failed call, not a stall
             done(exc)
+    finished.wait()
+    return [t for t in timings if t is not None]
+
+
+def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float,
+                          create_timer: CreateTimer) -> list[Timing]:
+    """:func:`run_paced_chains`' schedule (chain ``i`` due ``i / rate`` seconds after the first, never
+    more than ``in_flight`` at once), each chain started on an event loop's thread instead of the
+    calling one: by a timer of ``create_timer`` (one armed at a time, for the next chain due), or by
+    the end of a chain when the cap held a due one back. Each wake-up starts every chain due by then
+    (a late timer does not slow the rate). With the driver's own timer the chains start where their
+    answers arrive, so none wakes the loop from another thread; the calling thread only waits."""
+    n = len(chains)
+    if n == 0:
+        return []
+    timings: list[Timing | None] = [None] * n
+    lock = threading.Lock()
+    finished = threading.Event()
+    state = {"next": 0, "running": 0, "left": n, "armed": True}
+    local = threading.local()  # a chain that ends inside pump() (before any I/O): pump's loop goes on
+    schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
+
+    def start(i: int) -> None:
+        started = now_ns()
+
+        def done(error: BaseException | None) -> None:
+            with lock:
+                if timings[i] is not None:
+                    return  # ended once already
+                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
+                state["running"] -= 1
+                state["left"] -= 1
+                last = state["left"] == 0
+            if last:
+                finished.set()
+            elif not getattr(local, "pumping", False):
+                pump()
+        try:
+            chains[i](done)
+        except Exception as exc:  # a chain that could not start is a failed call, not a stall
+            done(exc)
+
+    def fired() -> None:
+        with lock:
+            state["armed"] = False
+        pump()
+
+    def pump() -> None:
+        """Start every chain due now that the cap lets run; arm a timer for the next one unless one
+        is armed already or the cap holds it (a chain's end then pumps)."""
+        arm_ns = 0
+        local.pumping = True
+        try:
+            while True:
+                with lock:
+                    i = state["next"]
+                    if i >= n or state["running"] >= in_flight:
+                        return
+                    wait_ns = schedule.due_ns(i) - now_ns()
+                    if wait_ns > 0:
+                        if not state["armed"]:
+                            state["armed"], arm_ns = True, wait_ns
+                        break
+                    state["next"], state["running"] = i + 1, state["running"] + 1
+                start(i)
+        finally:
+            local.pumping = False
+        if arm_ns:
+            create_timer(arm_ns / NS_PER_SECOND, fired)
+
+    create_timer(0.0, fired)  # even the first chain starts on the loop
     finished.wait()
     return [t for t in timings if t is not None]

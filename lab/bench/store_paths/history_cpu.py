@@ -2,7 +2,8 @@
 flight: ``store.history`` and ``history_floor`` from the thread pool, ``store.history_async`` and
 ``history_callback_floor`` (the same two statements chained through the driver's callbacks) as
 many in flight from one thread, and that floor again at the rate the last ``history_async`` block
-made its pages (client CPU per call falls as the rate rises), in interleaved blocks.
+made its pages, started on the driver's loop (client CPU per call falls as the rate rises), in
+interleaved blocks.
 
 More: docs/bench-internals.md.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, paired_goal,
                                                 paired_ratios_json)
-from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_paced_chains
+from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_loop_paced_chains
 from lab.bench.store_paths.floors import history_floor, history_floor_items
 from lab.bench.store_paths.recording import BenchRun, Method
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
@@ -25,8 +26,9 @@ from lab.store import SendAck, seq_bucket
 
 CALLBACK_FLOOR = "history_callback_floor"
 ASYNC = "history_async"
-# history_callback_floor started at the rate history_async's last block made its pages: the floor alone
-# runs faster than the page, and client CPU per call falls as the rate rises
+# history_callback_floor started at the rate history_async's last block made its pages, each chain by the
+# driver's loop on its timer (where history_async's next page starts: a page's end): the floor alone runs
+# faster than the page, and client CPU per call falls as the rate rises
 PACED_FLOOR = "history_callback_floor_at_page_rate"
 # the per-round ratios reported, each of one side's blocks over another's of the same round
 PAIRED = {"history_async_over_callback_floor": (ASYNC, CALLBACK_FLOOR),
@@ -82,7 +84,8 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
         if chains is None:
             timings = list(run.pool.map(lambda _: timed(fn, errors=True)[1], range(n)))
         elif name == PACED_FLOOR:
-            timings = run_paced_chains(chains, in_flight=p.send_concurrency, rate=page_rate[-1])
+            timings = run_loop_paced_chains(chains, in_flight=p.send_concurrency, rate=page_rate[-1],
+                                            create_timer=run.conn.cluster.connection_class.create_timer)
         else:
             timings = run_chains(chains, in_flight=p.send_concurrency)
         t1 = now_ns()
@@ -117,7 +120,7 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
                     "store.history_async (the same walk on the driver's event loop, a future per page) and "
                     "history_callback_floor (the same two statements chained through the driver's callbacks, rows "
                     "counted, not decoded) from one thread; history_callback_floor_at_page_rate: that floor started "
-                    "at the rate the last history_async block made its pages",
+                    "at the rate the last history_async block made its pages, each chain by the driver's loop's timer",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
                     f"history_async and the callback floors: {p.send_concurrency} in flight from one thread",
         order=f"warm-up block of {p.history_cpu_block} per side discarded, then {rounds} interleaved blocks of "

@@ -136,7 +136,10 @@ def logged_floor_line(pr: Mapping[str, Any]) -> str | None:
 def paced_floor_lines(pr: Mapping[str, Any]) -> list[str]:
     """The driver floor started at the send's own rate against the same floor run as fast as it ends,
     and the floor with the append against it: how much of what the append seems to cost is the
-    slower rate it leaves the chain at (client CPU per call falls as the rate rises)."""
+    slower rate it leaves the chain at (client CPU per call falls as the rate rises). Then that first
+    ratio in its two parts, each a figure, no goal: where a paced chain starts (the calling thread
+    against the driver's loop, at equal rates) and the rate alone (the loop-started floor against
+    the free-running one)."""
     lines = [_floor_over_floor(pr, "paced_floor_over_callback_floor_cpu_per_call", "send_callback_floor_at_send_rate",
                                "send_callback_floor",
                                "Send driver floor at send_async's rate / as fast as it ends "
@@ -145,7 +148,18 @@ def paced_floor_lines(pr: Mapping[str, Any]) -> list[str]:
              _floor_over_floor(pr, "logged_floor_over_paced_callback_floor_cpu_per_call",
                                "send_logged_callback_floor", "send_callback_floor_at_send_rate",
                                "Send driver floor with the outbox append / without it at send_async's rate "
-                               "(send_logged_callback_floor against send_callback_floor_at_send_rate)")]
+                               "(send_logged_callback_floor against send_callback_floor_at_send_rate)"),
+             _floor_over_floor(pr, "paced_floor_over_loop_paced_floor_cpu_per_call", "send_callback_floor_at_send_rate",
+                               "send_callback_floor_at_send_rate_on_loop",
+                               "Send driver floor at send_async's rate, started from the calling thread / on the "
+                               "driver's loop (send_callback_floor_at_send_rate against "
+                               "send_callback_floor_at_send_rate_on_loop, equal rates: what starting each chain on a "
+                               "sleeping thread, its first request waking the driver's loop, costs)"),
+             _floor_over_floor(pr, "loop_paced_floor_over_callback_floor_cpu_per_call",
+                               "send_callback_floor_at_send_rate_on_loop", "send_callback_floor",
+                               "Send driver floor at send_async's rate started on the driver's loop / as fast as it "
+                               "ends (send_callback_floor_at_send_rate_on_loop against send_callback_floor: the rate "
+                               "alone, fewer answers per wake-up of the loop)")]
     return [line for line in lines if line is not None]
 
 

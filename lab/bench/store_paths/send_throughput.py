@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
-from lab.bench.store_paths.callback_floors import run_chains, run_paced_chains, send_chain
+from lab.bench.store_paths.callback_floors import run_chains, run_loop_paced_chains, run_paced_chains, send_chain
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
@@ -34,6 +34,10 @@ ASYNCIO_FLOOR = "send_asyncio_floor"
 # send_callback_floor started at the rate send_async's last block issued its sends: client CPU per call
 # falls as the rate rises, and the floor without the append runs faster than the send can
 PACED_FLOOR = "send_callback_floor_at_send_rate"
+# the same chains at the same rate, each started by the driver's own event loop on its timer, not by a
+# sleeping calling thread: thread-paced over it prices where a chain starts, it over the free-running
+# floor the rate alone
+LOOP_PACED_FLOOR = "send_callback_floor_at_send_rate_on_loop"
 ASYNC = "send_async"
 
 
@@ -90,7 +94,8 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     # through the log's future (LOGGED_FLOOR), and as coroutines on an asyncio loop (each answer handed
     # to the loop), each on its own conversations
     chained: dict[str, dict[str, Any]] = {name: {"start": 0, "plans": [], "keys": FloorKeys.new(p.send_conversations)}
-                                          for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR, PACED_FLOOR)}
+                                          for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR, PACED_FLOOR,
+                                                       LOOP_PACED_FLOOR)}
     send_rate: list[float] = []  # send_async's issue rate, each block's (before its head drain)
 
     def build_chained(n: int) -> None:
@@ -108,6 +113,10 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
         if name == PACED_FLOOR:
             return run_paced_chains([send_chain(run.conn, plan, None) for plan in plans], in_flight=p.send_concurrency,
                                     rate=send_rate[-1])
+        if name == LOOP_PACED_FLOOR:  # the timer of the reactor this connection runs on
+            return run_loop_paced_chains([send_chain(run.conn, plan, None) for plan in plans],
+                                         in_flight=p.send_concurrency, rate=send_rate[-1],
+                                         create_timer=run.conn.cluster.connection_class.create_timer)
         return run_chains([send_chain(run.conn, plan, log if name == LOGGED_FLOOR else None) for plan in plans],
                           in_flight=p.send_concurrency)
 
@@ -121,6 +130,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
                **{name: (Method(name), floor_method(name)) for name in floor_options},
                CALLBACK_FLOOR: (Method(CALLBACK_FLOOR), None), LOGGED_FLOOR: (Method(LOGGED_FLOOR), None),
                ASYNCIO_FLOOR: (Method(ASYNCIO_FLOOR), None), PACED_FLOOR: (Method(PACED_FLOOR), None),
+               LOOP_PACED_FLOOR: (Method(LOOP_PACED_FLOOR), None),
                "bare_lwt_insert": (Method("bare_lwt_insert"), bare)}
     ack_ns = {"send": 0, ASYNC: 0}
     counters = {name: iter(range(1 << 62)) for name in methods}  # each method's calls numbered 0, 1, ...
@@ -180,6 +190,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     lg = methods[LOGGED_FLOOR][0].result()
     ao = methods[ASYNCIO_FLOOR][0].result()
     pf = methods[PACED_FLOOR][0].result()
+    lp = methods[LOOP_PACED_FLOOR][0].result()
     b = methods["bare_lwt_insert"][0].result()
     return Comparison(
         paired_rounds=paired_rounds(by_round, block_calls=p.send_block, cpu_ms_per_call=cpu_by_round),
@@ -194,15 +205,19 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
                     "append_async, the chain going on from the append's future; send_asyncio_floor: "
                     "send_callback_floor's statements as coroutines on an asyncio loop in one "
                     "thread; send_callback_floor_at_send_rate: send_callback_floor started at the rate the last "
-                    "send_async block issued its sends) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
+                    "send_async block issued its sends, from the calling thread; "
+                    "send_callback_floor_at_send_rate_on_loop: the same, each chain started by the driver's event "
+                    "loop on its timer) vs the bare client_dedup INSERT ... IF NOT EXISTS alone",
         concurrency=f"thread pool of {p.send_concurrency} closed-loop callers (synchronous calls); "
                     f"send_async and the callback floors: {p.send_concurrency} in flight from one thread; "
-                    f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop",
+                    f"send_asyncio_floor: {p.send_concurrency} coroutines in flight on one asyncio loop; the paced "
+                    f"floors: at most {p.send_concurrency} in flight, started from the calling thread or (on_loop) "
+                    "from the driver's event loop",
         order=f"warm-up block of {p.send_warmup} per method discarded, then {blocks} interleaved blocks of "
               f"{p.send_block} per method, the order reversed every round; write-path blocks include store.drain(); "
               "the floors' calls of a round built before it",
         methods={f.name: f, sa.name: sa, fh.name: fh, fl.name: fl, fn.name: fn, cb.name: cb, lg.name: lg, ao.name: ao,
-                 pf.name: pf, b.name: b},
+                 pf.name: pf, lp.name: lp, b.name: b},
         ratio={"send_over_floor_with_head_read_throughput": a_over_b(f.throughput_ops_per_s, fh.throughput_ops_per_s,
                                                                     digits=RATIO_DIGITS),
                "send_over_floor_with_head_read_p50_latency": a_over_b(f.latency_us.p50, fh.latency_us.p50,
@@ -253,6 +268,9 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           "send_async_over_paced_callback_floor_throughput": (ASYNC, PACED_FLOOR),
           "paced_floor_over_callback_floor_throughput": (PACED_FLOOR, CALLBACK_FLOOR),
           "logged_floor_over_paced_callback_floor_throughput": (LOGGED_FLOOR, PACED_FLOOR),
+          # where a paced chain starts (the calling thread, one sleep each, vs the driver's loop), and the rate
+          "paced_floor_over_loop_paced_floor_throughput": (PACED_FLOOR, LOOP_PACED_FLOOR),
+          "loop_paced_floor_over_callback_floor_throughput": (LOOP_PACED_FLOOR, CALLBACK_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
