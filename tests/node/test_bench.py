@@ -214,7 +214,7 @@ def test_the_send_is_judged_against_the_driver_floor_with_the_outbox_append(benc
     note = report["closing_note"]
     assert "Send client CPU / driver floor (send_callback_floor" in note
     assert "Send client CPU / driver floor with the outbox append (send_logged_callback_floor" in note
-    assert note.count("goal <= 1.3") == 3 and goal["verdict"] == "not judged"
+    assert note.count("goal <= 1.3") == 4 and goal["verdict"] == "not judged"
     logged = next(line for line in note.splitlines() if "(send_logged_callback_floor" in line)
     assert "too few rounds for an interval" in logged and "send_logged_callback_floor " in logged
     assert "Send driver floor, with the outbox append / without" in note
@@ -372,9 +372,17 @@ def test_the_rate_and_where_a_paced_chain_starts_are_priced_apart(bench):
         r = pr["cpu_ratios"][key]
         assert r["rounds"] == rounds and r["low"] <= r["median"] <= r["high"], key
         assert r["ratios"] == pytest.approx([x / y for x, y in zip(cpu[a], cpu[b])], rel=2e-2), key
-    # figures, not goals: the goals are the three send_async lines, none against the loop-paced floor
-    assert not [k for k, v in pr.items() if isinstance(v, dict) and "loop_paced" in str(v.get("ratio", ""))]
+    # the two parts are figures, not goals; send_async is judged against the loop-paced floor itself
+    assert [v["ratio"] for v in pr.values() if isinstance(v, dict) and "loop_paced" in str(v.get("ratio", ""))] == [
+        "send_async_over_loop_paced_callback_floor_cpu_per_call"]
+    r = pr["cpu_ratios"]["send_async_over_loop_paced_callback_floor_cpu_per_call"]
+    assert r["ratios"] == pytest.approx([x / y for x, y in zip(cpu["send_async"], cpu[loop_paced])], rel=2e-2)
+    goal = pr["loop_paced_callback_goal"]
+    assert (goal["ratio"], goal["at_most"], goal["vouched"]) == (
+        "send_async_over_loop_paced_callback_floor_cpu_per_call", 1.3, r["vouched"])
     note = report["closing_note"]
     assert "Send driver floor at send_async's rate, started from the calling thread / on the driver's loop" in note
     assert "Send driver floor at send_async's rate started on the driver's loop / as fast as it ends" in note
-    assert note.count("goal <= 1.3") == 3
+    assert ("Send client CPU / driver floor at the send's rate, started on the loop "
+            "(send_callback_floor_at_send_rate_on_loop") in note
+    assert note.count("goal <= 1.3") == 4

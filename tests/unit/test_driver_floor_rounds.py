@@ -145,13 +145,16 @@ def test_the_floor_at_the_sends_rate_is_a_third_goal_and_prices_the_rate():
     assert rate_alone.startswith("- Send driver floor at send_async's rate started on the driver's loop / as fast as")
     assert "client CPU per send 1.0 vs 0.9 ms, median 1.111x" in rate_alone
     assert "the median's 95% interval" in start and "goal" not in start + rate_alone  # figures, not judged
+    loop_goal = pr["loop_paced_callback_goal"]  # send_async at equal rates, each chain started on the loop
+    assert (loop_goal["ratio"], loop_goal["verdict"]) == ("send_async_over_loop_paced_callback_floor_cpu_per_call",
+                                                          "not met")  # 1.5 / 1.0
     del cpu["send_callback_floor_at_send_rate"]
     pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
     assert "paced_callback_goal" not in pr
     assert paced_floor_lines(pr) == [rate_alone]  # the rate alone needs no thread-paced side
     del cpu["send_callback_floor_at_send_rate_on_loop"]
     pr = send_throughput.paired_rounds({m: [100.0] * n for m in SEND_METHODS}, block_calls=80, cpu_ms_per_call=cpu)
-    assert paced_floor_lines(pr) == []
+    assert paced_floor_lines(pr) == [] and "loop_paced_callback_goal" not in pr
 
 
 def test_the_page_is_judged_on_its_cpu_over_the_callback_floor():

@@ -263,7 +263,13 @@ def _send_lines(s: Comparison) -> list[str]:
             floor_key="paced_callback_floor", label="driver floor at the send's rate",
             what="send_callback_floor's statements started at the rate send_async's last block issued its sends, "
                  "at most as many in flight: the statements-only floor at the send's own rate")
-        lines += [x for x in (line, logged, paced, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
+        on_loop = driver_floor_line(
+            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
+            callback="send_callback_floor_at_send_rate_on_loop", goal_key="loop_paced_callback_goal",
+            floor_key="loop_paced_callback_floor", label="driver floor at the send's rate, started on the loop",
+            what="the same chains at the same rate, each started by the driver's loop on its timer, where "
+                 "send_async's next send starts, instead of from the calling thread")
+        lines += [x for x in (line, logged, paced, on_loop, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
                   if x is not None]
         lines += paced_floor_lines(s.paired_rounds)
     if fl is not None:

@@ -271,6 +271,7 @@ PAIRED = {"send_over_floor_with_head_read_throughput": ("send", "send_floor_with
           # where a paced chain starts (the calling thread, one sleep each, vs the driver's loop), and the rate
           "paced_floor_over_loop_paced_floor_throughput": (PACED_FLOOR, LOOP_PACED_FLOOR),
           "loop_paced_floor_over_callback_floor_throughput": (LOOP_PACED_FLOOR, CALLBACK_FLOOR),
+          "send_async_over_loop_paced_callback_floor_throughput": (ASYNC, LOOP_PACED_FLOOR),
           "send_over_bare_throughput": ("send", "bare_lwt_insert")}
 GOAL_RATIO = "send_over_floor_with_head_read_throughput"  # the goal: >= SEND_FLOOR_GOAL
 CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the driver floor's goal: <= CALLBACK_SEND_GOAL
@@ -278,6 +279,8 @@ CALLBACK_GOAL_RATIO = "send_async_over_callback_floor_cpu_per_call"  # the drive
 LOGGED_GOAL_RATIO = "send_async_over_logged_callback_floor_cpu_per_call"
 # and against the driver floor at the send's own rate (the like-for-like rate)
 PACED_GOAL_RATIO = "send_async_over_paced_callback_floor_cpu_per_call"
+# and at that rate with each chain started on the driver's loop, where send_async's next send starts
+LOOP_PACED_GOAL_RATIO = "send_async_over_loop_paced_callback_floor_cpu_per_call"
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -310,13 +313,15 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
 
 
 def _driver_goals(cpu_ms_per_call: dict[str, list[float | None]] | None) -> dict[str, Any]:
-    """``callback_goal`` and ``logged_callback_goal``: send_async's client CPU per call over each driver
-    floor's, per round, against CALLBACK_SEND_GOAL; a goal whose floor did not run is left out."""
+    """``callback_goal``, ``logged_callback_goal``, ``paced_callback_goal`` and ``loop_paced_callback_goal``:
+    send_async's client CPU per call over each driver floor's, per round, against CALLBACK_SEND_GOAL;
+    a goal whose floor did not run is left out."""
     if cpu_ms_per_call is None or ASYNC not in cpu_ms_per_call:
         return {}
     goals = {"callback_goal": (CALLBACK_GOAL_RATIO, CALLBACK_FLOOR),
              "logged_callback_goal": (LOGGED_GOAL_RATIO, LOGGED_FLOOR),
-             "paced_callback_goal": (PACED_GOAL_RATIO, PACED_FLOOR)}
+             "paced_callback_goal": (PACED_GOAL_RATIO, PACED_FLOOR),
+             "loop_paced_callback_goal": (LOOP_PACED_GOAL_RATIO, LOOP_PACED_FLOOR)}
     return {key: paired_goal(ratio, paired_ratio(cpu_ms_per_call[ASYNC], cpu_ms_per_call[floor]),
                              limit=CALLBACK_SEND_GOAL, at_least=False)
             for key, (ratio, floor) in goals.items() if floor in cpu_ms_per_call}
