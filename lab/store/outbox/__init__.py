@@ -1,8 +1,9 @@
 """The outbox: the commit log every committed message and CONTROL event goes to (§5.1 step 4).
 
-    sqlite_log   LocalOutbox, the log in a SQLite file under the store's state_dir ("local")
-    kafka_log    KafkaOutbox, the log over the Kafka protocol ("kafka")
-    kafka_index  the index it builds by tailing the partitions (get, controls_for)
+    sqlite_log      LocalOutbox, the log in a SQLite file under the store's state_dir ("local")
+    kafka_log       KafkaOutbox, the log over the Kafka protocol ("kafka")
+    kafka_producer  its producer: appends until the broker acked them, a fatal error's replacement
+    kafka_index     the index it builds by tailing the partitions (get, controls_for)
 
 More: docs/store-internals.md.
 """

@@ -134,9 +134,7 @@ class PartitionIndex:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self.position[partition] = max(self.position[partition], msg.offset())
-                elif err.fatal():
-                    self.error = kafka_error("the outbox index consumer failed", err, topic=self.topic)
-                continue  # transport errors: librdkafka reconnects by itself
+                continue  # none is fatal to a consumer that only assigns (docs): librdkafka retries the rest
             offset = msg.offset()
             key = parse_key(msg.key())
             first = self.first.setdefault(key, (partition, offset))

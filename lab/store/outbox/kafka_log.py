@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -21,28 +19,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
 from lab.store.rows.ids import check_conversation_seq
-from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, POLL_SECONDS, PartitionIndex, decode_entry,
-                                   encode_value, kafka_error, next_messages, parse_key, partition_of, record_key)
+from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, PartitionIndex, decode_entry, encode_value,
+                                          kafka_error, next_messages, parse_key, partition_of, record_key)
+from lab.store.outbox.kafka_producer import Append, OutboxProducer
 from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
 from lab.store.plumbing.steps import BlockingPool
 
 __all__ = ["KafkaOutbox", "partition_of"]
 
 RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
-
-
-class _Append:
-    """One append in flight: its record, where it goes, and the future it completes."""
-
-    __slots__ = ("record", "partition", "appended_at_ms", "deadline", "future")
-
-    def __init__(self, record: OutboxRecord, partition: int, appended_at_ms: int, deadline: float) -> None:
-        self.record, self.partition, self.appended_at_ms, self.deadline = record, partition, appended_at_ms, deadline
-        self.future: Future[OutboxEntry] = Future()
-        self.future.set_running_or_notify_cancel()  # it completes once, with the append
-
-    def facts(self) -> dict[str, Any]:
-        return {"partition": self.partition, "conversation_seq": self.record.conversation_seq}
 
 
 class KafkaOutbox(Outbox):
@@ -58,16 +43,12 @@ class KafkaOutbox(Outbox):
         self.topic = topic
         self._timeout = services.request_timeout_seconds
         self._client = services.kafka_client_config()
-        self._closed = False
-        self._lock = threading.Lock()  # the producer (replaced after a fatal error) and the appends awaiting reports
-        self._generation = 0  # which producer: a fatal error replaces the one that failed, once
-        self._retired: list[tuple[Producer, int]] = []  # replaced producers, served until their last report
-        self._delivering: OrderedDict[int, _Append] = OrderedDict()  # by produce order = deadline order
-        self._sequence = itertools.count()
         self._fetches = BlockingPool(1, f"outbox-fetch-{topic}")  # a duplicate's first entry, when not cached
         try:
             self._partitions = self._ensure_topic()
-            self._producer = self._new_producer()
+            # a report comes within message.timeout.ms; the request timeout's margin covers a slow poll
+            self._producer = OutboxProducer(topic, self._new_producer, self._acked,
+                                            report_seconds=services.kafka_delivery_timeout_ms / 1000 + self._timeout)
             self._index = PartitionIndex(self._client, topic, self._partitions)
             self._reader = Consumer({**self._client, "group.id": f"{GROUP_PREFIX}reader", "enable.auto.commit": False,
                                      "fetch.wait.max.ms": 10})
@@ -81,9 +62,7 @@ class KafkaOutbox(Outbox):
         self._groups_lock = threading.Lock()
         self._recent: OrderedDict[tuple[int, int], OutboxEntry] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._poller = threading.Thread(target=self._serve_delivery_reports, name=f"outbox-producer-{topic}",
-                                        daemon=True)
-        self._poller.start()
+        self._producer.start()
 
     def __repr__(self) -> str:
         return f"KafkaOutbox({self.topic!r} on {self.services.kafka_bootstrap_servers}, {self._partitions} partitions)"
@@ -113,60 +92,11 @@ class KafkaOutbox(Outbox):
             time.sleep(0.1)
 
     def _new_producer(self) -> Producer:
+        """One producer of the outbox's (again after a fatal error): idempotent, acks from every in-sync replica."""
         s = self.services
         return Producer({**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": s.kafka_linger_ms,
                          "message.timeout.ms": s.kafka_delivery_timeout_ms,
                          "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
-
-    def _after_failure(self, err: KafkaError | None, generation: int) -> None:
-        """An idempotent producer that hit a fatal error refuses every later append: replace it,
-        once, and retire it (the failed append itself is reported; a retry resumes through get / the
-        index). The error is fatal as poll and flush raise it, or as produce refuses after it."""
-        if isinstance(err, KafkaError) and (err.fatal() or err.code() == KafkaError._FATAL):
-            with self._lock:
-                if generation == self._generation:
-                    self._retired.append((self._producer, generation))
-                    self._producer, self._generation = self._new_producer(), generation + 1
-
-    def _serve(self, producer: Producer, generation: int, timeout: float, *, flush: bool = False) -> int:
-        """Poll (or flush) one producer: its delivery reports' callbacks run here. A fatal error is
-        raised by the call that meets it, once (not passed to error_cb): the producer is replaced,
-        and the call goes on for the reports left (the failed append's, those purged from its queue)."""
-        try:
-            return producer.flush(timeout) if flush else producer.poll(timeout)
-        except KafkaException as exc:
-            if not (exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].fatal()):
-                raise
-            self._after_failure(exc.args[0], generation)
-            return producer.flush(timeout) if flush else producer.poll(0)
-
-    def _serve_delivery_reports(self) -> None:
-        """The producer's poll thread: delivery reports (their callbacks run here), a retired
-        producer's last ones, and the appends whose report is overdue."""
-        while not self._closed:
-            with self._lock:
-                producer, generation, retired = self._producer, self._generation, list(self._retired)
-            self._serve(producer, generation, POLL_SECONDS * 2)
-            for old, old_generation in retired:
-                self._serve(old, old_generation, 0)
-                if len(old) == 0:  # nothing queued, in flight or left to report: dropped
-                    with self._lock:
-                        self._retired.remove((old, old_generation))
-            self._overdue(time.monotonic())
-
-    def _overdue(self, now: float | None) -> None:
-        """Fail the appends with no delivery report by ``now`` (None: every one left, at close)."""
-        late = []
-        with self._lock:
-            while self._delivering:
-                seq, append = next(iter(self._delivering.items()))
-                if now is not None and append.deadline > now:
-                    break
-                del self._delivering[seq]
-                late.append(append)
-        for append in late:
-            append.future.set_exception(OutboxError("no delivery report for the outbox append", topic=self.topic,
-                                                     **append.facts()))
 
     @property
     def partitions(self) -> int:
@@ -186,7 +116,7 @@ class KafkaOutbox(Outbox):
 
     # ---- append ---------------------------------------------------------------------------
     def append(self, record: OutboxRecord) -> OutboxEntry:
-        if threading.current_thread() in (self._poller, self._index.thread):
+        if threading.current_thread() in (self._producer.thread, self._index.thread):
             # a callback of an append's future: the thread that would complete this append is waiting for it
             raise OutboxError("a blocking append on the outbox's own thread would wait for itself (use append_async)",
                               topic=self.topic)
@@ -201,50 +131,17 @@ class KafkaOutbox(Outbox):
             raise ValidationError("append takes an OutboxRecord", field="record")
         partition = partition_of(record.tenant_id, record.conversation_id, self._partitions)
         appended_at_ms = time.time_ns() // 1_000_000
-        value = encode_value(record, appended_at_ms)
-        # the delivery report comes within message.timeout.ms; the margin covers a slow poll
-        append = _Append(record, partition, appended_at_ms,
-                         time.monotonic() + self.services.kafka_delivery_timeout_ms / 1000 + self._timeout)
-        with self._lock:
-            if self._closed:
-                append.future.set_exception(OutboxError(f"the outbox {self.topic} is closed", topic=self.topic,
-                                                        **append.facts()))
-                return append.future
-            seq = next(self._sequence)
-            self._delivering[seq] = append
-            producer, generation = self._producer, self._generation
-        try:
-            producer.produce(self.topic, key="/".join(map(str, record_key(record))).encode(), value=value,
-                             partition=partition, headers=[("kind", record.kind.encode())],
-                             on_delivery=functools.partial(self._delivered, seq, generation))
-        except (BufferError, KafkaException) as exc:
-            with self._lock:
-                mine = self._delivering.pop(seq, None) is not None
-            self._after_failure(exc.args[0] if isinstance(exc, KafkaException) and exc.args else None, generation)
-            if mine:
-                error = kafka_error("the outbox could not queue the append", exc, topic=self.topic, **append.facts())
-                error.__cause__ = exc
-                append.future.set_exception(error)
+        append = Append(record, partition, appended_at_ms)
+        self._producer.produce(append, key="/".join(map(str, record_key(record))).encode(),
+                               value=encode_value(record, appended_at_ms), headers=[("kind", record.kind.encode())])
         return append.future
 
-    def _delivered(self, seq: int, generation: int, err: KafkaError | None, msg: Any) -> None:
-        """The delivery report's callback (the producer's poll thread): never blocks, never raises."""
-        with self._lock:
-            append = self._delivering.pop(seq, None)
-        if append is None:
-            return  # overdue already: failed by _overdue
-        try:
-            if err is not None:
-                self._after_failure(err, generation)
-                raise kafka_error("the broker did not acknowledge the outbox append", err, topic=self.topic,
-                                  **append.facts())
-            offset = msg.offset()
-            self._index.when_reached(append.partition, offset + 1, self._timeout,
-                                     functools.partial(self._indexed, append, offset))
-        except Exception as exc:
-            append.future.set_exception(exc)
+    def _acked(self, append: Append, offset: int) -> None:
+        """The broker acked ``append`` at ``offset`` (the producer's poll thread): the index completes it."""
+        self._index.when_reached(append.partition, offset + 1, self._timeout,
+                                 functools.partial(self._indexed, append, offset))
 
-    def _indexed(self, append: _Append, offset: int, error: OutboxError | None) -> None:
+    def _indexed(self, append: Append, offset: int, error: OutboxError | None) -> None:
         """The index holds the record (or ``error`` says why not): the first entry of its key, with
         ``duplicate=True`` when that is not ours. On the index's thread: never blocks, never raises."""
         try:
@@ -267,7 +164,7 @@ class KafkaOutbox(Outbox):
         except Exception as exc:
             append.future.set_exception(exc)
 
-    def _resolve_duplicate(self, append: _Append, first: tuple[int, int]) -> None:
+    def _resolve_duplicate(self, append: Append, first: tuple[int, int]) -> None:
         try:
             append.future.set_result(dataclasses.replace(self._entry_at(*first), duplicate=True))
         except Exception as exc:
@@ -333,11 +230,8 @@ class KafkaOutbox(Outbox):
                         raise OutboxError(f"reading {self.topic} did not reach its end offsets within "
                                           f"{self._timeout:.0f}s", topic=self.topic, remaining=dict(wanted))
                     for msg in next_messages(consumer, min(FETCH_BATCH, limit - len(entries))):
-                        err = msg.error()
-                        if err is not None:
-                            if err.fatal():
-                                raise kafka_error("reading the outbox failed", err, topic=self.topic)
-                            continue
+                        if msg.error() is not None:
+                            continue  # none is fatal here (as for the index): librdkafka retries, the deadline holds
                         p, o = msg.partition(), msg.offset()
                         if p not in wanted or o < wanted[p]:
                             continue  # a late record of an earlier assignment
@@ -428,20 +322,13 @@ class KafkaOutbox(Outbox):
     # ---- lifecycle ------------------------------------------------------------------------
     def flush(self, timeout_seconds: float | None = None) -> int:
         """Wait for queued appends (a retired producer's too); returns how many are still undelivered."""
-        timeout = self._timeout if timeout_seconds is None else timeout_seconds
-        with self._lock:
-            producers = [*self._retired, (self._producer, self._generation)]
-        return sum(self._serve(producer, generation, timeout, flush=True) for producer, generation in producers)
+        return self._producer.flush(self._timeout if timeout_seconds is None else timeout_seconds)
 
     def close(self) -> None:
         """Flush, then stop; an append still in flight fails (OutboxError), none is left waiting."""
-        if self._closed:
+        if self._producer.closed:
             return
-        self.flush()
-        with self._lock:
-            self._closed = True
-        self._poller.join(timeout=10)
-        self._overdue(None)
+        self._producer.close(self._timeout)
         self._index.close()  # its waiters hear that it is closed
         self._fetches.close()  # the duplicates' fetches queued, before the reader they use
         for consumer in [self._reader, *self._groups.values()]:
