@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from lab.bench.store_paths.callback_floors import run_loop_paced_chains, run_paced_chains
+from lab.bench.store_paths.callback_floors import run_loop_paced_chains, run_paced_chains, start_rate
 from lab.measure.timing import NS_PER_SECOND, now_ns
 
 
@@ -161,3 +161,15 @@ def test_a_loop_paced_chain_that_fails_to_start_ends_twice_or_ends_inline_is_tim
         created = loop.created
         assert run_loop_paced_chains([], in_flight=2, rate=1000.0, create_timer=loop.create_timer) == []
         assert loop.created == created  # no chains: no timer
+
+
+def test_the_start_rate_counts_the_starts_not_the_last_answer():
+    """A paced floor is given the rate the other side started its calls at: the starts after the
+    first over the first-to-last start span, whatever the last call's latency; None without a span."""
+    from lab.measure import Timing
+
+    starts = [0, 10_000_000, 20_000_000, 30_000_000, 40_000_000]  # every 10 ms, out of order below
+    timings = [Timing(s, s + 50_000_000) for s in reversed(starts)]  # each answered 50 ms later
+    assert start_rate(timings) == pytest.approx(100.0)
+    assert start_rate(timings[:1]) is None and start_rate([]) is None
+    assert start_rate([Timing(5, 6), Timing(5, 9)]) is None  # started together: no rate

@@ -23,7 +23,7 @@ from lab.measure.timing import NS_PER_SECOND, now_ns
 from lab.store import Outbox
 
 __all__ = ["Chain", "CreateTimer", "Done", "page_chain", "run_chains", "run_loop_paced_chains", "run_paced_chains",
-           "send_chain"]
+           "send_chain", "start_rate"]
 
 Done = Callable[[BaseException | None], None]   # a chain's end: None, or the error that stopped it
 Chain = Callable[[Done], None]                  # starts a chain; it calls done exactly once
@@ -201,6 +201,17 @@ def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
         launch()
     finished.wait()
     return [t for t in timings if t is not None]
+
+
+def start_rate(timings: Sequence[Timing]) -> float | None:
+    """The rate ``timings``' calls were started at, per second: the starts after the first over the
+    time from the first start to the last (None with fewer than two starts, or all at once). A paced
+    floor given this rate starts its chains as that side started its calls; a block's own throughput
+    would be lower by its last call's latency."""
+    if len(timings) < 2:
+        return None
+    first, last = min(t.started_ns for t in timings), max(t.started_ns for t in timings)
+    return None if last <= first else (len(timings) - 1) * NS_PER_SECOND / (last - first)
 
 
 def run_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float) -> list[Timing]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, paired_goal,
                                                 paired_ratios_json)
-from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_loop_paced_chains
+from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_loop_paced_chains, start_rate
 from lab.bench.store_paths.floors import history_floor, history_floor_items
 from lab.bench.store_paths.recording import BenchRun, Method
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
@@ -72,7 +72,7 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
     by_round: dict[str, list[float | None]] = {name: [] for name in sides}
     cpu_by_round: dict[str, list[float | None]] = {name: [] for name in sides}
     cpu_total = {name: 0.0 for name in sides}
-    page_rate: list[float] = []  # history_async's pages per second, each block's
+    page_rate: list[float] = []  # the rate history_async's pages started at, each block's
 
     def block(name: str, n: int, measured: bool) -> None:
         method, fn = methods[name], sides[name]
@@ -90,8 +90,8 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
             timings = run_chains(chains, in_flight=p.send_concurrency)
         t1 = now_ns()
         used = cpu.stop()
-        if name == ASYNC:
-            page_rate.append(n * NS_PER_SECOND / max(1, t1 - t0))
+        if name == ASYNC:  # the rate its pages started at (the block's throughput is lower by the last one's latency)
+            page_rate.append(start_rate(timings) or n * NS_PER_SECOND / max(1, t1 - t0))
         if not measured:
             method.warmup += n
             return

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
-from lab.bench.store_paths.callback_floors import run_chains, run_loop_paced_chains, run_paced_chains, send_chain
+from lab.bench.store_paths.callback_floors import (run_chains, run_loop_paced_chains, run_paced_chains, send_chain,
+                                                   start_rate)
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
@@ -96,7 +97,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
     chained: dict[str, dict[str, Any]] = {name: {"start": 0, "plans": [], "keys": FloorKeys.new(p.send_conversations)}
                                           for name in (CALLBACK_FLOOR, LOGGED_FLOOR, ASYNCIO_FLOOR, PACED_FLOOR,
                                                        LOOP_PACED_FLOOR)}
-    send_rate: list[float] = []  # send_async's issue rate, each block's (before its head drain)
+    send_rate: list[float] = []  # the rate send_async's sends started at, each block's
 
     def build_chained(n: int) -> None:
         for name, c in chained.items():
@@ -150,8 +151,8 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
         else:
             timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
-        if name == ASYNC:
-            send_rate.append(n * NS_PER_SECOND / max(1, t_ack - t0))
+        if name == ASYNC:  # the rate its sends started at (the block's throughput is lower by the last one's latency)
+            send_rate.append(start_rate(timings) or n * NS_PER_SECOND / max(1, t_ack - t0))
         if name in ack_ns:
             store.drain()  # the head updates this block caused belong to this block
         t1 = now_ns()
