@@ -153,12 +153,11 @@ def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
     chain's end (on the driver's I/O thread) starts the next; the calling thread waits for the last.
     Returns each chain's Timing in input order (a failed chain: its error's type)."""
     n = len(chains)
-    timings: list[Timing | None] = [None] * n
     if n == 0:
         return []
     lock = threading.Lock()
-    finished = threading.Event()
-    state = {"next": 0, "left": n}
+    ends = _Ends(n, lock)
+    state = {"next": 0}
     local = threading.local()  # a chain that ends inline (an error before any I/O) starts the next in a loop
 
     def start_one() -> None:
@@ -167,23 +166,7 @@ def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
             if i >= n:
                 return
             state["next"] = i + 1
-        started = now_ns()
-
-        def done(error: BaseException | None) -> None:
-            with lock:
-                if timings[i] is not None:
-                    return  # ended once already
-                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
-                state["left"] -= 1
-                last = state["left"] == 0
-            if last:
-                finished.set()
-            else:
-                launch()
-        try:
-            chains[i](done)
-        except Exception as exc:  # a chain that could not start is a failed call, not a stall
-            done(exc)
+        ends.start(chains, i, lambda last: None if last else launch())
 
     def launch() -> None:
         if getattr(local, "active", False):
@@ -199,8 +182,7 @@ def run_chains(chains: Sequence[Chain], *, in_flight: int) -> list[Timing]:
 
     for _ in range(min(in_flight, n)):
         launch()
-    finished.wait()
-    return [t for t in timings if t is not None]
+    return ends.wait()
 
 
 def start_rate(timings: Sequence[Timing]) -> float | None:
@@ -222,35 +204,16 @@ def run_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float) ->
     n = len(chains)
     if n == 0:
         return []
-    timings: list[Timing | None] = [None] * n
     slots = threading.BoundedSemaphore(in_flight)
-    lock = threading.Lock()
-    finished = threading.Event()
-    left = [n]
+    ends = _Ends(n, threading.Lock())
     schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
-    for i, chain in enumerate(chains):
+    for i in range(n):
         wait_ns = schedule.due_ns(i) - now_ns()
         if wait_ns > 0:
             time.sleep(wait_ns / NS_PER_SECOND)
         slots.acquire()
-        started = now_ns()
-
-        def done(error: BaseException | None, i: int = i, started: int = started) -> None:
-            with lock:
-                if timings[i] is not None:
-                    return  # ended once already
-                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
-                left[0] -= 1
-                last = left[0] == 0
-            slots.release()
-            if last:
-                finished.set()
-        try:
-            chain(done)
-        except Exception as exc:  # a chain that could not start is a failed call, not a stall
-            done(exc)
-    finished.wait()
-    return [t for t in timings if t is not None]
+        ends.start(chains, i, lambda _last: slots.release())
+    return ends.wait()
 
 
 def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float,
@@ -264,32 +227,18 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
     n = len(chains)
     if n == 0:
         return []
-    timings: list[Timing | None] = [None] * n
     lock = threading.Lock()
-    finished = threading.Event()
-    state = {"next": 0, "running": 0, "left": n, "armed": True}
+    ends = _Ends(n, lock)
+    state = {"next": 0, "running": 0, "armed": True}
     local = threading.local()  # a chain that ends inside pump() (before any I/O): pump's loop goes on
     schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
 
-    def start(i: int) -> None:
-        started = now_ns()
+    def ended(last: bool) -> None:
+        if not last and not getattr(local, "pumping", False):
+            pump()
 
-        def done(error: BaseException | None) -> None:
-            with lock:
-                if timings[i] is not None:
-                    return  # ended once already
-                timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
-                state["running"] -= 1
-                state["left"] -= 1
-                last = state["left"] == 0
-            if last:
-                finished.set()
-            elif not getattr(local, "pumping", False):
-                pump()
-        try:
-            chains[i](done)
-        except Exception as exc:  # a chain that could not start is a failed call, not a stall
-            done(exc)
+    def one_less() -> None:
+        state["running"] -= 1
 
     def fired() -> None:
         with lock:
@@ -313,12 +262,47 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
                             state["armed"], arm_ns = True, wait_ns
                         break
                     state["next"], state["running"] = i + 1, state["running"] + 1
-                start(i)
+                ends.start(chains, i, ended, under_lock=one_less)
         finally:
             local.pumping = False
         if arm_ns:
             create_timer(arm_ns / NS_PER_SECOND, fired)
 
     create_timer(0.0, fired)  # even the first chain starts on the loop
-    finished.wait()
-    return [t for t in timings if t is not None]
+    return ends.wait()
+
+
+class _Ends:
+    """The chains' ends of one run: each one's Timing (input order), each end counted once (a chain
+    that ends twice, or fails to start, is timed once); :meth:`wait` returns them once the last ended."""
+
+    def __init__(self, n: int, lock: threading.Lock) -> None:
+        self.timings: list[Timing | None] = [None] * n
+        self.left, self.lock, self.finished = n, lock, threading.Event()
+
+    def start(self, chains: Sequence[Chain], i: int, then: Callable[[bool], None],
+              under_lock: Callable[[], None] | None = None) -> None:
+        """Start chain ``i``, timed from now; at its end ``under_lock()`` (with the run's lock held),
+        then ``then(last)``: whether it was the run's last end."""
+        started = now_ns()
+
+        def done(error: BaseException | None) -> None:
+            with self.lock:
+                if self.timings[i] is not None:
+                    return  # ended once already
+                self.timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
+                self.left -= 1
+                last = self.left == 0
+                if under_lock is not None:
+                    under_lock()
+            if last:
+                self.finished.set()
+            then(last)
+        try:
+            chains[i](done)
+        except Exception as exc:  # a chain that could not start is a failed call, not a stall
+            done(exc)
+
+    def wait(self) -> list[Timing]:
+        self.finished.wait()
+        return [t for t in self.timings if t is not None]
