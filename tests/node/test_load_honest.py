@@ -8,6 +8,7 @@ process stays under (``--max-loader-cpu 1``, 1 % of a core), "valid" by a low ra
 plenty of users per call (each user due one call every 4 s)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -76,7 +77,7 @@ def keyspace(connection):
 
 # One small load over a 1 % loader CPU limit, as `lab load` judges it (exit 3) and with
 # --allow-loader-bound (exit 0), and the same load within the default 70 % (valid), its metrics
-# endpoint scraped over HTTP while it runs: the three side by side, each in a keyspace of its own.
+# endpoint scraped over HTTP while it runs.
 # The 1 % limit makes the first two loader-bound whatever else the machine runs; the valid run's
 # verdict does not hang on the others either: the machine check is off for it, and its checks
 # read its own process (five runs beside the other two, load average 7-13 on 2 cores: 4.6-5.8 %
@@ -93,11 +94,53 @@ class _Valid:
     scrapes: list[str]
 
 
+class _Recorder(LoadProgress):
+    def __init__(self) -> None:
+        self.statuses = []
+
+    def status(self, status) -> None:
+        self.statuses.append(status)
+
+
 @pytest.fixture(scope="module")
-def loads(keyspace, connection, tmp_path_factory, lab_home):
-    out: dict[str, object] = {}
-    with scratch_keyspace(connection, "loadallow", create=False) as allow_keyspace, \
-            scratch_keyspace(connection, "loadvalid", create=False) as valid_keyspace:
+def side_by_side(cluster_config, keyspace, connection, tmp_path_factory, lab_home) -> dict:
+    """Every load of this module at once, each in a keyspace of its own (concurrent CREATE TABLEs
+    of one keyspace race): the three `lab load` runs above; the two recall/edit loads of
+    test_an_edit_... (one after the other); the staircase of test_a_staircase_...; the run whose
+    live status test_the_live_status_... reads. Each outcome is forced by a limit, a low rate with
+    users to spare or what was recalled, never by the machine (where a verdict is asserted, the
+    machine check is off), and the other checks compare counts with counts, never a speed: side by
+    side they take about the longest chain's time (the two recall/edit loads), not the sum of all."""
+    edits, stair, live = (tmp_path_factory.mktemp(name) for name in ("edits", "staircase", "live"))
+    recorder = _Recorder()
+
+    def recall_then_edit(edit_keyspace: str):
+        config = cluster_config.replace(keyspace=edit_keyspace)
+        opts = dict(profile="recall_edit", rate=10, users=20, duration_seconds=6, processes=1, seed_size="tiny",
+                    run_id="outcomes1", results=edits, audit=False)
+        run_load(config, LoadOptions(**opts))
+        return run_load(config, LoadOptions(**opts)).summary
+
+    def live_run(live_keyspace: str):
+        # 20 users at 20 calls/s: each user's slot is the 1 s interval, so a line's window of whole intervals
+        # holds exactly the calls due in it (40 users had 2 s slots: to an odd second the count was a draw of
+        # 40 half slots, more than 5 % off the summary's rate for 0.4-3 % of such lines)
+        return run_load(cluster_config.replace(keyspace=live_keyspace), LoadOptions(
+            profile="send_only", rate=20, users=20, duration_seconds=10, warmup_seconds=2, processes=1,
+            seed_size="tiny", results=live, audit=False), progress=recorder)
+
+    out: dict[str, object] = {"edits": edits, "stair": stair}
+    with contextlib.ExitStack() as stack:
+        allow_keyspace, valid_keyspace, stair_keyspace, edit_keyspace, live_keyspace = (
+            stack.enter_context(scratch_keyspace(connection, name, create=False))
+            for name in ("loadallow", "loadvalid", "loadstair", "loadedit", "loadlive"))
+        pool = stack.enter_context(ThreadPoolExecutor(3))  # run_load leaves signal handlers to the main thread
+        second = pool.submit(recall_then_edit, edit_keyspace)
+        lived = pool.submit(live_run, live_keyspace)
+        staircase = pool.submit(
+            _lab, "load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--warmup", "1s",
+            "--users", "40", "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
+            "--results", str(stair), keyspace=stair_keyspace)
         started = {
             "bound": _Started([*COMMON, "--max-loader-cpu", "1"], keyspace=keyspace,
                               folder=tmp_path_factory.mktemp("bound")),
@@ -124,10 +167,20 @@ def loads(keyspace, connection, tmp_path_factory, lab_home):
             proc, run = valid.finish(timeout=120)
             for name, load in started.items():
                 out[name] = load.finish()
-    out["valid"] = _Valid(proc=proc, run=run, port=port, scrapes=scrapes)
+        out["valid"] = _Valid(proc=proc, run=run, port=port, scrapes=scrapes)
+    # the pool's runs as their futures: a failure is raised by the tests that read that run
+    out.update(second=second, live=lived, recorder=recorder, staircase=staircase)
     yield out
-    for folder in (out["bound"][1], out["allowed"][1], run):
+    for folder in (out["bound"][1], out["allowed"][1], run, *[p for p in stair.iterdir() if p.is_dir()]):
         shutil.rmtree(Path(lab_home) / "load-state" / f"{folder.name}-load", ignore_errors=True)
+    shutil.rmtree(Path(lab_home) / "load-state" / "outcomes1", ignore_errors=True)
+    if lived.exception() is None:
+        shutil.rmtree(lived.result().state_root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def loads(side_by_side) -> dict:
+    return {name: side_by_side[name] for name in ("bound", "allowed", "valid")}
 
 
 def test_a_loader_bound_run_says_so_and_exits_with_its_own_code(loads):
@@ -167,33 +220,11 @@ def test_allow_loader_bound_keeps_exit_0(loads):
     assert "LOADER-BOUND" in proc.stdout
 
 
-# ---- outcomes, and a staircase beside them ---------------------------------------------------------
+# ---- outcomes, and a staircase (both run with the loads above) ------------------------------------
 @pytest.fixture(scope="module")
-def edits_and_staircase(cluster_config, keyspace, connection, tmp_path_factory, lab_home) -> dict:
-    """The two recall/edit loads of test_an_edit_... (one after the other) beside the staircase of
-    test_a_staircase_... (a keyspace of its own): the staircase's outcome is forced by its 1 % loader
-    limit and the loads' by what they recalled, never by the machine, so side by side they take about
-    the longer one's time, not their sum."""
-    edits, stair = tmp_path_factory.mktemp("edits"), tmp_path_factory.mktemp("staircase")
-
-    def recall_then_edit():
-        config = cluster_config.replace(keyspace=keyspace)
-        opts = dict(profile="recall_edit", rate=10, users=20, duration_seconds=6, processes=1, seed_size="tiny",
-                    run_id="outcomes1", results=edits, audit=False)
-        run_load(config, LoadOptions(**opts))
-        return run_load(config, LoadOptions(**opts)).summary
-
-    with scratch_keyspace(connection, "loadstair", create=False) as stair_keyspace, \
-            ThreadPoolExecutor(2) as pool:  # run_load leaves signal handlers to the main thread
-        second = pool.submit(recall_then_edit)
-        staircase = pool.submit(
-            _lab, "load", "--profile", "send_only", "--staircase", "12", "--step", "3s", "--warmup", "1s",
-            "--users", "40", "--processes", "1", "--seed-size", "tiny", "--no-audit", "--max-loader-cpu", "1",
-            "--results", str(stair), keyspace=stair_keyspace)
-        out = {"second": second.result(), "edits": edits, "staircase": staircase.result(), "stair": stair}
-    yield out
-    shutil.rmtree(Path(lab_home) / "load-state" / "outcomes1", ignore_errors=True)
-    shutil.rmtree(Path(lab_home) / "load-state" / f"{_run_dir(stair).name}-load", ignore_errors=True)
+def edits_and_staircase(side_by_side) -> dict:
+    return {"second": side_by_side["second"].result(), "edits": side_by_side["edits"],
+            "staircase": side_by_side["staircase"].result(), "stair": side_by_side["stair"]}
 
 
 def test_an_edit_of_a_recalled_message_is_an_outcome_not_an_error(edits_and_staircase):
@@ -214,19 +245,8 @@ def test_an_edit_of_a_recalled_message_is_an_outcome_not_an_error(edits_and_stai
 
 
 # ---- one source of live counts -----------------------------------------------------------------
-class _Recorder(LoadProgress):
-    def __init__(self) -> None:
-        self.statuses = []
-
-    def status(self, status) -> None:
-        self.statuses.append(status)
-
-
-def test_the_live_status_counts_what_the_summary_counts(cluster_config, keyspace, tmp_path):
-    recorder = _Recorder()
-    result = run_load(cluster_config.replace(keyspace=keyspace), LoadOptions(
-        profile="send_only", rate=20, users=40, duration_seconds=10, warmup_seconds=2, processes=1,
-        seed_size="tiny", results=tmp_path, audit=False), progress=recorder)
+def test_the_live_status_counts_what_the_summary_counts(side_by_side):
+    result, recorder = side_by_side["live"].result(), side_by_side["recorder"]
     s = result.summary
     measured = [st for st in recorder.statuses if st.phase == "measured" and st.calls_per_second is not None]
     assert len(measured) >= 4, recorder.statuses  # about every second
