@@ -33,9 +33,16 @@ def own_redis(tmp_path_factory):
     server.stop()
 
 
+# The Redis timeout of this module's store. A stalled call fails once every attempt of the client's
+# retry policy (redis-py's default: 10 retries, a backoff from 10 ms doubling up to 1 s) waited this
+# long, so each test waits it out about a dozen times; an answer that is only slow fails a call only
+# when every one of those attempts waits this long in a row.
+STALL_TIMEOUT_SECONDS = 0.25
+
+
 @pytest.fixture(scope="module")
 def stalling_store(open_store, store, redis_services, own_redis, tmp_path_factory):
-    services = redis_services.replace(redis_port=own_redis.port, request_timeout_seconds=0.5)
+    services = redis_services.replace(redis_port=own_redis.port, request_timeout_seconds=STALL_TIMEOUT_SECONDS)
     return open_store(state_dir=tmp_path_factory.mktemp("hot-faults"), archiver_mode=True, services=services)
 
 
