@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS consumer_offset (
 );
 """
 _COLUMNS = "log_offset, tenant_id, conversation_id, conversation_seq, kind, target_seq, payload, appended_at_ms"
+_PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode  # json.dumps without its per-call encoder
 
 
 class LocalOutbox(Outbox):
@@ -95,7 +96,7 @@ class LocalOutbox(Outbox):
     def _payload(record: OutboxRecord) -> str:
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
-        return json.dumps(record.payload.to_wire(), separators=(",", ":"), sort_keys=True)
+        return _PAYLOAD_JSON(record.payload.to_wire())
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:

@@ -31,6 +31,10 @@ _UUID_COLUMNS = frozenset({"tenant_id", "conversation_id", "sender_id", "sender_
 _INT_COLUMNS = frozenset({"seq_bucket", "conversation_seq", "message_type", "schema_version", "state", "created_at",
                           "retention_class", "reply_to_conversation_seq", "recall_event_conversation_seq"})
 _TEXT_COLUMNS = frozenset({"client_message_id", "custom_type"})
+# (column, its value's wire form or None for as it is), in column order: one pass per record
+_TO_WIRE: tuple[tuple[str, Any], ...] = tuple(
+    (name, (lambda v: bytes(v).hex()) if name in _BLOB_COLUMNS else str if name in _UUID_COLUMNS
+     else list if name == "dek_id" else None) for name in MESSAGE_RECORD_COLUMNS)
 _REQUIRED = frozenset({"tenant_id", "conversation_id", "seq_bucket", "conversation_seq", "message_id",
                        "last_activity_id", "sender_id", "sender_device_id", "client_message_id", "message_type",
                        "schema_version", "payload_or_ciphertext", "state", "created_at", "retention_class",
@@ -100,19 +104,9 @@ class EncodedRecord:
     # ---- wire form ----------------------------------------------------------------------------
     def to_wire(self) -> dict[str, Any]:
         """JSON-ready: every column by name, blobs as hex, UUIDs as str, dek_id as a list."""
-        out: dict[str, Any] = {}
-        for name, value in zip(MESSAGE_RECORD_COLUMNS, self.columns()):
-            if value is None:
-                out[name] = None
-            elif name in _BLOB_COLUMNS:
-                out[name] = bytes(value).hex()
-            elif name in _UUID_COLUMNS:
-                out[name] = str(value)
-            elif name == "dek_id":
-                out[name] = list(value)
-            else:
-                out[name] = value
-        return out
+        d = self.__dict__
+        return {name: None if (value := d[name]) is None else value if wire is None else wire(value)
+                for name, wire in _TO_WIRE}
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> EncodedRecord:
