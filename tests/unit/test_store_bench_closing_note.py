@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.bench.store_paths import history_cpu
 from lab.bench.store_paths.bench_report import Comparison, HistoryRatios, SendRatios, StoreBenchReport
 from lab.bench.store_paths.params import BenchParams
 from lab.bench.store_paths.recording import MethodResult
@@ -15,6 +16,8 @@ from lab.errors import BenchError
 from lab.measure.percentiles import LatencySummary
 
 GOLDEN = Path(__file__).parent / "golden" / "store_bench_closing_note.txt"
+# the same report with every driver floor's client CPU rounds, the send's and the page's
+GOLDEN_DRIVER_FLOORS = Path(__file__).parent / "golden" / "store_bench_closing_note_driver_floors.txt"
 
 
 def _method(name: str, count: int, tput: float, p50: float, p99: float, **extra) -> MethodResult:
@@ -75,6 +78,31 @@ def report() -> StoreBenchReport:
 
 def test_the_closing_note_says_what_it_said_for_a_representative_report():
     assert report().closing_note == GOLDEN.read_text()
+
+
+def _cpu_rounds(sides, base: float) -> dict:
+    """Client CPU ms per call, 8 rounds per side, each side a little dearer than the one before."""
+    return {m: [round(base + 0.05 * i + 0.01 * (r % 3), 3) for r in range(8)] for i, m in enumerate(sorted(sides))}
+
+
+def report_with_driver_floors() -> StoreBenchReport:
+    base = report()
+    methods = {m for pair in PAIRED.values() for m in pair}
+    send = base.comparisons["send_throughput"]
+    send = dataclasses.replace(send, paired_rounds=paired_rounds({m: [100.0] * 8 for m in methods}, block_calls=80,
+                                                                 cpu_ms_per_call=_cpu_rounds(methods, 1.0)))
+    sides = {m for pair in history_cpu.PAIRED.values() for m in pair}
+    page = Comparison(description="page cpu", concurrency="8", order="alternating", methods={}, ratio={},
+                      paired_rounds=history_cpu.paired_rounds({m: [500.0] * 8 for m in sides},
+                                                              _cpu_rounds(sides, 1.2), block_calls=40))
+    return dataclasses.replace(base, comparisons={**base.comparisons, "send_throughput": send,
+                                                  "history_latest_page_cpu": page})
+
+
+def test_the_driver_floor_lines_say_what_they_said():
+    note = report_with_driver_floors().closing_note
+    assert note.count("client CPU / driver floor") == 6  # the send's four goals, the page's two
+    assert note == GOLDEN_DRIVER_FLOORS.read_text()
 
 
 def test_a_missing_ratio_is_one_clear_bench_error():
