@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from lab.bench.store_paths.driver_loops import driver_loops_line
 from lab.bench.store_paths.paired_lines import (asyncio_floor_line, driver_floor_line, history_paired_line,
@@ -222,6 +222,56 @@ def _header(report: StoreBenchReport) -> str:
         f"{env['machine'].get('row_decode', 'not recorded')}.")
 
 
+class DriverFloor(NamedTuple):
+    """One driver floor's goal line (paired_lines.driver_floor_line): the floor's side, the goal's
+    entry in ``paired_rounds``, the floor's name in the ratio keys, what the line calls it, what it runs."""
+
+    callback: str
+    goal_key: str
+    floor_key: str
+    label: str
+    what: str
+
+
+# the send's driver floors, each against send_async (and send, and the blocking floor), in the note's order
+SEND_DRIVER_FLOORS = (
+    DriverFloor("send_callback_floor", "callback_goal", "callback_floor", "driver floor",
+                "send_floor_with_head_read's statements without the outbox append, chained through the driver's "
+                "callbacks from one thread"),
+    DriverFloor("send_logged_callback_floor", "logged_callback_goal", "logged_callback_floor",
+                "driver floor with the outbox append",
+                "send_callback_floor plus the durable outbox append where the send makes it, between record + index "
+                "and COMMITTED: a local outbox of its own (SQLite, group commit, fsync) through append_async, the "
+                "chain going on from the append's future; no sealing, no head writer"),
+    DriverFloor("send_callback_floor_at_send_rate", "paced_callback_goal", "paced_callback_floor",
+                "driver floor at the send's rate",
+                "send_callback_floor's statements started at the rate send_async's last block issued its sends, "
+                "at most as many in flight: the statements-only floor at the send's own rate"),
+    DriverFloor("send_callback_floor_at_send_rate_on_loop", "loop_paced_callback_goal", "loop_paced_callback_floor",
+                "driver floor at the send's rate, started on the loop",
+                "the same chains at the same rate, each started by the driver's loop on its timer, where "
+                "send_async's next send starts, instead of from the calling thread"))
+# the latest page's, each against history_async (and history, and history_floor)
+PAGE_DRIVER_FLOORS = (
+    DriverFloor("history_callback_floor", "callback_goal", "callback_floor", "driver floor",
+                "head + bucket read together through the driver's callbacks, rows counted, not decoded; every side "
+                "with the send's callers in flight"),
+    DriverFloor("history_callback_floor_at_page_rate", "paced_callback_goal", "paced_callback_floor",
+                "driver floor at the page's rate",
+                "history_callback_floor's statements started at the rate history_async's last block made its pages, "
+                "each chain by the driver's loop on its timer, at most as many in flight: the driver floor at the "
+                "page's own rate"))
+
+
+def _driver_floor_lines(pr: Mapping[str, Any], floors: tuple[DriverFloor, ...], *, path: str, side: str,
+                        blocking: str, also: tuple[str, ...]) -> list[str]:
+    """Each of ``floors``' goal lines the run has, in order: ``path``'s ``side`` against the floor."""
+    lines = (driver_floor_line(pr, path=path, side=side, blocking=blocking, also=also, callback=f.callback,
+                               goal_key=f.goal_key, floor_key=f.floor_key, label=f.label, what=f.what)
+             for f in floors)
+    return [x for x in lines if x is not None]
+
+
 def _send_lines(s: Comparison) -> list[str]:
     r = SendRatios.parse(s)
     f, b = s.methods["send"], s.methods["bare_lwt_insert"]
@@ -246,31 +296,9 @@ def _send_lines(s: Comparison) -> list[str]:
             f"{fh.requests_per_op} CQL requests per send.")
     if s.paired_rounds is not None:
         lines.append(paired_line(s.paired_rounds))
-        line = driver_floor_line(s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read",
-                                 also=("send",), callback="send_callback_floor",
-                                 what="send_floor_with_head_read's statements without the outbox append, chained "
-                                      "through the driver's callbacks from one thread")
-        logged = driver_floor_line(
-            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
-            callback="send_logged_callback_floor", goal_key="logged_callback_goal", floor_key="logged_callback_floor",
-            label="driver floor with the outbox append",
-            what="send_callback_floor plus the durable outbox append where the send makes it, between record + index "
-                 "and COMMITTED: a local outbox of its own (SQLite, group commit, fsync) through append_async, the "
-                 "chain going on from the append's future; no sealing, no head writer")
-        paced = driver_floor_line(
-            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
-            callback="send_callback_floor_at_send_rate", goal_key="paced_callback_goal",
-            floor_key="paced_callback_floor", label="driver floor at the send's rate",
-            what="send_callback_floor's statements started at the rate send_async's last block issued its sends, "
-                 "at most as many in flight: the statements-only floor at the send's own rate")
-        on_loop = driver_floor_line(
-            s.paired_rounds, path="Send", side="send_async", blocking="send_floor_with_head_read", also=("send",),
-            callback="send_callback_floor_at_send_rate_on_loop", goal_key="loop_paced_callback_goal",
-            floor_key="loop_paced_callback_floor", label="driver floor at the send's rate, started on the loop",
-            what="the same chains at the same rate, each started by the driver's loop on its timer, where "
-                 "send_async's next send starts, instead of from the calling thread")
-        lines += [x for x in (line, logged, paced, on_loop, logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds))
-                  if x is not None]
+        lines += _driver_floor_lines(s.paired_rounds, SEND_DRIVER_FLOORS, path="Send", side="send_async",
+                                     blocking="send_floor_with_head_read", also=("send",))
+        lines += [x for x in (logged_floor_line(s.paired_rounds), asyncio_floor_line(s.paired_rounds)) if x is not None]
         lines += paced_floor_lines(s.paired_rounds)
     if fl is not None:
         lines.append(
@@ -338,19 +366,10 @@ def closing_note(report: StoreBenchReport) -> str:
              *_history_lines(c["history_latest_page"], report.params.history_limit)]
     hc = c.get("history_latest_page_cpu")
     if hc is not None and hc.paired_rounds is not None:
-        line = driver_floor_line(hc.paired_rounds, path="Latest page", side="history_async", blocking="history_floor",
-                                 also=("history",),
-                                 callback="history_callback_floor",
-                                 what="head + bucket read together through the driver's callbacks, rows counted, "
-                                      "not decoded; every side with the send's callers in flight")
-        paced = driver_floor_line(
-            hc.paired_rounds, path="Latest page", side="history_async", blocking="history_floor", also=("history",),
-            callback="history_callback_floor_at_page_rate", goal_key="paced_callback_goal",
-            floor_key="paced_callback_floor", label="driver floor at the page's rate",
-            what="history_callback_floor's statements started at the rate history_async's last block made its "
-                 "pages, each chain by the driver's loop on its timer, at most as many in flight: the driver floor "
-                 "at the page's own rate")
-        lines += [x for x in (line, paced, page_paced_floor_line(hc.paired_rounds)) if x is not None]
+        lines += _driver_floor_lines(hc.paired_rounds, PAGE_DRIVER_FLOORS, path="Latest page", side="history_async",
+                                     blocking="history_floor", also=("history",))
+        rate = page_paced_floor_line(hc.paired_rounds)
+        lines += [] if rate is None else [rate]
     for name, comp in c.items():
         if comp.shape is not None:
             lines += _grouped_lines(name, comp)
