@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from lab.bench.store_paths.callback_floors import run_loop_paced_chains, run_paced_chains, start_rate
+from lab.bench.store_paths.callback_floors import block_start_rate, run_loop_paced_chains, run_paced_chains, start_rate
 from lab.measure.timing import NS_PER_SECOND, now_ns
 
 
@@ -173,3 +173,15 @@ def test_the_start_rate_counts_the_starts_not_the_last_answer():
     assert start_rate(timings) == pytest.approx(100.0)
     assert start_rate(timings[:1]) is None and start_rate([]) is None
     assert start_rate([Timing(5, 6), Timing(5, 9)]) is None  # started together: no rate
+
+
+def test_a_block_s_start_rate_falls_back_to_its_throughput_only_without_starts():
+    """The rate a paced floor is given: the block's starts when they span time, else its calls over
+    its elapsed time (never a division by zero)."""
+    from lab.measure import Timing
+
+    assert block_start_rate([], calls=50, elapsed_ns=NS_PER_SECOND // 2) == pytest.approx(100.0)
+    assert block_start_rate([Timing(5, 6), Timing(5, 9)], calls=2, elapsed_ns=NS_PER_SECOND) == pytest.approx(2.0)
+    assert block_start_rate([], calls=3, elapsed_ns=0) == 3 * NS_PER_SECOND  # at least 1 ns
+    starts = [Timing(s, s + 50_000_000) for s in (0, 10_000_000, 20_000_000)]  # every 10 ms
+    assert block_start_rate(starts, calls=3, elapsed_ns=NS_PER_SECOND) == pytest.approx(100.0)  # not 3/s

@@ -22,8 +22,8 @@ from lab.load.pacing import FixedRateSchedule
 from lab.measure.timing import NS_PER_SECOND, now_ns
 from lab.store import Outbox
 
-__all__ = ["Chain", "CreateTimer", "Done", "page_chain", "run_chains", "run_loop_paced_chains", "run_paced_chains",
-           "send_chain", "start_rate"]
+__all__ = ["Chain", "CreateTimer", "Done", "block_start_rate", "page_chain", "run_chains", "run_loop_paced_chains",
+           "run_paced_chains", "send_chain", "start_rate"]
 
 Done = Callable[[BaseException | None], None]   # a chain's end: None, or the error that stopped it
 Chain = Callable[[Done], None]                  # starts a chain; it calls done exactly once
@@ -194,6 +194,13 @@ def start_rate(timings: Sequence[Timing]) -> float | None:
         return None
     first, last = min(t.started_ns for t in timings), max(t.started_ns for t in timings)
     return None if last <= first else (len(timings) - 1) * NS_PER_SECOND / (last - first)
+
+
+def block_start_rate(timings: Sequence[Timing], *, calls: int, elapsed_ns: int) -> float:
+    """The rate a block's calls started at (:func:`start_rate`), or, where the starts give none, its
+    throughput: ``calls`` over ``elapsed_ns`` (at least 1 ns). The rate a paced floor is given."""
+    rate = start_rate(timings)
+    return calls * NS_PER_SECOND / max(1, elapsed_ns) if rate is None else rate
 
 
 def run_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: float) -> list[Timing]:

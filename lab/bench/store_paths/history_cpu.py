@@ -15,13 +15,13 @@ from typing import Any
 
 from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, paired_goal,
                                                 paired_ratios_json)
-from lab.bench.store_paths.callback_floors import page_chain, run_chains, run_loop_paced_chains, start_rate
+from lab.bench.store_paths.callback_floors import block_start_rate, page_chain, run_chains, run_loop_paced_chains
 from lab.bench.store_paths.floors import history_floor, history_floor_items
 from lab.bench.store_paths.recording import BenchRun, Method
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
-from lab.measure.timing import MS_PER_SECOND, NS_PER_SECOND
+from lab.measure.timing import MS_PER_SECOND
 from lab.store import SendAck, seq_bucket
 
 CALLBACK_FLOOR = "history_callback_floor"
@@ -91,7 +91,7 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
         t1 = now_ns()
         used = cpu.stop()
         if name == ASYNC:  # the rate its pages started at (the block's throughput is lower by the last one's latency)
-            page_rate.append(start_rate(timings) or n * NS_PER_SECOND / max(1, t1 - t0))
+            page_rate.append(block_start_rate(timings, calls=n, elapsed_ns=t1 - t0))
         if not measured:
             method.warmup += n
             return

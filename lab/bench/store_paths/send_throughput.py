@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from lab.bench.store_paths.asyncio_floors import run_coroutines, send_coroutine
-from lab.bench.store_paths.callback_floors import (run_chains, run_loop_paced_chains, run_paced_chains, send_chain,
-                                                   start_rate)
+from lab.bench.store_paths.callback_floors import (block_start_rate, run_chains, run_loop_paced_chains,
+                                                   run_paced_chains, send_chain)
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
@@ -152,7 +152,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
             timings = list(run.pool.map(lambda i: timed(lambda: fn(i), errors=True)[1], calls))
         t_ack = now_ns()
         if name == ASYNC:  # the rate its sends started at (the block's throughput is lower by the last one's latency)
-            send_rate.append(start_rate(timings) or n * NS_PER_SECOND / max(1, t_ack - t0))
+            send_rate.append(block_start_rate(timings, calls=n, elapsed_ns=t_ack - t0))
         if name in ack_ns:
             store.drain()  # the head updates this block caused belong to this block
         t1 = now_ns()
