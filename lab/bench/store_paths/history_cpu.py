@@ -85,7 +85,7 @@ def bench_history_cpu(run: BenchRun, tenant: uuid.UUID, conversation: uuid.UUID,
             timings = list(run.pool.map(lambda _: timed(fn, errors=True)[1], range(n)))
         elif name == PACED_FLOOR:
             timings = run_loop_paced_chains(chains, in_flight=p.send_concurrency, rate=page_rate[-1],
-                                            create_timer=run.conn.cluster.connection_class.create_timer)
+                                            create_timer=run.create_timer)
         else:
             timings = run_chains(chains, in_flight=p.send_concurrency)
         t1 = now_ns()

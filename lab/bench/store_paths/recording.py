@@ -142,6 +142,13 @@ class BenchRun:
     def snapshot(self) -> Requests:
         return self.conn.counter.snapshot()
 
+    @property
+    def create_timer(self) -> Callable[[float, Callable[[], None]], Any]:
+        """The timer of the driver's event loop this run's connection runs on (its connection
+        class's ``create_timer``, a callback_floors.CreateTimer): what a loop-paced floor starts
+        its chains by."""
+        return self.conn.cluster.connection_class.create_timer
+
     def client_id(self, prefix: str) -> str:
         return f"{prefix}-{self.run_tag}-{next(self._client_ids)}"
 

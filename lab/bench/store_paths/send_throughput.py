@@ -117,7 +117,7 @@ def _bench_send(run: BenchRun, log: Outbox) -> Comparison:
         if name == LOOP_PACED_FLOOR:  # the timer of the reactor this connection runs on
             return run_loop_paced_chains([send_chain(run.conn, plan, None) for plan in plans],
                                          in_flight=p.send_concurrency, rate=send_rate[-1],
-                                         create_timer=run.conn.cluster.connection_class.create_timer)
+                                         create_timer=run.create_timer)
         return run_chains([send_chain(run.conn, plan, log if name == LOGGED_FLOOR else None) for plan in plans],
                           in_flight=p.send_concurrency)
 
