@@ -136,7 +136,8 @@ def paired_rounds(by_round: dict[str, list[float | None]], cpu_ms_per_call: dict
                   block_calls: int) -> dict[str, Any]:
     """store.json's ``paired_rounds`` of the page's CPU comparison: per side each round's throughput
     and client CPU ms per call, per pair the ratio of the two blocks of each round
-    (lab.measure.paired_ratio), the goal judged on the CPU ratio only when the run vouches for it."""
+    (lab.measure.paired_ratio), the goal judged on the CPU ratio only when the run vouches for it.
+    ``by_round`` holds every side; a pair is reported when ``cpu_ms_per_call`` holds both its sides."""
     pairs = {key: (a, b) for key, (a, b) in PAIRED.items() if a in cpu_ms_per_call and b in cpu_ms_per_call}
     cpu = {f"{key}_cpu_per_call": paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]) for key, (a, b) in pairs.items()}
     return {"block_calls": block_calls, "rounds": len(by_round["history"]),
@@ -149,5 +150,5 @@ def paired_rounds(by_round: dict[str, list[float | None]], cpu_ms_per_call: dict
             "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
                                          for name, xs in cpu_ms_per_call.items()},
             "ratios": paired_ratios_json({f"{key}_throughput": paired_ratio(by_round[a], by_round[b])
-                                          for key, (a, b) in pairs.items() if a in by_round and b in by_round}),
+                                          for key, (a, b) in pairs.items()}),
             "cpu_ratios": paired_ratios_json(cpu)}
