@@ -59,13 +59,16 @@ def test_a_chain_that_fails_to_start_or_ends_twice_is_timed_once():
 # ---- run_loop_paced_chains: the same schedule, each chain started on an event loop's thread ------------
 class _Loop:
     """A real asyncio loop on a thread of its own, as the driver runs its reactor: ``create_timer``
-    has the driver's connection-class signature, and counts the timers armed and not yet fired."""
+    has the driver's connection-class signature and, like the driver's, returns a timer with
+    ``cancel()`` (none with ``cancellable=False``); it counts the timers armed, neither fired nor
+    cancelled. ``late_seconds``: how much later than asked a timer for a later time fires."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cancellable: bool = True, late_seconds: float = 0.0) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.lock = threading.Lock()
         self.armed, self.most_armed, self.created = 0, 0, 0
+        self.cancellable, self.late_seconds = cancellable, late_seconds
 
     def __enter__(self) -> _Loop:
         self.thread.start()
@@ -81,12 +84,31 @@ class _Loop:
             self.armed += 1
             self.created += 1
             self.most_armed = max(self.most_armed, self.armed)
+        timer = _Timer(self, callback)
+        delay = seconds + (self.late_seconds if seconds > 0 else 0.0)
+        self.loop.call_soon_threadsafe(self.loop.call_later, delay, timer.fire)
+        return timer if self.cancellable else None
 
-        def fire():
-            with self.lock:
-                self.armed -= 1
-            callback()
-        self.loop.call_soon_threadsafe(self.loop.call_later, seconds, fire)
+
+class _Timer:
+    """One of _Loop's timers: it stops counting as armed once, when it fires or is cancelled first."""
+
+    def __init__(self, owner: _Loop, callback) -> None:
+        self.owner, self.callback, self.done = owner, callback, False
+
+    def _disarm(self) -> bool:
+        with self.owner.lock:
+            first, self.done = not self.done, True
+            if first:
+                self.owner.armed -= 1
+        return first
+
+    def fire(self) -> None:
+        if self._disarm():
+            self.callback()
+
+    def cancel(self) -> None:
+        self._disarm()
 
 
 def _ended_on(loop: _Loop | None, running, most, lock, hold: float, starters: list | None = None):
@@ -125,8 +147,23 @@ def test_loop_paced_chains_start_on_the_loop_no_earlier_than_due_and_no_more_tha
         assert t.ended_ns >= t.started_ns
     assert [t.started_ns for t in timings] == sorted(t.started_ns for t in timings)  # in the schedule's order
     assert 1 <= most[0] <= in_flight and running[0] == 0
-    # one timer armed at a time (one may outlive the run: the end of a chain started the chain it was for)
-    assert loop.most_armed == 1
+    # one timer armed at a time, and none left armed by the run (a chain's end may start the chain a
+    # timer was for: the run cancels that one)
+    assert loop.most_armed == 1 and loop.armed == 0
+
+
+@pytest.mark.parametrize("cancellable", [True, False])
+def test_a_timer_whose_chain_an_end_started_is_not_left_armed(cancellable):
+    """Timers for a later time fire an hour late, so chain 1, due 50 ms after chain 0, is started by
+    chain 0's end (100 ms after it started) while its timer is still armed: the run cancels that
+    timer when it ends. A timer without cancel() is left to fire and find nothing due."""
+    running, most, lock = [0], [0], threading.Lock()
+    with _Loop(cancellable=cancellable, late_seconds=3600.0) as loop:
+        timings = run_loop_paced_chains([_ended_on(loop, running, most, lock, 0.1) for _ in range(2)],
+                                        in_flight=2, rate=20.0, create_timer=loop.create_timer)
+        assert len(timings) == 2 and all(t.error is None for t in timings)
+        assert 1 <= loop.created <= 2  # chain 1's timer, unless the first wake-up found it due already
+        assert loop.armed == (0 if cancellable else loop.created - 1)
 
 
 def test_a_chain_held_back_by_the_cap_is_started_by_an_end_on_another_thread():

@@ -230,13 +230,17 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
     calling one: by a timer of ``create_timer`` (one armed at a time, for the next chain due), or by
     the end of a chain when the cap held a due one back. Each wake-up starts every chain due by then
     (a late timer does not slow the rate). With the driver's own timer the chains start where their
-    answers arrive, so none wakes the loop from another thread; the calling thread only waits."""
+    answers arrive, so none wakes the loop from another thread; the calling thread only waits. A
+    timer still pending when the run ends (its chain started by an end) is cancelled, where the
+    timer object has ``cancel()`` (the driver's do)."""
     n = len(chains)
     if n == 0:
         return []
     lock = threading.Lock()
     ends = _Ends(n, lock)
-    state = {"next": 0, "running": 0, "armed": True}
+    # "armed": the pending timer's cell, holding the timer once create_timer returned it, or None when
+    # no timer is pending; "over": the run ended (a timer created after that cancels itself)
+    state: dict[str, Any] = {"next": 0, "running": 0, "armed": [None], "over": False}
     local = threading.local()  # a chain that ends inside pump() (before any I/O): pump's loop goes on
     schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
 
@@ -249,13 +253,21 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
 
     def fired() -> None:
         with lock:
-            state["armed"] = False
+            state["armed"] = None
         pump()
+
+    def arm(seconds: float, cell: list[Any]) -> None:
+        timer = create_timer(seconds, fired)
+        with lock:
+            cell[0], over = timer, state["over"]
+        if over:
+            _cancel(timer)
 
     def pump() -> None:
         """Start every chain due now that the cap lets run; arm a timer for the next one unless one
         is armed already or the cap holds it (a chain's end then pumps)."""
         arm_ns = 0
+        cell: list[Any] | None = None  # the timer to arm's, when this pump arms one
         local.pumping = True
         try:
             while True:
@@ -265,18 +277,32 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
                         return
                     wait_ns = schedule.due_ns(i) - now_ns()
                     if wait_ns > 0:
-                        if not state["armed"]:
-                            state["armed"], arm_ns = True, wait_ns
+                        if state["armed"] is None:
+                            state["armed"] = cell = [None]
+                            arm_ns = wait_ns
                         break
                     state["next"], state["running"] = i + 1, state["running"] + 1
                 ends.start(chains, i, ended, under_lock=one_less)
         finally:
             local.pumping = False
-        if arm_ns:
-            create_timer(arm_ns / NS_PER_SECOND, fired)
+        if cell is not None:
+            arm(arm_ns / NS_PER_SECOND, cell)
 
-    create_timer(0.0, fired)  # even the first chain starts on the loop
-    return ends.wait()
+    arm(0.0, state["armed"])  # even the first chain starts on the loop
+    timings = ends.wait()
+    with lock:  # left armed, the timer would fire once more and find nothing due
+        state["over"], cell = True, state["armed"]
+        pending = None if cell is None else cell[0]
+    _cancel(pending)
+    return timings
+
+
+def _cancel(timer: Any) -> None:
+    """``timer.cancel()`` where it has one (the driver's Timer and AsyncioTimer: once cancelled, one
+    that has not fired never calls back)."""
+    cancel = getattr(timer, "cancel", None)
+    if cancel is not None:
+        cancel()
 
 
 class _Ends:
