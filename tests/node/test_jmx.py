@@ -66,3 +66,22 @@ def test_helper_errors_are_admin_errors_and_it_ends_with_its_stdin(cassandra_adm
     assert shell.request("ping") == {}
     shell.close()
     assert not shell.alive
+
+
+def test_twcs_settles_after_the_check_a_flush_queued(cassandra_admin, connection, scratch_keyspace, table):
+    """Four flushes into one window: the fourth makes a compaction due; once settled, it has run."""
+    connection.execute(f"CREATE TABLE {scratch_keyspace}.tw (p int, c int, PRIMARY KEY (p, c)) WITH compaction = "
+                       "{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', "
+                       "'compaction_window_size': '1'}")
+    connection.wait_schema_agreement()
+    insert = connection.prepare(f"INSERT INTO {scratch_keyspace}.tw (p, c) VALUES (?, ?) USING TIMESTAMP ?")
+    day_us = 86_400 * 1_000_000
+    for i in range(4):
+        connection.execute(insert, (1, i, 10 * day_us + i))  # one day window, long past
+        cassandra_admin.flush(scratch_keyspace, "tw")
+        assert cassandra_admin.wait_for_twcs_settled(scratch_keyspace, ["tw"], timeout=300)
+        (check,) = cassandra_admin.twcs_checks(scratch_keyspace, "tw")
+        assert check.settled and check.buckets == ((i + 1,) if i < 3 else (1,))
+        assert cassandra_admin.table_stats(scratch_keyspace, "tw").sstable_count == (i + 1 if i < 3 else 1)
+    with pytest.raises(AdminError, match="not a TWCS table"):
+        cassandra_admin.wait_for_twcs_settled(*table[:1], [table[1]], timeout=300)  # size-tiered

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -179,13 +180,18 @@ def test_twcs_sstables(run_dir, notebook_artifacts, cluster_config, connection, 
         notebook_artifacts(run_dir / "twcs_sstables", "twcs_sstables", "twcs_sstables")
         final = pd.read_csv(run_dir / "twcs_sstables" / "final.csv")
         assert set(final.table) == {"message_record_w1d", "message_record_w7d", "client_dedup_w1h", "client_dedup_w6h"}
+        assert values["compactions_settled"]  # every count read with no compaction due (a 300 s deadline each)
         assert values["all_match_prediction"] and values["expiry_matches_prediction"]
         assert values["message_record_w1d_sstables"] == 8 and values["client_dedup_w1h_sstables"] == 7
         assert values["message_record_w1d_sstables_after_expiry"] == 8 - 7 + 1  # 7 daily windows dropped, 1 new
         for table in final.table:  # the counts are the admin adapter's, and match the files on disk
             count = admin.table_stats(ks, table).sstable_count
             assert count == values[f"{table}_sstables_after_expiry"]
-            files = admin.data_files(ks, table)
+            # a dropped SSTable's files are deleted once its last reader lets go, after the drop
+            deadline = time.monotonic() + 60
+            while (files := admin.data_files(ks, table)) is not None and len(files) > count \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
             if files is not None:
                 assert len(files) == count
         assert values["message_record_w7d_steady_state_windows"] == 6  # 30 days / 7 + 1

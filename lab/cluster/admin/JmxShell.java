@@ -9,6 +9,9 @@
 //   compact  <keyspace> <table,table,...|empty for all>
 //   stats    <keyspace> <table>
 //   compactions [keyspace] -> {"pending": n, "active": n} (node-wide, or of one keyspace)
+//   twcs     <keyspace> <table> -> {"live": n, "pending": n, "active": n, "buckets": [n, ...]}: the live
+//            SSTables, the strategy's task estimate and SSTables per window as of its last background
+//            check (newest window first; null: not TWCS), and the table's running compactions
 //   cpu      -> {"process_cpu_ns": n} (the server JVM's CPU time, all threads)
 //   threshold <Guardrail> [warn fail] -> {"warn": n, "fail": n}: a guardrail's thresholds (GuardrailsMBean
 //            get<Guardrail>WarnThreshold/FailThreshold), set first (set<Guardrail>Threshold) when given
@@ -98,6 +101,9 @@ public class JmxShell {
                         reply = "{\"ok\":true,\"pending\":" + pending + ",\"active\":" + n + "}";
                         break;
                     }
+                    case "twcs":
+                        reply = twcs(mbs, p[1], p[2]);
+                        break;
                     case "cpu":
                         reply = "{\"ok\":true,\"process_cpu_ns\":" + mbs.getAttribute(
                             new ObjectName("java.lang:type=OperatingSystem"), "ProcessCpuTime") + "}";
@@ -142,6 +148,36 @@ public class JmxShell {
             sb.append(",\"").append(m[0]).append("\":").append(text);
         }
         return sb.append("}").toString();
+    }
+
+    private static String twcs(MBeanServerConnection mbs, String ks, String table) throws Exception {
+        // read in this order: the live count, then the windows of the last check, then its estimate
+        // (TWCS sets the estimate just before the windows): windows that match the count read before
+        // them come with that check's estimate or a later one's, never an older one's
+        String metric = "org.apache.cassandra.metrics:type=Table,keyspace=" + ks + ",scope=" + table + ",name=";
+        Object live = mbs.getAttribute(new ObjectName(metric + "LiveSSTableCount"), "Value");
+        Object buckets = mbs.getAttribute(new ObjectName("org.apache.cassandra.db:type=Tables,keyspace=" + ks
+                                                         + ",table=" + table), "SSTableCountPerTWCSBucket");
+        Object pending = mbs.getAttribute(new ObjectName(metric + "PendingCompactions"), "Value");
+        Object active = mbs.getAttribute(new ObjectName("org.apache.cassandra.db:type=CompactionManager"), "Compactions");
+        int n = 0;
+        if (active instanceof java.util.Collection) {
+            for (Object c : (java.util.Collection<?>) active) {
+                if (c instanceof java.util.Map && ks.equals(((java.util.Map<?, ?>) c).get("keyspace"))
+                        && table.equals(((java.util.Map<?, ?>) c).get("columnfamily"))) n++;
+            }
+        }
+        StringBuilder sb = new StringBuilder("{\"ok\":true,\"live\":" + live + ",\"pending\":" + pending
+                                             + ",\"active\":" + n + ",\"buckets\":");
+        if (buckets instanceof int[]) {
+            sb.append('[');
+            int[] b = (int[]) buckets;
+            for (int i = 0; i < b.length; i++) sb.append(i == 0 ? "" : ",").append(b[i]);
+            sb.append(']');
+        } else {
+            sb.append("null");
+        }
+        return sb.append('}').toString();
     }
 
     private static String quote(String s) {

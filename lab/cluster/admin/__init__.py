@@ -1,6 +1,6 @@
 """Cluster admin adapters: flush, compaction, SSTable counts, disk bytes, server counters.
 
-    admin_interface  ClusterAdmin (the interface), TableStats (bytes per replica), Replication, NodeCheck
+    admin_interface  ClusterAdmin (the interface), TableStats (bytes per replica), Replication, NodeCheck, TwcsCheck
     cassandra  CassandraAdmin: the JMX helper / nodetool over JMX, system_views, data files on disk
     scylla     ScyllaAdmin: Scylla's REST API (:10000) and Prometheus endpoint (:9180)
     jmx        JmxShell: the persistent JMX client behind CassandraAdmin (JmxShell.java)
@@ -14,11 +14,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, Replication, ServerCounts, TableStats
+from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, Replication, ServerCounts, TableStats, TwcsCheck
 from lab.cluster.config import ClusterConfig
 from lab.errors import ConfigError
 
-__all__ = ["ADMINS", "ClusterAdmin", "NodeCheck", "Replication", "ServerCounts", "TableStats", "admin_for"]
+__all__ = ["ADMINS", "ClusterAdmin", "NodeCheck", "Replication", "ServerCounts", "TableStats", "TwcsCheck", "admin_for"]
 
 ADMINS = {
     "cassandra": "lab.cluster.admin.cassandra:CassandraAdmin",

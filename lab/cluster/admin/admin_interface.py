@@ -18,6 +18,8 @@ from lab.errors import AdminError
 
 COMPACTION_POLL_SECONDS = 0.1
 COMPACTION_WAIT_SECONDS = 120.0
+TWCS_RECHECK_SECONDS = 2.0   # a TWCS table whose last check missed SSTables, nothing queued: ask again
+TWCS_BUCKETS_MAX = 128       # Cassandra reports at most this many windows per table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +96,33 @@ def replication_of(connection: Any, keyspace: str) -> Replication:
     else:  # LocalStrategy / EverywhereStrategy: a copy on every node
         factors = {dc: n for dc, n in ring.items()}
     return Replication(keyspace=keyspace, factors=factors, ring_nodes=ring)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TwcsCheck:
+    """One node's view of one TWCS table: its live SSTables; the SSTables per window (newest
+    first) and the task estimate its strategy computed at its last background check; the
+    compactions of the table running now. Cassandra updates the windows and the estimate only
+    when it runs that check, not when a flush adds an SSTable."""
+
+    node: str
+    live: int
+    pending: int
+    active: int
+    buckets: tuple[int, ...] | None   # None: not a TWCS table
+
+    @property
+    def settled(self) -> bool:
+        """The last check saw every live SSTable and found nothing to compact, and no compaction
+        runs: no compaction can start until a flush (or an expired SSTable) changes the table.
+        An estimate left from a check that chose a compaction, or windows that miss SSTables a
+        flush or a compaction made since, say the check that decides is still to run."""
+        if self.active or self.pending:
+            return False
+        if self.live == 0:
+            return True
+        return (self.buckets is not None and len(self.buckets) < TWCS_BUCKETS_MAX
+                and sum(self.buckets) == self.live)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,6 +215,43 @@ class ClusterAdmin(ABC):
                 return True
             if time.monotonic() >= deadline:
                 return False
+            time.sleep(poll)
+
+    def twcs_checks(self, keyspace: str, table: str) -> list[TwcsCheck] | None:
+        """Each node's :class:`TwcsCheck` of a TWCS table, or None when the adapter cannot tell."""
+        return None
+
+    def wait_for_twcs_settled(self, keyspace: str, tables: list[str], *, timeout: float = COMPACTION_WAIT_SECONDS,
+                              poll: float = COMPACTION_POLL_SECONDS) -> bool:
+        """Block until every node's TWCS strategy of each table has checked all its live SSTables
+        and has nothing left to compact (True), or ``timeout`` passes (False). A flush returns
+        before the compaction check it queues has run, and until it runs no compaction is pending
+        or running: :meth:`wait_for_compactions` can return before it. A table whose last check
+        missed SSTables with nothing pending (Cassandra skips a check requested while one runs)
+        is nudged every ``TWCS_RECHECK_SECONDS``. Flush first, then wait: a flush during the wait
+        can make a stale check look complete. Adapters without :meth:`twcs_checks` fall back to
+        :meth:`wait_for_compactions`."""
+        deadline = time.monotonic() + timeout
+        next_nudge = time.monotonic() + TWCS_RECHECK_SECONDS
+        while True:
+            checks = {t: self.twcs_checks(keyspace, t) for t in tables}
+            if any(c is None for c in checks.values()):
+                return self.wait_for_compactions(timeout=max(0.0, deadline - time.monotonic()), poll=poll,
+                                                 keyspace=keyspace)
+            for t, cs in checks.items():
+                if any(c.buckets is None for c in cs):
+                    raise AdminError(f"{keyspace}.{t} is not a TWCS table", keyspace=keyspace, table=t)
+            missed = [t for t, cs in checks.items() if not all(c.settled for c in cs)]
+            if not missed:
+                return True
+            now = time.monotonic()
+            if now >= deadline:
+                return False
+            if now >= next_nudge:
+                for t in missed:
+                    if not any(c.active or c.pending for c in checks[t]):
+                        self.nudge_compactions(keyspace, t)
+                next_nudge = now + TWCS_RECHECK_SECONDS
             time.sleep(poll)
 
     def cpu_readings(self) -> list[Any]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats
+from lab.cluster.admin.admin_interface import ClusterAdmin, NodeCheck, ServerCounts, TableStats, TwcsCheck
 from lab.cluster.admin.jmx import JmxShell
 from lab.cluster.admin.server_cpu import CpuReading, proc_cpu_seconds
 from lab.cluster.config import ClusterConfig
@@ -74,6 +74,15 @@ class CassandraAdmin(ClusterAdmin):
             c = shell.compactions(keyspace)
             total += c["pending"] + c["active"]
         return total
+
+    def twcs_checks(self, keyspace: str, table: str) -> list[TwcsCheck] | None:
+        out = []
+        for address, host, port, _n in self._live_targets():
+            shell = self._shell(host, port)
+            if shell is None:  # nodetool has no task estimate per table: the base class's fallback
+                return None
+            out.append(TwcsCheck(node=address, **shell.twcs(keyspace, table)))
+        return out
 
     def check_nodes(self) -> list[NodeCheck]:
         checks = []

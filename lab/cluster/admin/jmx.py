@@ -110,6 +110,14 @@ class JmxShell:
         whole node or in ``keyspace`` only."""
         return {k: int(v) for k, v in self.request("compactions", keyspace or "").items()}
 
+    def twcs(self, keyspace: str, table: str) -> dict[str, Any]:
+        """{"live", "pending", "active", "buckets"}: the table's live SSTables, its strategy's task
+        estimate and SSTables per window (newest first; None: not TWCS) as of its last background
+        check, and its compactions running now."""
+        reply = self.request("twcs", keyspace, table)
+        return {"live": int(reply["live"]), "pending": int(reply["pending"]), "active": int(reply["active"]),
+                "buckets": None if reply["buckets"] is None else tuple(int(b) for b in reply["buckets"])}
+
     def process_cpu_ns(self) -> int:
         """The server JVM's CPU time (``java.lang:type=OperatingSystem`` ProcessCpuTime), ns."""
         return int(self.request("cpu")["process_cpu_ns"])
