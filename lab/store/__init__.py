@@ -7,7 +7,8 @@ stay private, and callers use the public methods (seeding, baseline statements, 
     write/     send (the send path, §5.1), sequence, head, head_writer (§5.1 step 7), recall (§5.3),
                earliest (the E advancer, §9), archiver (§2.1 note), seeding
     read/      history (§4.1), batch (§4.3), reactions (§2.5), lookup (admin, message_index)
-    outbox/    the commit log (§5.1 step 4): sqlite_log (local), kafka_log + kafka_producer + kafka_index (Kafka)
+    outbox/    the commit log (§5.1 step 4): sqlite_log (local), kafka_log + kafka_producer + kafka_index
+               + kafka_errors (Kafka)
     hot/       the seam where archiver mode's hot window merges into reads; redis_window (Redis)
     rows/      records, ids, media, model (enums), schema, retention, proto/
     crypto/    encryption at rest (§6): cipher, key stores, DEK cache, encryptor

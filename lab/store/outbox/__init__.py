@@ -4,6 +4,7 @@
     kafka_log       KafkaOutbox, the log over the Kafka protocol ("kafka")
     kafka_producer  its producer: appends until the broker acked them, a fatal error's replacement
     kafka_index     the index it builds by tailing the partitions (get, controls_for)
+    kafka_errors    its client errors: what a consumer heard, named when a read times out
 
 More: docs/store-internals.md.
 """

@@ -15,13 +15,14 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from lab.errors import OutboxError
 from lab.store.outbox import CONTROL_KINDS, OutboxEntry, OutboxRecord
+from lab.store.outbox.kafka_errors import ConsumerErrors, timed_out
 
 __all__ = ["FETCH_BATCH", "GROUP_PREFIX", "POLL_SECONDS", "PartitionIndex", "RecordKey", "decode_entry",
-           "encode_value", "kafka_error", "next_messages", "parse_key", "partition_of", "record_key"]
+           "encode_value", "next_messages", "parse_key", "partition_of", "record_key"]
 
 GROUP_PREFIX = "lab."  # consumer groups of the lab: lab.<group>
 POLL_SECONDS = 0.05
@@ -66,13 +67,6 @@ def next_messages(consumer: Consumer, limit: int) -> list[Any]:
     return [first, *consumer.consume(limit - 1, 0)] if limit > 1 else [first]
 
 
-def kafka_error(what: str, err: KafkaError | KafkaException | BaseException, **facts: Any) -> OutboxError:
-    kerr = err.args[0] if isinstance(err, KafkaException) and err.args else err
-    if isinstance(kerr, KafkaError):
-        return OutboxError(f"{what}: {kerr.str()}", code=kerr.name(), retriable=kerr.retriable(), **facts)
-    return OutboxError(f"{what}: {err}", **facts)
-
-
 class _Waiter:
     """One :meth:`PartitionIndex.when_reached` call; ``done`` once its callback was taken."""
 
@@ -99,9 +93,10 @@ class PartitionIndex:
         self._order = itertools.count()  # heap tie-breaker: waiters never compare
         self._waiting: list[list[tuple[int, int, _Waiter]]] = [[] for _ in range(partitions)]  # by end_offset
         self._deadlines: list[tuple[float, int, _Waiter]] = []
+        self.errors = ConsumerErrors(topic)  # what its consumer heard: a timed-out waiter hears the cause
         self._consumer = Consumer({**client, "group.id": f"{GROUP_PREFIX}index", "enable.auto.commit": False,
                                    "enable.partition.eof": True, "fetch.wait.max.ms": 10,
-                                   "auto.offset.reset": "earliest"})
+                                   "auto.offset.reset": "earliest", "error_cb": self.errors.error_cb})
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         self.thread = threading.Thread(target=self._run, name=f"outbox-index-{topic}", daemon=True)
         self.thread.start()
@@ -134,7 +129,11 @@ class PartitionIndex:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self.position[partition] = max(self.position[partition], msg.offset())
-                continue  # none is fatal to a consumer that only assigns (docs): librdkafka retries the rest
+                    self.errors.progressed(partition)
+                else:  # none is fatal to a consumer that only assigns (docs): librdkafka retries the rest
+                    self.errors.heard(err, partition)
+                continue
+            self.errors.progressed(partition)
             offset = msg.offset()
             key = parse_key(msg.key())
             first = self.first.setdefault(key, (partition, offset))
@@ -145,10 +144,11 @@ class PartitionIndex:
                     self.controls.setdefault((key[0], key[1], r.target_seq, r.kind), []).append(entry)
             self.position[partition] = max(self.position[partition], offset + 1)
 
-    def _late(self, partition: int, end_offset: int, timeout: float) -> OutboxError:
-        return OutboxError(f"the outbox index of {self.topic}[{partition}] did not reach offset {end_offset} "
-                           f"within {timeout:.0f}s (at {self.position[partition]})", topic=self.topic,
-                           partition=partition, offset=end_offset)
+    def _late(self, partition: int, end_offset: int, timeout: float, now: float) -> OutboxError:
+        return timed_out(f"the outbox index of {self.topic}[{partition}] did not reach offset {end_offset} "
+                         f"within {timeout:.0f}s (at {self.position[partition]})",
+                         self.errors.cause([partition], since=now - timeout), topic=self.topic, partition=partition,
+                         offset=end_offset)
 
     def wait(self, partition: int, end_offset: int, timeout: float) -> None:
         """Block until every offset below ``end_offset`` of ``partition`` is indexed: :meth:`when_reached`'s
@@ -209,7 +209,7 @@ class PartitionIndex:
             waiter = heapq.heappop(self._deadlines)[2]
             if not waiter.done:
                 waiter.done = True
-                due.append((waiter.then, self._late(waiter.partition, waiter.end_offset, waiter.timeout)))
+                due.append((waiter.then, self._late(waiter.partition, waiter.end_offset, waiter.timeout, now)))
         return due
 
     def close(self) -> None:

@@ -19,8 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from lab.cluster.services import ServicesConfig
 from lab.errors import OutboxError, ValidationError
 from lab.store.rows.ids import check_conversation_seq
+from lab.store.outbox.kafka_errors import ConsumerErrors, kafka_error, timed_out
 from lab.store.outbox.kafka_index import (FETCH_BATCH, GROUP_PREFIX, PartitionIndex, decode_entry, encode_value,
-                                          kafka_error, next_messages, parse_key, partition_of, record_key)
+                                          next_messages, parse_key, partition_of, record_key)
 from lab.store.outbox.kafka_producer import Append, OutboxProducer
 from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxBatch, OutboxEntry, OutboxRecord
 from lab.store.plumbing.steps import BlockingPool
@@ -50,8 +51,8 @@ class KafkaOutbox(Outbox):
             self._producer = OutboxProducer(topic, self._new_producer, self._acked,
                                             report_seconds=services.kafka_delivery_timeout_ms / 1000 + self._timeout)
             self._index = PartitionIndex(self._client, topic, self._partitions)
-            self._reader = Consumer({**self._client, "group.id": f"{GROUP_PREFIX}reader", "enable.auto.commit": False,
-                                     "fetch.wait.max.ms": 10})
+            self._reader_errors = ConsumerErrors(topic)
+            self._reader = self._consumer("reader", self._reader_errors)
             self._reader.list_topics(topic, timeout=self._timeout)
         except KafkaException as exc:
             raise kafka_error(f"cannot open the outbox topic {topic} on {services.kafka_bootstrap_servers}", exc,
@@ -59,6 +60,7 @@ class KafkaOutbox(Outbox):
         self._reader_lock = threading.Lock()
         self._groups: dict[str, Consumer] = {}
         self._group_locks: dict[str, threading.Lock] = {}
+        self._group_errors: dict[str, ConsumerErrors] = {}
         self._groups_lock = threading.Lock()
         self._recent: OrderedDict[tuple[int, int], OutboxEntry] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -97,6 +99,12 @@ class KafkaOutbox(Outbox):
         return Producer({**self._client, "enable.idempotence": True, "acks": "all", "linger.ms": s.kafka_linger_ms,
                          "message.timeout.ms": s.kafka_delivery_timeout_ms,
                          "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
+
+    def _consumer(self, group: str, errors: ConsumerErrors) -> Consumer:
+        """A consumer of the outbox that assigns its partitions (``group`` names its offsets);
+        ``errors`` hears what it reports, for a read that times out to name."""
+        return Consumer({**self._client, "group.id": GROUP_PREFIX + group, "enable.auto.commit": False,
+                         "enable.auto.offset.store": False, "fetch.wait.max.ms": 10, "error_cb": errors.error_cb})
 
     @property
     def partitions(self) -> int:
@@ -192,8 +200,8 @@ class KafkaOutbox(Outbox):
             cached = self._recent.get((partition, offset))
         if cached is not None:
             return cached
-        found, _ = self._fetch(self._reader, self._reader_lock, {partition: offset}, {partition: offset + 1}, limit=1,
-                               skip_duplicates=False)
+        found, _ = self._fetch(self._reader, self._reader_lock, self._reader_errors, {partition: offset},
+                               {partition: offset + 1}, limit=1, skip_duplicates=False)
         if not found or found[0].offset != offset:
             raise OutboxError(f"the outbox record {self.topic}[{partition}]@{offset} is gone (retention?)",
                               topic=self.topic, partition=partition, offset=offset)
@@ -212,27 +220,33 @@ class KafkaOutbox(Outbox):
     def end_offset(self, *, partition: int = 0) -> int:
         return self._watermarks(self._check_partition(partition))[1]
 
-    def _fetch(self, consumer: Consumer, lock: threading.Lock, start: dict[int, int], end: dict[int, int], *,
-               limit: int, skip_duplicates: bool = True) -> tuple[list[OutboxEntry], dict[int, int]]:
+    def _fetch(self, consumer: Consumer, lock: threading.Lock, errors: ConsumerErrors, start: dict[int, int],
+               end: dict[int, int], *, limit: int,
+               skip_duplicates: bool = True) -> tuple[list[OutboxEntry], dict[int, int]]:
         """Entries of [start[p], end[p]) per partition, at most ``limit``; returns them and the
-        offset after the last record looked at per partition (skipped duplicates included)."""
+        offset after the last record looked at per partition (skipped duplicates included). Past
+        the request timeout it raises, naming the consumer error that explains it (``errors``)."""
         wanted = {p: o for p, o in start.items() if o < end[p]}
         entries: list[OutboxEntry] = []
         reached: dict[int, int] = {}
         if not wanted or limit <= 0:
             return entries, reached
-        deadline = time.monotonic() + self._timeout
+        began = time.monotonic()
+        deadline = began + self._timeout
         with lock:
             consumer.assign([TopicPartition(self.topic, p, o) for p, o in wanted.items()])
             try:
                 while wanted and len(entries) < limit:
                     if time.monotonic() > deadline:
-                        raise OutboxError(f"reading {self.topic} did not reach its end offsets within "
-                                          f"{self._timeout:.0f}s", topic=self.topic, remaining=dict(wanted))
+                        raise timed_out(f"reading {self.topic} did not reach its end offsets within "
+                                        f"{self._timeout:.0f}s", errors.cause(wanted, since=began), topic=self.topic,
+                                        remaining=dict(wanted))
                     for msg in next_messages(consumer, min(FETCH_BATCH, limit - len(entries))):
-                        if msg.error() is not None:
-                            continue  # none is fatal here (as for the index): librdkafka retries, the deadline holds
+                        if msg.error() is not None:  # none is fatal here (as for the index): librdkafka retries
+                            errors.heard(msg.error(), msg.partition())  # and the deadline names it
+                            continue
                         p, o = msg.partition(), msg.offset()
+                        errors.progressed(p)
                         if p not in wanted or o < wanted[p]:
                             continue  # a late record of an earlier assignment
                         wanted[p] = reached[p] = o + 1
@@ -253,22 +267,21 @@ class KafkaOutbox(Outbox):
     def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
         partition = self._check_partition(partition)
         low, high = self._watermarks(partition)
-        entries, _ = self._fetch(self._reader, self._reader_lock, {partition: max(int(from_offset), low)},
-                                 {partition: high}, limit=int(limit))
+        entries, _ = self._fetch(self._reader, self._reader_lock, self._reader_errors,
+                                 {partition: max(int(from_offset), low)}, {partition: high}, limit=int(limit))
         return entries
 
     # ---- consumer groups ------------------------------------------------------------------
-    def _group(self, group: str) -> tuple[Consumer, threading.Lock]:
+    def _group(self, group: str) -> tuple[Consumer, threading.Lock, ConsumerErrors]:
         with self._groups_lock:
             consumer = self._groups.get(group)
             if consumer is None:
-                consumer = self._groups[group] = Consumer({
-                    **self._client, "group.id": GROUP_PREFIX + group, "enable.auto.commit": False,
-                    "enable.auto.offset.store": False, "fetch.wait.max.ms": 10})
+                errors = ConsumerErrors(self.topic)
+                consumer = self._groups[group] = self._consumer(group, errors)
                 # metadata first: after a committed() the first fetch of an unwarmed consumer waits ~1 s
                 consumer.list_topics(self.topic, timeout=self._timeout)
-                self._group_locks[group] = threading.Lock()
-            return consumer, self._group_locks[group]
+                self._group_locks[group], self._group_errors[group] = threading.Lock(), errors
+            return consumer, self._group_locks[group], self._group_errors[group]
 
     def _committed_all(self, group: str, consumer: Consumer) -> dict[int, int]:
         try:
@@ -283,7 +296,7 @@ class KafkaOutbox(Outbox):
         return self._committed_all(group, self._group(group)[0])[partition]
 
     def _commit(self, group: str, offsets: dict[int, int]) -> dict[int, int]:
-        consumer, lock = self._group(group)
+        consumer, lock, _ = self._group(group)
         with lock:  # read-compare-commit: this process never moves a group backwards
             current = self._committed_all(group, consumer)
             forward = {p: o for p, o in offsets.items() if o > current[p]}
@@ -300,10 +313,10 @@ class KafkaOutbox(Outbox):
         return self._commit(group, {partition: int(offset)})[partition]
 
     def consume(self, group: str, limit: int = DEFAULT_READ_LIMIT) -> OutboxBatch:
-        consumer, lock = self._group(group)
+        consumer, lock, errors = self._group(group)
         start = self._committed_all(group, consumer)
         marks = {p: self._watermarks(p) for p in range(self._partitions)}
-        entries, reached = self._fetch(consumer, lock, {p: max(start[p], marks[p][0]) for p in start},
+        entries, reached = self._fetch(consumer, lock, errors, {p: max(start[p], marks[p][0]) for p in start},
                                        {p: marks[p][1] for p in marks}, limit=limit)
         return OutboxBatch(entries=tuple(entries), next_offsets=reached)
 

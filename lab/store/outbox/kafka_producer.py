@@ -18,7 +18,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from lab.errors import OutboxError
 from lab.store.outbox import OutboxEntry, OutboxRecord
-from lab.store.outbox.kafka_index import POLL_SECONDS, kafka_error
+from lab.store.outbox.kafka_errors import kafka_error
+from lab.store.outbox.kafka_index import POLL_SECONDS
 
 __all__ = ["Acked", "Append", "OutboxProducer"]
 
