@@ -97,7 +97,7 @@ class LoaderProfileResult:
     workers: int
     keyspace: str                      # the scratch keyspace the load ran in (dropped at its end)
     files: tuple[Path, ...] = ()
-    pyspy_notes: tuple[str, ...] = ()  # py-spy's own warnings (lag behind its rate on a busy machine)
+    pyspy_notes: tuple[str, ...] = ()  # per recording: its samples, unreadable stacks, lag behind its rate
 
     @property
     def driver_ms_per_call(self) -> float | None:
@@ -128,7 +128,8 @@ class LoaderProfileResult:
                                for layer in LAYERS)
             lines.append(f"  {'GIL holder' if view == 'gil' else 'every busy thread'} by layer (share; x loader CPU "
                          f"per call): {shares}")
-        lines += [f"  the GIL was held in {units.percent(gil.held_fraction)} of the window's ticks; the loader's CPU "
+        each = f" (summed over the {self.workers} workers, each with its GIL)" if self.workers > 1 else ""
+        lines += [f"  the GIL was held in {units.percent(gil.held_fraction)} of the window's ticks{each}; the loader's CPU "
                   f"was {units.fmt(self.run.cpu_percent_of_one_core)}% of one core. A share is of the worker's "
                   "GIL-held time: the wall time a thread held the GIL, running Python code or the driver's compiled "
                   "code called from it, or waiting for a core while holding it (on a busy machine the held time "
@@ -177,6 +178,7 @@ class _Recorder(threading.Thread):
         self.pyspy, self.load_dir, self.params, self.out = pyspy, load_dir, params, out
         self.cancel = threading.Event()
         self.recorded: list[tuple[str, Path, int, str]] = []  # view, raw file, py-spy's exit, its output
+        self.labels: list[str] = []  # per recording: its view and worker
         self.workers = 0
         self.error: BaseException | None = None
 
@@ -202,6 +204,7 @@ class _Recorder(threading.Thread):
                 raw = self.out / f"{STEM}{suffix}.worker-{i}.full.txt"
                 cmd = [str(self.pyspy), "record", "--pid", str(pid), "-d", str(self.params.record_seconds),
                        "-r", str(self.params.sample_rate_hz), "-f", "raw", "-o", str(raw), *PYSPY_FLAGS, *flags]
+                self.labels.append(f"{view}, worker-{i}")
                 started.append((view, raw, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                                             text=True)))
         for view, raw, proc in started:
@@ -258,7 +261,7 @@ def _analyse(recorder: _Recorder, params: LoaderProfileParams, run: ThroughputRu
     if failed:
         raw, code, text = failed[0]
         raise BenchError(f"py-spy failed on {raw.name} (exit {code}): {text.strip()[-800:]}")
-    notes = tuple(pyspy_note(view, text) for view, _, _, text in recorder.recorded)
+    notes = tuple(pyspy_note(label, text) for label, (*_, text) in zip(recorder.labels, recorder.recorded))
     full = {view: "".join(raw.read_text() for v, raw, *_ in recorder.recorded if v == view) for view, *_ in VIEWS}
     sites = _call_sites("".join(full.values()))
     out = recorder.out
@@ -279,12 +282,12 @@ def _analyse(recorder: _Recorder, params: LoaderProfileParams, run: ThroughputRu
     return tables, {m: tuple(sorted(v)) for m, v in sites.items()}, files, notes
 
 
-def pyspy_note(view: str, output: str) -> str:
+def pyspy_note(label: str, output: str) -> str:
     """py-spy's own account of one recording: its samples, the stacks it could not read (not
     pausing the worker, a stack may change while read) and how far it fell behind its rate."""
     counts = _SAMPLES.search(output)
     lags = [float(x) for x in _LAG.findall(output)]
-    text = f"{view}: " + (f"{int(counts[1]):,} samples, {int(counts[2]):,} unreadable stacks" if counts
+    text = f"{label}: " + (f"{int(counts[1]):,} samples, {int(counts[2]):,} unreadable stacks" if counts
                           else "no sample count reported")
     return text + (f"; up to {max(lags):g} s behind its rate (fewer ticks than rate x seconds)" if lags else "")
 
