@@ -92,12 +92,26 @@ def _plain(*, threads: int, seconds: float, warmup: float, call: Callable[[Any, 
                          requested_rate=rate)
 
 
-def _locust_run(result: LoadResult) -> ThroughputRun:
+def locust_figures(result: LoadResult) -> ThroughputRun:
+    """A Locust run's side of a comparison: calls, rate, service time, loader CPU (per call)."""
     s = result.summary
     return ThroughputRun(calls=s.all_operations.count, errors=s.all_operations.errors, throughput=s.achieved_rate,
                          service_us=s.all_operations.service_us, loadgen_cpu=s.loadgen_cpu,
                          measured_seconds=s.measured_seconds, requested_rate=s.requested_rate,
                          audit_ok=s.audit.ok if s.audit is not None else None, load_dir=str(result.load_dir))
+
+
+def common_options(params: LoadBenchParams, run_dir: Path) -> dict[str, Any]:
+    """What every Locust run of the bench shares: its seconds, processes, seed and driver."""
+    return dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds, processes=params.processes,
+                seed_size=params.seed_size, run_dir=run_dir, **DRIVER_MODES[params.driver])
+
+
+def chat_options(params: LoadBenchParams, run_dir: Path, *, load_subdir: str = "load-chat") -> LoadOptions:
+    """The chat profile's run (closed loop, ``concurrency`` users), whose loader CPU per call the
+    bench reports per operation and ``--profile`` profiles."""
+    return LoadOptions(profile=CHAT_PROFILE, users=params.concurrency, load_subdir=load_subdir,
+                       **common_options(params, run_dir))
 
 
 def _run(config: ClusterConfig, options: LoadOptions, state_dirs: list[Path], services: Any) -> LoadResult:
@@ -136,9 +150,7 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
     """The four maximum runs (ABBA), the fixed-rate send and read pairs, the chat profile's operations
     and the staircase, in the scratch keyspace of ``config``."""
 
-    common = dict(duration_seconds=params.seconds, warmup_seconds=params.warmup_seconds,
-                  processes=params.processes, seed_size=params.seed_size, run_dir=run_dir,
-                  **DRIVER_MODES[params.driver])
+    common = common_options(params, run_dir)
     # the plain client's own key range, seeded like a Locust worker's
     plain_plan = LoadPlan(run_id=f"{run_dir.name}-plain", load_dir=(run_dir / "plain").resolve(),
                           state_root=(Path(config.lab_home) / "load-state" / f"{run_dir.name}-plain").resolve(),
@@ -183,10 +195,10 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
         plain_send = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                             call=send, store=store)
         log("Locust send")
-        locust_send = _locust_run(_run(config, LoadOptions(
+        locust_send = locust_figures(_run(config, LoadOptions(
             profile="send_only", users=params.concurrency, load_subdir="load-send-max", **common), state_dirs, services))
         log("Locust read")
-        locust_read = _locust_run(_run(config, LoadOptions(
+        locust_read = locust_figures(_run(config, LoadOptions(
             profile="read_only", users=params.concurrency, load_subdir="load-read-max", **common), state_dirs, services))
         log(f"plain read: {params.concurrency} threads, {params.seconds:g} s")
         plain_read = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
@@ -202,17 +214,16 @@ def _measure(config: ClusterConfig, params: LoadBenchParams, run_dir: Path, stat
         plain_read_fixed = _plain(threads=params.concurrency, seconds=params.seconds, warmup=params.warmup_seconds,
                                   call=read, store=store, rate=fixed_read)
     log(f"Locust send at {fixed:g}/s")
-    locust_fixed = _locust_run(_run(config, LoadOptions(
+    locust_fixed = locust_figures(_run(config, LoadOptions(
         profile="send_only", rate=fixed, users=params.concurrency, load_subdir="load-send-fixed", **common),
         state_dirs, services))
     log(f"Locust read at {fixed_read:g}/s")
-    locust_read_fixed = _locust_run(_run(config, LoadOptions(
+    locust_read_fixed = locust_figures(_run(config, LoadOptions(
         profile="read_only", rate=fixed_read, users=params.concurrency, load_subdir="load-read-fixed", **common),
         state_dirs, services))
     log(f"Locust {CHAT_PROFILE} profile: loader CPU per operation")
-    chat = _run(config, LoadOptions(profile=CHAT_PROFILE, users=params.concurrency, load_subdir="load-chat",
-                                    **common), state_dirs, services)
-    costs = OperationCosts(profile=CHAT_PROFILE, load_dir=str(chat.load_dir), run=_locust_run(chat),
+    chat = _run(config, chat_options(params, run_dir), state_dirs, services)
+    costs = OperationCosts(profile=CHAT_PROFILE, load_dir=str(chat.load_dir), run=locust_figures(chat),
                            operations=chat.summary.operation_cpu)
     max_send = max(plain_send.throughput, locust_send.throughput)
     log(f"staircase at {STAIRCASE_FRACTIONS} of {max_send:.1f} sends/s")

@@ -17,8 +17,8 @@ from lab.measure import LatencySummary, a_over_b
 from lab.measure.timing import MS_PER_SECOND
 from lab.results import units
 
-__all__ = ["CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase",
-           "ThroughputRun"]
+__all__ = ["CHAT_GOAL_BASELINE_CALLS_PER_CORE_SECOND", "CHAT_GOAL_FACTOR", "CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase",
+           "ThroughputRun", "chat_goal_ms_per_call"]
 
 RATIO_DIGITS = 3
 STAIRCASE_FRACTIONS = "/".join(f"{round(f * 100)}" for f in pacing.STAIRCASE_FRACTIONS) + "%"  # 50/75/90/105%
@@ -28,6 +28,16 @@ CPU_RATIO_GOAL = 1.1  # Locust's CPU per call over the plain pool's, at most
 # more calls), so at unequal rates the ratio measures the rates, not the load generator
 SAME_RATE_TOLERANCE = 0.10
 FIXED_RATE_FRACTION = 0.5  # the fixed-rate pair runs at this share of the lower measured send maximum
+# the chat profile's calls/s per loader core: at least CHAT_GOAL_FACTOR times the goal's fixed
+# reference (the run the goal was set against, docs/measurements.md; not a figure of any later run)
+CHAT_GOAL_BASELINE_CALLS_PER_CORE_SECOND = 439.0
+CHAT_GOAL_FACTOR = 2.0
+
+
+def chat_goal_ms_per_call(baseline_calls_per_core_second: float = CHAT_GOAL_BASELINE_CALLS_PER_CORE_SECOND,
+                          factor: float = CHAT_GOAL_FACTOR) -> float:
+    """The chat goal as loader CPU per call: at most this many ms (1 s over factor x baseline calls)."""
+    return MS_PER_SECOND / (factor * baseline_calls_per_core_second)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -103,20 +103,39 @@ def bench_decode(rounds: int, results: Path) -> None:
 @click.option("--driver", type=click.Choice(list(DRIVER_MODES)), default="futures", show_default=True,
               help="how the Locust side runs store calls, as `lab load --driver` (threads: the native-thread "
                    "path, for comparison)")
+@click.option("--profile", "profile", is_flag=True,
+              help="instead of the comparisons: the chat profile's Locust worker(s) under py-spy, the loader's CPU "
+                   "by layer against the chat goal (bench/profile-load/)")
+@click.option("--profile-seconds", type=POSITIVE, default=None,
+              help="--profile: the chat load's measured seconds (default 15; --quick 8)")
 @results_option
 @services_options
 @cluster_options
-def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, driver: str, results: Path,
-               config: ClusterConfig, services: Any) -> None:
+def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int | None, driver: str, profile: bool,
+               profile_seconds: float | None, results: Path, config: ClusterConfig, services: Any) -> None:
     """`lab load` against a plain driver client issuing the same store calls (max send and read
     throughput, ratio), then a send staircase at 50/75/90/105% of the max. Writes bench/load.json.
-    --outbox / --hot-window / --client-gc: both sides' stores and processes (as for lab load)."""
+    --outbox / --hot-window / --client-gc: both sides' stores and processes (as for lab load).
+    --profile: only the chat profile's load, its worker(s) under py-spy: flame graphs, top-frame
+    tables and the loader's CPU by layer (bench/profile-load/)."""
     from lab.bench.load_generator import LoadBenchParams, run_load_bench
 
-    params = LoadBenchParams.preset(quick=quick)
     changes = {k: v for k, v in (("concurrency", concurrency), ("processes", processes), ("driver", driver))
                if v is not None}
-    result = run_load_bench(config, dataclasses.replace(params, **changes), results=results,
-                            log=lambda msg: click.echo(msg, err=True), services=services)
+    log = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    if profile:
+        from lab.bench.loader_profile import LoaderProfileParams, run_loader_profile
+        from lab.bench.store_paths.profiling import pyspy_path
+
+        prof_params = LoaderProfileParams.preset(quick=quick, seconds=profile_seconds)
+        prof_params = dataclasses.replace(prof_params, load=dataclasses.replace(prof_params.load, **changes))
+        pyspy_path()  # before anything connects or writes
+        prof = run_loader_profile(config, prof_params, results=results, services=services, log=log)
+        click.echo(prof.closing_note)
+        click.echo(f"profile-load.json: {prof.out_dir / 'profile-load.json'}")
+        return
+    params = LoadBenchParams.preset(quick=quick)
+    result = run_load_bench(config, dataclasses.replace(params, **changes), results=results, log=log,
+                            services=services)
     click.echo(result.closing_note)
     click.echo(f"load.json: {result.json_path}")

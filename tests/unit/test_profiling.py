@@ -52,6 +52,17 @@ def test_top_leaves_out_the_workloads_setup(tmp_path):
     assert "send_floor_calls.<locals>.call (lab/bench/store_paths/floors.py)" in text  # the floor running is kept
 
 
+def test_top_keeps_the_stores_own_settle_callbacks(tmp_path):
+    """Only lab.measure.client_gc's settle is set-up: the store's step callbacks named settle are its hot path."""
+    path = tmp_path / "p.txt"
+    path.write_text('process 1:"python -m x";work (/repo/p.py:1);settle (/repo/lab/measure/client_gc.py:30) 4\n'
+                    'process 1:"python -m x";loop (/repo/p.py:1);_Drive._fire_all.<locals>.settle '
+                    '(/repo/lab/store/plumbing/steps.py:244) 6\n')
+    text = top(path)
+    assert text.startswith("# p.txt: 10 samples; 4 while setting the workload up")
+    assert "| 100.0 | _Drive._fire_all.<locals>.settle (lab/store/plumbing/steps.py) |" in text
+
+
 def test_frame_name_shortens_paths():
     assert frame_name("f (/a/b/lib/python3.11/json/decoder.py:12)") == "f (json/decoder.py)"
     assert frame_name("g (/w/wt/lab/store/ids.py:1)") == "g (lab/store/ids.py)"
