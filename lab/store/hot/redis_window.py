@@ -20,7 +20,7 @@ from lab.store.hot.script_rounds import ScriptRounds
 from lab.store.plumbing.lanes import Lanes
 from lab.store.rows.ids import check_conversation_seq, parse_uuid
 from lab.store.rows.model import MessageState
-from lab.store.rows.encoded import EncodedRecord
+from lab.store.rows.encoded import WIRE_JSON, EncodedRecord
 from lab.store.rows.records import Message
 
 __all__ = ["HotWindow", "HotWindowLayer", "open_hot_window"]
@@ -63,7 +63,7 @@ def _padded(seq: int) -> str:
 
 
 def _member(record: EncodedRecord) -> bytes:
-    wire = json.dumps(record.to_wire(), separators=(",", ":"), sort_keys=True)
+    wire = WIRE_JSON(record.to_wire())
     return f"{_padded(record.conversation_seq)}|{record.created_at:0{_TIME_DIGITS}d}|{wire}".encode()
 
 

@@ -20,6 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from lab.errors import OutboxError
 from lab.store.outbox import CONTROL_KINDS, OutboxEntry, OutboxRecord
 from lab.store.outbox.kafka_errors import ConsumerErrors, timed_out
+from lab.store.rows.encoded import WIRE_JSON
 
 __all__ = ["FETCH_BATCH", "GROUP_PREFIX", "POLL_SECONDS", "PartitionIndex", "RecordKey", "decode_entry",
            "encode_value", "next_messages", "parse_key", "partition_of", "record_key"]
@@ -43,8 +44,7 @@ def record_key(record: OutboxRecord) -> RecordKey:
 
 def encode_value(record: OutboxRecord, appended_at_ms: int) -> bytes:
     """The record's wire form (:meth:`OutboxRecord.to_wire`) and its append time, as JSON."""
-    return json.dumps({**record.to_wire(), "appended_at_ms": appended_at_ms}, separators=(",", ":"),
-                      sort_keys=True).encode()
+    return WIRE_JSON({**record.to_wire(), "appended_at_ms": appended_at_ms}).encode()
 
 
 def parse_key(raw: bytes) -> RecordKey:

@@ -17,6 +17,7 @@ from lab.errors import OutboxError, ValidationError
 from lab.store.outbox import DEFAULT_READ_LIMIT, Outbox, OutboxEntry, OutboxRecord, payload_from_wire
 from lab.store.plumbing.sqlite_file import SQLITE_BUSY_TIMEOUT_SECONDS, GroupCommit, SqliteFile
 from lab.store.plumbing.wall_clock import Clock, wall_clock_ms
+from lab.store.rows.encoded import WIRE_JSON
 
 __all__ = ["LocalOutbox"]
 
@@ -40,7 +41,6 @@ CREATE TABLE IF NOT EXISTS consumer_offset (
 );
 """
 _COLUMNS = "log_offset, tenant_id, conversation_id, conversation_seq, kind, target_seq, payload, appended_at_ms"
-_PAYLOAD_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode  # json.dumps without its per-call encoder
 
 
 class LocalOutbox(Outbox):
@@ -96,7 +96,7 @@ class LocalOutbox(Outbox):
     def _payload(record: OutboxRecord) -> str:
         if not isinstance(record, OutboxRecord):
             raise ValidationError("append takes an OutboxRecord", field="record")
-        return _PAYLOAD_JSON(record.payload.to_wire())
+        return WIRE_JSON(record.payload.to_wire())
 
     @classmethod
     def _append_group(cls, conn: sqlite3.Connection, items: list[tuple[OutboxRecord, str, int]]) -> list[OutboxEntry]:

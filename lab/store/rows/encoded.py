@@ -5,6 +5,7 @@ More: docs/store-internals.md.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from cassandra.query import UNSET_VALUE
 
 from lab.errors import ValidationError
 
-__all__ = ["MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "EncodedRecord"]
+__all__ = ["MESSAGE_RECORD_COLUMNS", "MESSAGE_RECORD_KEY", "WIRE_JSON", "EncodedRecord"]
 
 MESSAGE_RECORD_COLUMNS: tuple[str, ...] = (
     "tenant_id", "conversation_id", "seq_bucket", "conversation_seq", "message_id", "last_activity_id",
@@ -23,6 +24,9 @@ MESSAGE_RECORD_COLUMNS: tuple[str, ...] = (
     "recall_event_conversation_seq", "edited_at_activity_id", "created_at", "retention_class", "dek_id",
 )
 MESSAGE_RECORD_KEY: tuple[str, ...] = ("tenant_id", "conversation_id", "seq_bucket", "conversation_seq")
+# A wire form as the logs and the hot window store it: compact JSON, keys sorted. One encoder for
+# every call (json.dumps given separators or sort_keys builds a new one per call).
+WIRE_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 # How each column travels in the wire form (JSON): blobs as hex, UUIDs as str, dek_id as a list.
 _BLOB_COLUMNS = frozenset({"message_id", "last_activity_id", "edited_at_activity_id", "payload_or_ciphertext",
