@@ -17,8 +17,9 @@ from lab.measure import LatencySummary, a_over_b
 from lab.measure.timing import MS_PER_SECOND
 from lab.results import units
 
-__all__ = ["CHAT_GOAL_BASELINE_CALLS_PER_CORE_SECOND", "CHAT_GOAL_FACTOR", "CPU_RATIO_GOAL", "LoadBenchParams", "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase",
-           "ThroughputRun", "chat_goal_ms_per_call"]
+__all__ = ["CHAT_GOAL_BASELINE_CALLS_PER_CORE_SECOND", "CHAT_GOAL_FACTOR", "CPU_RATIO_GOAL", "LoadBenchParams",
+           "LoadBenchReport", "LoadBenchResult", "OperationCosts", "Staircase", "ThroughputRun",
+           "chat_goal_ms_per_call"]
 
 RATIO_DIGITS = 3
 STAIRCASE_FRACTIONS = "/".join(f"{round(f * 100)}" for f in pacing.STAIRCASE_FRACTIONS) + "%"  # 50/75/90/105%

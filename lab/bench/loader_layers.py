@@ -5,11 +5,11 @@ More: docs/bench-internals.md.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lab.bench.store_paths.profiling import frame_location, short_path
 from lab.measure.timing import MS_PER_SECOND
 from lab.results import units
 
@@ -53,31 +53,6 @@ DRIVER_CALL_SITES: tuple[tuple[str, str], ...] = (
     ("lab/store/plumbing/steps.py", "response.start_fetching_next_page("),
 )
 CALL_SITE_MODULES = frozenset(m for m, _ in DRIVER_CALL_SITES)
-
-_STDLIB = re.compile(r"/lib/python3\.\d+/")
-
-
-def short_path(path: str) -> str:
-    """A frame's file as py-spy shortens it by default: ``cassandra/io/libevreactor.py``,
-    ``lab/store/write/send.py``, ``threading.py`` (a full path from ``--full-filenames`` in)."""
-    if "site-packages/" in path:
-        return path.rsplit("site-packages/", 1)[1]
-    if "/lab/" in path:
-        return "lab/" + path.rsplit("/lab/", 1)[1]
-    m = _STDLIB.search(path)
-    return path[m.end():] if m else path
-
-
-def frame_location(frame: str) -> tuple[str, int | None]:
-    """py-spy's ``function (file:line)`` as (file, line); line None when it has none (a function's
-    name holds no space, a path may)."""
-    _, _, where = frame.partition(" (")
-    where = where.removesuffix(")")
-    file, sep, line = where.rpartition(":")
-    if sep and line.isdigit():
-        return file, int(line)
-    return where, None
-
 
 def shorten(collapsed: str) -> str:
     """Collapsed stacks recorded with ``--full-filenames``, each frame's file shortened (short_path)."""

@@ -26,11 +26,12 @@ from lab.bench.load_generator_report import (
 )
 from lab.bench.loader_layers import DRIVER, LAYERS, LayerTable
 from lab.bench.store_paths import flamegraph
-from lab.bench.store_paths.profiling import SAMPLE_RATE_HZ, pyspy_path, top
+from lab.bench.store_paths.profiling import SAMPLE_RATE_HZ, frame_location, pyspy_path, short_path, top
 from lab.cluster.config import ClusterConfig
 from lab.cluster.connection import connect
 from lab.cluster.services import ServicesConfig
 from lab.errors import BenchError, ConfigError
+from lab.load.plan import published_t0, ready_dir
 from lab.load.runner import run_load
 from lab.measure.timing import wall_seconds
 from lab.project import RESULTS_DIR
@@ -189,12 +190,10 @@ class _Recorder(threading.Thread):
             self.error = exc
 
     def _record(self) -> None:
-        t0_path = self.load_dir / "t0"
-        while not t0_path.exists():
+        while (t0 := published_t0(self.load_dir)) is None:
             if self.cancel.wait(T0_POLL_SECONDS):
                 return
-        t0 = float(t0_path.read_text())
-        pids = [int(p.read_text()) for p in sorted((self.load_dir / "ready").iterdir())]
+        pids = [int(p.read_text()) for p in sorted(ready_dir(self.load_dir).iterdir())]
         self.workers = len(pids)
         if self.cancel.wait(max(0.0, t0 + self.params.load.warmup_seconds - wall_seconds())):
             return
@@ -262,19 +261,22 @@ def _analyse(recorder: _Recorder, params: LoaderProfileParams, run: ThroughputRu
         raw, code, text = failed[0]
         raise BenchError(f"py-spy failed on {raw.name} (exit {code}): {text.strip()[-800:]}")
     notes = tuple(pyspy_note(label, text) for label, (*_, text) in zip(recorder.labels, recorder.recorded))
-    full = {view: "".join(raw.read_text() for v, raw, *_ in recorder.recorded if v == view) for view, *_ in VIEWS}
-    sites = _call_sites("".join(full.values()))
+    # joined by lines: a recording's last line may lack its newline
+    full = {view: "\n".join(line for v, raw, *_ in recorder.recorded if v == view
+                            for line in raw.read_text().splitlines()) for view, *_ in VIEWS}
+    sites = _call_sites("\n".join(full.values()))
     out = recorder.out
     tables, files = {}, []
     calls_per_second = run.throughput or 0.0
     for view, suffix, _ in VIEWS:
         raw = out / f"{STEM}{suffix}.txt"
-        raw.write_text(loader_layers.shorten(full[view]))
+        short = loader_layers.shorten(full[view])
+        raw.write_text(short)
         graph, table = out / f"{STEM}{suffix}.svg", out / f"{STEM}{suffix}.top.md"
-        graph.write_text(flamegraph.svg(raw.read_text(), title=f"chat profile's worker(s): {view}"))
+        graph.write_text(flamegraph.svg(short, title=f"chat profile's worker(s): {view}"))
         table.write_text(top(raw))
         files += [raw, graph, table]
-        tables[view] = LayerTable(view=view, samples=loader_layers.layer_samples(raw.read_text().splitlines(), sites),
+        tables[view] = LayerTable(view=view, samples=loader_layers.layer_samples(short.splitlines(), sites),
                                   sample_rate_hz=params.sample_rate_hz, seconds=float(params.record_seconds),
                                   calls_per_second=calls_per_second, loader_cpu_ms_per_call=run.cpu_ms_per_call)
     for _, raw, *_ in recorder.recorded:
@@ -302,8 +304,8 @@ def _call_sites(collapsed_full: str) -> dict[str, frozenset[int]]:
     sources: dict[str, Path] = {}
     for line in collapsed_full.splitlines():
         for frame in line.rpartition(" ")[0].split(";"):
-            file, _ = loader_layers.frame_location(frame)
-            short = loader_layers.short_path(file)
+            file, _ = frame_location(frame)
+            short = short_path(file)
             if short in loader_layers.CALL_SITE_MODULES and short not in sources:
                 sources[short] = Path(file)
     return {m: loader_layers.driver_lines(m, p.read_text()) for m, p in sources.items()}

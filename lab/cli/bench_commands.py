@@ -107,7 +107,7 @@ def bench_decode(rounds: int, results: Path) -> None:
               help="instead of the comparisons: the chat profile's Locust worker(s) under py-spy, the loader's CPU "
                    "by layer against the chat goal (bench/profile-load/)")
 @click.option("--profile-seconds", type=POSITIVE, default=None,
-              help="--profile: the chat load's measured seconds (default 15; --quick 8)")
+              help="--profile: the chat load's measured seconds (default: lab bench load's, shorter with --quick)")
 @results_option
 @services_options
 @cluster_options
@@ -124,15 +124,13 @@ def bench_load(home: Path, quick: bool, concurrency: int | None, processes: int 
                if v is not None}
     log = lambda msg: click.echo(msg, err=True)  # noqa: E731
     if profile:
-        from lab.bench.loader_profile import LoaderProfileParams, run_loader_profile
-        from lab.bench.store_paths.profiling import pyspy_path
+        from lab.bench.loader_profile import JSON_FILE, LoaderProfileParams, run_loader_profile
 
         prof_params = LoaderProfileParams.preset(quick=quick, seconds=profile_seconds)
         prof_params = dataclasses.replace(prof_params, load=dataclasses.replace(prof_params.load, **changes))
-        pyspy_path()  # before anything connects or writes
         prof = run_loader_profile(config, prof_params, results=results, services=services, log=log)
         click.echo(prof.closing_note)
-        click.echo(f"profile-load.json: {prof.out_dir / 'profile-load.json'}")
+        click.echo(f"{JSON_FILE}: {prof.out_dir / JSON_FILE}")
         return
     params = LoadBenchParams.preset(quick=quick)
     result = run_load_bench(config, dataclasses.replace(params, **changes), results=results, log=log,

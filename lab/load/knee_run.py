@@ -22,7 +22,7 @@ from lab.cluster.services import ServicesConfig
 from lab.errors import LabError
 from lab.load.knee_check import HeldOutRate, check, predict
 from lab.load.knee_search import IDLE_LIMIT_CORES, Knee, KneeStep, SearchPlan, Slo, next_rate
-from lab.load.plan import LoadPlan, load_profile
+from lab.load.plan import LoadPlan, load_profile, t0_path
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import busy_cpu_seconds
 from lab.load.runner import PER_USER_RATE, LoadOptions, LoadResult, audit_run, run_load
@@ -135,7 +135,7 @@ def idle_node_cores(sampler: CpuSampler, *, nodes: int, wait_seconds: float) -> 
 
 def measured_step(number: int, result: LoadResult, sampler: CpuSampler, slo: Slo, *, shared: bool) -> KneeStep:
     s: LoadSummary = result.summary
-    t0 = float((result.load_dir / "t0").read_text())
+    t0 = float(t0_path(result.load_dir).read_text())
     start = t0 + s.warmup_seconds
     node, busy = sampler.window(start, start + s.measured_seconds)
     cpu = s.loadgen_cpu

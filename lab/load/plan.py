@@ -79,6 +79,25 @@ def load_profile(name: str, path: Path = LOAD_PROFILES_PATH) -> LoadProfile:
     return profiles[name]
 
 
+# a run's files in its load folder, also read from outside lab.load (lab bench load --profile)
+def ready_dir(load_dir: Path) -> Path:
+    """Where each worker writes its ready file (its pid), named after the worker."""
+    return load_dir / "ready"
+
+
+def t0_path(load_dir: Path) -> Path:
+    """Where the runner publishes t0 (wall-clock seconds) once every worker is ready."""
+    return load_dir / "t0"
+
+
+def published_t0(load_dir: Path) -> float | None:
+    """t0 from the start gate, once the runner has published it (None before)."""
+    try:
+        return float(t0_path(load_dir).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 # ---- the plan ----------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class LoadPlan:
@@ -145,21 +164,18 @@ class LoadPlan:
         return self.state_root / self.worker_name()
 
     def ready_path(self) -> Path:
-        return self.load_dir / "ready" / self.worker_name()
+        return ready_dir(self.load_dir) / self.worker_name()
 
     def seeded_path(self) -> Path:
         """Written by the runner once every worker's seed (acks, templates) is on disk (``seed_gate``)."""
         return self.load_dir / "seeded"
 
     def t0_path(self) -> Path:
-        return self.load_dir / "t0"
+        return t0_path(self.load_dir)
 
     def published_t0(self) -> float | None:
         """t0 from the start gate, once the runner has published it."""
-        try:
-            return float(self.t0_path().read_text())
-        except (FileNotFoundError, ValueError):
-            return None
+        return published_t0(self.load_dir)
 
     def stop_path(self) -> Path:
         return self.load_dir / "stop"

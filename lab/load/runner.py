@@ -24,7 +24,7 @@ from lab.load.loadgen_cpu import CpuMonitor
 from lab.load.locust_run import drive, wait_until_done
 from lab.load.metrics_endpoint import DEFAULT_METRICS_HOST, MetricsServer
 from lab.load.pacing import Stage, stages_from_steps, staircase
-from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile
+from lab.load.plan import SEED_SHAPES, SEED_SIZES, LoadPlan, load_profile, t0_path
 from lab.load.processes import LOCUSTFILE, Processes, WebOptions, child_env, display_host, free_port, locust_cmd
 from lab.load.progress import NO_PROGRESS, LoadProgress
 from lab.load.run_monitor import RunMonitor, finish_summary
@@ -346,7 +346,7 @@ def publish_t0(plan: LoadPlan, lead_seconds: float = START_LEAD_SECONDS) -> floa
 def write_t0(load_dir: Path, t0: float) -> None:
     tmp = load_dir / "t0.tmp"
     tmp.write_text(repr(t0))
-    tmp.replace(load_dir / "t0")
+    tmp.replace(t0_path(load_dir))
 
 
 def audit_run(config: ClusterConfig, plan: LoadPlan, indexes: range | list[int] | None = None, *,

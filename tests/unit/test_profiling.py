@@ -68,6 +68,13 @@ def test_frame_name_shortens_paths():
     assert frame_name("g (/w/wt/lab/store/ids.py:1)") == "g (lab/store/ids.py)"
 
 
+def test_frame_name_shortens_any_python_3s_standard_library():
+    assert frame_name("f (/usr/lib/python3.12/json/decoder.py:12)") == "f (json/decoder.py)"
+    assert frame_name("f (/opt/py/lib/python3.13/threading.py)") == "f (threading.py)"
+    assert frame_name("h (/v/lib/python3.12/site-packages/cassandra/cluster.py:9)") == "h (cassandra/cluster.py)"
+    assert frame_name("<module> (<frozen importlib._bootstrap>:1)") == "<module> (<frozen importlib._bootstrap>)"
+
+
 def test_params_refuse_unknown_workloads_and_non_positive_seconds():
     assert ProfileParams.preset(quick=True).seconds < ProfileParams.preset(quick=False).seconds
     assert ProfileParams.preset(quick=True, seconds=7).seconds == 7

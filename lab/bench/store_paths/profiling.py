@@ -202,15 +202,34 @@ _IMPORT_FRAME = "(<frozen importlib."  # importlib's frames: finding, compiling 
 _SETUP_FRAMES = re.compile(r"send_floor_calls \(|create_schema \(|(?:^|;)settle \([^;]*client_gc\.py")
 
 
+_STDLIB = re.compile(r"(?:^|/)lib/python3\.\d+/")  # any Python 3's standard library
+
+
+def short_path(path: str) -> str:
+    """A frame's file as py-spy shortens it by default: ``cassandra/io/libevreactor.py``,
+    ``lab/store/write/send.py``, ``threading.py`` (a full path from ``--full-filenames`` in)."""
+    if "site-packages/" in path:
+        return path.rsplit("site-packages/", 1)[1]
+    if "/lab/" in path:
+        return "lab/" + path.rsplit("/lab/", 1)[1]
+    m = _STDLIB.search(path)
+    return path[m.end():] if m else path
+
+
+def frame_location(frame: str) -> tuple[str, int | None]:
+    """py-spy's ``function (file:line)`` as (file, line); line None when it has none (a function's
+    name holds no space, a path may)."""
+    _, _, where = frame.partition(" (")
+    where = where.removesuffix(")")
+    file, sep, line = where.rpartition(":")
+    if sep and line.isdigit():
+        return file, int(line)
+    return where, None
+
+
 def frame_name(frame: str) -> str:
-    """py-spy's raw ``function (path/to/file.py:line)`` as ``function (file)``, paths shortened."""
-    name, _, where = frame.partition(" (")
-    file = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("site-packages/", "/lab/", "lib/python3.11/"):
-        if marker in file:
-            file = ("lab/" if marker == "/lab/" else "") + file.split(marker, 1)[1]
-            break
-    return f"{name} ({file})"
+    """py-spy's raw ``function (path/to/file.py:line)`` as ``function (file)``, paths shortened (short_path)."""
+    return f"{frame.partition(' (')[0]} ({short_path(frame_location(frame)[0])})"
 
 
 # ---- the workloads (child process, under py-spy) --------------------------------------------------
