@@ -119,6 +119,14 @@ def paired_goal(ratio: str, r: PairedRatio, *, limit: float, at_least: bool) -> 
             "verdict": r.against(limit, at_least=at_least) if r.vouched() else NOT_JUDGED}
 
 
+def driver_goals(cpu_ratios: Mapping[str, PairedRatio], goals: Mapping[str, str], *, limit: float) -> dict[str, Any]:
+    """store.json's driver-floor goals: per ``goal_key: ratio_key`` of ``goals``, the per-round CPU ratio
+    ``ratio_key`` of ``cpu_ratios`` against ``limit`` (at most, :func:`paired_goal`); a goal whose ratio
+    was not taken (its floor did not run) is left out."""
+    return {key: paired_goal(ratio, cpu_ratios[ratio], limit=limit, at_least=False)
+            for key, ratio in goals.items() if ratio in cpu_ratios}
+
+
 def paired_ratios_json(ratios: Mapping[str, PairedRatio]) -> dict[str, Any]:
     """Each per-round ratio as store.json holds it: its figures and whether the run vouches for it."""
     return {key: r.to_json(RATIO_DIGITS) | {"vouched": r.vouched()} for key, r in ratios.items()}

@@ -240,16 +240,13 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
     ends = _Ends(n, lock)
     # "armed": the pending timer's cell, holding the timer once create_timer returned it, or None when
     # no timer is pending; "over": the run ended (a timer created after that cancels itself)
-    state: dict[str, Any] = {"next": 0, "running": 0, "armed": [None], "over": False}
+    state: dict[str, Any] = {"next": 0, "armed": [None], "over": False}
     local = threading.local()  # a chain that ends inside pump() (before any I/O): pump's loop goes on
     schedule = FixedRateSchedule.for_rate(rate, start_ns=now_ns())
 
     def ended(last: bool) -> None:
         if not last and not getattr(local, "pumping", False):
             pump()
-
-    def one_less() -> None:
-        state["running"] -= 1
 
     def fired() -> None:
         with lock:
@@ -273,7 +270,8 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
             while True:
                 with lock:
                     i = state["next"]
-                    if i >= n or state["running"] >= in_flight:
+                    # in flight: the chains started less those ended (ends.left counts down under this lock)
+                    if i >= n or i - (n - ends.left) >= in_flight:
                         return
                     wait_ns = schedule.due_ns(i) - now_ns()
                     if wait_ns > 0:
@@ -281,8 +279,8 @@ def run_loop_paced_chains(chains: Sequence[Chain], *, in_flight: int, rate: floa
                             state["armed"] = cell = [None]
                             arm_ns = wait_ns
                         break
-                    state["next"], state["running"] = i + 1, state["running"] + 1
-                ends.start(chains, i, ended, under_lock=one_less)
+                    state["next"] = i + 1
+                ends.start(chains, i, ended)
         finally:
             local.pumping = False
         if cell is not None:
@@ -313,10 +311,8 @@ class _Ends:
         self.timings: list[Timing | None] = [None] * n
         self.left, self.lock, self.finished = n, lock, threading.Event()
 
-    def start(self, chains: Sequence[Chain], i: int, then: Callable[[bool], None],
-              under_lock: Callable[[], None] | None = None) -> None:
-        """Start chain ``i``, timed from now; at its end ``under_lock()`` (with the run's lock held),
-        then ``then(last)``: whether it was the run's last end."""
+    def start(self, chains: Sequence[Chain], i: int, then: Callable[[bool], None]) -> None:
+        """Start chain ``i``, timed from now; at its end ``then(last)``: whether it was the run's last end."""
         started = now_ns()
 
         def done(error: BaseException | None) -> None:
@@ -326,8 +322,6 @@ class _Ends:
                 self.timings[i] = Timing(started, now_ns(), None if error is None else type(error).__name__)
                 self.left -= 1
                 last = self.left == 0
-                if under_lock is not None:
-                    under_lock()
             if last:
                 self.finished.set()
             then(last)

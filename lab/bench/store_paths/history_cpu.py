@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, paired_goal,
+from lab.bench.store_paths.bench_report import (CALLBACK_PAGE_GOAL, RATIO_DIGITS, Comparison, driver_goals,
                                                 paired_ratios_json)
 from lab.bench.store_paths.callback_floors import block_start_rate, page_chain, run_chains, run_loop_paced_chains
 from lab.bench.store_paths.floors import history_floor, history_floor_items
@@ -142,9 +142,8 @@ def paired_rounds(by_round: dict[str, list[float | None]], cpu_ms_per_call: dict
     cpu = {f"{key}_cpu_per_call": paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b]) for key, (a, b) in pairs.items()}
     return {"block_calls": block_calls, "rounds": len(by_round["history"]),
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
-            "callback_goal": paired_goal(GOAL_RATIO, cpu[GOAL_RATIO], limit=CALLBACK_PAGE_GOAL, at_least=False),
-            **({"paced_callback_goal": paired_goal(PACED_GOAL_RATIO, cpu[PACED_GOAL_RATIO], limit=CALLBACK_PAGE_GOAL,
-                                                   at_least=False)} if PACED_FLOOR in cpu_ms_per_call else {}),
+            **driver_goals(cpu, {"callback_goal": GOAL_RATIO, "paced_callback_goal": PACED_GOAL_RATIO},
+                           limit=CALLBACK_PAGE_GOAL),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
             "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]

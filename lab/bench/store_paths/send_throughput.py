@@ -18,7 +18,7 @@ from lab.bench.store_paths.callback_floors import (block_start_rate, run_chains,
 from lab.bench.store_paths.floors import FloorKeys, send_floor_calls, send_floor_plans
 from lab.bench.store_paths.recording import BenchRun, Method, body
 from lab.bench.store_paths.bench_report import (CALLBACK_SEND_GOAL, RATIO_DIGITS, SEND_FLOOR_GOAL, Comparison,
-                                                paired_goal, paired_ratios_json)
+                                                driver_goals, paired_goal, paired_ratios_json)
 from lab.measure import a_over_b, now_ns, paired_ratio, timed
 from lab.measure.paired import DEFAULT_VOUCH_REL_HALF_WIDTH
 from lab.measure.process_cpu import CpuMeter
@@ -282,6 +282,9 @@ LOGGED_GOAL_RATIO = "send_async_over_logged_callback_floor_cpu_per_call"
 PACED_GOAL_RATIO = "send_async_over_paced_callback_floor_cpu_per_call"
 # and at that rate with each chain started on the driver's loop, where send_async's next send starts
 LOOP_PACED_GOAL_RATIO = "send_async_over_loop_paced_callback_floor_cpu_per_call"
+# paired_rounds' driver-floor goals (each judged only where its floor ran) and the ratio each is judged on
+DRIVER_GOALS = {"callback_goal": CALLBACK_GOAL_RATIO, "logged_callback_goal": LOGGED_GOAL_RATIO,
+                "paced_callback_goal": PACED_GOAL_RATIO, "loop_paced_callback_goal": LOOP_PACED_GOAL_RATIO}
 
 
 def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
@@ -294,35 +297,21 @@ def paired_rounds(by_round: dict[str, list[float | None]], *, block_calls: int,
     ratio of it (``cpu_ratios``): what the store adds on the client over its statements, which the
     node's own noise moves less than it moves throughput."""
     ratios = {key: paired_ratio(by_round[a], by_round[b]) for key, (a, b) in PAIRED.items()}
+    cpu = None if cpu_ms_per_call is None else {
+        key.replace("_throughput", "_cpu_per_call"): paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
+        for key, (a, b) in PAIRED.items() if a in cpu_ms_per_call and b in cpu_ms_per_call}
     like = ratios[GOAL_RATIO]
     return {"block_calls": block_calls, "rounds": len(by_round["send"]),
             "vouch_rel_half_width": DEFAULT_VOUCH_REL_HALF_WIDTH,
             # judged only from a figure the run vouches for: a bootstrap interval of a few rounds
             # is too coarse to call the goal missed or met
             "goal": paired_goal(GOAL_RATIO, like, limit=SEND_FLOOR_GOAL, at_least=True),
-            **_driver_goals(cpu_ms_per_call),
+            # send_async's client CPU per call over each driver floor's, against CALLBACK_SEND_GOAL
+            **({} if cpu is None else driver_goals(cpu, DRIVER_GOALS, limit=CALLBACK_SEND_GOAL)),
             "throughput_by_round": {name: [None if x is None else round(x, 2) for x in xs]
                                     for name, xs in by_round.items()},
             "ratios": paired_ratios_json(ratios),
-            **({} if cpu_ms_per_call is None else {
+            **({} if cpu is None else {
                 "cpu_ms_per_call_by_round": {name: [None if x is None else round(x, 3) for x in xs]
                                              for name, xs in cpu_ms_per_call.items()},
-                "cpu_ratios": paired_ratios_json({key.replace("_throughput", "_cpu_per_call"):
-                                                  paired_ratio(cpu_ms_per_call[a], cpu_ms_per_call[b])
-                                                  for key, (a, b) in PAIRED.items()
-                                                  if a in cpu_ms_per_call and b in cpu_ms_per_call})})}
-
-
-def _driver_goals(cpu_ms_per_call: dict[str, list[float | None]] | None) -> dict[str, Any]:
-    """``callback_goal``, ``logged_callback_goal``, ``paced_callback_goal`` and ``loop_paced_callback_goal``:
-    send_async's client CPU per call over each driver floor's, per round, against CALLBACK_SEND_GOAL;
-    a goal whose floor did not run is left out."""
-    if cpu_ms_per_call is None or ASYNC not in cpu_ms_per_call:
-        return {}
-    goals = {"callback_goal": (CALLBACK_GOAL_RATIO, CALLBACK_FLOOR),
-             "logged_callback_goal": (LOGGED_GOAL_RATIO, LOGGED_FLOOR),
-             "paced_callback_goal": (PACED_GOAL_RATIO, PACED_FLOOR),
-             "loop_paced_callback_goal": (LOOP_PACED_GOAL_RATIO, LOOP_PACED_FLOOR)}
-    return {key: paired_goal(ratio, paired_ratio(cpu_ms_per_call[ASYNC], cpu_ms_per_call[floor]),
-                             limit=CALLBACK_SEND_GOAL, at_least=False)
-            for key, (ratio, floor) in goals.items() if floor in cpu_ms_per_call}
+                "cpu_ratios": paired_ratios_json(cpu)})}
