@@ -1,13 +1,16 @@
 """A Kafka outbox consumer's lasting error named in the timeout it causes (lab.store.outbox.kafka_errors),
 caused for real on the embedded broker: a partition that does not exist, a topic deleted under the
-index and under a read. Every topic is the test's own."""
+index and under a read; and a group's consumer that cannot reach a broker, which leaves nothing
+behind. Every topic is the test's own."""
 from __future__ import annotations
 
+import gc
+import socket
 import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lab.errors import OutboxError
@@ -17,7 +20,10 @@ from outbox_records import message
 
 pytestmark = pytest.mark.node
 
-WAIT_SECONDS = 120  # for the broker's answer; librdkafka names a deleted topic after ~30 s (metadata propagation)
+# for the broker's answer; librdkafka names a deleted topic only after its topic.metadata.propagation.max.ms,
+# 30 s by default
+WAIT_SECONDS = 120
+SETUP_SECONDS = 5.0  # the request timeout of a box whose group set-ups cannot succeed
 SHORT_SECONDS = 1.0  # one timed-out wait: the tests wait for many until one names the cause
 MISSING_TOPIC = {"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_PARTITION"}  # both come as the topic goes: the later one is kept
 
@@ -132,10 +138,39 @@ def test_a_read_names_its_topic_deleted_under_the_fetch(kafka_services, admin, t
         p, o = entry.partition, entry.offset
         assert [e.offset for e in box.read(o, 10, partition=p)] == [o]  # the reader fetched the topic
         deleted(admin, topic)
-        late = named(lambda: box._fetch(box._reader, box._reader_lock, box._reader_errors, {p: o}, {p: o + 1},
-                                        limit=1), MISSING_TOPIC)
+        late = named(lambda: box._fetch(box._reader, {p: o}, {p: o + 1}, limit=1), MISSING_TOPIC)
         assert_names(late, late.code)
         assert str(late).startswith(f"reading {topic} did not reach its end offsets within ")
         assert late.remaining == {p: o}
+    finally:
+        box.close()
+
+
+def test_a_group_whose_consumer_cannot_be_set_up_keeps_nothing_and_fails_alike_each_time(kafka_services, topic):
+    # the outbox opens on the broker, then its groups' consumers are pointed at a port bound but never
+    # listened on (each connection refused): every set-up fails, none may be kept half made or left open
+    box = open_outbox("kafka", services=kafka_services.replace(request_timeout_seconds=SETUP_SECONDS), topic=topic)
+    client = box._client
+    try:
+        with socket.socket() as nobody:
+            nobody.bind(("127.0.0.1", 0))
+            box._client = {**client, "bootstrap.servers": f"127.0.0.1:{nobody.getsockname()[1]}"}
+            before = [c for c in gc.get_objects() if isinstance(c, Consumer)]
+            failures = []
+            for call in (box.consume, box.lag):
+                with pytest.raises(OutboxError) as raised:
+                    call("archiver")
+                failures.append(raised.value)
+            made = [c for c in gc.get_objects() if isinstance(c, Consumer) and not any(c is b for b in before)]
+        for failure in failures:
+            assert str(failure).startswith(f"cannot open a consumer of group archiver on the outbox topic {topic}: ")
+            assert failure.topic == topic and isinstance(failure.__cause__, KafkaException)
+        assert len({(f.code, str(f)) for f in failures}) == 1, [str(f) for f in failures]
+        assert len(made) == len(failures)  # the failed set-ups' consumers, kept alive by the failures' tracebacks
+        for consumer in made:
+            with pytest.raises(RuntimeError, match="closed"):
+                consumer.assignment()
+        box._client = client  # the broker reachable again: the group's next call sets it up afresh
+        assert box.consume("archiver").entries == ()
     finally:
         box.close()

@@ -1,11 +1,15 @@
 """What a Kafka outbox consumer heard, and what a timed-out wait names (lab.store.outbox.kafka_errors):
-lasting errors until progress, transient ones only while waiting, per partition."""
+lasting errors until progress, transient ones only while waiting, per partition; a repeat logged at
+DEBUG; and the consumers' use of Kafka that keeps fatal consumer errors away from them."""
 from __future__ import annotations
 
+import logging
 import time
+from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 
+import lab.store.outbox as outbox
 from lab.errors import OutboxError
 from lab.store.outbox.kafka_errors import LASTING, ConsumerErrors, timed_out
 
@@ -81,3 +85,33 @@ def test_a_timeout_names_its_cause_in_message_facts_and_cause():
     assert (error.code, error.lasting, error.retriable, error.topic, error.partition) == (
         "UNKNOWN_TOPIC_OR_PART", True, False, TOPIC, 0)
     assert isinstance(error.__cause__, KafkaException) and error.__cause__.args[0] is cause
+
+
+def test_an_error_warns_when_its_code_changes_and_a_repeat_logs_at_debug(caplog):
+    caplog.set_level(logging.DEBUG, logger="lab.store.outbox.kafka_errors")
+    errors = ConsumerErrors(TOPIC)
+    down = err(KafkaError._TRANSPORT, "127.0.0.1:9092/1: Connection refused")
+    for heard in [(down, None), (down, None), (err(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"), None),
+                  (down, None), (down, 0), (down, 0), (err(KafkaError._PARTITION_EOF), 0), (down, 0)]:
+        errors.heard(*heard)
+    errors.progressed(0)  # progress forgets partition 0's and the unnamed error: the next one is news
+    errors.heard(down, 0)
+    errors.error_cb(err(KafkaError.TOPIC_AUTHORIZATION_FAILED))  # librdkafka's "outbox.t [0]: ..."
+    errors.error_cb(err(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert [(r.levelno, r.getMessage().split(": ", 1)[1].split(" ", 1)[0]) for r in caplog.records] == [
+        (logging.WARNING, "_TRANSPORT"), (logging.DEBUG, "_TRANSPORT"), (logging.WARNING, "_ALL_BROKERS_DOWN"),
+        (logging.WARNING, "_TRANSPORT"), (logging.WARNING, "_TRANSPORT"), (logging.DEBUG, "_TRANSPORT"),
+        (logging.DEBUG, "_TRANSPORT"), (logging.WARNING, "_TRANSPORT"),
+        (logging.WARNING, "TOPIC_AUTHORIZATION_FAILED"), (logging.DEBUG, "TOPIC_AUTHORIZATION_FAILED")]
+    assert all(r.getMessage().startswith(f"a consumer of the outbox {TOPIC}: ") for r in caplog.records)
+
+
+def test_the_kafka_consumers_never_join_a_group_so_no_fatal_error_reaches_them():
+    """The Kafka outbox's consumers only assign() and name no group.instance.id: librdkafka raises a
+    fatal consumer error only for a fenced static member (or a KIP-848 / share-group heartbeat), so
+    the consumers handle no fatal error. Whoever adds subscribe() or a static member id must add the
+    check (a message whose error code is _FATAL; its fatal() is always false) with it."""
+    sources = {p.name: p.read_text() for p in Path(outbox.__file__).parent.glob("kafka_*.py")}
+    assert {"kafka_log.py", "kafka_index.py", "kafka_producer.py"} <= set(sources)
+    for name, text in sources.items():
+        assert ".subscribe(" not in text and "group.instance.id" not in text and "group.protocol" not in text, name

@@ -103,18 +103,3 @@ def test_control_events_written_before_the_typed_form_still_read():
 def test_a_bad_payload_is_a_typed_error(kind, data):
     with pytest.raises(ValidationError):
         payload_from_wire(kind, data)
-
-
-def test_the_kafka_consumers_never_join_a_group_so_no_fatal_error_reaches_them():
-    """The Kafka outbox's consumers only assign() and name no group.instance.id: librdkafka raises a
-    fatal consumer error only for a fenced static member (or a KIP-848 / share-group heartbeat), so
-    the consumers handle no fatal error. Whoever adds subscribe() or a static member id must add the
-    check (a message whose error code is _FATAL; its fatal() is always false) with it."""
-    from pathlib import Path
-
-    import lab.store.outbox as outbox
-
-    sources = {p.name: p.read_text() for p in Path(outbox.__file__).parent.glob("kafka_*.py")}
-    assert {"kafka_log.py", "kafka_index.py", "kafka_producer.py"} <= set(sources)
-    for name, text in sources.items():
-        assert ".subscribe(" not in text and "group.instance.id" not in text and "group.protocol" not in text, name

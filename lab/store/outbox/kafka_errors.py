@@ -67,13 +67,18 @@ class ConsumerErrors:
         self.heard(err, int(named.group(1)) if named else None)
 
     def heard(self, err: KafkaError, partition: int | None) -> None:
+        """Keep ``err`` as ``partition``'s last error; log it, as a warning only when its code is
+        not that partition's last one (librdkafka repeats a transient error on every retry)."""
         if err.code() == KafkaError._PARTITION_EOF:
             return  # a partition's end: no error
         if partition is not None and partition < 0:
             partition = None  # a poll's error of no partition (RD_KAFKA_PARTITION_UA)
         with self._lock:
+            before = self._last.get(partition)
             self._last[partition] = (next(self._order), time.monotonic(), err)
-        _log.warning("a consumer of the outbox %s: %s (%s)", self.topic, err.name(), err.str())
+        repeated = before is not None and before[2].code() == err.code()
+        _log.log(logging.DEBUG if repeated else logging.WARNING, "a consumer of the outbox %s: %s (%s)", self.topic,
+                 err.name(), err.str())
 
     def progressed(self, partition: int) -> None:
         """``partition`` gave a record or its end: the consumer fetches it, whatever it heard before."""

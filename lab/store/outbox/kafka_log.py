@@ -12,6 +12,7 @@ import uuid
 from collections import OrderedDict
 from concurrent.futures import Future
 from pathlib import Path
+from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -29,6 +30,14 @@ from lab.store.plumbing.steps import BlockingPool
 __all__ = ["KafkaOutbox", "partition_of"]
 
 RECENT_ENTRIES = 4096  # entries this process appended or fetched, kept to spare a fetch on retries
+
+
+class _Reader(NamedTuple):
+    """One consumer of the outbox (the reader, or a group's), the lock its fetches hold (one
+    assignment at a time) and what it heard, for a fetch that times out to name."""
+    consumer: Consumer
+    lock: threading.Lock
+    errors: ConsumerErrors
 
 
 class KafkaOutbox(Outbox):
@@ -51,16 +60,15 @@ class KafkaOutbox(Outbox):
             self._producer = OutboxProducer(topic, self._new_producer, self._acked,
                                             report_seconds=services.kafka_delivery_timeout_ms / 1000 + self._timeout)
             self._index = PartitionIndex(self._client, topic, self._partitions)
-            self._reader_errors = ConsumerErrors(topic)
-            self._reader = self._consumer("reader", self._reader_errors)
-            self._reader.list_topics(topic, timeout=self._timeout)
+            try:
+                self._reader = self._open_reader("reader")
+            except BaseException:
+                self._index.close()
+                raise
         except KafkaException as exc:
             raise kafka_error(f"cannot open the outbox topic {topic} on {services.kafka_bootstrap_servers}", exc,
                                topic=topic) from exc
-        self._reader_lock = threading.Lock()
-        self._groups: dict[str, Consumer] = {}
-        self._group_locks: dict[str, threading.Lock] = {}
-        self._group_errors: dict[str, ConsumerErrors] = {}
+        self._groups: dict[str, _Reader] = {}  # only readers whose set-up succeeded
         self._groups_lock = threading.Lock()
         self._recent: OrderedDict[tuple[int, int], OutboxEntry] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -100,11 +108,19 @@ class KafkaOutbox(Outbox):
                          "message.timeout.ms": s.kafka_delivery_timeout_ms,
                          "request.timeout.ms": min(s.kafka_delivery_timeout_ms, 30_000)})
 
-    def _consumer(self, group: str, errors: ConsumerErrors) -> Consumer:
-        """A consumer of the outbox that assigns its partitions (``group`` names its offsets);
-        ``errors`` hears what it reports, for a read that times out to name."""
-        return Consumer({**self._client, "group.id": GROUP_PREFIX + group, "enable.auto.commit": False,
-                         "enable.auto.offset.store": False, "fetch.wait.max.ms": 10, "error_cb": errors.error_cb})
+    def _open_reader(self, group: str) -> _Reader:
+        """A consumer of the outbox that assigns its partitions (``group`` names its offsets), with
+        the topic's metadata fetched first (else the first fetch after a committed() waits for it).
+        A set-up that fails (KafkaException) closes the consumer it made."""
+        errors = ConsumerErrors(self.topic)
+        consumer = Consumer({**self._client, "group.id": GROUP_PREFIX + group, "enable.auto.commit": False,
+                             "enable.auto.offset.store": False, "fetch.wait.max.ms": 10, "error_cb": errors.error_cb})
+        try:
+            consumer.list_topics(self.topic, timeout=self._timeout)
+        except BaseException:
+            consumer.close()
+            raise
+        return _Reader(consumer, threading.Lock(), errors)
 
     @property
     def partitions(self) -> int:
@@ -200,8 +216,8 @@ class KafkaOutbox(Outbox):
             cached = self._recent.get((partition, offset))
         if cached is not None:
             return cached
-        found, _ = self._fetch(self._reader, self._reader_lock, self._reader_errors, {partition: offset},
-                               {partition: offset + 1}, limit=1, skip_duplicates=False)
+        found, _ = self._fetch(self._reader, {partition: offset}, {partition: offset + 1}, limit=1,
+                               skip_duplicates=False)
         if not found or found[0].offset != offset:
             raise OutboxError(f"the outbox record {self.topic}[{partition}]@{offset} is gone (retention?)",
                               topic=self.topic, partition=partition, offset=offset)
@@ -211,8 +227,8 @@ class KafkaOutbox(Outbox):
     # ---- reading the log ------------------------------------------------------------------
     def _watermarks(self, partition: int) -> tuple[int, int]:
         try:
-            return self._reader.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=self._timeout,
-                                                      cached=False)
+            return self._reader.consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                               timeout=self._timeout, cached=False)
         except KafkaException as exc:
             raise kafka_error("cannot read the outbox's end offsets", exc, topic=self.topic,
                                partition=partition) from exc
@@ -220,12 +236,12 @@ class KafkaOutbox(Outbox):
     def end_offset(self, *, partition: int = 0) -> int:
         return self._watermarks(self._check_partition(partition))[1]
 
-    def _fetch(self, consumer: Consumer, lock: threading.Lock, errors: ConsumerErrors, start: dict[int, int],
-               end: dict[int, int], *, limit: int,
+    def _fetch(self, reader: _Reader, start: dict[int, int], end: dict[int, int], *, limit: int,
                skip_duplicates: bool = True) -> tuple[list[OutboxEntry], dict[int, int]]:
-        """Entries of [start[p], end[p]) per partition, at most ``limit``; returns them and the
-        offset after the last record looked at per partition (skipped duplicates included). Past
-        the request timeout it raises, naming the consumer error that explains it (``errors``)."""
+        """Entries of [start[p], end[p]) per partition, at most ``limit``, through ``reader``; returns
+        them and the offset after the last record looked at per partition (skipped duplicates
+        included). Past the request timeout it raises, naming the consumer error that explains it."""
+        consumer, lock, errors = reader
         wanted = {p: o for p, o in start.items() if o < end[p]}
         entries: list[OutboxEntry] = []
         reached: dict[int, int] = {}
@@ -267,21 +283,24 @@ class KafkaOutbox(Outbox):
     def read(self, from_offset: int, limit: int = DEFAULT_READ_LIMIT, *, partition: int = 0) -> list[OutboxEntry]:
         partition = self._check_partition(partition)
         low, high = self._watermarks(partition)
-        entries, _ = self._fetch(self._reader, self._reader_lock, self._reader_errors,
-                                 {partition: max(int(from_offset), low)}, {partition: high}, limit=int(limit))
+        entries, _ = self._fetch(self._reader, {partition: max(int(from_offset), low)}, {partition: high},
+                                 limit=int(limit))
         return entries
 
     # ---- consumer groups ------------------------------------------------------------------
-    def _group(self, group: str) -> tuple[Consumer, threading.Lock, ConsumerErrors]:
+    def _group(self, group: str) -> _Reader:
+        """``group``'s reader, set up on first use; a set-up that fails leaves nothing behind, so
+        that the next call tries again (and fails the same way while the broker is unreachable)."""
         with self._groups_lock:
-            consumer = self._groups.get(group)
-            if consumer is None:
-                errors = ConsumerErrors(self.topic)
-                consumer = self._groups[group] = self._consumer(group, errors)
-                # metadata first: after a committed() the first fetch of an unwarmed consumer waits ~1 s
-                consumer.list_topics(self.topic, timeout=self._timeout)
-                self._group_locks[group], self._group_errors[group] = threading.Lock(), errors
-            return consumer, self._group_locks[group], self._group_errors[group]
+            reader = self._groups.get(group)
+            if reader is None:
+                try:
+                    reader = self._open_reader(group)
+                except KafkaException as exc:
+                    raise kafka_error(f"cannot open a consumer of group {group} on the outbox topic {self.topic}",
+                                      exc, topic=self.topic) from exc
+                self._groups[group] = reader
+            return reader
 
     def _committed_all(self, group: str, consumer: Consumer) -> dict[int, int]:
         try:
@@ -293,7 +312,7 @@ class KafkaOutbox(Outbox):
 
     def committed(self, group: str, *, partition: int = 0) -> int:
         partition = self._check_partition(partition)
-        return self._committed_all(group, self._group(group)[0])[partition]
+        return self._committed_all(group, self._group(group).consumer)[partition]
 
     def _commit(self, group: str, offsets: dict[int, int]) -> dict[int, int]:
         consumer, lock, _ = self._group(group)
@@ -313,10 +332,10 @@ class KafkaOutbox(Outbox):
         return self._commit(group, {partition: int(offset)})[partition]
 
     def consume(self, group: str, limit: int = DEFAULT_READ_LIMIT) -> OutboxBatch:
-        consumer, lock, errors = self._group(group)
-        start = self._committed_all(group, consumer)
+        reader = self._group(group)
+        start = self._committed_all(group, reader.consumer)
         marks = {p: self._watermarks(p) for p in range(self._partitions)}
-        entries, reached = self._fetch(consumer, lock, errors, {p: max(start[p], marks[p][0]) for p in start},
+        entries, reached = self._fetch(reader, {p: max(start[p], marks[p][0]) for p in start},
                                        {p: marks[p][1] for p in marks}, limit=limit)
         return OutboxBatch(entries=tuple(entries), next_offsets=reached)
 
@@ -325,7 +344,7 @@ class KafkaOutbox(Outbox):
             self._commit(group, dict(batch.next_offsets))
 
     def lag(self, group: str) -> int:
-        committed = self._committed_all(group, self._group(group)[0])
+        committed = self._committed_all(group, self._group(group).consumer)
         total = 0
         for p in range(self._partitions):
             low, high = self._watermarks(p)
@@ -344,6 +363,6 @@ class KafkaOutbox(Outbox):
         self._producer.close(self._timeout)
         self._index.close()  # its waiters hear that it is closed
         self._fetches.close()  # the duplicates' fetches queued, before the reader they use
-        for consumer in [self._reader, *self._groups.values()]:
-            consumer.close()
+        for reader in [self._reader, *self._groups.values()]:
+            reader.consumer.close()
 
